@@ -1,0 +1,21 @@
+"""coldkeep's core: an asyncio library that moves cold data out of a live tree.
+
+Read the modules in this order and the protocol grows step by step:
+
+    config     the typed, frozen settings parsed from coldkeep.toml
+    layout     where everything lives under archive_root; containment checks
+    globs      include/exclude patterns with ``**``
+    fsutil     file identity, fsync, rename-without-replace, guarded unlink
+    cancel     the graceful-cancellation token checked at safe points
+    ratelimit  the byte token bucket every archive/verify/restore read goes through
+    codec      streaming gzip (isal, zlib-ng, zlib) hashed in the same read
+    steps      the step hook every protocol step is announced through
+    gzfile     the per-file protocol: archive, verify, adopt, restore, sweep
+    manifest   coldkeep.db: entries, passes, restore intents (aiosqlite)
+    lock       the archive mutex on archive_root/.lock
+    filemove   one live file end to end: the protocol, its entry, the unlink
+    recovery   what a crash leaves behind, cleaned up
+
+Nothing here imports Textual or Rich's live display: the console, the CLI and the
+scheduler are clients of this package (a test holds that line).
+"""

@@ -1,0 +1,65 @@
+"""Graceful cancellation: one token, checked at safe points on the loop and in threads.
+
+A long step (compressing a 2 GiB file) runs in a thread the loop cannot interrupt;
+it checks the token between chunks and stops by raising ``Cancelled`` after
+cleaning up what it wrote. ``in_thread`` ties the two worlds together: when the
+awaiting task is cancelled it trips the token and still waits for the thread to
+finish, so no thread keeps writing behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    """Work stopped at a safe point because it was asked to."""
+
+
+class CancelToken:
+    """Set once, seen everywhere: thread-safe."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` if cancellation was asked for."""
+        if self._event.is_set():
+            raise Cancelled(self.reason)
+
+    def sleep(self, seconds: float) -> None:
+        """Block this (worker) thread, waking early on cancellation."""
+        if self._event.wait(seconds):
+            raise Cancelled(self.reason)
+
+
+async def in_thread(
+    token: CancelToken, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """Run ``fn`` in the default executor; a cancelled await trips ``token`` and
+    waits for the thread to stop before re-raising."""
+    loop = asyncio.get_running_loop()
+    fut = loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        token.cancel("the caller was cancelled")
+        await asyncio.wait([fut])
+        raise

@@ -1,0 +1,281 @@
+"""Streaming gzip, hashed in the same read. Synchronous: run in worker threads.
+
+Three deflate engines behind one small interface (``Codec``): ISA-L (``isal``),
+``zlib-ng`` and the standard library's ``zlib``. Whatever the engine, the output
+is one standard gzip member whose header carries the source's file name (FNAME)
+and mtime, so ``gzip -l`` shows the name and ``gunzip -N`` restores both, and the
+archive can be rebuilt from its gzips alone. Inflating always uses the fastest
+inflater available (ISA-L), whatever engine wrote the file.
+
+Invariants:
+- Each source byte is read once: the same 1 MiB chunk feeds sha256, CRC-32 and the
+  compressor. Every read goes through the rate cap first.
+- Output is bounded: inflating never produces more than ``CHUNK`` bytes per call,
+  whatever the compression ratio, so a 2 GiB file costs a few MiB of memory.
+- Only the codec saying the bytes are not valid gzip (bad header, bad data, CRC or
+  length mismatch, truncation, trailing garbage) is ``CorruptGzip``. A failed read
+  (EACCES, EIO) is an ``OSError`` and proves nothing about the file.
+- Every step checks the cancel token between chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Protocol, cast
+
+from isal import isal_zlib
+from zlib_ng import zlib_ng
+
+from .cancel import CancelToken
+from .config import Engine
+from .ratelimit import UNLIMITED, RateLimiter
+
+CHUNK = 1 << 20
+_FNAME = 0x08
+_FLAG_BITS = {"FTEXT": 0x01, "FHCRC": 0x02, "FEXTRA": 0x04, "FNAME": 0x08, "FCOMMENT": 0x10}
+_OS_UNIX = 3
+
+Progress = Callable[[int], None]
+
+
+class CorruptGzip(Exception):
+    """The bytes are not a valid gzip stream; the message says where and why."""
+
+
+class _Compressor(Protocol):
+    def compress(self, data: bytes | memoryview, /) -> bytes: ...
+    def flush(self, mode: int = ..., /) -> bytes: ...
+
+
+class _Decompressor(Protocol):
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    def decompress(self, data: bytes | memoryview, /, max_length: int = ...) -> bytes: ...
+
+
+_ENGINES = {"isal": isal_zlib, "zlib-ng": zlib_ng, "zlib": zlib}
+# Every engine's "these bytes are not deflate" error: the only proof of corruption.
+_CODEC_ERRORS = cast("tuple[type[Exception], ...]", (zlib.error, isal_zlib.error, zlib_ng.error))
+
+
+@dataclass(frozen=True)
+class Codec:
+    engine: Engine = "isal"
+    level: int = 1
+
+    def compressobj(self) -> _Compressor:
+        mod = _ENGINES[self.engine]
+        c: _Compressor = mod.compressobj(self.level, mod.DEFLATED, -15)
+        return c
+
+
+def _inflater() -> _Decompressor:
+    d: _Decompressor = isal_zlib.decompressobj(31)
+    return d
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What a stream of bytes was: its length and sha256 (hex)."""
+
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Packed(Digest):
+    """A source read once through the hashes and the compressor."""
+
+    gz_bytes: int
+    prefix_sha256: str | None
+
+
+@dataclass(frozen=True)
+class GzipHeader:
+    name: str | None
+    mtime: int
+
+
+def gzip_header(name: bytes, mtime_ns: int) -> bytes:
+    mtime = mtime_ns // 1_000_000_000
+    if not 0 <= mtime < 2**32:
+        mtime = 0  # the field cannot hold it; 0 means "no time stamp"
+    return (
+        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME, mtime, 0, _OS_UNIX)
+        + name.replace(b"\0", b"")
+        + b"\0"
+    )
+
+
+class _Hashes:
+    """sha256 of everything, and of the first ``prefix`` bytes when asked."""
+
+    def __init__(self, prefix: int | None) -> None:
+        self.sha = hashlib.sha256()
+        self.n = 0
+        self.prefix = prefix
+        self.prefix_sha = hashlib.sha256() if prefix else None
+
+    def update(self, chunk: memoryview) -> None:
+        if self.prefix_sha is not None and self.prefix is not None and self.n < self.prefix:
+            self.prefix_sha.update(chunk[: self.prefix - self.n])
+        self.sha.update(chunk)
+        self.n += len(chunk)
+
+    def prefix_hex(self) -> str | None:
+        if self.prefix_sha is None or self.prefix is None or self.n < self.prefix:
+            return None
+        return self.prefix_sha.hexdigest()
+
+
+def _read_chunks(
+    src: io.FileIO, limiter: RateLimiter, cancel: CancelToken, buf: bytearray
+) -> Callable[[], memoryview | None]:
+    view = memoryview(buf)
+
+    def next_chunk() -> memoryview | None:
+        cancel.check()
+        k = src.readinto(buf)
+        if not k:
+            return None
+        limiter.take(k, cancel)
+        return view[:k]
+
+    return next_chunk
+
+
+def compress_fd(
+    src_fd: int,
+    dst: Path,
+    *,
+    name: bytes,
+    mtime_ns: int,
+    codec: Codec,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    prefix_bytes: int | None = None,
+    progress: Progress | None = None,
+) -> Packed:
+    """Stream the open file ``src_fd`` (read from its current offset; not closed)
+    into a new gzip at ``dst``, fsynced. ``dst`` is created 0600, replacing any
+    leftover of the same name."""
+    hashes = _Hashes(prefix_bytes)
+    crc = 0
+    comp = codec.compressobj()
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with (
+        os.fdopen(fd, "wb") as out,
+        os.fdopen(os.dup(src_fd), "rb", buffering=0) as src,
+    ):
+        out.write(gzip_header(name, mtime_ns))
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
+        while (chunk := next_chunk()) is not None:
+            hashes.update(chunk)
+            crc = isal_zlib.crc32(chunk, crc)
+            out.write(comp.compress(chunk))
+            if progress is not None:
+                progress(hashes.n)
+        out.write(comp.flush())
+        out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
+        out.flush()
+        os.fsync(out.fileno())
+        gz_bytes = out.tell()
+    return Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex())
+
+
+def digest_fd(
+    src_fd: int,
+    *,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    prefix_bytes: int | None = None,
+) -> tuple[Digest, str | None]:
+    """sha256 of an open file from its current offset (and of its first
+    ``prefix_bytes``), through the rate cap."""
+    hashes = _Hashes(prefix_bytes)
+    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
+        while (chunk := next_chunk()) is not None:
+            hashes.update(chunk)
+    return Digest(hashes.n, hashes.sha.hexdigest()), hashes.prefix_hex()
+
+
+def inflate(
+    gz: Path,
+    *,
+    out: BinaryIO | None = None,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    progress: Progress | None = None,
+) -> Digest:
+    """Decompress the gzip at ``gz`` (all members), hashing the output and writing
+    it to ``out`` if given. Raises ``CorruptGzip`` when the bytes are not valid
+    gzip; an ``OSError`` when they cannot be read."""
+    sha = hashlib.sha256()
+    total = 0
+    d = _inflater()
+    in_member = False
+    read_any = False
+    with gz.open("rb", buffering=0) as src:
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
+        while (chunk := next_chunk()) is not None:
+            read_any = True
+            data: bytes | memoryview = chunk
+            while data:
+                if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
+                    raise CorruptGzip(f"{gz}: trailing zero bytes after the last gzip member")
+                in_member = True
+                try:
+                    piece = d.decompress(data, CHUNK)
+                except _CODEC_ERRORS as err:
+                    raise CorruptGzip(f"{gz}: {err}") from err
+                if piece:
+                    sha.update(piece)
+                    total += len(piece)
+                    if out is not None:
+                        out.write(piece)
+                if d.eof:
+                    data = d.unused_data
+                    d = _inflater()
+                    in_member = False
+                else:
+                    data = d.unconsumed_tail
+            if progress is not None:
+                progress(total)
+    if not read_any:
+        raise CorruptGzip(f"{gz}: empty file, not a gzip")
+    if in_member:
+        raise CorruptGzip(f"{gz}: truncated (the stream ends inside a gzip member)")
+    return Digest(total, sha.hexdigest())
+
+
+def read_gzip_header(gz: Path) -> GzipHeader:
+    """The FNAME and MTIME of the first member (``CorruptGzip`` if not a gzip)."""
+    with gz.open("rb") as f:
+        head = f.read(10)
+        if len(head) < 10 or head[:3] != b"\x1f\x8b\x08":
+            raise CorruptGzip(f"{gz}: not a gzip file")
+        flags, mtime = head[3], struct.unpack("<I", head[4:8])[0]
+        if flags & _FLAG_BITS["FEXTRA"]:
+            (xlen,) = struct.unpack("<H", f.read(2))
+            f.read(xlen)
+        name: str | None = None
+        if flags & _FNAME:
+            raw = bytearray()
+            while (b := f.read(1)) not in (b"", b"\0"):
+                raw += b
+                if len(raw) > 4096:
+                    raise CorruptGzip(f"{gz}: gzip file name field does not end")
+            name = os.fsdecode(bytes(raw))
+    return GzipHeader(name, mtime)

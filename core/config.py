@@ -1,0 +1,400 @@
+"""The settings: ``coldkeep.toml`` parsed into typed, frozen dataclasses.
+
+Invariants:
+- A bad config never half-loads: ``load_settings`` returns a complete ``Settings``
+  or raises ``ConfigError`` whose message is one line naming the file, the key,
+  what is wrong and how to fix it. Nothing runs on a config that did not load.
+- Relative paths are relative to the config file's directory, resolved once here;
+  every path in ``Settings`` is absolute.
+- ``archive_root`` and ``live_root`` never nest (either way): a pass would otherwise
+  archive its own archive, or sweep the application's files as leftovers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from .globs import GlobError, compile_globs
+
+Mode = Literal["off", "plan", "on"]
+Engine = Literal["isal", "zlib-ng", "zlib"]
+TsFormat = Literal["ms", "s", "iso"]
+
+# seeds/000 kinds.ts: the reader-less, high-volume kinds. Every other kind stays live.
+DEFAULT_EVENT_KINDS: frozenset[str] = frozenset(
+    {
+        "pingpong_decision_failed",
+        "webhook_event",
+        "recheck_noop",
+        "ci_completed",
+        "wakes_stranded",
+        "reconcile_pass",
+        "base_advanced",
+        "exec_policy_violation",
+    }
+)
+
+# Measured on the 2-core reference machine (docs/performance.md): ISA-L level 1
+# compresses JSONL ~4x faster than zlib -6 at a ratio within 4 % of gzip -6's.
+DEFAULT_ENGINE: Engine = "isal"
+DEFAULT_LEVEL = 1
+LEVEL_RANGE: Mapping[Engine, tuple[int, int]] = {"isal": (0, 3), "zlib-ng": (1, 9), "zlib": (1, 9)}
+
+CONFIG_ENV = "COLDKEEP_CONFIG"
+DEFAULT_CONFIG_NAME = "coldkeep.toml"
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; ``str()`` is the one-line message for the operator."""
+
+    def __init__(self, file: Path, key: str | None, problem: str, fix: str) -> None:
+        where = f"{file}: {key}" if key else str(file)
+        super().__init__(f"{where}: {problem} ({fix})")
+        self.file = file
+        self.key = key
+
+
+@dataclass(frozen=True)
+class UnitClosedMarker:
+    """A unit is closed when this file exists directly in its folder."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class UnitClosedSql:
+    """A unit is closed when this query (run on ``state_db``) returns its name."""
+
+    query: str
+
+
+UnitClosed = UnitClosedMarker | UnitClosedSql
+
+
+@dataclass(frozen=True)
+class FilesSettings:
+    include: tuple[str, ...] = ("**/*.jsonl", "**/*.log")
+    exclude: tuple[str, ...] = ()
+    min_age_days: float = 14.0
+    unit_closed: UnitClosed | None = None
+
+
+@dataclass(frozen=True)
+class EventsSettings:
+    table: str = "events"
+    kind_column: str = "kind"
+    ts_column: str = "ts"
+    ts_format: TsFormat = "ms"
+    kinds: frozenset[str] = DEFAULT_EVENT_KINDS
+    min_age_days: float = 30.0
+    batch_rows: int = 2000
+
+
+@dataclass(frozen=True)
+class GzipSettings:
+    engine: Engine = DEFAULT_ENGINE
+    level: int = DEFAULT_LEVEL
+
+
+@dataclass(frozen=True)
+class IoSettings:
+    bytes_per_s: int = 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    live_root: Path
+    archive_root: Path
+    config_path: Path | None = None
+    state_db: Path | None = None
+    mode: Mode = "plan"
+    hold_days: float = 7.0
+    files: FilesSettings = field(default_factory=FilesSettings)
+    events: EventsSettings = field(default_factory=EventsSettings)
+    gzip: GzipSettings = field(default_factory=GzipSettings)
+    io: IoSettings = field(default_factory=IoSettings)
+
+
+def default_config_path() -> Path:
+    """``$COLDKEEP_CONFIG`` if set, else ``./coldkeep.toml``."""
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_NAME)
+
+
+def load_settings(path: Path) -> Settings:
+    """Read and check ``path``; raise ``ConfigError`` on anything wrong."""
+    path = path.expanduser()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            path, None, "no such file", f"pass --config or set ${CONFIG_ENV}"
+        ) from None
+    except OSError as err:
+        raise ConfigError(
+            path, None, f"cannot be read: {err.strerror}", "check its permissions"
+        ) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(path, None, f"is not valid TOML: {err}", "fix the syntax") from None
+    return parse_settings(data, path.resolve())
+
+
+def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
+    """Check an already-parsed TOML document; ``file`` names it in errors and
+    anchors relative paths."""
+    top = _Table(file, "", data)
+    base = file.parent
+    live_root = top.path("live_root", base, required=True, want="dir")
+    archive_root = top.path("archive_root", base, required=True, want="creatable_dir")
+    state_db = top.path("state_db", base, want="file")
+    mode = top.choice("mode", "plan", get_args(Mode))
+    hold_days = top.number("hold_days", 7.0, minimum=0)
+    assert live_root is not None and archive_root is not None
+
+    files_t = top.table("files")
+    include = files_t.globs("include", FilesSettings.include)
+    exclude = files_t.globs("exclude", FilesSettings.exclude)
+    unit_closed = _unit_closed(files_t, state_db)
+    files = FilesSettings(
+        include=include,
+        exclude=exclude,
+        min_age_days=files_t.number("min_age_days", FilesSettings.min_age_days, minimum=0),
+        unit_closed=unit_closed,
+    )
+    files_t.done()
+
+    ev_t = top.table("events")
+    events = EventsSettings(
+        table=ev_t.identifier("table", EventsSettings.table),
+        kind_column=ev_t.identifier("kind_column", EventsSettings.kind_column),
+        ts_column=ev_t.identifier("ts_column", EventsSettings.ts_column),
+        ts_format=ev_t.choice("ts_format", EventsSettings.ts_format, get_args(TsFormat)),
+        kinds=frozenset(ev_t.strings("kinds", tuple(sorted(DEFAULT_EVENT_KINDS)))),
+        min_age_days=ev_t.number("min_age_days", EventsSettings.min_age_days, minimum=0),
+        batch_rows=ev_t.integer("batch_rows", EventsSettings.batch_rows, minimum=1),
+    )
+    ev_t.done()
+
+    gz_t = top.table("gzip")
+    engine = gz_t.choice("engine", DEFAULT_ENGINE, get_args(Engine))
+    lo, hi = LEVEL_RANGE[engine]
+    level = gz_t.integer("level", DEFAULT_LEVEL if engine == DEFAULT_ENGINE else 6, minimum=lo)
+    if level > hi:
+        raise ConfigError(
+            file, "gzip.level", f"{level} is out of range for engine {engine!r}", f"use {lo}–{hi}"
+        )
+    gz_t.done()
+
+    io_t = top.table("io")
+    io = IoSettings(bytes_per_s=io_t.integer("bytes_per_s", 0, minimum=0))
+    io_t.done()
+    top.done()
+
+    _check_roots_apart(file, live_root, archive_root)
+    return Settings(
+        live_root=live_root,
+        archive_root=archive_root,
+        config_path=file,
+        state_db=state_db,
+        mode=mode,
+        hold_days=hold_days,
+        files=files,
+        events=events,
+        gzip=GzipSettings(engine=engine, level=level),
+        io=io,
+    )
+
+
+def _unit_closed(t: _Table, state_db: Path | None) -> UnitClosed | None:
+    raw = t.string("unit_closed", None)
+    if raw is None:
+        return None
+    kind, _, arg = raw.partition(":")
+    arg = arg.strip()
+    if kind == "marker" and arg and "/" not in arg:
+        return UnitClosedMarker(arg)
+    if kind == "sql" and arg:
+        if state_db is None:
+            raise ConfigError(
+                t.file, "files.unit_closed", "a sql: rule needs a database", "set state_db"
+            )
+        return UnitClosedSql(arg)
+    raise ConfigError(
+        t.file,
+        "files.unit_closed",
+        f"{raw!r} is not a rule",
+        'use "marker:<file name>" or "sql:SELECT unit FROM …"',
+    )
+
+
+def _check_roots_apart(file: Path, live: Path, archive: Path) -> None:
+    live_r, archive_r = live.resolve(), archive.resolve()
+    if live_r == archive_r or live_r in archive_r.parents:
+        raise ConfigError(
+            file,
+            "archive_root",
+            f"{archive} is inside live_root {live}",
+            "put the archive outside the live tree",
+        )
+    if archive_r in live_r.parents:
+        raise ConfigError(
+            file,
+            "live_root",
+            f"{live} is inside archive_root {archive}",
+            "put the archive outside the live tree",
+        )
+
+
+class _Table:
+    """One TOML table being read: each key taken once, leftovers are unknown keys."""
+
+    def __init__(self, file: Path, prefix: str, data: Mapping[str, Any]) -> None:
+        self.file = file
+        self.prefix = prefix
+        self.data = data
+        self.taken: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def _get(self, name: str) -> Any:
+        self.taken.add(name)
+        return self.data.get(name)
+
+    def _wrong(self, name: str, value: Any, want: str) -> ConfigError:
+        return ConfigError(
+            self.file,
+            self.key(name),
+            f"expected {want}, got {type(value).__name__} {value!r}",
+            f"write {want}",
+        )
+
+    def table(self, name: str) -> _Table:
+        value = self._get(name)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self._wrong(name, value, f"a [{self.key(name)}] table")
+        return _Table(self.file, f"{self.key(name)}.", value)
+
+    def string(self, name: str, default: str | None) -> str | None:
+        value = self._get(name)
+        if value is None:
+            return default
+        if not isinstance(value, str) or not value:
+            raise self._wrong(name, value, "a non-empty string")
+        return value
+
+    def identifier(self, name: str, default: str) -> str:
+        value = self.string(name, default)
+        assert value is not None
+        if not value.replace("_", "a").isalnum() or value[0].isdigit():
+            raise ConfigError(
+                self.file,
+                self.key(name),
+                f"{value!r} is not a plain SQL identifier",
+                "use letters, digits and _",
+            )
+        return value
+
+    def choice(self, name: str, default: Any, options: tuple[Any, ...]) -> Any:
+        value = self._get(name)
+        if value is None:
+            return default
+        if value not in options:
+            shown = ", ".join(repr(o) for o in options)
+            raise ConfigError(
+                self.file, self.key(name), f"{value!r} is not one of {shown}", "pick one of them"
+            )
+        return value
+
+    def number(self, name: str, default: float, *, minimum: float) -> float:
+        value = self._get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self._wrong(name, value, "a number")
+        if value < minimum:
+            raise ConfigError(
+                self.file, self.key(name), f"{value} is below {minimum}", f"use {minimum} or more"
+            )
+        return float(value)
+
+    def integer(self, name: str, default: int, *, minimum: int) -> int:
+        value = self._get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._wrong(name, value, "an integer")
+        if value < minimum:
+            raise ConfigError(
+                self.file, self.key(name), f"{value} is below {minimum}", f"use {minimum} or more"
+            )
+        return value
+
+    def strings(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = self._get(name)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self._wrong(name, value, "a list of non-empty strings")
+        return tuple(value)
+
+    def globs(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        patterns = self.strings(name, default)
+        try:
+            compile_globs(patterns)
+        except GlobError as err:
+            raise ConfigError(
+                self.file, self.key(name), str(err), "write globs relative to live_root"
+            ) from None
+        return patterns
+
+    def path(
+        self,
+        name: str,
+        base: Path,
+        *,
+        required: bool = False,
+        want: Literal["dir", "file", "creatable_dir"],
+    ) -> Path | None:
+        raw = self.string(name, None)
+        if raw is None:
+            if required:
+                raise ConfigError(
+                    self.file, self.key(name), "is required", f'add {self.key(name)} = "<path>"'
+                )
+            return None
+        path = Path(raw).expanduser()
+        path = path if path.is_absolute() else base / path
+        path = Path(os.path.normpath(path))
+        if want == "creatable_dir" and not path.exists():
+            if path.parent.is_dir():
+                return path  # created on first use
+            want = "dir"
+        ok = path.is_dir() if want in ("dir", "creatable_dir") else path.is_file()
+        if not ok:
+            what = "directory" if want != "file" else "file"
+            problem = f"{path} is not a {what}" if path.exists() else f"{path} does not exist"
+            fix = (
+                f"create the {what}"
+                if Path(raw).is_absolute()
+                else f"create the {what}; relative paths are relative to {self.file.parent}"
+            )
+            raise ConfigError(self.file, self.key(name), problem, fix)
+        return path
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.taken)
+        if unknown:
+            name = unknown[0]
+            close = difflib.get_close_matches(name, sorted(self.taken), n=1)
+            fix = f"did you mean {self.key(close[0])}?" if close else "remove it"
+            raise ConfigError(self.file, self.key(name), "unknown key", fix)

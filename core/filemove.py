@@ -1,0 +1,145 @@
+"""One live file end to end, and back: the protocol of gzfile.py plus the manifest.
+
+Archiving (``FileMover.archive``): steps 1–5 (``gzfile.archive_file``), then
+
+  6. insert the manifest entry and commit it (durable)           ->  entry_committed
+  7. unlink the source only if it still has the identity that was archived, and
+     fsync its directory                                          ->  source_unlinked
+
+A crash between 6 and 7 leaves the source beside a committed entry: recovery
+unlinks it after the same identity check. A source changed after step 4 is
+kept (``unlinked == "changed"``); the entry still holds the version archived.
+
+Restoring (``FileMover.restore``): the restore intent is committed first
+(``intent_recorded``), then ``gzfile.restore_file`` (``restore_partial_written``,
+``restored``), then the entry's status and hold are set and the intent cleared
+(``intent_cleared``). A crash anywhere leaves at most ``<target>.restore-partial``,
+named by the intent, which recovery removes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from .cancel import CancelToken
+from .codec import Codec, Progress
+from .fsutil import UnlinkResult, unlink_if_identity
+from .gzfile import (
+    ArchiveOk,
+    Changed,
+    Restored,
+    RestoreExpect,
+    RestoreResult,
+    VerifyFailed,
+    archive_file,
+    restore_file,
+)
+from .layout import Layout, resolve_inside, unit_of
+from .manifest import Entry, Manifest, NewEntry, now_ms
+from .ratelimit import UNLIMITED, RateLimiter
+from .steps import StepHook, no_step
+
+
+@dataclass(frozen=True)
+class Archived:
+    kind: ClassVar[Literal["archived"]] = "archived"
+    entry: Entry
+    unlinked: UnlinkResult
+
+
+FileOutcome = Archived | VerifyFailed | Changed
+
+
+@dataclass
+class FileMover:
+    live_root: Path
+    layout: Layout
+    manifest: Manifest
+    codec: Codec
+    limiter: RateLimiter = UNLIMITED
+    step: StepHook = no_step
+
+    async def archive(
+        self,
+        relpath: str,
+        *,
+        cancel: CancelToken | None = None,
+        progress: Progress | None = None,
+    ) -> FileOutcome:
+        """Archive the live file at ``relpath`` (steps 1–7)."""
+        src = resolve_inside(self.live_root, relpath)
+        result = await archive_file(
+            src,
+            self.layout.gz_for(relpath),
+            codec=self.codec,
+            limiter=self.limiter,
+            cancel=cancel,
+            step=self.step,
+            progress=progress,
+        )
+        if not isinstance(result, ArchiveOk):
+            return result
+        return await self.commit(relpath, result)
+
+    async def commit(self, relpath: str, ok: ArchiveOk) -> Archived:
+        """Steps 6 and 7 for a placed, verified gzip (archived now, or an orphan
+        adopted by recovery)."""
+        src = self.live_root / relpath
+        entry = await self.manifest.add_entry(self._new_entry(relpath, ok))
+        await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
+        unlinked = await asyncio.to_thread(unlink_if_identity, src, ok.identity)
+        if unlinked != "changed":
+            await self.manifest.mark_sources_gone([entry.id])
+        await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
+        return Archived(entry, unlinked)
+
+    def _new_entry(self, relpath: str, ok: ArchiveOk) -> NewEntry:
+        return NewEntry(
+            unit=unit_of(relpath),
+            relpath=relpath,
+            bytes=ok.bytes,
+            sha256=ok.sha256,
+            gz_path=self.layout.rel(ok.dest),
+            gz_bytes=ok.gz_bytes,
+            mtime_ns=ok.identity.mtime_ns,
+            dev=ok.identity.dev,
+            ino=ok.identity.ino,
+            mode=ok.identity.mode,
+            archived_at=now_ms(),
+        )
+
+    async def restore(
+        self,
+        entry: Entry,
+        target: Path,
+        *,
+        hold_until: int | None = None,
+        cancel: CancelToken | None = None,
+        progress: Progress | None = None,
+    ) -> RestoreResult:
+        """Restore ``entry`` to ``target`` (already checked to be inside its root).
+        With ``hold_until``, the entry becomes ``restored`` and the next passes
+        leave the file alone until then."""
+        intent = await self.manifest.add_restore_intent(entry.id, target)
+        await self.step("intent_recorded", {"target": target, "entry": entry.id})
+        result = await restore_file(
+            self.layout.abs(entry.gz_path),
+            target,
+            RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
+            limiter=self.limiter,
+            cancel=cancel,
+            step=self.step,
+            progress=progress,
+        )
+        if isinstance(result, Restored) and hold_until is not None:
+            await self.manifest.set_hold([entry.id], "restored", hold_until)
+        await self.manifest.clear_restore_intent(intent.id)
+        await self.step("intent_cleared", {"target": target, "entry": entry.id})
+        return result
+
+    def live_path(self, entry: Entry) -> Path:
+        """Where ``entry`` lives when restored in place (containment checked)."""
+        return resolve_inside(self.live_root, entry.relpath)

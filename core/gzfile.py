@@ -1,0 +1,464 @@
+"""The per-file protocol: how one live file becomes a verified gzip, and back.
+
+Archiving (``archive_file``), every step async, its disk work in a worker thread,
+streamed in 1 MiB chunks through the rate cap:
+
+  1. ``lstat`` the source: a regular file, or refused (symlinks, FIFOs, devices and
+     directories are never opened, let alone followed); it is then opened with
+     O_NOFOLLOW and its inode checked against the ``lstat``;
+  2. stream it through sha256 (and CRC-32, and the compressor) into
+     ``<dest>.partial``, then fsync;                                ->  partial_written
+  3. stream the partial back through gunzip and sha256: length and hash must equal
+     step 2's, or the partial is deleted, the source kept: ``verify_failed``;
+                                                                     ->  verified
+  4. ``lstat`` the source again: any change of dev, ino, size or mtime (or more
+     bytes read than it had) discards the partial: ``changed`` (the next pass
+     archives the new bytes);
+  5. give the partial the source's mtime, rename it into place WITHOUT replacing
+     anything (an existing name gets the next version name, ``x.<sha12>.gz``),
+     fsync the directory.                                           ->  renamed
+
+The caller commits the manifest entry (6) and unlinks the source after checking
+its identity (7): see filemove.py. What a crash leaves, and who cleans it up:
+
+  before 2 done      a ``.partial``, or nothing        sweep_partials deletes it
+  after 2, before 5  a ``.partial``                    sweep_partials deletes it
+  after 5, before 6  a placed gzip with no entry       adopt_orphan re-verifies it
+  after 6, before 7  entry + gzip + the source         the source is unlinked
+                                                        after its identity check
+
+No temporary name ends in an included extension (they end in ``.partial`` and
+``.restore-partial``), so the application's scanners never read a half-written
+file, and coldkeep never archives its own temporaries.
+
+Results are closed, typed alternatives; exceptions are for I/O that proves
+nothing (a read error is never taken for corruption) and for refusals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from .cancel import CancelToken, in_thread
+from .codec import Codec, CorruptGzip, Digest, Packed, Progress, compress_fd, digest_fd, inflate
+from .fsutil import (
+    FileIdentity,
+    ensure_dir,
+    fsync_dir,
+    identity_of,
+    identity_or_none,
+    kind_of,
+    rename_noreplace,
+    unlink_if_present,
+)
+from .layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
+from .ratelimit import UNLIMITED, RateLimiter
+from .steps import StepHook, no_step
+
+# A second version of a path takes <name>.<sha12>.gz; a third with the same sha12
+# prefix (the same bytes archived again after a restore) <name>.<sha12>-<n>.gz.
+_MAX_VERSION_NAMES = 1000
+
+
+class Unarchivable(ValueError):
+    """Not a regular file: refused, never opened or followed."""
+
+
+@dataclass(frozen=True)
+class ArchiveOk:
+    kind: ClassVar[Literal["ok"]] = "ok"
+    dest: Path
+    bytes: int
+    sha256: str
+    gz_bytes: int
+    prefix_sha256: str | None
+    identity: FileIdentity
+
+
+@dataclass(frozen=True)
+class VerifyFailed:
+    kind: ClassVar[Literal["verify_failed"]] = "verify_failed"
+    detail: str
+
+
+@dataclass(frozen=True)
+class Changed:
+    kind: ClassVar[Literal["changed"]] = "changed"
+    detail: str
+
+
+ArchiveResult = ArchiveOk | VerifyFailed | Changed
+
+
+@dataclass(frozen=True)
+class Verified:
+    kind: ClassVar[Literal["verified"]] = "verified"
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    kind: ClassVar[Literal["mismatch"]] = "mismatch"
+    detail: str
+
+
+@dataclass(frozen=True)
+class Corrupt:
+    kind: ClassVar[Literal["corrupt"]] = "corrupt"
+    detail: str
+
+
+VerifyResult = Verified | Mismatch | Corrupt
+
+
+@dataclass(frozen=True)
+class Stale:
+    """An orphan that decompresses cleanly to OTHER bytes than its source: an
+    earlier version, verified before it was placed, that may exist nowhere else."""
+
+    kind: ClassVar[Literal["stale"]] = "stale"
+    bytes: int
+    sha256: str
+    gz_bytes: int
+    mtime_ns: int
+
+
+OrphanResult = ArchiveOk | Stale | Corrupt | Changed
+
+
+@dataclass(frozen=True)
+class Restored:
+    kind: ClassVar[Literal["restored"]] = "restored"
+    identity: FileIdentity
+
+
+@dataclass(frozen=True)
+class Exists:
+    kind: ClassVar[Literal["exists"]] = "exists"
+
+
+RestoreResult = Restored | Mismatch | Exists
+
+
+@dataclass(frozen=True)
+class RestoreExpect:
+    """What the manifest says the restored file must be."""
+
+    bytes: int
+    sha256: str
+    mtime_ns: int
+    mode: int
+
+
+def _short(d: Digest) -> str:
+    return f"{d.bytes} bytes / {d.sha256[:12]}…"
+
+
+def _open_regular(path: Path) -> tuple[int, FileIdentity]:
+    """Steps 1 and the open: ``lstat``, refuse non-regular files, open without
+    following, and check the open file is the one ``lstat`` saw."""
+    ident = identity_of(path)
+    if not ident.is_regular:
+        raise Unarchivable(f"{path} is {kind_of(ident.mode)}; only regular files are archived")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise Unarchivable(f"{path} became a symlink; refused") from err
+        raise
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != (ident.dev, ident.ino) or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Unarchivable(f"{path} was replaced while it was opened; refused")
+    return fd, ident
+
+
+async def _discard(path: Path) -> None:
+    """Remove a temporary, even while the caller is being cancelled."""
+    await asyncio.shield(asyncio.to_thread(unlink_if_present, path))
+
+
+def _pack(
+    src: Path,
+    partial: Path,
+    codec: Codec,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    prefix_bytes: int | None,
+    progress: Progress | None,
+) -> tuple[FileIdentity, Packed]:
+    fd, ident = _open_regular(src)
+    try:
+        ensure_dir(partial.parent)
+        packed = compress_fd(
+            fd,
+            partial,
+            name=os.fsencode(src.name),
+            mtime_ns=ident.mtime_ns,
+            codec=codec,
+            limiter=limiter,
+            cancel=cancel,
+            prefix_bytes=prefix_bytes,
+            progress=progress,
+        )
+    finally:
+        os.close(fd)
+    return ident, packed
+
+
+def _place(partial: Path, dest: Path, sha256: str, mtime_ns: int) -> Path:
+    """Step 5: the source's mtime, then into place under the first free name."""
+    os.utime(partial, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+    for n in range(_MAX_VERSION_NAMES):
+        target = dest if n == 0 else dest.with_name(versioned_name(dest.name, sha256, n - 1))
+        if rename_noreplace(partial, target) == "renamed":
+            fsync_dir(target.parent)
+            return target
+    raise FileExistsError(f"{dest}: {_MAX_VERSION_NAMES} versions exist; refusing to add more")
+
+
+async def archive_file(
+    src: Path,
+    dest: Path,
+    *,
+    codec: Codec,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken | None = None,
+    step: StepHook = no_step,
+    prefix_bytes: int | None = None,
+    progress: Progress | None = None,
+) -> ArchiveResult:
+    """Archive ``src`` as the gzip ``dest`` (steps 1–5). ``ok`` carries the path the
+    gzip was placed at: ``dest``, or a version name when ``dest`` was taken."""
+    cancel = cancel or CancelToken()
+    partial = partial_of(dest)
+    info = {"src": src, "dest": dest, "partial": partial}
+    try:
+        ident, packed = await in_thread(
+            cancel, _pack, src, partial, codec, limiter, cancel, prefix_bytes, progress
+        )
+        await step("partial_written", info)
+        # Step 3: a gzip that does not decompress is the same verdict as one that
+        # decompresses to other bytes, never an I/O failure.
+        try:
+            back = await in_thread(cancel, inflate, partial, limiter=limiter, cancel=cancel)
+        except CorruptGzip as err:
+            await _discard(partial)
+            return VerifyFailed(f"{partial} does not decompress ({err})")
+        if (back.bytes, back.sha256) != (packed.bytes, packed.sha256):
+            await _discard(partial)
+            return VerifyFailed(
+                f"{partial} decompressed to {_short(back)}, the source read {_short(packed)}"
+            )
+        await step("verified", info)
+        # Step 4: the source is still the file that was hashed.
+        now = await in_thread(cancel, identity_or_none, src)
+        if not ident.same_file(now) or packed.bytes != ident.size:
+            await _discard(partial)
+            was = now.describe() if now else "gone"
+            return Changed(
+                f"{src} changed while it was archived ({ident.describe()} -> {was}, "
+                f"{packed.bytes} bytes read)"
+            )
+        placed = await in_thread(cancel, _place, partial, dest, packed.sha256, ident.mtime_ns)
+    except BaseException:
+        await _discard(partial)
+        raise
+    await step("renamed", {**info, "dest": placed})
+    return ArchiveOk(
+        placed, packed.bytes, packed.sha256, packed.gz_bytes, packed.prefix_sha256, ident
+    )
+
+
+async def verify_gzip(
+    gz: Path,
+    expect: Digest | None = None,
+    *,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken | None = None,
+    progress: Progress | None = None,
+) -> VerifyResult:
+    """Re-read ``gz`` through gunzip and sha256; compare with ``expect`` if given.
+    A read error raises: it says nothing about the gzip."""
+    cancel = cancel or CancelToken()
+    try:
+        got = await in_thread(
+            cancel, inflate, gz, limiter=limiter, cancel=cancel, progress=progress
+        )
+    except CorruptGzip as err:
+        return Corrupt(str(err))
+    if expect is not None and (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
+        return Mismatch(f"{gz} decompressed to {_short(got)}, expected {_short(expect)}")
+    return Verified(got.bytes, got.sha256)
+
+
+def _digest_source(
+    src: Path, limiter: RateLimiter, cancel: CancelToken, prefix_bytes: int | None
+) -> tuple[Digest, str | None]:
+    fd, _ = _open_regular(src)
+    try:
+        return digest_fd(fd, limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes)
+    finally:
+        os.close(fd)
+
+
+def _remove_durably(path: Path) -> None:
+    if unlink_if_present(path):
+        fsync_dir(path.parent)
+
+
+async def adopt_orphan(
+    src: Path,
+    gz: Path,
+    *,
+    identity: FileIdentity,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken | None = None,
+    prefix_bytes: int | None = None,
+) -> OrphanResult:
+    """Decide what a placed gzip with no manifest entry (a crash between steps 5
+    and 6) is, by re-reading it and its source (``identity``: its ``lstat`` taken by
+    the caller before the check).
+
+    ``ok``: it decompresses to exactly the source's bytes and the source did not
+    change: adopt it, nothing is recompressed. ``stale``: it decompresses cleanly
+    to other bytes: an earlier version, kept. ``corrupt``: the codec refuses it:
+    removed here. ``changed``: the source changed while it was read: left as
+    found. A gzip that cannot be READ raises and stays where it is.
+    """
+    cancel = cancel or CancelToken()
+    live, packed = await asyncio.gather(
+        in_thread(cancel, _digest_source, src, limiter, cancel, prefix_bytes),
+        in_thread(cancel, inflate, gz, limiter=limiter, cancel=cancel),
+        return_exceptions=True,
+    )
+    if isinstance(packed, CorruptGzip):
+        if isinstance(live, BaseException):
+            raise live
+        await asyncio.to_thread(_remove_durably, gz)
+        return Corrupt(str(packed))
+    for outcome in (packed, live):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    assert isinstance(live, tuple) and isinstance(packed, Digest)
+    digest, prefix_sha = live
+    now = await asyncio.to_thread(identity_or_none, src)
+    if not identity.same_file(now) or digest.bytes != identity.size:
+        was = now.describe() if now else "gone"
+        return Changed(f"{src} changed while its orphan {gz} was checked -> {was}")
+    gz_st = await asyncio.to_thread(os.lstat, gz)
+    if (packed.bytes, packed.sha256) == (digest.bytes, digest.sha256):
+        return ArchiveOk(gz, digest.bytes, digest.sha256, gz_st.st_size, prefix_sha, identity)
+    return Stale(packed.bytes, packed.sha256, gz_st.st_size, gz_st.st_mtime_ns)
+
+
+def _unpack(
+    gz: Path,
+    partial: Path,
+    expect: RestoreExpect,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    progress: Progress | None,
+) -> Mismatch | None:
+    """Write the restore partial completely: bytes, then verdict, then mode, mtime
+    and fsync. On a mismatch the partial is removed."""
+    ensure_dir(partial.parent)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        try:
+            got: Digest | str = inflate(
+                gz, out=out, limiter=limiter, cancel=cancel, progress=progress
+            )
+        except CorruptGzip as err:
+            got = str(err)
+        if isinstance(got, str) or (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
+            out.close()
+            unlink_if_present(partial)
+            what = got if isinstance(got, str) else f"gave {_short(got)}"
+            return Mismatch(
+                f"{gz} {what}; the manifest records {_short(Digest(expect.bytes, expect.sha256))}"
+            )
+        out.flush()
+        os.fchmod(out.fileno(), stat.S_IMODE(expect.mode))
+        os.utime(out.fileno(), ns=(expect.mtime_ns, expect.mtime_ns))
+        os.fsync(out.fileno())
+    return None
+
+
+def _put_in_place(partial: Path, target: Path) -> Restored | Exists:
+    if rename_noreplace(partial, target) == "exists":
+        unlink_if_present(partial)
+        return Exists()
+    fsync_dir(target.parent)
+    return Restored(identity_of(target))
+
+
+async def restore_file(
+    gz: Path,
+    target: Path,
+    expect: RestoreExpect,
+    *,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken | None = None,
+    step: StepHook = no_step,
+    progress: Progress | None = None,
+) -> RestoreResult:
+    """Put the bytes of ``gz`` back at ``target`` (the caller checked that the path
+    is inside its root): ``<target>.restore-partial``, sha256 verified, mode and
+    mtime set, fsynced, renamed into place without replacing anything that is
+    there, the directory fsynced. A target that exists is ``exists``, untouched.
+
+    A failure removes the partial before it is reported; only a crash can leave
+    one, and the restore intent names it for recovery.
+    """
+    cancel = cancel or CancelToken()
+    if await asyncio.to_thread(os.path.lexists, target):
+        return Exists()
+    partial = restore_partial_of(target)
+    info = {"gz": gz, "target": target, "partial": partial}
+    try:
+        bad = await in_thread(cancel, _unpack, gz, partial, expect, limiter, cancel, progress)
+        if bad is not None:
+            return bad
+    except BaseException:
+        await _discard(partial)
+        raise
+    # Outside the clean-up: a crash here leaves the partial, as a real one would.
+    await step("restore_partial_written", info)
+    try:
+        result = await in_thread(cancel, _put_in_place, partial, target)
+    except BaseException:
+        await _discard(partial)
+        raise
+    if isinstance(result, Restored):
+        await step("restored", info)
+    return result
+
+
+def _sweep(files_dir: Path) -> list[Path]:
+    removed: list[Path] = []
+    for dirpath, _dirs, names in os.walk(files_dir):
+        for name in names:
+            path = Path(dirpath, name)
+            if (
+                name.endswith(PARTIAL_SUFFIX)
+                and path.is_file()
+                and not path.is_symlink()
+                and unlink_if_present(path)
+            ):
+                removed.append(path)
+    return removed
+
+
+async def sweep_partials(files_dir: Path) -> list[Path]:
+    """Delete every leftover ``*.partial`` under the archive's ``files/`` (a missing
+    directory is nothing to do). Only coldkeep writes there, under its lock, so any
+    partial found outside a step in flight is a crash's leftover."""
+    return await asyncio.to_thread(_sweep, files_dir)

@@ -1,0 +1,281 @@
+"""``coldkeep.db``: the manifest of archived file versions, the pass log and the
+restore intents. SQLite in WAL mode with ``synchronous = FULL``, reached through
+aiosqlite so the event loop never waits on it.
+
+Invariants:
+- An entry is committed (durably) before its source may be unlinked (step 6 before
+  step 7): a crash can leave a source with an entry, never an entry-less gzip that
+  recovery cannot explain, nor a lost source.
+- The schema is versioned by ``PRAGMA user_version``; each migration runs in one
+  transaction with the version bump, so a crash mid-migration leaves the previous
+  version intact. A database from a newer coldkeep is refused, never downgraded.
+- A restore intent is committed before a restore writes anything in a live
+  directory, and cleared after, so a crash mid-restore leaves only names the
+  intent lists (``<target>.restore-partial``), removed by recovery.
+- Stored paths are relative to ``archive_root`` (gzips) or to ``live_root``
+  (relpaths); the archive can be moved as a whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import aiosqlite
+
+EntryStatus = Literal["archived", "stale", "restored", "missing"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: entries, passes, restore intents
+    """
+    CREATE TABLE entries (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL UNIQUE,      -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1    -- step 7 not yet confirmed
+    );
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE TABLE passes (
+        id           INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER,
+        mode         TEXT    NOT NULL,
+        origin       TEXT    NOT NULL,
+        status       TEXT    NOT NULL DEFAULT 'running'
+                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled')),
+        summary      TEXT                             -- JSON
+    );
+    CREATE TABLE restore_intents (
+        id          INTEGER PRIMARY KEY,
+        entry_id    INTEGER,
+        target      TEXT    NOT NULL,                 -- absolute path of the file
+        created_at  INTEGER NOT NULL
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class ManifestError(Exception):
+    """The manifest cannot be used as it is; the message says why and what to do."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    unit: str
+    relpath: str
+    bytes: int
+    sha256: str
+    gz_path: str
+    gz_bytes: int
+    mtime_ns: int
+    dev: int | None
+    ino: int | None
+    mode: int
+    archived_at: int
+    status: EntryStatus = "archived"
+    hold_until: int | None = None
+    source_present: bool = True
+
+
+@dataclass(frozen=True)
+class Entry(NewEntry):
+    id: int = 0
+
+
+_ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
+_NEW_COLUMNS = tuple(f.name for f in fields(NewEntry))
+
+
+def _entry(row: Sequence[Any]) -> Entry:
+    values = dict(zip(_ENTRY_COLUMNS, row, strict=True))
+    values["source_present"] = bool(values["source_present"])
+    return Entry(**values)
+
+
+@dataclass(frozen=True)
+class RestoreIntent:
+    id: int
+    entry_id: int | None
+    target: Path
+    created_at: int
+
+
+class Manifest:
+    """An open ``coldkeep.db``. Use ``async with await Manifest.open(path)``."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self.db = db
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: Path, *, readonly: bool = False) -> Self:
+        """Open (creating and migrating unless ``readonly``) the manifest at ``path``."""
+        if readonly:
+            if not await asyncio.to_thread(path.exists):
+                raise ManifestError(f"{path} does not exist yet (no pass has run)")
+            db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        else:
+            db = await aiosqlite.connect(path, isolation_level=None)
+        self = cls(db, path)
+        try:
+            await db.execute("PRAGMA busy_timeout = 10000")
+            version = await self._version()  # before anything writes to the file
+            self._check_version(version, readonly)
+            if not readonly:
+                await db.execute("PRAGMA journal_mode = WAL")
+                await db.execute("PRAGMA synchronous = FULL")
+                await self._migrate(version)
+        except BaseException:
+            await db.close()
+            raise
+        return self
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _version(self) -> int:
+        async with self.db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def _check_version(self, version: int, readonly: bool) -> None:
+        if version > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{self.path} has schema version {version}, this coldkeep knows up to "
+                f"{SCHEMA_VERSION}: upgrade coldkeep (the database is left untouched)"
+            )
+        if version < SCHEMA_VERSION and readonly:
+            raise ManifestError(
+                f"{self.path} has schema version {version} and needs migrating: "
+                "run any mutating coldkeep command once"
+            )
+
+    async def _migrate(self, version: int) -> None:
+        for n in range(version, SCHEMA_VERSION):
+            script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[n]}\nPRAGMA user_version = {n + 1};\nCOMMIT;"
+            try:
+                await self.db.executescript(script)
+            except sqlite3.Error as err:
+                if self.db.in_transaction:
+                    await self.db.execute("ROLLBACK")
+                raise ManifestError(f"{self.path}: migration {n + 1} failed: {err}") from err
+
+    # entries -----------------------------------------------------------------
+
+    async def add_entry(self, new: NewEntry) -> Entry:
+        """Insert and commit one entry (durable on return)."""
+        values = [getattr(new, c) for c in _NEW_COLUMNS]
+        marks = ", ".join("?" * len(values))
+        async with self.db.execute(
+            f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
+        ) as cur:
+            row_id = cur.lastrowid
+        assert row_id is not None
+        return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=row_id)
+
+    async def entry(self, entry_id: int) -> Entry | None:
+        rows = await self._select("WHERE id = ?", (entry_id,))
+        return rows[0] if rows else None
+
+    async def entry_by_gz(self, gz_path: str) -> Entry | None:
+        rows = await self._select("WHERE gz_path = ?", (gz_path,))
+        return rows[0] if rows else None
+
+    async def entries(
+        self, where: str = "", params: Iterable[Any] = (), *, order: str = "id"
+    ) -> list[Entry]:
+        """Entries matching a SQL condition (``where`` is coldkeep's own SQL, never
+        an operator's text; values go in ``params``)."""
+        return await self._select(f"WHERE {where}" if where else "", params, order=order)
+
+    async def iter_entries(
+        self, where: str = "", params: Iterable[Any] = ()
+    ) -> AsyncIterator[Entry]:
+        sql = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries {'WHERE ' + where if where else ''}"
+        async with self.db.execute(sql + " ORDER BY id", tuple(params)) as cur:
+            async for row in cur:
+                yield _entry(row)
+
+    async def _select(self, where: str, params: Iterable[Any], *, order: str = "id") -> list[Entry]:
+        sql = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries {where} ORDER BY {order}"
+        async with self.db.execute(sql, tuple(params)) as cur:
+            return [_entry(r) for r in await cur.fetchall()]
+
+    async def gz_paths(self) -> set[str]:
+        async with self.db.execute("SELECT gz_path FROM entries") as cur:
+            return {r[0] for r in await cur.fetchall()}
+
+    async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
+        await self.db.executemany(
+            "UPDATE entries SET status = ? WHERE id = ?", [(status, i) for i in ids]
+        )
+
+    async def set_hold(self, ids: Iterable[int], status: EntryStatus, hold_until: int) -> None:
+        await self.db.executemany(
+            "UPDATE entries SET status = ?, hold_until = ? WHERE id = ?",
+            [(status, hold_until, i) for i in ids],
+        )
+
+    async def mark_sources_gone(self, ids: Iterable[int]) -> None:
+        """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
+        source gone and marks it again."""
+        await self.db.executemany(
+            "UPDATE entries SET source_present = 0 WHERE id = ?", [(i,) for i in ids]
+        )
+
+    async def count_entries(self) -> int:
+        async with self.db.execute("SELECT count(*) FROM entries") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    # restore intents ---------------------------------------------------------
+
+    async def add_restore_intent(self, entry_id: int | None, target: Path) -> RestoreIntent:
+        created = now_ms()
+        async with self.db.execute(
+            "INSERT INTO restore_intents (entry_id, target, created_at) VALUES (?, ?, ?)",
+            (entry_id, str(target), created),
+        ) as cur:
+            row_id = cur.lastrowid
+        assert row_id is not None
+        return RestoreIntent(row_id, entry_id, target, created)
+
+    async def clear_restore_intent(self, intent_id: int) -> None:
+        await self.db.execute("DELETE FROM restore_intents WHERE id = ?", (intent_id,))
+
+    async def restore_intents(self) -> list[RestoreIntent]:
+        async with self.db.execute(
+            "SELECT id, entry_id, target, created_at FROM restore_intents ORDER BY id"
+        ) as cur:
+            return [RestoreIntent(r[0], r[1], Path(r[2]), r[3]) for r in await cur.fetchall()]

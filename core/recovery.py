@@ -1,0 +1,238 @@
+"""What a crash leaves behind, found and settled. Runs under the archive lock, at
+the start of every pass (SPEC §5).
+
+    leftover                          found by                  outcome
+    ---------------------------------------------------------------------------------
+    files/**/*.partial                walking files/            deleted
+    <target>.restore-partial          the restore intents       deleted by name (live
+                                                                dirs are never walked)
+    a .gz with no entry (an orphan)   walking files/            re-verified against its
+                                                                source (adopt_orphan):
+      decompresses to the source's bytes, source unchanged  ->  adopted: entry written,
+                                                                source unlinked (step 7)
+      decompresses cleanly to other bytes (or no source)    ->  stale: kept, own entry
+      the codec refuses it                                  ->  corrupt: removed
+      the source changed while it was checked               ->  left as found
+      it cannot be read (EACCES, EIO)                       ->  left, reported as error
+    an entry whose gzip is gone       the same walk             status 'missing', loudly
+    a committed entry's live source   source_present = 1        unlinked after its
+    (a crash between steps 6 and 7)                             identity check
+
+Only coldkeep writes under ``files/``, and only under the lock; so, holding it, any
+partial or orphan found there is a dead process's. A ``.restore-partial`` sits in a
+live directory, where a name alone proves nothing: only one a committed intent
+names is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .cancel import CancelToken
+from .codec import CorruptGzip, read_gzip_header
+from .filemove import FileMover
+from .fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
+from .gzfile import (
+    ArchiveOk,
+    Changed,
+    Corrupt,
+    Stale,
+    Verified,
+    adopt_orphan,
+    sweep_partials,
+    verify_gzip,
+)
+from .layout import GZ_SUFFIX, UnsafePath, resolve_inside, restore_partial_of, unit_of
+from .manifest import Entry, Manifest, NewEntry, now_ms
+
+OrphanOutcome = Literal["adopted", "stale", "corrupt", "changed", "error"]
+
+
+@dataclass(frozen=True)
+class Orphan:
+    gz: Path
+    relpath: str
+    outcome: OrphanOutcome
+    detail: str = ""
+
+
+@dataclass
+class RecoveryReport:
+    partials: list[Path] = field(default_factory=list)
+    restore_partials: list[Path] = field(default_factory=list)
+    intents: int = 0
+    orphans: list[Orphan] = field(default_factory=list)
+    missing: list[Entry] = field(default_factory=list)
+    sources_unlinked: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Orphan]:
+        return [o for o in self.orphans if o.outcome == "error"]
+
+    @property
+    def anything(self) -> bool:
+        return bool(
+            self.partials
+            or self.restore_partials
+            or self.intents
+            or self.orphans
+            or self.missing
+            or self.sources_unlinked
+        )
+
+
+async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
+    """Remove the ``.restore-partial`` of every unfinished restore intent, then the
+    intents. Returns the partials removed and the number of intents cleared."""
+    removed: list[Path] = []
+    intents = await manifest.restore_intents()
+    for intent in intents:
+        partial = restore_partial_of(intent.target)
+        if await asyncio.to_thread(unlink_if_present, partial):
+            removed.append(partial)
+        await manifest.clear_restore_intent(intent.id)
+    return removed, len(intents)
+
+
+def _gzips(files_dir: Path) -> list[Path]:
+    """Every placed gzip under ``files/`` (regular files, links never followed)."""
+    found: list[Path] = []
+    for dirpath, _dirs, names in os.walk(files_dir):
+        for name in names:
+            if name.endswith(GZ_SUFFIX):
+                path = Path(dirpath, name)
+                if stat.S_ISREG(path.lstat().st_mode):
+                    found.append(path)
+    return found
+
+
+def _orphan_relpath(mover: FileMover, gz: Path) -> str:
+    """The live relpath an orphan belongs to: its directory under ``files/`` and
+    the name in its gzip header (a header name that is not a plain file name is
+    ignored: the name of the gzip decides)."""
+    try:
+        name = read_gzip_header(gz).name
+    except CorruptGzip:
+        name = None
+    if name is not None and ("/" in name or name in ("", ".", "..")):
+        name = None
+    return mover.layout.relpath_of_gz(gz, name)
+
+
+def _recorded_identity(entry: Entry) -> FileIdentity | None:
+    if entry.dev is None or entry.ino is None:
+        return None
+    return FileIdentity(entry.dev, entry.ino, entry.bytes, entry.mtime_ns, entry.mode)
+
+
+class Recovery:
+    """One recovery run over an archive (the lock is the caller's)."""
+
+    def __init__(self, mover: FileMover, cancel: CancelToken | None = None) -> None:
+        self.mover = mover
+        self.manifest = mover.manifest
+        self.cancel = cancel or CancelToken()
+
+    async def run(self) -> RecoveryReport:
+        report = RecoveryReport()
+        report.partials = await sweep_partials(self.mover.layout.files)
+        report.restore_partials, report.intents = await clear_restore_intents(self.manifest)
+        await self.settle_gzips(report)
+        await self.unlink_committed_sources(report)
+        return report
+
+    async def settle_gzips(self, report: RecoveryReport) -> None:
+        """Orphans adopted, kept or removed; entries without a gzip marked missing."""
+        layout = self.mover.layout
+        on_disk = {layout.rel(p): p for p in await asyncio.to_thread(_gzips, layout.files)}
+        known = await self.manifest.entries("status IN ('archived', 'stale', 'restored')")
+        missing = [e for e in known if e.gz_path not in on_disk]
+        if missing:
+            await self.manifest.set_status([e.id for e in missing], "missing")
+            report.missing = missing
+        entered = await self.manifest.gz_paths()
+        for rel, gz in sorted(on_disk.items()):
+            if rel not in entered:
+                self.cancel.check()
+                report.orphans.append(await self.settle_orphan(gz))
+
+    async def settle_orphan(self, gz: Path) -> Orphan:
+        relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
+        try:
+            src: Path | None = resolve_inside(self.mover.live_root, relpath)
+        except UnsafePath:
+            src = None
+        ident = await asyncio.to_thread(identity_or_none, src) if src else None
+        try:
+            if ident is None or not ident.is_regular:
+                # No source to compare with: whatever decompresses is the only copy.
+                verdict = await verify_gzip(gz, limiter=self.mover.limiter, cancel=self.cancel)
+                if isinstance(verdict, Corrupt):
+                    await asyncio.to_thread(unlink_if_present, gz)
+                    return Orphan(gz, relpath, "corrupt", verdict.detail)
+                assert isinstance(verdict, Verified)  # no expectation: no mismatch
+                st = await asyncio.to_thread(os.lstat, gz)
+                result: ArchiveOk | Stale | Corrupt | Changed = Stale(
+                    verdict.bytes, verdict.sha256, st.st_size, st.st_mtime_ns
+                )
+            else:
+                assert src is not None
+                result = await adopt_orphan(
+                    src, gz, identity=ident, limiter=self.mover.limiter, cancel=self.cancel
+                )
+        except OSError as err:
+            return Orphan(gz, relpath, "error", f"{gz} could not be read ({err}); left as found")
+        if isinstance(result, ArchiveOk):
+            await self.mover.commit(relpath, result)
+            return Orphan(gz, relpath, "adopted")
+        if isinstance(result, Stale):
+            await self.manifest.add_entry(self._stale_entry(relpath, gz, result, ident))
+            return Orphan(gz, relpath, "stale", "an earlier version, kept under its own entry")
+        if isinstance(result, Corrupt):
+            return Orphan(gz, relpath, "corrupt", result.detail)
+        return Orphan(gz, relpath, "changed", result.detail)
+
+    def _stale_entry(
+        self, relpath: str, gz: Path, stale: Stale, source: FileIdentity | None
+    ) -> NewEntry:
+        return NewEntry(
+            unit=unit_of(relpath),
+            relpath=relpath,
+            bytes=stale.bytes,
+            sha256=stale.sha256,
+            gz_path=self.mover.layout.rel(gz),
+            gz_bytes=stale.gz_bytes,
+            mtime_ns=stale.mtime_ns,
+            dev=None,
+            ino=None,
+            mode=source.mode if source and source.is_regular else stat.S_IFREG | 0o644,
+            archived_at=now_ms(),
+            status="stale",
+            source_present=False,
+        )
+
+    async def unlink_committed_sources(self, report: RecoveryReport) -> None:
+        """A crash between steps 6 and 7: the entry is committed, the source still
+        there. It goes only if it is still exactly the file that was archived."""
+        pending = await self.manifest.entries("source_present = 1 AND status = 'archived'")
+        settled: list[int] = []
+        for entry in pending:
+            self.cancel.check()
+            recorded = _recorded_identity(entry)
+            try:
+                src = resolve_inside(self.mover.live_root, entry.relpath)
+            except UnsafePath:
+                settled.append(entry.id)
+                continue
+            if recorded is not None:
+                outcome = await asyncio.to_thread(unlink_if_identity, src, recorded)
+                if outcome == "removed":
+                    report.sources_unlinked.append(entry.relpath)
+            # Removed, gone, or another file now (judged on its own by the pass).
+            settled.append(entry.id)
+        await self.manifest.mark_sources_gone(settled)

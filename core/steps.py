@@ -1,0 +1,38 @@
+"""The step hook: every step of the protocol announces itself, by name, once it is
+done and durable.
+
+The console's in-flight pane listens to it; the crash tests kill the process from
+inside it, so "a kill at step X" means "X completed, nothing after it did".
+A hook is an async callable; it may be slow (a test may block in it) and the
+protocol waits for it before taking the next step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Literal, get_args
+
+StepName = Literal[
+    # archiving one file (gzfile.archive_file, then filemove)
+    "partial_written",  # <dest>.partial holds the gzip, fsynced
+    "verified",  # the partial decompresses to exactly the bytes read
+    "renamed",  # the gzip is in place and its directory fsynced
+    "entry_committed",  # the manifest entry is committed
+    "source_unlinked",  # the live source is gone (its identity checked first)
+    # restoring one file (gzfile.restore_file, wrapped by a restore intent)
+    "intent_recorded",  # the restore intent is committed
+    "restore_partial_written",  # <target>.restore-partial holds the bytes, fsynced
+    "restored",  # the file is at its target, directory fsynced
+    "intent_cleared",  # the restore intent is gone
+]
+STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
+ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:5]
+RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:]
+
+StepInfo = Mapping[str, Path | str | int]
+StepHook = Callable[[StepName, StepInfo], Awaitable[None]]
+
+
+async def no_step(name: StepName, info: StepInfo) -> None:
+    """The default hook: nothing listens."""

@@ -1,0 +1,128 @@
+"""coldkeep.toml: good configs load into typed settings, bad ones are refused in one
+line that names the file, the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.config import (
+    DEFAULT_EVENT_KINDS,
+    ConfigError,
+    UnitClosedMarker,
+    UnitClosedSql,
+    load_settings,
+)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    (tmp_path / "live").mkdir()
+    (tmp_path / "state.db").write_bytes(b"")
+    return tmp_path
+
+
+def write(site: Path, text: str) -> Path:
+    path = site / "coldkeep.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_minimal_config_gets_the_defaults(site: Path) -> None:
+    cfg = load_settings(write(site, 'live_root = "live"\narchive_root = "archive"\n'))
+    assert cfg.live_root == site / "live"
+    assert cfg.archive_root == site / "archive"  # created on first use
+    assert cfg.mode == "plan" and cfg.state_db is None
+    assert cfg.files.include == ("**/*.jsonl", "**/*.log") and cfg.files.min_age_days == 14
+    assert cfg.events.kinds == DEFAULT_EVENT_KINDS and cfg.events.batch_rows == 2000
+    assert cfg.gzip.engine == "isal" and cfg.io.bytes_per_s == 0 and cfg.hold_days == 7
+
+
+def test_a_full_config(site: Path) -> None:
+    cfg = load_settings(
+        write(
+            site,
+            f"""
+live_root = "{site / "live"}"
+archive_root = "archive"
+state_db = "state.db"
+mode = "on"
+hold_days = 3
+[files]
+include = ["**/*.jsonl"]
+exclude = ["keep/**"]
+min_age_days = 1.5
+unit_closed = "sql:SELECT unit FROM units WHERE closed"
+[events]
+kinds = ["a", "b"]
+ts_format = "iso"
+batch_rows = 500
+[gzip]
+engine = "zlib"
+level = 9
+[io]
+bytes_per_s = 1048576
+""",
+        )
+    )
+    assert cfg.mode == "on" and cfg.state_db == site / "state.db"
+    assert cfg.files.unit_closed == UnitClosedSql("SELECT unit FROM units WHERE closed")
+    assert cfg.events.kinds == frozenset({"a", "b"}) and cfg.events.ts_format == "iso"
+    assert (cfg.gzip.engine, cfg.gzip.level) == ("zlib", 9)
+    assert cfg.io.bytes_per_s == 1 << 20
+
+
+def test_marker_rule(site: Path) -> None:
+    cfg = load_settings(
+        write(
+            site,
+            'live_root = "live"\narchive_root = "a"\n[files]\nunit_closed = "marker:.closed"\n',
+        )
+    )
+    assert cfg.files.unit_closed == UnitClosedMarker(".closed")
+
+
+ROOTS = 'live_root = "live"\narchive_root = "archive"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "says"),
+    [
+        (ROOTS + "moed = 'on'\n", "moed", "did you mean mode?"),
+        (ROOTS + "[files]\ninclde = []\n", "files.inclde", "did you mean files.include?"),
+        (ROOTS + "mode = 'sometimes'\n", "mode", "is not one of 'off', 'plan', 'on'"),
+        (ROOTS + "hold_days = 'seven'\n", "hold_days", "expected a number"),
+        (ROOTS + "[events]\nbatch_rows = 0\n", "events.batch_rows", "use 1 or more"),
+        (ROOTS + "[events]\nbatch_rows = 1.5\n", "events.batch_rows", "expected an integer"),
+        (ROOTS + "[events]\ntable = 'ev; drop'\n", "events.table", "plain SQL identifier"),
+        (ROOTS + "[gzip]\nengine = 'isal'\nlevel = 6\n", "gzip.level", "use 0–3"),
+        (ROOTS + "[files]\ninclude = ['/abs/*.log']\n", "files.include", "relative to live_root"),
+        (ROOTS + "[files]\ninclude = ['[a']\n", "files.include", "unclosed ["),
+        (ROOTS + "[files]\nunit_closed = 'sql:SELECT 1'\n", "files.unit_closed", "set state_db"),
+        (ROOTS + "[files]\nunit_closed = 'closed'\n", "files.unit_closed", "marker:"),
+        (ROOTS + "state_db = 'nope.db'\n", "state_db", "does not exist"),
+        (ROOTS + "files = 3\n", "files", "a [files] table"),
+        ('archive_root = "a"\n', "live_root", "is required"),
+        ('live_root = "gone"\narchive_root = "a"\n', "live_root", "does not exist"),
+        ('live_root = "live"\narchive_root = "x/y/z"\n', "archive_root", "does not exist"),
+        ('live_root = "live"\narchive_root = "live/archive"\n', "archive_root", "inside"),
+        ('live_root = "live"\narchive_root = "."\n', "live_root", "inside archive_root"),
+        ('live_root = "live"\narchive_root = "live"\n', "archive_root", "inside"),
+    ],
+)
+def test_bad_configs_are_refused_in_one_line(site: Path, text: str, key: str, says: str) -> None:
+    path = write(site, text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: {key}: "), message
+    assert says in message
+
+
+def test_not_toml_and_missing_file(site: Path) -> None:
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_settings(write(site, "live_root = \n"))
+    with pytest.raises(ConfigError, match=r"no such file.*COLDKEEP_CONFIG"):
+        load_settings(site / "absent.toml")

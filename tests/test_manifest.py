@@ -1,0 +1,98 @@
+"""coldkeep.db: migrations, durability settings, entries and restore intents."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.manifest import SCHEMA_VERSION, Manifest, ManifestError, NewEntry
+
+
+def entry(n: int = 1, **kw: object) -> NewEntry:
+    base: dict[str, object] = {
+        "unit": "u",
+        "relpath": f"u/f{n}.jsonl",
+        "bytes": 10,
+        "sha256": f"{n:064x}",
+        "gz_path": f"files/u/f{n}.jsonl.gz",
+        "gz_bytes": 5,
+        "mtime_ns": 1,
+        "dev": 2,
+        "ino": 3,
+        "mode": 0o100644,
+        "archived_at": 1000,
+    }
+    base.update(kw)
+    return NewEntry(**base)  # type: ignore[arg-type]
+
+
+async def test_a_new_manifest_is_wal_full_sync_and_current(tmp_path: Path) -> None:
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        async with m.db.execute("PRAGMA journal_mode") as cur:
+            assert (await cur.fetchone()) == ("wal",)
+        async with m.db.execute("PRAGMA synchronous") as cur:
+            assert (await cur.fetchone()) == (2,)  # FULL
+        async with m.db.execute("PRAGMA user_version") as cur:
+            assert (await cur.fetchone()) == (SCHEMA_VERSION,)
+
+
+async def test_entries_are_committed_on_return(tmp_path: Path) -> None:
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        e = await m.add_entry(entry(1))
+        await m.add_entry(entry(2))
+        # Another connection (another process, in life) sees it at once.
+        with sqlite3.connect(path) as other:
+            assert other.execute("SELECT count(*) FROM entries").fetchone() == (2,)
+        assert await m.entry(e.id) == e
+        assert (await m.entry_by_gz("files/u/f2.jsonl.gz")) is not None
+        await m.set_status([e.id], "missing")
+        got = await m.entry(e.id)
+        assert got is not None and got.status == "missing"
+        with pytest.raises(sqlite3.IntegrityError):
+            await m.add_entry(entry(1))  # one entry per gzip
+
+
+async def test_a_manifest_from_a_newer_coldkeep_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "coldkeep.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+    with pytest.raises(ManifestError, match="upgrade coldkeep"):
+        await Manifest.open(path)
+    assert path.read_bytes() == before
+
+
+async def test_a_failed_migration_leaves_the_old_version(tmp_path: Path) -> None:
+    path = tmp_path / "coldkeep.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE passes (x)")  # collides with migration 1
+    with pytest.raises(ManifestError, match="migration 1 failed"):
+        await Manifest.open(path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (0,)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert tables == {"passes"}
+
+
+async def test_readonly_open_never_creates(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="does not exist yet"):
+        await Manifest.open(tmp_path / "coldkeep.db", readonly=True)
+    assert not (tmp_path / "coldkeep.db").exists()
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        await m.add_entry(entry())
+    async with await Manifest.open(tmp_path / "coldkeep.db", readonly=True) as ro:
+        assert await ro.count_entries() == 1
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            await ro.add_entry(entry(2))
+
+
+async def test_restore_intents(tmp_path: Path) -> None:
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        a = await m.add_restore_intent(7, tmp_path / "live" / "x")
+        await m.add_restore_intent(None, tmp_path / "elsewhere" / "y")
+        assert [i.target.name for i in await m.restore_intents()] == ["x", "y"]
+        await m.clear_restore_intent(a.id)
+        assert [i.target.name for i in await m.restore_intents()] == ["y"]

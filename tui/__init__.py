@@ -1,0 +1,1 @@
+"""coldkeep's terminal front-ends: the click CLI and the Textual console."""
