@@ -1,0 +1,108 @@
+"""Which live files are eligible for archiving now, and why each other one is not.
+
+A file is eligible when all hold: it is a regular file (``lstat``; links are never
+followed, linked directories never entered); its path relative to ``live_root``
+matches an include glob and no exclude glob; its name is not one of coldkeep's
+temporaries; its mtime is older than ``files.min_age_days``; its unit is closed
+(when ``files.unit_closed`` is set); and no restore hold covers it.
+
+The scan reads only: it never writes, never takes the lock, and is the same for
+``plan`` and for a pass. Synchronous: run it in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from collections import Counter
+from collections.abc import Container
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .config import Settings, UnitClosedMarker
+from .fsutil import FileIdentity
+from .globs import PathFilter
+from .layout import is_temp_name, unit_of
+
+SkipReason = Literal["too_new", "unit_open", "held", "not_regular"]
+DAY_NS = 86_400 * 1_000_000_000
+
+
+class ScanError(Exception):
+    """The scan cannot decide (e.g. the unit_closed query fails); the message says
+    which setting and why."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    relpath: str
+    unit: str
+    identity: FileIdentity
+
+
+@dataclass
+class FileScan:
+    eligible: list[Candidate] = field(default_factory=list)
+    skipped: Counter[SkipReason] = field(default_factory=Counter)
+
+
+def closed_units(settings: Settings) -> set[str] | None:
+    """The units the ``unit_closed`` rule calls closed (None: no rule, all are)."""
+    rule = settings.files.unit_closed
+    if rule is None:
+        return None
+    live = settings.live_root
+    if isinstance(rule, UnitClosedMarker):
+        closed = {e.name for e in os.scandir(live) if e.is_dir(follow_symlinks=False)}
+        closed = {u for u in closed if (live / u / rule.name).exists()}
+        if (live / rule.name).exists():
+            closed.add(".")
+        return closed
+    assert settings.state_db is not None  # config refuses a sql: rule without it
+    try:
+        db = sqlite3.connect(f"file:{settings.state_db}?mode=ro", uri=True, timeout=5)
+        try:
+            return {str(r[0]) for r in db.execute(rule.query)}
+        finally:
+            db.close()
+    except sqlite3.Error as err:
+        raise ScanError(
+            f"files.unit_closed query failed on {settings.state_db}: {err} "
+            "(fix the query in the config)"
+        ) from err
+
+
+def scan_files(settings: Settings, *, now_ns: int, held: Container[str] = ()) -> FileScan:
+    """Walk ``live_root`` and sort every included file into eligible or skipped."""
+    included = PathFilter(settings.files.include, settings.files.exclude)
+    cutoff = now_ns - int(settings.files.min_age_days * DAY_NS)
+    closed = closed_units(settings)
+    scan = FileScan()
+    root = settings.live_root
+    for dirpath, dirs, names in os.walk(root):
+        dirs.sort()
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        for name in sorted(names):
+            if is_temp_name(name):
+                continue
+            relpath = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if not included(relpath):
+                continue
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue  # gone since the listing: nothing to archive
+            unit = unit_of(relpath)
+            if not stat.S_ISREG(st.st_mode):
+                scan.skipped["not_regular"] += 1
+            elif st.st_mtime_ns >= cutoff:
+                scan.skipped["too_new"] += 1
+            elif closed is not None and unit not in closed:
+                scan.skipped["unit_open"] += 1
+            elif relpath in held:
+                scan.skipped["held"] += 1
+            else:
+                scan.eligible.append(Candidate(relpath, unit, FileIdentity.of_stat(st)))
+    return scan

@@ -1,0 +1,143 @@
+"""Recovery on real archives: every leftover settled as SPEC §5 says."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from coldkeep.core.codec import Codec
+from coldkeep.core.filemove import Archived, FileMover
+from coldkeep.core.gzfile import ArchiveOk, archive_file
+from coldkeep.core.manifest import Manifest
+from coldkeep.core.recovery import Recovery
+
+from helpers import Roots, gunzip, jsonl
+
+
+async def place_orphan(roots: Roots, relpath: str, data: bytes) -> Path:
+    """A gzip placed by steps 1-5 with no entry: a crash before step 6."""
+    src = roots.write(relpath, data)
+    ok = await archive_file(src, roots.layout.gz_for(relpath), codec=Codec())
+    assert isinstance(ok, ArchiveOk)
+    return ok.dest
+
+
+async def recover(roots: Roots) -> tuple[Manifest, Recovery]:
+    m = await Manifest.open(roots.layout.manifest)
+    return m, Recovery(FileMover(roots.live, roots.layout, m, Codec()))
+
+
+async def test_each_kind_of_orphan(roots: Roots) -> None:
+    adopt = await place_orphan(roots, "u/adopt.jsonl", jsonl(100, 1))
+    stale = await place_orphan(roots, "u/stale.jsonl", b"old version\n")
+    roots.write("u/stale.jsonl", b"new version\n")
+    corrupt = await place_orphan(roots, "u/corrupt.jsonl", jsonl(100, 2))
+    with corrupt.open("r+b") as f:
+        f.seek(-12, os.SEEK_END)
+        f.write(b"\xff\xff")
+    lonely = await place_orphan(roots, "u/lonely.jsonl", b"source deleted since\n")
+    (roots.live / "u" / "lonely.jsonl").unlink()
+
+    m, rec = await recover(roots)
+    async with m:
+        report = await rec.run()
+        outcomes = {o.relpath: o.outcome for o in report.orphans}
+        assert outcomes == {
+            "u/adopt.jsonl": "adopted",
+            "u/stale.jsonl": "stale",
+            "u/corrupt.jsonl": "corrupt",
+            "u/lonely.jsonl": "stale",
+        }
+        by_path = {e.relpath: e for e in await m.entries()}
+        assert by_path["u/adopt.jsonl"].status == "archived"
+        assert not (roots.live / "u" / "adopt.jsonl").exists(), "adopted: step 7 done"
+        assert by_path["u/stale.jsonl"].status == "stale"
+        assert gunzip(stale) == b"old version\n"
+        assert (roots.live / "u" / "stale.jsonl").read_bytes() == b"new version\n"
+        assert not corrupt.exists() and (roots.live / "u" / "corrupt.jsonl").exists()
+        assert gunzip(lonely) == b"source deleted since\n"
+        assert "u/corrupt.jsonl" not in by_path
+        assert adopt.exists()
+        # A second run finds nothing left to do.
+        assert not (await rec.run()).anything
+
+
+async def test_a_versioned_orphan_finds_its_source_by_its_header_name(roots: Roots) -> None:
+    first = await place_orphan(roots, "u/a.jsonl", b"one\n")
+    second = await place_orphan(roots, "u/a.jsonl", b"two\n")
+    assert second.name != first.name  # a.jsonl.<sha12>.gz
+    m, rec = await recover(roots)
+    async with m:
+        report = await rec.run()
+        assert {(o.gz.name, o.outcome) for o in report.orphans} == {
+            (first.name, "stale"),
+            (second.name, "adopted"),
+        }
+        assert {e.relpath for e in await m.entries()} == {"u/a.jsonl"}
+
+
+async def test_a_lost_gzip_is_marked_missing_and_a_committed_source_is_unlinked(
+    roots: Roots,
+) -> None:
+    m, rec = await recover(roots)
+    async with m:
+        mover = rec.mover
+        relpath = "u/gone.jsonl"
+        roots.write(relpath, b"x\n")
+        gone = await mover.archive(relpath)
+        assert isinstance(gone, Archived)
+        (roots.archive / gone.entry.gz_path).unlink()
+        # A crash between steps 6 and 7: entry committed, the source still there.
+        src = roots.write("u/kept.jsonl", b"y\n")
+        ok = await archive_file(src, roots.layout.gz_for("u/kept.jsonl"), codec=Codec())
+        assert isinstance(ok, ArchiveOk)
+        await m.add_entry(mover._new_entry("u/kept.jsonl", ok))
+
+        report = await rec.run()
+        assert [e.relpath for e in report.missing] == [relpath]
+        assert report.sources_unlinked == ["u/kept.jsonl"] and not src.exists()
+        statuses = {e.relpath: (e.status, e.source_present) for e in await m.entries()}
+        assert statuses == {relpath: ("missing", False), "u/kept.jsonl": ("archived", False)}
+
+
+async def test_a_changed_committed_source_is_kept(roots: Roots) -> None:
+    m, rec = await recover(roots)
+    async with m:
+        src = roots.write("u/k.jsonl", b"archived\n")
+        ok = await archive_file(src, roots.layout.gz_for("u/k.jsonl"), codec=Codec())
+        assert isinstance(ok, ArchiveOk)
+        await m.add_entry(rec.mover._new_entry("u/k.jsonl", ok))
+        with src.open("ab") as f:
+            f.write(b"written after step 4\n")
+        report = await rec.run()
+        assert report.sources_unlinked == []
+        assert src.read_bytes() == b"archived\nwritten after step 4\n"
+
+
+async def test_only_intent_named_restore_partials_are_removed(roots: Roots) -> None:
+    stray = roots.write("u/app-own.jsonl.restore-partial", b"not ours to judge\n")
+    ours = roots.write("u/f.jsonl.restore-partial", b"half\n")
+    m, rec = await recover(roots)
+    async with m:
+        await m.add_restore_intent(None, roots.live / "u" / "f.jsonl")
+        report = await rec.run()
+        assert report.restore_partials == [ours] and report.intents == 1
+        assert not ours.exists() and stray.exists()
+        assert await m.restore_intents() == []
+
+
+async def test_links_and_directories_in_files_are_never_taken_for_orphans(
+    roots: Roots,
+) -> None:
+    elsewhere = roots.base / "elsewhere.gz"
+    elsewhere.write_bytes(b"not coldkeep's")
+    files = roots.layout.files / "u"
+    files.mkdir(parents=True)
+    (files / "link.jsonl.gz").symlink_to(elsewhere)
+    (files / "dir.jsonl.gz").mkdir()
+    m, rec = await recover(roots)
+    async with m:
+        report = await rec.run()
+        assert report.orphans == []
+        assert elsewhere.read_bytes() == b"not coldkeep's"
+        assert (files / "link.jsonl.gz").is_symlink() and (files / "dir.jsonl.gz").is_dir()
