@@ -87,7 +87,7 @@ def _line_pool(rnd: random.Random, unit: str) -> list[str]:
     return pool
 
 
-def _write_jsonl(path: Path, rnd: random.Random, unit: str, size: int, mtime_ms: int) -> int:
+def write_jsonl(path: Path, rnd: random.Random, unit: str, size: int, mtime_ms: int) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     pool = _line_pool(rnd, unit)
     n_lines = max(1, size // 160)
@@ -120,7 +120,7 @@ def write_live(live: Path, rnd: random.Random, now_ms: int, scale: float) -> tup
             sub = rnd.choice(["", "runs/", "logs/"])
             ext = "jsonl" if rnd.random() < 0.85 else "log"
             mtime = now_ms - int((age_days + rnd.uniform(0, 20)) * DAY_MS)
-            total += _write_jsonl(
+            total += write_jsonl(
                 live / unit / f"{sub}part-{f:02d}.{ext}", rnd, unit, _size(rnd), mtime
             )
             files += 1
@@ -130,13 +130,13 @@ def write_live(live: Path, rnd: random.Random, now_ms: int, scale: float) -> tup
     for i, mib in enumerate((12, 24, 40)):
         unit = f"bulk-{i}"
         size = max(1 << 16, int(mib * (1 << 20) * scale))
-        total += _write_jsonl(
+        total += write_jsonl(
             live / unit / "firehose.jsonl", rnd, unit, size, now_ms - (60 + i) * DAY_MS
         )
         (live / unit / ".closed").write_text("closed\n")
         files += 1
     # Files directly in live_root belong to the unit "."
-    total += _write_jsonl(live / "daemon.log", rnd, ".", 1 << 14, now_ms - 40 * DAY_MS)
+    total += write_jsonl(live / "daemon.log", rnd, ".", 1 << 14, now_ms - 40 * DAY_MS)
     return files + 1, total
 
 
