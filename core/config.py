@@ -25,6 +25,8 @@ from .globs import GlobError, compile_globs
 Mode = Literal["off", "plan", "on"]
 Engine = Literal["isal", "zlib-ng", "zlib"]
 TsFormat = Literal["ms", "s", "iso"]
+# RESTART and TRUNCATE wait on the application's readers and writers: never the default.
+CheckpointMode = Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
 
 # seeds/000 kinds.ts: the reader-less, high-volume kinds. Every other kind stays live.
 DEFAULT_EVENT_KINDS: frozenset[str] = frozenset(
@@ -94,6 +96,11 @@ class EventsSettings:
     kinds: frozenset[str] = DEFAULT_EVENT_KINDS
     min_age_days: float = 30.0
     batch_rows: int = 2000
+    busy_timeout_ms: int = 5000
+    checkpoint_every: int = 8  # batches
+    checkpoint_wal_bytes: int = 16 << 20
+    checkpoint_timeout_s: float = 30.0
+    checkpoint_mode: CheckpointMode = "PASSIVE"
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,19 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         kinds=frozenset(ev_t.strings("kinds", tuple(sorted(DEFAULT_EVENT_KINDS)))),
         min_age_days=ev_t.number("min_age_days", EventsSettings.min_age_days, minimum=0),
         batch_rows=ev_t.integer("batch_rows", EventsSettings.batch_rows, minimum=1),
+        busy_timeout_ms=ev_t.integer("busy_timeout_ms", EventsSettings.busy_timeout_ms, minimum=0),
+        checkpoint_every=ev_t.integer(
+            "checkpoint_every", EventsSettings.checkpoint_every, minimum=1
+        ),
+        checkpoint_wal_bytes=ev_t.integer(
+            "checkpoint_wal_bytes", EventsSettings.checkpoint_wal_bytes, minimum=0
+        ),
+        checkpoint_timeout_s=ev_t.number(
+            "checkpoint_timeout_s", EventsSettings.checkpoint_timeout_s, minimum=0.1
+        ),
+        checkpoint_mode=ev_t.choice(
+            "checkpoint_mode", EventsSettings.checkpoint_mode, get_args(CheckpointMode)
+        ),
     )
     ev_t.done()
 

@@ -28,6 +28,8 @@ from typing import Any, Literal, Self
 
 import aiosqlite
 
+from .checkpoint import CheckpointResult
+
 EntryStatus = Literal["archived", "stale", "restored", "missing"]
 
 MIGRATIONS: tuple[str, ...] = (
@@ -70,6 +72,25 @@ MIGRATIONS: tuple[str, ...] = (
         entry_id    INTEGER,
         target      TEXT    NOT NULL,                 -- absolute path of the file
         created_at  INTEGER NOT NULL
+    );
+    """,
+    # 2: the live checkpoint log, restore holds on event rows
+    """
+    CREATE TABLE checkpoints (
+        id            INTEGER PRIMARY KEY,
+        at            INTEGER NOT NULL,               -- ms since the epoch
+        mode          TEXT    NOT NULL,
+        busy          INTEGER NOT NULL,
+        log           INTEGER NOT NULL,
+        checkpointed  INTEGER NOT NULL,
+        ms            REAL    NOT NULL,
+        wal_before    INTEGER NOT NULL,
+        wal_after     INTEGER NOT NULL,
+        error         TEXT
+    );
+    CREATE TABLE event_holds (
+        row_id      INTEGER PRIMARY KEY,              -- the live events table's id
+        hold_until  INTEGER NOT NULL                  -- ms since the epoch
     );
     """,
 )
@@ -258,6 +279,54 @@ class Manifest:
         async with self.db.execute("SELECT count(*) FROM entries") as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+    # checkpoints and event holds ---------------------------------------------
+
+    async def add_checkpoint(self, r: CheckpointResult) -> None:
+        await self.db.execute(
+            "INSERT INTO checkpoints (at, mode, busy, log, checkpointed, ms, wal_before, "
+            "wal_after, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                r.at_ms,
+                r.mode,
+                r.busy,
+                r.log,
+                r.checkpointed,
+                r.ms,
+                r.wal_before,
+                r.wal_after,
+                r.error,
+            ),
+        )
+
+    async def recent_checkpoints(self, limit: int = 50) -> list[CheckpointResult]:
+        async with self.db.execute(
+            "SELECT at, busy, log, checkpointed, ms, wal_before, wal_after, mode, error "
+            "FROM checkpoints ORDER BY id DESC LIMIT ?",
+            (limit,),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [CheckpointResult(*r) for r in reversed(list(rows))]
+
+    async def held_relpaths(self, now: int) -> set[str]:
+        """Live paths restored in place whose hold has not run out."""
+        async with self.db.execute(
+            "SELECT relpath FROM entries WHERE status = 'restored' AND hold_until > ?", (now,)
+        ) as cur:
+            return {str(r[0]) for r in await cur.fetchall()}
+
+    async def held_event_rows(self, now: int) -> set[int]:
+        async with self.db.execute(
+            "SELECT row_id FROM event_holds WHERE hold_until > ?", (now,)
+        ) as cur:
+            return {int(r[0]) for r in await cur.fetchall()}
+
+    async def hold_event_rows(self, ids: Iterable[int], until: int) -> None:
+        await self.db.executemany(
+            "INSERT INTO event_holds (row_id, hold_until) VALUES (?, ?) "
+            "ON CONFLICT (row_id) DO UPDATE SET hold_until = excluded.hold_until",
+            [(i, until) for i in ids],
+        )
 
     # restore intents ---------------------------------------------------------
 

@@ -9,9 +9,9 @@ protocol waits for it before taking the next step.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 StepName = Literal[
     # archiving one file (gzfile.archive_file, then filemove)
@@ -25,13 +25,17 @@ StepName = Literal[
     "restore_partial_written",  # <target>.restore-partial holds the bytes, fsynced
     "restored",  # the file is at its target, directory fsynced
     "intent_cleared",  # the restore intent is gone
+    # moving one batch of event rows (dbmove)
+    "batch_archived",  # the batch is committed in its month DBs
+    "batch_deleted",  # the batch is deleted from live (or left there: locked)
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:5]
-RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:]
+RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:9]
+BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[9:]
 
-StepInfo = Mapping[str, Path | str | int]
-StepHook = Callable[[StepName, StepInfo], Awaitable[None]]
+StepInfo = Mapping[str, Path | str | int | None]
+StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]
 
 
 async def no_step(name: StepName, info: StepInfo) -> None:

@@ -50,3 +50,57 @@ def gunzip(path: Path) -> bytes:
     import subprocess
 
     return subprocess.run(["gunzip", "-c", str(path)], check=True, capture_output=True).stdout
+
+
+DAY_MS = 86_400_000
+ARCHIVABLE = ("webhook_event", "ci_completed", "recheck_noop")
+LIVE_ONLY = ("pr_closed", "anomaly")
+
+
+def make_events_db(
+    path: Path,
+    n: int,
+    *,
+    now_ms: int,
+    wal: bool = True,
+    index: bool = True,
+    seed: int = 1,
+    days: int = 120,
+) -> None:
+    """A live state DB with ``n`` events spread over ``days`` days, ids in time order."""
+    import sqlite3
+
+    rnd = random.Random(seed)
+    db = sqlite3.connect(path)
+    if wal:
+        db.execute("PRAGMA journal_mode = WAL")
+    db.execute(
+        "CREATE TABLE events (id INTEGER PRIMARY KEY, ts INTEGER, kind TEXT NOT NULL, "
+        "payload TEXT, n REAL)"
+    )
+    if index:
+        db.execute("CREATE INDEX events_kind_ts ON events (kind, ts)")
+    start = now_ms - days * DAY_MS
+    step = days * DAY_MS // max(n, 1)
+    kinds = ARCHIVABLE + LIVE_ONLY
+    with db:
+        db.executemany(
+            "INSERT INTO events (ts, kind, payload, n) VALUES (?, ?, ?, ?)",
+            (
+                (start + i * step, kinds[i % len(kinds)], f"p{rnd.getrandbits(40):x}", i / 7)
+                for i in range(n)
+            ),
+        )
+    db.close()
+
+
+def all_event_rows(live: Path, events_dir: Path) -> list[tuple[object, ...]]:
+    """Every row in live and in every month DB (a multiset, as a sorted list)."""
+    import sqlite3
+
+    rows: list[tuple[object, ...]] = []
+    for db_path in [live, *sorted(events_dir.glob("*.db"))]:
+        with sqlite3.connect(db_path) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",), db_path
+            rows.extend(db.execute("SELECT id, ts, kind, payload, n FROM events"))
+    return sorted(rows, key=repr)

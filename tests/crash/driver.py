@@ -2,10 +2,12 @@
 
     python driver.py archive LIVE ARCHIVE RELPATH KILL_AT
     python driver.py restore LIVE ARCHIVE ENTRY_ID KILL_AT
+    python driver.py events LIVE ARCHIVE CONFIG KILL_AT[:N]
 
 The step hook kills the process the moment the step is announced (the step is
 complete and durable, nothing after it has happened), exactly as a power cut or
-an OOM kill would. KILL_AT = "none" runs to the end.
+an OOM kill would; ``:N`` kills at the N-th time the step is announced.
+KILL_AT = "none" runs to the end.
 """
 
 from __future__ import annotations
@@ -17,16 +19,28 @@ import sys
 from pathlib import Path
 
 from coldkeep.core.codec import Codec
+from coldkeep.core.config import load_settings
+from coldkeep.core.dbmove import move_events
 from coldkeep.core.filemove import FileMover
 from coldkeep.core.layout import Layout
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.steps import StepInfo, StepName
 
 
-async def main(op: str, live: Path, archive: Path, what: str, kill_at: str) -> None:
+async def main(op: str, live: Path, archive: Path, what: str, kill_spec: str) -> None:
+    kill_at, _, nth = kill_spec.partition(":")
+    seen = {"n": 0}
+
     async def hook(name: StepName, info: StepInfo) -> None:
         if name == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
+            seen["n"] += 1
+            if seen["n"] >= int(nth or 1):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    if op == "events":
+        report = await move_events(load_settings(Path(what)), Layout(archive).events, step=hook)
+        print(report.moved, report.already_archived, flush=True)
+        return
 
     layout = Layout(archive)
     async with await Manifest.open(layout.manifest) as manifest:

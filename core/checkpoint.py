@@ -1,0 +1,206 @@
+"""The live database's WAL checkpoint, on a thread and a connection of its own
+(seeds/000 livecheckpoint.ts).
+
+While the event phase deletes rows, coldkeep's mover connection runs with
+``wal_autocheckpoint = 0``: otherwise whichever of its commits crosses the
+threshold would checkpoint inline, fsyncing the WAL and the database inside a
+batch. Instead this checkpointer runs ``PRAGMA wal_checkpoint(PASSIVE)`` every N
+batches and whenever the WAL grows past a size, on ONE worker thread holding its
+own connection. That is SQLite's own protocol, unchanged (the WAL synced before
+any page is copied, the database synced before the WAL may restart), only on
+another thread. PASSIVE never waits on a reader or a writer: the application
+keeps reading and committing while it runs.
+
+Invariants:
+- Never RESTART or TRUNCATE unless asked: those wait on the application's readers
+  and writers, an outage dressed as a clean-up.
+- A checkpoint that does not finish within the timeout is reported as failed, the
+  checkpointer gives up for the phase and nobody waits for it any more (it is
+  interrupted too, which SQLite honours between steps but not inside a busy wait
+  or a blocked fsync): a hung disk must not hold the archive lock forever.
+- A busy answer (SQLite returns busy=1 and log=-1 while another checkpoint runs)
+  is recorded as busy and retried at the next request, never an error.
+- Requests coalesce: one checkpoint at a time, never a queue of them.
+- It never writes a row; it opens, checkpoints when asked, and closes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import CheckpointMode
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """SQLite's (busy, log, checkpointed), the time it took, and the WAL's size
+    before and after. ``error`` is set when the checkpoint failed or timed out."""
+
+    at_ms: int
+    busy: int
+    log: int
+    checkpointed: int
+    ms: float
+    wal_before: int
+    wal_after: int
+    mode: CheckpointMode = "PASSIVE"
+    error: str | None = None
+
+
+def wal_path(db: Path) -> Path:
+    return db.with_name(db.name + "-wal")
+
+
+def wal_bytes(db: Path) -> int:
+    try:
+        return os.stat(wal_path(db)).st_size
+    except FileNotFoundError:
+        return 0
+
+
+class LiveCheckpointer:
+    """One thread, one connection, one checkpoint at a time. ``request`` returns at
+    once; results arrive through ``on_result`` (called on the checkpointer's
+    thread)."""
+
+    def __init__(
+        self,
+        db: Path,
+        on_result: Callable[[CheckpointResult], None],
+        *,
+        timeout_s: float = 30.0,
+        busy_timeout_s: float = 2.0,
+        mode: CheckpointMode = "PASSIVE",
+    ) -> None:
+        self.db = db
+        self.on_result = on_result
+        self.timeout_s = timeout_s
+        self.mode = mode
+        self._busy_timeout_s = busy_timeout_s
+        self._wake = threading.Condition()
+        self._pending = False
+        self._closing = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._verdict = threading.Lock()  # one report per checkpoint: result or give-up
+        self.dead: str | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._thread = threading.Thread(target=self._run, name="live-checkpoint", daemon=True)
+        self._opened = threading.Event()
+        self._thread.start()
+        self._opened.wait(timeout_s)
+        if not self._opened.is_set():
+            self.dead = f"the checkpoint connection to {db} did not open within {timeout_s:.0f} s"
+
+    def _open(self) -> None:
+        try:
+            conn = sqlite3.connect(
+                f"file:{self.db}?mode=rw",
+                uri=True,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,  # interrupt() comes from the watchdog
+            )
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode != "wal":
+                conn.close()
+                self.dead = f"{self.db} is not in WAL mode ({mode}): no checkpoint to run"
+            else:
+                self._conn = conn
+        except sqlite3.Error as err:
+            self.dead = f"the checkpoint connection to {self.db} failed: {err}"
+        finally:
+            self._opened.set()
+
+    def request(self) -> bool:
+        """Ask for a checkpoint; False if one is already pending or running, or the
+        checkpointer is gone."""
+        with self._wake:
+            if self.dead or self._closing or self._pending or not self._idle.is_set():
+                return False
+            self._pending = True
+            self._idle.clear()
+            self._wake.notify()
+        return True
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for the running checkpoint (if any) to finish."""
+        return self._idle.wait(timeout)
+
+    def _run(self) -> None:
+        self._open()
+        while True:
+            with self._wake:
+                while not self._pending and not self._closing:
+                    self._wake.wait()
+                if self._closing and not self._pending:
+                    break
+                self._pending = False
+            try:
+                if self._conn is not None and not self.dead:
+                    result = self._checkpoint(self._conn)
+                    if result is not None:
+                        self.on_result(result)
+            finally:
+                self._idle.set()
+        if self._conn is not None:
+            self._conn.close()
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> CheckpointResult | None:
+        before = wal_bytes(self.db)
+        at = time.time_ns() // 1_000_000
+        t0 = time.perf_counter()
+        finished = threading.Event()
+        watchdog = threading.Timer(self.timeout_s, self._give_up, (conn, at, before, finished))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            busy, log, done = conn.execute(f"PRAGMA wal_checkpoint({self.mode})").fetchone()
+            error = None
+        except sqlite3.OperationalError as err:
+            # SQLITE_BUSY from a concurrent checkpoint: the same verdict as busy=1.
+            busy, log, done, error = 1, -1, -1, str(err)
+        finally:
+            watchdog.cancel()
+        with self._verdict:
+            finished.set()
+            if self.dead:
+                return None  # given up on and already reported
+        ms = (time.perf_counter() - t0) * 1000
+        return CheckpointResult(
+            at, int(busy), int(log), int(done), ms, before, wal_bytes(self.db), self.mode, error
+        )
+
+    def _give_up(
+        self, conn: sqlite3.Connection, at: int, before: int, finished: threading.Event
+    ) -> None:
+        """The checkpoint is past its time: report it, stop asking for more, and try
+        to interrupt it. A thread blocked in the kernel (a hung disk) cannot be
+        stopped; it is a daemon thread and no one waits for it any more."""
+        with self._verdict:
+            if finished.is_set():
+                return  # it made it after all
+            self.dead = (
+                f"the checkpoint of {self.db} did not finish within {self.timeout_s:g} s; "
+                "no more checkpoints this phase"
+            )
+        conn.interrupt()
+        ms = self.timeout_s * 1000
+        self.on_result(
+            CheckpointResult(at, 1, -1, -1, ms, before, wal_bytes(self.db), self.mode, self.dead)
+        )
+        self._idle.set()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop; waits at most ``timeout`` for a checkpoint in flight."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join(timeout)

@@ -1,0 +1,171 @@
+"""The application's events table as coldkeep sees it: discovered, never assumed.
+
+``discover`` reads the table's ``CREATE TABLE`` from ``sqlite_master`` and its
+columns from ``PRAGMA table_info``, and refuses (``EventsError``, one line naming
+the database, the table or column, and the fix) anything the mover cannot handle
+safely: no such table, no single INTEGER PRIMARY KEY, a missing kind or ts column.
+
+Time stamps are read as configured (``events.ts_format``): ``ms`` or ``s`` since the
+epoch (numbers), or ``iso`` (ISO-8601 text). A value that is not one of those is
+"unparsable": such rows are counted and never moved. Months are UTC ``YYYY-MM``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .config import EventsSettings, TsFormat
+
+DAY_MS = 86_400_000
+
+
+class EventsError(Exception):
+    """The events table cannot be moved as configured; the message says what to fix."""
+
+
+def q(ident: str) -> str:
+    """A quoted SQL identifier (config already allows only plain ones)."""
+    return '"' + ident.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    db: Path
+    table: str
+    pk: str
+    columns: tuple[str, ...]
+    kind: str
+    ts: str
+    ts_format: TsFormat
+    create_sql: str
+
+    @property
+    def select_columns(self) -> str:
+        return ", ".join(q(c) for c in self.columns)
+
+    @property
+    def pk_index(self) -> int:
+        return self.columns.index(self.pk)
+
+    @property
+    def ts_index(self) -> int:
+        return self.columns.index(self.ts)
+
+    @property
+    def kind_index(self) -> int:
+        return self.columns.index(self.kind)
+
+    def cutoff(self, now_ms: int, min_age_days: float) -> float:
+        """The ``:cutoff`` for ``eligible_sql``, in the units the SQL compares."""
+        ms = now_ms - min_age_days * DAY_MS
+        return ms if self.ts_format == "ms" else ms / 1000
+
+    def ts_seconds_sql(self) -> str:
+        """SQL for the time stamp in seconds, NULL when unparsable."""
+        ts = q(self.ts)
+        if self.ts_format == "iso":
+            return (
+                f"(CASE WHEN typeof({ts}) = 'text' THEN CAST(strftime('%s', {ts}) AS INTEGER) END)"
+            )
+        div = " / 1000" if self.ts_format == "ms" else ""
+        return f"(CASE WHEN typeof({ts}) IN ('integer', 'real') THEN {ts}{div} END)"
+
+    def eligible_sql(self, cutoff: str = ":cutoff") -> str:
+        """A condition on the time stamp: parsable and older than the ``cutoff``
+        parameter. For numbers it compares the column itself, so an index on it
+        can be used."""
+        ts = q(self.ts)
+        if self.ts_format == "iso":
+            return f"{self.ts_seconds_sql()} < {cutoff}"
+        return f"typeof({ts}) IN ('integer', 'real') AND {ts} < {cutoff}"
+
+    def unparsable_sql(self) -> str:
+        return f"{self.ts_seconds_sql()} IS NULL"
+
+    def month_sql(self) -> str:
+        return f"strftime('%Y-%m', {self.ts_seconds_sql()}, 'unixepoch')"
+
+    def month_of(self, ts: Any) -> str | None:
+        """The UTC ``YYYY-MM`` of a time stamp, None when unparsable. Called once per
+        row moved: numbers go through a cache by day."""
+        if self.ts_format == "iso":
+            return _iso_month(ts) if isinstance(ts, str) else None
+        if isinstance(ts, bool) or not isinstance(ts, int | float):
+            return None
+        return _day_month(int(ts // (DAY_MS if self.ts_format == "ms" else 86_400)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_month(day: int) -> str | None:
+    try:
+        return datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m")
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _iso_month(ts: str) -> str | None:
+    try:
+        dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m")
+
+
+def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSchema:
+    """Read and check the events table's definition on an open connection."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (cfg.table,)
+    ).fetchone()
+    if row is None:
+        raise EventsError(
+            f"{db}: no table {cfg.table!r} (set events.table to the application's events table)"
+        )
+    create_sql = str(row[0])
+    info = conn.execute(f"PRAGMA table_info({q(cfg.table)})").fetchall()
+    columns = tuple(str(r[1]) for r in info)
+    pks = [r for r in info if r[5] > 0]
+    if len(pks) != 1 or str(pks[0][2]).upper() != "INTEGER":
+        raise EventsError(
+            f"{db}: table {cfg.table!r} has no INTEGER PRIMARY KEY; coldkeep moves rows by id "
+            "and needs one (this table cannot be archived as it is)"
+        )
+    for key, col in (("events.kind_column", cfg.kind_column), ("events.ts_column", cfg.ts_column)):
+        if col not in columns:
+            raise EventsError(
+                f"{db}: table {cfg.table!r} has no column {col!r} (set {key}; "
+                f"columns are {', '.join(columns)})"
+            )
+    return EventSchema(
+        db=db,
+        table=cfg.table,
+        pk=str(pks[0][1]),
+        columns=columns,
+        kind=cfg.kind_column,
+        ts=cfg.ts_column,
+        ts_format=cfg.ts_format,
+        create_sql=create_sql,
+    )
+
+
+def open_live(db: Path, *, busy_timeout_s: float, readonly: bool = False) -> sqlite3.Connection:
+    """A connection to the application's database, autocommit, for this thread only."""
+    if not db.is_file():
+        raise EventsError(f"{db}: the state database does not exist (check state_db)")
+    uri = f"file:{db}?mode=ro" if readonly else f"file:{db}?mode=rw"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as err:
+        raise EventsError(f"{db}: cannot be opened as SQLite ({err})") from err
+    return conn
+
+
+def journal_mode(conn: sqlite3.Connection) -> str:
+    return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()

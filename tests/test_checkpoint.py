@@ -1,0 +1,116 @@
+"""The live checkpointer on a real WAL database, with a real reader in the way."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.checkpoint import CheckpointResult, LiveCheckpointer, wal_bytes
+from coldkeep.core.config import CheckpointMode
+
+
+def wal_db(path: Path, rows: int = 2000) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    db.execute("CREATE TABLE t (x TEXT)")
+    db.executemany("INSERT INTO t VALUES (?)", [("x" * 200,)] * rows)
+    return db
+
+
+class Results:
+    def __init__(self) -> None:
+        self.items: list[CheckpointResult] = []
+        self.arrived = threading.Semaphore(0)
+
+    def __call__(self, r: CheckpointResult) -> None:
+        self.items.append(r)
+        self.arrived.release()
+
+    def next(self) -> CheckpointResult:
+        assert self.arrived.acquire(timeout=30), "no checkpoint result arrived"
+        return self.items[-1]
+
+
+def checkpointer(path: Path, results: Results, **kw: object) -> LiveCheckpointer:
+    return LiveCheckpointer(path, results, **kw)  # type: ignore[arg-type]
+
+
+def test_a_passive_checkpoint_copies_the_wal_and_reports_it(tmp_path: Path) -> None:
+    db = wal_db(tmp_path / "live.db")
+    results = Results()
+    cp = checkpointer(tmp_path / "live.db", results)
+    try:
+        assert cp.dead is None
+        assert cp.request()
+        r = results.next()
+        assert (r.busy, r.error, r.mode) == (0, None, "PASSIVE")
+        assert r.log > 0 and r.checkpointed == r.log
+        assert r.wal_before == wal_bytes(tmp_path / "live.db") > 0
+    finally:
+        cp.close()
+        db.close()
+
+
+def test_a_reader_makes_restart_busy_which_is_recorded_not_an_error(tmp_path: Path) -> None:
+    db = wal_db(tmp_path / "live.db")
+    reader = sqlite3.connect(tmp_path / "live.db", isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchall()
+    db.execute("INSERT INTO t VALUES ('after the reader began')")
+    results = Results()
+    mode: CheckpointMode = "RESTART"
+    cp = checkpointer(tmp_path / "live.db", results, mode=mode, busy_timeout_s=0.05)
+    try:
+        assert cp.request()
+        r = results.next()
+        assert r.busy == 1 and r.error is None and r.checkpointed < r.log
+        reader.execute("COMMIT")
+        assert cp.wait_idle(30)
+        assert cp.request(), "busy is a retry: the next request runs"
+        assert results.next().busy == 0
+    finally:
+        cp.close()
+        reader.close()
+        db.close()
+
+
+def test_a_checkpoint_past_its_timeout_is_given_up(tmp_path: Path) -> None:
+    db = wal_db(tmp_path / "live.db")
+    reader = sqlite3.connect(tmp_path / "live.db", isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchall()
+    db.execute("INSERT INTO t VALUES ('after the reader began')")
+    results = Results()
+    # RESTART waits for the reader for up to 5 s; the checkpointer gives it 0.2 s.
+    mode: CheckpointMode = "RESTART"
+    cp = checkpointer(tmp_path / "live.db", results, mode=mode, busy_timeout_s=5, timeout_s=0.2)
+    try:
+        assert cp.request()
+        r = results.next()
+        assert r.error is not None and "did not finish within 0.2 s" in r.error
+        assert cp.dead == r.error
+        assert not cp.request(), "no more checkpoints this phase"
+    finally:
+        reader.execute("COMMIT")
+        cp.close()
+        reader.close()
+        db.close()
+    assert len(results.items) == 1, "reported once"
+
+
+@pytest.mark.parametrize("journal", ["delete", "truncate"])
+def test_not_applicable_without_wal(tmp_path: Path, journal: str) -> None:
+    with sqlite3.connect(tmp_path / "live.db") as db:
+        db.execute(f"PRAGMA journal_mode = {journal}")
+        db.execute("CREATE TABLE t (x)")
+    results = Results()
+    cp = checkpointer(tmp_path / "live.db", results)
+    try:
+        assert cp.dead is not None and "not in WAL mode" in cp.dead
+        assert not cp.request()
+    finally:
+        cp.close()

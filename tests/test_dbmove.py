@@ -1,0 +1,305 @@
+"""The event mover on real SQLite databases: nothing lost, nothing doubled, and bad
+input refused with a clear error and nothing changed."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.config import Settings, parse_settings
+from coldkeep.core.dbmove import MoveReport, move_events
+from coldkeep.core.eventschema import EventsError
+from coldkeep.core.manifest import Manifest
+from coldkeep.core.steps import StepInfo, StepName
+
+from helpers import ARCHIVABLE, DAY_MS, Roots, all_event_rows, make_events_db
+
+NOW = 1_790_000_000_000
+
+
+def settings(roots: Roots, **events: object) -> Settings:
+    return parse_settings(
+        {
+            "live_root": str(roots.live),
+            "archive_root": str(roots.archive),
+            "state_db": str(roots.base / "state.db"),
+            "events": {"kinds": list(ARCHIVABLE), "batch_rows": 100, **events},
+        },
+        roots.base / "coldkeep.toml",
+    )
+
+
+def live_rows(roots: Roots, where: str = "1") -> list[tuple[object, ...]]:
+    with sqlite3.connect(roots.base / "state.db") as db:
+        return db.execute(f"SELECT id, ts, kind FROM events WHERE {where} ORDER BY id").fetchall()
+
+
+async def move(roots: Roots, cfg: Settings | None = None, **kw: object) -> MoveReport:
+    return await move_events(
+        cfg or settings(roots),
+        roots.layout.events,
+        now_ms=NOW,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def db(roots: Roots) -> Path:
+    make_events_db(roots.base / "state.db", 3000, now_ms=NOW)
+    return roots.base / "state.db"
+
+
+async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, db: Path) -> None:
+    before = all_event_rows(db, roots.layout.events)
+    cutoff = NOW - 30 * DAY_MS
+    kinds = ", ".join(f"'{k}'" for k in ARCHIVABLE)
+    eligible = live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}")
+
+    report = await move(roots)
+
+    assert report.moved == len(eligible) > 0
+    assert report.batches == -(-len(eligible) // 100)
+    assert live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}") == []
+    assert all_event_rows(db, roots.layout.events) == before, "every row exactly once"
+    months = sorted(p.stem for p in roots.layout.events.glob("*.db"))
+    assert months == sorted(report.months) and len(months) >= 3
+    with sqlite3.connect(roots.layout.events / f"{months[0]}.db") as m:
+        ddl = m.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+        assert ddl.startswith("CREATE TABLE events (id INTEGER PRIMARY KEY")
+        for (ts,) in m.execute("SELECT ts FROM events"):
+            assert time.strftime("%Y-%m", time.gmtime(ts / 1000)) == months[0]
+    assert report.checkpointer == "on" and report.wal_peak > 0
+    # A second run has nothing to do.
+    again = await move(roots)
+    assert (again.moved, again.batches) == (0, 0)
+
+
+async def test_rows_left_in_both_places_are_only_deleted_from_live(roots: Roots, db: Path) -> None:
+    before = all_event_rows(db, roots.layout.events)
+    await move(roots)
+    # Put some archived rows back in live, as a crash after step 2 would leave them.
+    month_db = sorted(roots.layout.events.glob("*.db"))[1]
+    with sqlite3.connect(month_db) as m:
+        back = m.execute("SELECT * FROM events ORDER BY id LIMIT 50").fetchall()
+    with sqlite3.connect(db) as live:
+        live.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", back)
+
+    report = await move(roots)
+
+    assert (report.moved, report.already_archived) == (0, 50)
+    assert all_event_rows(db, roots.layout.events) == before
+
+
+async def test_same_id_other_content_is_refused_and_both_kept(roots: Roots, db: Path) -> None:
+    await move(roots)
+    month_db = sorted(roots.layout.events.glob("*.db"))[0]
+    with sqlite3.connect(month_db) as m:
+        row = m.execute("SELECT * FROM events ORDER BY id LIMIT 1").fetchone()
+    changed = (row[0], row[1], row[2], "edited by hand", row[4])
+    with sqlite3.connect(db) as live:
+        live.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", changed)
+
+    report = await move(roots)
+
+    assert [c.row_id for c in report.conflicts] == [row[0]]
+    assert "both copies are kept" in report.conflicts[0].detail
+    assert live_rows(roots, f"id = {row[0]}") == [changed[:3]]
+    with sqlite3.connect(month_db) as m:
+        assert m.execute("SELECT * FROM events WHERE id = ?", (row[0],)).fetchone() == row
+
+
+async def test_held_rows_stay_live(roots: Roots, db: Path) -> None:
+    first = live_rows(roots, f"kind = '{ARCHIVABLE[0]}'")[:3]
+    async with await Manifest.open(roots.layout.manifest) as m:
+        await m.hold_event_rows([r[0] for r in first], until=NOW + DAY_MS)
+        report = await move(roots, manifest=m)
+    assert report.held == 3
+    assert [r for r in live_rows(roots) if r in first] == first
+
+
+async def test_unparsable_time_stamps_are_counted_and_never_moved(roots: Roots, db: Path) -> None:
+    with sqlite3.connect(db) as live:
+        live.execute(
+            f"UPDATE events SET ts = 'yesterday' WHERE id IN (1, 2) AND kind = '{ARCHIVABLE[0]}'"
+        )
+        live.execute("UPDATE events SET ts = NULL WHERE id = 3")
+        bad = live.execute(
+            "SELECT id FROM events WHERE typeof(ts) != 'integer' ORDER BY id"
+        ).fetchall()
+    report = await move(roots)
+    assert report.unparsable == len(bad) >= 2
+    assert [r[0] for r in live_rows(roots, "typeof(ts) != 'integer'")] == [b[0] for b in bad]
+
+
+async def test_iso_and_seconds_time_stamps(roots: Roots) -> None:
+    for fmt, value in (("iso", "2020-03-04T05:06:07Z"), ("s", 1_583_298_367)):
+        path = roots.base / "state.db"
+        path.unlink(missing_ok=True)
+        with sqlite3.connect(path) as live:
+            live.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts, kind TEXT)")
+            live.execute("INSERT INTO events (ts, kind) VALUES (?, 'webhook_event')", (value,))
+            live.execute("INSERT INTO events (ts, kind) VALUES (?, 'webhook_event')", ("later",))
+        report = await move(roots, settings(roots, ts_format=fmt))
+        assert (report.moved, report.unparsable) == (1, 1), fmt
+        assert (roots.layout.events / "2020-03.db").exists()
+        for p in roots.layout.events.glob("*.db"):
+            p.unlink()
+
+
+async def test_a_live_db_not_in_wal_mode_still_moves(roots: Roots) -> None:
+    make_events_db(roots.base / "state.db", 500, now_ms=NOW, wal=False)
+    before = all_event_rows(roots.base / "state.db", roots.layout.events)
+    report = await move(roots)
+    assert report.moved > 0
+    assert report.checkpointer.startswith("not applicable") and "delete mode" in report.checkpointer
+    assert all_event_rows(roots.base / "state.db", roots.layout.events) == before
+
+
+async def test_a_corrupt_month_is_refused_and_the_others_go_on(roots: Roots, db: Path) -> None:
+    before = all_event_rows(db, roots.layout.events)
+    roots.layout.events.mkdir(parents=True)
+    month = time.strftime("%Y-%m", time.gmtime((NOW - 100 * DAY_MS) / 1000))
+    bad = roots.layout.events / f"{month}.db"
+    bad.write_bytes(b"this is not a database" * 100)
+
+    report = await move(roots)
+
+    assert list(report.months_refused) == [month]
+    assert "its rows stay live" in report.months_refused[month]
+    assert report.moved > 0 and month not in report.months
+    assert bad.read_bytes() == b"this is not a database" * 100
+    bad.unlink()
+    assert all_event_rows(db, roots.layout.events) == before
+
+
+LOCKER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("INSERT INTO events (ts, kind) VALUES (0, 'pr_closed')")
+print("locked", flush=True)
+sys.stdin.readline()
+db.execute("COMMIT")
+"""
+
+
+async def test_a_live_db_locked_past_the_busy_timeout_is_retried_next_time(
+    roots: Roots, db: Path
+) -> None:
+    before = all_event_rows(db, roots.layout.events)
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert locker.stdout is not None and locker.stdin is not None
+    assert locker.stdout.readline() == "locked\n"
+    try:
+        report = await move(roots, settings(roots, busy_timeout_ms=50))
+    finally:
+        locker.stdin.write("\n")
+        locker.stdin.close()
+        locker.wait()
+    assert report.moved == 0 and report.locked_rows > 0
+    assert report.batches == 3, "stops reading once live stays locked"
+
+    again = await move(roots)
+    assert again.already_archived == report.locked_rows and again.moved > 0
+    after = all_event_rows(db, roots.layout.events)
+    assert len(after) == len(before) + 1  # the locker's own row
+    assert next(r for r in after if r not in before)[2] == "pr_closed"
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: p.unlink(), "does not exist"),
+        (lambda p: p.write_bytes(b"garbage" * 600), "cannot be opened as SQLite"),
+        (lambda p: _sql(p, "DROP TABLE events"), "no table 'events'"),
+        (
+            lambda p: _sql(p, "DROP TABLE events; CREATE TABLE events (id TEXT, ts, kind)"),
+            "no INTEGER PRIMARY KEY",
+        ),
+        (
+            lambda p: _sql(p, "ALTER TABLE events RENAME COLUMN kind TO type"),
+            "no column 'kind' (set events.kind_column",
+        ),
+        (
+            lambda p: _sql(p, "ALTER TABLE events RENAME COLUMN ts TO at"),
+            "no column 'ts' (set events.ts_column",
+        ),
+    ],
+)
+async def test_bad_input_is_refused_and_changes_nothing(
+    roots: Roots, db: Path, make: object, says: str
+) -> None:
+    assert callable(make)
+    cfg = settings(roots)  # the config was good when it was loaded
+    make(db)
+    snapshot = _dump(db)
+    with pytest.raises(EventsError, match=says.replace("(", r"\(")):
+        await move(roots, cfg)
+    assert _dump(db) == snapshot
+    assert not roots.layout.events.exists()
+
+
+def _dump(path: Path) -> list[str] | bytes | None:
+    """The database's logical content (or its bytes when it is not one)."""
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(path) as c:
+            return list(c.iterdump())
+    except sqlite3.DatabaseError:
+        return path.read_bytes()
+
+
+def _sql(path: Path, script: str) -> None:
+    with sqlite3.connect(path) as c:
+        c.executescript(script)
+
+
+async def test_steps_are_announced_per_batch(roots: Roots, db: Path) -> None:
+    seen: list[StepName] = []
+
+    async def hook(name: StepName, info: StepInfo) -> None:
+        seen.append(name)
+
+    report = await move(roots, step=hook)
+    assert seen == ["batch_archived", "batch_deleted"] * report.batches
+
+
+async def test_cancel_stops_between_batches(roots: Roots, db: Path) -> None:
+    from coldkeep.core.cancel import CancelToken
+
+    token = CancelToken()
+
+    async def hook(name: StepName, info: StepInfo) -> None:
+        if name == "batch_deleted":
+            token.cancel("operator asked")
+
+    before = all_event_rows(db, roots.layout.events)
+    report = await move(roots, step=hook, cancel=token)
+    assert report.cancelled and report.batches == 1 and report.moved == 100
+    assert all_event_rows(db, roots.layout.events) == before
+    await asyncio.sleep(0)
+
+
+async def test_the_newest_row_never_moves_so_its_id_is_never_reused(roots: Roots) -> None:
+    make_events_db(roots.base / "state.db", 10, now_ms=NOW, days=400)  # all 40+ days old
+    with sqlite3.connect(roots.base / "state.db") as live:
+        live.execute("UPDATE events SET kind = 'webhook_event'")
+    report = await move(roots)
+    assert report.moved == 9 and [r[0] for r in live_rows(roots)] == [10]
+    with sqlite3.connect(roots.base / "state.db") as live:
+        cur = live.execute("INSERT INTO events (ts, kind) VALUES (0, 'pr_closed')")
+        assert cur.lastrowid == 11
+    assert (await move(roots)).moved == 1
+    assert [r[0] for r in live_rows(roots)] == [11]
