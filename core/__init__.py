@@ -14,7 +14,13 @@ Read the modules in this order and the protocol grows step by step:
     manifest   coldkeep.db: entries, passes, restore intents (aiosqlite)
     lock       the archive mutex on archive_root/.lock
     filemove   one live file end to end: the protocol, its entry, the unlink
-    recovery   what a crash leaves behind, cleaned up
+    recovery   what a crash leaves behind, found and settled
+    scan       which live files are eligible, and why the others are not
+    eventschema  the live events table, discovered; time stamps and months
+    checkpoint the live WAL checkpoint, on its own thread and connection
+    dbmove     old event rows into monthly archive databases, batch by batch
+    plan       the backlog, counted without writing
+    demo       a realistic demo site
 
 Nothing here imports Textual or Rich's live display: the console, the CLI and the
 scheduler are clients of this package (a test holds that line).
