@@ -3,8 +3,9 @@
 Three deflate engines behind one small interface (``Codec``): ISA-L (``isal``),
 ``zlib-ng`` and the standard library's ``zlib``. Whatever the engine, the output
 is one standard gzip member whose header carries the source's file name (FNAME)
-and mtime, so ``gzip -l`` shows the name and ``gunzip -N`` restores both, and the
-archive can be rebuilt from its gzips alone. Inflating always uses the fastest
+and mtime, so ``gzip -l`` shows the name and ``gunzip -N`` restores both; an extra
+field (which gzip skips) adds the exact mtime and the mode, so the archive can be
+rebuilt from its gzips alone. Inflating always uses the fastest
 inflater available (ISA-L), whatever engine wrote the file.
 
 Invariants:
@@ -38,8 +39,8 @@ from .config import Engine
 from .ratelimit import UNLIMITED, RateLimiter
 
 CHUNK = 1 << 20
+_FEXTRA = 0x04
 _FNAME = 0x08
-_FLAG_BITS = {"FTEXT": 0x01, "FHCRC": 0x02, "FEXTRA": 0x04, "FNAME": 0x08, "FCOMMENT": 0x10}
 _OS_UNIX = 3
 
 Progress = Callable[[int], None]
@@ -103,16 +104,32 @@ class Packed(Digest):
 
 @dataclass(frozen=True)
 class GzipHeader:
+    """What a coldkeep gzip says about its source: the file name (FNAME), the
+    mtime in seconds (MTIME), and from coldkeep's extra field the exact mtime in
+    ns and the mode (None in a gzip that coldkeep did not write)."""
+
     name: str | None
     mtime: int
+    mtime_ns: int | None = None
+    mode: int | None = None
 
 
-def gzip_header(name: bytes, mtime_ns: int) -> bytes:
+# coldkeep's FEXTRA subfield: SI1 'C', SI2 'K', then the source's mode (u32) and
+# mtime in ns (u64), little-endian. gzip and gunzip skip subfields they do not
+# know; it makes the archive rebuildable without losing mode or mtime precision.
+_EXTRA_ID = b"CK"
+_EXTRA = struct.Struct("<IQ")
+
+
+def gzip_header(name: bytes, mtime_ns: int, mode: int = 0) -> bytes:
     mtime = mtime_ns // 1_000_000_000
     if not 0 <= mtime < 2**32:
         mtime = 0  # the field cannot hold it; 0 means "no time stamp"
+    extra = _EXTRA_ID + struct.pack("<H", _EXTRA.size) + _EXTRA.pack(mode, max(mtime_ns, 0))
     return (
-        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME, mtime, 0, _OS_UNIX)
+        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME | _FEXTRA, mtime, 0, _OS_UNIX)
+        + struct.pack("<H", len(extra))
+        + extra
         + name.replace(b"\0", b"")
         + b"\0"
     )
@@ -161,6 +178,7 @@ def compress_fd(
     *,
     name: bytes,
     mtime_ns: int,
+    mode: int = 0,
     codec: Codec,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken,
@@ -178,7 +196,7 @@ def compress_fd(
         os.fdopen(fd, "wb") as out,
         os.fdopen(os.dup(src_fd), "rb", buffering=0) as src,
     ):
-        out.write(gzip_header(name, mtime_ns))
+        out.write(gzip_header(name, mtime_ns, mode))
         next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
         while (chunk := next_chunk()) is not None:
             hashes.update(chunk)
@@ -261,15 +279,23 @@ def inflate(
 
 
 def read_gzip_header(gz: Path) -> GzipHeader:
-    """The FNAME and MTIME of the first member (``CorruptGzip`` if not a gzip)."""
+    """The first member's header (``CorruptGzip`` if it is not a gzip)."""
     with gz.open("rb") as f:
         head = f.read(10)
         if len(head) < 10 or head[:3] != b"\x1f\x8b\x08":
             raise CorruptGzip(f"{gz}: not a gzip file")
         flags, mtime = head[3], struct.unpack("<I", head[4:8])[0]
-        if flags & _FLAG_BITS["FEXTRA"]:
+        mode = mtime_ns = None
+        if flags & _FEXTRA:
             (xlen,) = struct.unpack("<H", f.read(2))
-            f.read(xlen)
+            extra = f.read(xlen)
+            at = 0
+            while at + 4 <= len(extra):
+                sub_id, (sub_len,) = extra[at : at + 2], struct.unpack("<H", extra[at + 2 : at + 4])
+                data = extra[at + 4 : at + 4 + sub_len]
+                if sub_id == _EXTRA_ID and len(data) == _EXTRA.size:
+                    mode, mtime_ns = _EXTRA.unpack(data)
+                at += 4 + sub_len
         name: str | None = None
         if flags & _FNAME:
             raw = bytearray()
@@ -278,4 +304,4 @@ def read_gzip_header(gz: Path) -> GzipHeader:
                 if len(raw) > 4096:
                     raise CorruptGzip(f"{gz}: gzip file name field does not end")
             name = os.fsdecode(bytes(raw))
-    return GzipHeader(name, mtime)
+    return GzipHeader(name, mtime, mtime_ns, mode)

@@ -189,6 +189,7 @@ def _plant_gzip(live_file: Path, gz: Path, data: bytes | None = None) -> None:
             gz,
             name=os.fsencode(live_file.name),
             mtime_ns=live_file.stat().st_mtime_ns,
+            mode=live_file.stat().st_mode,
             codec=Codec(),
             cancel=CancelToken(),
         )

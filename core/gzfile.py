@@ -202,6 +202,7 @@ def _pack(
             partial,
             name=os.fsencode(src.name),
             mtime_ns=ident.mtime_ns,
+            mode=ident.mode,
             codec=codec,
             limiter=limiter,
             cancel=cancel,

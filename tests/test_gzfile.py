@@ -64,6 +64,7 @@ async def test_archive_writes_a_standard_gzip_with_name_and_mtime(
     header = read_gzip_header(dest)
     assert header.name == "events.jsonl"
     assert header.mtime == src.stat().st_mtime_ns // 1_000_000_000
+    assert (header.mtime_ns, header.mode) == (src.stat().st_mtime_ns, src.stat().st_mode)
     assert dest.stat().st_mtime_ns == src.stat().st_mtime_ns
     assert src.read_bytes() == data, "archive_file never touches the source"
     assert leftovers(roots.base) == []
@@ -362,7 +363,7 @@ async def test_restore_refuses_bytes_the_manifest_does_not_describe(roots: Roots
     assert isinstance(result, Mismatch)
     assert not src.exists() and not restore_partial_of(src).exists()
 
-    _flip_byte(ok.dest, ok.dest.stat().st_size // 2)
+    _flip_byte(ok.dest, ok.dest.stat().st_size - 6)  # in the CRC-32 of the trailer
     right = RestoreExpect(ok.bytes, ok.sha256, 0, 0o644)
     assert isinstance(await restore_file(ok.dest, src, right), Mismatch)
     assert not src.exists() and not restore_partial_of(src).exists()
