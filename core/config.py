@@ -112,6 +112,7 @@ class GzipSettings:
 @dataclass(frozen=True)
 class IoSettings:
     bytes_per_s: int = 0
+    workers: int = 0  # files archived at once; 0 = one per core
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,10 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     gz_t.done()
 
     io_t = top.table("io")
-    io = IoSettings(bytes_per_s=io_t.integer("bytes_per_s", 0, minimum=0))
+    io = IoSettings(
+        bytes_per_s=io_t.integer("bytes_per_s", 0, minimum=0),
+        workers=io_t.integer("workers", 0, minimum=0),
+    )
     io_t.done()
     top.done()
 

@@ -110,12 +110,15 @@ def _size(rnd: random.Random) -> int:
 
 
 def write_live(live: Path, rnd: random.Random, now_ms: int, scale: float) -> tuple[int, int]:
-    units = max(4, int(240 * scale))
+    units = max(8, int(240 * scale))
     files = total = 0
     for u in range(units):
         unit = f"unit-{u:04d}"
         age_days = rnd.uniform(0, 180)
-        closed = age_days > 10 and rnd.random() < 0.8
+        # A few old, closed units always, so even a tiny demo has something to do.
+        closed = u < 3 or (age_days > 10 and rnd.random() < 0.8)
+        if u < 3:
+            age_days = max(age_days, 30)
         for f in range(rnd.randint(1, 6)):
             sub = rnd.choice(["", "runs/", "logs/"])
             ext = "jsonl" if rnd.random() < 0.85 else "log"
@@ -197,16 +200,15 @@ def _plant_gzip(live_file: Path, gz: Path, data: bytes | None = None) -> None:
         os.close(fd)
     if data is not None:
         src.unlink()
+    mtime = live_file.stat().st_mtime_ns
+    os.utime(gz, ns=(mtime, mtime))
 
 
 def plant_leftovers(live: Path, archive: Path, rnd: random.Random) -> None:
     """What a crashed or older coldkeep would leave: one of each."""
-    old = sorted(
-        p
-        for p in live.glob("unit-*/*.jsonl")
-        if (p.parent / ".closed").exists() and p.stat().st_size < (1 << 18)
-    )
-    orphan, stale, corrupt = rnd.sample(old, 3)
+    closed = sorted(p for p in live.glob("unit-*/*.jsonl") if (p.parent / ".closed").exists())
+    small = [p for p in closed if p.stat().st_size < (1 << 18)]
+    orphan, stale, corrupt = rnd.sample(small if len(small) >= 3 else closed, 3)
     files = archive / "files"
 
     def gz_of(p: Path) -> Path:

@@ -10,6 +10,11 @@ A crash between 6 and 7 leaves the source beside a committed entry: recovery
 unlinks it after the same identity check. A source changed after step 4 is
 kept (``unlinked == "changed"``); the entry still holds the version archived.
 
+Legacy copies (seeds/000 §7.5): a plain file at ``files/<relpath>`` left by an
+older copy-based scheme is compared with the source's first N bytes, hashed in
+the same read as the gzip; after step 7 a proven prefix copy is removed, anything
+else is kept and reported.
+
 Restoring (``FileMover.restore``): the restore intent is committed first
 (``intent_recorded``), then ``gzfile.restore_file`` (``restore_partial_written``,
 ``restored``), then the entry's status and hold are set and the intent cleared
@@ -20,13 +25,14 @@ named by the intent, which recovery removes.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from .cancel import CancelToken
-from .codec import Codec, Progress
-from .fsutil import UnlinkResult, unlink_if_identity
+from .cancel import CancelToken, in_thread
+from .codec import Codec, Digest, Progress, digest_fd
+from .fsutil import FileIdentity, UnlinkResult, identity_or_none, unlink_if_identity
 from .gzfile import (
     ArchiveOk,
     Changed,
@@ -42,15 +48,27 @@ from .manifest import Entry, Manifest, NewEntry, now_ms
 from .ratelimit import UNLIMITED, RateLimiter
 from .steps import StepHook, no_step
 
+LegacyOutcome = Literal["none", "removed", "kept"]
+
 
 @dataclass(frozen=True)
 class Archived:
     kind: ClassVar[Literal["archived"]] = "archived"
     entry: Entry
     unlinked: UnlinkResult
+    legacy: LegacyOutcome = "none"
+    detail: str = ""
 
 
 FileOutcome = Archived | VerifyFailed | Changed
+
+
+def _digest_path(path: Path, limiter: RateLimiter, cancel: CancelToken) -> Digest:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        return digest_fd(fd, limiter=limiter, cancel=cancel)[0]
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -69,8 +87,18 @@ class FileMover:
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
     ) -> FileOutcome:
-        """Archive the live file at ``relpath`` (steps 1–7)."""
+        """Archive the live file at ``relpath`` (steps 1–7).
+
+        A plain copy at ``files/<relpath>`` (an older, copy-based scheme's) is
+        settled in the same read: the source's first N bytes (N = the copy's
+        length) are hashed alongside; once the new gzip and its entry are in
+        place, a copy that is a proven prefix of the source is removed, anything
+        else is kept and reported."""
         src = resolve_inside(self.live_root, relpath)
+        legacy = self.layout.files / relpath
+        legacy_id = await asyncio.to_thread(identity_or_none, legacy)
+        if legacy_id is not None and not legacy_id.is_regular:
+            legacy_id = None
         result = await archive_file(
             src,
             self.layout.gz_for(relpath),
@@ -78,11 +106,32 @@ class FileMover:
             limiter=self.limiter,
             cancel=cancel,
             step=self.step,
+            prefix_bytes=legacy_id.size if legacy_id else None,
             progress=progress,
         )
         if not isinstance(result, ArchiveOk):
             return result
-        return await self.commit(relpath, result)
+        done = await self.commit(relpath, result)
+        if legacy_id is None:
+            return done
+        outcome, detail = await self._settle_legacy(legacy, legacy_id, result, cancel)
+        return Archived(done.entry, done.unlinked, outcome, detail)
+
+    async def _settle_legacy(
+        self, legacy: Path, ident: FileIdentity, ok: ArchiveOk, cancel: CancelToken | None
+    ) -> tuple[LegacyOutcome, str]:
+        token = cancel or CancelToken()
+        if ident.size == 0:
+            proven = True
+        else:
+            digest = await in_thread(token, _digest_path, legacy, self.limiter, token)
+            proven = digest.bytes == ident.size and digest.sha256 == ok.prefix_sha256
+        if proven and await asyncio.to_thread(unlink_if_identity, legacy, ident) == "removed":
+            return "removed", f"{legacy} was a plain copy of the first {ident.size} bytes"
+        return "kept", (
+            f"{legacy} is a plain file at this file's archive path that is not a copy of "
+            "its first bytes; kept (compare it with the archived gzip and remove it)"
+        )
 
     async def commit(self, relpath: str, ok: ArchiveOk) -> Archived:
         """Steps 6 and 7 for a placed, verified gzip (archived now, or an orphan

@@ -46,7 +46,17 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from .cancel import CancelToken, in_thread
-from .codec import Codec, CorruptGzip, Digest, Packed, Progress, compress_fd, digest_fd, inflate
+from .codec import (
+    Codec,
+    CorruptGzip,
+    Digest,
+    Packed,
+    Progress,
+    compress_fd,
+    digest_fd,
+    inflate,
+    read_gzip_header,
+)
 from .fsutil import (
     FileIdentity,
     ensure_dir,
@@ -128,6 +138,7 @@ class Stale:
     sha256: str
     gz_bytes: int
     mtime_ns: int
+    mode: int | None = None
 
 
 OrphanResult = ArchiveOk | Stale | Corrupt | Changed
@@ -357,7 +368,17 @@ async def adopt_orphan(
     gz_st = await asyncio.to_thread(os.lstat, gz)
     if (packed.bytes, packed.sha256) == (digest.bytes, digest.sha256):
         return ArchiveOk(gz, digest.bytes, digest.sha256, gz_st.st_size, prefix_sha, identity)
-    return Stale(packed.bytes, packed.sha256, gz_st.st_size, gz_st.st_mtime_ns)
+    return await stale_of(gz, packed)
+
+
+async def stale_of(gz: Path, digest: Digest) -> Stale:
+    """A gzip that decompressed cleanly to ``digest``, kept as an earlier version:
+    its source's mtime and mode from its header when coldkeep wrote it, else the
+    gzip's own mtime (coldkeep sets it to the source's)."""
+    header = await asyncio.to_thread(read_gzip_header, gz)
+    st = await asyncio.to_thread(os.lstat, gz)
+    mtime_ns = header.mtime_ns if header.mtime_ns is not None else st.st_mtime_ns
+    return Stale(digest.bytes, digest.sha256, st.st_size, mtime_ns, header.mode)
 
 
 def _unpack(
@@ -443,19 +464,19 @@ async def restore_file(
     return result
 
 
-def _sweep(files_dir: Path) -> list[Path]:
-    removed: list[Path] = []
+def find_partials(files_dir: Path) -> list[Path]:
+    """Every ``*.partial`` regular file under ``files_dir`` (links never followed)."""
+    found: list[Path] = []
     for dirpath, _dirs, names in os.walk(files_dir):
         for name in names:
             path = Path(dirpath, name)
-            if (
-                name.endswith(PARTIAL_SUFFIX)
-                and path.is_file()
-                and not path.is_symlink()
-                and unlink_if_present(path)
-            ):
-                removed.append(path)
-    return removed
+            if name.endswith(PARTIAL_SUFFIX) and stat.S_ISREG(path.lstat().st_mode):
+                found.append(path)
+    return found
+
+
+def _sweep(files_dir: Path) -> list[Path]:
+    return [p for p in find_partials(files_dir) if unlink_if_present(p)]
 
 
 async def sweep_partials(files_dir: Path) -> list[Path]:

@@ -135,5 +135,7 @@ class Layout:
         name alone), else from its name without ``.gz``.
         """
         rel_dir = gz.parent.relative_to(self.files).as_posix()
+        if not original_name or "/" in original_name or original_name in (".", ".."):
+            original_name = None  # not a plain file name: the gzip's own name decides
         name = original_name or gz.name.removesuffix(GZ_SUFFIX)
         return name if rel_dir == "." else f"{rel_dir}/{name}"

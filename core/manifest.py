@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -93,6 +94,17 @@ MIGRATIONS: tuple[str, ...] = (
         hold_until  INTEGER NOT NULL                  -- ms since the epoch
     );
     """,
+    # 3: verify marks and the resumable verify cursor
+    """
+    ALTER TABLE entries ADD COLUMN verified_at INTEGER;   -- ms since the epoch
+    ALTER TABLE entries ADD COLUMN verify_error TEXT;     -- the last verify's failure
+    CREATE TABLE verify_state (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        cursor         INTEGER NOT NULL,              -- the last entry id checked
+        round_started  INTEGER NOT NULL               -- ms since the epoch
+    );
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -126,6 +138,8 @@ class NewEntry:
 @dataclass(frozen=True)
 class Entry(NewEntry):
     id: int = 0
+    verified_at: int | None = None
+    verify_error: str | None = None
 
 
 _ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
@@ -136,6 +150,17 @@ def _entry(row: Sequence[Any]) -> Entry:
     values = dict(zip(_ENTRY_COLUMNS, row, strict=True))
     values["source_present"] = bool(values["source_present"])
     return Entry(**values)
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    id: int
+    started_at: int
+    finished_at: int | None
+    mode: str
+    origin: str
+    status: str
+    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -224,6 +249,20 @@ class Manifest:
             row_id = cur.lastrowid
         assert row_id is not None
         return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=row_id)
+
+    async def add_entries(self, new: Iterable[NewEntry]) -> None:
+        """Insert many entries in one transaction (rebuild-manifest)."""
+        marks = ", ".join("?" * len(_NEW_COLUMNS))
+        await self.db.execute("BEGIN IMMEDIATE")
+        try:
+            await self.db.executemany(
+                f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})",
+                [[getattr(e, c) for c in _NEW_COLUMNS] for e in new],
+            )
+            await self.db.execute("COMMIT")
+        except BaseException:
+            await self.db.execute("ROLLBACK")
+            raise
 
     async def entry(self, entry_id: int) -> Entry | None:
         rows = await self._select("WHERE id = ?", (entry_id,))
@@ -327,6 +366,74 @@ class Manifest:
             "ON CONFLICT (row_id) DO UPDATE SET hold_until = excluded.hold_until",
             [(i, until) for i in ids],
         )
+
+    async def status_counts(self) -> dict[str, tuple[int, int, int]]:
+        """status -> (entries, bytes, gz bytes)."""
+        async with self.db.execute(
+            "SELECT status, count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
+            "FROM entries GROUP BY status"
+        ) as cur:
+            return {r[0]: (r[1], r[2], r[3]) for r in await cur.fetchall()}
+
+    # verify ------------------------------------------------------------------
+
+    async def mark_verified(self, ids: Iterable[int], at: int) -> None:
+        await self.db.executemany(
+            "UPDATE entries SET verified_at = ?, verify_error = NULL WHERE id = ?",
+            [(at, i) for i in ids],
+        )
+
+    async def mark_verify_failed(self, entry_id: int, at: int, error: str) -> None:
+        await self.db.execute(
+            "UPDATE entries SET verified_at = ?, verify_error = ? WHERE id = ?",
+            (at, error, entry_id),
+        )
+
+    async def verify_cursor(self) -> tuple[int, int] | None:
+        """(last entry id checked, when the round began), or None between rounds."""
+        async with self.db.execute("SELECT cursor, round_started FROM verify_state") as cur:
+            row = await cur.fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    async def set_verify_cursor(self, cursor: int | None, round_started: int = 0) -> None:
+        if cursor is None:
+            await self.db.execute("DELETE FROM verify_state")
+        else:
+            await self.db.execute(
+                "INSERT INTO verify_state (id, cursor, round_started) VALUES (1, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, "
+                "round_started = excluded.round_started",
+                (cursor, round_started),
+            )
+
+    # passes ------------------------------------------------------------------
+
+    async def start_pass(self, mode: str, origin: str) -> int:
+        async with self.db.execute(
+            "INSERT INTO passes (started_at, mode, origin) VALUES (?, ?, ?)",
+            (now_ms(), mode, origin),
+        ) as cur:
+            row_id = cur.lastrowid
+        assert row_id is not None
+        return row_id
+
+    async def finish_pass(self, pass_id: int, status: str, summary: dict[str, Any]) -> None:
+        await self.db.execute(
+            "UPDATE passes SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
+            (now_ms(), status, json.dumps(summary, sort_keys=True), pass_id),
+        )
+
+    async def passes(self, limit: int = 20) -> list[PassRecord]:
+        async with self.db.execute(
+            "SELECT id, started_at, finished_at, mode, origin, status, summary "
+            "FROM passes ORDER BY id DESC LIMIT ?",
+            (limit,),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            PassRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {})
+            for r in rows
+        ]
 
     # restore intents ---------------------------------------------------------
 

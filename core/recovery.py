@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from .cancel import CancelToken
-from .codec import CorruptGzip, read_gzip_header
+from .codec import CorruptGzip, Digest, read_gzip_header
 from .filemove import FileMover
 from .fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
 from .gzfile import (
@@ -44,13 +44,15 @@ from .gzfile import (
     Stale,
     Verified,
     adopt_orphan,
+    find_partials,
+    stale_of,
     sweep_partials,
     verify_gzip,
 )
 from .layout import GZ_SUFFIX, UnsafePath, resolve_inside, restore_partial_of, unit_of
 from .manifest import Entry, Manifest, NewEntry, now_ms
 
-OrphanOutcome = Literal["adopted", "stale", "corrupt", "changed", "error"]
+OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
     return removed, len(intents)
 
 
-def _gzips(files_dir: Path) -> list[Path]:
+def gzips(files_dir: Path) -> list[Path]:
     """Every placed gzip under ``files/`` (regular files, links never followed)."""
     found: list[Path] = []
     for dirpath, _dirs, names in os.walk(files_dir):
@@ -113,13 +115,10 @@ def _gzips(files_dir: Path) -> list[Path]:
 
 def _orphan_relpath(mover: FileMover, gz: Path) -> str:
     """The live relpath an orphan belongs to: its directory under ``files/`` and
-    the name in its gzip header (a header name that is not a plain file name is
-    ignored: the name of the gzip decides)."""
+    the name in its gzip header."""
     try:
         name = read_gzip_header(gz).name
     except CorruptGzip:
-        name = None
-    if name is not None and ("/" in name or name in ("", ".", "..")):
         name = None
     return mover.layout.relpath_of_gz(gz, name)
 
@@ -138,6 +137,34 @@ class Recovery:
         self.manifest = mover.manifest
         self.cancel = cancel or CancelToken()
 
+    async def scan(self) -> RecoveryReport:
+        """What ``run`` would do, changing nothing: partials and intents listed,
+        orphans found (not yet re-verified), entries without a gzip, committed
+        sources still present with their recorded identity."""
+        layout, report = self.mover.layout, RecoveryReport()
+        report.partials = await asyncio.to_thread(find_partials, layout.files)
+        intents = await self.manifest.restore_intents()
+        report.intents = len(intents)
+        for intent in intents:
+            partial = restore_partial_of(intent.target)
+            if await asyncio.to_thread(os.path.lexists, partial):
+                report.restore_partials.append(partial)
+        on_disk = {layout.rel(p): p for p in await asyncio.to_thread(gzips, layout.files)}
+        known = await self.manifest.entries("status IN ('archived', 'stale', 'restored')")
+        report.missing = [e for e in known if e.gz_path not in on_disk]
+        entered = await self.manifest.gz_paths()
+        for rel, gz in sorted(on_disk.items()):
+            if rel not in entered:
+                relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
+                report.orphans.append(Orphan(gz, relpath, "found"))
+        for entry in await self.manifest.entries("source_present = 1 AND status = 'archived'"):
+            recorded = _recorded_identity(entry)
+            src = self.mover.live_root / entry.relpath
+            now = await asyncio.to_thread(identity_or_none, src)
+            if recorded is not None and recorded.same_file(now):
+                report.sources_unlinked.append(entry.relpath)
+        return report
+
     async def run(self) -> RecoveryReport:
         report = RecoveryReport()
         report.partials = await sweep_partials(self.mover.layout.files)
@@ -149,7 +176,7 @@ class Recovery:
     async def settle_gzips(self, report: RecoveryReport) -> None:
         """Orphans adopted, kept or removed; entries without a gzip marked missing."""
         layout = self.mover.layout
-        on_disk = {layout.rel(p): p for p in await asyncio.to_thread(_gzips, layout.files)}
+        on_disk = {layout.rel(p): p for p in await asyncio.to_thread(gzips, layout.files)}
         known = await self.manifest.entries("status IN ('archived', 'stale', 'restored')")
         missing = [e for e in known if e.gz_path not in on_disk]
         if missing:
@@ -176,10 +203,8 @@ class Recovery:
                     await asyncio.to_thread(unlink_if_present, gz)
                     return Orphan(gz, relpath, "corrupt", verdict.detail)
                 assert isinstance(verdict, Verified)  # no expectation: no mismatch
-                st = await asyncio.to_thread(os.lstat, gz)
-                result: ArchiveOk | Stale | Corrupt | Changed = Stale(
-                    verdict.bytes, verdict.sha256, st.st_size, st.st_mtime_ns
-                )
+                digest = Digest(verdict.bytes, verdict.sha256)
+                result: ArchiveOk | Stale | Corrupt | Changed = await stale_of(gz, digest)
             else:
                 assert src is not None
                 result = await adopt_orphan(
@@ -210,7 +235,8 @@ class Recovery:
             mtime_ns=stale.mtime_ns,
             dev=None,
             ino=None,
-            mode=source.mode if source and source.is_regular else stat.S_IFREG | 0o644,
+            mode=stale.mode
+            or (source.mode if source and source.is_regular else stat.S_IFREG | 0o644),
             archived_at=now_ms(),
             status="stale",
             source_present=False,

@@ -1,7 +1,7 @@
 """A stand-in for the application: a separate process writing to the live events
 table at a steady rate while coldkeep works, the way a busy service would.
 
-    python tests/appwriter.py DB RATE MAX_ID SEED
+    python tests/appwriter.py DB RATE MAX_ID SEED [tick]
 
 Inserts fill every column of the table (ts, kind and payload by name, the rest by
 declared type), so it works on the tests' schema and the demo's. Each write is its
@@ -34,6 +34,7 @@ def main() -> None:
         int(sys.argv[3]),
         int(sys.argv[4]),
     )
+    tick = sys.argv[5:] == ["tick"]  # a line per committed write, for tests to pace on
     rnd = random.Random(seed)
     db = sqlite3.connect(db_path, timeout=5.0, isolation_level=None)
     db.execute("PRAGMA synchronous = NORMAL")
@@ -67,6 +68,8 @@ def main() -> None:
                 cur = db.execute(f"INSERT INTO events ({names}) VALUES ({marks})", row)
                 db.execute("COMMIT")
                 writes.append(["ins", cur.lastrowid, *row])
+                if tick:
+                    print("w", flush=True)
             else:
                 target = rnd.randint(1, max_id)
                 payload = f"upd-{n}"
@@ -74,6 +77,8 @@ def main() -> None:
                 db.execute("COMMIT")
                 if cur.rowcount == 1:
                     writes.append(["upd", target, payload])
+                if tick:
+                    print("w", flush=True)
         except sqlite3.Error as err:
             errors.append(f"{type(err).__name__}: {err}")
             if db.in_transaction:

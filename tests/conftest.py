@@ -24,3 +24,10 @@ def roots(tmp_path: Path) -> Roots:
 def codec(request: pytest.FixtureRequest) -> Codec:
     engine = request.param
     return Codec(engine, 1 if engine == "isal" else 6)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    for line in getattr(config, "coldkeep_summary", []):
+        terminalreporter.write_line(line)

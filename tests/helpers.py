@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
+import sqlite3
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from coldkeep.core.layout import Layout
 
@@ -47,8 +53,6 @@ def jsonl(n_lines: int, seed: int = 0) -> bytes:
 
 def gunzip(path: Path) -> bytes:
     """The system's gunzip, as an operator would check."""
-    import subprocess
-
     return subprocess.run(["gunzip", "-c", str(path)], check=True, capture_output=True).stdout
 
 
@@ -68,8 +72,6 @@ def make_events_db(
     days: int = 120,
 ) -> None:
     """A live state DB with ``n`` events spread over ``days`` days, ids in time order."""
-    import sqlite3
-
     rnd = random.Random(seed)
     db = sqlite3.connect(path)
     if wal:
@@ -96,11 +98,63 @@ def make_events_db(
 
 def all_event_rows(live: Path, events_dir: Path) -> list[tuple[object, ...]]:
     """Every row in live and in every month DB (a multiset, as a sorted list)."""
-    import sqlite3
-
     rows: list[tuple[object, ...]] = []
     for db_path in [live, *sorted(events_dir.glob("*.db"))]:
         with sqlite3.connect(db_path) as db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",), db_path
             rows.extend(db.execute("SELECT id, ts, kind, payload, n FROM events"))
     return sorted(rows, key=repr)
+
+
+def report_line(config: object, line: str) -> None:
+    """A line for the end of the test run's output (conftest prints them)."""
+    lines: list[str] = getattr(config, "coldkeep_summary", [])
+    lines.append(line)
+    config.coldkeep_summary = lines  # type: ignore[attr-defined]
+
+
+# the real CLI ------------------------------------------------------------------
+
+COLDKEEP = [sys.executable, "-m", "coldkeep.tui.cli"]
+
+
+def ck(
+    site: Path, *args: str, check: int | None = 0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``coldkeep ARGS --config SITE/coldkeep.toml``; asserts the exit code."""
+    run = subprocess.run(
+        [*COLDKEEP, *args, "--config", str(site / "coldkeep.toml")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if check is not None:
+        assert run.returncode == check, f"exit {run.returncode}\n{run.stdout}\n{run.stderr}"
+    return run
+
+
+def ck_json(site: Path, *args: str, check: int | None = 0) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(ck(site, *args, "--json", check=check).stdout)
+    return out
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def live_files(site: Path) -> dict[str, str]:
+    """relpath -> sha256 of every data file in the live tree."""
+    live = site / "live"
+    return {
+        p.relative_to(live).as_posix(): sha(p.read_bytes())
+        for p in live.rglob("*")
+        if p.is_file() and p.name != ".closed"
+    }
+
+
+def entries(site: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT * FROM entries ORDER BY id")]

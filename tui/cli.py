@@ -1,44 +1,158 @@
-"""The ``coldkeep`` command line: a thin client of ``coldkeep.core``.
+"""The ``coldkeep`` command line: a thin client of ``coldkeep.core.archiver``.
 
-Exit codes: 0 done, 1 failed (or something needs attention), 2 bad usage or
-config, 3 the archive lock is held by another process.
+Every command takes ``--config`` (default ``$COLDKEEP_CONFIG`` or
+``./coldkeep.toml``); the ones that report take ``--json`` (one document on
+stdout, docs/json.md); the ones that change the archive take ``--wait SECONDS``.
+Progress goes to stderr: bars on a terminal, plain lines otherwise.
+
+Exit codes: 0 done, 1 failed or something needs attention (verify failures,
+missing gzips, conflicts…), 2 bad usage or config, 3 the archive lock is held by
+another process (the message names it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import json
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from coldkeep.core.codec import Codec
-from coldkeep.core.config import ConfigError, Settings, load_settings
+from coldkeep.core.archiver import Archiver, ModeOff, recovery_counts
+from coldkeep.core.cancel import CancelToken
+from coldkeep.core.config import ConfigError, Settings, default_config_path, load_settings
 from coldkeep.core.demo import write_demo
-from coldkeep.core.filemove import Archived, FileMover
-from coldkeep.core.layout import Layout
-from coldkeep.core.lock import ArchiveLock, LockHeld
-from coldkeep.core.manifest import Manifest
-from coldkeep.core.ratelimit import RateLimiter
-from coldkeep.core.recovery import Recovery
-from coldkeep.core.scan import scan_files
+from coldkeep.core.eventschema import EventsError
+from coldkeep.core.layout import UnsafePath
+from coldkeep.core.lock import LockHeld
+from coldkeep.core.manifest import ManifestError
+from coldkeep.core.restore import Selection, SelectionError
+from coldkeep.core.scan import ScanError
+from coldkeep.core.steps import StepInfo, StepName, no_step
+from coldkeep.core.stream import EventStream
 
-EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
+from .report import Reporter, human
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
+# Test seam: kill this process with SIGKILL when the named protocol step is
+# announced (``step`` or ``step:N`` for its N-th time). The crash tests use it on
+# the real CLI; it does nothing unless set.
+KILL_ENV = "COLDKEEP_TEST_KILL_AT"
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+def _kill_hook() -> Any:
+    spec = os.environ.get(KILL_ENV)
+    if not spec:
+        return no_step
+    name, _, nth = spec.partition(":")
+    seen = [0]
+
+    async def hook(step: StepName, info: StepInfo) -> None:
+        if step == name:
+            seen[0] += 1
+            if seen[0] >= int(nth or 1):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
 
 
-def _load(path: Path) -> Settings:
+class Context:
+    def __init__(self, config: Path | None, json_out: bool, wait: float) -> None:
+        self.config_path = config or default_config_path()
+        self.json = json_out
+        self.wait = wait
+        self.stream = EventStream()
+        self.cancel = CancelToken()
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config_path)
+        return self._settings
+
+    def archiver(self) -> Archiver:
+        return Archiver(self.settings, stream=self.stream, step=_kill_hook(), wait=self.wait)
+
+    def emit(self, command: str, ok: bool, result: Any, text: Callable[[], str]) -> None:
+        """The result: a JSON document, or text for a person."""
+        if self.json:
+            doc = {"command": command, "ok": ok, "result": result}
+            click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
+        else:
+            click.echo(text())
+
+
+def _run(coro: Awaitable[int], ctx: Context) -> None:
+    """Run a command's coroutine with progress on stderr; map failures to exit codes.
+    SIGINT / SIGTERM cancel gracefully at the next safe point."""
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(coro)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, ctx.cancel.cancel, f"signal {sig.name}")
+        async with Reporter(ctx.stream, quiet=False):
+            return await task
+
     try:
-        return load_settings(path)
+        code = asyncio.run(main())
     except ConfigError as err:
-        raise click.ClickException(str(err)) from err
+        _fail(str(err), EXIT_USAGE)
+    except LockHeld as err:
+        _fail(f"{err}; try again when it finishes, or pass --wait SECONDS", EXIT_LOCKED)
+    except (ModeOff, SelectionError, UnsafePath) as err:
+        _fail(str(err), EXIT_USAGE)
+    except (EventsError, ManifestError, ScanError) as err:
+        _fail(str(err), EXIT_FAILED)
+    raise SystemExit(code)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"coldkeep: {message}", err=True)
+    raise SystemExit(code)
+
+
+def command(
+    *, json_opt: bool = True, wait_opt: bool = False
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """The options every command shares."""
+
+    def wrap(fn: Callable[P, T]) -> Callable[P, T]:
+        fn = click.option(
+            "--config",
+            "config",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="coldkeep.toml (default: $COLDKEEP_CONFIG or ./coldkeep.toml).",
+        )(fn)
+        if json_opt:
+            fn = click.option(
+                "--json", "json_out", is_flag=True, help="One JSON document on stdout."
+            )(fn)
+        if wait_opt:
+            fn = click.option(
+                "--wait",
+                type=float,
+                default=0.0,
+                show_default=True,
+                metavar="SECONDS",
+                help="Wait this long for another process's archive lock.",
+            )(fn)
+        return fn
+
+    return wrap
+
+
+def _ctx(config: Path | None, json_out: bool = False, wait: float = 0.0) -> Context:
+    return Context(config, json_out, wait)
 
 
 @click.group(
@@ -47,68 +161,455 @@ def _load(path: Path) -> Settings:
 )
 @click.version_option(package_name="coldkeep")
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(click_ctx: click.Context) -> None:
     """coldkeep moves an application's cold data out of its live tree, crash-safely.
 
     Old live files become verified gzips under archive_root/files; old event rows
-    move into monthly archive databases. Try it: coldkeep demo ./demo
+    move into monthly archive databases under archive_root/events. Everything can
+    be restored; any crash is recovered by the next command that takes the lock.
+
+    Start with: coldkeep demo ./demo
     """
-    if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+    if click_ctx.invoked_subcommand is None:
+        click.echo(click_ctx.get_help())
 
 
-async def _archive_eligible(settings: Settings) -> int:
-    """Recovery, then every eligible file through the per-file protocol."""
-    layout = Layout(settings.archive_root)
-    codec = Codec(settings.gzip.engine, settings.gzip.level)
-    lock = await ArchiveLock.acquire(settings.archive_root, "coldkeep demo")
-    try:
-        async with await Manifest.open(layout.manifest) as manifest:
-            mover = FileMover(
-                settings.live_root, layout, manifest, codec, RateLimiter(settings.io.bytes_per_s)
-            )
-            report = await Recovery(mover).run()
-            for p in report.partials:
-                click.echo(f"  recovery: removed leftover {p.relative_to(layout.root)}")
-            for o in report.orphans:
-                click.echo(f"  recovery: orphan {o.relpath}: {o.outcome} {o.detail}".rstrip())
-            for e in report.missing:
-                click.echo(f"  recovery: MISSING gzip for entry {e.id} ({e.gz_path})")
-            scan = await asyncio.to_thread(scan_files, settings, now_ns=time.time_ns())
-            skipped = ", ".join(f"{n} {why}" for why, n in sorted(scan.skipped.items()))
-            click.echo(f"  {len(scan.eligible)} files eligible; skipped: {skipped or 'none'}")
-            t0 = time.monotonic()
-            moved = bytes_in = bytes_out = problems = 0
-            for cand in scan.eligible:
-                result = await mover.archive(cand.relpath)
-                if isinstance(result, Archived):
-                    moved += 1
-                    bytes_in += result.entry.bytes
-                    bytes_out += result.entry.gz_bytes
+# read-only -------------------------------------------------------------------
+
+
+@main.command()
+@command()
+def status(config: Path | None, json_out: bool) -> None:
+    """What is archived, who holds the lock, the last passes."""
+    ctx = _ctx(config, json_out)
+
+    async def go() -> int:
+        st = await ctx.archiver().status()
+        bad = st.verify_failures > 0 or "missing" in st.entries
+
+        def text() -> str:
+            lines = [
+                f"config        {st.config}",
+                f"live_root     {st.live_root}",
+                f"archive_root  {st.archive_root}",
+                f"mode          {st.mode}",
+            ]
+            if st.holder:
+                state = "running" if st.holder_alive else "stale record, free"
+                lines.append(f"lock          {st.holder.describe()} [{state}]")
+            else:
+                lines.append("lock          free")
+            for name, (n, b, g) in sorted(st.entries.items()):
+                lines.append(f"{name:<13} {n:>8} files  {human(b)} -> {human(g)}")
+            if not st.entries:
+                lines.append("archive       empty (no pass has run)")
+            if st.verify_failures:
+                lines.append(f"VERIFY FAILED {st.verify_failures} entries (coldkeep verify)")
+            if st.restore_intents:
+                lines.append(f"unfinished restores: {st.restore_intents} (coldkeep recover)")
+            for p in st.last_passes[:3]:
+                when = datetime.fromtimestamp(p.started_at / 1000).strftime("%Y-%m-%d %H:%M")
+                files = p.summary.get("files", {})
+                lines.append(
+                    f"pass {p.id:<8} {when} {p.status:<9} {files.get('archived', 0)} files"
+                )
+            return "\n".join(lines)
+
+        ctx.emit("status", not bad, st.to_dict(), text)
+        return EXIT_FAILED if bad else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@command()
+def plan(config: Path | None, json_out: bool) -> None:
+    """The backlog and what recovery would do. Writes nothing, takes no lock."""
+    ctx = _ctx(config, json_out)
+
+    async def go() -> int:
+        archiver = ctx.archiver()
+        report = await archiver.plan()
+        p = report.plan
+
+        def text() -> str:
+            lines = [f"files: {p.files} eligible, {human(p.bytes)}"]
+            skipped = ", ".join(f"{n} {why}" for why, n in sorted(p.skipped.items()))
+            if skipped:
+                lines.append(f"  skipped: {skipped}")
+            for u in p.units[:20]:
+                lines.append(f"  {u.unit:<30} {u.files:>6} files {human(u.bytes):>10}")
+            if len(p.units) > 20:
+                lines.append(f"  … and {len(p.units) - 20} more units (--json for all)")
+            if p.events is not None:
+                ev = p.events
+                lines.append(f"events: {ev.rows} rows eligible (~{human(ev.approx_bytes)})")
+                by_month: dict[str, int] = {}
+                for m in ev.months:
+                    by_month[m.month] = by_month.get(m.month, 0) + m.rows
+                for month, rows in sorted(by_month.items()):
+                    lines.append(f"  {month} {rows:>10} rows")
+                if ev.unparsable:
+                    lines.append(f"  {ev.unparsable} rows with unparsable time stamps stay live")
+                lines.append(f"  index: {ev.index}" if ev.index else f"  note: {ev.note}")
+            if p.events_error:
+                lines.append(f"events: {p.events_error}")
+            rec = report.recovery
+            if rec.anything:
+                lines.append(
+                    f"recovery: {len(rec.partials)} partials, {len(rec.orphans)} orphans, "
+                    f"{len(rec.missing)} MISSING, {len(rec.sources_unlinked)} sources to unlink"
+                )
+            return "\n".join(lines)
+
+        ctx.emit("plan", True, report.to_dict(archiver.layout), text)
+        return EXIT_OK
+
+    _run(go(), ctx)
+
+
+# mutating --------------------------------------------------------------------
+
+
+@main.command(name="pass")
+@command(wait_opt=True)
+def pass_(config: Path | None, json_out: bool, wait: float) -> None:
+    """Run one pass: recovery, then eligible files, then eligible event rows.
+
+    In mode "plan" it only counts; in mode "off" it refuses.
+    """
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        summary = await ctx.archiver().run_pass(ctx.cancel)
+        f = summary.files
+
+        def text() -> str:
+            lines = [
+                f"pass {summary.pass_id or '-'} ({summary.mode}): {summary.status} "
+                f"in {summary.seconds:.1f} s",
+                f"  files: {f.archived} archived, {human(f.bytes_in)} -> {human(f.bytes_out)}; "
+                f"{f.changed} changed, {f.verify_failed} verify failures, {f.errors} errors",
+            ]
+            skipped = ", ".join(f"{n} {why}" for why, n in sorted(f.skipped.items()))
+            if skipped:
+                lines.append(f"  skipped: {skipped}")
+            rec = {k: v for k, v in summary.recovery.items() if v}
+            if rec:
+                lines.append("  recovery: " + ", ".join(f"{k} {v}" for k, v in rec.items()))
+            if summary.events is not None:
+                ev = summary.events
+                if "moved" in ev:
+                    lines.append(
+                        f"  events: {ev['moved']} rows moved, {ev['already_archived']} already "
+                        f"archived, {len(ev['conflicts'])} conflicts, WAL peak "
+                        f"{human(ev['wal_peak'])}"
+                    )
                 else:
-                    problems += 1
-                    click.echo(f"  {cand.relpath}: {result.kind}: {result.detail}")
-            secs = time.monotonic() - t0
-            click.echo(
-                f"  archived {moved} files, {_human(bytes_in)} -> {_human(bytes_out)} "
-                f"in {secs:.1f} s ({_human(bytes_in / max(secs, 1e-9))}/s)"
+                    lines.append(f"  events: {ev['eligible_rows']} rows eligible")
+            lines += [f"  ATTENTION: {p}" for p in summary.problems]
+            return "\n".join(lines)
+
+        ctx.emit("pass", summary.status == "ok", summary.to_dict(), text)
+        return {"ok": EXIT_OK, "cancelled": EXIT_OK}.get(summary.status, EXIT_FAILED)
+
+    _run(go(), ctx)
+
+
+@main.command()
+@command(wait_opt=True)
+def recover(config: Path | None, json_out: bool, wait: float) -> None:
+    """Settle what a crash left: partials, orphans, unfinished restores."""
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        report = await ctx.archiver().recover(ctx.cancel)
+        counts = recovery_counts(report)
+        bad = bool(report.errors or report.missing)
+
+        def text() -> str:
+            done = {k: v for k, v in counts.items() if v}
+            return "recovery: " + (
+                ", ".join(f"{k} {v}" for k, v in done.items()) or "nothing to do"
             )
-            return EXIT_FAILED if problems or report.errors else 0
-    finally:
-        lock.release()
+
+        ctx.emit("recover", not bad, counts, text)
+        return EXIT_FAILED if bad else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@click.argument("gz", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every orphan gzip.")
+@command(wait_opt=True)
+def adopt(
+    gz: tuple[str, ...], all_: bool, config: Path | None, json_out: bool, wait: float
+) -> None:
+    """Settle orphan gzips (GZ: paths relative to archive_root, as plan lists them)."""
+    if bool(gz) == all_:
+        raise click.UsageError("name orphan gzips, or pass --all")
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        done = await ctx.archiver().adopt(None if all_ else list(gz), ctx.cancel)
+        bad = any(o.outcome == "error" for o in done) or (not all_ and len(done) < len(gz))
+        result = [{"gz": str(o.gz), "relpath": o.relpath, "outcome": o.outcome} for o in done]
+        ctx.emit("adopt", not bad, result, lambda: f"adopt: {len(done)} orphans settled")
+        return EXIT_FAILED if bad else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@command(wait_opt=True)
+def sweep(config: Path | None, json_out: bool, wait: float) -> None:
+    """Remove leftover .partial files and unfinished restores' partials."""
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        removed = await ctx.archiver().sweep()
+
+        def text() -> str:
+            return "\n".join([f"removed {p}" for p in removed] + [f"sweep: {len(removed)} removed"])
+
+        ctx.emit("sweep", True, [str(p) for p in removed], text)
+        return EXIT_OK
+
+    _run(go(), ctx)
+
+
+def _when(value: str | None, option: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(datetime.fromisoformat(value).timestamp() * 1e9)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM", param_hint=option
+        ) from None
+
+
+@main.command()
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--unit", help="Every file of this unit.")
+@click.option("--path", "glob", metavar="GLOB", help="Relative paths matching this glob.")
+@click.option("--sha", metavar="PREFIX", help="Files whose sha256 starts with this.")
+@click.option("--after", metavar="DATE", help="Files last modified at or after DATE (local time).")
+@click.option("--before", metavar="DATE", help="Files last modified before DATE (local time).")
+@click.option("--all-versions", is_flag=True, help="Every archived version, not just the newest.")
+@click.option(
+    "--to",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Restore under this directory instead of to the live paths.",
+)
+@command(wait_opt=True)
+def restore(
+    ids: tuple[int, ...],
+    unit: str | None,
+    glob: str | None,
+    sha: str | None,
+    after: str | None,
+    before: str | None,
+    all_versions: bool,
+    to: Path | None,
+    config: Path | None,
+    json_out: bool,
+    wait: float,
+) -> None:
+    """Restore archived files: by entry IDS, --unit, --path, --sha or time range.
+
+    To their live paths (never over an existing file; held from the next passes
+    for hold_days) or, with --to, under another directory.
+    """
+    sel = Selection(
+        ids=ids,
+        unit=unit,
+        glob=glob,
+        sha=sha,
+        after_ns=_when(after, "--after"),
+        before_ns=_when(before, "--before"),
+        all_versions=all_versions,
+    )
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        report = await ctx.archiver().restore(sel, to, ctx.cancel)
+
+        def text() -> str:
+            lines = [
+                f"{f.result:<9} {f.relpath}"
+                + (f" -> {f.target}" if f.target else "")
+                + (f"  ({f.detail})" if f.detail and f.result != "restored" else "")
+                for f in report.files
+            ]
+            counts = ", ".join(f"{n} {k}" for k, n in sorted(report.counts.items()))
+            return "\n".join([*lines, f"restore: {counts or 'nothing selected'}"])
+
+        result = [vars(f) for f in report.files]
+        ctx.emit("restore", not report.failed, result, text)
+        return EXIT_FAILED if report.failed else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command(name="restore-events")
+@click.option("--kind", "kinds", multiple=True, help="Only rows of this kind (repeatable).")
+@click.option("--month", "months", multiple=True, metavar="YYYY-MM", help="Only this month.")
+@command(wait_opt=True)
+def restore_events_cmd(
+    kinds: tuple[str, ...],
+    months: tuple[str, ...],
+    config: Path | None,
+    json_out: bool,
+    wait: float,
+) -> None:
+    """Put archived event rows back into the live table (held for hold_days).
+
+    A live row with the same id is never overwritten: same content counts as
+    already there, other content is reported as a conflict.
+    """
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        report = await ctx.archiver().restore_events(
+            set(kinds) or None, list(months) or None, ctx.cancel
+        )
+        result = {
+            "restored": report.restored,
+            "already_live": report.already_live,
+            "conflicts": [vars(c) for c in report.conflicts],
+            "months": report.months,
+        }
+
+        def text() -> str:
+            lines = [c.detail for c in report.conflicts]
+            lines.append(
+                f"restore-events: {report.restored} rows restored, {report.already_live} "
+                f"already live, {len(report.conflicts)} conflicts ({', '.join(report.months)})"
+            )
+            return "\n".join(lines)
+
+        ctx.emit("restore-events", not report.conflicts, result, text)
+        return EXIT_FAILED if report.conflicts else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@click.option("--sample", type=click.FloatRange(0, 1, min_open=True), help="Check this fraction.")
+@click.option(
+    "--max-duration",
+    type=float,
+    metavar="SECONDS",
+    help="Stop after this long; the next run resumes where this one stopped.",
+)
+@command(wait_opt=True)
+def verify(
+    sample: float | None,
+    max_duration: float | None,
+    config: Path | None,
+    json_out: bool,
+    wait: float,
+) -> None:
+    """Re-read archived gzips and compare them with the manifest."""
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        report = await ctx.archiver().verify(sample, max_duration, ctx.cancel)
+        result = {
+            "checked": report.checked,
+            "ok": report.ok,
+            "bytes": report.bytes,
+            "complete": report.complete,
+            "resumed_from": report.resumed_from,
+            "seconds": report.seconds,
+            "problems": [vars(p) for p in report.problems],
+        }
+
+        def text() -> str:
+            lines = [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in report.problems]
+            rate = human(report.bytes / report.seconds) + "/s" if report.seconds else ""
+            state = (
+                "round complete" if report.complete else "stopped at the deadline; resumes next run"
+            )
+            lines.append(
+                f"verify: {report.ok}/{report.checked} ok, {human(report.bytes)} {rate}; {state}"
+            )
+            return "\n".join(lines)
+
+        ctx.emit("verify", not report.failed, result, text)
+        return EXIT_FAILED if report.failed else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command(name="rebuild-manifest")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write here (default: archive_root/coldkeep.db, only if it does not exist).",
+)
+@command(wait_opt=True)
+def rebuild_manifest_cmd(
+    out: Path | None, config: Path | None, json_out: bool, wait: float
+) -> None:
+    """Rebuild the manifest from the gzips alone (when coldkeep.db is lost)."""
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        report = await ctx.archiver().rebuild_manifest(out, ctx.cancel)
+        result = {
+            "out": str(report.out),
+            "entries": report.entries,
+            "bytes": report.bytes,
+            "unreadable": report.unreadable,
+        }
+
+        def text() -> str:
+            lines = [f"unreadable {u}" for u in report.unreadable]
+            lines.append(f"rebuild-manifest: {report.entries} entries written to {report.out}")
+            return "\n".join(lines)
+
+        ctx.emit("rebuild-manifest", not report.unreadable, result, text)
+        return EXIT_FAILED if report.unreadable else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@command(wait_opt=True)
+def checkpoint(config: Path | None, json_out: bool, wait: float) -> None:
+    """Run one checkpoint of the live database's WAL now (PASSIVE by default)."""
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        r = await ctx.archiver().checkpoint()
+        ctx.emit(
+            "checkpoint",
+            r.error is None,
+            vars(r),
+            lambda: (
+                f"checkpoint: busy={r.busy} log={r.log} checkpointed={r.checkpointed} "
+                f"{r.ms:.0f} ms, WAL {human(r.wal_before)} -> {human(r.wal_after)}"
+            ),
+        )
+        return EXIT_FAILED if r.error else EXIT_OK
+
+    _run(go(), ctx)
 
 
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--seed", default=7, show_default=True, help="Same seed, same site.")
-@click.option("--scale", default=1.0, show_default=True, help="Size factor (0.05 for a quick one).")
+@click.option("--scale", default=1.0, show_default=True, help="Size factor (0.05: a quick one).")
 @click.option("--no-console", is_flag=True, help="Only write the site.")
 def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
-    """Write a realistic demo site into DIRECTORY and run coldkeep on it.
+    """Write a realistic demo site into DIRECTORY and run a pass on it.
 
-    The site: a live tree of JSONL logs, a state.db with ~500,000 events, an
-    archive with planted crash leftovers, and a coldkeep.toml (mode = "on").
-    An existing demo in DIRECTORY is reused as it is.
+    The site: a live tree of JSONL logs in a few hundred units, a state.db with
+    ~500,000 events, an archive with planted crash leftovers, and a coldkeep.toml
+    (mode = "on"). An existing demo in DIRECTORY is reused as it is.
     """
     config = directory / "coldkeep.toml"
     if config.exists():
@@ -120,19 +621,16 @@ def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
         except FileExistsError as err:
             raise click.ClickException(str(err)) from err
         click.echo(
-            f"  {site.files} live files ({_human(site.bytes)}), {site.events:,} events in "
+            f"  {site.files} live files ({human(site.bytes)}), {site.events:,} events in "
             f"{site.state_db.name}, crash leftovers planted in {site.archive.name}/"
         )
     click.echo(f"Config: {config}")
     if no_console:
-        click.echo(f"Next: coldkeep --config {config} (the console) or see coldkeep --help")
+        click.echo(
+            f"Next: coldkeep plan --config {config}   then   coldkeep pass --config {config}"
+        )
         return
-    settings = _load(config)
-    try:
-        code = asyncio.run(_archive_eligible(settings))
-    except LockHeld as err:
-        raise click.exceptions.Exit(EXIT_LOCKED) from err
-    raise click.exceptions.Exit(code)
+    pass_.main(["--config", str(config)], standalone_mode=True)
 
 
 if __name__ == "__main__":

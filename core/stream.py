@@ -1,0 +1,204 @@
+"""The event stream: what every core operation reports, as it happens, to any
+number of subscribers (the console's panes, the CLI's progress, the daemon's log,
+a console attached over the socket).
+
+Invariants:
+- Emitting never blocks and never fails: each subscriber has its own bounded
+  queue, and a subscriber that falls behind loses events (counted in ``dropped``),
+  never slows the pass down.
+- Events are frozen dataclasses with a ``kind``; ``as_dict`` turns any of them
+  into plain JSON-able data with stable keys (docs/json.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+Level = Literal["info", "warning", "error"]
+Status = Literal["ok", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Started:
+    """An operation (pass, recover, restore, verify, …) began."""
+
+    kind: ClassVar[str] = "started"
+    operation: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Finished:
+    kind: ClassVar[str] = "finished"
+    operation: str
+    status: Status
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A phase of an operation began, with how much work it has."""
+
+    kind: ClassVar[str] = "phase"
+    phase: str  # recovery | files | events | restore | verify | rebuild
+    items: int
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class FileStep:
+    """One file's protocol step, or its progress within a step."""
+
+    kind: ClassVar[str] = "file_step"
+    op: str  # archive | restore | verify
+    relpath: str
+    step: str  # a StepName, or "reading" while bytes stream
+    bytes_done: int
+    bytes_total: int
+
+
+@dataclass(frozen=True)
+class FileDone:
+    kind: ClassVar[str] = "file_done"
+    op: str
+    relpath: str
+    result: str  # archived | changed | verify_failed | error | restored | exists | …
+    bytes: int = 0
+    gz_bytes: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class BatchMoved:
+    kind: ClassVar[str] = "batch"
+    number: int
+    first_id: int
+    last_id: int
+    moved: int
+    already: int
+    months: tuple[str, ...]
+    wal_bytes: int
+    locked: bool
+
+
+@dataclass(frozen=True)
+class OrphanSeen:
+    kind: ClassVar[str] = "orphan"
+    gz: str  # relative to archive_root
+    relpath: str
+    outcome: str  # found | adopted | stale | corrupt | changed | error
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointRan:
+    kind: ClassVar[str] = "checkpoint"
+    busy: int
+    log: int
+    checkpointed: int
+    ms: float
+    wal_before: int
+    wal_after: int
+    mode: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: ClassVar[str] = "notice"
+    level: Level
+    message: str
+
+
+Event = (
+    Started
+    | Finished
+    | Phase
+    | FileStep
+    | FileDone
+    | BatchMoved
+    | OrphanSeen
+    | CheckpointRan
+    | Notice
+)
+
+
+def as_dict(event: Event) -> dict[str, Any]:
+    """``{"kind": …, **fields}``, JSON-able."""
+    return {"kind": event.kind, **dataclasses.asdict(event)}
+
+
+class Subscription:
+    """One reader of the stream: iterate it; close it when done."""
+
+    def __init__(self, stream: EventStream, maxsize: int) -> None:
+        self._stream = stream
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
+        self.dropped = 0
+
+    def offer(self, event: Event) -> None:
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while True:
+            yield await self.queue.get()
+
+    def pending(self) -> list[Event]:
+        """Everything queued now, without waiting."""
+        out: list[Event] = []
+        while not self.queue.empty():
+            out.append(self.queue.get_nowait())
+        return out
+
+    def close(self) -> None:
+        self._stream._subs.discard(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# A file's progress is reported at most every this many bytes (and at its end).
+PROGRESS_EVERY = 4 << 20
+
+
+def thread_progress(
+    stream: EventStream, op: str, relpath: str, total: int
+) -> Callable[[int], None]:
+    """A progress callback for a worker thread: throttled, posted to the loop
+    (call it on the loop; the callback it returns is for the thread)."""
+    loop = asyncio.get_running_loop()
+    last = [0]
+
+    def progress(done: int) -> None:
+        if done - last[0] >= PROGRESS_EVERY or done >= total:
+            last[0] = done
+            loop.call_soon_threadsafe(stream.emit, FileStep(op, relpath, "reading", done, total))
+
+    return progress
+
+
+class EventStream:
+    def __init__(self) -> None:
+        self._subs: set[Subscription] = set()
+
+    def subscribe(self, maxsize: int = 10_000) -> Subscription:
+        sub = Subscription(self, maxsize)
+        self._subs.add(sub)
+        return sub
+
+    def emit(self, event: Event) -> None:
+        for sub in list(self._subs):
+            sub.offer(event)
+
+    def notice(self, level: Level, message: str) -> None:
+        self.emit(Notice(level, message))

@@ -1,0 +1,143 @@
+"""Verify: re-read archived gzips and compare them with the manifest.
+
+Every gzip of an entry (``archived``, ``stale`` or ``restored``) is inflated with
+its sha256 and length compared to the entry's; a failure is marked on the entry
+(``verify_error``) and reported, a gzip that is gone turns the entry ``missing``.
+A read error (EACCES, EIO) is reported and marks nothing: it proves nothing about
+the bytes.
+
+Large archives verify over several nights: with ``max_duration`` the walk goes
+in entry-id order from where the last run stopped (a cursor in coldkeep.db) and
+stops at the deadline; the round is complete when it reaches the end. With
+``sample`` a random fraction is checked instead (the cursor is left alone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .cancel import CancelToken
+from .codec import Digest
+from .filemove import FileMover
+from .gzfile import Corrupt, Mismatch, verify_gzip
+from .layout import UnsafePath
+from .manifest import Entry, now_ms
+from .stream import EventStream, FileDone, FileStep, Phase, thread_progress
+
+VerifyOutcome = Literal["ok", "mismatch", "corrupt", "missing", "error"]
+VERIFIABLE = "status IN ('archived', 'stale', 'restored')"
+
+
+@dataclass(frozen=True)
+class Checked:
+    entry_id: int
+    relpath: str
+    gz_path: str
+    result: VerifyOutcome
+    detail: str = ""
+
+
+@dataclass
+class VerifyReport:
+    checked: int = 0
+    ok: int = 0
+    bytes: int = 0
+    problems: list[Checked] = field(default_factory=list)
+    complete: bool = True  # the whole round (or sample) was checked
+    resumed_from: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+
+async def verify_entries(
+    mover: FileMover,
+    stream: EventStream,
+    *,
+    sample: float | None = None,
+    max_duration: float | None = None,
+    cancel: CancelToken | None = None,
+    workers: int = 2,
+    rng: random.Random | None = None,
+) -> VerifyReport:
+    manifest = mover.manifest
+    token = cancel or CancelToken()
+    report = VerifyReport()
+    t0 = time.monotonic()
+    deadline = t0 + max_duration if max_duration else None
+    round_started = now_ms()
+    if sample is not None:
+        pool = await manifest.entries(VERIFIABLE)
+        k = max(1, round(len(pool) * sample)) if pool else 0
+        entries = sorted((rng or random.Random()).sample(pool, k), key=lambda e: e.id)
+    else:
+        cursor = await manifest.verify_cursor() if max_duration else None
+        after = 0
+        if cursor is not None:
+            after, round_started = cursor
+            report.resumed_from = after
+        entries = await manifest.entries(f"{VERIFIABLE} AND id > ?", (after,))
+    stream.emit(Phase("verify", len(entries), sum(e.bytes for e in entries)))
+    for i in range(0, len(entries), workers):
+        token.check()
+        if i and deadline is not None and time.monotonic() >= deadline:
+            report.complete = False
+            await manifest.set_verify_cursor(entries[i - 1].id, round_started)
+            break
+        chunk = entries[i : i + workers]
+        results = await asyncio.gather(*(_check(mover, e, stream, token) for e in chunk))
+        at = now_ms()
+        await manifest.mark_verified([c.entry_id for c in results if c.result == "ok"], at)
+        for entry, checked in zip(chunk, results, strict=True):
+            report.checked += 1
+            report.bytes += entry.bytes
+            if checked.result == "ok":
+                report.ok += 1
+                continue
+            report.problems.append(checked)
+            if checked.result == "missing":
+                await manifest.set_status([entry.id], "missing")
+            elif checked.result in ("mismatch", "corrupt"):
+                await manifest.mark_verify_failed(entry.id, at, checked.detail)
+    else:
+        if sample is None:
+            await manifest.set_verify_cursor(None)  # the round is complete
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+async def _check(
+    mover: FileMover, entry: Entry, stream: EventStream, token: CancelToken
+) -> Checked:
+    def out(result: VerifyOutcome, detail: str = "") -> Checked:
+        stream.emit(FileDone("verify", entry.relpath, result, entry.bytes, entry.gz_bytes, detail))
+        return Checked(entry.id, entry.relpath, entry.gz_path, result, detail)
+
+    try:
+        gz = mover.layout.abs(entry.gz_path)
+    except UnsafePath as err:
+        return out("error", f"entry {entry.id}: {err}")
+    stream.emit(FileStep("verify", entry.relpath, "started", 0, entry.bytes))
+    try:
+        verdict = await verify_gzip(
+            gz,
+            Digest(entry.bytes, entry.sha256),
+            limiter=mover.limiter,
+            cancel=token,
+            progress=thread_progress(stream, "verify", entry.relpath, entry.bytes),
+        )
+    except FileNotFoundError:
+        return out("missing", f"{entry.gz_path} is gone from the archive")
+    except OSError as err:
+        return out("error", f"{entry.gz_path} could not be read ({err}); nothing marked")
+    if isinstance(verdict, Corrupt):
+        return out("corrupt", verdict.detail)
+    if isinstance(verdict, Mismatch):
+        return out("mismatch", verdict.detail)
+    return out("ok")

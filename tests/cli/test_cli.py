@@ -1,0 +1,204 @@
+"""The CLI's contract with an operator: exit codes, one-line errors, refusals that
+write nothing, the lock, graceful stops, and what verify and restore report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import COLDKEEP, ck, ck_json, entries, live_files
+
+SCALE = "0.02"
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", SCALE, "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    return site
+
+
+def set_config(site: Path, old: str, new: str) -> None:
+    config = site / "coldkeep.toml"
+    text = config.read_text()
+    assert old in text
+    config.write_text(text.replace(old, new))
+
+
+def test_a_bad_config_exits_2_with_one_line(site: Path) -> None:
+    set_config(site, "min_age_days = 14", "min_age_days = 'old'")
+    run = ck(site, "pass", check=2)
+    assert run.stderr.count("\n") == 1
+    assert "files.min_age_days: expected a number" in run.stderr
+    assert not (site / "archive" / "coldkeep.db").exists(), "nothing ran"
+
+
+def test_mode_off_refuses_and_mode_plan_only_counts(site: Path) -> None:
+    set_config(site, 'mode = "on"', 'mode = "off"')
+    assert 'mode = "off"' in ck(site, "pass", check=2).stderr
+    set_config(site, 'mode = "off"', 'mode = "plan"')
+    before = live_files(site)
+    result = ck_json(site, "pass")["result"]
+    assert result["mode"] == "plan" and result["files"]["archived"] == 0
+    assert live_files(site) == before and not (site / "archive" / "coldkeep.db").exists()
+
+
+def test_a_second_pass_while_one_runs_exits_3_naming_the_first(site: Path) -> None:
+    set_config(site, "[files]", "[io]\nbytes_per_s = 200000\n\n[files]")  # a slow pass
+    first = subprocess.Popen(
+        [*COLDKEEP, "pass", "--config", str(site / "coldkeep.toml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert first.stderr is not None
+    for line in first.stderr:  # it holds the lock once it reports its files phase
+        if line.startswith("files:"):
+            break
+    second = ck(site, "pass", check=3)
+    assert f"pid {first.pid}" in second.stderr and "coldkeep pass" in second.stderr
+    assert "--wait" in second.stderr
+
+    first.send_signal(signal.SIGTERM)  # graceful: stops at the next safe point
+    out, _ = first.communicate(timeout=60)
+    assert first.returncode == 0 and "cancelled" in out
+    assert not list(site.rglob("*.partial"))
+    set_config(site, "bytes_per_s = 200000", "bytes_per_s = 0")
+    ck(site, "recover")
+    assert ck_json(site, "pass")["result"]["status"] == "ok"
+
+
+def test_status_plan_and_pass_speak_json(site: Path) -> None:
+    assert ck_json(site, "status")["result"]["entries"] == {}
+    plan = ck_json(site, "plan")
+    assert plan["command"] == "plan" and plan["ok"] is True
+    assert set(plan["result"]) == {"files", "events", "events_error", "recovery"}
+    done = ck_json(site, "pass")["result"]
+    assert set(done) >= {"status", "files", "events", "recovery", "problems", "pass_id"}
+    status = ck_json(site, "status")["result"]
+    assert status["entries"]["archived"]["entries"] == done["files"]["archived"] + 1
+    assert status["last_passes"][0]["status"] == "ok"
+
+
+def test_a_manifest_entry_pointing_outside_is_refused(site: Path, tmp_path: Path) -> None:
+    ck(site, "pass")
+    victim = entries(site)[0]
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.execute("UPDATE entries SET relpath = '../../etc/x' WHERE id = ?", (victim["id"],))
+        db.execute(
+            "UPDATE entries SET gz_path = '../../../outside.gz' WHERE id = ?",
+            (entries(site)[1]["id"],),
+        )
+    before = sorted(p for p in tmp_path.rglob("*"))
+    run = ck(site, "restore", str(victim["id"]), str(entries(site)[1]["id"]), check=1)
+    assert [line.split()[0] for line in run.stdout.splitlines()[:2]] == ["refused", "refused"]
+    assert "'..'" in run.stdout
+    assert sorted(p for p in tmp_path.rglob("*")) == before, "nothing written anywhere"
+
+
+def test_restore_to_a_directory_through_a_symlink_is_refused(site: Path, tmp_path: Path) -> None:
+    ck(site, "pass")
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    run = ck(site, "restore", "--unit", "unit-0000", "--to", str(tmp_path / "link" / "x"), check=2)
+    assert "goes through a symlink" in run.stderr
+    assert list(real.iterdir()) == []
+    run = ck(site, "restore", "--unit", "unit-0000", "--to", str(site / "archive" / "x"), check=2)
+    assert "inside the archive" in run.stderr
+
+
+def test_verify_finds_a_damaged_gzip_and_resumes_across_runs(site: Path) -> None:
+    ck(site, "pass")
+    rows = entries(site)
+    victim = site / "archive" / rows[2]["gz_path"]
+    data = bytearray(victim.read_bytes())
+    data[-6] ^= 0xFF  # the CRC in the trailer
+    victim.write_bytes(bytes(data))
+
+    report = ck_json(site, "verify", check=1)["result"]
+    assert [p["gz_path"] for p in report["problems"]] == [rows[2]["gz_path"]]
+    assert report["problems"][0]["result"] == "corrupt"
+    assert ck_json(site, "status", check=1)["result"]["verify_failures"] == 1
+
+    # A tiny time budget: each run checks a little and the next one resumes.
+    checked, runs = 0, 0
+    while True:
+        part = ck_json(site, "verify", "--max-duration", "0.000001", check=None)["result"]
+        runs += 1
+        checked += part["checked"]
+        if part["complete"]:
+            break
+        assert part["checked"] > 0
+    assert runs > 1 and checked == len(rows)
+
+
+def test_a_legacy_plain_copy_is_removed_only_when_it_is_a_prefix(site: Path) -> None:
+    live = site / "live"
+    closed = sorted(p for p in live.glob("unit-000[0-2]/*.jsonl"))
+    prefix_of, differs_from = closed[0], closed[1]
+    files = site / "archive" / "files"
+    legacy_ok = files / prefix_of.relative_to(live)
+    legacy_bad = files / differs_from.relative_to(live)
+    for legacy, data in (
+        (legacy_ok, prefix_of.read_bytes()[:1000]),
+        (legacy_bad, b"something else entirely\n"),
+    ):
+        legacy.parent.mkdir(parents=True, exist_ok=True)
+        legacy.write_bytes(data)
+
+    run = ck(site, "pass", "--json", check=1)
+    result = json.loads(run.stdout)["result"]
+    assert (result["files"]["legacy_removed"], result["files"]["legacy_kept"]) == (1, 1)
+    assert not legacy_ok.exists() and legacy_bad.read_bytes() == b"something else entirely\n"
+    assert "not a copy of its first bytes" in run.stderr
+
+
+def test_restored_event_rows_stay_live_and_never_overwrite(site: Path) -> None:
+    ck(site, "pass")
+    month = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))[0]
+    with sqlite3.connect(site / "archive" / "events" / f"{month}.db") as m:
+        first = m.execute("SELECT * FROM events ORDER BY id LIMIT 1").fetchone()
+    with sqlite3.connect(site / "state.db") as live:
+        cols = len(first)
+        live.execute(
+            f"INSERT INTO events VALUES ({', '.join('?' * cols)})",
+            (*first[:-1], "the application wrote this since"),
+        )
+    result = ck_json(site, "restore-events", "--month", month, check=1)["result"]
+    assert result["restored"] > 0 and len(result["conflicts"]) == 1
+    with sqlite3.connect(site / "state.db") as live:
+        row = live.execute("SELECT * FROM events WHERE id = ?", (first[0],)).fetchone()
+    assert row[-1] == "the application wrote this since", "never overwritten"
+    again = ck_json(site, "pass")["result"]
+    # Every row put back (or asked for: the conflicting one too) is held from passes.
+    assert again["events"]["held"] == result["restored"] + 1, "restored rows are held"
+    assert (
+        "no archived events for 1999-01"
+        in ck(site, "restore-events", "--month", "1999-01", check=1).stderr
+    )
+
+
+def test_usage_errors_exit_2(site: Path) -> None:
+    assert "select something" in ck(site, "restore", check=2).stderr
+    assert ck(site, "adopt", check=2).returncode == 2
+    assert "YYYY-MM-DD" in ck(site, "restore", "--after", "yesterday", check=2).stderr
+    env_run = subprocess.run(
+        [*COLDKEEP, "status"],
+        capture_output=True,
+        text=True,
+        cwd=site,
+        env={**os.environ, "COLDKEEP_CONFIG": str(site / "coldkeep.toml")},
+        check=False,
+    )
+    assert env_run.returncode == 0 and "archive_root" in env_run.stdout

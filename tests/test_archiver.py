@@ -1,0 +1,86 @@
+"""The core API in-process: what a pass tells its subscribers, and stopping it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.cancel import CancelToken
+from coldkeep.core.config import load_settings
+from coldkeep.core.demo import write_demo
+from coldkeep.core.lock import LockHeld
+from coldkeep.core.steps import StepInfo, StepName
+from coldkeep.core.stream import (
+    BatchMoved,
+    CheckpointRan,
+    EventStream,
+    FileDone,
+    FileStep,
+    Finished,
+    OrphanSeen,
+    Phase,
+    Started,
+)
+
+
+@pytest.fixture
+def archiver(tmp_path: Path) -> Archiver:
+    site = write_demo(tmp_path / "demo", seed=5, scale=0.02)
+    return Archiver(load_settings(site.config), stream=EventStream())
+
+
+async def test_a_pass_reports_every_step_to_every_subscriber(archiver: Archiver) -> None:
+    console, log = archiver.stream.subscribe(), archiver.stream.subscribe()
+    summary = await archiver.run_pass()
+    events = console.pending()
+    assert [type(e) for e in log.pending()] == [type(e) for e in events]
+
+    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
+    assert events[-1].status == "ok" and events[-1].summary["pass_id"] == summary.pass_id
+    phases = [e.phase for e in events if isinstance(e, Phase)]
+    assert phases == ["recovery", "files", "events"]
+    outcomes = {e.outcome for e in events if isinstance(e, OrphanSeen)}
+    assert outcomes == {"partial_removed", "adopted", "stale", "corrupt"}
+    archived = [e for e in events if isinstance(e, FileDone) and e.result == "archived"]
+    assert len(archived) == summary.files.archived > 0
+    steps = {e.step for e in events if isinstance(e, FileStep)}
+    assert {"started", "partial_written", "verified", "renamed"} <= steps
+    assert {"entry_committed", "source_unlinked"} <= steps
+    assert any(isinstance(e, BatchMoved) for e in events)
+    assert any(isinstance(e, CheckpointRan) for e in events)
+
+
+async def test_cancel_stops_at_a_safe_point_and_the_next_pass_finishes(
+    archiver: Archiver,
+) -> None:
+    token = CancelToken()
+    unlinked = []
+
+    async def stop_after_first_file(name: StepName, info: StepInfo) -> None:
+        if name == "source_unlinked":
+            unlinked.append(info["src"])
+            if len(unlinked) == 2:  # the first is recovery adopting the planted orphan
+                token.cancel("operator pressed stop")
+
+    archiver.user_step = stop_after_first_file
+    first = await archiver.run_pass(token)
+    assert first.status == "cancelled"
+    assert 1 <= first.files.archived <= archiver.workers
+    assert not list(archiver.settings.archive_root.rglob("*.partial"))
+
+    archiver.user_step = Archiver(archiver.settings).user_step
+    second = await archiver.run_pass()
+    assert second.status == "ok" and second.recovery["orphans_found"] == 0
+    assert first.files.archived + second.files.archived > archiver.workers
+
+
+async def test_mutating_calls_hold_the_lock_and_readers_do_not(archiver: Archiver) -> None:
+    async with archiver.session("test"):
+        with pytest.raises(LockHeld):
+            await archiver.recover()
+        status = await archiver.status()  # never takes the lock
+        assert status.holder is not None and status.holder_alive
+        plan = await archiver.plan()
+        assert plan.plan.files > 0
