@@ -31,7 +31,7 @@ import asyncio
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,7 +48,7 @@ from .fsutil import unlink_if_present
 from .gzfile import Unarchivable
 from .layout import Layout
 from .lock import ArchiveLock, Holder, read_holder
-from .manifest import SCHEMA_VERSION, Manifest, ManifestError, PassRecord, now_ms
+from .manifest import SCHEMA_VERSION, Entry, Manifest, ManifestError, PassRecord, now_ms
 from .plan import Plan, make_plan
 from .ratelimit import RateLimiter
 from .rebuild import RebuildReport, rebuild_manifest
@@ -161,6 +161,7 @@ class Status:
     verify_failures: int
     restore_intents: int
     last_passes: list[PassRecord]
+    attention: list[Entry]  # stale, missing or failed verify (the first 500)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -177,6 +178,16 @@ class Status:
             "verify_failures": self.verify_failures,
             "restore_intents": self.restore_intents,
             "last_passes": [asdict(p) for p in self.last_passes],
+            "attention": [
+                {
+                    "id": e.id,
+                    "relpath": e.relpath,
+                    "gz_path": e.gz_path,
+                    "status": e.status,
+                    "verify_error": e.verify_error,
+                }
+                for e in self.attention
+            ],
         }
 
 
@@ -227,8 +238,10 @@ class Archiver:
         origin: str = "cli",
         step: StepHook = no_step,
         wait: float = 0.0,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.settings = settings
+        self.clock = clock  # ms since the epoch: what "old enough" is measured against
         self.layout = Layout(settings.archive_root)
         self.stream = stream or EventStream()
         self.origin = origin
@@ -288,10 +301,14 @@ class Archiver:
         counts: dict[str, tuple[int, int, int]] = {}
         failures = intents = 0
         passes: list[PassRecord] = []
+        attention: list[Entry] = []
         if manifest is not None:
             async with manifest:
                 counts = await manifest.status_counts()
-                failures = len(await manifest.entries("verify_error IS NOT NULL"))
+                attention = await manifest.entries(
+                    "status IN ('stale', 'missing') OR verify_error IS NOT NULL", limit=500
+                )
+                failures = await manifest.count_entries("verify_error IS NOT NULL")
                 intents = len(await manifest.restore_intents())
                 passes = await manifest.passes(5)
         return Status(
@@ -306,6 +323,7 @@ class Archiver:
             failures,
             intents,
             passes,
+            attention,
         )
 
     async def plan(self) -> PlanReport:
@@ -313,7 +331,7 @@ class Archiver:
         # No manifest yet: an empty one in memory, so every gzip shows as an orphan.
         manifest = await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
         async with manifest:
-            plan = await make_plan(self.settings, manifest)
+            plan = await make_plan(self.settings, manifest, now_ms=self.clock())
             mover = FileMover(
                 self.settings.live_root, self.layout, manifest, self.codec, self.limiter
             )
@@ -532,7 +550,7 @@ class Archiver:
 
     async def _plan_pass(self) -> PassSummary:
         t0 = time.monotonic()
-        summary = PassSummary("plan", started_at=now_ms())
+        summary = PassSummary("plan", started_at=self.clock())
         self.stream.emit(Started("pass", "mode plan: counting only"))
         report = await self.plan()
         if report.recovery is not None:
@@ -548,7 +566,7 @@ class Archiver:
     async def _pass(self, mover: FileMover, cancel: CancelToken) -> PassSummary:
         manifest = mover.manifest
         t0 = time.monotonic()
-        summary = PassSummary("on", started_at=now_ms())
+        summary = PassSummary("on", started_at=self.clock())
         summary.pass_id = await manifest.start_pass("on", self.origin)
         self.stream.emit(Started("pass", f"pass {summary.pass_id}"))
         try:
@@ -577,7 +595,7 @@ class Archiver:
         return summary
 
     async def _files(self, mover: FileMover, cancel: CancelToken, summary: PassSummary) -> None:
-        now = now_ms()
+        now = self.clock()
         held = await mover.manifest.held_relpaths(now)
         scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * 1_000_000, held=held)
         totals = summary.files
@@ -655,6 +673,7 @@ class Archiver:
             self.settings,
             self.layout.events,
             manifest=manifest,
+            now_ms=self.clock(),
             cancel=cancel,
             step=self.user_step,
             on_batch=self._emit_batch,

@@ -273,11 +273,17 @@ class Manifest:
         return rows[0] if rows else None
 
     async def entries(
-        self, where: str = "", params: Iterable[Any] = (), *, order: str = "id"
+        self,
+        where: str = "",
+        params: Iterable[Any] = (),
+        *,
+        order: str = "id",
+        limit: int | None = None,
     ) -> list[Entry]:
         """Entries matching a SQL condition (``where`` is coldkeep's own SQL, never
         an operator's text; values go in ``params``)."""
-        return await self._select(f"WHERE {where}" if where else "", params, order=order)
+        clause = f"WHERE {where}" if where else ""
+        return await self._select(clause, params, order=order, limit=limit)
 
     async def iter_entries(
         self, where: str = "", params: Iterable[Any] = ()
@@ -287,8 +293,12 @@ class Manifest:
             async for row in cur:
                 yield _entry(row)
 
-    async def _select(self, where: str, params: Iterable[Any], *, order: str = "id") -> list[Entry]:
+    async def _select(
+        self, where: str, params: Iterable[Any], *, order: str = "id", limit: int | None = None
+    ) -> list[Entry]:
         sql = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries {where} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         async with self.db.execute(sql, tuple(params)) as cur:
             return [_entry(r) for r in await cur.fetchall()]
 
@@ -314,8 +324,9 @@ class Manifest:
             "UPDATE entries SET source_present = 0 WHERE id = ?", [(i,) for i in ids]
         )
 
-    async def count_entries(self) -> int:
-        async with self.db.execute("SELECT count(*) FROM entries") as cur:
+    async def count_entries(self, where: str = "", params: Iterable[Any] = ()) -> int:
+        sql = "SELECT count(*) FROM entries" + (f" WHERE {where}" if where else "")
+        async with self.db.execute(sql, tuple(params)) as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 

@@ -203,6 +203,36 @@ class EventsRestoreReport:
     months: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ArchivedMonth:
+    month: str
+    kind: str
+    rows: int
+
+
+def _count_month(db: Path, kind_col: str, table: str) -> list[tuple[str, int]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        sql = f"SELECT {q(kind_col)}, count(*) FROM {q(table)} GROUP BY 1 ORDER BY 1"
+        return [(str(k), int(n)) for k, n in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+async def archived_months(settings: Settings, events_dir: Path) -> list[ArchivedMonth]:
+    """What the month DBs hold, per month and kind (read-only)."""
+    cfg = settings.events
+    paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
+    out: list[ArchivedMonth] = []
+    for path in paths:
+        try:
+            counts = await asyncio.to_thread(_count_month, path, cfg.kind_column, cfg.table)
+        except sqlite3.DatabaseError:
+            continue  # a damaged month shows as missing here; the pass reports it
+        out += [ArchivedMonth(path.stem, kind, n) for kind, n in counts]
+    return out
+
+
 def _live_schema(settings: Settings) -> EventSchema:
     assert settings.state_db is not None
     live = open_live(settings.state_db, busy_timeout_s=settings.events.busy_timeout_ms / 1000)

@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from .config import CheckpointMode
+
 Level = Literal["info", "warning", "error"]
 Status = Literal["ok", "failed", "cancelled"]
 
@@ -103,7 +105,7 @@ class CheckpointRan:
     ms: float
     wal_before: int
     wal_after: int
-    mode: str
+    mode: CheckpointMode
     error: str | None
 
 

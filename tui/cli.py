@@ -36,7 +36,8 @@ from coldkeep.core.scan import ScanError
 from coldkeep.core.steps import StepInfo, StepName, no_step
 from coldkeep.core.stream import EventStream
 
-from .report import Reporter, human
+from .fmt import human
+from .report import Reporter
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
 # Test seam: kill this process with SIGKILL when the named protocol step is
@@ -171,7 +172,24 @@ def main(click_ctx: click.Context) -> None:
     Start with: coldkeep demo ./demo
     """
     if click_ctx.invoked_subcommand is None:
-        click.echo(click_ctx.get_help())
+        click_ctx.invoke(console)
+
+
+@main.command()
+@command(json_opt=False)
+@click.option("--read-only", is_flag=True, help="Show everything, change nothing.")
+def console(config: Path | None, read_only: bool = False) -> None:
+    """Open the console (the default command)."""
+    ctx = _ctx(config)
+    try:
+        settings = ctx.settings
+    except ConfigError as err:
+        _fail(f"{err}\n(no config? try: coldkeep demo ./demo)", EXIT_USAGE)
+    from .app import ColdkeepApp  # noqa: PLC0415 - Textual loads only for the console
+
+    app = ColdkeepApp(settings, read_only=read_only)
+    app.run()
+    raise SystemExit(app.return_code or 0)
 
 
 # read-only -------------------------------------------------------------------
@@ -605,7 +623,7 @@ def checkpoint(config: Path | None, json_out: bool, wait: float) -> None:
 @click.option("--scale", default=1.0, show_default=True, help="Size factor (0.05: a quick one).")
 @click.option("--no-console", is_flag=True, help="Only write the site.")
 def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
-    """Write a realistic demo site into DIRECTORY and run a pass on it.
+    """Write a realistic demo site into DIRECTORY and open the console on it.
 
     The site: a live tree of JSONL logs in a few hundred units, a state.db with
     ~500,000 events, an archive with planted crash leftovers, and a coldkeep.toml

@@ -35,13 +35,7 @@ from coldkeep.core.stream import (
     Started,
 )
 
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+from .fmt import human
 
 
 def describe(event: Event) -> str | None:

@@ -1,0 +1,268 @@
+"""Every console action, driven through the keyboard with Textual's Pilot on a real
+demo site: what an operator would see, and what happens on disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import make_app, settle
+from textual.widgets import DataTable, Static
+
+from coldkeep.core.config import Settings
+from coldkeep.tui.panes import BacklogPane, InFlightPane, JobsPane, OrphansPane
+from coldkeep.tui.screens import ConfirmScreen, HelpScreen, RestoreScreen
+
+SIZE = (120, 36)
+
+
+def text_of(app: object, selector: str) -> str:
+    return str(app.query_one(selector, Static).render())  # type: ignore[attr-defined]
+
+
+def live_files(settings: Settings) -> set[str]:
+    return {
+        p.relative_to(settings.live_root).as_posix()
+        for p in settings.live_root.rglob("*")
+        if p.is_file() and p.name != ".closed"
+    }
+
+
+async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
+    settings: Settings,
+) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        eligible = app.plan_report.plan.files if app.plan_report else 0
+        assert eligible > 5
+        assert f"{eligible} files" in text_of(app, "#backlog-total")
+
+        await pilot.press("p")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        summary = str(app.screen.query_one("#confirm-summary", Static).render())
+        assert (
+            f"{eligible} files" in summary and "Recovery will remove 1 leftover partials" in summary
+        )
+        assert "REMOVED" in str(app.screen.query_one("#confirm-warning", Static).render())
+
+        await pilot.press("y")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "pass: ok" in text_of(app, "#inflight-phase")
+        assert "0 files" in text_of(app, "#backlog-total")
+        assert app.query_one(JobsPane).query_one(DataTable).row_count == 1
+        kinds = {f.kind for f in app.query_one(OrphansPane).findings.values()}
+        assert kinds == {"stale"}
+        assert "last pass #1 ok" in text_of(app, "#status-line")
+
+
+async def test_cancelling_the_confirmation_changes_nothing(settings: Settings) -> None:
+    before = live_files(settings)
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.running is None and not isinstance(app.screen, ConfirmScreen)
+    assert live_files(settings) == before
+    assert not (settings.archive_root / "coldkeep.db").exists()
+
+
+async def test_plan_recounts(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        (settings.live_root / "unit-0000" / "late.jsonl").write_text("{}\n")
+        os.utime(settings.live_root / "unit-0000" / "late.jsonl", (0, 0))  # very old
+        before = app.plan_report.plan.files if app.plan_report else 0
+        await pilot.press("l")
+        await settle(pilot)
+        assert app.plan_report is not None and app.plan_report.plan.files == before + 1
+
+
+async def test_restore_through_the_browser(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.run_action("run_pass")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        gone = sorted(f for f in live_files(settings) if f.startswith("unit-0000/"))
+
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen)
+        await pilot.press("slash", *"unit:unit-0000", "enter")
+        await settle(pilot)
+        table = app.screen.query_one("#restore-table", DataTable)
+        assert table.row_count >= 1
+        await pilot.press("space")
+        await settle(pilot)
+        assert "→" in str(app.screen.query_one("#restore-preview", Static).render())
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen)
+        results = app.screen.query_one("#restore-results", DataTable)
+        assert results.row_count == 1
+        assert str(results.get_row_at(0)[0]) == "restored"
+        restored = str(results.get_row_at(0)[1])
+        assert (settings.live_root / restored).exists() and restored not in gone
+
+
+async def test_adopt_the_selected_orphan(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        pane = app.query_one(OrphansPane)
+        orphans = sorted(p for p, f in pane.findings.items() if f.kind == "orphan")
+        assert len(orphans) == 3
+        table = pane.query_one(DataTable)
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("a")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        listed = app.screen.query_one("#confirm-table", DataTable)
+        chosen = str(listed.get_row_at(0)[0])
+        assert listed.row_count == 1 and chosen in orphans
+        await pilot.press("y")
+        await settle(pilot)
+        left = {p for p, f in app.query_one(OrphansPane).findings.items() if f.kind == "orphan"}
+        assert chosen not in left and len(left) == 2
+
+
+async def test_sweep_shows_the_exact_paths_first(settings: Settings) -> None:
+    partial = next(settings.archive_root.rglob("*.partial"))
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        rows = app.screen.query_one("#confirm-table", DataTable)
+        assert [str(rows.get_row_at(i)[0]) for i in range(rows.row_count)] == [
+            partial.relative_to(settings.archive_root).as_posix()
+        ]
+        assert partial.exists(), "nothing is removed before the operator says yes"
+        await pilot.press("y")
+        await settle(pilot)
+        assert not partial.exists()
+
+
+async def test_verify_reports_every_gzip(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.run_action("run_pass")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        await pilot.press("v")
+        await settle(pilot)
+        assert "verify:" in text_of(app, "#inflight-phase") and " ok" in text_of(
+            app, "#inflight-phase"
+        )
+
+
+async def test_read_only_hides_and_refuses_every_mutating_action(settings: Settings) -> None:
+    app = make_app(settings, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        buttons = {b.id for b in app.query(".action")}
+        assert "do-run_pass" not in buttons and "do-restore" not in buttons
+        assert "do-refresh" in buttons
+        await pilot.press("p", "s", "a", "v")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmScreen) and app.running is None
+        await app.run_action("run_pass")  # reached another way (the palette): refused
+        await settle(pilot)
+        assert app.running is None
+        assert "READ-ONLY" in text_of(app, "#status-line")
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        help_rows = app.screen.query_one(DataTable)
+        descriptions = [str(help_rows.get_row_at(i)[2]) for i in range(help_rows.row_count)]
+        assert any("read-only" in d for d in descriptions)
+    assert not (settings.archive_root / "coldkeep.db").exists()
+
+
+HOLD = """
+import sys
+from pathlib import Path
+from coldkeep.core.lock import ArchiveLock
+lock = ArchiveLock.try_acquire(Path(sys.argv[1]), command="coldkeep pass (cron)")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_a_lock_held_elsewhere_is_shown_and_explains_refusals(settings: Settings) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(settings.archive_root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    try:
+        app = make_app(settings)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            line = text_of(app, "#status-line")
+            assert f"LOCKED by pid {holder.pid}" in line and "coldkeep pass (cron)" in line
+            await pilot.press("p")
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmScreen) and app.running is None
+            assert app.unavailable("run_pass") is not None
+            assert f"pid {holder.pid}" in (app.unavailable("sweep") or "")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+
+
+async def test_quitting_during_a_pass_asks_then_stops_cleanly(settings: Settings) -> None:
+    text = settings.config_path.read_text() if settings.config_path else ""
+    assert settings.config_path is not None
+    settings.config_path.write_text(
+        text.replace("[files]", "[io]\nbytes_per_s = 300000\n\n[files]")
+    )
+    from coldkeep.core.config import load_settings
+
+    slow = load_settings(settings.config_path)
+    app = make_app(slow)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        await pilot.press("y")
+        for _ in range(200):  # until the pass is into its files
+            await pilot.pause()
+            if app.query_one(InFlightPane).files:
+                break
+        assert app.running == "pass"
+        await pilot.press("q")
+        await pilot.pause()
+        while not isinstance(app.screen, ConfirmScreen):
+            await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+    assert app.return_code in (0, None)
+    assert not list(settings.archive_root.rglob("*.partial"))
+    from coldkeep.core.archiver import Archiver
+
+    report = await Archiver(slow).plan()
+    assert report.recovery.orphans == [] and report.recovery.partials == []
+    assert BacklogPane  # the pane module imports cleanly
+    assert Path(settings.archive_root / "coldkeep.db").exists()

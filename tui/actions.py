@@ -1,0 +1,71 @@
+"""The console's actions, in one registry: it feeds the key bindings, the action
+bar's buttons, the help screen and the command palette, so the four can never
+disagree. Every action has a plain key (a letter or a function key): nothing
+relies on ctrl+enter or ctrl+s, which terminals and SSH clients swallow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class ConsoleAction:
+    name: str  # App.action_<name>
+    key: str
+    label: str
+    help: str
+    mutating: bool = False  # refused in --read-only, and while another process holds the lock
+    alt_key: str | None = None
+    button: bool = True
+
+    @property
+    def keys(self) -> str:
+        return self.key if self.alt_key is None else f"{self.key},{self.alt_key}"
+
+    @property
+    def key_label(self) -> str:
+        shown = {"question_mark": "?", "escape": "esc"}
+        return " / ".join(shown.get(k, k) for k in self.keys.split(","))
+
+
+ACTIONS: tuple[ConsoleAction, ...] = (
+    ConsoleAction(
+        "run_pass",
+        "p",
+        "Pass",
+        "Run a pass: shows the plan and asks before it removes anything",
+        True,
+    ),
+    ConsoleAction("plan", "l", "Plan", "Recount the backlog and the leftovers (writes nothing)"),
+    ConsoleAction(
+        "restore",
+        "r",
+        "Restore",
+        "Open the restore browser: find, preview, restore files and rows",
+        True,
+    ),
+    ConsoleAction(
+        "adopt", "a", "Adopt", "Settle the selected orphan gzip (shows what will happen)", True
+    ),
+    ConsoleAction(
+        "sweep", "s", "Sweep", "Remove leftover partials (shows the exact paths first)", True
+    ),
+    ConsoleAction(
+        "verify", "v", "Verify", "Re-read every gzip and compare it with the manifest", True
+    ),
+    ConsoleAction(
+        "checkpoint", "c", "Checkpoint", "Checkpoint the live database's WAL now (PASSIVE)", True
+    ),
+    ConsoleAction("stop", "x", "Stop", "Stop the running operation at its next safe point", False),
+    ConsoleAction("refresh", "f", "Refresh", "Reload status, backlog and checkpoints", False, "f5"),
+    ConsoleAction("help", "question_mark", "Help", "Show every key and action", False, "f1", False),
+    ConsoleAction("quit", "q", "Quit", "Quit (asks first while an operation runs)", False),
+)
+BY_NAME = {a.name: a for a in ACTIONS}
+
+
+def bindings() -> list[Binding]:
+    return [Binding(a.keys, a.name, a.label, show=a.name != "help") for a in ACTIONS]

@@ -1,0 +1,649 @@
+"""The coldkeep console: the archive's state, live, and every action on it.
+
+Threading model (Harlequin's): everything slow runs in workers (async workers over
+the async core API, thread workers for plain blocking reads); workers only post
+messages (messages.py); the handlers here own the state and tell the panes what
+to show. The core's event stream is read by one long-lived worker. Every action
+comes from one registry (actions.py) that also makes the bindings, the buttons,
+the help screen and the command palette.
+
+Mutating actions are refused (with the reason) in ``--read-only``, while another
+operation runs here, and while another process holds the archive lock (the
+header names it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Container, Horizontal
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Static, Tab, Tabs
+from watchfiles import awatch
+
+from coldkeep.core.archiver import (
+    Archiver,
+    ModeOff,
+    PlanReport,
+    Status,
+    recovery_counts,
+)
+from coldkeep.core.cancel import CancelToken
+from coldkeep.core.checkpoint import CheckpointResult, wal_bytes
+from coldkeep.core.config import Settings
+from coldkeep.core.eventschema import EventsError
+from coldkeep.core.lock import LockHeld, read_holder
+from coldkeep.core.manifest import Manifest, ManifestError, now_ms
+from coldkeep.core.restore import ArchivedMonth, Selection, SelectionError
+from coldkeep.core.scan import ScanError
+from coldkeep.core.stream import (
+    BatchMoved,
+    CheckpointRan,
+    EventStream,
+    FileDone,
+    FileStep,
+    Finished,
+    Notice,
+    OrphanSeen,
+    Phase,
+)
+
+from .actions import ACTIONS, BY_NAME, bindings
+from .fmt import age, human
+from .messages import (
+    CheckpointsLoaded,
+    CoreEvent,
+    HolderChanged,
+    LiveTreeChanged,
+    OperationDone,
+    PlanLoaded,
+    StatusLoaded,
+)
+from .panes import (
+    PANES,
+    BacklogPane,
+    CheckpointPane,
+    InFlightPane,
+    JobsPane,
+    LogPane,
+    OrphansPane,
+)
+from .panes.orphans import Finding
+from .report import describe
+from .screens import ConfirmScreen, HelpScreen, RestoreScreen
+
+# Errors an operation reports as a one-line refusal rather than a crash.
+OPERATION_ERRORS = (
+    LockHeld,
+    ModeOff,
+    EventsError,
+    ManifestError,
+    ScanError,
+    SelectionError,
+    OSError,
+)
+HOLDER_POLL_S = 2.0
+AGEING_S = 60.0
+
+
+class ColdkeepApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "coldkeep"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual's own
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        *bindings(),
+        *(Binding(str(i + 1), f"show_pane({i})", show=False) for i in range(len(PANES))),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        read_only: bool = False,
+        clock: Callable[[], int] = now_ms,
+        watch_live: bool = True,
+    ) -> None:
+        super().__init__()
+        self.archiver = Archiver(settings, stream=EventStream(), origin="console", clock=clock)
+        self.read_only = read_only
+        self.clock = clock
+        self.watch_live = watch_live
+        self.running: str | None = None
+        self.cancel_token: CancelToken | None = None
+        self.status: Status | None = None
+        self.plan_report: PlanReport | None = None
+        self.holder_text = "lock free"
+        self.other_holder: str | None = None  # another process holds the lock
+        self.last_result = ""
+
+    # layout ------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static("coldkeep", id="status-line")
+        with Horizontal(id="actions"):
+            for a in ACTIONS:
+                if a.button and not (self.read_only and a.mutating):
+                    yield Button(a.label, id=f"do-{a.name}", classes="action")
+        yield Tabs(*(Tab(p.TITLE, id=f"tab-{i}") for i, p in enumerate(PANES)), id="pane-tabs")
+        with Container(id="panes"):
+            for pane in PANES:
+                yield pane()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query(".pane").first().add_class("active")
+        self.listen()
+        self.refresh_all()
+        self.set_interval(HOLDER_POLL_S, self.poll_holder)
+        self.set_interval(AGEING_S, self.load_plan)  # files age into eligibility
+        self.poll_holder()
+        if self.watch_live:
+            self.watch_tree()
+        self.log_line("info", f"console on {self.archiver.settings.config_path}")
+        if self.read_only:
+            self.log_line("info", "read-only: every action that changes the archive is off")
+
+    @on(Tabs.TabActivated, "#pane-tabs")
+    def _tab(self, event: Tabs.TabActivated) -> None:
+        index = int((event.tab.id or "tab-0").split("-")[1])
+        for i, pane in enumerate(self.query(".pane")):
+            pane.set_class(i == index, "active")
+
+    def action_show_pane(self, index: int) -> None:
+        """Digits 1–6 show a pane (in a narrow terminal, where panes are tabs)."""
+        self.query_one("#pane-tabs", Tabs).active = f"tab-{index}"
+
+    # the registry: availability, palette, help --------------------------------
+
+    def unavailable(self, name: str) -> str | None:
+        """Why an action cannot run now (None: it can)."""
+        action = BY_NAME[name]
+        if not action.mutating:
+            return None
+        if self.read_only:
+            return "the console is read-only (--read-only)"
+        if self.running:
+            return f"{self.running} is running; stop it first (x) or wait"
+        if self.other_holder:
+            return f"the archive is locked by {self.other_holder}"
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        a = BY_NAME.get(action)
+        # Hidden from the footer in read-only; refused if reached another way.
+        return not (a is not None and a.mutating and self.read_only)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for a in ACTIONS:
+            if not (a.mutating and self.read_only):
+                yield SystemCommand(
+                    a.label, f"{a.help} [{a.key_label}]", getattr(self, f"action_{a.name}")
+                )
+
+    @on(Button.Pressed, ".action")
+    async def _button(self, event: Button.Pressed) -> None:
+        await self.run_action((event.button.id or "").removeprefix("do-"))
+
+    def _refuse(self, name: str) -> bool:
+        why = self.unavailable(name)
+        if why:
+            self.notify(f"{BY_NAME[name].label}: {why}", severity="warning")
+            self.log_line("warning", f"{BY_NAME[name].label} refused: {why}")
+        return why is not None
+
+    # workers -----------------------------------------------------------------
+
+    @work(exclusive=True, group="stream", exit_on_error=False)
+    async def listen(self) -> None:
+        with self.archiver.stream.subscribe() as sub:
+            async for event in sub:
+                self.post_message(CoreEvent(event))
+
+    def refresh_all(self) -> None:
+        self.load_status()
+        self.load_plan()
+        self.load_checkpoints()
+
+    @work(exclusive=True, group="status", exit_on_error=False)
+    async def load_status(self) -> None:
+        self.post_message(StatusLoaded(await self.archiver.status()))
+
+    @work(exclusive=True, group="plan", exit_on_error=False)
+    async def load_plan(self) -> None:
+        try:
+            self.post_message(PlanLoaded(await self.archiver.plan()))
+        except (ManifestError, ScanError, OSError) as err:
+            self.post_message(OperationDone("plan", error=str(err)))
+
+    @work(exclusive=True, group="checkpoints", exit_on_error=False)
+    async def load_checkpoints(self) -> None:
+        path = self.archiver.layout.manifest
+        if not await asyncio.to_thread(path.exists):
+            return
+        async with await Manifest.open(path, readonly=True) as manifest:
+            self.post_message(CheckpointsLoaded(await manifest.recent_checkpoints(20)))
+
+    @work(thread=True, exclusive=True, group="holder", exit_on_error=False)
+    def poll_holder(self) -> None:
+        holder = read_holder(self.archiver.layout.lock)
+        db = self.archiver.settings.state_db
+        self.post_message(
+            HolderChanged(holder, holder.alive if holder else False, wal_bytes(db) if db else -1)
+        )
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def watch_tree(self) -> None:
+        async for _changes in awatch(self.archiver.settings.live_root, recursive=True):
+            self.post_message(LiveTreeChanged())
+
+    def operate(self, name: str, call: Callable[[CancelToken], Awaitable[Any]]) -> None:
+        """Run one mutating operation in a worker; its result comes back as a message."""
+        self.running = name
+        token = self.cancel_token = CancelToken()
+        self.query_one(InFlightPane).idle(f"{name}: starting…")
+        self._status_line()
+
+        async def run() -> None:
+            try:
+                self.post_message(OperationDone(name, await call(token)))
+            except OPERATION_ERRORS as err:
+                self.post_message(OperationDone(name, error=str(err)))
+
+        self.run_worker(run(), group="operation", exclusive=True, exit_on_error=False)
+
+    # handlers ------------------------------------------------------------------
+
+    def on_core_event(self, message: CoreEvent) -> None:
+        event = message.event
+        inflight = self.query_one(InFlightPane)
+        match event:
+            case Phase():
+                inflight.phase_began(event)
+            case FileStep():
+                inflight.step(event)
+            case FileDone():
+                inflight.done(event)
+            case CheckpointRan():
+                self.query_one(CheckpointPane).add(
+                    CheckpointResult(
+                        now_ms(),
+                        event.busy,
+                        event.log,
+                        event.checkpointed,
+                        event.ms,
+                        event.wal_before,
+                        event.wal_after,
+                        event.mode,
+                        event.error,
+                    )
+                )
+            case BatchMoved():
+                self.query_one(CheckpointPane).wal(event.wal_bytes)
+        level = event.level if isinstance(event, Notice) else "info"
+        if isinstance(event, FileDone) and event.result in (
+            "verify_failed",
+            "error",
+            "mismatch",
+            "corrupt",
+            "missing",
+        ):
+            level = "error"
+        if isinstance(event, OrphanSeen) and event.outcome in ("error",):
+            level = "error"
+        if isinstance(event, Finished) and event.status == "failed":
+            level = "warning"
+        text = describe(event)
+        if text is not None:
+            self.log_line(level, text.strip())
+
+    def on_status_loaded(self, message: StatusLoaded) -> None:
+        self.status = message.status
+        self.query_one(JobsPane).show(message.status.last_passes)
+        self._findings()
+        self._status_line()
+
+    def on_plan_loaded(self, message: PlanLoaded) -> None:
+        self.plan_report = message.report
+        self.query_one(BacklogPane).show(message.report, self.clock())
+        self._findings()
+
+    def on_checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
+        self.query_one(CheckpointPane).show(message.results)
+
+    def on_holder_changed(self, message: HolderChanged) -> None:
+        holder = message.holder
+        mine = holder is not None and holder.pid == os.getpid()
+        if holder is None or not message.alive:
+            self.other_holder = None
+            self.holder_text = "lock free"
+        elif mine:
+            self.other_holder = None
+            self.holder_text = "lock: this console"
+        else:
+            self.other_holder = holder.describe()
+            self.holder_text = f"LOCKED by pid {holder.pid} ({holder.command})"
+        pane = self.query_one(CheckpointPane)
+        if message.wal_bytes >= 0:
+            pane.wal(message.wal_bytes)
+        else:
+            pane.wal(0, applicable=False)
+        self._status_line()
+
+    def on_live_tree_changed(self) -> None:
+        self.load_plan()
+
+    def on_operation_done(self, message: OperationDone) -> None:
+        self.running = None
+        self.cancel_token = None
+        inflight = self.query_one(InFlightPane)
+        if message.error:
+            inflight.idle(f"{message.operation}: {message.error}")
+            self.notify(message.error, title=message.operation, severity="error", timeout=10)
+            self.log_line("error", f"{message.operation}: {message.error}")
+        else:
+            summary = self._summarize(message.operation, message.result)
+            inflight.idle(f"{message.operation}: {summary}")
+            self.last_result = f"{message.operation}: {summary}"
+            self.notify(summary, title=message.operation)
+        if isinstance(self.screen, RestoreScreen):
+            self._restore_results(message)
+        self.refresh_all()
+        self.poll_holder()
+
+    # what the header and the orphan pane show ---------------------------------
+
+    def _status_line(self) -> None:
+        s = self.archiver.settings
+        base = s.config_path.parent if s.config_path else Path.cwd()
+
+        def short(p: Path) -> str:
+            return str(p.relative_to(base)) + "/" if p.is_relative_to(base) else str(p)
+
+        parts = [
+            f"{short(s.live_root)} → {short(s.archive_root)}",
+            f"mode {s.mode}",
+            self.holder_text,
+        ]
+        if self.read_only:
+            parts.append("READ-ONLY")
+        if self.running:
+            parts.append(f"running: {self.running}")
+        elif self.status and self.status.last_passes:
+            p = self.status.last_passes[0]
+            ago = age((self.clock() - p.started_at) / 1000)
+            parts.append(f"last pass #{p.id} {p.status} {ago} ago")
+        if self.status and self.status.verify_failures:
+            parts.append(f"VERIFY FAILED {self.status.verify_failures}")
+        self.query_one("#status-line", Static).update(" · ".join(parts))
+
+    def _findings(self) -> None:
+        findings: list[Finding] = []
+        report = self.plan_report
+        layout = self.archiver.layout
+        if report is not None:
+            rec = report.recovery
+            findings += [Finding(layout.rel(p), "partial", None, None) for p in rec.partials]
+            findings += [
+                Finding(str(p), "restore-partial", None, None) for p in rec.restore_partials
+            ]
+            findings += [Finding(layout.rel(o.gz), "orphan", None, None) for o in rec.orphans]
+            findings += [Finding(e.gz_path, "MISSING", e.bytes, None) for e in rec.missing]
+        if self.status is not None:
+            now = self.clock() / 1000
+            for e in self.status.attention:
+                kind = "verify-failed" if e.verify_error else e.status
+                findings.append(Finding(e.gz_path, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
+        unique = {f.path: f for f in findings}
+        self.query_one(OrphansPane).show(list(unique.values()))
+
+    def log_line(self, level: str, text: str) -> None:
+        self.query_one(LogPane).write(level, text)
+
+    def _summarize(self, operation: str, result: Any) -> str:
+        if operation == "pass" and result is not None:
+            f = result.files
+            text = f"{result.status}: {f.archived} files {human(f.bytes_in)} → {human(f.bytes_out)}"
+            if result.events and "moved" in result.events:
+                text += f", {result.events['moved']:,} rows"
+            return text + "".join(f"; {p}" for p in result.problems[:2])
+        if operation in ("recover",) and result is not None:
+            done = {k: v for k, v in recovery_counts(result).items() if v}
+            return ", ".join(f"{k} {v}" for k, v in done.items()) or "nothing to do"
+        if operation == "verify" and result is not None:
+            return f"{result.ok}/{result.checked} ok" + (
+                f", {len(result.problems)} FAILED" if result.problems else ""
+            )
+        if operation == "sweep" and result is not None:
+            return f"{len(result)} removed"
+        if operation == "adopt" and result is not None:
+            return ", ".join(f"{o.outcome} {o.relpath}" for o in result) or "nothing to adopt"
+        if operation == "checkpoint" and result is not None:
+            return f"busy={result.busy} log={result.log} checkpointed={result.checkpointed}"
+        if operation == "restore" and result is not None:
+            return ", ".join(f"{n} {k}" for k, n in sorted(result.counts.items())) or "nothing"
+        if operation == "restore-events" and result is not None:
+            return f"{result.restored} rows restored, {len(result.conflicts)} conflicts"
+        return "done"
+
+    def _restore_results(self, message: OperationDone) -> None:
+        screen = self.screen
+        assert isinstance(screen, RestoreScreen)
+        if message.operation == "restore" and message.result is not None:
+            screen.show_results(
+                [(f.result, f.relpath, f.detail or f.target) for f in message.result.files]
+            )
+        elif message.operation == "restore-events":
+            screen.show_events_result(
+                message.error or self._summarize("restore-events", message.result)
+            )
+
+    # actions -------------------------------------------------------------------
+
+    def action_run_pass(self) -> None:
+        if self._refuse("run_pass"):
+            return
+        mode = self.archiver.settings.mode
+        if mode == "off":
+            self.notify('mode = "off" in the config: passes are disabled', severity="error")
+            return
+        if mode == "plan":
+            self.operate("pass", self.archiver.run_pass)
+            return
+        self.confirm_pass()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_pass(self) -> None:
+        report = await self.archiver.plan()
+        self.post_message(PlanLoaded(report))
+        plan, rec = report.plan, report.recovery
+        months: dict[str, int] = defaultdict(int)
+        for m in plan.events.months if plan.events else ():
+            months[m.month] += m.rows
+        rows = [(u.unit, str(u.files), human(u.bytes)) for u in plan.units]
+        rows += [(f"rows {month}", f"{n:,}", "") for month, n in sorted(months.items())]
+        fixes = []
+        if rec.partials:
+            fixes.append(f"remove {len(rec.partials)} leftover partials")
+        if rec.orphans:
+            fixes.append(f"re-verify {len(rec.orphans)} orphan gzips (a corrupt one is deleted)")
+        if rec.sources_unlinked:
+            fixes.append(f"remove {len(rec.sources_unlinked)} live files already archived")
+        summary = (
+            f"{plan.files} files ({human(plan.bytes)}) in {len(plan.units)} units will be "
+            f"archived; {sum(months.values()):,} event rows in {len(months)} months will move."
+        )
+        if fixes:
+            summary += "\nRecovery will " + "; ".join(fixes) + "."
+        ok = await self.push_screen_wait(
+            ConfirmScreen(
+                "Run a pass (mode on)",
+                summary,
+                columns=("Unit / month", "Files / rows", "Size"),
+                rows=rows,
+                warning=(
+                    f"Each live file is REMOVED once its gzip is verified and recorded "
+                    f"({plan.files} files); event rows leave state.db once archived."
+                ),
+                confirm="Run the pass",
+            )
+        )
+        if ok:
+            if self._refuse("run_pass"):
+                return
+            self.operate("pass", self.archiver.run_pass)
+
+    def action_plan(self) -> None:
+        self.load_plan()
+        self.notify("recounting the backlog")
+
+    def action_restore(self) -> None:
+        if self._refuse("restore"):
+            return
+        self.push_screen(RestoreScreen())
+
+    def start_restore(self, selection: Selection, to: Path | None) -> None:
+        if self._refuse("restore"):
+            return
+        self.operate("restore", lambda token: self.archiver.restore(selection, to, token))
+
+    def start_restore_events(self, picked: list[ArchivedMonth]) -> None:
+        if self._refuse("restore"):
+            return
+        by_month: dict[str, set[str]] = defaultdict(set)
+        for m in picked:
+            by_month[m.month].add(m.kind)
+
+        async def run(token: CancelToken) -> Any:
+            total = None
+            for month, kinds in sorted(by_month.items()):
+                report = await self.archiver.restore_events(kinds, [month], token)
+                if total is None:
+                    total = report
+                else:
+                    total.restored += report.restored
+                    total.already_live += report.already_live
+                    total.conflicts += report.conflicts
+                    total.months += report.months
+            return total
+
+        self.operate("restore-events", run)
+
+    def action_adopt(self) -> None:
+        if self._refuse("adopt"):
+            return
+        self.confirm_adopt()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_adopt(self) -> None:
+        pane = self.query_one(OrphansPane)
+        chosen = pane.selected()
+        orphans = [f for f in pane.findings.values() if f.kind == "orphan"]
+        targets = [chosen] if chosen is not None and chosen.kind == "orphan" else orphans
+        if not targets:
+            self.notify(
+                "no orphan gzip to adopt (select one in Orphans & stale)", severity="warning"
+            )
+            return
+        ok = await self.push_screen_wait(
+            ConfirmScreen(
+                f"Adopt {len(targets)} orphan gzips",
+                "Each is re-read and compared with its live source: the same bytes → "
+                "entry written and the source removed; other bytes → kept as a stale version.",
+                columns=("Gzip",),
+                rows=[(t.path,) for t in targets],
+                warning="A gzip that does not decompress is DELETED (its live source stays).",
+                confirm="Adopt",
+            )
+        )
+        if ok and not self._refuse("adopt"):
+            paths = [t.path for t in targets]
+            self.operate("adopt", lambda token: self.archiver.adopt(paths, token))
+
+    def action_sweep(self) -> None:
+        if self._refuse("sweep"):
+            return
+        self.confirm_sweep()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_sweep(self) -> None:
+        report = await self.archiver.plan()
+        self.post_message(PlanLoaded(report))
+        rec, layout = report.recovery, self.archiver.layout
+        paths = [layout.rel(p) for p in rec.partials] + [str(p) for p in rec.restore_partials]
+        if not paths:
+            self.notify("nothing to sweep: no leftover partials")
+            return
+        ok = await self.push_screen_wait(
+            ConfirmScreen(
+                f"Sweep {len(paths)} leftovers",
+                "These temporary files were left by an interrupted write or restore:",
+                columns=("Path",),
+                rows=[(p,) for p in paths],
+                warning="They will be DELETED. None of them holds data found nowhere else.",
+                confirm="Delete them",
+            )
+        )
+        if ok and not self._refuse("sweep"):
+            self.operate("sweep", lambda token: self.archiver.sweep())
+
+    def action_verify(self) -> None:
+        if self._refuse("verify"):
+            return
+        self.operate("verify", lambda token: self.archiver.verify(cancel=token))
+
+    def action_checkpoint(self) -> None:
+        if self._refuse("checkpoint"):
+            return
+        self.operate("checkpoint", lambda token: self.archiver.checkpoint())
+
+    def action_stop(self) -> None:
+        if self.cancel_token is None or self.running is None:
+            self.notify("nothing is running")
+            return
+        self.cancel_token.cancel("stopped from the console")
+        self.log_line("warning", f"stopping {self.running} at its next safe point")
+
+    def action_refresh(self) -> None:
+        self.refresh_all()
+        self.poll_holder()
+
+    def action_help(self) -> None:
+        self.push_screen(
+            HelpScreen({a.name: w for a in ACTIONS if (w := self.unavailable(a.name))})
+        )
+
+    async def action_quit(self) -> None:
+        if self.running is None:
+            self.exit()
+            return
+        self.confirm_quit()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_quit(self) -> None:
+        running = self.running
+        ok = await self.push_screen_wait(
+            ConfirmScreen(
+                f"Quit while {running} runs?",
+                f"{running} will stop at its next safe point (between files or batches, or "
+                "mid-file with its partial removed), then the console quits.",
+                warning="Nothing is lost: what is left is what the next pass's recovery handles.",
+                confirm="Stop and quit",
+            )
+        )
+        if not ok:
+            return
+        if self.cancel_token is not None:
+            self.cancel_token.cancel("the console is quitting")
+        for worker in self.workers:
+            if worker.group == "operation":
+                await worker.wait()
+        self.exit()

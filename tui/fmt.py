@@ -1,0 +1,26 @@
+"""Numbers and times as an operator reads them, in as few columns as possible."""
+
+from __future__ import annotations
+
+import time
+
+
+def human(n: float) -> str:
+    """Bytes: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def age(seconds: float) -> str:
+    """A duration: ``45s``, ``12m``, ``5h``, ``3d``."""
+    for size, unit in ((86_400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{max(seconds, 0):.0f}s"
+
+
+def clock_time(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))

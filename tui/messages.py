@@ -1,0 +1,71 @@
+"""What workers tell the app. Workers only post these; the app's handlers own the
+state the panes show.
+
+Bursts coalesce (Toolong's ``can_replace``): a newer file-progress message for the
+same file replaces one still waiting in the queue, and so does a newer
+"the live tree changed" notice, so a flood of events never backs the queue up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from coldkeep.core.archiver import PlanReport, Status
+from coldkeep.core.checkpoint import CheckpointResult
+from coldkeep.core.lock import Holder
+from coldkeep.core.stream import Event, FileStep
+
+
+@dataclass
+class CoreEvent(Message):
+    """One event from the core's stream."""
+
+    event: Event
+
+    def can_replace(self, message: Message) -> bool:
+        mine, theirs = self.event, getattr(message, "event", None)
+        return (
+            isinstance(mine, FileStep)
+            and isinstance(theirs, FileStep)
+            and mine.step == theirs.step == "reading"
+            and mine.relpath == theirs.relpath
+        )
+
+
+@dataclass
+class StatusLoaded(Message):
+    status: Status
+
+
+@dataclass
+class PlanLoaded(Message):
+    report: PlanReport
+
+
+@dataclass
+class CheckpointsLoaded(Message):
+    results: list[CheckpointResult]
+
+
+@dataclass
+class HolderChanged(Message):
+    holder: Holder | None
+    alive: bool
+    wal_bytes: int
+
+
+class LiveTreeChanged(Message):
+    """Files appeared, changed or went in the live tree (a burst is one message)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LiveTreeChanged)
+
+
+@dataclass
+class OperationDone(Message):
+    operation: str
+    result: Any = None
+    error: str | None = None

@@ -1,0 +1,74 @@
+"""Backlog: what a pass would take now: files per unit, rows per month, totals."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from coldkeep.core.archiver import PlanReport
+
+from ..fmt import age, human
+from ..tables import Cell, sync_table
+from .base import Pane
+
+
+class BacklogPane(Pane):
+    TITLE: ClassVar[str] = "Backlog"
+
+    def compose(self) -> ComposeResult:
+        yield Static("counting…", id="backlog-total", classes="pane-summary")
+        units: DataTable[Cell] = DataTable(
+            id="backlog-units", cursor_type="row", zebra_stripes=True
+        )
+        units.add_column("Unit", key="unit")
+        units.add_column("Files", key="files")
+        units.add_column("Size", key="size")
+        units.add_column("Oldest", key="oldest")
+        yield units
+        months: DataTable[Cell] = DataTable(id="backlog-months", cursor_type="row")
+        months.add_column("Month", key="month")
+        months.add_column("Rows", key="rows")
+        months.add_column("~Size", key="size")
+        yield months
+
+    def show(self, report: PlanReport, now_ms: int) -> None:
+        plan = report.plan
+        sync_table(
+            self.query_one("#backlog-units", DataTable),
+            {
+                u.unit: (
+                    u.unit,
+                    u.files,
+                    human(u.bytes),
+                    age(now_ms / 1000 - u.oldest_mtime_ns / 1e9),
+                )
+                for u in plan.units
+            },
+            sort_by="unit",
+        )
+        per_month: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        events = plan.events
+        for m in events.months if events else ():
+            per_month[m.month][0] += m.rows
+            per_month[m.month][1] += m.approx_bytes
+        sync_table(
+            self.query_one("#backlog-months", DataTable),
+            {
+                month: (month, rows, human(size))
+                for month, (rows, size) in sorted(per_month.items())
+            },
+            sort_by="month",
+        )
+        skipped = ", ".join(
+            f"{n} {why.replace('_', ' ')}" for why, n in sorted(plan.skipped.items())
+        )
+        rows = f"{events.rows:,} rows ~{human(events.approx_bytes)}" if events else "no state_db"
+        if plan.events_error:
+            rows = f"events: {plan.events_error}"
+        total = f"{plan.files} files {human(plan.bytes)} in {len(plan.units)} units · {rows}"
+        if skipped:
+            total += f"\nwaiting: {skipped}"
+        self.query_one("#backlog-total", Static).update(total)

@@ -1,0 +1,67 @@
+"""Checkpoint: the live WAL's size, the last checkpoints (busy, log, checkpointed,
+ms) and a sparkline of the WAL over the event phase."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Sparkline, Static
+
+from coldkeep.core.checkpoint import CheckpointResult
+
+from ..fmt import human
+from ..tables import Cell, sync_table
+from .base import Pane
+
+HISTORY = 120
+
+
+class CheckpointPane(Pane):
+    TITLE: ClassVar[str] = "Checkpoint"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: deque[CheckpointResult] = deque(maxlen=50)
+        self.wal_history: deque[float] = deque(maxlen=HISTORY)
+
+    def compose(self) -> ComposeResult:
+        yield Static("WAL: -", id="checkpoint-wal", classes="pane-summary")
+        yield Sparkline([], id="checkpoint-spark")
+        table: DataTable[Cell] = DataTable(id="checkpoint-table", cursor_type="row")
+        for label, key in (
+            ("At", "at"),
+            ("Busy", "busy"),
+            ("Log", "log"),
+            ("Done", "done"),
+            ("ms", "ms"),
+        ):
+            table.add_column(label, key=key)
+        yield table
+
+    def wal(self, size: int, applicable: bool = True) -> None:
+        text = f"WAL {human(size)}" if applicable else "WAL: not applicable (no state_db)"
+        self.query_one("#checkpoint-wal", Static).update(text)
+        if applicable:
+            self.wal_history.append(size)
+            self.query_one("#checkpoint-spark", Sparkline).data = list(self.wal_history)
+
+    def show(self, results: list[CheckpointResult]) -> None:
+        self.results.clear()
+        self.results.extend(results)
+        self._show_rows()
+
+    def add(self, result: CheckpointResult) -> None:
+        self.results.append(result)
+        self.wal(result.wal_after)
+        self._show_rows()
+
+    def _show_rows(self) -> None:
+        rows: dict[str, list[Cell]] = {}
+        for r in list(self.results)[-20:]:
+            busy = "ERR" if r.error else str(r.busy)
+            at = time.strftime("%H:%M:%S", time.localtime(r.at_ms / 1000))
+            rows[str(r.at_ms)] = [at, busy, r.log, r.checkpointed, f"{r.ms:.0f}"]
+        sync_table(self.query_one("#checkpoint-table", DataTable), rows, sort_by="at", reverse=True)

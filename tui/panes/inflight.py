@@ -1,0 +1,99 @@
+"""In flight: each file in progress (its protocol step, bytes done, rate) and the
+operation's progress bar with an ETA."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, ProgressBar, Static
+
+from coldkeep.core.stream import FileDone, FileStep, Phase
+
+from ..fmt import human
+from ..tables import Cell, sync_table
+from .base import Pane
+
+
+@dataclass
+class _File:
+    step: str
+    done: int
+    total: int
+    started: float
+
+
+class InFlightPane(Pane):
+    TITLE: ClassVar[str] = "In flight"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: dict[str, _File] = {}
+        self.phase = ""
+        self.phase_total = 0
+        self.phase_done = 0
+        self.phase_started = 0.0
+
+    def compose(self) -> ComposeResult:
+        yield Static("idle", id="inflight-phase", classes="pane-summary")
+        yield ProgressBar(id="inflight-bar", show_eta=True)
+        table: DataTable[Cell] = DataTable(id="inflight-files", cursor_type="row")
+        table.add_column("File", key="file")
+        table.add_column("Step", key="step")
+        table.add_column("Done", key="done")
+        table.add_column("Rate", key="rate")
+        yield table
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#inflight-bar").display = False
+
+    def idle(self, text: str = "idle") -> None:
+        self.files.clear()
+        self.phase = ""
+        self.query_one("#inflight-bar").display = False
+        self.query_one("#inflight-phase", Static).update(text)
+        self._show_files()
+
+    def phase_began(self, event: Phase) -> None:
+        self.phase = event.phase
+        self.phase_total = event.bytes or event.items
+        self.phase_done = 0
+        self.phase_started = time.monotonic()
+        bar = self.query_one("#inflight-bar", ProgressBar)
+        bar.display = True
+        bar.update(total=self.phase_total or None, progress=0)
+        size = f", {human(event.bytes)}" if event.bytes else ""
+        self.query_one("#inflight-phase", Static).update(
+            f"{event.phase}: {event.items} to do{size}" if event.items else f"{event.phase}…"
+        )
+
+    def step(self, event: FileStep) -> None:
+        f = self.files.get(event.relpath)
+        if f is None:
+            f = self.files[event.relpath] = _File(
+                event.step, 0, event.bytes_total, time.monotonic()
+            )
+        if event.step != "reading":
+            f.step = event.step
+        f.done = max(f.done, event.bytes_done)
+        f.total = max(f.total, event.bytes_total)
+        self._show_files()
+
+    def done(self, event: FileDone) -> None:
+        self.files.pop(event.relpath, None)
+        by_bytes = self.phase_total and self.phase in ("files", "restore", "verify")
+        self.phase_done += event.bytes if by_bytes else 1
+        self.query_one("#inflight-bar", ProgressBar).update(progress=self.phase_done)
+        self._show_files()
+
+    def _show_files(self) -> None:
+        now = time.monotonic()
+        rows: dict[str, list[Cell]] = {}
+        for rel, f in self.files.items():
+            rate = f.done / (now - f.started) if now > f.started and f.done else 0
+            total = f"/{human(f.total)}" if f.total else ""
+            rows[rel] = [rel, f.step, f"{human(f.done)}{total}", f"{human(rate)}/s" if rate else ""]
+        sync_table(self.query_one("#inflight-files", DataTable), rows, sort_by="file")

@@ -1,0 +1,66 @@
+"""A confirmation that shows exactly what will happen before anything does
+(Harlequin's confirm modal): a summary, the rows it will touch, and a warning
+line for what cannot be undone. ``y`` or the button confirms; ``n``, escape or
+the other button cancels. Nothing is confirmed by default."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Static
+
+from ..tables import Cell
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS: ClassVar[list[BindingType]] = [("y", "confirm", "Yes"), ("n,escape", "cancel", "No")]
+
+    def __init__(
+        self,
+        title: str,
+        summary: str,
+        *,
+        columns: Sequence[str] = (),
+        rows: Sequence[Sequence[Cell]] = (),
+        warning: str = "",
+        confirm: str = "Run",
+    ) -> None:
+        super().__init__()
+        self.title_text = title
+        self.summary = summary
+        self.columns = columns
+        self.rows = rows
+        self.warning = warning
+        self.confirm_label = confirm
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(self.title_text, id="confirm-title")
+            yield Static(self.summary, id="confirm-summary")
+            if self.columns:
+                table: DataTable[Cell] = DataTable(id="confirm-table", cursor_type="row")
+                table.add_columns(*self.columns)
+                table.add_rows(self.rows)
+                yield table
+            if self.warning:
+                yield Static(self.warning, id="confirm-warning")
+            with Horizontal(id="confirm-buttons"):
+                yield Button(f"{self.confirm_label} [y]", id="confirm-yes", variant="warning")
+                yield Button("Cancel [n]", id="confirm-no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-no", Button).focus()
+
+    @on(Button.Pressed, "#confirm-yes")
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#confirm-no")
+    def action_cancel(self) -> None:
+        self.dismiss(False)

@@ -1,0 +1,377 @@
+"""The restore browser: find archived files as you type, select some, see where
+each would go and whether something is already there, restore them (to their
+live paths or under another directory) and see each result. Event rows restore
+by month and kind from the second tab.
+
+Everything slow runs in workers (loading the manifest, filtering a million
+entries, checking targets); the handlers here own the screen's state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
+
+from coldkeep.core.catalog import Catalog, CatalogRow, QueryError, load_catalog, parse_query
+from coldkeep.core.layout import UnsafePath, resolve_inside
+from coldkeep.core.restore import ArchivedMonth, Selection, archived_months, check_restore_root
+
+from ..fmt import clock_time, human
+from ..tables import Cell, sync_table
+from .confirm import ConfirmScreen
+
+if TYPE_CHECKING:
+    from ..app import ColdkeepApp
+
+SHOWN = 500
+
+
+@dataclass
+class CatalogLoaded(Message):
+    catalog: Catalog
+
+
+@dataclass
+class Filtered(Message):
+    query: str
+    total: int
+    rows: list[CatalogRow]
+    error: str | None = None
+
+
+@dataclass
+class TargetChecked(Message):
+    entry_id: int
+    target: str
+    exists: bool | None  # None: the target is refused
+    detail: str = ""
+
+
+@dataclass
+class MonthsLoaded(Message):
+    months: list[ArchivedMonth]
+
+
+class RestoreScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        ("escape", "back", "Back"),
+        ("space", "select_row", "Select"),
+        ("r", "restore", "Restore"),
+        ("y", "copy", "Copy path"),
+        ("slash", "focus_filter", "Filter"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.catalog: Catalog | None = None
+        self.rows: dict[int, CatalogRow] = {}
+        self.selected: set[int] = set()
+        self.month_rows: dict[str, ArchivedMonth] = {}
+        self.months_selected: set[str] = set()
+
+    @property
+    def ck(self) -> ColdkeepApp:
+        return cast("ColdkeepApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="restore-tabs"):
+            with TabPane("Files", id="restore-files"):
+                yield Input(
+                    placeholder="filter: text in the path, unit:NAME sha:PREFIX status:stale "
+                    "after:2026-01-01",
+                    id="restore-filter",
+                )
+                yield Static("loading the manifest…", id="restore-count")
+                table: DataTable[Cell] = DataTable(id="restore-table", cursor_type="row")
+                table.add_column("✓", key="sel")
+                table.add_column("Path", key="path")
+                table.add_column("Status", key="status")
+                table.add_column("Size", key="size")
+                table.add_column("Archived", key="archived")
+                table.add_column("Id", key="id")
+                yield table
+                yield Static("", id="restore-preview")
+                with Horizontal(id="restore-controls"):
+                    yield Input(
+                        placeholder="restore under this directory (empty: to the live paths)",
+                        id="restore-to",
+                    )
+                    yield Button("Restore [r]", id="restore-go", variant="warning")
+                    yield Button("Copy path [y]", id="restore-copy")
+                results: DataTable[Cell] = DataTable(id="restore-results", cursor_type="row")
+                results.add_columns("Result", "Path", "Detail")
+                yield results
+            with TabPane("Events", id="restore-events"):
+                yield Static("archived event rows, by month and kind", id="events-help")
+                months: DataTable[Cell] = DataTable(id="events-months", cursor_type="row")
+                months.add_column("✓", key="sel")
+                months.add_column("Month", key="month")
+                months.add_column("Kind", key="kind")
+                months.add_column("Rows", key="rows")
+                yield months
+                yield Button("Restore rows [r]", id="events-go", variant="warning")
+                yield Static("", id="events-result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#restore-results").display = False
+        self.load_catalog()
+        self.load_months()
+        self.query_one("#restore-table", DataTable).focus()
+
+    # workers -----------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="catalog", exit_on_error=False)
+    def load_catalog(self) -> None:
+        self.post_message(CatalogLoaded(load_catalog(self.ck.archiver.layout.manifest)))
+
+    @work(exclusive=True, group="months", exit_on_error=False)
+    async def load_months(self) -> None:
+        months = await archived_months(self.ck.archiver.settings, self.ck.archiver.layout.events)
+        self.post_message(MonthsLoaded(months))
+
+    @work(thread=True, exclusive=True, group="filter", exit_on_error=False)
+    def run_filter(self, text: str) -> None:
+        catalog = self.catalog
+        if catalog is None:
+            return
+        try:
+            total, hits = catalog.filter(parse_query(text), SHOWN)
+        except QueryError as err:
+            self.post_message(Filtered(text, 0, [], str(err)))
+            return
+        self.post_message(Filtered(text, total, [catalog.row(i) for i in hits]))
+
+    @work(thread=True, exclusive=True, group="target", exit_on_error=False)
+    def check_target(self, row: CatalogRow, to: str) -> None:
+        try:
+            root = self._root(to)
+            target = resolve_inside(root, row.relpath)
+        except UnsafePath as err:
+            self.post_message(TargetChecked(row.id, "", None, str(err)))
+            return
+        self.post_message(TargetChecked(row.id, str(target), os.path.lexists(target)))
+
+    def _root(self, to: str) -> Path:
+        settings = self.ck.archiver.settings
+        if not to.strip():
+            return settings.live_root
+        return check_restore_root(Path(to.strip()).expanduser(), settings.archive_root)
+
+    # handlers ----------------------------------------------------------------
+
+    def on_catalog_loaded(self, message: CatalogLoaded) -> None:
+        self.catalog = message.catalog
+        self.run_filter(self.query_one("#restore-filter", Input).value)
+
+    @on(Input.Changed, "#restore-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.run_filter(event.value)
+
+    @on(Input.Submitted, "#restore-filter")
+    def _filter_done(self) -> None:
+        self.query_one("#restore-table", DataTable).focus()
+
+    def on_filtered(self, message: Filtered) -> None:
+        count = self.query_one("#restore-count", Static)
+        if message.error:
+            count.update(Text(message.error, style="bold red"))
+            return
+        catalog_size = len(self.catalog) if self.catalog else 0
+        shown = f" (first {len(message.rows)} shown)" if message.total > len(message.rows) else ""
+        picked = f" · {len(self.selected)} selected" if self.selected else ""
+        count.update(f"{message.total:,} of {catalog_size:,} entries match{shown}{picked}")
+        self.rows = {r.id: r for r in message.rows}
+        sync_table(
+            self.query_one("#restore-table", DataTable),
+            {
+                str(r.id): (
+                    "✓" if r.id in self.selected else "",
+                    r.relpath,
+                    r.status,
+                    human(r.bytes),
+                    clock_time(r.archived_at),
+                    r.id,
+                )
+                for r in message.rows
+            },
+        )
+        self._preview()
+
+    @on(DataTable.RowHighlighted, "#restore-table")
+    def _highlighted(self) -> None:
+        self._preview()
+
+    @on(Input.Changed, "#restore-to")
+    def _to_changed(self) -> None:
+        self._preview()
+
+    def _current(self) -> CatalogRow | None:
+        table = self.query_one("#restore-table", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.rows.get(int(key)) if key else None
+
+    def _preview(self) -> None:
+        row = self._current()
+        preview = self.query_one("#restore-preview", Static)
+        if row is None:
+            preview.update("")
+            return
+        preview.update(
+            f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+            f"archived {clock_time(row.archived_at)}  ·  {row.status}\nchecking the target…"
+        )
+        self.check_target(row, self.query_one("#restore-to", Input).value)
+
+    def on_target_checked(self, message: TargetChecked) -> None:
+        row = self._current()
+        if row is None or row.id != message.entry_id:
+            return
+        if message.exists is None:
+            where = Text(f"refused: {message.detail}", style="bold red")
+        elif message.exists:
+            where = Text(
+                f"→ {message.target}  (EXISTS: it would be left untouched)", style="yellow"
+            )
+        else:
+            where = Text(f"→ {message.target}  (free)")
+        head = (
+            f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+            f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
+        )
+        self.query_one("#restore-preview", Static).update(Text(head) + where)
+
+    def action_select_row(self) -> None:
+        if self.query_one(TabbedContent).active == "restore-events":
+            self._toggle_month()
+            return
+        row = self._current()
+        if row is None:
+            return
+        self.selected ^= {row.id}
+        self.query_one("#restore-table", DataTable).update_cell(
+            str(row.id), "sel", "✓" if row.id in self.selected else ""
+        )
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#restore-filter", Input).focus()
+
+    @on(Button.Pressed, "#restore-copy")
+    def action_copy(self) -> None:
+        row = self._current()
+        if row is not None:
+            path = str(self.ck.archiver.layout.root / row.gz_path)
+            self.app.copy_to_clipboard(path)
+            self.notify(f"copied {path}")
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#restore-go")
+    @on(Button.Pressed, "#events-go")
+    def action_restore(self) -> None:
+        why = self.ck.unavailable("restore")
+        if why:
+            self.notify(why, severity="warning")
+            return
+        if self.query_one(TabbedContent).active == "restore-events":
+            self.confirm_events()
+        else:
+            self.confirm_files()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_files(self) -> None:
+        picked = [self.rows[i] for i in sorted(self.selected) if i in self.rows]
+        if not picked and (current := self._current()) is not None:
+            picked = [current]
+        if not picked:
+            self.notify("nothing selected: space selects, r restores", severity="warning")
+            return
+        to = self.query_one("#restore-to", Input).value.strip()
+        try:
+            root = self._root(to)
+        except UnsafePath as err:
+            self.notify(str(err), severity="error")
+            return
+        where = "their live paths, held from passes for the hold time" if not to else str(root)
+        ok = await self.app.push_screen_wait(
+            ConfirmScreen(
+                f"Restore {len(picked)} files",
+                f"to {where}; {human(sum(r.bytes for r in picked))} in all.",
+                columns=("Path", "Size", "Status"),
+                rows=[(r.relpath, human(r.bytes), r.status) for r in picked[:200]],
+                warning="Existing files are never overwritten: they are reported and left alone.",
+                confirm="Restore",
+            )
+        )
+        if ok:
+            self.ck.start_restore(Selection(ids=tuple(r.id for r in picked)), root if to else None)
+
+    def show_results(self, results: list[tuple[str, str, str]]) -> None:
+        table = self.query_one("#restore-results", DataTable)
+        table.display = True
+        table.clear()
+        for result, path, detail in results:
+            style = (
+                "green" if result == "restored" else "yellow" if result == "exists" else "bold red"
+            )
+            table.add_row(Text(result, style=style), path, detail)
+        self.selected.clear()
+        self.run_filter(self.query_one("#restore-filter", Input).value)
+
+    # events ------------------------------------------------------------------
+
+    def on_months_loaded(self, message: MonthsLoaded) -> None:
+        self.month_rows = {f"{m.month}|{m.kind}": m for m in message.months}
+        sync_table(
+            self.query_one("#events-months", DataTable),
+            {
+                key: ("✓" if key in self.months_selected else "", m.month, m.kind, m.rows)
+                for key, m in self.month_rows.items()
+            },
+        )
+
+    def _toggle_month(self) -> None:
+        table = self.query_one("#events-months", DataTable)
+        if not table.row_count:
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
+        self.months_selected ^= {key}
+        table.update_cell(key, "sel", "✓" if key in self.months_selected else "")
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_events(self) -> None:
+        picked = [self.month_rows[k] for k in sorted(self.months_selected) if k in self.month_rows]
+        if not picked:
+            self.notify("select months and kinds with space first", severity="warning")
+            return
+        ok = await self.app.push_screen_wait(
+            ConfirmScreen(
+                f"Restore {sum(m.rows for m in picked):,} event rows",
+                "into the live table, held from passes for the hold time.",
+                columns=("Month", "Kind", "Rows"),
+                rows=[(m.month, m.kind, m.rows) for m in picked],
+                warning="A live row with the same id is never overwritten: it is reported.",
+                confirm="Restore",
+            )
+        )
+        if ok:
+            self.ck.start_restore_events(picked)
+
+    def show_events_result(self, text: str) -> None:
+        self.query_one("#events-result", Static).update(text)
+        self.months_selected.clear()
+        self.load_months()

@@ -1,0 +1,43 @@
+"""Keyed, diffed DataTable updates (Dolphie's processlist): rows are added,
+updated cell by cell, or removed by key, never cleared and refilled, so the
+cursor, the scroll position and the selection survive every refresh."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
+
+Cell = str | Text | int | float
+
+
+def sync_table(
+    table: DataTable[Cell],
+    rows: Mapping[str, Sequence[Cell]],
+    *,
+    sort_by: str | None = None,
+    reverse: bool = False,
+) -> None:
+    """Make ``table`` hold exactly ``rows`` (key -> cells). When rows were added
+    and ``sort_by`` names a column, the table is re-sorted on it."""
+    columns = list(table.columns)
+    wanted = set(rows)
+    added = False
+    with table.app.batch_update():
+        for gone in [k for k in table.rows if k.value not in wanted]:
+            table.remove_row(gone)
+        for key, cells in rows.items():
+            row_key = RowKey(key)
+            if row_key in table.rows:
+                current = table.get_row(row_key)
+                for column, old, new in zip(columns, current, cells, strict=True):
+                    if old != new:
+                        table.update_cell(row_key, column, new)
+            else:
+                table.add_row(*cells, key=key)
+                added = True
+        if added and sort_by is not None:
+            column = next(k for k in table.columns if k.value == sort_by)
+            table.sort(column, reverse=reverse)
