@@ -268,6 +268,7 @@ class Archiver:
                     self.codec,
                     self.limiter,
                     step=self._step,
+                    clock=self.clock,
                 )
         finally:
             lock.release()
@@ -333,7 +334,12 @@ class Archiver:
         async with manifest:
             plan = await make_plan(self.settings, manifest, now_ms=self.clock())
             mover = FileMover(
-                self.settings.live_root, self.layout, manifest, self.codec, self.limiter
+                self.settings.live_root,
+                self.layout,
+                manifest,
+                self.codec,
+                self.limiter,
+                clock=self.clock,
             )
             return PlanReport(plan, await Recovery(mover).scan())
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -79,6 +80,7 @@ class FileMover:
     codec: Codec
     limiter: RateLimiter = UNLIMITED
     step: StepHook = no_step
+    clock: Callable[[], int] = now_ms  # ms since the epoch, for archived_at
 
     async def archive(
         self,
@@ -157,7 +159,7 @@ class FileMover:
             dev=ok.identity.dev,
             ino=ok.identity.ino,
             mode=ok.identity.mode,
-            archived_at=now_ms(),
+            archived_at=self.clock(),
         )
 
     async def restore(

@@ -50,7 +50,7 @@ from .gzfile import (
     verify_gzip,
 )
 from .layout import GZ_SUFFIX, UnsafePath, resolve_inside, restore_partial_of, unit_of
-from .manifest import Entry, Manifest, NewEntry, now_ms
+from .manifest import Entry, Manifest, NewEntry
 
 OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error"]
 
@@ -237,7 +237,7 @@ class Recovery:
             ino=None,
             mode=stale.mode
             or (source.mode if source and source.is_regular else stat.S_IFREG | 0o644),
-            archived_at=now_ms(),
+            archived_at=self.mover.clock(),
             status="stale",
             source_present=False,
         )

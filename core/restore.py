@@ -155,7 +155,7 @@ async def restore_files(
 ) -> RestoreReport:
     report = RestoreReport()
     root = mover.live_root if to is None else to
-    hold_until = now_ms() + int(hold_days * DAY_MS) if to is None else None
+    hold_until = mover.clock() + int(hold_days * DAY_MS) if to is None else None
     stream.emit(Phase("restore", len(entries), sum(e.bytes for e in entries)))
     for entry in entries:
         if cancel is not None:

@@ -147,7 +147,10 @@ class ColdkeepApp(App[None]):
         self.poll_holder()
         if self.watch_live:
             self.watch_tree()
-        self.log_line("info", f"console on {self.archiver.settings.config_path}")
+        config = self.archiver.settings.config_path
+        self.log_line(
+            "info", f"console on {config.parent.name}/{config.name}" if config else "console"
+        )
         if self.read_only:
             self.log_line("info", "read-only: every action that changes the archive is off")
 
@@ -406,7 +409,13 @@ class ColdkeepApp(App[None]):
         self.query_one(OrphansPane).show(list(unique.values()))
 
     def log_line(self, level: str, text: str) -> None:
-        self.query_one(LogPane).write(level, text)
+        self.query_one(LogPane).write(level, text, self.clock())
+
+    def short(self, path: Path) -> str:
+        """A path relative to the config's folder when it is inside it."""
+        base = self.archiver.settings.config_path
+        root = base.parent if base else Path.cwd()
+        return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
     def _summarize(self, operation: str, result: Any) -> str:
         if operation == "pass" and result is not None:

@@ -153,6 +153,10 @@ def command(
 
 
 def _ctx(config: Path | None, json_out: bool = False, wait: float = 0.0) -> Context:
+    """A command's context; its own --config, else the one given before the command."""
+    if config is None:
+        root = click.get_current_context(silent=True)
+        config = root.find_root().params.get("config") if root else None
     return Context(config, json_out, wait)
 
 
@@ -161,8 +165,15 @@ def _ctx(config: Path | None, json_out: bool = False, wait: float = 0.0) -> Cont
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="coldkeep")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="coldkeep.toml for the console, and for any command given none of its own.",
+)
+@click.option("--read-only", is_flag=True, help="The console shows everything, changes nothing.")
 @click.pass_context
-def main(click_ctx: click.Context) -> None:
+def main(click_ctx: click.Context, config: Path | None, read_only: bool) -> None:
     """coldkeep moves an application's cold data out of its live tree, crash-safely.
 
     Old live files become verified gzips under archive_root/files; old event rows
@@ -172,7 +183,7 @@ def main(click_ctx: click.Context) -> None:
     Start with: coldkeep demo ./demo
     """
     if click_ctx.invoked_subcommand is None:
-        click_ctx.invoke(console)
+        click_ctx.invoke(console, config=config, read_only=read_only)
 
 
 @main.command()
@@ -181,6 +192,8 @@ def main(click_ctx: click.Context) -> None:
 def console(config: Path | None, read_only: bool = False) -> None:
     """Open the console (the default command)."""
     ctx = _ctx(config)
+    root = click.get_current_context().find_root()
+    read_only = read_only or bool(root.params.get("read_only"))
     try:
         settings = ctx.settings
     except ConfigError as err:

@@ -4,6 +4,8 @@ the app's workers (not sleeps) before asserting."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,14 +17,19 @@ from coldkeep.core.config import Settings, load_settings
 from coldkeep.core.demo import write_demo
 from coldkeep.tui.app import ColdkeepApp
 
-# 2026-11-01 12:00 UTC: the demo's files and rows are aged against this.
+# 2026-11-01 12:00 UTC: the demo's files and rows are aged against this, and the
+# console shows times in UTC.
 NOW_MS = 1_793_534_400_000
+os.environ["TZ"] = "UTC"
+time.tzset()
 LONG_LIVED = {"stream", "watch"}
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     site = write_demo(tmp_path / "demo", seed=3, scale=0.02, now_ms=NOW_MS)
+    # One file at a time: entry ids come out in the same order on every run.
+    site.config.write_text(site.config.read_text() + "\n[io]\nworkers = 1\n")
     return load_settings(site.config)
 
 

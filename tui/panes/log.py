@@ -29,8 +29,8 @@ class LogPane(Pane):
         yield Input(placeholder="search the log", id="log-search")
         yield RichLog(id="log-view", wrap=False, markup=False, max_lines=KEEP)
 
-    def write(self, level: str, text: str, *, stamp: bool = True) -> None:
-        line = f"{time.strftime('%H:%M:%S')} {text}" if stamp else text
+    def write(self, level: str, text: str, at_ms: int) -> None:
+        line = f"{time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))} {text}"
         self.lines.append((level, line))
         if self.search.lower() in line.lower():
             self.query_one(RichLog).write(Text(line, style=STYLE.get(level, "")))

@@ -192,7 +192,7 @@ class RestoreScreen(Screen[None]):
         shown = f" (first {len(message.rows)} shown)" if message.total > len(message.rows) else ""
         picked = f" · {len(self.selected)} selected" if self.selected else ""
         count.update(f"{message.total:,} of {catalog_size:,} entries match{shown}{picked}")
-        self.rows = {r.id: r for r in message.rows}
+        self.rows = {r.id: r for r in sorted(message.rows, key=lambda r: (r.relpath, r.id))}
         sync_table(
             self.query_one("#restore-table", DataTable),
             {
@@ -204,8 +204,9 @@ class RestoreScreen(Screen[None]):
                     clock_time(r.archived_at),
                     r.id,
                 )
-                for r in message.rows
+                for r in self.rows.values()
             },
+            sort_by="path",
         )
         self._preview()
 
@@ -244,10 +245,11 @@ class RestoreScreen(Screen[None]):
             where = Text(f"refused: {message.detail}", style="bold red")
         elif message.exists:
             where = Text(
-                f"→ {message.target}  (EXISTS: it would be left untouched)", style="yellow"
+                f"→ {self.ck.short(Path(message.target))}  (EXISTS: left untouched)",
+                style="yellow",
             )
         else:
-            where = Text(f"→ {message.target}  (free)")
+            where = Text(f"→ {self.ck.short(Path(message.target))}  (free)")
         head = (
             f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"

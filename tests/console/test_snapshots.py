@@ -1,0 +1,53 @@
+"""Snapshots of what an operator sees: the main screen, the pass confirmation, the
+restore browser and help, at 80x24 (an SSH window) and 120x36. The clock, the
+demo data, the terminal size and the cursor blink are pinned; after a deliberate
+change to the console, review the diff and refresh with --snapshot-update."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from conftest import make_app, settle
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from coldkeep.core.config import Settings
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
+
+
+def steady(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_main_screen(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=steady())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_pass_confirmation(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=steady("p"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_restore_browser(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
+    # A pass first (confirmed), so the manifest has entries to browse.
+    run_before = steady("p", "y", "r", "down", "space", "down")
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_help(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=steady("question_mark"))

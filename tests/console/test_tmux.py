@@ -1,0 +1,80 @@
+"""The real console in a real terminal (tmux), driven the way a person would: keys
+in with send-keys, the screen read back with capture-pane."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.demo import write_demo
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Terminal:
+    def __init__(self, command: list[str], width: int = 100, height: int = 30) -> None:
+        self.name = f"ck-{uuid.uuid4().hex[:8]}"
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height)],
+            check=True,
+        )
+        subprocess.run(
+            ["tmux", "send-keys", "-t", self.name, " ".join(command), "Enter"], check=True
+        )
+
+    def screen(self) -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", self.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        """Poll the screen until ``text`` shows (what a person watching would do)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never showed; the screen:\n{self.screen()}")
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], check=False)
+
+
+def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_path: Path) -> None:
+    site = write_demo(tmp_path / "demo", seed=3, scale=0.02)
+    term = Terminal([sys.executable, "-m", "coldkeep.tui.cli", "--config", str(site.config)])
+    try:
+        screen = term.wait_for("files ")
+        assert "live/ → archive/ · mode on · lock free" in screen
+        for pane in ("Backlog", "In flight", "Orphans & stale", "Checkpoint", "Jobs", "Log"):
+            assert pane in screen  # 100 columns: the panes are tabs
+        term.keys("p")
+        confirm = term.wait_for("Run a pass (mode on)")
+        assert (
+            "will be archived" in confirm and "Recovery will remove 1 leftover partials" in confirm
+        )
+        assert "REMOVED" in confirm
+        term.keys("y")
+        done = term.wait_for("last pass #1 ok", timeout=60)
+        assert "pass: ok" in done or "0 files" in done
+        term.keys("q")
+        deadline = time.monotonic() + 30
+        while "Backlog" in term.screen() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "Backlog" not in term.screen(), "q quits the console"
+    finally:
+        term.close()
+    assert not list(site.archive.rglob("*.partial"))
