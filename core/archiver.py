@@ -573,7 +573,7 @@ class Archiver:
         manifest = mover.manifest
         t0 = time.monotonic()
         summary = PassSummary("on", started_at=self.clock())
-        summary.pass_id = await manifest.start_pass("on", self.origin)
+        summary.pass_id = await manifest.start_pass("on", self.origin, summary.started_at)
         self.stream.emit(Started("pass", f"pass {summary.pass_id}"))
         try:
             recovery = await self._recover(mover, cancel)
@@ -595,7 +595,9 @@ class Archiver:
                 summary.status = "failed"
             summary.seconds = time.monotonic() - t0
             await asyncio.shield(
-                manifest.finish_pass(summary.pass_id, summary.status, summary.to_dict())
+                manifest.finish_pass(
+                    summary.pass_id, summary.status, summary.to_dict(), self.clock()
+                )
             )
             self.stream.emit(Finished("pass", summary.status, summary.to_dict()))
         return summary

@@ -419,19 +419,21 @@ class Manifest:
 
     # passes ------------------------------------------------------------------
 
-    async def start_pass(self, mode: str, origin: str) -> int:
+    async def start_pass(self, mode: str, origin: str, at: int) -> int:
         async with self.db.execute(
             "INSERT INTO passes (started_at, mode, origin) VALUES (?, ?, ?)",
-            (now_ms(), mode, origin),
+            (at, mode, origin),
         ) as cur:
             row_id = cur.lastrowid
         assert row_id is not None
         return row_id
 
-    async def finish_pass(self, pass_id: int, status: str, summary: dict[str, Any]) -> None:
+    async def finish_pass(
+        self, pass_id: int, status: str, summary: dict[str, Any], at: int
+    ) -> None:
         await self.db.execute(
             "UPDATE passes SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
-            (now_ms(), status, json.dumps(summary, sort_keys=True), pass_id),
+            (at, status, json.dumps(summary, sort_keys=True), pass_id),
         )
 
     async def passes(self, limit: int = 20) -> list[PassRecord]:

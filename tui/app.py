@@ -25,8 +25,9 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Static, Tab, Tabs
+from textual.worker import Worker
 from watchfiles import awatch
 
 from coldkeep.core.archiver import (
@@ -91,6 +92,7 @@ OPERATION_ERRORS = (
     OSError,
 )
 HOLDER_POLL_S = 2.0
+LONG_LIVED = {"stream", "watch"}  # worker groups that run as long as the console
 AGEING_S = 60.0
 
 
@@ -181,8 +183,12 @@ class ColdkeepApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         a = BY_NAME.get(action)
+        if a is None:
+            return True
+        if self.screen is not self.screen_stack[0] and a.name not in ("help", "quit"):
+            return False  # the main screen's actions stay with the main screen
         # Hidden from the footer in read-only; refused if reached another way.
-        return not (a is not None and a.mutating and self.read_only)
+        return not (a.mutating and self.read_only)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -247,6 +253,18 @@ class ColdkeepApp(App[None]):
     async def watch_tree(self) -> None:
         async for _changes in awatch(self.archiver.settings.live_root, recursive=True):
             self.post_message(LiveTreeChanged())
+
+    def busy_workers(self) -> list[Worker[Any]]:
+        """Workers still doing something (not the long-lived listeners, and not a
+        confirmation that is waiting for the operator's answer)."""
+        asking = isinstance(self.screen, ModalScreen)
+        return [
+            w
+            for w in self.workers
+            if w.group not in LONG_LIVED
+            and not (asking and w.group == "confirm")
+            and not w.is_finished
+        ]
 
     def operate(self, name: str, call: Callable[[CancelToken], Awaitable[Any]]) -> None:
         """Run one mutating operation in a worker; its result comes back as a message."""

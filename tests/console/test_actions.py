@@ -236,7 +236,7 @@ async def test_quitting_during_a_pass_asks_then_stops_cleanly(settings: Settings
     text = settings.config_path.read_text() if settings.config_path else ""
     assert settings.config_path is not None
     settings.config_path.write_text(
-        text.replace("[files]", "[io]\nbytes_per_s = 300000\n\n[files]")
+        text.replace("workers = 1", "workers = 1\nbytes_per_s = 300000")
     )
     from coldkeep.core.config import load_settings
 

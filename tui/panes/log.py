@@ -27,7 +27,7 @@ class LogPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the log", id="log-search")
-        yield RichLog(id="log-view", wrap=False, markup=False, max_lines=KEEP)
+        yield RichLog(id="log-view", wrap=True, markup=False, max_lines=KEEP)
 
     def write(self, level: str, text: str, at_ms: int) -> None:
         line = f"{time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))} {text}"

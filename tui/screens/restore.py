@@ -76,6 +76,7 @@ class RestoreScreen(Screen[None]):
         super().__init__()
         self.catalog: Catalog | None = None
         self.rows: dict[int, CatalogRow] = {}
+        self.total = 0
         self.selected: set[int] = set()
         self.month_rows: dict[str, ArchivedMonth] = {}
         self.months_selected: set[str] = set()
@@ -184,14 +185,10 @@ class RestoreScreen(Screen[None]):
         self.query_one("#restore-table", DataTable).focus()
 
     def on_filtered(self, message: Filtered) -> None:
-        count = self.query_one("#restore-count", Static)
         if message.error:
-            count.update(Text(message.error, style="bold red"))
+            self.query_one("#restore-count", Static).update(Text(message.error, style="bold red"))
             return
-        catalog_size = len(self.catalog) if self.catalog else 0
-        shown = f" (first {len(message.rows)} shown)" if message.total > len(message.rows) else ""
-        picked = f" · {len(self.selected)} selected" if self.selected else ""
-        count.update(f"{message.total:,} of {catalog_size:,} entries match{shown}{picked}")
+        self.total = message.total
         self.rows = {r.id: r for r in sorted(message.rows, key=lambda r: (r.relpath, r.id))}
         sync_table(
             self.query_one("#restore-table", DataTable),
@@ -208,7 +205,16 @@ class RestoreScreen(Screen[None]):
             },
             sort_by="path",
         )
+        self._show_count()
         self._preview()
+
+    def _show_count(self) -> None:
+        size = len(self.catalog) if self.catalog else 0
+        shown = f" (first {len(self.rows)} shown)" if self.total > len(self.rows) else ""
+        picked = f" · {len(self.selected)} selected" if self.selected else ""
+        self.query_one("#restore-count", Static).update(
+            f"{self.total:,} of {size:,} entries match{shown}{picked}"
+        )
 
     @on(DataTable.RowHighlighted, "#restore-table")
     def _highlighted(self) -> None:
@@ -267,6 +273,7 @@ class RestoreScreen(Screen[None]):
         self.query_one("#restore-table", DataTable).update_cell(
             str(row.id), "sel", "✓" if row.id in self.selected else ""
         )
+        self._show_count()
 
     def action_focus_filter(self) -> None:
         self.query_one("#restore-filter", Input).focus()

@@ -1,0 +1,40 @@
+"""Driving the console headless (tests, screenshots, benchmarks): wait until it has
+settled, rather than sleeping and hoping."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from textual.pilot import Pilot
+
+from .app import ColdkeepApp
+
+
+async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
+    """Return once every short-lived worker has finished and its messages are
+    handled (a confirmation waiting for a key counts as settled)."""
+    app = pilot.app
+    assert isinstance(app, ColdkeepApp)
+    quiet = 0
+    for _ in range(rounds):
+        await pilot.pause()
+        busy = app.busy_workers()
+        if busy:
+            quiet = 0
+            waits = [asyncio.ensure_future(w.wait()) for w in busy]
+            done, _ = await asyncio.wait(waits, timeout=1)
+            for task in done:
+                task.exception()  # a worker's failure shows in the app, not in asyncio's log
+        else:
+            quiet += 1
+            if quiet >= 3:
+                return
+    raise TimeoutError(f"the console did not settle: {app.busy_workers()}")
+
+
+async def press(pilot: Pilot[Any], *keys: str) -> None:
+    """Press each key and let the console settle after it."""
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
