@@ -329,19 +329,34 @@ class Archiver:
 
     async def plan(self) -> PlanReport:
         """The backlog, and what recovery would settle; nothing is written."""
-        # No manifest yet: an empty one in memory, so every gzip shows as an orphan.
-        manifest = await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
-        async with manifest:
+        async with await self._manifest_or_empty() as manifest:
             plan = await make_plan(self.settings, manifest, now_ms=self.clock())
-            mover = FileMover(
-                self.settings.live_root,
-                self.layout,
-                manifest,
-                self.codec,
-                self.limiter,
-                clock=self.clock,
-            )
-            return PlanReport(plan, await Recovery(mover).scan())
+            return PlanReport(plan, await self._recovery_scan(manifest))
+
+    async def backlog(self) -> Plan:
+        """The backlog alone: cheap to recount, even on a huge archive."""
+        async with await self._manifest_or_empty() as manifest:
+            return await make_plan(self.settings, manifest, now_ms=self.clock())
+
+    async def recovery_scan(self) -> RecoveryReport:
+        """What recovery would settle (it walks the archive: slower on a big one)."""
+        async with await self._manifest_or_empty() as manifest:
+            return await self._recovery_scan(manifest)
+
+    async def _manifest_or_empty(self) -> Manifest:
+        # No manifest yet: an empty one in memory, so every gzip shows as an orphan.
+        return await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
+
+    async def _recovery_scan(self, manifest: Manifest) -> RecoveryReport:
+        mover = FileMover(
+            self.settings.live_root,
+            self.layout,
+            manifest,
+            self.codec,
+            self.limiter,
+            clock=self.clock,
+        )
+        return await Recovery(mover).scan()
 
     # mutating ----------------------------------------------------------------
 

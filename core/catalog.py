@@ -1,8 +1,10 @@
 """The manifest in memory, for filtering as an operator types (the restore browser).
 
-Loaded once, read-only, in a worker thread: one list per column, so a filter is a
-single pass of C-level comparisons over plain lists (a million entries filter in
-tens of milliseconds; bench/console.py measures it).
+Loaded once, read-only, in a worker thread: one list per column, plus indexes by
+unit and status, the sha256s sorted (built on first use) and every path in one
+string that ``str.find`` searches at C speed. A filter starts from the most
+selective of them and narrows; a word that matches more than ``cap`` rows stops
+counting there (the operator narrows the filter). bench/console.py measures it.
 
 Query language, words separated by spaces (all must hold):
 
@@ -16,6 +18,8 @@ Query language, words separated by spaces (all must hold):
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,32 +102,82 @@ class Catalog:
             self.gz_paths[i],
         )
 
-    def filter(self, query: Query, limit: int = 500) -> tuple[int, list[int]]:
-        """(how many entries match, the indices of the first ``limit``)."""
-        hits: list[int] = list(range(len(self.ids)))
-        # The cheapest, most selective tests first; each pass narrows the next.
+    def index(self) -> None:
+        """Build the lookup structures (once, after loading; in the loading thread)."""
+        self.by_unit: dict[str, list[int]] = {}
+        self.by_status: dict[str, list[int]] = {}
+        for i, (unit, status) in enumerate(zip(self.units, self.statuses, strict=True)):
+            self.by_unit.setdefault(unit, []).append(i)
+            self.by_status.setdefault(status, []).append(i)
+        # Every path on one line of one string: a word is found by the C-level
+        # str.find over it, and its row by bisecting the line starts.
+        self.blob = "\n".join(self.relpaths)
+        self.starts = list(itertools.accumulate((len(p) + 1 for p in self.relpaths), initial=0))
+        # Every sha256 on a line of its own, all 65 characters long: a prefix is a
+        # search for newline + prefix, and its row is its offset // 65.
+        self.sha_blob = "".join(f"\n{sha}" for sha in self.shas)
+
+    def _sha_rows(self, prefix: str) -> list[int]:
+        rows: list[int] = []
+        needle, blob = "\n" + prefix, self.sha_blob
+        at = blob.find(needle)
+        while at >= 0:
+            rows.append(at // 65)
+            at = blob.find(needle, at + 65 - at % 65)
+        return rows
+
+    def _rows_with(self, word: str, cap: int) -> tuple[list[int], bool]:
+        """Rows whose path contains ``word``, in order; stops after ``cap`` rows
+        (True: there were more)."""
+        rows: list[int] = []
+        blob, starts = self.blob, self.starts
+        at = blob.find(word)
+        while at >= 0:
+            row = bisect.bisect_right(starts, at) - 1
+            if not rows or rows[-1] != row:
+                if len(rows) == cap:
+                    return rows, True
+                rows.append(row)
+            at = blob.find(word, starts[row + 1] if row + 1 < len(starts) else len(blob))
+        return rows, False
+
+    def filter(
+        self, query: Query, limit: int = 500, cap: int = 50_000
+    ) -> tuple[int, list[int], bool]:
+        """(how many entries match, the indices of the first ``limit``, whether the
+        count stopped at ``cap`` because more match: narrow the filter)."""
+        hits: list[int] | None = None  # None: every row, still
+        capped = False
         if query.unit is not None:
-            unit, units = query.unit, self.units
-            hits = [i for i in hits if units[i] == unit]
+            hits = self.by_unit.get(query.unit, [])
         if query.status is not None:
-            status, statuses = query.status, self.statuses
-            hits = [i for i in hits if statuses[i] == status]
+            statuses, status = self.statuses, query.status
+            if hits is None:
+                hits = self.by_status.get(status, [])
+            else:
+                hits = [i for i in hits if statuses[i] == status]
         if query.sha is not None:
             sha, shas = query.sha, self.shas
-            hits = [i for i in hits if shas[i].startswith(sha)]
-        for word in query.text:
-            paths = self.relpaths
-            if len(hits) == len(paths):
-                hits = [i for i, p in enumerate(paths) if word in p]
+            if hits is None:
+                hits = self._sha_rows(sha)
             else:
-                hits = [i for i in hits if word in paths[i]]
+                hits = [i for i in hits if shas[i].startswith(sha)]
+        words = list(query.text)
+        if hits is None and words:
+            hits, capped = self._rows_with(words.pop(0), cap)
+        if hits is None:
+            hits = list(range(len(self.ids)))
+        paths = self.relpaths
+        for word in words:
+            hits = [i for i in hits if word in paths[i]]
+        mtimes = self.mtimes
         if query.after_ns is not None:
-            after, mtimes = query.after_ns, self.mtimes
+            after = query.after_ns
             hits = [i for i in hits if mtimes[i] >= after]
         if query.before_ns is not None:
-            before, mtimes = query.before_ns, self.mtimes
+            before = query.before_ns
             hits = [i for i in hits if mtimes[i] < before]
-        return len(hits), hits[:limit]
+        return len(hits), hits[:limit], capped
 
 
 def load_catalog(manifest: Path) -> Catalog:
@@ -150,4 +204,5 @@ def load_catalog(manifest: Path) -> Catalog:
             cat.gz_paths += cols[8]
     finally:
         db.close()
+    cat.index()
     return cat

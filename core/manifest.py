@@ -105,6 +105,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
     """,
+    # 4: status counts and the entries needing attention, without reading every row
+    """
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -302,9 +306,17 @@ class Manifest:
         async with self.db.execute(sql, tuple(params)) as cur:
             return [_entry(r) for r in await cur.fetchall()]
 
-    async def gz_paths(self) -> set[str]:
-        async with self.db.execute("SELECT gz_path FROM entries") as cur:
-            return {r[0] for r in await cur.fetchall()}
+    async def gz_statuses(self) -> dict[str, str]:
+        """Every entry's gzip path and status (one index-only read)."""
+        async with self.db.execute("SELECT gz_path, status FROM entries") as cur:
+            return {r[0]: r[1] for r in await cur.fetchall()}
+
+    async def entries_by_gz(self, gz_paths: list[str]) -> list[Entry]:
+        found: list[Entry] = []
+        for i in range(0, len(gz_paths), 900):
+            chunk = gz_paths[i : i + 900]
+            found += await self.entries(f"gz_path IN ({', '.join('?' * len(chunk))})", chunk)
+        return found
 
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
         await self.db.executemany(

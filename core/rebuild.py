@@ -25,7 +25,7 @@ from .codec import CorruptGzip, inflate, read_gzip_header
 from .layout import Layout, unit_of
 from .manifest import Manifest, ManifestError, NewEntry
 from .ratelimit import RateLimiter
-from .recovery import gzips
+from .recovery import archive_files
 from .stream import EventStream, FileDone, Phase
 
 
@@ -70,7 +70,7 @@ async def rebuild_manifest(
         raise ManifestError(f"{out} exists; rebuild writes a new database (give --out PATH)")
     token = cancel or CancelToken()
     report = RebuildReport(out)
-    found = sorted(await asyncio.to_thread(gzips, layout.files))
+    found = [gz for _, gz in sorted((await asyncio.to_thread(archive_files, layout)).gzips.items())]
     stream.emit(Phase("rebuild", len(found)))
     entries: list[NewEntry] = []
     for gz in found:

@@ -44,12 +44,18 @@ from .gzfile import (
     Stale,
     Verified,
     adopt_orphan,
-    find_partials,
     stale_of,
-    sweep_partials,
     verify_gzip,
 )
-from .layout import GZ_SUFFIX, UnsafePath, resolve_inside, restore_partial_of, unit_of
+from .layout import (
+    GZ_SUFFIX,
+    PARTIAL_SUFFIX,
+    Layout,
+    UnsafePath,
+    resolve_inside,
+    restore_partial_of,
+    unit_of,
+)
 from .manifest import Entry, Manifest, NewEntry
 
 OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error"]
@@ -101,15 +107,36 @@ async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
     return removed, len(intents)
 
 
-def gzips(files_dir: Path) -> list[Path]:
-    """Every placed gzip under ``files/`` (regular files, links never followed)."""
-    found: list[Path] = []
-    for dirpath, _dirs, names in os.walk(files_dir):
-        for name in names:
-            if name.endswith(GZ_SUFFIX):
-                path = Path(dirpath, name)
-                if stat.S_ISREG(path.lstat().st_mode):
-                    found.append(path)
+@dataclass
+class ArchiveFiles:
+    """What lies under ``files/``: placed gzips (keyed by their path as the
+    manifest stores it) and leftover partials."""
+
+    gzips: dict[str, Path] = field(default_factory=dict)
+    partials: list[Path] = field(default_factory=list)
+
+
+def archive_files(layout: Layout) -> ArchiveFiles:
+    """One walk of ``files/``: regular files only, links never followed into. One
+    ``scandir`` per directory and no ``stat`` per file, so a million gzips walk in
+    seconds."""
+    found = ArchiveFiles()
+    stack = [(layout.files, layout.rel(layout.files))]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), f"{rel}/{entry.name}"))
+            elif not entry.is_file(follow_symlinks=False):
+                continue
+            elif entry.name.endswith(GZ_SUFFIX):
+                found.gzips[f"{rel}/{entry.name}"] = Path(entry.path)
+            elif entry.name.endswith(PARTIAL_SUFFIX):
+                found.partials.append(Path(entry.path))
     return found
 
 
@@ -141,19 +168,18 @@ class Recovery:
         """What ``run`` would do, changing nothing: partials and intents listed,
         orphans found (not yet re-verified), entries without a gzip, committed
         sources still present with their recorded identity."""
-        layout, report = self.mover.layout, RecoveryReport()
-        report.partials = await asyncio.to_thread(find_partials, layout.files)
+        report = RecoveryReport()
+        files = await asyncio.to_thread(archive_files, self.mover.layout)
+        report.partials = sorted(files.partials)
         intents = await self.manifest.restore_intents()
         report.intents = len(intents)
         for intent in intents:
             partial = restore_partial_of(intent.target)
             if await asyncio.to_thread(os.path.lexists, partial):
                 report.restore_partials.append(partial)
-        on_disk = {layout.rel(p): p for p in await asyncio.to_thread(gzips, layout.files)}
-        known = await self.manifest.entries("status IN ('archived', 'stale', 'restored')")
-        report.missing = [e for e in known if e.gz_path not in on_disk]
-        entered = await self.manifest.gz_paths()
-        for rel, gz in sorted(on_disk.items()):
+        entered = await self.manifest.gz_statuses()
+        report.missing = await self._missing(entered, files.gzips)
+        for rel, gz in sorted(files.gzips.items()):
             if rel not in entered:
                 relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
                 report.orphans.append(Orphan(gz, relpath, "found"))
@@ -167,22 +193,29 @@ class Recovery:
 
     async def run(self) -> RecoveryReport:
         report = RecoveryReport()
-        report.partials = await sweep_partials(self.mover.layout.files)
+        files = await asyncio.to_thread(archive_files, self.mover.layout)
+        report.partials = [
+            p for p in sorted(files.partials) if await asyncio.to_thread(unlink_if_present, p)
+        ]
         report.restore_partials, report.intents = await clear_restore_intents(self.manifest)
-        await self.settle_gzips(report)
+        await self.settle_gzips(report, files.gzips)
         await self.unlink_committed_sources(report)
         return report
 
-    async def settle_gzips(self, report: RecoveryReport) -> None:
+    async def _missing(self, entered: dict[str, str], on_disk: dict[str, Path]) -> list[Entry]:
+        """Entries that should have a gzip and have none (paths and statuses only
+        are held for the whole archive; full entries only for these)."""
+        kept = ("archived", "stale", "restored")
+        gone = [p for p, st in entered.items() if st in kept and p not in on_disk]
+        return await self.manifest.entries_by_gz(gone)
+
+    async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, Path]) -> None:
         """Orphans adopted, kept or removed; entries without a gzip marked missing."""
-        layout = self.mover.layout
-        on_disk = {layout.rel(p): p for p in await asyncio.to_thread(gzips, layout.files)}
-        known = await self.manifest.entries("status IN ('archived', 'stale', 'restored')")
-        missing = [e for e in known if e.gz_path not in on_disk]
+        entered = await self.manifest.gz_statuses()
+        missing = await self._missing(entered, on_disk)
         if missing:
             await self.manifest.set_status([e.id for e in missing], "missing")
             report.missing = missing
-        entered = await self.manifest.gz_paths()
         for rel, gz in sorted(on_disk.items()):
             if rel not in entered:
                 self.cancel.check()

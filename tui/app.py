@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -43,6 +44,8 @@ from coldkeep.core.config import Settings
 from coldkeep.core.eventschema import EventsError
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
+from coldkeep.core.plan import Plan
+from coldkeep.core.recovery import RecoveryReport
 from coldkeep.core.restore import ArchivedMonth, Selection, SelectionError
 from coldkeep.core.scan import ScanError
 from coldkeep.core.stream import (
@@ -60,12 +63,13 @@ from coldkeep.core.stream import (
 from .actions import ACTIONS, BY_NAME, bindings
 from .fmt import age, human
 from .messages import (
+    BacklogLoaded,
     CheckpointsLoaded,
     CoreEvent,
+    FindingsLoaded,
     HolderChanged,
     LiveTreeChanged,
     OperationDone,
-    PlanLoaded,
     StatusLoaded,
 )
 from .panes import (
@@ -97,7 +101,7 @@ AGEING_S = 60.0
 
 
 class ColdkeepApp(App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "coldkeep"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual's own
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
@@ -121,10 +125,12 @@ class ColdkeepApp(App[None]):
         self.running: str | None = None
         self.cancel_token: CancelToken | None = None
         self.status: Status | None = None
-        self.plan_report: PlanReport | None = None
+        self.backlog: Plan | None = None
+        self.recovery: RecoveryReport | None = None
         self.holder_text = "lock free"
         self.other_holder: str | None = None  # another process holds the lock
         self.last_result = ""
+        self.ready_at: float | None = None  # perf_counter when the first full paint had its data
 
     # layout ------------------------------------------------------------------
 
@@ -145,7 +151,7 @@ class ColdkeepApp(App[None]):
         self.listen()
         self.refresh_all()
         self.set_interval(HOLDER_POLL_S, self.poll_holder)
-        self.set_interval(AGEING_S, self.load_plan)  # files age into eligibility
+        self.set_interval(AGEING_S, self.load_backlog)  # files age into eligibility
         self.poll_holder()
         if self.watch_live:
             self.watch_tree()
@@ -219,18 +225,26 @@ class ColdkeepApp(App[None]):
 
     def refresh_all(self) -> None:
         self.load_status()
-        self.load_plan()
+        self.load_backlog()
+        self.load_findings()
         self.load_checkpoints()
 
     @work(exclusive=True, group="status", exit_on_error=False)
     async def load_status(self) -> None:
         self.post_message(StatusLoaded(await self.archiver.status()))
 
-    @work(exclusive=True, group="plan", exit_on_error=False)
-    async def load_plan(self) -> None:
+    @work(exclusive=True, group="backlog", exit_on_error=False)
+    async def load_backlog(self) -> None:
         try:
-            self.post_message(PlanLoaded(await self.archiver.plan()))
+            self.post_message(BacklogLoaded(await self.archiver.backlog()))
         except (ManifestError, ScanError, OSError) as err:
+            self.post_message(OperationDone("plan", error=str(err)))
+
+    @work(exclusive=True, group="findings", exit_on_error=False)
+    async def load_findings(self) -> None:
+        try:
+            self.post_message(FindingsLoaded(await self.archiver.recovery_scan()))
+        except (ManifestError, OSError) as err:
             self.post_message(OperationDone("plan", error=str(err)))
 
     @work(exclusive=True, group="checkpoints", exit_on_error=False)
@@ -331,10 +345,20 @@ class ColdkeepApp(App[None]):
         self.query_one(JobsPane).show(message.status.last_passes)
         self._findings()
         self._status_line()
+        self._maybe_ready()
 
-    def on_plan_loaded(self, message: PlanLoaded) -> None:
-        self.plan_report = message.report
-        self.query_one(BacklogPane).show(message.report, self.clock())
+    def on_backlog_loaded(self, message: BacklogLoaded) -> None:
+        self.backlog = message.plan
+        self.query_one(BacklogPane).show(message.plan, self.clock())
+        self._maybe_ready()
+
+    def _maybe_ready(self) -> None:
+        if self.ready_at is None and self.status is not None and self.backlog is not None:
+            self.ready_at = time.perf_counter()
+            self.call_after_refresh(self.log_line, "info", "ready")
+
+    def on_findings_loaded(self, message: FindingsLoaded) -> None:
+        self.recovery = message.recovery
         self._findings()
 
     def on_checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
@@ -360,7 +384,7 @@ class ColdkeepApp(App[None]):
         self._status_line()
 
     def on_live_tree_changed(self) -> None:
-        self.load_plan()
+        self.load_backlog()
 
     def on_operation_done(self, message: OperationDone) -> None:
         self.running = None
@@ -408,10 +432,9 @@ class ColdkeepApp(App[None]):
 
     def _findings(self) -> None:
         findings: list[Finding] = []
-        report = self.plan_report
+        rec = self.recovery
         layout = self.archiver.layout
-        if report is not None:
-            rec = report.recovery
+        if rec is not None:
             findings += [Finding(layout.rel(p), "partial", None, None) for p in rec.partials]
             findings += [
                 Finding(str(p), "restore-partial", None, None) for p in rec.restore_partials
@@ -490,7 +513,7 @@ class ColdkeepApp(App[None]):
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_pass(self) -> None:
         report = await self.archiver.plan()
-        self.post_message(PlanLoaded(report))
+        self._loaded(report)
         plan, rec = report.plan, report.recovery
         months: dict[str, int] = defaultdict(int)
         for m in plan.events.months if plan.events else ():
@@ -528,8 +551,13 @@ class ColdkeepApp(App[None]):
                 return
             self.operate("pass", self.archiver.run_pass)
 
+    def _loaded(self, report: PlanReport) -> None:
+        self.post_message(BacklogLoaded(report.plan))
+        self.post_message(FindingsLoaded(report.recovery))
+
     def action_plan(self) -> None:
-        self.load_plan()
+        self.load_backlog()
+        self.load_findings()
         self.notify("recounting the backlog")
 
     def action_restore(self) -> None:
@@ -603,7 +631,7 @@ class ColdkeepApp(App[None]):
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_sweep(self) -> None:
         report = await self.archiver.plan()
-        self.post_message(PlanLoaded(report))
+        self._loaded(report)
         rec, layout = report.recovery, self.archiver.layout
         paths = [layout.rel(p) for p in rec.partials] + [str(p) for p in rec.restore_partials]
         if not paths:

@@ -13,9 +13,11 @@ from typing import Any
 
 from textual.message import Message
 
-from coldkeep.core.archiver import PlanReport, Status
+from coldkeep.core.archiver import Status
 from coldkeep.core.checkpoint import CheckpointResult
 from coldkeep.core.lock import Holder
+from coldkeep.core.plan import Plan
+from coldkeep.core.recovery import RecoveryReport
 from coldkeep.core.stream import Event, FileStep
 
 
@@ -41,8 +43,16 @@ class StatusLoaded(Message):
 
 
 @dataclass
-class PlanLoaded(Message):
-    report: PlanReport
+class BacklogLoaded(Message):
+    plan: Plan
+
+
+@dataclass
+class FindingsLoaded(Message):
+    """What recovery would settle (a walk of the archive, loaded apart from the
+    backlog because it is slower on a big archive)."""
+
+    recovery: RecoveryReport
 
 
 @dataclass

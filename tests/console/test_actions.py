@@ -37,7 +37,7 @@ async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        eligible = app.plan_report.plan.files if app.plan_report else 0
+        eligible = app.backlog.files if app.backlog else 0
         assert eligible > 5
         assert f"{eligible} files" in text_of(app, "#backlog-total")
 
@@ -81,10 +81,10 @@ async def test_plan_recounts(settings: Settings) -> None:
         await settle(pilot)
         (settings.live_root / "unit-0000" / "late.jsonl").write_text("{}\n")
         os.utime(settings.live_root / "unit-0000" / "late.jsonl", (0, 0))  # very old
-        before = app.plan_report.plan.files if app.plan_report else 0
+        before = app.backlog.files if app.backlog else 0
         await pilot.press("l")
         await settle(pilot)
-        assert app.plan_report is not None and app.plan_report.plan.files == before + 1
+        assert app.backlog is not None and app.backlog.files == before + 1
 
 
 async def test_restore_through_the_browser(settings: Settings) -> None:

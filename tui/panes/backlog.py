@@ -8,7 +8,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from coldkeep.core.archiver import PlanReport
+from coldkeep.core.plan import Plan
 
 from ..fmt import age, human
 from ..tables import Cell, sync_table
@@ -34,8 +34,7 @@ class BacklogPane(Pane):
         months.add_column("~Size", key="size")
         yield months
 
-    def show(self, report: PlanReport, now_ms: int) -> None:
-        plan = report.plan
+    def show(self, plan: Plan, now_ms: int) -> None:
         sync_table(
             self.query_one("#backlog-units", DataTable),
             {

@@ -48,12 +48,23 @@ class InFlightPane(Pane):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one("#inflight-bar").display = False
+        # Always shown (hiding it would re-lay the whole screen out), empty when idle.
+        self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=0)
+        # Steps arrive by the hundred a second in a fast pass; the table is redrawn
+        # from the latest state ten times a second, not once per event.
+        self.dirty = False
+        self.set_interval(0.1, self._flush)
+
+    def _flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self._show_files()
+            self.query_one("#inflight-bar", ProgressBar).update(progress=self.phase_done)
 
     def idle(self, text: str = "idle") -> None:
         self.files.clear()
         self.phase = ""
-        self.query_one("#inflight-bar").display = False
+        self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=0)
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()
 
@@ -63,8 +74,7 @@ class InFlightPane(Pane):
         self.phase_done = 0
         self.phase_started = time.monotonic()
         bar = self.query_one("#inflight-bar", ProgressBar)
-        bar.display = True
-        bar.update(total=self.phase_total or None, progress=0)
+        bar.update(total=self.phase_total or 1, progress=0)
         size = f", {human(event.bytes)}" if event.bytes else ""
         self.query_one("#inflight-phase", Static).update(
             f"{event.phase}: {event.items} to do{size}" if event.items else f"{event.phase}…"
@@ -80,14 +90,13 @@ class InFlightPane(Pane):
             f.step = event.step
         f.done = max(f.done, event.bytes_done)
         f.total = max(f.total, event.bytes_total)
-        self._show_files()
+        self.dirty = True
 
     def done(self, event: FileDone) -> None:
         self.files.pop(event.relpath, None)
         by_bytes = self.phase_total and self.phase in ("files", "restore", "verify")
         self.phase_done += event.bytes if by_bytes else 1
-        self.query_one("#inflight-bar", ProgressBar).update(progress=self.phase_done)
-        self._show_files()
+        self.dirty = True
 
     def _show_files(self) -> None:
         now = time.monotonic()

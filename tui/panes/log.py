@@ -29,15 +29,28 @@ class LogPane(Pane):
         yield Input(placeholder="search the log", id="log-search")
         yield RichLog(id="log-view", wrap=True, markup=False, max_lines=KEEP)
 
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.pending: list[tuple[str, str]] = []
+        self.set_interval(0.1, self._flush)  # a burst of events is one redraw
+
     def write(self, level: str, text: str, at_ms: int) -> None:
         line = f"{time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))} {text}"
         self.lines.append((level, line))
         if self.search.lower() in line.lower():
-            self.query_one(RichLog).write(Text(line, style=STYLE.get(level, "")))
+            self.pending.append((level, line))
+
+    def _flush(self) -> None:
+        if self.pending:
+            log = self.query_one(RichLog)
+            for level, line in self.pending:
+                log.write(Text(line, style=STYLE.get(level, "")))
+            self.pending.clear()
 
     @on(Input.Changed, "#log-search")
     def _search(self, event: Input.Changed) -> None:
         self.search = event.value
+        self.pending.clear()
         log = self.query_one(RichLog)
         log.clear()
         needle = self.search.lower()

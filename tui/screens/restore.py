@@ -48,6 +48,7 @@ class Filtered(Message):
     total: int
     rows: list[CatalogRow]
     error: str | None = None
+    capped: bool = False  # more than `total` match
 
 
 @dataclass
@@ -77,6 +78,7 @@ class RestoreScreen(Screen[None]):
         self.catalog: Catalog | None = None
         self.rows: dict[int, CatalogRow] = {}
         self.total = 0
+        self.capped = False
         self.selected: set[int] = set()
         self.month_rows: dict[str, ArchivedMonth] = {}
         self.months_selected: set[str] = set()
@@ -148,11 +150,11 @@ class RestoreScreen(Screen[None]):
         if catalog is None:
             return
         try:
-            total, hits = catalog.filter(parse_query(text), SHOWN)
+            total, hits, capped = catalog.filter(parse_query(text), SHOWN)
         except QueryError as err:
             self.post_message(Filtered(text, 0, [], str(err)))
             return
-        self.post_message(Filtered(text, total, [catalog.row(i) for i in hits]))
+        self.post_message(Filtered(text, total, [catalog.row(i) for i in hits], capped=capped))
 
     @work(thread=True, exclusive=True, group="target", exit_on_error=False)
     def check_target(self, row: CatalogRow, to: str) -> None:
@@ -189,6 +191,7 @@ class RestoreScreen(Screen[None]):
             self.query_one("#restore-count", Static).update(Text(message.error, style="bold red"))
             return
         self.total = message.total
+        self.capped = message.capped
         self.rows = {r.id: r for r in sorted(message.rows, key=lambda r: (r.relpath, r.id))}
         sync_table(
             self.query_one("#restore-table", DataTable),
@@ -212,8 +215,9 @@ class RestoreScreen(Screen[None]):
         size = len(self.catalog) if self.catalog else 0
         shown = f" (first {len(self.rows)} shown)" if self.total > len(self.rows) else ""
         picked = f" · {len(self.selected)} selected" if self.selected else ""
+        many = "more than " if self.capped else ""
         self.query_one("#restore-count", Static).update(
-            f"{self.total:,} of {size:,} entries match{shown}{picked}"
+            f"{many}{self.total:,} of {size:,} entries match{shown}{picked}"
         )
 
     @on(DataTable.RowHighlighted, "#restore-table")
