@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
 
 from .globs import GlobError, compile_globs
 
@@ -115,6 +118,54 @@ class IoSettings:
     workers: int = 0  # files archived at once; 0 = one per core
 
 
+JOB_NAMES = ("pass", "verify", "stats", "alerts")
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """One scheduled job: on a cron schedule or every ``interval_s`` seconds."""
+
+    name: str
+    enabled: bool = True
+    cron: str | None = None
+    interval_s: float | None = None
+    timeout_s: float = 0.0  # 0: none
+    run_on_boot: bool = False
+    max_duration_s: float | None = None  # verify: stop and resume next time
+
+
+DEFAULT_JOBS: Mapping[str, JobSettings] = {
+    "pass": JobSettings("pass", cron="17 3 * * *", timeout_s=6 * 3600),
+    "verify": JobSettings("verify", cron="41 4 * * 0", timeout_s=6 * 3600, max_duration_s=4 * 3600),
+    "stats": JobSettings("stats", interval_s=3600, timeout_s=300, run_on_boot=True),
+    "alerts": JobSettings("alerts", interval_s=60, timeout_s=300, run_on_boot=True),
+}
+
+
+@dataclass(frozen=True)
+class JobsSettings:
+    timezone: str | None = None  # None: the machine's local time
+    retention_days: float = 90.0
+    retention_rows: int = 500
+    jobs: Mapping[str, JobSettings] = field(default_factory=lambda: dict(DEFAULT_JOBS))
+
+
+@dataclass(frozen=True)
+class AlertsSettings:
+    command: tuple[str, ...] = ()  # argv; gets each alert as JSON on stdin
+    webhook: str | None = None  # POSTed each alert as JSON
+    timeout_s: float = 30.0
+
+    @property
+    def sinks(self) -> list[str]:
+        out = []
+        if self.command:
+            out.append("command")
+        if self.webhook:
+            out.append("webhook")
+        return out
+
+
 @dataclass(frozen=True)
 class Settings:
     live_root: Path
@@ -127,6 +178,8 @@ class Settings:
     events: EventsSettings = field(default_factory=EventsSettings)
     gzip: GzipSettings = field(default_factory=GzipSettings)
     io: IoSettings = field(default_factory=IoSettings)
+    jobs: JobsSettings = field(default_factory=JobsSettings)
+    alerts: AlertsSettings = field(default_factory=AlertsSettings)
 
 
 def default_config_path() -> Path:
@@ -219,6 +272,8 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         workers=io_t.integer("workers", 0, minimum=0),
     )
     io_t.done()
+    jobs = _jobs(top.table("jobs"))
+    alerts = _alerts(top.table("alerts"))
     top.done()
 
     _check_roots_apart(file, live_root, archive_root)
@@ -233,7 +288,73 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         events=events,
         gzip=GzipSettings(engine=engine, level=level),
         io=io,
+        jobs=jobs,
+        alerts=alerts,
     )
+
+
+def _jobs(t: _Table) -> JobsSettings:
+    timezone = t.string("timezone", None)
+    if timezone is not None:
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                t.file, t.key("timezone"), f"{timezone!r} is not a time zone", 'use e.g. "UTC"'
+            ) from None
+    jobs: dict[str, JobSettings] = {}
+    for name in JOB_NAMES:
+        default = DEFAULT_JOBS[name]
+        j = t.table(name)
+        cron = j.string("cron", None)
+        interval = j.number("interval", -1.0, minimum=1) if "interval" in j.data else None
+        if cron is None and interval is None:
+            cron, interval = default.cron, default.interval_s
+        if cron is not None:
+            if interval is not None:
+                raise ConfigError(
+                    t.file, j.key("cron"), "cron and interval are both set", "keep one of them"
+                )
+            if not croniter.is_valid(cron):
+                raise ConfigError(
+                    t.file,
+                    j.key("cron"),
+                    f"{cron!r} is not a cron expression",
+                    'use five fields, e.g. "17 3 * * *"',
+                )
+        max_duration = (
+            j.number("max_duration", 0, minimum=1)
+            if "max_duration" in j.data
+            else default.max_duration_s
+        )
+        jobs[name] = JobSettings(
+            name,
+            enabled=j.boolean("enabled", default.enabled),
+            cron=cron,
+            interval_s=interval,
+            timeout_s=j.number("timeout", default.timeout_s, minimum=0),
+            run_on_boot=j.boolean("run_on_boot", default.run_on_boot),
+            max_duration_s=max_duration,
+        )
+        j.done()
+    settings = JobsSettings(
+        timezone=timezone,
+        retention_days=t.number("retention_days", 90.0, minimum=0),
+        retention_rows=t.integer("retention_rows", 500, minimum=0),
+        jobs=jobs,
+    )
+    t.done()
+    return settings
+
+
+def _alerts(t: _Table) -> AlertsSettings:
+    command = t.strings("command", ())
+    webhook = t.string("webhook", None)
+    if webhook is not None and not webhook.startswith(("http://", "https://")):
+        raise ConfigError(t.file, t.key("webhook"), f"{webhook!r} is not an http(s) URL", "fix it")
+    alerts = AlertsSettings(command, webhook, t.number("timeout", 30.0, minimum=1))
+    t.done()
+    return alerts
 
 
 def _unit_closed(t: _Table, state_db: Path | None) -> UnitClosed | None:
@@ -361,6 +482,14 @@ class _Table:
             raise ConfigError(
                 self.file, self.key(name), f"{value} is below {minimum}", f"use {minimum} or more"
             )
+        return value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self._get(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._wrong(name, value, "true or false")
         return value
 
     def strings(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -109,6 +109,63 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
     """,
+    # 5: the scheduler's runs and state, alerts and their deliveries, the operator
+    # audit, and the stats time series
+    """
+    CREATE TABLE job_runs (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('running', 'ok', 'error', 'timeout', 'cancelled')),
+        error       TEXT,
+        summary     TEXT                              -- JSON
+    );
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    CREATE TABLE job_state (
+        job          TEXT PRIMARY KEY,
+        last_run_at  INTEGER                          -- the last SUCCESSFUL run's start
+    );
+    CREATE TABLE alerts (
+        id          INTEGER PRIMARY KEY,
+        key         TEXT    NOT NULL UNIQUE,          -- one alert per condition
+        kind        TEXT    NOT NULL,
+        message     TEXT    NOT NULL,
+        payload     TEXT    NOT NULL,                 -- JSON
+        created_at  INTEGER NOT NULL
+    );
+    CREATE TABLE alert_deliveries (
+        alert_id    INTEGER NOT NULL REFERENCES alerts (id),
+        sink        TEXT    NOT NULL,
+        sent_at     INTEGER,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        last_error  TEXT,
+        PRIMARY KEY (alert_id, sink)
+    );
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        user     TEXT    NOT NULL,
+        host     TEXT    NOT NULL,
+        pid      INTEGER NOT NULL,
+        origin   TEXT    NOT NULL,                    -- cli | console | scheduler
+        action   TEXT    NOT NULL,
+        args     TEXT    NOT NULL,                    -- JSON
+        outcome  TEXT    NOT NULL DEFAULT 'running',
+        detail   TEXT
+    );
+    CREATE TABLE stats (
+        at          INTEGER NOT NULL,
+        entries     INTEGER NOT NULL,
+        bytes       INTEGER NOT NULL,
+        gz_bytes    INTEGER NOT NULL,
+        backlog_files INTEGER NOT NULL,
+        backlog_bytes INTEGER NOT NULL,
+        backlog_rows  INTEGER NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

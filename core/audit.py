@@ -1,0 +1,95 @@
+"""The operator audit: every mutating action (from the console, the CLI or the
+scheduler) recorded in coldkeep.db with when, who (user, host, pid), from where,
+what (action and arguments) and how it ended. ``coldkeep history`` lists it.
+
+A row is written when the action starts ("running") and settled when it ends, so
+an action that died with its process shows as still running, which is itself
+worth knowing. A refusal (the lock was held) is recorded too.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from .manifest import Manifest
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    id: int
+    at: int
+    user: str
+    host: str
+    pid: int
+    origin: str
+    action: str
+    args: dict[str, Any]
+    outcome: str
+    detail: str | None
+
+
+def _user() -> str:
+    try:
+        return os.environ.get("SUDO_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+async def begin(
+    manifest: Manifest, *, at: int, origin: str, action: str, args: dict[str, Any]
+) -> int:
+    async with manifest.db.execute(
+        "INSERT INTO audit (at, user, host, pid, origin, action, args) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            at,
+            _user(),
+            socket.gethostname(),
+            os.getpid(),
+            origin,
+            action,
+            json.dumps(args, sort_keys=True, default=str),
+        ),
+    ) as cur:
+        row_id = cur.lastrowid
+    assert row_id is not None
+    return row_id
+
+
+async def end(manifest: Manifest, audit_id: int, outcome: str, detail: str | None = None) -> None:
+    await manifest.db.execute(
+        "UPDATE audit SET outcome = ?, detail = ? WHERE id = ?", (outcome, detail, audit_id)
+    )
+
+
+async def record(
+    manifest: Manifest,
+    *,
+    at: int,
+    origin: str,
+    action: str,
+    args: dict[str, Any],
+    outcome: str,
+    detail: str | None = None,
+) -> None:
+    """An action that ended as soon as it began (a refusal)."""
+    audit_id = await begin(manifest, at=at, origin=origin, action=action, args=args)
+    await end(manifest, audit_id, outcome, detail)
+
+
+async def history(manifest: Manifest, limit: int = 50) -> list[AuditRecord]:
+    async with manifest.db.execute(
+        "SELECT id, at, user, host, pid, origin, action, args, outcome, detail "
+        "FROM audit ORDER BY id DESC LIMIT ?",
+        (limit,),
+    ) as cur:
+        rows = await cur.fetchall()
+    return [
+        AuditRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), r[8], r[9])
+        for r in rows
+    ]

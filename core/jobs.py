@@ -1,0 +1,365 @@
+"""The job runner (seeds/004 jobs/: runner, polling job, timeout): coldkeep's jobs on
+cron schedules or intervals, audited in coldkeep.db.
+
+Every run writes a ``job_runs`` row, ``running`` first, then ``ok``, ``error``,
+``timeout`` or ``cancelled`` with the error text. Hardening, each for a reason:
+
+- ``job_state.last_run_at`` moves only on success, and it is what start-up
+  compares with the schedule: a run that was due while the process was down (or
+  that failed) fires on boot. An interval job with ``run_on_boot`` fires at once.
+- Runs of one job never overlap: a tick that comes while the job still runs is
+  skipped and logged, not queued.
+- A timeout is decided before the run is told to stop, and a run that finishes in
+  the same instant its timeout fires is still recorded as a timeout: otherwise
+  the stop could let the run complete first and be recorded ``ok`` (seeds/004
+  timeout.js, "Order matters").
+- ``stop()`` cancels each in-flight run at its next safe point, waits for it, and
+  records it ``cancelled`` without touching ``last_run_at``: a job whose owner
+  pulled the plug did not finish on its own terms (seeds/004 polling.js, "STOPPED
+  while this run was in flight").
+- The audit is bounded: runs older than ``retention_days`` and beyond
+  ``retention_rows`` per job are pruned, lazily, at most once an hour, and a
+  failed prune never disturbs the run that triggered it.
+- Nothing here keeps the process alive: the runner is asyncio tasks only, and
+  ``stop()`` ends them.
+
+Time comes from a ``Clock``, so tests step through days without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from .cancel import Cancelled, CancelToken
+from .clock import Clock, SystemClock
+from .config import JobSettings
+from .manifest import Manifest
+
+RunStatus = Literal["running", "ok", "error", "timeout", "cancelled"]
+Trigger = Literal["schedule", "boot", "manual"]
+PRUNE_EVERY_S = 3600.0
+RECHECK_S = 60.0  # the scheduler looks again at least this often
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job's handler says about its run."""
+
+    ok: bool
+    summary: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    cancelled: bool = False
+
+
+JobHandler = Callable[[CancelToken], Awaitable[Outcome]]
+
+
+class JobBusy(Exception):
+    """The job is running already; runs of one job never overlap."""
+
+
+@dataclass(frozen=True)
+class JobRun:
+    id: int
+    job: str
+    trigger: str
+    started_at: int
+    ended_at: int | None
+    status: str
+    error: str | None
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """What the runner tells its listeners: a run began or ended, a tick was skipped."""
+
+    kind: Literal["run_started", "run_finished", "skipped", "scheduled"]
+    job: str
+    detail: str = ""
+    run: JobRun | None = None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    name: str
+    schedule: str  # "cron 17 3 * * *" or "every 60 s"
+    next_fire: float | None  # seconds since the epoch
+    running: bool
+    last_ok: int | None  # ms: the last successful run's start
+
+
+class JobRunner:
+    def __init__(
+        self,
+        manifest: Manifest,
+        jobs: Mapping[str, JobSettings],
+        handlers: Mapping[str, JobHandler],
+        *,
+        clock: Clock | None = None,
+        timezone: str | None = None,
+        retention_days: float = 90.0,
+        retention_rows: int = 500,
+        on_event: Callable[[JobEvent], None] = lambda _e: None,
+    ) -> None:
+        self.manifest = manifest
+        self.jobs = {n: j for n, j in jobs.items() if j.enabled and n in handlers}
+        self.handlers = handlers
+        self.clock = clock or SystemClock()
+        self.tz = ZoneInfo(timezone) if timezone else None
+        self.retention_days = retention_days
+        self.retention_rows = retention_rows
+        self.on_event = on_event
+        self.next_due: dict[str, float] = {}
+        self.running: dict[str, asyncio.Task[JobRun]] = {}
+        self.tokens: dict[str, CancelToken] = {}
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._last_prune = float("-inf")
+
+    # the schedule ----------------------------------------------------------------
+
+    def _dt(self, t: float) -> datetime:
+        return datetime.fromtimestamp(t, self.tz) if self.tz else datetime.fromtimestamp(t)
+
+    def next_fire_after(self, name: str, t: float) -> float:
+        job = self.jobs[name]
+        if job.cron:
+            return float(croniter(job.cron, self._dt(t)).get_next(float))
+        assert job.interval_s is not None
+        return t + job.interval_s
+
+    def prev_fire(self, name: str, t: float) -> float | None:
+        job = self.jobs[name]
+        if not job.cron:
+            return None
+        return float(croniter(job.cron, self._dt(t)).get_prev(float))
+
+    async def last_ok(self, name: str) -> int | None:
+        async with self.manifest.db.execute(
+            "SELECT last_run_at FROM job_state WHERE job = ?", (name,)
+        ) as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+    async def info(self) -> list[JobInfo]:
+        out = []
+        for name, job in self.jobs.items():
+            schedule = f"cron {job.cron}" if job.cron else f"every {job.interval_s:g} s"
+            out.append(
+                JobInfo(
+                    name,
+                    schedule,
+                    self.next_due.get(name) or self.next_fire_after(name, self.clock.now()),
+                    name in self.running,
+                    await self.last_ok(name),
+                )
+            )
+        return out
+
+    async def _boot_schedule(self) -> None:
+        now = self.clock.now()
+        for name, job in self.jobs.items():
+            last = await self.last_ok(name)
+            prev = self.prev_fire(name, now)
+            if job.run_on_boot:
+                self.next_due[name] = now
+                why = "run on boot"
+            elif prev is not None and (last is None or last / 1000 < prev):
+                # Due while the process was down (or it failed): catch up now.
+                self.next_due[name] = now if last is not None else self.next_fire_after(name, now)
+                why = "missed, catching up" if last is not None else "first run on schedule"
+            elif job.interval_s and last is not None:
+                self.next_due[name] = max(now, last / 1000 + job.interval_s)
+                why = "on interval"
+            else:
+                self.next_due[name] = self.next_fire_after(name, now)
+                why = "on schedule"
+            detail = f"{why}: next {self._dt(self.next_due[name]).isoformat(timespec='seconds')}"
+            self.on_event(JobEvent("scheduled", name, detail))
+
+    # running ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Compute what is due (catching up on what was missed) and start ticking."""
+        self._stopping = False
+        await self._boot_schedule()
+        self._loop_task = asyncio.create_task(self._loop(), name="coldkeep-scheduler")
+
+    async def _loop(self) -> None:
+        first = True
+        while not self._stopping:
+            now = self.clock.now()
+            for name in sorted(self.next_due):
+                if self.next_due[name] <= now:
+                    self._fire(name, "boot" if first else "schedule")
+            first = False
+            idle = [d for n, d in self.next_due.items() if n not in self.running]
+            wait = min([*idle, now + RECHECK_S]) - now
+            self._wake.clear()
+            sleeper = asyncio.ensure_future(self.clock.sleep(max(wait, 0.0)))
+            waker = asyncio.ensure_future(self._wake.wait())
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+            for t in (sleeper, waker):
+                t.cancel()
+
+    def _fire(self, name: str, trigger: Trigger) -> None:
+        now = self.clock.now()
+        self.next_due[name] = self.next_fire_after(name, now)
+        if name in self.running:
+            self.on_event(JobEvent("skipped", name, "still running from its last tick"))
+            return
+        self._track(name, asyncio.create_task(self._execute(name, trigger)))
+
+    def _track(self, name: str, task: asyncio.Task[JobRun]) -> None:
+        self.running[name] = task
+
+        def done(_task: asyncio.Task[JobRun]) -> None:
+            self._done(name)
+
+        task.add_done_callback(done)
+
+    def _done(self, name: str) -> None:
+        self.running.pop(name, None)
+        self.tokens.pop(name, None)
+        self._wake.set()
+
+    async def run_now(self, name: str) -> JobRun:
+        """Run a job now, through the same path as the schedule (audited, never
+        overlapping a run of the same job)."""
+        if name not in self.jobs:
+            raise KeyError(f"no such job: {name} (jobs: {', '.join(self.jobs)})")
+        if name in self.running:
+            raise JobBusy(f"job {name} is running already")
+        task = asyncio.create_task(self._execute(name, "manual"))
+        self._track(name, task)
+        return await task
+
+    async def _execute(self, name: str, trigger: Trigger) -> JobRun:
+        job = self.jobs[name]
+        started = int(self.clock.now() * 1000)
+        async with self.manifest.db.execute(
+            "INSERT INTO job_runs (job, trigger, started_at) VALUES (?, ?, ?)",
+            (name, trigger, started),
+        ) as cur:
+            run_id = cur.lastrowid
+        assert run_id is not None
+        self.on_event(JobEvent("run_started", name, trigger))
+        token = self.tokens[name] = CancelToken()
+        work = asyncio.ensure_future(self.handlers[name](token))
+        status: RunStatus
+        error: str | None = None
+        summary: dict[str, Any] = {}
+        timer = asyncio.ensure_future(self.clock.sleep(job.timeout_s)) if job.timeout_s else None
+        try:
+            done, _ = await asyncio.wait(
+                {work, *([timer] if timer else [])}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if timer is not None and timer in done:
+                # Decided BEFORE the run is told to stop: a run that finishes in
+                # this same instant is still a timeout, never an ok.
+                status, error = "timeout", f"no result within {job.timeout_s:g} s"
+                token.cancel(f"job {name} timed out")
+                await asyncio.wait({work})
+            else:
+                status, error, summary = self._verdict(work)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if self._stopping and status != "timeout":
+            status, error = "cancelled", "the runner stopped while this run was in flight"
+        ended = int(self.clock.now() * 1000)
+        await self.manifest.db.execute(
+            "UPDATE job_runs SET ended_at = ?, status = ?, error = ?, summary = ? WHERE id = ?",
+            (ended, status, error, json.dumps(summary, default=str), run_id),
+        )
+        if status == "ok":
+            await self.manifest.db.execute(
+                "INSERT INTO job_state (job, last_run_at) VALUES (?, ?) "
+                "ON CONFLICT (job) DO UPDATE SET last_run_at = excluded.last_run_at",
+                (name, started),
+            )
+        run = JobRun(run_id, name, trigger, started, ended, status, error, summary)
+        self.on_event(JobEvent("run_finished", name, status, run))
+        await self._maybe_prune()
+        return run
+
+    @staticmethod
+    def _verdict(work: asyncio.Future[Outcome]) -> tuple[RunStatus, str | None, dict[str, Any]]:
+        if work.cancelled():
+            return "cancelled", "cancelled", {}
+        exc = work.exception()
+        if isinstance(exc, Cancelled):
+            return "cancelled", str(exc) or "cancelled", {}
+        if exc is not None:
+            return "error", f"{type(exc).__name__}: {exc}", {}
+        outcome = work.result()
+        if outcome.cancelled:
+            return "cancelled", outcome.error, outcome.summary
+        return ("ok" if outcome.ok else "error"), outcome.error, outcome.summary
+
+    async def drain(self) -> None:
+        """Wait for the runs in flight to finish (on their own)."""
+        while self.running:
+            await asyncio.wait(list(self.running.values()))
+
+    async def stop(self) -> None:
+        """Stop ticking; cancel in-flight runs at their next safe point and wait."""
+        self._stopping = True
+        self._wake.set()
+        for token in list(self.tokens.values()):
+            token.cancel("the scheduler is stopping")
+        if self._loop_task is not None:
+            await self._loop_task
+            self._loop_task = None
+        if self.running:
+            await asyncio.wait(list(self.running.values()))
+
+    # history -----------------------------------------------------------------------
+
+    async def _maybe_prune(self) -> None:
+        now = self.clock.now()
+        if now - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        try:
+            await self.prune(now)
+        except sqlite3.Error as err:
+            self.on_event(JobEvent("skipped", "prune", f"audit prune failed (harmless): {err}"))
+
+    async def prune(self, now: float) -> None:
+        if self.retention_days > 0:
+            cutoff = int((now - self.retention_days * 86400) * 1000)
+            await self.manifest.db.execute(
+                "DELETE FROM job_runs WHERE started_at < ? AND status != 'running'", (cutoff,)
+            )
+        if self.retention_rows > 0:
+            await self.manifest.db.execute(
+                "DELETE FROM job_runs WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() "
+                "OVER (PARTITION BY job ORDER BY started_at DESC, id DESC) AS n FROM job_runs) "
+                "WHERE n > ?)",
+                (self.retention_rows,),
+            )
+
+
+async def job_history(manifest: Manifest, limit: int = 50) -> list[JobRun]:
+    async with manifest.db.execute(
+        "SELECT id, job, trigger, started_at, ended_at, status, error, summary "
+        "FROM job_runs ORDER BY id DESC LIMIT ?",
+        (limit,),
+    ) as cur:
+        rows = await cur.fetchall()
+    return [
+        JobRun(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
+        for r in rows
+    ]

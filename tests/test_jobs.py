@@ -1,0 +1,260 @@
+"""The job runner on a manual clock: days pass in milliseconds, nothing sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.cancel import Cancelled, CancelToken
+from coldkeep.core.clock import ManualClock
+from coldkeep.core.config import JobSettings
+from coldkeep.core.jobs import JobBusy, JobEvent, JobRunner, Outcome, job_history
+from coldkeep.core.manifest import Manifest
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC
+
+
+@pytest.fixture
+async def manifest(tmp_path: Path) -> Manifest:
+    m = await Manifest.open(tmp_path / "coldkeep.db")
+    yield m  # type: ignore[misc]
+    await m.close()
+
+
+class Calls:
+    """A handler that counts its runs; ``called`` is set by each."""
+
+    def __init__(self, outcome: Outcome | None = None) -> None:
+        self.n = 0
+        self.outcome = outcome or Outcome(ok=True)
+        self.called = asyncio.Event()
+
+    async def __call__(self, token: CancelToken) -> Outcome:
+        self.n += 1
+        self.called.set()
+        return self.outcome
+
+    async def next_call(self) -> None:
+        await asyncio.wait_for(self.called.wait(), 10)
+        self.called.clear()
+
+
+def runner(
+    manifest: Manifest,
+    clock: ManualClock,
+    jobs: dict[str, JobSettings],
+    handlers: dict,
+    **kw: object,
+) -> tuple[JobRunner, list[JobEvent]]:
+    events: list[JobEvent] = []
+    r = JobRunner(
+        manifest,
+        jobs,
+        handlers,
+        clock=clock,
+        timezone="UTC",
+        on_event=events.append,
+        **kw,  # type: ignore[arg-type]
+    )
+    return r, events
+
+
+async def statuses(manifest: Manifest) -> list[tuple[str, str, str]]:
+    return [(r.job, r.trigger, r.status) for r in reversed(await job_history(manifest))]
+
+
+async def test_a_run_missed_while_down_fires_on_boot(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    two_days_ago_3am = datetime(2026, 11, 28, 3, 0, tzinfo=UTC).timestamp()
+    await manifest.db.execute(
+        "INSERT INTO job_state (job, last_run_at) VALUES ('pass', ?)",
+        (int(two_days_ago_3am * 1000),),
+    )
+    calls = Calls()
+    r, events = runner(
+        manifest, clock, {"pass": JobSettings("pass", cron="0 3 * * *")}, {"pass": calls}
+    )
+    await r.start()
+    await clock.advance(1)
+    await calls.next_call()
+    await r.drain()
+    assert calls.n == 1, "yesterday's 03:00 run was missed: it runs at once"
+    assert await statuses(manifest) == [("pass", "boot", "ok")]
+    assert any("catching up" in e.detail for e in events)
+    assert await r.last_ok("pass") == int(T0 * 1000)
+    # The next one is tomorrow at 03:00, not sooner.
+    await clock.advance(16 * 3600)
+    assert calls.n == 1
+    await clock.advance(2 * 3600)
+    await calls.next_call()
+    assert calls.n == 2
+    await r.stop()
+
+
+async def test_a_first_start_waits_for_the_schedule(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    calls = Calls()
+    r, _ = runner(manifest, clock, {"pass": JobSettings("pass", cron="0 3 * * *")}, {"pass": calls})
+    await r.start()
+    await clock.advance(3600)
+    assert calls.n == 0
+    await clock.advance(16 * 3600)
+    await calls.next_call()
+    await r.drain()
+    assert calls.n == 1 and await statuses(manifest) == [("pass", "schedule", "ok")]
+    await r.stop()
+
+
+async def test_runs_never_overlap(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    release = asyncio.Event()
+    began = asyncio.Event()
+    started = 0
+
+    async def slow(token: CancelToken) -> Outcome:
+        nonlocal started
+        started += 1
+        began.set()
+        await release.wait()
+        return Outcome(ok=True)
+
+    r, events = runner(
+        manifest,
+        clock,
+        {"stats": JobSettings("stats", interval_s=60, run_on_boot=True)},
+        {"stats": slow},
+    )
+    await r.start()
+    await clock.advance(1)
+    await asyncio.wait_for(began.wait(), 10)
+    began.clear()
+    assert started == 1
+    await clock.advance(60 * 5)  # five ticks come and go while it runs
+    assert started == 1
+    assert sum(1 for e in events if e.kind == "skipped") >= 4
+    with pytest.raises(JobBusy):
+        await r.run_now("stats")
+    release.set()
+    await r.drain()
+    await clock.advance(60)
+    await asyncio.wait_for(began.wait(), 10)
+    assert started == 2
+    await r.stop()
+    assert [s for _, _, s in await statuses(manifest)] == ["ok", "ok"]
+
+
+async def test_a_timeout_is_recorded_as_a_timeout_even_when_the_job_ends_that_instant(
+    manifest: Manifest,
+) -> None:
+    clock = ManualClock(T0)
+
+    began = asyncio.Event()
+
+    async def ten_seconds(token: CancelToken) -> Outcome:
+        began.set()
+        await clock.sleep(10)  # finishes exactly when the 10 s timeout fires
+        return Outcome(ok=True)
+
+    jobs = {"verify": JobSettings("verify", cron="0 4 * * *", timeout_s=10)}
+    r, _ = runner(manifest, clock, jobs, {"verify": ten_seconds})
+    run_task = asyncio.ensure_future(r.run_now("verify"))
+    await asyncio.wait_for(began.wait(), 10)
+    await clock.advance(10)
+    run = await run_task
+    assert run.status == "timeout" and "10 s" in (run.error or "")
+    assert await r.last_ok("verify") is None
+
+
+async def test_a_timed_out_job_is_told_to_stop(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    seen: list[str] = []
+    began = asyncio.Event()
+
+    async def stubborn(token: CancelToken) -> Outcome:
+        began.set()
+        while not token.cancelled:
+            await clock.sleep(1)
+        seen.append(token.reason)
+        raise Cancelled(token.reason)
+
+    jobs = {"pass": JobSettings("pass", cron="0 3 * * *", timeout_s=30)}
+    r, _ = runner(manifest, clock, jobs, {"pass": stubborn})
+    run_task = asyncio.ensure_future(r.run_now("pass"))
+    await asyncio.wait_for(began.wait(), 10)
+    await clock.advance(31)
+    run = await run_task
+    assert run.status == "timeout" and seen == ["job pass timed out"]
+
+
+async def test_a_failing_job_does_not_advance_last_run_at(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+
+    async def boom(token: CancelToken) -> Outcome:
+        raise OSError("disk full")
+
+    jobs = {
+        "pass": JobSettings("pass", cron="0 3 * * *"),
+        "stats": JobSettings("stats", interval_s=60),
+    }
+    r, _ = runner(
+        manifest, clock, jobs, {"pass": boom, "stats": Calls(Outcome(ok=False, error="nope"))}
+    )
+    assert (await r.run_now("pass")).status == "error"
+    assert (await r.run_now("stats")).status == "error"
+    assert await r.last_ok("pass") is None and await r.last_ok("stats") is None
+    runs = await job_history(manifest)
+    assert {r.error for r in runs} == {"OSError: disk full", "nope"}
+
+
+async def test_stop_cancels_the_run_in_flight_and_records_it(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    stopped_with: list[str] = []
+
+    async def long(token: CancelToken) -> Outcome:
+        while not token.cancelled:
+            await asyncio.sleep(0)
+        stopped_with.append(token.reason)
+        return Outcome(ok=True)  # it even claims success: it is still not one
+
+    jobs = {"pass": JobSettings("pass", cron="0 3 * * *", run_on_boot=True)}
+    r, _ = runner(manifest, clock, jobs, {"pass": long})
+    await r.start()
+    await clock.advance(1)
+    assert r.running
+    await asyncio.wait_for(asyncio.shield(_until(lambda: bool(stopped_with) or r.tokens)), 10)
+    await r.stop()
+    assert stopped_with == ["the scheduler is stopping"]
+    assert await statuses(manifest) == [("pass", "boot", "cancelled")]
+    assert await r.last_ok("pass") is None
+    assert not r.running and r._loop_task is None
+
+
+async def _until(condition: object) -> None:
+    """Yield to the loop until ``condition()`` holds (bounded by the caller)."""
+    while not condition():  # type: ignore[operator]
+        await asyncio.sleep(0)
+
+
+async def test_retention_prunes_by_age_and_by_rows(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    old = int((T0 - 100 * 86400) * 1000)
+    recent = int((T0 - 86400) * 1000)
+    rows = [("pass", "schedule", old, "ok")] * 3 + [("stats", "schedule", recent, "ok")] * 10
+    await manifest.db.executemany(
+        "INSERT INTO job_runs (job, trigger, started_at, status) VALUES (?, ?, ?, ?)", rows
+    )
+    r, _ = runner(
+        manifest,
+        clock,
+        {"stats": JobSettings("stats", interval_s=60)},
+        {"stats": Calls()},
+        retention_days=90,
+        retention_rows=4,
+    )
+    await r.run_now("stats")  # the first run after start prunes
+    left = await job_history(manifest, 100)
+    assert [x.job for x in left] == ["stats"] * 4
+    assert left[0].trigger == "manual"
