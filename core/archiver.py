@@ -28,7 +28,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from . import audit
+from .attach import AttachServer, socket_path
 from .cancel import Cancelled, CancelToken
 from .checkpoint import CheckpointResult, LiveCheckpointer
 from .codec import Codec
@@ -47,7 +51,7 @@ from .filemove import Archived, FileMover
 from .fsutil import unlink_if_present
 from .gzfile import Unarchivable
 from .layout import Layout
-from .lock import ArchiveLock, Holder, read_holder
+from .lock import ArchiveLock, Holder, LockHeld, read_holder
 from .manifest import SCHEMA_VERSION, Entry, Manifest, ManifestError, PassRecord, now_ms
 from .plan import Plan, make_plan
 from .ratelimit import RateLimiter
@@ -79,6 +83,19 @@ from .stream import (
 from .verify import VerifyReport, verify_entries
 
 PassStatus = Literal["ok", "failed", "cancelled"]
+
+
+@dataclass
+class Session:
+    """One mutating action under the lock: its mover, and how it ended (for the
+    audit; an exception settles it on its own)."""
+
+    mover: FileMover
+    outcome: str = "ok"
+    detail: str | None = None
+
+    def settle(self, outcome: str, detail: str | None = None) -> None:
+        self.outcome, self.detail = outcome, detail
 
 
 class ModeOff(Exception):
@@ -239,8 +256,10 @@ class Archiver:
         step: StepHook = no_step,
         wait: float = 0.0,
         clock: Callable[[], int] = now_ms,
+        serve_events: bool = True,
     ) -> None:
         self.settings = settings
+        self.serve_events = serve_events  # attached consoles can watch and stop
         self.clock = clock  # ms since the epoch: what "old enough" is measured against
         self.layout = Layout(settings.archive_root)
         self.stream = stream or EventStream()
@@ -254,14 +273,29 @@ class Archiver:
     # the lock and the manifest ------------------------------------------------
 
     @asynccontextmanager
-    async def session(self, command: str) -> AsyncIterator[FileMover]:
-        """The lock held, the manifest open, a mover ready."""
-        lock = await ArchiveLock.acquire(
-            self.settings.archive_root, f"coldkeep {command} ({self.origin})", wait=self.wait
-        )
+    async def session(
+        self,
+        command: str,
+        args: dict[str, Any] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[Session]:
+        """The lock held, the manifest open, a mover ready; the action audited from
+        start to end, and its events served to attached consoles meanwhile (their
+        "stop" trips ``cancel``)."""
+        args = args or {}
+        try:
+            lock = await ArchiveLock.acquire(
+                self.settings.archive_root, f"coldkeep {command} ({self.origin})", wait=self.wait
+            )
+        except LockHeld as err:
+            await self._audit_refusal(command, args, str(err))
+            raise
         try:
             async with await Manifest.open(self.layout.manifest) as manifest:
-                yield FileMover(
+                audit_id = await audit.begin(
+                    manifest, at=self.clock(), origin=self.origin, action=command, args=args
+                )
+                mover = FileMover(
                     self.settings.live_root,
                     self.layout,
                     manifest,
@@ -270,8 +304,67 @@ class Archiver:
                     step=self._step,
                     clock=self.clock,
                 )
+                current = Session(mover)
+                server = await self._serve(lock, command, cancel)
+                try:
+                    yield current
+                except Cancelled:
+                    current.outcome = "cancelled"
+                    raise
+                except BaseException as err:
+                    current.outcome, current.detail = "error", f"{type(err).__name__}: {err}"
+                    raise
+                finally:
+                    if server is not None:
+                        await server.close()
+                    await asyncio.shield(
+                        audit.end(manifest, audit_id, current.outcome, current.detail)
+                    )
         finally:
             lock.release()
+
+    async def _serve(
+        self, lock: ArchiveLock, command: str, cancel: CancelToken | None
+    ) -> AttachServer | None:
+        if not self.serve_events:
+            return None
+        hello = {**asdict(lock.holder), "operation": command}
+        server = AttachServer(
+            socket_path(self.settings.archive_root),
+            self.stream,
+            hello,
+            on_stop=(cancel or CancelToken()).cancel,
+        )
+        try:
+            await server.start()
+        except OSError as err:  # attach is a convenience: its failure never stops the work
+            self.stream.notice("warning", f"cannot serve events for attaching consoles: {err}")
+            return None
+        return server
+
+    def _finish(
+        self, current: Session, operation: str, status: PassStatus, summary: dict[str, Any]
+    ) -> None:
+        """The end of an operation: told to the stream, and to the audit."""
+        current.settle(status, json.dumps(summary, sort_keys=True, default=str)[:2000])
+        self.stream.emit(Finished(operation, status, summary))
+
+    async def _audit_refusal(self, command: str, args: dict[str, Any], why: str) -> None:
+        if not await asyncio.to_thread(self.layout.manifest.exists):
+            return
+        try:
+            async with await Manifest.open(self.layout.manifest) as manifest:
+                await audit.record(
+                    manifest,
+                    at=self.clock(),
+                    origin=self.origin,
+                    action=command,
+                    args=args,
+                    outcome="refused",
+                    detail=why,
+                )
+        except (ManifestError, sqlite3.Error) as err:
+            self.stream.notice("warning", f"could not record the refusal in the audit: {err}")
 
     async def _step(self, name: StepName, info: StepInfo) -> None:
         src = info.get("src") or info.get("target")
@@ -361,11 +454,12 @@ class Archiver:
     # mutating ----------------------------------------------------------------
 
     async def recover(self, cancel: CancelToken | None = None) -> RecoveryReport:
-        async with self.session("recover") as mover:
+        async with self.session("recover", cancel=cancel) as current:
+            mover = current.mover
             self.stream.emit(Started("recover"))
             report = await self._recover(mover, cancel)
             status: PassStatus = "failed" if report.errors or report.missing else "ok"
-            self.stream.emit(Finished("recover", status, recovery_counts(report)))
+            self._finish(current, "recover", status, recovery_counts(report))
             return report
 
     async def _recover(self, mover: FileMover, cancel: CancelToken | None) -> RecoveryReport:
@@ -389,7 +483,8 @@ class Archiver:
         self, gz_paths: list[str] | None = None, cancel: CancelToken | None = None
     ) -> list[Orphan]:
         """Settle orphan gzips (paths relative to archive_root; None: all)."""
-        async with self.session("adopt") as mover:
+        async with self.session("adopt", {"gz": gz_paths or "all"}, cancel) as current:
+            mover = current.mover
             self.stream.emit(Started("adopt"))
             recovery = Recovery(mover, cancel)
             found = {self.layout.rel(o.gz): o.gz for o in (await recovery.scan()).orphans}
@@ -404,12 +499,13 @@ class Archiver:
                 done.append(orphan)
             failed = any(o.outcome == "error" for o in done) or len(done) < len(wanted)
             counts: dict[str, Any] = {o: n for o, n in Counter(o.outcome for o in done).items()}
-            self.stream.emit(Finished("adopt", "failed" if failed else "ok", counts))
+            self._finish(current, "adopt", "failed" if failed else "ok", counts)
             return done
 
     async def sweep(self) -> list[Path]:
         """Remove leftover ``.partial`` files and intent-named restore partials."""
-        async with self.session("sweep") as mover:
+        async with self.session("sweep") as current:
+            mover = current.mover
             self.stream.emit(Started("sweep"))
             report = await Recovery(mover).scan()
             removed: list[Path] = []
@@ -417,7 +513,7 @@ class Archiver:
                 if await asyncio.to_thread(unlink_if_present, p):
                     removed.append(p)
             removed += (await clear_restore_intents(mover.manifest))[0]
-            self.stream.emit(Finished("sweep", "ok", {"removed": [str(p) for p in removed]}))
+            self._finish(current, "sweep", "ok", {"removed": [str(p) for p in removed]})
             return removed
 
     async def checkpoint(self) -> CheckpointResult:
@@ -425,7 +521,8 @@ class Archiver:
         db = self.settings.state_db
         if db is None:
             raise EventsError("no state_db is configured: there is nothing to checkpoint")
-        async with self.session("checkpoint") as mover:
+        async with self.session("checkpoint") as current:
+            mover = current.mover
             results: list[CheckpointResult] = []
             done = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -473,7 +570,9 @@ class Archiver:
         """Files back from the archive: to their live paths (held for hold_days),
         or under ``to``."""
         root = check_restore_root(to, self.settings.archive_root) if to else None
-        async with self.session("restore") as mover:
+        args = {**asdict(selection), "to": str(root) if root else None}
+        async with self.session("restore", args, cancel) as current:
+            mover = current.mover
             entries = await select_entries(mover.manifest, selection)
             self.stream.emit(Started("restore", f"{len(entries)} files"))
             report = await restore_files(
@@ -485,7 +584,7 @@ class Archiver:
                 cancel=cancel,
             )
             status: PassStatus = "failed" if report.failed else "ok"
-            self.stream.emit(Finished("restore", status, report.counts))
+            self._finish(current, "restore", status, report.counts)
             return report
 
     async def restore_events(
@@ -495,7 +594,9 @@ class Archiver:
         cancel: CancelToken | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live, held for hold_days."""
-        async with self.session("restore-events") as mover:
+        args = {"kinds": sorted(kinds or []), "months": months}
+        async with self.session("restore-events", args, cancel) as current:
+            mover = current.mover
             self.stream.emit(Started("restore-events"))
             report = await restore_events(
                 self.settings,
@@ -508,7 +609,7 @@ class Archiver:
             )
             status: PassStatus = "failed" if report.conflicts else "ok"
             summary = {"restored": report.restored, "already_live": report.already_live}
-            self.stream.emit(Finished("restore-events", status, summary))
+            self._finish(current, "restore-events", status, summary)
             return report
 
     async def verify(
@@ -517,7 +618,9 @@ class Archiver:
         max_duration: float | None = None,
         cancel: CancelToken | None = None,
     ) -> VerifyReport:
-        async with self.session("verify") as mover:
+        args = {"sample": sample, "max_duration": max_duration}
+        async with self.session("verify", args, cancel) as current:
+            mover = current.mover
             self.stream.emit(Started("verify"))
             report = await verify_entries(
                 mover,
@@ -528,7 +631,7 @@ class Archiver:
                 workers=self.workers,
             )
             summary = {"checked": report.checked, "ok": report.ok, "failed": len(report.problems)}
-            self.stream.emit(Finished("verify", "failed" if report.failed else "ok", summary))
+            self._finish(current, "verify", "failed" if report.failed else "ok", summary)
             return report
 
     async def rebuild_manifest(
@@ -566,8 +669,10 @@ class Archiver:
         cancel = cancel or CancelToken()
         if mode == "plan":
             return await self._plan_pass()
-        async with self.session("pass") as mover:
-            return await self._pass(mover, cancel)
+        async with self.session("pass", cancel=cancel) as current:
+            summary = await self._pass(current.mover, cancel)
+            current.settle(summary.status, "; ".join(summary.problems) or None)
+            return summary
 
     async def _plan_pass(self) -> PassSummary:
         t0 = time.monotonic()

@@ -129,43 +129,24 @@ class JobRunner:
 
     # the schedule ----------------------------------------------------------------
 
-    def _dt(self, t: float) -> datetime:
-        return datetime.fromtimestamp(t, self.tz) if self.tz else datetime.fromtimestamp(t)
-
     def next_fire_after(self, name: str, t: float) -> float:
-        job = self.jobs[name]
-        if job.cron:
-            return float(croniter(job.cron, self._dt(t)).get_next(float))
-        assert job.interval_s is not None
-        return t + job.interval_s
+        return next_fire_after(self.jobs[name], self.tz, t)
 
     def prev_fire(self, name: str, t: float) -> float | None:
-        job = self.jobs[name]
-        if not job.cron:
-            return None
-        return float(croniter(job.cron, self._dt(t)).get_prev(float))
+        return prev_fire(self.jobs[name], self.tz, t)
 
     async def last_ok(self, name: str) -> int | None:
-        async with self.manifest.db.execute(
-            "SELECT last_run_at FROM job_state WHERE job = ?", (name,)
-        ) as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row and row[0] is not None else None
+        return (await last_runs(self.manifest)).get(name)
 
     async def info(self) -> list[JobInfo]:
-        out = []
-        for name, job in self.jobs.items():
-            schedule = f"cron {job.cron}" if job.cron else f"every {job.interval_s:g} s"
-            out.append(
-                JobInfo(
-                    name,
-                    schedule,
-                    self.next_due.get(name) or self.next_fire_after(name, self.clock.now()),
-                    name in self.running,
-                    await self.last_ok(name),
-                )
-            )
-        return out
+        return await job_infos(
+            self.manifest,
+            self.jobs,
+            self.tz,
+            self.clock.now(),
+            next_due=self.next_due,
+            running=set(self.running),
+        )
 
     async def _boot_schedule(self) -> None:
         now = self.clock.now()
@@ -185,7 +166,8 @@ class JobRunner:
             else:
                 self.next_due[name] = self.next_fire_after(name, now)
                 why = "on schedule"
-            detail = f"{why}: next {self._dt(self.next_due[name]).isoformat(timespec='seconds')}"
+            when = _dt(self.next_due[name], self.tz).isoformat(timespec="seconds")
+            detail = f"{why}: next {when}"
             self.on_event(JobEvent("scheduled", name, detail))
 
     # running ---------------------------------------------------------------------
@@ -234,18 +216,20 @@ class JobRunner:
         self.tokens.pop(name, None)
         self._wake.set()
 
-    async def run_now(self, name: str) -> JobRun:
+    async def run_now(self, name: str, token: CancelToken | None = None) -> JobRun:
         """Run a job now, through the same path as the schedule (audited, never
-        overlapping a run of the same job)."""
+        overlapping a run of the same job); ``token`` stops it."""
         if name not in self.jobs:
             raise KeyError(f"no such job: {name} (jobs: {', '.join(self.jobs)})")
         if name in self.running:
             raise JobBusy(f"job {name} is running already")
-        task = asyncio.create_task(self._execute(name, "manual"))
+        task = asyncio.create_task(self._execute(name, "manual", token))
         self._track(name, task)
         return await task
 
-    async def _execute(self, name: str, trigger: Trigger) -> JobRun:
+    async def _execute(
+        self, name: str, trigger: Trigger, token: CancelToken | None = None
+    ) -> JobRun:
         job = self.jobs[name]
         started = int(self.clock.now() * 1000)
         async with self.manifest.db.execute(
@@ -255,7 +239,7 @@ class JobRunner:
             run_id = cur.lastrowid
         assert run_id is not None
         self.on_event(JobEvent("run_started", name, trigger))
-        token = self.tokens[name] = CancelToken()
+        token = self.tokens[name] = token or CancelToken()
         work = asyncio.ensure_future(self.handlers[name](token))
         status: RunStatus
         error: str | None = None
@@ -350,6 +334,50 @@ class JobRunner:
                 "WHERE n > ?)",
                 (self.retention_rows,),
             )
+
+
+def _dt(t: float, tz: ZoneInfo | None) -> datetime:
+    return datetime.fromtimestamp(t, tz) if tz else datetime.fromtimestamp(t)
+
+
+def next_fire_after(job: JobSettings, tz: ZoneInfo | None, t: float) -> float:
+    if job.cron:
+        return float(croniter(job.cron, _dt(t, tz)).get_next(float))
+    assert job.interval_s is not None
+    return t + job.interval_s
+
+
+def prev_fire(job: JobSettings, tz: ZoneInfo | None, t: float) -> float | None:
+    return float(croniter(job.cron, _dt(t, tz)).get_prev(float)) if job.cron else None
+
+
+async def last_runs(manifest: Manifest) -> dict[str, int]:
+    """Each job's last SUCCESSFUL run (its start, ms)."""
+    async with manifest.db.execute(
+        "SELECT job, last_run_at FROM job_state WHERE last_run_at IS NOT NULL"
+    ) as cur:
+        return {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+
+
+async def job_infos(
+    manifest: Manifest,
+    jobs: Mapping[str, JobSettings],
+    tz: ZoneInfo | None,
+    now: float,
+    *,
+    next_due: Mapping[str, float] | None = None,
+    running: set[str] | None = None,
+) -> list[JobInfo]:
+    """What the schedule looks like (works on a read-only manifest)."""
+    last = await last_runs(manifest)
+    out = []
+    for name, job in jobs.items():
+        if not job.enabled:
+            continue
+        schedule = f"cron {job.cron}" if job.cron else f"every {job.interval_s:g} s"
+        nxt = (next_due or {}).get(name) or next_fire_after(job, tz, now)
+        out.append(JobInfo(name, schedule, nxt, name in (running or set()), last.get(name)))
+    return out
 
 
 async def job_history(manifest: Manifest, limit: int = 50) -> list[JobRun]:

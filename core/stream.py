@@ -134,6 +134,38 @@ def as_dict(event: Event) -> dict[str, Any]:
     return {"kind": event.kind, **dataclasses.asdict(event)}
 
 
+_TYPES: dict[str, type[Any]] = {
+    cls.kind: cls
+    for cls in (
+        Started,
+        Finished,
+        Phase,
+        FileStep,
+        FileDone,
+        BatchMoved,
+        OrphanSeen,
+        CheckpointRan,
+        Notice,
+    )
+}
+
+
+def from_dict(data: dict[str, Any]) -> Event | None:
+    """The event ``as_dict`` made (from another process); None if it is not one."""
+    cls = _TYPES.get(str(data.get("kind")))
+    if cls is None:
+        return None
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: v for k, v in data.items() if k in names}
+    if cls is BatchMoved:
+        kwargs["months"] = tuple(kwargs.get("months") or ())
+    try:
+        event: Event = cls(**kwargs)
+    except TypeError:
+        return None
+    return event
+
+
 class Subscription:
     """One reader of the stream: iterate it; close it when done."""
 

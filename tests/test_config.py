@@ -126,3 +126,11 @@ def test_not_toml_and_missing_file(site: Path) -> None:
         load_settings(write(site, "live_root = \n"))
     with pytest.raises(ConfigError, match=r"no such file.*COLDKEEP_CONFIG"):
         load_settings(site / "absent.toml")
+
+
+def test_the_readme_example_is_a_valid_config(site: Path) -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    cfg = load_settings(write(site, example))
+    assert cfg.mode == "plan" and cfg.jobs.jobs["pass"].cron == "17 3 * * *"
+    assert cfg.alerts.sinks == ["command", "webhook"]

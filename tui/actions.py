@@ -59,7 +59,19 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction(
         "checkpoint", "c", "Checkpoint", "Checkpoint the live database's WAL now (PASSIVE)", True
     ),
-    ConsoleAction("stop", "x", "Stop", "Stop the running operation at its next safe point", False),
+    ConsoleAction(
+        "run_job",
+        "j",
+        "Run job",
+        "Run the job selected in Jobs now (audited; never two at once)",
+        True,
+    ),
+    ConsoleAction(
+        "stop",
+        "x",
+        "Stop",
+        "Stop the operation (here or attached) at its next safe point",
+    ),
     ConsoleAction("refresh", "f", "Refresh", "Reload status, backlog and checkpoints", False, "f5"),
     ConsoleAction("help", "question_mark", "Help", "Show every key and action", False, "f1", False),
     ConsoleAction("quit", "q", "Quit", "Quit (asks first while an operation runs)", False),

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
+from zoneinfo import ZoneInfo
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -38,10 +39,14 @@ from coldkeep.core.archiver import (
     Status,
     recovery_counts,
 )
+from coldkeep.core.attach import AttachClient, NotAttachable, socket_path
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.checkpoint import CheckpointResult, wal_bytes
+from coldkeep.core.clock import SystemClock
 from coldkeep.core.config import Settings
+from coldkeep.core.daemon import Scheduler
 from coldkeep.core.eventschema import EventsError
+from coldkeep.core.jobs import JobRun, job_history, job_infos
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
 from coldkeep.core.plan import Plan
@@ -63,11 +68,13 @@ from coldkeep.core.stream import (
 from .actions import ACTIONS, BY_NAME, bindings
 from .fmt import age, human
 from .messages import (
+    Attached,
     BacklogLoaded,
     CheckpointsLoaded,
     CoreEvent,
     FindingsLoaded,
     HolderChanged,
+    JobsLoaded,
     LiveTreeChanged,
     OperationDone,
     StatusLoaded,
@@ -96,7 +103,9 @@ OPERATION_ERRORS = (
     OSError,
 )
 HOLDER_POLL_S = 2.0
-LONG_LIVED = {"stream", "watch"}  # worker groups that run as long as the console
+# Worker groups that outlive a settle: they last as long as the console, or as
+# another process's operation that it watches.
+LONG_LIVED = {"stream", "watch", "attach"}
 AGEING_S = 60.0
 
 
@@ -131,6 +140,7 @@ class ColdkeepApp(App[None]):
         self.other_holder: str | None = None  # another process holds the lock
         self.last_result = ""
         self.ready_at: float | None = None  # perf_counter when the first full paint had its data
+        self.attached: AttachClient | None = None  # watching another process's operation
 
     # layout ------------------------------------------------------------------
 
@@ -228,6 +238,7 @@ class ColdkeepApp(App[None]):
         self.load_backlog()
         self.load_findings()
         self.load_checkpoints()
+        self.load_jobs()
 
     @work(exclusive=True, group="status", exit_on_error=False)
     async def load_status(self) -> None:
@@ -254,6 +265,42 @@ class ColdkeepApp(App[None]):
             return
         async with await Manifest.open(path, readonly=True) as manifest:
             self.post_message(CheckpointsLoaded(await manifest.recent_checkpoints(20)))
+
+    @work(exclusive=True, group="jobs", exit_on_error=False)
+    async def load_jobs(self) -> None:
+        settings = self.archiver.settings
+        path = self.archiver.layout.manifest
+        tz = ZoneInfo(settings.jobs.timezone) if settings.jobs.timezone else None
+        if not await asyncio.to_thread(path.exists):
+            empty = await Manifest.open(Path(":memory:"))
+            async with empty:
+                infos = await job_infos(empty, settings.jobs.jobs, tz, self.clock() / 1000)
+            self.post_message(JobsLoaded(infos, []))
+            return
+        async with await Manifest.open(path, readonly=True) as manifest:
+            infos = await job_infos(manifest, settings.jobs.jobs, tz, self.clock() / 1000)
+            self.post_message(JobsLoaded(infos, await job_history(manifest, 30)))
+
+    @work(exclusive=True, group="attach", exit_on_error=False)
+    async def attach(self) -> None:
+        """Watch the lock holder's operation: its events drive the panes as if it
+        ran here, until it ends."""
+        try:
+            client = await AttachClient.connect(socket_path(self.archiver.settings.archive_root))
+        except (NotAttachable, OSError) as err:
+            self.log_line("info", f"cannot attach: {err}")
+            return
+        self.attached = client
+        self.post_message(Attached(client.hello))
+        try:
+            async for event in client.events():
+                self.post_message(CoreEvent(event))
+        except (OSError, ValueError) as err:
+            self.log_line("warning", f"the attached stream ended: {err}")
+        finally:
+            self.attached = None
+            await client.close()
+            self.post_message(Attached(None))
 
     @work(thread=True, exclusive=True, group="holder", exit_on_error=False)
     def poll_holder(self) -> None:
@@ -322,7 +369,7 @@ class ColdkeepApp(App[None]):
                     )
                 )
             case BatchMoved():
-                self.query_one(CheckpointPane).wal(event.wal_bytes)
+                self.query_one(CheckpointPane).wal(event.wal_bytes, during_phase=True)
         level = event.level if isinstance(event, Notice) else "info"
         if isinstance(event, FileDone) and event.result in (
             "verify_failed",
@@ -342,7 +389,6 @@ class ColdkeepApp(App[None]):
 
     def on_status_loaded(self, message: StatusLoaded) -> None:
         self.status = message.status
-        self.query_one(JobsPane).show(message.status.last_passes)
         self._findings()
         self._status_line()
         self._maybe_ready()
@@ -376,11 +422,30 @@ class ColdkeepApp(App[None]):
         else:
             self.other_holder = holder.describe()
             self.holder_text = f"LOCKED by pid {holder.pid} ({holder.command})"
+            if self.attached is None and not self._attaching():
+                self.attach()
         pane = self.query_one(CheckpointPane)
         if message.wal_bytes >= 0:
             pane.wal(message.wal_bytes)
         else:
             pane.wal(0, applicable=False)
+        self._status_line()
+
+    def _attaching(self) -> bool:
+        return any(w.group == "attach" and not w.is_finished for w in self.workers)
+
+    def on_jobs_loaded(self, message: JobsLoaded) -> None:
+        self.query_one(JobsPane).show(message.jobs, message.runs)
+
+    def on_attached(self, message: Attached) -> None:
+        if message.hello is not None:
+            op = message.hello.get("operation", "?")
+            self.log_line("info", f"attached to pid {message.hello.get('pid')}: its {op}, live")
+            self.query_one(InFlightPane).idle(f"watching pid {message.hello.get('pid')}: {op}")
+        else:
+            self.log_line("info", "the attached operation ended")
+            self.refresh_all()
+            self.poll_holder()
         self._status_line()
 
     def on_live_tree_changed(self) -> None:
@@ -420,6 +485,8 @@ class ColdkeepApp(App[None]):
         ]
         if self.read_only:
             parts.append("READ-ONLY")
+        if self.attached is not None:
+            parts.append("attached: x stops it")
         if self.running:
             parts.append(f"running: {self.running}")
         elif self.status and self.status.last_passes:
@@ -480,6 +547,8 @@ class ColdkeepApp(App[None]):
             return f"busy={result.busy} log={result.log} checkpointed={result.checkpointed}"
         if operation == "restore" and result is not None:
             return ", ".join(f"{n} {k}" for k, n in sorted(result.counts.items())) or "nothing"
+        if operation.startswith("job ") and isinstance(result, JobRun):
+            return f"{result.status}" + (f": {result.error}" if result.error else "")
         if operation == "restore-events" and result is not None:
             return f"{result.restored} rows restored, {len(result.conflicts)} conflicts"
         return "done"
@@ -660,12 +729,35 @@ class ColdkeepApp(App[None]):
             return
         self.operate("checkpoint", lambda token: self.archiver.checkpoint())
 
-    def action_stop(self) -> None:
+    async def action_stop(self) -> None:
+        if self.attached is not None and self.running is None:
+            await self.attached.request("stop")
+            pid = self.attached.hello.get("pid")
+            self.log_line("warning", f"asked pid {pid} to stop at its next safe point")
+            self.notify(f"asked pid {pid} to stop at its next safe point")
+            return
         if self.cancel_token is None or self.running is None:
             self.notify("nothing is running")
             return
         self.cancel_token.cancel("stopped from the console")
         self.log_line("warning", f"stopping {self.running} at its next safe point")
+
+    def action_run_job(self) -> None:
+        if self._refuse("run_job"):
+            return
+        name = self.query_one(JobsPane).selected()
+        if name is None:
+            self.notify("select a job in the Jobs pane first", severity="warning")
+            return
+        self.operate(f"job {name}", lambda token: self._run_job(name, token))
+
+    async def _run_job(self, name: str, token: CancelToken) -> JobRun:
+        scheduler = Scheduler(self.archiver, clock=SystemClock())
+        runner = await scheduler.open()
+        try:
+            return await runner.run_now(name, token)
+        finally:
+            await scheduler.close()
 
     def action_refresh(self) -> None:
         self.refresh_all()

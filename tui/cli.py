@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -24,20 +25,23 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 from coldkeep.core.archiver import Archiver, ModeOff, recovery_counts
+from coldkeep.core.audit import history as audit_history
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import ConfigError, Settings, default_config_path, load_settings
+from coldkeep.core.daemon import Scheduler
 from coldkeep.core.demo import write_demo
 from coldkeep.core.eventschema import EventsError
+from coldkeep.core.jobs import JobEvent, job_history
 from coldkeep.core.layout import UnsafePath
 from coldkeep.core.lock import LockHeld
-from coldkeep.core.manifest import ManifestError
+from coldkeep.core.manifest import Manifest, ManifestError
 from coldkeep.core.restore import Selection, SelectionError
 from coldkeep.core.scan import ScanError
 from coldkeep.core.steps import StepInfo, StepName, no_step
-from coldkeep.core.stream import EventStream
+from coldkeep.core.stream import EventStream, as_dict
 
 from .fmt import human
-from .report import Reporter
+from .report import Reporter, describe
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
 # Test seam: kill this process with SIGKILL when the named protocol step is
@@ -626,6 +630,119 @@ def checkpoint(config: Path | None, json_out: bool, wait: float) -> None:
             ),
         )
         return EXIT_FAILED if r.error else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@command(json_opt=False)
+@click.option("--log-json", is_flag=True, help="One JSON object per line on stderr.")
+def run(config: Path | None, log_json: bool) -> None:
+    """Run the scheduler in the foreground (for systemd or a tmux pane).
+
+    Jobs and their schedules come from [jobs] in the config. One line per event on
+    stderr. SIGTERM or SIGINT stops the running job at its next safe point; the
+    process then exits 0.
+    """
+    ctx = _ctx(config)
+    try:
+        settings = ctx.settings
+    except ConfigError as err:
+        _fail(str(err), EXIT_USAGE)
+
+    def log(record: dict[str, Any], text: str) -> None:
+        stamp = datetime.now().isoformat(timespec="seconds")
+        line = json.dumps({"at": stamp, **record}, default=str) if log_json else f"{stamp} {text}"
+        print(line, file=sys.stderr, flush=True)
+
+    def on_job(e: JobEvent) -> None:
+        record: dict[str, Any] = {"kind": f"job_{e.kind}", "job": e.job, "detail": e.detail}
+        if e.run is not None:
+            record |= {"run_id": e.run.id, "status": e.run.status, "error": e.run.error}
+        text = f"job {e.job}: {e.kind.replace('_', ' ')} {e.detail}".rstrip()
+        if e.run is not None and e.run.error:
+            text += f" ({e.run.error})"
+        log(record, text)
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        archiver = Archiver(settings, stream=ctx.stream, origin="scheduler", step=_kill_hook())
+        scheduler = Scheduler(archiver, on_event=on_job)
+
+        async def follow() -> None:
+            with ctx.stream.subscribe() as sub:
+                async for event in sub:
+                    text = describe(event)
+                    if text is not None or log_json:
+                        log(as_dict(event), (text or event.kind).strip())
+
+        follower = asyncio.create_task(follow())
+        log(
+            {"kind": "started", "pid": os.getpid()},
+            f"coldkeep run: pid {os.getpid()}, {settings.config_path}",
+        )
+        try:
+            await scheduler.run_until(stop)
+        finally:
+            await asyncio.sleep(0)
+            follower.cancel()
+        log({"kind": "stopped"}, "coldkeep run: stopped")
+        return EXIT_OK
+
+    try:
+        raise SystemExit(asyncio.run(go()))
+    except ManifestError as err:
+        _fail(str(err), EXIT_FAILED)
+
+
+@main.command()
+@command()
+@click.option("--limit", default=50, show_default=True, help="How many records.")
+@click.option("--jobs", "jobs_", is_flag=True, help="The scheduler's job runs instead.")
+def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> None:
+    """Who did what to the archive, and how it ended (or the scheduler's runs)."""
+    ctx = _ctx(config, json_out)
+
+    async def go() -> int:
+        path = ctx.settings.archive_root / "coldkeep.db"
+        if not path.exists():
+            ctx.emit("history", True, [], lambda: "no history yet (no manifest)")
+            return EXIT_OK
+        async with await Manifest.open(path, readonly=True) as manifest:
+            if jobs_:
+                runs = await job_history(manifest, limit)
+                result: list[dict[str, Any]] = [vars(r) for r in runs]
+
+                def text() -> str:
+                    return (
+                        "\n".join(
+                            f"{datetime.fromtimestamp(r.started_at / 1000):%Y-%m-%d %H:%M} "
+                            f"{r.job:<7} {r.trigger:<8} {r.status:<9} {r.error or ''}".rstrip()
+                            for r in runs
+                        )
+                        or "no job runs yet"
+                    )
+            else:
+                records = await audit_history(manifest, limit)
+                result = [vars(r) for r in records]
+
+                def text() -> str:
+                    return (
+                        "\n".join(
+                            f"{datetime.fromtimestamp(r.at / 1000):%Y-%m-%d %H:%M} "
+                            f"{r.user}@{r.host} pid {r.pid} {r.origin:<9} {r.action:<15} "
+                            f"{r.outcome}"
+                            + (f"  ({r.detail[:80]})" if r.detail and r.outcome != "ok" else "")
+                            for r in records
+                        )
+                        or "no actions recorded yet"
+                    )
+
+        ctx.emit("history", True, result, text)
+        return EXIT_OK
 
     _run(go(), ctx)
 

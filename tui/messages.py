@@ -15,6 +15,7 @@ from textual.message import Message
 
 from coldkeep.core.archiver import Status
 from coldkeep.core.checkpoint import CheckpointResult
+from coldkeep.core.jobs import JobInfo, JobRun
 from coldkeep.core.lock import Holder
 from coldkeep.core.plan import Plan
 from coldkeep.core.recovery import RecoveryReport
@@ -79,3 +80,16 @@ class OperationDone(Message):
     operation: str
     result: Any = None
     error: str | None = None
+
+
+@dataclass
+class JobsLoaded(Message):
+    jobs: list[JobInfo]
+    runs: list[JobRun]
+
+
+@dataclass
+class Attached(Message):
+    """Watching another process's operation (None: that stopped)."""
+
+    hello: dict[str, Any] | None

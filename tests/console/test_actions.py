@@ -54,7 +54,13 @@ async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
         assert not isinstance(app.screen, ConfirmScreen)
         assert "pass: ok" in text_of(app, "#inflight-phase")
         assert "0 files" in text_of(app, "#backlog-total")
-        assert app.query_one(JobsPane).query_one(DataTable).row_count == 1
+        jobs = app.query_one(JobsPane).query_one("#jobs-table", DataTable)
+        assert [str(jobs.get_row_at(i)[0]) for i in range(jobs.row_count)] == [
+            "alerts",
+            "pass",
+            "stats",
+            "verify",
+        ]
         kinds = {f.kind for f in app.query_one(OrphansPane).findings.values()}
         assert kinds == {"stale"}
         assert "last pass #1 ok" in text_of(app, "#status-line")

@@ -41,10 +41,11 @@ class CheckpointPane(Pane):
             table.add_column(label, key=key)
         yield table
 
-    def wal(self, size: int, applicable: bool = True) -> None:
+    def wal(self, size: int, *, during_phase: bool = False, applicable: bool = True) -> None:
+        """The WAL's size now; during an event phase it also joins the sparkline."""
         text = f"WAL {human(size)}" if applicable else "WAL: not applicable (no state_db)"
         self.query_one("#checkpoint-wal", Static).update(text)
-        if applicable:
+        if applicable and during_phase:
             self.wal_history.append(size)
             self.query_one("#checkpoint-spark", Sparkline).data = list(self.wal_history)
 
@@ -55,7 +56,7 @@ class CheckpointPane(Pane):
 
     def add(self, result: CheckpointResult) -> None:
         self.results.append(result)
-        self.wal(result.wal_after)
+        self.wal(result.wal_after, during_phase=True)
         self._show_rows()
 
     def _show_rows(self) -> None:

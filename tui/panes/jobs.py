@@ -1,4 +1,5 @@
-"""Jobs: the last passes, newest first (the scheduler's jobs join them later)."""
+"""Jobs: each scheduled job (its schedule, next fire, last success, running or not)
+and the history of their runs; ``j`` runs the selected job now."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from coldkeep.core.manifest import PassRecord
+from coldkeep.core.jobs import JobInfo, JobRun
 
-from ..fmt import clock_time, human
+from ..fmt import clock_time
 from ..tables import Cell, sync_table
 from .base import Pane
 
@@ -18,25 +19,50 @@ class JobsPane(Pane):
     TITLE: ClassVar[str] = "Jobs"
 
     def compose(self) -> ComposeResult:
-        table: DataTable[Cell] = DataTable(id="jobs-table", cursor_type="row")
-        table.add_column("Pass", key="id")
-        table.add_column("Started", key="started")
-        table.add_column("Result", key="status")
-        table.add_column("Files", key="files")
-        table.add_column("Rows", key="rows")
-        yield table
+        jobs: DataTable[Cell] = DataTable(id="jobs-table", cursor_type="row")
+        jobs.add_column("Job", key="job")
+        jobs.add_column("Schedule", key="schedule")
+        jobs.add_column("Next", key="next")
+        jobs.add_column("Last ok", key="last")
+        yield jobs
+        runs: DataTable[Cell] = DataTable(id="jobs-runs", cursor_type="row")
+        runs.add_column("Run", key="id")
+        runs.add_column("Job", key="job")
+        runs.add_column("Started", key="started")
+        runs.add_column("Result", key="status")
+        yield runs
 
-    def show(self, passes: list[PassRecord]) -> None:
-        rows: dict[str, list[Cell]] = {}
-        for p in passes:
-            files = p.summary.get("files") or {}
-            events = p.summary.get("events") or {}
-            moved = f"{files.get('archived', 0)} {human(files.get('bytes_in', 0))}"
-            rows[str(p.id)] = [
-                p.id,
-                clock_time(p.started_at),
-                p.status,
-                moved,
-                events.get("moved", 0),
-            ]
-        sync_table(self.query_one("#jobs-table", DataTable), rows, sort_by="id", reverse=True)
+    def show(self, jobs: list[JobInfo], runs: list[JobRun]) -> None:
+        sync_table(
+            self.query_one("#jobs-table", DataTable),
+            {
+                j.name: (
+                    j.name,
+                    j.schedule + (" (running)" if j.running else ""),
+                    clock_time(int(j.next_fire * 1000)) if j.next_fire else "",
+                    clock_time(j.last_ok) if j.last_ok else "never",
+                )
+                for j in jobs
+            },
+            sort_by="job",
+        )
+        sync_table(
+            self.query_one("#jobs-runs", DataTable),
+            {
+                str(r.id): (
+                    r.id,
+                    r.job,
+                    clock_time(r.started_at),
+                    r.status + (f": {r.error}" if r.error else ""),
+                )
+                for r in runs
+            },
+            sort_by="id",
+            reverse=True,
+        )
+
+    def selected(self) -> str | None:
+        table = self.query_one("#jobs-table", DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value

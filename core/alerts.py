@@ -1,0 +1,207 @@
+"""Alerts: what needs a human, found, recorded once, and delivered until delivered
+(seeds/004 fireQueue.js: select due rows → deliver each → mark sent).
+
+Each poll (the ``alerts`` job) does two things:
+
+  collect   turn conditions into alert rows, one per condition (a unique key):
+            an entry whose gzip failed verify, an entry whose gzip is missing, a job
+            run that ended in error or timeout, an event row refused as a conflict;
+            each new alert gets one pending delivery per configured sink
+  deliver   every pending delivery, oldest first: the ``command`` sink runs the
+            command with the alert as JSON on stdin (exit 0 = delivered), the
+            ``webhook`` sink POSTs it (2xx = delivered)
+
+Invariants:
+- A delivery is marked sent only after it succeeded; a failed one is counted and
+  retried at the next poll, and never holds back the others behind it.
+- Alerts are rows in coldkeep.db, so what came due while the process was down goes
+  out at the first poll after it starts (the job runs on boot).
+- A condition alerts once: its key is unique; the same failure seen by the next
+  poll is not a new alert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from .config import AlertsSettings
+from .manifest import Manifest
+
+
+@dataclass(frozen=True)
+class Alert:
+    id: int
+    key: str
+    kind: str
+    message: str
+    payload: dict[str, Any]
+    created_at: int
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "message": self.message,
+            "created_at": self.created_at,
+            **self.payload,
+        }
+
+
+@dataclass
+class PollReport:
+    raised: int = 0
+    sent: int = 0
+    failed: int = 0
+    errors: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Something that needs a human; ``key`` names it uniquely."""
+
+    key: str
+    kind: str
+    message: str
+    payload: dict[str, Any]
+
+
+async def conditions(manifest: Manifest) -> list[Condition]:
+    found: list[Condition] = []
+    for e in await manifest.entries("verify_error IS NOT NULL", limit=10_000):
+        where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
+        message = f"{e.gz_path} failed verify: {e.verify_error}"
+        found.append(Condition(f"verify_failed:{e.id}", "verify_failed", message, where))
+    for e in await manifest.entries("status = 'missing'", limit=10_000):
+        where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
+        message = f"the gzip of {e.relpath} is missing from the archive ({e.gz_path})"
+        found.append(Condition(f"missing:{e.id}", "missing", message, where))
+    async with manifest.db.execute(
+        "SELECT id, job, status, error, started_at FROM job_runs "
+        "WHERE status IN ('error', 'timeout') ORDER BY id DESC LIMIT 1000"
+    ) as cur:
+        runs = await cur.fetchall()
+    for run_id, job, status, error, started in runs:
+        about = {"job": job, "run_id": run_id, "started_at": started}
+        message = f"job {job} ended in {status}: {error}"
+        found.append(Condition(f"job:{run_id}", f"job_{status}", message, about))
+    for p in await manifest.passes(20):
+        for c in (p.summary.get("events") or {}).get("conflicts", []):
+            about = {"row_id": c["row_id"], "month": c["month"], "pass_id": p.id}
+            key = f"conflict:{c['row_id']}:{c['month']}"
+            found.append(Condition(key, "event_conflict", c["detail"], about))
+    return found
+
+
+async def collect(manifest: Manifest, sinks: list[str], now: int) -> int:
+    """Record an alert for every condition that has none yet; returns how many."""
+    raised = 0
+    for c in await conditions(manifest):
+        async with manifest.db.execute(
+            "INSERT INTO alerts (key, kind, message, payload, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO NOTHING",
+            (c.key, c.kind, c.message, json.dumps(c.payload, sort_keys=True, default=str), now),
+        ) as cur:
+            new, alert_id = cur.rowcount == 1, cur.lastrowid
+        if new and alert_id is not None:
+            raised += 1
+            await manifest.db.executemany(
+                "INSERT INTO alert_deliveries (alert_id, sink) VALUES (?, ?)",
+                [(alert_id, sink) for sink in sinks],
+            )
+    return raised
+
+
+async def _send(sink: str, alert: Alert, settings: AlertsSettings) -> None:
+    """Deliver one alert to one sink; raises on failure (with the reason)."""
+    body = json.dumps(alert.document(), sort_keys=True).encode()
+    if sink == "command":
+        proc = await asyncio.create_subprocess_exec(
+            *settings.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(body), settings.timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise RuntimeError(
+                f"{settings.command[0]} did not finish in {settings.timeout_s:g} s"
+            ) from None
+        if proc.returncode != 0:
+            tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+            raise RuntimeError(f"{settings.command[0]} exited {proc.returncode} {tail[0]}".strip())
+    elif sink == "webhook":
+        assert settings.webhook is not None
+        request = urllib.request.Request(
+            settings.webhook, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+
+        def post() -> int:
+            with urllib.request.urlopen(request, timeout=settings.timeout_s) as resp:
+                return int(resp.status)
+
+        try:
+            status = await asyncio.to_thread(post)
+        except (urllib.error.URLError, OSError) as err:
+            raise RuntimeError(f"{settings.webhook}: {err}") from err
+        if not 200 <= status < 300:
+            raise RuntimeError(f"{settings.webhook} answered {status}")
+    else:
+        raise RuntimeError(f"unknown sink {sink!r}")
+
+
+async def deliver(manifest: Manifest, settings: AlertsSettings, now: int) -> PollReport:
+    """Every pending delivery, oldest first; each failure is recorded and skipped."""
+    report = PollReport(errors=[])
+    async with manifest.db.execute(
+        "SELECT a.id, a.key, a.kind, a.message, a.payload, a.created_at, d.sink "
+        "FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id "
+        "WHERE d.sent_at IS NULL ORDER BY a.id, d.sink"
+    ) as cur:
+        pending = await cur.fetchall()
+    for aid, key, kind, message, payload, created, sink in pending:
+        alert = Alert(aid, key, kind, message, json.loads(payload), created)
+        try:
+            await _send(sink, alert, settings)
+        except (RuntimeError, OSError) as err:
+            report.failed += 1
+            assert report.errors is not None
+            report.errors.append(f"alert {aid} to {sink}: {err}")
+            await manifest.db.execute(
+                "UPDATE alert_deliveries SET attempts = attempts + 1, last_error = ? "
+                "WHERE alert_id = ? AND sink = ?",
+                (str(err), aid, sink),
+            )
+            continue
+        report.sent += 1
+        await manifest.db.execute(
+            "UPDATE alert_deliveries SET sent_at = ?, attempts = attempts + 1, last_error = NULL "
+            "WHERE alert_id = ? AND sink = ?",
+            (now, aid, sink),
+        )
+    return report
+
+
+async def poll(manifest: Manifest, settings: AlertsSettings, now: int) -> PollReport:
+    raised = await collect(manifest, settings.sinks, now)
+    report = await deliver(manifest, settings, now)
+    report.raised = raised
+    return report
+
+
+async def pending_alerts(manifest: Manifest) -> list[tuple[Alert, str, int, str | None]]:
+    """(alert, sink, attempts, last error) for every delivery not yet made."""
+    async with manifest.db.execute(
+        "SELECT a.id, a.key, a.kind, a.message, a.payload, a.created_at, d.sink, d.attempts, "
+        "d.last_error FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id "
+        "WHERE d.sent_at IS NULL ORDER BY a.id"
+    ) as cur:
+        rows = await cur.fetchall()
+    return [(Alert(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]), r[6], r[7], r[8]) for r in rows]

@@ -1,0 +1,125 @@
+"""Unattended mode: coldkeep's jobs wired to the job runner.
+
+    pass     a pass as the config's mode says (never scheduled in mode "off")
+    verify   verify, at most ``max_duration`` a night, resuming where it stopped
+    stats    one row of archive and backlog totals into ``stats`` (for trends)
+    alerts   the fire queue: collect alerts, deliver them (alerts.py)
+
+``Scheduler`` owns one manifest connection for the runner's own tables; each job
+works through the same ``Archiver`` the console and the CLI use, so the lock,
+the audit, the event stream and attached consoles behave the same whoever
+started the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from . import alerts
+from .archiver import Archiver
+from .cancel import CancelToken
+from .clock import Clock, SystemClock
+from .jobs import JobEvent, JobHandler, JobRunner, Outcome
+from .manifest import Manifest
+
+
+def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, JobHandler]:
+    settings = archiver.settings
+
+    async def run_pass(token: CancelToken) -> Outcome:
+        summary = await archiver.run_pass(token)
+        problems = "; ".join(summary.problems) or None
+        return Outcome(
+            summary.status == "ok", summary.to_dict(), problems, summary.status == "cancelled"
+        )
+
+    async def verify(token: CancelToken) -> Outcome:
+        job = settings.jobs.jobs["verify"]
+        report = await archiver.verify(max_duration=job.max_duration_s, cancel=token)
+        summary = {"checked": report.checked, "ok": report.ok, "complete": report.complete}
+        failed = [f"{p.gz_path}: {p.result}" for p in report.problems[:20]]
+        return Outcome(not report.failed, summary, "; ".join(failed) or None)
+
+    async def stats(token: CancelToken) -> Outcome:
+        return Outcome(True, await record_stats(archiver, manifest, clock))
+
+    async def deliver(token: CancelToken) -> Outcome:
+        now = int(clock.now() * 1000)
+        report = await alerts.poll(manifest, settings.alerts, now)
+        summary = {"raised": report.raised, "sent": report.sent, "failed": report.failed}
+        return Outcome(report.failed == 0, summary, "; ".join(report.errors or []) or None)
+
+    table: dict[str, JobHandler] = {"verify": verify, "stats": stats, "alerts": deliver}
+    if settings.mode != "off":
+        table["pass"] = run_pass
+    return table
+
+
+async def record_stats(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, Any]:
+    counts = await manifest.status_counts()
+    plan = await archiver.backlog()
+    row = {
+        "entries": sum(n for n, _, _ in counts.values()),
+        "bytes": sum(b for _, b, _ in counts.values()),
+        "gz_bytes": sum(g for _, _, g in counts.values()),
+        "backlog_files": plan.files,
+        "backlog_bytes": plan.bytes,
+        "backlog_rows": plan.events.rows if plan.events else 0,
+    }
+    await manifest.db.execute(
+        "INSERT INTO stats (at, entries, bytes, gz_bytes, backlog_files, backlog_bytes, "
+        "backlog_rows) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (int(clock.now() * 1000), *row.values()),
+    )
+    return row
+
+
+class Scheduler:
+    """The runner, its manifest connection and its jobs, for ``coldkeep run`` and
+    for the console's "run now"."""
+
+    def __init__(
+        self,
+        archiver: Archiver,
+        *,
+        clock: Clock | None = None,
+        on_event: Callable[[JobEvent], None] = lambda _e: None,
+    ) -> None:
+        self.archiver = archiver
+        self.clock = clock or SystemClock()
+        self.on_event = on_event
+        self.manifest: Manifest | None = None
+        self.runner: JobRunner | None = None
+
+    async def open(self) -> JobRunner:
+        settings = self.archiver.settings
+        self.manifest = await Manifest.open(self.archiver.layout.manifest)
+        self.runner = JobRunner(
+            self.manifest,
+            settings.jobs.jobs,
+            handlers(self.archiver, self.manifest, self.clock),
+            clock=self.clock,
+            timezone=settings.jobs.timezone,
+            retention_days=settings.jobs.retention_days,
+            retention_rows=settings.jobs.retention_rows,
+            on_event=self.on_event,
+        )
+        return self.runner
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.stop()
+        if self.manifest is not None:
+            await self.manifest.close()
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Start ticking, run until ``stop`` is set, then stop every job at its next
+        safe point."""
+        runner = self.runner or await self.open()
+        await runner.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.close()

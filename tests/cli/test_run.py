@@ -1,0 +1,91 @@
+"""``coldkeep run``, the unattended mode, as systemd would run it: a real process
+with a pass due now, stopped with SIGTERM in the middle of it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from helpers import COLDKEEP, ck, ck_json
+
+
+def daemon_site(tmp_path: Path, rate: int) -> Path:
+    site = tmp_path / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    config = site / "coldkeep.toml"
+    config.write_text(
+        config.read_text()
+        + f"\n[io]\nbytes_per_s = {rate}\n"
+        + '\n[jobs.pass]\ncron = "17 3 * * *"\nrun_on_boot = true\n'  # due now
+    )
+    return site
+
+
+def start(site: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*COLDKEEP, "run", "--log-json", "--config", str(site / "coldkeep.toml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def lines_until(proc: subprocess.Popen[str], predicate: object) -> list[dict[str, object]]:
+    """Read the daemon's JSON log lines until one satisfies ``predicate``."""
+    assert proc.stderr is not None
+    seen: list[dict[str, object]] = []
+    for raw in proc.stderr:
+        record = json.loads(raw)
+        seen.append(record)
+        if predicate(record):  # type: ignore[operator]
+            return seen
+    raise AssertionError(f"the daemon ended first: {seen[-5:]}")
+
+
+def test_sigterm_mid_pass_exits_0_and_the_next_start_finishes(tmp_path: Path) -> None:
+    site = daemon_site(tmp_path, rate=300_000)
+    proc = start(site)
+    lines_until(proc, lambda r: r.get("kind") == "phase" and r.get("phase") == "files")
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert time.monotonic() - t0 < 10, "a graceful stop takes seconds, not minutes"
+    tail = [json.loads(line) for line in err.splitlines()]
+    assert any(r.get("kind") == "job_run_finished" and r.get("status") == "cancelled" for r in tail)
+    assert tail[-1]["kind"] == "stopped"
+
+    assert not list(site.rglob("*.partial")), "a graceful stop leaves no partial"
+    recovered = ck_json(site, "recover")["result"]
+    assert recovered["missing"] == 0 and recovered["orphans_unreadable"] == 0
+    assert recovered["partials_removed"] == 0 and recovered["orphans_found"] == 0
+    history = ck_json(site, "history", "--jobs")["result"]
+    assert [(r["job"], r["status"]) for r in history if r["job"] == "pass"] == [
+        ("pass", "cancelled")
+    ]
+
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text().replace("bytes_per_s = 300000", "bytes_per_s = 0"))
+    again = start(site)
+    seen = lines_until(
+        again, lambda r: r.get("kind") == "job_run_finished" and r.get("job") == "pass"
+    )
+    assert seen[-1]["status"] == "ok", seen[-1]
+    again.send_signal(signal.SIGTERM)
+    again.communicate(timeout=30)
+    assert again.returncode == 0
+    plan = ck_json(site, "plan")["result"]
+    assert plan["files"]["eligible"] == 0 and plan["events"]["rows"] == 0
+    audit = ck_json(site, "history")["result"]
+    assert {(r["origin"], r["action"]) for r in audit} >= {
+        ("scheduler", "pass"),
+        ("cli", "recover"),
+    }
+    ck(site, "status")

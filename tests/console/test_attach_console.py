@@ -1,0 +1,60 @@
+"""A console opened while a CLI pass runs elsewhere: it attaches, shows that pass
+live, and stops it gracefully on request."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from conftest import make_app, settle
+
+from coldkeep.core.config import Settings, load_settings
+from coldkeep.tui.panes import InFlightPane, LogPane
+
+
+async def test_the_console_watches_a_running_pass_and_stops_it(settings: Settings) -> None:
+    assert settings.config_path is not None
+    text = settings.config_path.read_text()
+    settings.config_path.write_text(
+        text.replace("workers = 1", "workers = 1\nbytes_per_s = 100000")
+    )
+    slow = load_settings(settings.config_path)
+    other = subprocess.Popen(
+        [sys.executable, "-m", "coldkeep.tui.cli", "pass", "--config", str(slow.config_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stderr is not None
+        for line in other.stderr:  # it holds the lock and serves once its files start
+            if line.startswith("files:"):
+                break
+        app = make_app(slow)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot)
+            pane = app.query_one(InFlightPane)
+            for _ in range(2000):  # until the other process's files show here
+                await pilot.pause()
+                if app.attached is not None and pane.files:
+                    break
+            log = "\n".join(line for _, line in app.query_one(LogPane).lines)
+            assert app.attached is not None, f"attached to the running pass; log:\n{log}"
+            assert f"LOCKED by pid {other.pid}" in str(app.query_one("#status-line").render())
+            assert pane.files, "its files in flight, live"
+            assert app.unavailable("run_pass"), "this console does not act meanwhile"
+
+            await pilot.press("x")  # stop gracefully: the other process stops
+            for _ in range(2000):
+                await pilot.pause()
+                if app.attached is None:
+                    break
+            log = "\n".join(line for _, line in app.query_one(LogPane).lines)
+            assert f"asked pid {other.pid} to stop" in log
+        rest, _ = other.communicate(timeout=60)
+        assert other.returncode == 0 and "cancelled" in rest
+    finally:
+        if other.poll() is None:
+            other.send_signal(signal.SIGKILL)
+            other.wait()
