@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITER = ROOT / "tests" / "appwriter.py"
@@ -119,7 +120,7 @@ def count_eligible(db: Path, now_ms: int) -> int:
 
 
 def run_coldkeep(
-    base: Path, db: Path, rate: float, max_id: int, now_ms: int, batch_rows: int
+    base: Path, db: Path, rate: float, max_id: int, now_ms: int, events: dict[str, Any]
 ) -> Run:
     (base / "live").mkdir()
     cfg = parse_settings(
@@ -127,7 +128,7 @@ def run_coldkeep(
             "live_root": str(base / "live"),
             "archive_root": str(base / "archive"),
             "state_db": str(db),
-            "events": {"min_age_days": MIN_AGE_DAYS, "batch_rows": batch_rows},
+            "events": {"min_age_days": MIN_AGE_DAYS, **events},
         },
         base / "coldkeep.toml",
     )
@@ -213,7 +214,7 @@ def print_table(rows: list[tuple[str, ...]]) -> None:
 
 
 def measure(
-    rows: int, rate: float, work: Path, batch_rows: int = 2000
+    rows: int, rate: float, work: Path, events: dict[str, Any] | None = None
 ) -> list[tuple[str, str, str, str, str, str]]:
     now_ms = time.time_ns() // 1_000_000
     src = work / "state.db"
@@ -223,7 +224,7 @@ def measure(
         shutil.copy(src, work / name / "state.db")
     eligible = count_eligible(src, now_ms)
     print(f"live DB: {rows:,} rows, {eligible:,} eligible; writer at {rate:g} writes/s")
-    ck = run_coldkeep(work / "ck", work / "ck" / "state.db", rate, rows, now_ms, batch_rows)
+    ck = run_coldkeep(work / "ck", work / "ck" / "state.db", rate, rows, now_ms, events or {})
     one = run_oneshot(work / "one", work / "one" / "state.db", rate, rows, now_ms)
     return table(ck, one)
 
@@ -232,10 +233,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--rate", type=float, default=200.0, help="writer writes per second")
-    ap.add_argument("--batch-rows", type=int, default=2000, help="events.batch_rows")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an [events] setting for coldkeep, e.g. batch_rows=4000 (repeatable)",
+    )
     args = ap.parse_args()
+    events = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     with tempfile.TemporaryDirectory(dir=ROOT / "bench") as tmp:
-        print_table(measure(args.rows, args.rate, Path(tmp), args.batch_rows))
+        print_table(measure(args.rows, args.rate, Path(tmp), events))
 
 
 if __name__ == "__main__":

@@ -4,33 +4,43 @@ the application keeps writing (seeds/000 kinds.ts, livecheckpoint.ts; SPEC §6).
 
 One batch, oldest ids first (``events.batch_rows`` rows):
 
-  1. read the ids (and time stamps) of the next eligible rows from live: kind in
+  1. find the id range of the next eligible rows in live (kind in
      ``events.kinds``, time stamp parsable and older than ``events.min_age_days``,
-     not under a restore hold, never the row with the largest id; an autocommit
-     SELECT, no transaction left open;
-  2. per month: ids already in the month DB with the same content need nothing;
-     the same id with OTHER content is a conflict: refused, reported, kept in
-     both; the rest are copied from live into the month DB (``INSERT … SELECT``,
-     eligibility checked again as they are copied) and committed durably (WAL,
-     synchronous=FULL)                                         ->  batch_archived
-  3. delete them from live in one short ``BEGIN IMMEDIATE`` transaction whose
-     DELETE joins each live row with its archived copy and removes only rows
-     identical in every column: a row the application updated meanwhile stays
-     live, and the fresh copy of it this batch made goes      ->  batch_deleted
+     never the row with the largest id) and the months they fall in: one
+     aggregate SELECT, no transaction left open;
+  2. per month, in one transaction on the live connection with the month DB
+     attached: rows the month DB already holds with the same content need
+     nothing; the same id with OTHER content is a conflict: refused, reported,
+     kept in both; the rest are copied (``INSERT … SELECT`` over the id range,
+     eligibility and month checked again as they are copied) and committed
+     durably (WAL, synchronous=FULL). Rows under a restore hold are left out
+     everywhere                                                ->  batch_archived
+  3. delete them from live in slices of the id range, each in one short
+     ``BEGIN IMMEDIATE`` transaction (about HOLD_TARGET_S, then live is left free
+     a while for the application's writers). Which rows are identical to their
+     archived copy is known before the lock is taken: for the first slice from
+     the copy's own snapshot, for the others from a read of the archive; the
+     delete runs only if live is still that snapshot (``PRAGMA data_version``
+     unchanged: nobody else committed since), else that read is redone, and
+     after a few tries the DELETE itself joins each live row with its archived
+     copy and removes only rows identical in every column. A row the
+     application updated meanwhile stays live, and the fresh copy of it this
+     batch made goes                                           ->  batch_deleted
 
-Rows never pass through Python: ids do, the rows go from database to database in
-SQL. Each month DB's connection attaches live for step 2; the live connection
-attaches the month DBs for step 3; each only ever reads the other side. Reading
-across an ATTACH is all this relies on: each database commits on its own (a
-transaction over ATTACHed WAL databases is not atomic across them, and nothing
-here needs it to be).
+Rows never pass through Python, nor do their ids: the rows go from database to
+database in SQL, over id ranges. One connection does it all, with the month DBs
+attached (at most eight at a time): its page cache stays warm from one step to
+the next, and ``data_version`` compares snapshots of that one connection. Each
+database commits on its own (a transaction over ATTACHed WAL databases is not
+atomic across them, and nothing here needs it to be).
 
 Invariants:
 - A row is deleted from live only once it is durably in its month DB with
-  identical content, and that identity is checked by SQLite against the archive
-  file at the moment of the delete. A crash anywhere leaves at worst a row in
-  both places; the next batch that reads it finds the same content archived and
-  only deletes it.
+  identical content, established on the very snapshot the delete runs on:
+  checked by SQLite inside the DELETE, or read (by the copy itself, or by a
+  comparison with the archive) from a snapshot nobody has committed past
+  since. A crash anywhere leaves at worst a row in both places; the next batch
+  that reads it finds the same content archived and only deletes it.
 - coldkeep never holds the live write lock while doing anything slow: the only
   live write is step 3, under ``busy_timeout``. If live stays locked past it, the
   batch stays in both places, is retried at the end of the phase, and what is
@@ -40,7 +50,9 @@ Invariants:
   a new row while the old one sits in the archive.
 - The mover's live connection runs with ``wal_autocheckpoint = 0``; the WAL is
   checkpointed by ``LiveCheckpointer`` (PASSIVE) every N batches and whenever it
-  grows past a size.
+  grows past a size. Its own commits to live are ``synchronous = NORMAL``: a
+  delete lost to a power cut puts the row back in live, beside its archived
+  copy, which the next pass settles; the month DBs stay FULL.
 - A month DB that cannot be opened or fails its quick check is refused for this
   pass (its rows stay live); the other months go on.
 
@@ -53,11 +65,11 @@ sqlite3 module hands the GIL back on every row, and two threads convoy on it).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import sqlite3
 import time
 import urllib.parse
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,7 +77,15 @@ from typing import Any, TypeVar
 from .cancel import Cancelled, CancelToken, in_thread
 from .checkpoint import CheckpointResult, LiveCheckpointer, wal_bytes
 from .config import Settings
-from .eventschema import EventSchema, EventsError, discover, journal_mode, open_live, q
+from .eventschema import (
+    EventSchema,
+    EventsError,
+    discover,
+    journal_mode,
+    months_spanned,
+    open_live,
+    q,
+)
 from .fsutil import ensure_dir
 from .manifest import Manifest
 from .steps import StepHook, StepName, no_step
@@ -77,11 +97,22 @@ SyncStep = Callable[[StepName, dict[str, Any]], None]
 MAX_LOCKED_BATCHES = 3
 # Month DBs attached to the live connection at once (SQLite's limit is 10).
 MAX_ATTACHED = 8
+# A delete holds live's write lock about HOLD_TARGET_S, and live is then left
+# free at least WRITER_GAP_S. SQLite's default busy handler retries a refused
+# writer 1, 3, 8, 18 ms after the refusal: with these two, a writer refused during
+# a delete is in by its third retry at the latest, ~10 ms late, never tens of ms.
+# Steps 1 and 2 of the next batch usually fill the gap.
+HOLD_TARGET_S = 0.005
+WRITER_GAP_S = 0.0055
+MIN_SLICE = 64
+# Reading which rows match the archive, outside the lock, is redone this many
+# times when the application commits in between; then the check runs under it.
+VERIFY_TRIES = 3
+# Months a batch may span before step 1 asks SQLite which months its rows are in.
+MAX_SPAN = 3
 # Every commit of the application empties our connections' page caches of live;
 # mapped, its pages are re-read without a copy or a syscall.
 MMAP_BYTES = 1 << 30
-# Ids per SQL statement (SQLite's oldest default limit on variables is 999).
-CHUNK = 900
 
 
 @dataclass(frozen=True)
@@ -123,26 +154,36 @@ class MoveReport:
 
 
 @dataclass
+class _Month:
+    """One month's share of a batch: its id range in live, and what step 2 found."""
+
+    lo: int
+    hi: int
+    where: tuple[str, list[Any]]  # SQL for "in this month", and its parameters
+    before: set[int] = field(default_factory=set)  # ids the month DB held in [lo, hi]
+    already: set[int] = field(default_factory=set)  # ...of them, identical to live
+    conflicts: set[int] = field(default_factory=set)  # ...of them, not
+    copied: int = 0  # rows this batch copied in
+    version: int = -1  # live's data_version as step 2 read it
+    deleted: int = 0  # rows step 3 removed from live
+
+
+@dataclass
 class _Batch:
     number: int
     first_id: int
     last_id: int
-    archived: dict[str, list[int]]  # by month: ids durably archived, to delete from live
-    inserted: dict[int, str]  # id -> month, for the rows this batch copied
-    deleted: int = 0  # rows step 3 removed from live
+    held: list[int]  # ids under a restore hold in [first_id, last_id]: never touched
+    months: dict[str, _Month] = field(default_factory=dict)  # the months archived
 
     @property
     def info(self) -> dict[str, Any]:
         return {"batch": self.number, "first_id": self.first_id, "last_id": self.last_id}
 
     @property
-    def ids(self) -> list[int]:
-        return [i for ids in self.archived.values() for i in ids]
-
-
-def _chunks(seq: Sequence[T], n: int = CHUNK) -> Iterable[Sequence[T]]:
-    for i in range(0, len(seq), n):
-        yield seq[i : i + n]
+    def archived(self) -> int:
+        """Rows durably in their month DB, to delete from live."""
+        return sum(m.copied + len(m.already) for m in self.months.values())
 
 
 def _marks(n: int) -> str:
@@ -150,9 +191,6 @@ def _marks(n: int) -> str:
 
 
 def _uri(path: Path) -> str:
-    # Not mode=ro: a read-only connection to a WAL database cannot share its -shm
-    # and rebuilds the WAL index by reading the whole WAL in every transaction
-    # (measured: 70 ms a batch). Attached read-write, and only ever read.
     return "file:" + urllib.parse.quote(str(path))
 
 
@@ -161,39 +199,53 @@ def _locked(err: sqlite3.OperationalError) -> bool:
 
 
 class MonthDbs:
-    """The month archive databases, opened (and created) on first use; each reads
-    live through an ATTACH named ``live``."""
+    """The month archive databases: created and checked on first use, attached to
+    the live connection (at most MAX_ATTACHED at a time, the least recently used
+    detached first; detaching the last connection checkpoints a month's WAL)."""
 
-    def __init__(self, events_dir: Path, schema: EventSchema) -> None:
+    def __init__(self, live: sqlite3.Connection, events_dir: Path, schema: EventSchema) -> None:
+        self.live = live
         self.dir = events_dir
         self.schema = schema
-        self.open: dict[str, sqlite3.Connection] = {}
         self.refused: dict[str, str] = {}
-        self.attached: list[str] = []  # months' schema names on the live connection
+        self.checked: set[str] = set()
+        self.attached: dict[str, str] = {}  # month -> schema name, least recently used first
 
     def path(self, month: str) -> Path:
         return self.dir / f"{month}.db"
 
-    def get(self, month: str) -> sqlite3.Connection | None:
+    def alias(self, month: str) -> str | None:
+        """The schema name ``month`` is attached under; None if it is refused.
+        Never inside a transaction (ATTACH and DETACH cannot run there)."""
         if month in self.refused:
             return None
-        if month not in self.open:
-            try:
-                self.open[month] = self._connect(self.path(month))
-            except sqlite3.DatabaseError as err:
-                self.refused[month] = (
-                    f"{self.path(month)}: {err}; this month is refused, its rows stay live "
-                    "(check or restore that file)"
-                )
-                return None
-        return self.open[month]
+        if month in self.attached:
+            self.attached[month] = self.attached.pop(month)
+            return self.attached[month]
+        name = "m_" + month.replace("-", "_")
+        try:
+            if month not in self.checked:
+                self._prepare(self.path(month))
+                self.checked.add(month)
+            if len(self.attached) >= MAX_ATTACHED:
+                self._detach(next(iter(self.attached)))
+            self.live.execute(f"ATTACH DATABASE ? AS {name}", (_uri(self.path(month)),))
+        except sqlite3.DatabaseError as err:
+            self.refused[month] = (
+                f"{self.path(month)}: {err}; this month is refused, its rows stay live "
+                "(check or restore that file)"
+            )
+            return None
+        self.live.execute(f"PRAGMA {name}.synchronous = FULL")
+        self.live.execute(f"PRAGMA {name}.mmap_size = {MMAP_BYTES}")
+        self.attached[month] = name
+        return name
 
-    def _connect(self, path: Path) -> sqlite3.Connection:
+    def _prepare(self, path: Path) -> None:
         ensure_dir(path.parent)
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
             _quick_check(conn)
             table = self.schema.table
             have = [r[1] for r in conn.execute(f"PRAGMA main.table_info({q(table)})")]
@@ -204,34 +256,15 @@ class MonthDbs:
                 for col in self.schema.columns:
                     if col not in have:
                         conn.execute(f"ALTER TABLE {q(table)} ADD COLUMN {q(col)}")
-            conn.execute("ATTACH DATABASE ? AS live", (_uri(self.schema.db),))
-            conn.execute(f"PRAGMA live.mmap_size = {MMAP_BYTES}")
-        except BaseException:
+        finally:
             conn.close()
-            raise
-        return conn
 
-    def attach(self, live: sqlite3.Connection, months: Sequence[str]) -> dict[str, str]:
-        """Make ``live`` read these months' DBs, detaching the others; returns
-        month -> schema. Callers pass at most MAX_ATTACHED months."""
-        want = {m: "m_" + m.replace("-", "_") for m in months}
-        for alias in [a for a in self.attached if a not in want.values()]:
-            live.execute(f"DETACH DATABASE {alias}")
-            self.attached.remove(alias)
-        for month, alias in want.items():
-            if alias not in self.attached:
-                live.execute(f"ATTACH DATABASE ? AS {alias}", (_uri(self.path(month)),))
-                self.attached.append(alias)
-        return want
+    def _detach(self, month: str) -> None:
+        self.live.execute(f"DETACH DATABASE {self.attached.pop(month)}")
 
     def close(self) -> None:
-        for conn in self.open.values():
-            try:
-                conn.execute("DETACH DATABASE live")
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # our own file: no readers
-            finally:
-                conn.close()
-        self.open.clear()
+        for month in list(self.attached):
+            self._detach(month)
 
 
 def _quick_check(conn: sqlite3.Connection) -> None:
@@ -259,23 +292,27 @@ class EventMover:
         self.db = settings.state_db
         self.events_dir = events_dir
         self.now_ms = now_ms
-        self.held = held
+        self._held = sorted(held)
         self.cancel = cancel
         self.step = step
         self.on_batch = on_batch
         self.on_checkpoint = on_checkpoint
         self.report = MoveReport()
         self._kinds = sorted(self.cfg.kinds)
+        self._slice = self.cfg.batch_rows  # ids per delete, adapted to HOLD_TARGET_S
+        self._released = 0.0  # when the last delete let go of live (monotonic)
+        self._copy_s = self._verify_s = 0.0  # how long the last of each took
 
     def run(self) -> MoveReport:
         live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
         try:
             live.execute("PRAGMA wal_autocheckpoint = 0")
+            live.execute("PRAGMA synchronous = NORMAL")
             live.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             schema = discover(live, self.db, self.cfg)
             self._count_unparsable(live, schema)
             checkpointer = self._checkpointer(live)
-            months = MonthDbs(self.events_dir, schema)
+            months = MonthDbs(live, self.events_dir, schema)
             try:
                 self._loop(live, schema, months, checkpointer)
             except Cancelled:
@@ -323,18 +360,55 @@ class EventMover:
 
     def _read_batch(
         self, live: sqlite3.Connection, schema: EventSchema, after: int
-    ) -> list[tuple[int, Any]]:
-        """Step 1: the ids and time stamps of the next eligible rows after ``after``."""
+    ) -> list[tuple[str | None, int, int, int]]:
+        """Step 1: the next ``batch_rows`` eligible rows after ``after``, as their
+        months: (month, rows, lowest id, highest id); month None: unparsable.
+        Rows are counted only where the months came from SQLite (0 otherwise)."""
         table, pk = q(schema.table), q(schema.pk)
         eligible, params = self._eligible(schema)
         # NOT INDEXED: walk the table by id from `after`. An index on (kind, ts)
         # would make every batch re-read and sort all eligible rows: quadratic.
-        sql = (
+        rows = (
             f"SELECT {pk}, {q(schema.ts)} FROM {table} NOT INDEXED "
             f"WHERE {pk} > ? AND {pk} < (SELECT max({pk}) FROM {table}) "
             f"AND {eligible} ORDER BY {pk} LIMIT {self.cfg.batch_rows}"
         )
-        return live.execute(sql, [after, *params]).fetchall()
+        args = [after, *params]
+        secs = schema.ts_seconds_sql()
+        lo_s, hi_s, n, first, last = live.execute(
+            f"SELECT min({secs}), max({secs}), count(*), min({pk}), max({pk}) FROM ({rows})", args
+        ).fetchone()
+        if not n:
+            return []
+        # Ids follow time in an events table: a batch spans a month or two, found
+        # from its oldest and newest time stamps, no date function per row.
+        span = months_spanned(lo_s, hi_s, MAX_SPAN) if lo_s is not None else None
+        if span is not None:
+            inner = span[1:-1]  # between the first and the last: maybe no rows at all
+            return [
+                (month, 0, first, last)
+                for month in span
+                if month not in inner or self._any(live, schema, month, first, last)
+            ]
+        by_month = f"SELECT {schema.month_sql()}, count(*), min({pk}), max({pk}) FROM ({rows})"
+        return live.execute(f"{by_month} GROUP BY 1", args).fetchall()
+
+    def _any(
+        self, live: sqlite3.Connection, schema: EventSchema, month: str, lo: int, hi: int
+    ) -> bool:
+        where = schema.month_condition(month)
+        if where is None:
+            return False
+        eligible, params = self._eligible(schema)
+        pk = q(schema.pk)
+        sql = (
+            f"SELECT EXISTS (SELECT 1 FROM {q(schema.table)} NOT INDEXED "
+            f"WHERE {pk} BETWEEN ? AND ? AND {eligible} AND {where[0]})"
+        )
+        return bool(live.execute(sql, [lo, hi, *params, *where[1]]).fetchone()[0])
+
+    def _held_in(self, lo: int, hi: int) -> list[int]:
+        return self._held[bisect.bisect_left(self._held, lo) : bisect.bisect_right(self._held, hi)]
 
     def _loop(
         self,
@@ -348,13 +422,15 @@ class EventMover:
         retry: list[_Batch] = []
         while locked_in_a_row < MAX_LOCKED_BATCHES:
             self.cancel.check()
-            rows = self._read_batch(live, schema, after)
-            if not rows:
+            spans = self._read_batch(live, schema, after)
+            if not spans:
                 break
-            after = rows[-1][0]
+            first, after = min(s[2] for s in spans), max(s[3] for s in spans)
             self.report.batches += 1
-            archived, inserted = self._archive(rows, schema, months)
-            batch = _Batch(self.report.batches, rows[0][0], after, archived, inserted)
+            batch = _Batch(self.report.batches, first, after, self._held_in(first, after))
+            if batch.held:
+                self.report.held += self._count_held(live, schema, batch.held)
+            self._archive(live, spans, schema, months, batch)
             self.step("batch_archived", batch.info)
             locked = not self._delete(live, batch, schema, months)
             self.step("batch_deleted", batch.info)
@@ -370,9 +446,9 @@ class EventMover:
                     batch.number,
                     batch.first_id,
                     after,
-                    len(inserted),
-                    len(batch.ids) - len(inserted),
-                    tuple(sorted(archived)),
+                    sum(m.copied for m in batch.months.values()),
+                    sum(len(m.already) for m in batch.months.values()),
+                    tuple(sorted(batch.months)),
                     wal,
                     locked,
                 )
@@ -385,30 +461,49 @@ class EventMover:
         for batch in retry:
             self.cancel.check()
             if not self._delete(live, batch, schema, months):
-                self.report.locked_rows += len(batch.ids)
+                self.report.locked_rows += batch.archived
+
+    def _count_held(self, live: sqlite3.Connection, schema: EventSchema, held: list[int]) -> int:
+        eligible, params = self._eligible(schema)
+        held_ids = _skip(live, held, q(schema.pk))
+        sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {eligible} AND {held_ids}"
+        return int(live.execute(sql, params).fetchone()[0])
 
     def _archive(
-        self, rows: list[tuple[int, Any]], schema: EventSchema, months: MonthDbs
-    ) -> tuple[dict[str, list[int]], dict[int, str]]:
-        """Step 2. Returns the ids now safely archived (to delete from live) by
-        month, and the ids this batch copied with their months."""
-        by_month: dict[str, list[int]] = defaultdict(list)
-        for row_id, ts in rows:
-            month = schema.month_of(ts)
-            if row_id in self.held:
-                self.report.held += 1
-            elif month is None:  # SQLite read a time its strftime() accepts, Python not
-                self.report.unparsable += 1
-            else:
-                by_month[month].append(row_id)
-        archived: dict[str, list[int]] = {}
-        inserted: dict[int, str] = {}
-        for month, ids in sorted(by_month.items()):
-            conn = months.get(month)
-            if conn is None:
+        self,
+        live: sqlite3.Connection,
+        spans: list[tuple[str | None, int, int, int]],
+        schema: EventSchema,
+        months: MonthDbs,
+        batch: _Batch,
+    ) -> None:
+        """Step 2, month by month: what the month DB holds already, then a copy of
+        the rest, committed durably."""
+        for month, rows, lo, hi in sorted(spans, key=lambda s: s[0] or ""):
+            where = schema.month_condition(month) if month is not None else None
+            if month is None or where is None:  # a time stamp no month can be found for
+                self.report.unparsable += rows
                 continue
-            already, conflicts = self._present(conn, schema, ids)
-            for row_id in conflicts:
+            alias = months.alias(month)
+            if alias is None:
+                continue
+            m = _Month(lo, hi, where)
+            held = set(batch.held)
+            # Deferred, never IMMEDIATE: that would take the write lock on every
+            # attached database, live included. This takes it on the month DB only.
+            self._pause(self._copy_s)  # the first delete runs on this snapshot
+            t_copy = time.monotonic()
+            live.execute("BEGIN")
+            try:
+                m.version = live.execute("PRAGMA main.data_version").fetchone()[0]
+                self._present(live, alias, schema, m, held)
+                m.copied = self._copy(live, alias, schema, m, [*held, *m.before])
+                live.execute("COMMIT")
+            except BaseException:
+                live.execute("ROLLBACK")
+                raise
+            self._copy_s = time.monotonic() - t_copy
+            for row_id in sorted(m.conflicts):
                 self.report.conflicts.append(
                     Conflict(
                         row_id,
@@ -417,122 +512,168 @@ class EventMover:
                         "content; both copies are kept (compare them and remove one)",
                     )
                 )
-            new = [i for i in ids if i not in already and i not in conflicts]
-            copied = self._copy(conn, schema, month, new) if new else []
-            archived[month] = sorted(already) + copied
-            inserted.update((i, month) for i in copied)
+            batch.months[month] = m
             self.report.months.add(month)
-        return archived, inserted
 
     def _present(
-        self, conn: sqlite3.Connection, schema: EventSchema, ids: list[int]
-    ) -> tuple[set[int], set[int]]:
-        """Of ``ids``, those the month DB already holds with the same content as
-        live, and those it holds with other content. Usually neither: one range
-        probe says so before any lookup by id."""
+        self, live: sqlite3.Connection, alias: str, schema: EventSchema, m: _Month, held: set[int]
+    ) -> None:
+        """Fill ``m.before``, ``m.already`` and ``m.conflicts``: the month DB's rows
+        in this batch's range, and which of this month's eligible live rows they
+        match. Usually there are none: one range probe says so."""
         table, pk = q(schema.table), q(schema.pk)
-        probe = f"SELECT EXISTS (SELECT 1 FROM main.{table} WHERE {pk} BETWEEN ? AND ?)"
-        if not conn.execute(probe, (ids[0], ids[-1])).fetchone()[0]:
-            return set(), set()
+        in_range = f"FROM {alias}.{table} WHERE {pk} BETWEEN ? AND ?"
+        if not live.execute(f"SELECT EXISTS (SELECT 1 {in_range})", (m.lo, m.hi)).fetchone()[0]:
+            return
+        m.before = {r[0] for r in live.execute(f"SELECT {pk} {in_range}", (m.lo, m.hi))}
         same = " AND ".join(f"a.{q(c)} IS l.{q(c)}" for c in schema.columns if c != schema.pk)
-        already: set[int] = set()
-        conflicts: set[int] = set()
-        for chunk in _chunks(ids):
-            sql = (
-                f"SELECT a.{pk}, ({same}) FROM main.{table} a "
-                f"JOIN live.{table} l ON l.{pk} = a.{pk} WHERE a.{pk} IN ({_marks(len(chunk))})"
-            )
-            for row_id, equal in conn.execute(sql, chunk):
-                (already if equal else conflicts).add(row_id)
-        return already, conflicts
+        eligible, params = self._eligible(schema)
+        sql = (
+            f"SELECT a.{pk}, ({same}) FROM {alias}.{table} a JOIN main.{table} l "
+            f"ON l.{pk} = a.{pk} WHERE a.{pk} BETWEEN ? AND ? AND l.{pk} IN ("
+            f"SELECT {pk} FROM main.{table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? "
+            f"AND {eligible} AND {m.where[0]})"
+        )
+        for row_id, equal in live.execute(sql, [m.lo, m.hi, m.lo, m.hi, *params, *m.where[1]]):
+            if row_id not in held:
+                (m.already if equal else m.conflicts).add(row_id)
 
     def _copy(
-        self, conn: sqlite3.Connection, schema: EventSchema, month: str, ids: list[int]
-    ) -> list[int]:
-        """Copy these rows from live into the month DB and commit durably. The
-        copy re-checks eligibility and month (the application may have changed a
-        row since step 1); returns the ids actually copied."""
+        self,
+        live: sqlite3.Connection,
+        alias: str,
+        schema: EventSchema,
+        m: _Month,
+        skip_ids: list[int],
+    ) -> int:
+        """Copy this month's eligible rows in the range from live into the month
+        DB, but for ``skip_ids``; returns how many. Eligibility and month are
+        checked again here, as the rows are read."""
         table, pk, cols = q(schema.table), q(schema.pk), schema.select_columns
-        # Deferred, never IMMEDIATE: that would take the write lock on every
-        # attached database, live included. This takes it on the month DB only.
-        conn.execute("BEGIN")
-        try:
-            copied = 0
-            eligible, params = self._eligible(schema)
-            for chunk in _chunks(ids):
-                # NOT INDEXED: by id, never by the (kind, ts) index the eligibility
-                # test would tempt the planner into (a scan of every eligible row).
-                cur = conn.execute(
-                    f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM live.{table} "
-                    f"NOT INDEXED WHERE {pk} IN ({_marks(len(chunk))}) AND {eligible} "
-                    f"AND {schema.month_sql()} = ?",
-                    [*chunk, *params, month],
-                )
-                copied += cur.rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        if copied == len(ids):
-            return ids
-        got: list[int] = []
-        for chunk in _chunks(ids):
-            sql = f"SELECT {pk} FROM main.{table} WHERE {pk} IN ({_marks(len(chunk))})"
-            got.extend(r[0] for r in conn.execute(sql, chunk))
-        return sorted(got)
+        eligible, params = self._eligible(schema)
+        skip = _skip(live, skip_ids, pk)
+        # NOT INDEXED: by id, never by the (kind, ts) index the eligibility test
+        # would tempt the planner into (a scan of every eligible row).
+        return int(
+            live.execute(
+                f"INSERT INTO {alias}.{table} ({cols}) SELECT {cols} FROM main.{table} "
+                f"NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {eligible} "
+                f"AND {m.where[0]} AND NOT ({skip})",
+                [m.lo, m.hi, *params, *m.where[1]],
+            ).rowcount
+        )
 
     def _delete(
         self, live: sqlite3.Connection, batch: _Batch, schema: EventSchema, months: MonthDbs
     ) -> bool:
-        """Step 3: one short write transaction (per eight months in the batch);
-        False when live stayed locked.
-
-        The DELETE itself joins each live row with its copy in the month DB
-        (attached) and removes it only where every column is identical:
-        the invariant is checked by SQLite against the archive file, at the moment
-        of the delete, while the application cannot write."""
-        if not batch.ids:
+        """Step 3, in slices of the batch's id range, each verified against the
+        archive outside the lock and then deleted in its own short write
+        transaction; False when live stayed locked (what is deleted stays so)."""
+        if not batch.archived:
             return True
-        months_in = sorted(batch.archived)
-        for i in range(0, len(months_in), MAX_ATTACHED):
-            group = months_in[i : i + MAX_ATTACHED]
-            if not self._delete_months(live, batch, schema, months, group):
-                return False
+        pk = q(schema.pk)
+        conflicts = [i for m in batch.months.values() for i in m.conflicts]
+        for month in sorted(batch.months):
+            m, alias = batch.months[month], months.alias(month)
+            if alias is None:  # refused since step 2: its rows stay in both places
+                m.copied, m.already = 0, set()
+                continue
+            # Held rows are never touched; rows archived with other content stay.
+            skip = _skip(live, [*batch.held, *conflicts], pk)
+            lo = m.lo
+            while lo <= m.hi:
+                hi = min(m.hi, lo + self._slice - 1)
+                if not self._delete_slice(live, alias, schema, m, lo, hi, skip):
+                    return False
+                lo = hi + 1
         self._settle(live, batch, schema, months)
         return True
 
-    def _delete_months(
+    def _delete_slice(
         self,
         live: sqlite3.Connection,
-        batch: _Batch,
+        alias: str,
         schema: EventSchema,
-        months: MonthDbs,
-        which: list[str],
+        m: _Month,
+        lo: int,
+        hi: int,
+        skip: str,
     ) -> bool:
-        pk, table = q(schema.pk), q(schema.table)
-        same = " AND ".join(f"e.{q(c)} IS a.{q(c)}" for c in schema.columns if c != schema.pk)
-        aliases = months.attach(live, which)
-        try:
-            live.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as err:
-            if _locked(err):
-                return False
-            raise
-        try:
-            for month in which:
-                for chunk in _chunks(batch.archived[month]):
-                    batch.deleted += live.execute(
-                        f"DELETE FROM main.{table} WHERE {pk} IN ("
-                        f"SELECT e.{pk} FROM main.{table} e "
-                        f"JOIN {aliases[month]}.{table} a ON a.{pk} = e.{pk} "
-                        f"WHERE e.{pk} IN ({_marks(len(chunk))}) AND {same})",
-                        chunk,
-                    ).rowcount
-            live.execute("COMMIT")
-        except BaseException:
-            live.execute("ROLLBACK")
-            raise
-        return True
+        """Delete the archived rows of ids ``lo``..``hi`` from live. Which rows
+        match their archived copy is known without the lock (the copy's own
+        snapshot, for the first slice, or a reading of the archive); the delete
+        then runs only if live is still that snapshot (``data_version``: nobody
+        else committed since), else the reading is redone. After a few tries the
+        identity is checked inside the write transaction instead."""
+        table, pk = q(schema.table), q(schema.pk)
+        eligible, params = self._eligible(schema)
+        same = "".join(f"AND a.{q(c)} IS {table}.{q(c)} " for c in schema.columns if c != schema.pk)
+        archived = f"EXISTS (SELECT 1 FROM {alias}.{table} a WHERE a.{pk} = {table}.{pk} {same})"
+        # By id (NOT INDEXED: see _read_batch); never the largest id (see the
+        # invariants), even if the application deleted the row that was the
+        # largest when step 1 ran.
+        rows = (
+            f"FROM main.{table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? "
+            f"AND {pk} < (SELECT max({pk}) FROM main.{table}) AND {eligible} "
+            f"AND {m.where[0]} AND NOT ({skip})"
+        )
+        args = [lo, hi, *params, *m.where[1]]
+        for attempt in range(VERIFY_TRIES + 1):
+            checked = attempt < VERIFY_TRIES
+            if attempt == 0 and lo == m.lo:
+                seen = m.version  # step 2 read this snapshot: its rows are the copies
+            elif checked:
+                self._pause(self._verify_s)
+                t_read = time.monotonic()
+                live.execute("BEGIN")
+                try:
+                    seen = live.execute("PRAGMA main.data_version").fetchone()[0]
+                    unarchived = live.execute(f"SELECT count(*) {rows} AND NOT {archived}", args)
+                    spare = int(unarchived.fetchone()[0])
+                finally:
+                    live.execute("COMMIT")
+                self._verify_s = time.monotonic() - t_read
+                if spare:  # rows changed since they were copied: the lock decides
+                    checked = False
+            self._pause()  # what is left of it
+            t0 = time.monotonic()
+            try:
+                live.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as err:
+                if _locked(err):
+                    return False
+                raise
+            try:
+                if checked and live.execute("PRAGMA main.data_version").fetchone()[0] != seen:
+                    live.execute("ROLLBACK")  # someone wrote meanwhile: read again
+                    continue
+                where = rows if checked else f"{rows} AND {archived}"
+                m.deleted += live.execute(f"DELETE {where}", args).rowcount
+                live.execute("COMMIT")
+            except BaseException:
+                live.execute("ROLLBACK")
+                raise
+            self._released = time.monotonic()
+            self._resize(hi - lo + 1, self._released - t0)
+            return True
+        raise AssertionError("unreachable: the last attempt deletes under the lock")
+
+    def _pause(self, ahead: float = 0.0) -> None:
+        """Leave live unlocked WRITER_GAP_S after each delete: a writer refused
+        during the delete retries within that time. Called before reading the
+        snapshot the next delete depends on, less the time that reading should
+        take (``ahead``), so that waiting does not widen the window in which a
+        commit by the application would spoil the snapshot."""
+        wait = self._released + WRITER_GAP_S - ahead - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+    def _resize(self, ids: int, held_s: float) -> None:
+        """Size the next slice so that it holds the lock about HOLD_TARGET_S
+        (growing at most twofold at a time: the rows may get denser)."""
+        if held_s > 0:
+            want = ids * HOLD_TARGET_S / held_s
+            self._slice = int(max(MIN_SLICE, min((self._slice + want) / 2, 2 * self._slice)))
 
     def _settle(
         self, live: sqlite3.Connection, batch: _Batch, schema: EventSchema, months: MonthDbs
@@ -543,23 +684,39 @@ class EventMover:
         by a pass that crashed, stays: the next pass reports the two as a
         conflict.) A row the application deleted meanwhile is simply gone."""
         pk, table = q(schema.pk), q(schema.table)
-        ids = batch.ids
-        still: set[int] = set()
-        for chunk in _chunks(ids) if batch.deleted < len(ids) else ():
-            sql = f"SELECT {pk} FROM main.{table} WHERE {pk} IN ({_marks(len(chunk))})"
-            still.update(r[0] for r in live.execute(sql, chunk))
-        for row_id in still:
-            self.report.kept_changed += 1
-            month = batch.inserted.pop(row_id, None)
-            conn = months.get(month) if month else None
-            if conn is not None:
-                conn.execute(f"DELETE FROM main.{table} WHERE {pk} = ?", (row_id,))
-        if still:
-            for month, month_ids in batch.archived.items():
-                batch.archived[month] = [i for i in month_ids if i not in still]
-        moved = sum(1 for i in ids if i in batch.inserted and i not in still)
-        self.report.moved += moved
-        self.report.already_archived += len(ids) - len(still) - moved
+        held = set(batch.held)
+        for month, m in batch.months.items():
+            alias = months.alias(month) if m.deleted < m.copied + len(m.already) else None
+            if alias is not None:
+                both = live.execute(
+                    f"SELECT a.{pk} FROM {alias}.{table} a JOIN main.{table} l "
+                    f"ON l.{pk} = a.{pk} WHERE a.{pk} BETWEEN ? AND ?",
+                    (m.lo, m.hi),
+                ).fetchall()
+                for (row_id,) in both:
+                    if row_id in held or row_id in m.conflicts:
+                        continue
+                    if row_id in m.already:
+                        m.already.discard(row_id)
+                        self.report.kept_changed += 1
+                    elif row_id not in m.before:  # this batch's copy, now obsolete
+                        live.execute(f"DELETE FROM {alias}.{table} WHERE {pk} = ?", (row_id,))
+                        m.copied -= 1
+                        self.report.kept_changed += 1
+            self.report.moved += m.copied
+            self.report.already_archived += len(m.already)
+
+
+def _skip(conn: sqlite3.Connection, ids: Iterable[int], column: str) -> str:
+    """A condition true for the ids given (held rows, rows archived before),
+    through a temporary table so that there is no limit on how many."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS coldkeep_skip (id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.coldkeep_skip")
+    ids = list(ids)
+    if not ids:
+        return "0"
+    conn.executemany("INSERT OR IGNORE INTO temp.coldkeep_skip VALUES (?)", ((i,) for i in ids))
+    return f"{column} IN (SELECT id FROM temp.coldkeep_skip)"
 
 
 def _post(loop: asyncio.AbstractEventLoop, fn: Callable[[T], None], arg: T) -> None:

@@ -90,32 +90,49 @@ class EventSchema:
     def month_sql(self) -> str:
         return f"strftime('%Y-%m', {self.ts_seconds_sql()}, 'unixepoch')"
 
-    def month_of(self, ts: Any) -> str | None:
-        """The UTC ``YYYY-MM`` of a time stamp, None when unparsable. Called once per
-        row moved: numbers go through a cache by day."""
-        if self.ts_format == "iso":
-            return _iso_month(ts) if isinstance(ts, str) else None
-        if isinstance(ts, bool) or not isinstance(ts, int | float):
+    def month_condition(self, month: str) -> tuple[str, list[Any]] | None:
+        """SQL true for the rows whose time stamp falls in ``month``, and its
+        parameters; None for a month Python cannot place (its rows are
+        unparsable). For numbers: a range on the column itself, no date
+        function per row."""
+        bounds = _month_bounds(month)
+        if bounds is None:
             return None
-        return _day_month(int(ts // (DAY_MS if self.ts_format == "ms" else 86_400)))
+        if self.ts_format == "iso":
+            return f"{self.month_sql()} = ?", [month]
+        unit = 1000 if self.ts_format == "ms" else 1
+        return f"{q(self.ts)} >= ? AND {q(self.ts)} < ?", [bounds[0] * unit, bounds[1] * unit]
 
 
-@functools.lru_cache(maxsize=4096)
-def _day_month(day: int) -> str | None:
+def months_spanned(lo_s: float, hi_s: float, limit: int) -> list[str] | None:
+    """Every UTC month from the one holding ``lo_s`` to the one holding ``hi_s``
+    (seconds since the epoch); None when either cannot be placed or there are
+    more than ``limit``."""
     try:
-        return datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m")
+        first = datetime.fromtimestamp(lo_s // 86_400 * 86_400, UTC)
+        last = datetime.fromtimestamp(hi_s // 86_400 * 86_400, UTC)
     except (ValueError, OverflowError, OSError):
         return None
-
-
-def _iso_month(ts: str) -> str | None:
-    try:
-        dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
+    if (last.year - first.year) * 12 + last.month - first.month >= limit:
         return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC).strftime("%Y-%m")
+    out = []
+    y, m = first.year, first.month
+    while (y, m) <= (last.year, last.month):
+        out.append(f"{y:04d}-{m:02d}")
+        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _month_bounds(month: str) -> tuple[int, int] | None:
+    """The first second of ``month`` and of the month after it."""
+    try:
+        y, m = int(month[:4]), int(month[5:7])
+        start = datetime(y, m, 1, tzinfo=UTC)
+        end = datetime(y + 1, 1, 1, tzinfo=UTC) if m == 12 else datetime(y, m + 1, 1, tzinfo=UTC)
+    except (ValueError, OverflowError):
+        return None
+    return int(start.timestamp()), int(end.timestamp())
 
 
 def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSchema:
