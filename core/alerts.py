@@ -109,7 +109,7 @@ async def collect(manifest: Manifest, sinks: list[str], now: int) -> int:
             new, alert_id = cur.rowcount == 1, cur.lastrowid
         if new and alert_id is not None:
             raised += 1
-            await manifest.db.executemany(
+            await manifest.run_many(
                 "INSERT INTO alert_deliveries (alert_id, sink) VALUES (?, ?)",
                 [(alert_id, sink) for sink in sinks],
             )
@@ -174,14 +174,14 @@ async def deliver(manifest: Manifest, settings: AlertsSettings, now: int) -> Pol
             report.failed += 1
             assert report.errors is not None
             report.errors.append(f"alert {aid} to {sink}: {err}")
-            await manifest.db.execute(
+            await manifest.run(
                 "UPDATE alert_deliveries SET attempts = attempts + 1, last_error = ? "
                 "WHERE alert_id = ? AND sink = ?",
                 (str(err), aid, sink),
             )
             continue
         report.sent += 1
-        await manifest.db.execute(
+        await manifest.run(
             "UPDATE alert_deliveries SET sent_at = ?, attempts = attempts + 1, last_error = NULL "
             "WHERE alert_id = ? AND sink = ?",
             (now, aid, sink),

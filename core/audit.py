@@ -62,7 +62,7 @@ async def begin(
 
 
 async def end(manifest: Manifest, audit_id: int, outcome: str, detail: str | None = None) -> None:
-    await manifest.db.execute(
+    await manifest.run(
         "UPDATE audit SET outcome = ?, detail = ? WHERE id = ?", (outcome, detail, audit_id)
     )
 

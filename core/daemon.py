@@ -68,7 +68,7 @@ async def record_stats(archiver: Archiver, manifest: Manifest, clock: Clock) -> 
         "backlog_bytes": plan.bytes,
         "backlog_rows": plan.events.rows if plan.events else 0,
     }
-    await manifest.db.execute(
+    await manifest.run(
         "INSERT INTO stats (at, entries, bytes, gz_bytes, backlog_files, backlog_bytes, "
         "backlog_rows) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (int(clock.now() * 1000), *row.values()),

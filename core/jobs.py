@@ -263,12 +263,12 @@ class JobRunner:
         if self._stopping and status != "timeout":
             status, error = "cancelled", "the runner stopped while this run was in flight"
         ended = int(self.clock.now() * 1000)
-        await self.manifest.db.execute(
+        await self.manifest.run(
             "UPDATE job_runs SET ended_at = ?, status = ?, error = ?, summary = ? WHERE id = ?",
             (ended, status, error, json.dumps(summary, default=str), run_id),
         )
         if status == "ok":
-            await self.manifest.db.execute(
+            await self.manifest.run(
                 "INSERT INTO job_state (job, last_run_at) VALUES (?, ?) "
                 "ON CONFLICT (job) DO UPDATE SET last_run_at = excluded.last_run_at",
                 (name, started),
@@ -324,11 +324,11 @@ class JobRunner:
     async def prune(self, now: float) -> None:
         if self.retention_days > 0:
             cutoff = int((now - self.retention_days * 86400) * 1000)
-            await self.manifest.db.execute(
+            await self.manifest.run(
                 "DELETE FROM job_runs WHERE started_at < ? AND status != 'running'", (cutoff,)
             )
         if self.retention_rows > 0:
-            await self.manifest.db.execute(
+            await self.manifest.run(
                 "DELETE FROM job_runs WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() "
                 "OVER (PARTITION BY job ORDER BY started_at DESC, id DESC) AS n FROM job_runs) "
                 "WHERE n > ?)",

@@ -250,12 +250,12 @@ class Manifest:
             db = await aiosqlite.connect(path, isolation_level=None)
         self = cls(db, path)
         try:
-            await db.execute("PRAGMA busy_timeout = 10000")
+            await self.run("PRAGMA busy_timeout = 10000")
             version = await self._version()  # before anything writes to the file
             self._check_version(version, readonly)
             if not readonly:
-                await db.execute("PRAGMA journal_mode = WAL")
-                await db.execute("PRAGMA synchronous = FULL")
+                await self.run("PRAGMA journal_mode = WAL")
+                await self.run("PRAGMA synchronous = FULL")
                 await self._migrate(version)
         except BaseException:
             await db.close()
@@ -264,6 +264,25 @@ class Manifest:
 
     async def close(self) -> None:
         await self.db.close()
+
+    # Every statement closes its cursor on the connection's thread. A cursor left
+    # to the garbage collector is finalized on the thread that drops it (the event
+    # loop's), and resetting its statement there races the connection's thread
+    # running the same cached statement: SQLITE_MISUSE ("bad parameter or other
+    # API misuse"), seen with eight archiving workers.
+
+    async def run(self, sql: str, params: Iterable[Any] = ()) -> None:
+        """Execute one statement (no rows wanted)."""
+        async with self.db.execute(sql, tuple(params)):
+            pass
+
+    async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        async with self.db.executemany(sql, rows):
+            pass
+
+    async def run_script(self, script: str) -> None:
+        async with self.db.executescript(script):
+            pass
 
     async def __aenter__(self) -> Self:
         return self
@@ -292,10 +311,10 @@ class Manifest:
         for n in range(version, SCHEMA_VERSION):
             script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[n]}\nPRAGMA user_version = {n + 1};\nCOMMIT;"
             try:
-                await self.db.executescript(script)
+                await self.run_script(script)
             except sqlite3.Error as err:
                 if self.db.in_transaction:
-                    await self.db.execute("ROLLBACK")
+                    await self.run("ROLLBACK")
                 raise ManifestError(f"{self.path}: migration {n + 1} failed: {err}") from err
 
     # entries -----------------------------------------------------------------
@@ -314,15 +333,15 @@ class Manifest:
     async def add_entries(self, new: Iterable[NewEntry]) -> None:
         """Insert many entries in one transaction (rebuild-manifest)."""
         marks = ", ".join("?" * len(_NEW_COLUMNS))
-        await self.db.execute("BEGIN IMMEDIATE")
+        await self.run("BEGIN IMMEDIATE")
         try:
-            await self.db.executemany(
+            await self.run_many(
                 f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})",
                 [[getattr(e, c) for c in _NEW_COLUMNS] for e in new],
             )
-            await self.db.execute("COMMIT")
+            await self.run("COMMIT")
         except BaseException:
-            await self.db.execute("ROLLBACK")
+            await self.run("ROLLBACK")
             raise
 
     async def entry(self, entry_id: int) -> Entry | None:
@@ -376,12 +395,12 @@ class Manifest:
         return found
 
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
-        await self.db.executemany(
+        await self.run_many(
             "UPDATE entries SET status = ? WHERE id = ?", [(status, i) for i in ids]
         )
 
     async def set_hold(self, ids: Iterable[int], status: EntryStatus, hold_until: int) -> None:
-        await self.db.executemany(
+        await self.run_many(
             "UPDATE entries SET status = ?, hold_until = ? WHERE id = ?",
             [(status, hold_until, i) for i in ids],
         )
@@ -389,7 +408,7 @@ class Manifest:
     async def mark_sources_gone(self, ids: Iterable[int]) -> None:
         """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
         source gone and marks it again."""
-        await self.db.executemany(
+        await self.run_many(
             "UPDATE entries SET source_present = 0 WHERE id = ?", [(i,) for i in ids]
         )
 
@@ -402,7 +421,7 @@ class Manifest:
     # checkpoints and event holds ---------------------------------------------
 
     async def add_checkpoint(self, r: CheckpointResult) -> None:
-        await self.db.execute(
+        await self.run(
             "INSERT INTO checkpoints (at, mode, busy, log, checkpointed, ms, wal_before, "
             "wal_after, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -441,7 +460,7 @@ class Manifest:
             return {int(r[0]) for r in await cur.fetchall()}
 
     async def hold_event_rows(self, ids: Iterable[int], until: int) -> None:
-        await self.db.executemany(
+        await self.run_many(
             "INSERT INTO event_holds (row_id, hold_until) VALUES (?, ?) "
             "ON CONFLICT (row_id) DO UPDATE SET hold_until = excluded.hold_until",
             [(i, until) for i in ids],
@@ -458,13 +477,13 @@ class Manifest:
     # verify ------------------------------------------------------------------
 
     async def mark_verified(self, ids: Iterable[int], at: int) -> None:
-        await self.db.executemany(
+        await self.run_many(
             "UPDATE entries SET verified_at = ?, verify_error = NULL WHERE id = ?",
             [(at, i) for i in ids],
         )
 
     async def mark_verify_failed(self, entry_id: int, at: int, error: str) -> None:
-        await self.db.execute(
+        await self.run(
             "UPDATE entries SET verified_at = ?, verify_error = ? WHERE id = ?",
             (at, error, entry_id),
         )
@@ -477,9 +496,9 @@ class Manifest:
 
     async def set_verify_cursor(self, cursor: int | None, round_started: int = 0) -> None:
         if cursor is None:
-            await self.db.execute("DELETE FROM verify_state")
+            await self.run("DELETE FROM verify_state")
         else:
-            await self.db.execute(
+            await self.run(
                 "INSERT INTO verify_state (id, cursor, round_started) VALUES (1, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, "
                 "round_started = excluded.round_started",
@@ -500,7 +519,7 @@ class Manifest:
     async def finish_pass(
         self, pass_id: int, status: str, summary: dict[str, Any], at: int
     ) -> None:
-        await self.db.execute(
+        await self.run(
             "UPDATE passes SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
             (at, status, json.dumps(summary, sort_keys=True), pass_id),
         )
@@ -530,7 +549,7 @@ class Manifest:
         return RestoreIntent(row_id, entry_id, target, created)
 
     async def clear_restore_intent(self, intent_id: int) -> None:
-        await self.db.execute("DELETE FROM restore_intents WHERE id = ?", (intent_id,))
+        await self.run("DELETE FROM restore_intents WHERE id = ?", (intent_id,))
 
     async def restore_intents(self) -> list[RestoreIntent]:
         async with self.db.execute(

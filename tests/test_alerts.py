@@ -72,7 +72,7 @@ async def conditions(m: Manifest) -> None:
     bad = await m.add_entry(entry(1))
     await m.mark_verify_failed(bad.id, NOW, "decompressed to other bytes")
     await m.add_entry(entry(2, status="missing"))
-    await m.db.execute(
+    await m.run(
         "INSERT INTO job_runs (job, trigger, started_at, ended_at, status, error) "
         "VALUES ('pass', 'schedule', 1, 2, 'timeout', 'no result within 60 s')"
     )

@@ -8,7 +8,7 @@ import pytest
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.cancel import CancelToken
-from coldkeep.core.config import load_settings
+from coldkeep.core.config import load_settings, parse_settings
 from coldkeep.core.demo import write_demo
 from coldkeep.core.lock import LockHeld
 from coldkeep.core.steps import StepInfo, StepName
@@ -23,6 +23,8 @@ from coldkeep.core.stream import (
     Phase,
     Started,
 )
+
+from helpers import Roots, jsonl
 
 
 @pytest.fixture
@@ -84,3 +86,25 @@ async def test_mutating_calls_hold_the_lock_and_readers_do_not(archiver: Archive
         assert status.holder is not None and status.holder_alive
         plan = await archiver.plan()
         assert plan.plan.files > 0
+
+
+async def test_many_workers_archive_hundreds_of_files_without_a_database_error(
+    roots: Roots,
+) -> None:
+    # Eight workers finishing small files at once used to break the manifest
+    # connection (SQLITE_MISUSE): a cursor finalized on the event loop's thread.
+    for i in range(300):
+        roots.write(f"u{i % 10}/f{i:03d}.jsonl", jsonl(20, seed=i))
+    settings = parse_settings(
+        {
+            "live_root": str(roots.live),
+            "archive_root": str(roots.archive),
+            "mode": "on",
+            "files": {"include": ["**/*.jsonl"], "min_age_days": 1},
+            "io": {"workers": 8},
+        },
+        roots.base / "coldkeep.toml",
+    )
+    summary = await Archiver(settings).run_pass()
+    assert (summary.status, summary.files.archived, summary.files.errors) == ("ok", 300, 0)
+    assert not any(roots.live.rglob("*.jsonl"))

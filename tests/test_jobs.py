@@ -69,7 +69,7 @@ async def statuses(manifest: Manifest) -> list[tuple[str, str, str]]:
 async def test_a_run_missed_while_down_fires_on_boot(manifest: Manifest) -> None:
     clock = ManualClock(T0)
     two_days_ago_3am = datetime(2026, 11, 28, 3, 0, tzinfo=UTC).timestamp()
-    await manifest.db.execute(
+    await manifest.run(
         "INSERT INTO job_state (job, last_run_at) VALUES ('pass', ?)",
         (int(two_days_ago_3am * 1000),),
     )
@@ -243,7 +243,7 @@ async def test_retention_prunes_by_age_and_by_rows(manifest: Manifest) -> None:
     old = int((T0 - 100 * 86400) * 1000)
     recent = int((T0 - 86400) * 1000)
     rows = [("pass", "schedule", old, "ok")] * 3 + [("stats", "schedule", recent, "ok")] * 10
-    await manifest.db.executemany(
+    await manifest.run_many(
         "INSERT INTO job_runs (job, trigger, started_at, status) VALUES (?, ?, ?, ?)", rows
     )
     r, _ = runner(
