@@ -374,10 +374,12 @@ class Archiver:
         await self.user_step(name, info)
 
     def _rel(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.settings.live_root).as_posix()
-        except ValueError:
-            return str(path)
+        # String work, not PurePath.relative_to: this runs for every step of
+        # every file on the event loop (~50 µs each with pathlib).
+        full, root = str(path), str(self.settings.live_root)
+        if full.startswith(root + os.sep):
+            return full[len(root) + 1 :]
+        return full
 
     # read-only ---------------------------------------------------------------
 

@@ -225,6 +225,21 @@ def _pack(
     return ident, packed
 
 
+def _check_and_place(
+    src: Path, partial: Path, dest: Path, ident: FileIdentity, packed: Packed
+) -> Path | Changed:
+    """Step 4, then step 5 (one trip to a thread): the source is still the file
+    that was hashed, or nothing is placed."""
+    now = identity_or_none(src)
+    if not ident.same_file(now) or packed.bytes != ident.size:
+        was = now.describe() if now else "gone"
+        return Changed(
+            f"{src} changed while it was archived ({ident.describe()} -> {was}, "
+            f"{packed.bytes} bytes read)"
+        )
+    return _place(partial, dest, packed.sha256, ident.mtime_ns)
+
+
 def _place(partial: Path, dest: Path, sha256: str, mtime_ns: int) -> Path:
     """Step 5: the source's mtime, then into place under the first free name."""
     os.utime(partial, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
@@ -270,16 +285,10 @@ async def archive_file(
                 f"{partial} decompressed to {_short(back)}, the source read {_short(packed)}"
             )
         await step("verified", info)
-        # Step 4: the source is still the file that was hashed.
-        now = await in_thread(cancel, identity_or_none, src)
-        if not ident.same_file(now) or packed.bytes != ident.size:
+        placed = await in_thread(cancel, _check_and_place, src, partial, dest, ident, packed)
+        if isinstance(placed, Changed):
             await _discard(partial)
-            was = now.describe() if now else "gone"
-            return Changed(
-                f"{src} changed while it was archived ({ident.describe()} -> {was}, "
-                f"{packed.bytes} bytes read)"
-            )
-        placed = await in_thread(cancel, _place, partial, dest, packed.sha256, ident.mtime_ns)
+            return placed
     except BaseException:
         await _discard(partial)
         raise

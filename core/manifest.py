@@ -265,16 +265,16 @@ class Manifest:
     async def close(self) -> None:
         await self.db.close()
 
-    # Every statement closes its cursor on the connection's thread. A cursor left
-    # to the garbage collector is finalized on the thread that drops it (the event
-    # loop's), and resetting its statement there races the connection's thread
-    # running the same cached statement: SQLITE_MISUSE ("bad parameter or other
-    # API misuse"), seen with eight archiving workers.
+    # Every statement's cursor is closed or dropped on the connection's thread. A
+    # cursor left to the garbage collector is finalized on the thread that drops
+    # it (the event loop's), and resetting its statement there races the
+    # connection's thread running the same cached statement: SQLITE_MISUSE ("bad
+    # parameter or other API misuse"), seen with eight archiving workers.
 
     async def run(self, sql: str, params: Iterable[Any] = ()) -> None:
-        """Execute one statement (no rows wanted)."""
-        async with self.db.execute(sql, tuple(params)):
-            pass
+        """Execute one statement (no rows wanted): one trip to the connection's
+        thread, where its cursor is dropped."""
+        await self.db.execute_fetchall(sql, tuple(params))
 
     async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         async with self.db.executemany(sql, rows):
@@ -323,12 +323,11 @@ class Manifest:
         """Insert and commit one entry (durable on return)."""
         values = [getattr(new, c) for c in _NEW_COLUMNS]
         marks = ", ".join("?" * len(values))
-        async with self.db.execute(
+        row = await self.db.execute_insert(
             f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
-        ) as cur:
-            row_id = cur.lastrowid
-        assert row_id is not None
-        return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=row_id)
+        )
+        assert row is not None
+        return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=int(row[0]))
 
     async def add_entries(self, new: Iterable[NewEntry]) -> None:
         """Insert many entries in one transaction (rebuild-manifest)."""
@@ -407,10 +406,12 @@ class Manifest:
 
     async def mark_sources_gone(self, ids: Iterable[int]) -> None:
         """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
-        source gone and marks it again."""
-        await self.run_many(
-            "UPDATE entries SET source_present = 0 WHERE id = ?", [(i,) for i in ids]
-        )
+        source gone and marks it again. One statement (one commit) per 500 ids."""
+        todo = list(ids)
+        for at in range(0, len(todo), 500):
+            part = todo[at : at + 500]
+            marks = ", ".join("?" * len(part))
+            await self.run(f"UPDATE entries SET source_present = 0 WHERE id IN ({marks})", part)
 
     async def count_entries(self, where: str = "", params: Iterable[Any] = ()) -> int:
         sql = "SELECT count(*) FROM entries" + (f" WHERE {where}" if where else "")
