@@ -29,19 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from report import Row, met, pct, print_table
+
 from coldkeep.core.catalog import load_catalog, parse_query
 from coldkeep.core.config import load_settings
 from coldkeep.core.demo import write_demo
 from coldkeep.core.manifest import Manifest
 from coldkeep.tui.app import ColdkeepApp
 from coldkeep.tui.pilot import press, settle
-
-Row = tuple[str, str, str, str, str, str]
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else float("nan")
 
 
 async def _lag_during_pass(config: Path) -> tuple[list[float], float, int]:
@@ -79,7 +74,7 @@ def lag_rows(work: Path, scale: float) -> list[Row]:
             "",
             "",
             "p99 < 25 ms",
-            "yes" if p99 < 25 else "NO",
+            met(p99 < 25),
         )
     ]
 
@@ -165,7 +160,7 @@ def manifest_rows(work: Path, entries: int) -> list[Row]:
             "",
             "",
             "< 1.5 s",
-            "yes" if painted < 1.5 else "NO",
+            met(painted < 1.5),
         ),
         (f"console findings loaded (walk of {n} gzips)", f"{walked:.2f} s", "", "", "", ""),
         (f"restore browser: manifest load ({n})", f"{loaded:.2f} s", "", "", "", ""),
@@ -175,7 +170,7 @@ def manifest_rows(work: Path, entries: int) -> list[Row]:
             "",
             "",
             "< 100 ms",
-            "yes" if worst < 0.1 else "NO",
+            met(worst < 0.1),
         ),
     ]
 
@@ -184,13 +179,6 @@ def measure(work: Path, quick: bool) -> list[Row]:
     rows = lag_rows(work, 0.05 if quick else 0.5)
     rows += manifest_rows(work, 20_000 if quick else 1_000_000)
     return rows
-
-
-def print_table(rows: list[Row]) -> None:
-    head = ("what", "coldkeep", "anchor", "ratio", "target", "met?")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for r in [head, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
 def main() -> None:

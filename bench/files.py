@@ -1,0 +1,318 @@
+"""File archiving, restore and verify, against the gzip/pigz/sha256sum scripts an
+operator would otherwise run, each on an identical copy of the same tree.
+
+    python bench/files.py [--quick]
+
+Rows:
+  file archiving end to end   ``coldkeep pass`` (hash, compress, fsync, verify,
+                              place, manifest entry, unlink) vs ``pigz -p <cores>
+                              -6 -r`` and vs a ``gzip -6`` + ``sha256sum`` +
+                              ``gunzip -c | sha256sum`` loop over the same files
+  output size                 coldkeep's gzips vs ``gzip -6``'s
+  restore                     ``coldkeep restore --to`` vs ``gunzip -c`` of the
+                              same gzips
+  verify                      ``coldkeep verify`` vs ``gunzip -c | sha256sum``
+  peak RSS, one big file      a pass over a tree holding one 2 GiB file: the
+                              child process's ru_maxrss
+  rate cap                    a pass with ``io.bytes_per_s`` set: bytes read
+                              (sources and verify) per second of the pass
+
+coldkeep's time runs from when the command holds the lock and starts work
+(its ``seconds``, or its audit time stamp) to the end, leaving out the CLI's
+start-up (~0.4 s of imports); the anchors are timed from spawn to exit. SPEC §11: archiving at >= 4x
+``pigz -p 2 -6``, size <= 1.35x ``gzip -6``, peak RSS < 150 MB, rate within 10 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from report import Row, met, print_table
+
+from coldkeep.core.demo import write_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+COLDKEEP = Path(sys.executable).parent / "coldkeep"
+DAY_MS = 86_400_000
+MB = 1_000_000
+CORES = os.cpu_count() or 2
+
+CONFIG = """\
+live_root = "live"
+archive_root = "archive"
+mode = "on"
+
+[files]
+include = ["**/*.jsonl"]
+min_age_days = 14
+unit_closed = "marker:.closed"
+
+[io]
+bytes_per_s = {rate}
+"""
+
+
+# Linux carries a process's RSS high-water mark across exec, and a child forked
+# from this (large) bench process starts at its size: the command to measure is
+# started from a fresh, small interpreter, which reports its child's peak.
+PEAK_RSS = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+@dataclass
+class Ran:
+    seconds: float  # wall clock, spawn to exit
+    ended: float  # time.time() at exit
+    out: str
+
+
+def run(cmd: list[str], cwd: Path | None = None, shell: bool = False) -> Ran:
+    """Run to completion: its wall time and output; exit if it fails."""
+    with tempfile.TemporaryFile("w+") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd if not shell else " ".join(cmd),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            shell=shell,
+            executable="/bin/bash" if shell else None,
+        )
+        proc.wait()
+        seconds = time.perf_counter() - t0
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{text[-2000:]}")
+    return Ran(seconds, time.time(), text)
+
+
+def coldkeep(site: Path, *args: str, peak_rss: bool = False) -> tuple[Any, Ran]:
+    """Run a coldkeep command with --json: its result, and how it ran (and with
+    ``peak_rss``, the command's peak RSS in KiB as the output's last line)."""
+    cmd = [str(COLDKEEP), *args, "--json", "--config", str(site / "coldkeep.toml")]
+    ran = run([sys.executable, "-c", PEAK_RSS, *cmd] if peak_rss else cmd)
+    doc, _ = json.JSONDecoder().raw_decode(ran.out[ran.out.index("{") :])
+    return doc["result"], ran
+
+
+def write_tree(live: Path, total: int, seed: int) -> tuple[int, int]:
+    """Closed units of old JSONL files, log-uniform 16 KiB to 4 MiB, about
+    ``total`` bytes in all; returns how many files and bytes."""
+    rnd = random.Random(seed)
+    old = int(time.time() * 1000) - 60 * DAY_MS
+    done = n = 0
+    while done < total:
+        unit = f"unit-{n // 8:04d}"
+        size = min(total - done, int(2 ** rnd.uniform(14, 22)))
+        done += write_jsonl(live / unit / f"part-{n % 8:02d}.jsonl", rnd, unit, size, old)
+        (live / unit / ".closed").write_text("closed\n")
+        n += 1
+    return n, done
+
+
+def write_big(live: Path, size: int) -> None:
+    """One ``size``-byte JSONL file: a 64 MiB generated block, repeated (far
+    apart for deflate's 32 KiB window, so it compresses like fresh data)."""
+    path = live / "bulk" / "firehose.jsonl"
+    block = live / "bulk" / "block"
+    write_jsonl(block, random.Random(3), "bulk", min(size, 64 << 20), 0)
+    data = block.read_bytes()
+    block.unlink()
+    with path.open("wb") as f:
+        for _ in range(size // len(data)):
+            f.write(data)
+        f.write(data[: size % len(data)])
+    old = (time.time_ns() // DAY_MS // 1_000_000 - 60) * DAY_MS * 1_000_000
+    os.utime(path, ns=(old, old))
+    (live / "bulk" / ".closed").write_text("closed\n")
+
+
+def site(base: Path, tree: Path, rate: int = 0) -> Path:
+    """A coldkeep site whose live tree is a copy of ``tree`` (mtimes kept)."""
+    shutil.copytree(tree, base / "live")
+    (base / "archive").mkdir()
+    (base / "coldkeep.toml").write_text(CONFIG.format(rate=rate))
+    return base
+
+
+def files_of(root: Path, suffix: str) -> list[Path]:
+    return sorted(p for p in root.rglob(f"*{suffix}") if p.is_file())
+
+
+def script(lines: list[str], work: Path) -> Ran:
+    path = work / f"anchor-{time.monotonic_ns()}.sh"
+    path.write_text("set -euo pipefail\n" + "\n".join(lines) + "\n")
+    return run(["bash", str(path)])
+
+
+def archive_rows(work: Path, tree: Path, size: int) -> list[Row]:
+    ck = site(work / "ck", tree)
+    summary, _ = coldkeep(ck, "pass")
+    files = summary["files"]
+    assert files["errors"] == 0 and files["bytes_in"] == size, files
+    ck_rate = size / summary["seconds"]
+
+    pz = work / "pigz"
+    shutil.copytree(tree, pz)
+    pigz = run(["pigz", "-p", str(CORES), "-6", "-r", str(pz)]) if shutil.which("pigz") else None
+
+    gz = work / "gzip"
+    shutil.copytree(tree, gz)
+    sources = files_of(gz, ".jsonl")
+    gzip = script(
+        [
+            f'f="{p}"; sha256sum "$f" > "$f.sha"; gzip -6 -c "$f" > "$f.gz"; '
+            'gunzip -c "$f.gz" | sha256sum > "$f.back"'
+            for p in sources
+        ],
+        work,
+    )
+    gzip_bytes = sum(p.with_name(p.name + ".gz").stat().st_size for p in sources)
+    ratio = files["bytes_out"] / gzip_bytes
+    cmp = f"{CORES}-core"
+    rows: list[Row] = []
+    if pigz is not None:
+        r = ck_rate / (size / pigz.seconds)
+        rows.append(
+            (
+                f"file archiving, {size / MB:.0f} MB, {len(sources)} files (vs pigz -p {CORES} -6)",
+                f"{ck_rate / MB:.0f} MB/s",
+                f"{size / pigz.seconds / MB:.0f} MB/s",
+                f"{r:.1f}x",
+                ">= 4x",
+                met(r >= 4),
+            )
+        )
+    else:
+        rows.append(("file archiving vs pigz (pigz not installed)", "", "", "", ">= 4x", "?"))
+    rows += [
+        (
+            "file archiving (vs gzip -6 + sha256sum + gunzip|sha256sum)",
+            f"{ck_rate / MB:.0f} MB/s",
+            f"{size / gzip.seconds / MB:.0f} MB/s",
+            f"{ck_rate / (size / gzip.seconds):.1f}x",
+            "",
+            "",
+        ),
+        (
+            "output size (vs gzip -6)",
+            f"{files['bytes_out'] / MB:.1f} MB",
+            f"{gzip_bytes / MB:.1f} MB",
+            f"{ratio:.3f}",
+            "<= 1.35",
+            met(ratio <= 1.35),
+        ),
+    ]
+    gzs = files_of(ck / "archive" / "files", ".gz")
+    restored, ran = coldkeep(ck, "restore", "--path", "**", "--to", str(work / "restored"))
+    assert isinstance(restored, list) and len(restored) == len(gzs), len(restored)
+    restore_s = ran.ended - _started(ck, "restore")
+    out = work / "gunzipped"
+    out.mkdir()
+    gunzip = script([f'gunzip -c "{p}" > "{out}/{i}"' for i, p in enumerate(gzs)], work)
+    rows.append(
+        (
+            f"restore, all {len(gzs)} files (vs gunzip -c, {cmp} machine)",
+            f"{size / restore_s / MB:.0f} MB/s",
+            f"{size / gunzip.seconds / MB:.0f} MB/s",
+            f"{gunzip.seconds / restore_s:.1f}x",
+            "",
+            "",
+        )
+    )
+    verified, _ = coldkeep(ck, "verify")
+    assert verified["ok"] == verified["checked"] == len(gzs), verified
+    verify_s = verified["seconds"]
+    check = script([f'gunzip -c "{p}" | sha256sum > /dev/null' for p in gzs], work)
+    rows.append(
+        (
+            "verify, every gzip (vs gunzip -c | sha256sum)",
+            f"{size / verify_s / MB:.0f} MB/s",
+            f"{size / check.seconds / MB:.0f} MB/s",
+            f"{check.seconds / verify_s:.1f}x",
+            "",
+            "",
+        )
+    )
+    return rows
+
+
+def _started(ck: Path, action: str) -> float:
+    """When the last ``action`` started its work (the audit's time stamp, taken
+    once the lock is held), in seconds since the epoch."""
+    audit, _ = coldkeep(ck, "history")
+    return float(next(a["at"] for a in audit if a["action"] == action)) / 1000
+
+
+def rss_row(work: Path, size: int) -> Row:
+    tree = work / "big-tree"
+    write_big(tree, size)
+    big = site(work / "big", tree)
+    shutil.rmtree(tree)
+    summary, ran = coldkeep(big, "pass", peak_rss=True)
+    rss = int(ran.out.split()[-1]) / 1024
+    speed = size / summary["seconds"] / MB
+    return (
+        f"peak RSS, one {size / (1 << 30):.2g} GiB file (archived at {speed:.0f} MB/s)",
+        f"{rss:.0f} MiB",
+        "",
+        "",
+        "< 150 MiB",
+        met(rss < 150),
+    )
+
+
+def rate_row(work: Path, tree: Path, rate: int) -> Row:
+    capped = site(work / "capped", tree, rate)
+    summary, _ = coldkeep(capped, "pass")
+    files = summary["files"]
+    read = files["bytes_in"] + files["bytes_out"]  # sources, and the gzips re-read to verify
+    got = read / summary["seconds"]
+    off = got / rate - 1
+    return (
+        f"rate cap, io.bytes_per_s = {rate / MB:.0f} MB/s ({read / MB:.0f} MB read)",
+        f"{got / MB:.1f} MB/s",
+        "",
+        f"{off:+.1%}",
+        "within 10 %",
+        met(abs(off) <= 0.10),
+    )
+
+
+def measure(work: Path, quick: bool) -> list[Row]:
+    size, big, rate = (24 * MB, 128 << 20, 16 * MB) if quick else (200 * MB, 2 << 30, 50 * MB)
+    tree = work / "tree"
+    n, size = write_tree(tree, size, seed=1)
+    print(f"(tree: {n} files, {size / MB:.0f} MB of JSONL)", flush=True)
+    rows = archive_rows(work, tree, size)
+    rows.append(rate_row(work, tree, rate))
+    shutil.rmtree(tree)
+    rows.append(rss_row(work, big))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small data, a few seconds")
+    args = ap.parse_args()
+    (ROOT / "bench" / ".data").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
+        print_table(measure(Path(tmp), args.quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""The one table every bench script prints, and the helpers that fill it.
+
+A row is (what, coldkeep, anchor, ratio, target, met?): plain strings, so a
+script can leave a column empty where there is no anchor or no target.
+"""
+
+from __future__ import annotations
+
+Row = tuple[str, str, str, str, str, str]
+HEAD: Row = ("what", "coldkeep", "anchor", "ratio", "target", "met?")
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile (nearest rank); NaN for no values."""
+    s = sorted(values)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else float("nan")
+
+
+def met(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def print_table(rows: list[Row]) -> None:
+    widths = [max(len(r[i]) for r in [HEAD, *rows]) for i in range(len(HEAD))]
+    for r in [HEAD, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), flush=True)

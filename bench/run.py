@@ -1,0 +1,84 @@
+"""Every SPEC §11 target in one run, coldkeep beside the tools an operator would
+otherwise script, on identical copies of data this script builds.
+
+    python bench/run.py [--quick]        (or: make bench)
+
+One table: what, coldkeep, anchor, ratio, target, met?. The parts, each also
+runnable alone:
+
+  bench/files.py     file archiving vs pigz and a gzip + sha256sum script,
+                     output size vs gzip -6, restore vs gunzip -c, verify,
+                     peak RSS on a 2 GiB file, rate-cap accuracy
+  bench/events.py    the event move vs the sqlite3 CLI's one-shot move, with a
+                     concurrent writer: rows/s, writer p99, WAL peak
+  bench/console.py   the console's loop lag during a pass, start-up and filter
+                     time on a 1,000,000-entry manifest
+
+--quick runs everything small (under a minute); the numbers then say nothing
+about the targets, only that every row can be measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import console
+import events
+import files
+from report import Row, print_table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _version(cmd: list[str]) -> str:
+    if shutil.which(cmd[0]) is None:
+        return f"{cmd[0]}: not installed"
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return (out.stdout or out.stderr).splitlines()[0].strip()
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    tools = "; ".join(
+        _version(c) for c in (["gzip", "--version"], ["pigz", "--version"], ["sqlite3", "-version"])
+    )
+    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}; {tools}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small data, under a minute")
+    args = ap.parse_args()
+    print(machine(), flush=True)
+    t0 = time.perf_counter()
+    rows: list[Row] = []
+    (ROOT / "bench" / ".data").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
+        work = Path(tmp)
+        for part in ("files", "events", "console"):
+            (work / part).mkdir()
+        rows += files.measure(work / "files", args.quick)
+        shutil.rmtree(work / "files")
+        rows += events.measure(20_000 if args.quick else 1_000_000, 200.0, work / "events")
+        shutil.rmtree(work / "events")
+        rows += console.measure(work / "console", args.quick)
+    print(f"(measured in {time.perf_counter() - t0:.0f} s)\n", flush=True)
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

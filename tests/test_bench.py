@@ -1,0 +1,44 @@
+"""The benchmark runs end to end: ``bench/run.py --quick`` (its numbers are for
+docs/performance.md; here only that every row is measured and printed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+ROWS = (
+    "file archiving, ",
+    "file archiving (vs gzip -6",
+    "output size (vs gzip -6)",
+    "restore, all ",
+    "verify, every gzip",
+    "rate cap, io.bytes_per_s",
+    "peak RSS, one ",
+    "event move rows/s",
+    "writer commit p50 / p99",
+    "WAL peak (MB)",
+    "writer errors",
+    "console loop lag p50 / p99",
+    "console start-up to first full paint",
+    "restore browser: filter",
+)
+
+
+def test_the_quick_benchmark_prints_every_row() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("what ") :].splitlines()
+    for row in ROWS:
+        line = next((r for r in table if r.startswith(row)), None)
+        assert line is not None, f"no row {row!r} in:\n{out.stdout}"
+        # Two spaces separate the columns; the coldkeep column is never empty.
+        cells = [c for c in line.split("  ") if c.strip()]
+        assert len(cells) >= 3, line
