@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
 Cell = str | Text | int | float
+
+
+def _width(cell: Cell) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
 
 
 def sync_table(
@@ -21,7 +26,10 @@ def sync_table(
     reverse: bool = False,
 ) -> None:
     """Make ``table`` hold exactly ``rows`` (key -> cells). When rows were added
-    and ``sort_by`` names a column, the table is re-sorted on it."""
+    and ``sort_by`` names a column, the table is re-sorted on it.
+
+    Adding or removing a row, or widening a column, re-lays the whole screen
+    out; a cell updated within its column's width only repaints."""
     columns = list(table.columns)
     wanted = set(rows)
     added = False
@@ -34,7 +42,8 @@ def sync_table(
                 current = table.get_row(row_key)
                 for column, old, new in zip(columns, current, cells, strict=True):
                     if old != new:
-                        table.update_cell(row_key, column, new)
+                        wider = _width(new) > table.columns[column].content_width
+                        table.update_cell(row_key, column, new, update_width=wider)
             else:
                 table.add_row(*cells, key=key)
                 added = True

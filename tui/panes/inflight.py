@@ -35,6 +35,10 @@ class InFlightPane(Pane):
         self.phase_total = 0
         self.phase_done = 0
         self.phase_started = 0.0
+        # One table row per slot, held by one file at a time: a file finishing
+        # empties its slot instead of removing a row (adding and removing rows
+        # re-lays the whole screen out, once per file in a fast pass).
+        self.slots: list[str | None] = []
 
     def compose(self) -> ComposeResult:
         yield Static("idle", id="inflight-phase", classes="pane-summary")
@@ -63,6 +67,7 @@ class InFlightPane(Pane):
 
     def idle(self, text: str = "idle") -> None:
         self.files.clear()
+        self.slots.clear()
         self.phase = ""
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=0)
         self.query_one("#inflight-phase", Static).update(text)
@@ -100,9 +105,21 @@ class InFlightPane(Pane):
 
     def _show_files(self) -> None:
         now = time.monotonic()
+        self.slots = [rel if rel in self.files else None for rel in self.slots]
+        for new in sorted(self.files.keys() - set(self.slots)):
+            if None in self.slots:
+                self.slots[self.slots.index(None)] = new
+            else:
+                self.slots.append(new)
         rows: dict[str, list[Cell]] = {}
-        for rel, f in self.files.items():
+        for n, slot in enumerate(self.slots):
+            f = self.files.get(slot) if slot is not None else None
+            if slot is None or f is None:
+                rows[str(n)] = ["", "", "", ""]
+                continue
+            rel = slot
             rate = f.done / (now - f.started) if now > f.started and f.done else 0
             total = f"/{human(f.total)}" if f.total else ""
-            rows[rel] = [rel, f.step, f"{human(f.done)}{total}", f"{human(rate)}/s" if rate else ""]
-        sync_table(self.query_one("#inflight-files", DataTable), rows, sort_by="file")
+            speed = f"{human(rate)}/s" if rate else ""
+            rows[str(n)] = [rel, f.step, f"{human(f.done)}{total}", speed]
+        sync_table(self.query_one("#inflight-files", DataTable), rows)
