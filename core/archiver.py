@@ -268,7 +268,10 @@ class Archiver:
         self.wait = wait
         self.codec = Codec(settings.gzip.engine, settings.gzip.level)
         self.limiter = RateLimiter(settings.io.bytes_per_s)
-        self.workers = settings.io.workers or os.cpu_count() or 2
+        # Two files per core: while one waits on an fsync or the manifest commit,
+        # another compresses (docs/performance.md: +15-20 % on many small files,
+        # the same on big ones).
+        self.workers = settings.io.workers or 2 * (os.cpu_count() or 1)
 
     # the lock and the manifest ------------------------------------------------
 

@@ -115,7 +115,7 @@ class GzipSettings:
 @dataclass(frozen=True)
 class IoSettings:
     bytes_per_s: int = 0
-    workers: int = 0  # files archived at once; 0 = one per core
+    workers: int = 0  # files archived at once; 0 = two per core
 
 
 JOB_NAMES = ("pass", "verify", "stats", "alerts")
