@@ -87,6 +87,7 @@ from .panes import (
     JobsPane,
     LogPane,
     OrphansPane,
+    Pane,
 )
 from .panes.orphans import Finding
 from .report import describe
@@ -107,6 +108,8 @@ HOLDER_POLL_S = 2.0
 # another process's operation that it watches.
 LONG_LIVED = {"stream", "watch", "attach"}
 AGEING_S = 60.0
+# What the panes gathered is shown this often, all in one redraw.
+FRAME_S = 0.1
 
 
 class ColdkeepApp(App[None]):
@@ -162,6 +165,7 @@ class ColdkeepApp(App[None]):
         self.refresh_all()
         self.set_interval(HOLDER_POLL_S, self.poll_holder)
         self.set_interval(AGEING_S, self.load_backlog)  # files age into eligibility
+        self.set_interval(FRAME_S, self.flush_panes)
         self.poll_holder()
         if self.watch_live:
             self.watch_tree()
@@ -341,6 +345,11 @@ class ColdkeepApp(App[None]):
                 self.post_message(OperationDone(name, error=str(err)))
 
         self.run_worker(run(), group="operation", exclusive=True, exit_on_error=False)
+
+    def flush_panes(self) -> None:
+        with self.batch_update():
+            for pane in self.query(Pane):
+                pane.flush()
 
     # handlers ------------------------------------------------------------------
 

@@ -25,4 +25,5 @@ __all__ = [
     "JobsPane",
     "LogPane",
     "OrphansPane",
+    "Pane",
 ]

@@ -15,3 +15,8 @@ class Pane(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
+
+    def flush(self) -> None:
+        """Show what arrived since the last frame. The app calls every pane's
+        flush in one tick (ten a second), so a burst of events from every pane
+        is one redraw, not one per pane per event."""

@@ -17,6 +17,7 @@ from ..tables import Cell, sync_table
 from .base import Pane
 
 HISTORY = 120
+SHOWN = 20  # checkpoints in the table
 
 
 class CheckpointPane(Pane):
@@ -45,11 +46,10 @@ class CheckpointPane(Pane):
     def on_mount(self) -> None:
         super().on_mount()
         # A fast event phase reports the WAL a hundred times a second; the pane
-        # shows the latest ten times a second. Its text never changes the pane's
-        # size, so no update re-lays the screen out (a layout per batch was the
+        # shows the latest at each flush. Its text never changes the pane's size,
+        # so no update re-lays the screen out (a layout per batch was the
         # console's worst stall during a pass).
         self.dirty = False
-        self.set_interval(0.1, self._flush)
 
     def wal(self, size: int, *, during_phase: bool = False, applicable: bool = True) -> None:
         """The WAL's size now; during an event phase it also joins the sparkline."""
@@ -58,9 +58,12 @@ class CheckpointPane(Pane):
             self.wal_history.append(size)
             self.dirty = True
         else:
-            self._flush(force=True)
+            self._show(force=True)
 
-    def _flush(self, force: bool = False) -> None:
+    def flush(self) -> None:
+        self._show()
+
+    def _show(self, force: bool = False) -> None:
         if not (self.dirty or force):
             return
         self.dirty = False
@@ -78,9 +81,12 @@ class CheckpointPane(Pane):
         self.wal(result.wal_after, during_phase=True)
 
     def _show_rows(self) -> None:
+        # Rows keyed by position, newest first: a new result rewrites cells and
+        # adds a row only while there are fewer than SHOWN (adding and removing
+        # rows re-lays the whole screen out, once per checkpoint in a pass).
         rows: dict[str, list[Cell]] = {}
-        for r in list(self.results)[-20:]:
+        for n, r in enumerate(reversed(list(self.results)[-SHOWN:])):
             busy = "ERR" if r.error else str(r.busy)
             at = time.strftime("%H:%M:%S", time.localtime(r.at_ms / 1000))
-            rows[str(r.at_ms)] = [at, busy, r.log, r.checkpointed, f"{r.ms:.0f}"]
-        sync_table(self.query_one("#checkpoint-table", DataTable), rows, sort_by="at", reverse=True)
+            rows[str(n)] = [at, busy, r.log, r.checkpointed, f"{r.ms:.0f}"]
+        sync_table(self.query_one("#checkpoint-table", DataTable), rows)

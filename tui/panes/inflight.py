@@ -55,11 +55,10 @@ class InFlightPane(Pane):
         # Always shown (hiding it would re-lay the whole screen out), empty when idle.
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=0)
         # Steps arrive by the hundred a second in a fast pass; the table is redrawn
-        # from the latest state ten times a second, not once per event.
+        # from the latest state at each flush, not once per event.
         self.dirty = False
-        self.set_interval(0.1, self._flush)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         if self.dirty:
             self.dirty = False
             self._show_files()

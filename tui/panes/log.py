@@ -9,12 +9,31 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Input, RichLog
 
 from .base import Pane
 
 STYLE = {"info": "", "warning": "yellow", "error": "bold red"}
 KEEP = 5000
+
+
+class StableLog(RichLog):
+    """A RichLog whose growth repaints it instead of re-laying the screen out.
+
+    Textual lays the whole screen out whenever a widget's virtual size changes,
+    and during a pass the log grows ten times a second: each time a frame of
+    10-20 ms here, the console's worst loop lag. A log growing inside its own
+    scroll region changes nothing outside it, so its scrollbars are updated in
+    place, as Textual does itself when it sizes a widget without a layout
+    (``Widget._size_updated``); a scrollbar appearing still re-lays out, once."""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        if self.is_mounted:
+            self._scroll_update(size)
 
 
 class LogPane(Pane):
@@ -27,12 +46,11 @@ class LogPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the log", id="log-search")
-        yield RichLog(id="log-view", wrap=True, markup=False, max_lines=KEEP)
+        yield StableLog(id="log-view", wrap=True, markup=False, max_lines=KEEP)
 
     def on_mount(self) -> None:
         super().on_mount()
         self.pending: list[tuple[str, str]] = []
-        self.set_interval(0.1, self._flush)  # a burst of events is one redraw
 
     def write(self, level: str, text: str, at_ms: int) -> None:
         line = f"{time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))} {text}"
@@ -40,7 +58,7 @@ class LogPane(Pane):
         if self.search.lower() in line.lower():
             self.pending.append((level, line))
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         if self.pending:
             log = self.query_one(RichLog)
             for level, line in self.pending:
