@@ -257,6 +257,7 @@ class Archiver:
         wait: float = 0.0,
         clock: Callable[[], int] = now_ms,
         serve_events: bool = True,
+        workers_per_core: int = 2,
     ) -> None:
         self.settings = settings
         self.serve_events = serve_events  # attached consoles can watch and stop
@@ -268,10 +269,10 @@ class Archiver:
         self.wait = wait
         self.codec = Codec(settings.gzip.engine, settings.gzip.level)
         self.limiter = RateLimiter(settings.io.bytes_per_s)
-        # Two files per core: while one waits on an fsync or the manifest commit,
-        # another compresses (docs/performance.md: +15-20 % on many small files,
-        # the same on big ones).
-        self.workers = settings.io.workers or 2 * (os.cpu_count() or 1)
+        # By default two files per core: while one waits on an fsync or the
+        # manifest commit, another compresses (docs/performance.md: +15-20 % on
+        # many small files, the same on big ones). The console asks for one.
+        self.workers = settings.io.workers or workers_per_core * (os.cpu_count() or 1)
 
     # the lock and the manifest ------------------------------------------------
 

@@ -130,7 +130,11 @@ class ColdkeepApp(App[None]):
         watch_live: bool = True,
     ) -> None:
         super().__init__()
-        self.archiver = Archiver(settings, stream=EventStream(), origin="console", clock=clock)
+        # One file per core, not two: a third and fourth worker make a pass ~15 %
+        # faster and the console's frames slower (docs/performance.md).
+        self.archiver = Archiver(
+            settings, stream=EventStream(), origin="console", clock=clock, workers_per_core=1
+        )
         self.read_only = read_only
         self.clock = clock
         self.watch_live = watch_live
