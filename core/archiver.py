@@ -380,10 +380,8 @@ class Archiver:
     def _rel(self, path: Path) -> str:
         # String work, not PurePath.relative_to: this runs for every step of
         # every file on the event loop (~50 µs each with pathlib).
-        full, root = str(path), str(self.settings.live_root)
-        if full.startswith(root + os.sep):
-            return full[len(root) + 1 :]
-        return full
+        full, root = str(path), str(self.settings.live_root).rstrip(os.sep) + os.sep
+        return full[len(root) :] if full.startswith(root) else full
 
     # read-only ---------------------------------------------------------------
 

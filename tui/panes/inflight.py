@@ -73,6 +73,10 @@ class InFlightPane(Pane):
         self._show_files()
 
     def phase_began(self, event: Phase) -> None:
+        # What the last phase left in flight is over (recovery reports an adopted
+        # orphan's steps but no FileDone for it).
+        self.files.clear()
+        self.dirty = True
         self.phase = event.phase
         self.phase_total = event.bytes or event.items
         self.phase_done = 0
