@@ -424,6 +424,9 @@ class ColdkeepApp(App[None]):
         self.query_one(CheckpointPane).show(message.results)
 
     def on_holder_changed(self, message: HolderChanged) -> None:
+        panes = self.query(CheckpointPane)
+        if not panes:
+            return  # the app is closing: a poll posted before it can land after the panes go
         holder = message.holder
         mine = holder is not None and holder.pid == os.getpid()
         if holder is None or not message.alive:
@@ -437,7 +440,7 @@ class ColdkeepApp(App[None]):
             self.holder_text = f"LOCKED by pid {holder.pid} ({holder.command})"
             if self.attached is None and not self._attaching():
                 self.attach()
-        pane = self.query_one(CheckpointPane)
+        pane = panes.first()
         if message.wal_bytes >= 0:
             pane.wal(message.wal_bytes)
         else:
