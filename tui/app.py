@@ -370,7 +370,7 @@ class ColdkeepApp(App[None]):
             case CheckpointRan():
                 self.query_one(CheckpointPane).add(
                     CheckpointResult(
-                        now_ms(),
+                        self.clock(),
                         event.busy,
                         event.log,
                         event.checkpointed,

@@ -46,7 +46,9 @@ class LogPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the log", id="log-search")
-        yield StableLog(id="log-view", wrap=True, markup=False, max_lines=KEEP)
+        # min_width: RichLog renders 78 columns at least (a horizontal scrollbar and
+        # cut lines in a pane a third of the screen wide); wrap at the pane instead.
+        yield StableLog(id="log-view", wrap=True, markup=False, max_lines=KEEP, min_width=20)
 
     def on_mount(self) -> None:
         super().on_mount()
