@@ -36,15 +36,16 @@ class Terminal:
             check=True,
         ).stdout
 
-    def wait_for(self, text: str, timeout: float = 30) -> str:
-        """Poll the screen until ``text`` shows (what a person watching would do)."""
+    def wait_for(self, *texts: str, timeout: float = 30) -> str:
+        """Poll the screen until every one of ``texts`` shows at once (what a
+        person watching would do; a capture can land mid-redraw)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             screen = self.screen()
-            if text in screen:
+            if all(text in screen for text in texts):
                 return screen
             time.sleep(0.1)
-        raise AssertionError(f"{text!r} never showed; the screen:\n{self.screen()}")
+        raise AssertionError(f"{texts!r} never showed together; the screen:\n{self.screen()}")
 
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
@@ -62,11 +63,13 @@ def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_pat
         for pane in ("Backlog", "In flight", "Orphans & stale", "Checkpoint", "Jobs", "Log"):
             assert pane in screen  # 100 columns: the panes are tabs
         term.keys("p")
-        confirm = term.wait_for("Run a pass (mode on)")
-        assert (
-            "will be archived" in confirm and "Recovery will remove 1 leftover partials" in confirm
+        # The dialog says what will happen before anything does.
+        term.wait_for(
+            "Run a pass (mode on)",
+            "will be archived",
+            "Recovery will remove 1 leftover partials",
+            "REMOVED",
         )
-        assert "REMOVED" in confirm
         term.keys("y")
         done = term.wait_for("last pass #1 ok", timeout=60)
         assert "pass: ok" in done or "0 files" in done
