@@ -32,6 +32,9 @@ import aiosqlite
 from .checkpoint import CheckpointResult
 
 EntryStatus = Literal["archived", "stale", "restored", "missing"]
+# Ids (or rows) written by one statement: one commit each, within SQLite's
+# default limit of 32,766 parameters.
+IDS_PER_STATEMENT = 500
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: entries, passes, restore intents
@@ -393,25 +396,27 @@ class Manifest:
             found += await self.entries(f"gz_path IN ({', '.join('?' * len(chunk))})", chunk)
         return found
 
+    async def _update_ids(self, sql: str, params: Sequence[Any], ids: Iterable[int]) -> None:
+        """``sql`` ends in ``WHERE id IN``: one statement, so one commit, per
+        IDS_PER_STATEMENT ids (an executemany outside a transaction commits, and
+        fsyncs, once per row)."""
+        todo = list(ids)
+        for at in range(0, len(todo), IDS_PER_STATEMENT):
+            part = todo[at : at + IDS_PER_STATEMENT]
+            await self.run(f"{sql} ({', '.join('?' * len(part))})", [*params, *part])
+
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
-        await self.run_many(
-            "UPDATE entries SET status = ? WHERE id = ?", [(status, i) for i in ids]
-        )
+        await self._update_ids("UPDATE entries SET status = ? WHERE id IN", [status], ids)
 
     async def set_hold(self, ids: Iterable[int], status: EntryStatus, hold_until: int) -> None:
-        await self.run_many(
-            "UPDATE entries SET status = ?, hold_until = ? WHERE id = ?",
-            [(status, hold_until, i) for i in ids],
+        await self._update_ids(
+            "UPDATE entries SET status = ?, hold_until = ? WHERE id IN", [status, hold_until], ids
         )
 
     async def mark_sources_gone(self, ids: Iterable[int]) -> None:
         """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
-        source gone and marks it again. One statement (one commit) per 500 ids."""
-        todo = list(ids)
-        for at in range(0, len(todo), 500):
-            part = todo[at : at + 500]
-            marks = ", ".join("?" * len(part))
-            await self.run(f"UPDATE entries SET source_present = 0 WHERE id IN ({marks})", part)
+        source gone and marks it again."""
+        await self._update_ids("UPDATE entries SET source_present = 0 WHERE id IN", [], ids)
 
     async def count_entries(self, where: str = "", params: Iterable[Any] = ()) -> int:
         sql = "SELECT count(*) FROM entries" + (f" WHERE {where}" if where else "")
@@ -461,11 +466,15 @@ class Manifest:
             return {int(r[0]) for r in await cur.fetchall()}
 
     async def hold_event_rows(self, ids: Iterable[int], until: int) -> None:
-        await self.run_many(
-            "INSERT INTO event_holds (row_id, hold_until) VALUES (?, ?) "
-            "ON CONFLICT (row_id) DO UPDATE SET hold_until = excluded.hold_until",
-            [(i, until) for i in ids],
-        )
+        todo = list(ids)
+        for at in range(0, len(todo), IDS_PER_STATEMENT):
+            part = todo[at : at + IDS_PER_STATEMENT]
+            await self.run(
+                "INSERT INTO event_holds (row_id, hold_until) VALUES "
+                + ", ".join(["(?, ?)"] * len(part))
+                + " ON CONFLICT (row_id) DO UPDATE SET hold_until = excluded.hold_until",
+                [v for i in part for v in (i, until)],
+            )
 
     async def status_counts(self) -> dict[str, tuple[int, int, int]]:
         """status -> (entries, bytes, gz bytes)."""
@@ -478,9 +487,8 @@ class Manifest:
     # verify ------------------------------------------------------------------
 
     async def mark_verified(self, ids: Iterable[int], at: int) -> None:
-        await self.run_many(
-            "UPDATE entries SET verified_at = ?, verify_error = NULL WHERE id = ?",
-            [(at, i) for i in ids],
+        await self._update_ids(
+            "UPDATE entries SET verified_at = ?, verify_error = NULL WHERE id IN", [at], ids
         )
 
     async def mark_verify_failed(self, entry_id: int, at: int, error: str) -> None:
