@@ -80,11 +80,10 @@ async def conditions(manifest: Manifest) -> list[Condition]:
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
         message = f"the gzip of {e.relpath} is missing from the archive ({e.gz_path})"
         found.append(Condition(f"missing:{e.id}", "missing", message, where))
-    async with manifest.db.execute(
+    runs = await manifest.rows(
         "SELECT id, job, status, error, started_at FROM job_runs "
         "WHERE status IN ('error', 'timeout') ORDER BY id DESC LIMIT 1000"
-    ) as cur:
-        runs = await cur.fetchall()
+    )
     for run_id, job, status, error, started in runs:
         about = {"job": job, "run_id": run_id, "started_at": started}
         message = f"job {job} ended in {status}: {error}"
@@ -160,12 +159,11 @@ async def _send(sink: str, alert: Alert, settings: AlertsSettings) -> None:
 async def deliver(manifest: Manifest, settings: AlertsSettings, now: int) -> PollReport:
     """Every pending delivery, oldest first; each failure is recorded and skipped."""
     report = PollReport(errors=[])
-    async with manifest.db.execute(
+    pending = await manifest.rows(
         "SELECT a.id, a.key, a.kind, a.message, a.payload, a.created_at, d.sink "
         "FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id "
         "WHERE d.sent_at IS NULL ORDER BY a.id, d.sink"
-    ) as cur:
-        pending = await cur.fetchall()
+    )
     for aid, key, kind, message, payload, created, sink in pending:
         alert = Alert(aid, key, kind, message, json.loads(payload), created)
         try:
@@ -198,10 +196,9 @@ async def poll(manifest: Manifest, settings: AlertsSettings, now: int) -> PollRe
 
 async def pending_alerts(manifest: Manifest) -> list[tuple[Alert, str, int, str | None]]:
     """(alert, sink, attempts, last error) for every delivery not yet made."""
-    async with manifest.db.execute(
+    rows = await manifest.rows(
         "SELECT a.id, a.key, a.kind, a.message, a.payload, a.created_at, d.sink, d.attempts, "
         "d.last_error FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id "
         "WHERE d.sent_at IS NULL ORDER BY a.id"
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     return [(Alert(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]), r[6], r[7], r[8]) for r in rows]

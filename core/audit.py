@@ -83,12 +83,11 @@ async def record(
 
 
 async def history(manifest: Manifest, limit: int = 50) -> list[AuditRecord]:
-    async with manifest.db.execute(
+    rows = await manifest.rows(
         "SELECT id, at, user, host, pid, origin, action, args, outcome, detail "
         "FROM audit ORDER BY id DESC LIMIT ?",
         (limit,),
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     return [
         AuditRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), r[8], r[9])
         for r in rows

@@ -353,10 +353,10 @@ def prev_fire(job: JobSettings, tz: ZoneInfo | None, t: float) -> float | None:
 
 async def last_runs(manifest: Manifest) -> dict[str, int]:
     """Each job's last SUCCESSFUL run (its start, ms)."""
-    async with manifest.db.execute(
+    rows = await manifest.rows(
         "SELECT job, last_run_at FROM job_state WHERE last_run_at IS NOT NULL"
-    ) as cur:
-        return {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
 
 
 async def job_infos(
@@ -381,12 +381,11 @@ async def job_infos(
 
 
 async def job_history(manifest: Manifest, limit: int = 50) -> list[JobRun]:
-    async with manifest.db.execute(
+    rows = await manifest.rows(
         "SELECT id, job, trigger, started_at, ended_at, status, error, summary "
         "FROM job_runs ORDER BY id DESC LIMIT ?",
         (limit,),
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     return [
         JobRun(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
         for r in rows

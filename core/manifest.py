@@ -279,6 +279,11 @@ class Manifest:
         thread, where its cursor is dropped."""
         await self.db.execute_fetchall(sql, tuple(params))
 
+    async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """Every row of one query: one trip to the connection's thread, where its
+        cursor is dropped."""
+        return list(await self.db.execute_fetchall(sql, tuple(params)))
+
     async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         async with self.db.executemany(sql, rows):
             pass
@@ -381,13 +386,13 @@ class Manifest:
         sql = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries {where} ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        async with self.db.execute(sql, tuple(params)) as cur:
-            return [_entry(r) for r in await cur.fetchall()]
+        rows = await self.rows(sql, params)
+        return [_entry(r) for r in rows]
 
     async def gz_statuses(self) -> dict[str, str]:
         """Every entry's gzip path and status (one index-only read)."""
-        async with self.db.execute("SELECT gz_path, status FROM entries") as cur:
-            return {r[0]: r[1] for r in await cur.fetchall()}
+        rows = await self.rows("SELECT gz_path, status FROM entries")
+        return {r[0]: r[1] for r in rows}
 
     async def entries_by_gz(self, gz_paths: list[str]) -> list[Entry]:
         found: list[Entry] = []
@@ -444,26 +449,23 @@ class Manifest:
         )
 
     async def recent_checkpoints(self, limit: int = 50) -> list[CheckpointResult]:
-        async with self.db.execute(
+        rows = await self.rows(
             "SELECT at, busy, log, checkpointed, ms, wal_before, wal_after, mode, error "
             "FROM checkpoints ORDER BY id DESC LIMIT ?",
             (limit,),
-        ) as cur:
-            rows = await cur.fetchall()
-        return [CheckpointResult(*r) for r in reversed(list(rows))]
+        )
+        return [CheckpointResult(*r) for r in reversed(rows)]
 
     async def held_relpaths(self, now: int) -> set[str]:
         """Live paths restored in place whose hold has not run out."""
-        async with self.db.execute(
+        rows = await self.rows(
             "SELECT relpath FROM entries WHERE status = 'restored' AND hold_until > ?", (now,)
-        ) as cur:
-            return {str(r[0]) for r in await cur.fetchall()}
+        )
+        return {str(r[0]) for r in rows}
 
     async def held_event_rows(self, now: int) -> set[int]:
-        async with self.db.execute(
-            "SELECT row_id FROM event_holds WHERE hold_until > ?", (now,)
-        ) as cur:
-            return {int(r[0]) for r in await cur.fetchall()}
+        rows = await self.rows("SELECT row_id FROM event_holds WHERE hold_until > ?", (now,))
+        return {int(r[0]) for r in rows}
 
     async def hold_event_rows(self, ids: Iterable[int], until: int) -> None:
         todo = list(ids)
@@ -478,11 +480,11 @@ class Manifest:
 
     async def status_counts(self) -> dict[str, tuple[int, int, int]]:
         """status -> (entries, bytes, gz bytes)."""
-        async with self.db.execute(
+        rows = await self.rows(
             "SELECT status, count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
             "FROM entries GROUP BY status"
-        ) as cur:
-            return {r[0]: (r[1], r[2], r[3]) for r in await cur.fetchall()}
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
     # verify ------------------------------------------------------------------
 
@@ -534,12 +536,11 @@ class Manifest:
         )
 
     async def passes(self, limit: int = 20) -> list[PassRecord]:
-        async with self.db.execute(
+        rows = await self.rows(
             "SELECT id, started_at, finished_at, mode, origin, status, summary "
             "FROM passes ORDER BY id DESC LIMIT ?",
             (limit,),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [
             PassRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {})
             for r in rows
@@ -561,7 +562,7 @@ class Manifest:
         await self.run("DELETE FROM restore_intents WHERE id = ?", (intent_id,))
 
     async def restore_intents(self) -> list[RestoreIntent]:
-        async with self.db.execute(
+        rows = await self.rows(
             "SELECT id, entry_id, target, created_at FROM restore_intents ORDER BY id"
-        ) as cur:
-            return [RestoreIntent(r[0], r[1], Path(r[2]), r[3]) for r in await cur.fetchall()]
+        )
+        return [RestoreIntent(r[0], r[1], Path(r[2]), r[3]) for r in rows]
