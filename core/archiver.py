@@ -299,15 +299,7 @@ class Archiver:
                 audit_id = await audit.begin(
                     manifest, at=self.clock(), origin=self.origin, action=command, args=args
                 )
-                mover = FileMover(
-                    self.settings.live_root,
-                    self.layout,
-                    manifest,
-                    self.codec,
-                    self.limiter,
-                    step=self._step,
-                    clock=self.clock,
-                )
+                mover = self._mover(manifest, step=self._step)
                 current = Session(mover)
                 server = await self._serve(lock, command, cancel)
                 try:
@@ -369,6 +361,17 @@ class Archiver:
                 )
         except (ManifestError, sqlite3.Error) as err:
             self.stream.notice("warning", f"could not record the refusal in the audit: {err}")
+
+    def _mover(self, manifest: Manifest, step: StepHook = no_step) -> FileMover:
+        return FileMover(
+            self.settings.live_root,
+            self.layout,
+            manifest,
+            self.codec,
+            self.limiter,
+            step=step,
+            clock=self.clock,
+        )
 
     async def _step(self, name: StepName, info: StepInfo) -> None:
         src = info.get("src") or info.get("target")
@@ -445,15 +448,7 @@ class Archiver:
         return await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
 
     async def _recovery_scan(self, manifest: Manifest) -> RecoveryReport:
-        mover = FileMover(
-            self.settings.live_root,
-            self.layout,
-            manifest,
-            self.codec,
-            self.limiter,
-            clock=self.clock,
-        )
-        return await Recovery(mover).scan()
+        return await Recovery(self._mover(manifest)).scan()
 
     # mutating ----------------------------------------------------------------
 
