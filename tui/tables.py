@@ -14,6 +14,17 @@ from textual.widgets.data_table import RowKey
 Cell = str | Text | int | float
 
 
+def keyed_table(
+    table_id: str, columns: Sequence[tuple[str, str]], *, zebra_stripes: bool = False
+) -> DataTable[Cell]:
+    """A row-cursor DataTable whose columns, given as (label, key), carry the keys
+    ``sync_table`` updates cells by."""
+    table: DataTable[Cell] = DataTable(id=table_id, cursor_type="row", zebra_stripes=zebra_stripes)
+    for label, key in columns:
+        table.add_column(label, key=key)
+    return table
+
+
 def _width(cell: Cell) -> int:
     return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
 

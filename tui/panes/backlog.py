@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 from coldkeep.core.plan import Plan
 
 from ..fmt import age, human
-from ..tables import Cell, sync_table
+from ..tables import keyed_table, sync_table
 from .base import Pane
 
 
@@ -20,19 +20,14 @@ class BacklogPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("counting…", id="backlog-total", classes="pane-summary")
-        units: DataTable[Cell] = DataTable(
-            id="backlog-units", cursor_type="row", zebra_stripes=True
+        yield keyed_table(
+            "backlog-units",
+            [("Unit", "unit"), ("Files", "files"), ("Size", "size"), ("Oldest", "oldest")],
+            zebra_stripes=True,
         )
-        units.add_column("Unit", key="unit")
-        units.add_column("Files", key="files")
-        units.add_column("Size", key="size")
-        units.add_column("Oldest", key="oldest")
-        yield units
-        months: DataTable[Cell] = DataTable(id="backlog-months", cursor_type="row")
-        months.add_column("Month", key="month")
-        months.add_column("Rows", key="rows")
-        months.add_column("~Size", key="size")
-        yield months
+        yield keyed_table(
+            "backlog-months", [("Month", "month"), ("Rows", "rows"), ("~Size", "size")]
+        )
 
     def show(self, plan: Plan, now_ms: int) -> None:
         sync_table(

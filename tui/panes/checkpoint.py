@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Sparkline, Static
 from coldkeep.core.checkpoint import CheckpointResult
 
 from ..fmt import human
-from ..tables import Cell, sync_table
+from ..tables import Cell, keyed_table, sync_table
 from .base import Pane
 
 HISTORY = 120
@@ -32,16 +32,10 @@ class CheckpointPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static("WAL: -", id="checkpoint-wal", classes="pane-summary")
         yield Sparkline([], id="checkpoint-spark")
-        table: DataTable[Cell] = DataTable(id="checkpoint-table", cursor_type="row")
-        for label, key in (
-            ("At", "at"),
-            ("Busy", "busy"),
-            ("Log", "log"),
-            ("Done", "done"),
-            ("ms", "ms"),
-        ):
-            table.add_column(label, key=key)
-        yield table
+        yield keyed_table(
+            "checkpoint-table",
+            [("At", "at"), ("Busy", "busy"), ("Log", "log"), ("Done", "done"), ("ms", "ms")],
+        )
 
     def on_mount(self) -> None:
         super().on_mount()

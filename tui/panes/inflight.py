@@ -13,7 +13,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 from coldkeep.core.stream import FileDone, FileStep, Phase
 
 from ..fmt import human
-from ..tables import Cell, sync_table
+from ..tables import Cell, keyed_table, sync_table
 from .base import Pane
 
 
@@ -43,12 +43,10 @@ class InFlightPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static("idle", id="inflight-phase", classes="pane-summary")
         yield ProgressBar(id="inflight-bar", show_eta=True)
-        table: DataTable[Cell] = DataTable(id="inflight-files", cursor_type="row")
-        table.add_column("File", key="file")
-        table.add_column("Step", key="step")
-        table.add_column("Done", key="done")
-        table.add_column("Rate", key="rate")
-        yield table
+        yield keyed_table(
+            "inflight-files",
+            [("File", "file"), ("Step", "step"), ("Done", "done"), ("Rate", "rate")],
+        )
 
     def on_mount(self) -> None:
         super().on_mount()

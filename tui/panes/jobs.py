@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 from coldkeep.core.jobs import JobInfo, JobRun
 
 from ..fmt import clock_time
-from ..tables import Cell, sync_table
+from ..tables import keyed_table, sync_table
 from .base import Pane
 
 
@@ -19,18 +19,14 @@ class JobsPane(Pane):
     TITLE: ClassVar[str] = "Jobs"
 
     def compose(self) -> ComposeResult:
-        jobs: DataTable[Cell] = DataTable(id="jobs-table", cursor_type="row")
-        jobs.add_column("Job", key="job")
-        jobs.add_column("Schedule", key="schedule")
-        jobs.add_column("Next", key="next")
-        jobs.add_column("Last ok", key="last")
-        yield jobs
-        runs: DataTable[Cell] = DataTable(id="jobs-runs", cursor_type="row")
-        runs.add_column("Run", key="id")
-        runs.add_column("Job", key="job")
-        runs.add_column("Started", key="started")
-        runs.add_column("Result", key="status")
-        yield runs
+        yield keyed_table(
+            "jobs-table",
+            [("Job", "job"), ("Schedule", "schedule"), ("Next", "next"), ("Last ok", "last")],
+        )
+        yield keyed_table(
+            "jobs-runs",
+            [("Run", "id"), ("Job", "job"), ("Started", "started"), ("Result", "status")],
+        )
 
     def show(self, jobs: list[JobInfo], runs: list[JobRun]) -> None:
         sync_table(

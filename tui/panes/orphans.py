@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from ..fmt import age, human
-from ..tables import Cell, sync_table
+from ..tables import keyed_table, sync_table
 from .base import Pane
 
 
@@ -31,12 +31,10 @@ class OrphansPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("nothing found", id="orphans-summary", classes="pane-summary")
-        table: DataTable[Cell] = DataTable(id="orphans-table", cursor_type="row")
-        table.add_column("Finding", key="kind")
-        table.add_column("Path", key="path")
-        table.add_column("Size", key="size")
-        table.add_column("Age", key="age")
-        yield table
+        yield keyed_table(
+            "orphans-table",
+            [("Finding", "kind"), ("Path", "path"), ("Size", "size"), ("Age", "age")],
+        )
 
     def show(self, findings: list[Finding]) -> None:
         self.findings = {f.path: f for f in findings}

@@ -28,7 +28,7 @@ from coldkeep.core.layout import UnsafePath, resolve_inside
 from coldkeep.core.restore import ArchivedMonth, Selection, archived_months, check_restore_root
 
 from ..fmt import clock_time, human
-from ..tables import Cell, sync_table
+from ..tables import Cell, keyed_table, sync_table
 from .confirm import ConfirmScreen
 
 if TYPE_CHECKING:
@@ -96,14 +96,17 @@ class RestoreScreen(Screen[None]):
                     id="restore-filter",
                 )
                 yield Static("loading the manifest…", id="restore-count")
-                table: DataTable[Cell] = DataTable(id="restore-table", cursor_type="row")
-                table.add_column("✓", key="sel")
-                table.add_column("Path", key="path")
-                table.add_column("Status", key="status")
-                table.add_column("Size", key="size")
-                table.add_column("Archived", key="archived")
-                table.add_column("Id", key="id")
-                yield table
+                yield keyed_table(
+                    "restore-table",
+                    [
+                        ("✓", "sel"),
+                        ("Path", "path"),
+                        ("Status", "status"),
+                        ("Size", "size"),
+                        ("Archived", "archived"),
+                        ("Id", "id"),
+                    ],
+                )
                 yield Static("", id="restore-preview")
                 with Horizontal(id="restore-controls"):
                     yield Input(
@@ -117,12 +120,10 @@ class RestoreScreen(Screen[None]):
                 yield results
             with TabPane("Events", id="restore-events"):
                 yield Static("archived event rows, by month and kind", id="events-help")
-                months: DataTable[Cell] = DataTable(id="events-months", cursor_type="row")
-                months.add_column("✓", key="sel")
-                months.add_column("Month", key="month")
-                months.add_column("Kind", key="kind")
-                months.add_column("Rows", key="rows")
-                yield months
+                yield keyed_table(
+                    "events-months",
+                    [("✓", "sel"), ("Month", "month"), ("Kind", "kind"), ("Rows", "rows")],
+                )
                 yield Button("Restore rows [r]", id="events-go", variant="warning")
                 yield Static("", id="events-result")
         yield Footer()
