@@ -2,12 +2,13 @@
 SQLite database into ``archive_root/events/<YYYY-MM>.db``, batch by batch, while
 the application keeps writing (seeds/000 kinds.ts, livecheckpoint.ts; SPEC §6).
 
-One batch, oldest ids first (``events.batch_rows`` rows):
+One batch, oldest ids first (at most ``events.batch_rows`` rows, over an id span
+sized so that step 3 holds live's write lock about HOLD_TARGET_S):
 
   1. find the id range of the next eligible rows in live (kind in
      ``events.kinds``, time stamp parsable and older than ``events.min_age_days``,
-     never the row with the largest id) and the months they fall in: one
-     aggregate SELECT, no transaction left open;
+     never the row with the largest id) and the months they fall in: aggregate
+     SELECTs, no transaction left open;
   2. per month, in one transaction on the live connection with the month DB
      attached: rows the month DB already holds with the same content need
      nothing; the same id with OTHER content is a conflict: refused, reported,
@@ -15,32 +16,33 @@ One batch, oldest ids first (``events.batch_rows`` rows):
      eligibility and month checked again as they are copied) and committed
      durably (WAL, synchronous=FULL). Rows under a restore hold are left out
      everywhere                                                ->  batch_archived
-  3. delete them from live in slices of the id range, each in one short
-     ``BEGIN IMMEDIATE`` transaction (about HOLD_TARGET_S, then live is left free
-     a while for the application's writers). Which rows are identical to their
-     archived copy is known before the lock is taken: for the first slice from
-     the copy's own snapshot, for the others from a read of the archive; the
-     delete runs only if live is still that snapshot (``PRAGMA data_version``
-     unchanged: nobody else committed since), else that read is redone, and
-     after a few tries the DELETE itself joins each live row with its archived
-     copy and removes only rows identical in every column. A row the
-     application updated meanwhile stays live, and the fresh copy of it this
-     batch made goes                                           ->  batch_deleted
+  3. per month, delete them from live in one short ``BEGIN IMMEDIATE``
+     transaction, then leave live free until every writer it refused has
+     retried (``writer_gap_s``). While the DELETE runs, a second connection on
+     another thread (``Checker``) reads the very snapshot the delete runs on
+     (nobody else can commit while we hold the lock) and counts the rows that
+     are not identical to their archived copy; if any (the application updated
+     a row after it was copied), the delete is rolled back and redone with the
+     identity check inside the DELETE, which joins each live row with its
+     archived copy. A row the application updated meanwhile stays live, and the
+     fresh copy of it this batch made goes                     ->  batch_deleted
 
 Rows never pass through Python, nor do their ids: the rows go from database to
-database in SQL, over id ranges. One connection does it all, with the month DBs
-attached (at most eight at a time): its page cache stays warm from one step to
-the next, and ``data_version`` compares snapshots of that one connection. Each
-database commits on its own (a transaction over ATTACHed WAL databases is not
-atomic across them, and nothing here needs it to be).
+database in SQL, over id ranges. One connection does the reading, copying and
+deleting, with the month DBs attached (at most eight at a time), so that its page
+cache stays warm from one step to the next; the checker has the same months
+attached under the same names. Each database commits on its own (a transaction
+over ATTACHed WAL databases is not atomic across them, and nothing here needs it
+to be).
 
 Invariants:
 - A row is deleted from live only once it is durably in its month DB with
   identical content, established on the very snapshot the delete runs on:
-  checked by SQLite inside the DELETE, or read (by the copy itself, or by a
-  comparison with the archive) from a snapshot nobody has committed past
-  since. A crash anywhere leaves at worst a row in both places; the next batch
-  that reads it finds the same content archived and only deletes it.
+  by the checker while the delete holds the lock, or by SQLite inside the
+  DELETE (on a live DB not in WAL mode, where a reader could hold up the
+  delete's commit, there is no checker). A crash anywhere leaves at worst a
+  row in both places; the next batch that reads it finds the same content
+  archived and only deletes it.
 - coldkeep never holds the live write lock while doing anything slow: the only
   live write is step 3, under ``busy_timeout``. If live stays locked past it, the
   batch stays in both places, is retried at the end of the phase, and what is
@@ -57,19 +59,21 @@ Invariants:
   pass (its rows stay live); the other months go on.
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
-that); steps are announced through the async step hook from there. One thread,
-one live connection: a second thread for the deletes was measured slower (the
-sqlite3 module hands the GIL back on every row, and two threads convoy on it).
+that), the checker on one more; steps are announced through the async step hook
+from the first. The two overlap inside the lock because the sqlite3 module lets
+go of the GIL while a statement runs (a DELETE or a count is one step).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 import sqlite3
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
+from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,17 +101,15 @@ SyncStep = Callable[[StepName, dict[str, Any]], None]
 MAX_LOCKED_BATCHES = 3
 # Month DBs attached to the live connection at once (SQLite's limit is 10).
 MAX_ATTACHED = 8
-# A delete holds live's write lock about HOLD_TARGET_S, and live is then left
-# free at least WRITER_GAP_S. SQLite's default busy handler retries a refused
-# writer 1, 3, 8, 18 ms after the refusal: with these two, a writer refused during
-# a delete is in by its third retry at the latest, ~10 ms late, never tens of ms.
-# Steps 1 and 2 of the next batch usually fill the gap.
+# A delete holds live's write lock about HOLD_TARGET_S; live is then left free
+# long enough for every writer refused meanwhile to get in at its next retry
+# (``writer_gap_s``). Steps 1 and 2 of the next batch usually fill that gap.
 HOLD_TARGET_S = 0.005
-WRITER_GAP_S = 0.0055
-MIN_SLICE = 64
-# Reading which rows match the archive, outside the lock, is redone this many
-# times when the application commits in between; then the check runs under it.
-VERIFY_TRIES = 3
+# SQLite's default busy handler (the one an application's busy_timeout installs)
+# retries a refused writer this long after its first try, then every 100 ms.
+BUSY_RETRIES_MS = (0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228)
+GAP_MARGIN_S = 0.0005
+MIN_IDS = 64
 # Months a batch may span before step 1 asks SQLite which months its rows are in.
 MAX_SPAN = 3
 # Every commit of the application empties our connections' page caches of live;
@@ -164,7 +166,6 @@ class _Month:
     already: set[int] = field(default_factory=set)  # ...of them, identical to live
     conflicts: set[int] = field(default_factory=set)  # ...of them, not
     copied: int = 0  # rows this batch copied in
-    version: int = -1  # live's data_version as step 2 read it
     deleted: int = 0  # rows step 3 removed from live
 
 
@@ -186,6 +187,20 @@ class _Batch:
         return sum(m.copied + len(m.already) for m in self.months.values())
 
 
+def writer_gap_s(held_s: float) -> float:
+    """How long live must stay free after a hold of ``held_s`` for every writer
+    it refused to find it free at its next retry. A writer refused at x ms into
+    a hold of H ms retries at x + 1, x + 3, x + 8, …; the first of those past H
+    comes at most one step of that schedule after H, and the longest such step
+    is the one H falls in (from x = 0): 5 ms for holds up to 8 ms, 10 ms up to
+    18 ms, and so on. A writer waits at most that step past the hold."""
+    held_ms = held_s * 1000
+    for before, after in itertools.pairwise(BUSY_RETRIES_MS):
+        if held_ms <= after:
+            return (after - before) / 1000 + GAP_MARGIN_S
+    return 0.1 + GAP_MARGIN_S
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -200,11 +215,14 @@ def _locked(err: sqlite3.OperationalError) -> bool:
 
 class MonthDbs:
     """The month archive databases: created and checked on first use, attached to
-    the live connection (at most MAX_ATTACHED at a time, the least recently used
-    detached first; detaching the last connection checkpoints a month's WAL)."""
+    each of the mover's live connections under the same name (at most
+    MAX_ATTACHED at a time, the least recently used detached first; detaching the
+    last connection checkpoints a month's WAL)."""
 
-    def __init__(self, live: sqlite3.Connection, events_dir: Path, schema: EventSchema) -> None:
-        self.live = live
+    def __init__(
+        self, conns: Iterable[sqlite3.Connection], events_dir: Path, schema: EventSchema
+    ) -> None:
+        self.conns = tuple(conns)
         self.dir = events_dir
         self.schema = schema
         self.refused: dict[str, str] = {}
@@ -229,15 +247,22 @@ class MonthDbs:
                 self.checked.add(month)
             if len(self.attached) >= MAX_ATTACHED:
                 self._detach(next(iter(self.attached)))
-            self.live.execute(f"ATTACH DATABASE ? AS {name}", (_uri(self.path(month)),))
+            for done, conn in enumerate(self.conns):
+                try:
+                    conn.execute(f"ATTACH DATABASE ? AS {name}", (_uri(self.path(month)),))
+                except sqlite3.DatabaseError:
+                    for attached in self.conns[:done]:
+                        attached.execute(f"DETACH DATABASE {name}")
+                    raise
         except sqlite3.DatabaseError as err:
             self.refused[month] = (
                 f"{self.path(month)}: {err}; this month is refused, its rows stay live "
                 "(check or restore that file)"
             )
             return None
-        self.live.execute(f"PRAGMA {name}.synchronous = FULL")
-        self.live.execute(f"PRAGMA {name}.mmap_size = {MMAP_BYTES}")
+        for conn in self.conns:
+            conn.execute(f"PRAGMA {name}.synchronous = FULL")
+            conn.execute(f"PRAGMA {name}.mmap_size = {MMAP_BYTES}")
         self.attached[month] = name
         return name
 
@@ -260,11 +285,37 @@ class MonthDbs:
             conn.close()
 
     def _detach(self, month: str) -> None:
-        self.live.execute(f"DETACH DATABASE {self.attached.pop(month)}")
+        name = self.attached.pop(month)
+        for conn in self.conns:
+            conn.execute(f"DETACH DATABASE {name}")
 
     def close(self) -> None:
         for month in list(self.attached):
             self._detach(month)
+
+
+class Checker:
+    """A second connection to live, and the thread it runs on. While the mover
+    holds live's write lock and deletes a batch's rows, the checker reads the very
+    snapshot that delete runs on (nobody else can commit meanwhile) and counts
+    those rows that are not identical to their archived copy. The two
+    statements run at once, on two cores: the sqlite3 module lets go of the GIL
+    while a statement runs. Used only on a live DB in WAL mode, where a reader
+    never waits for a writer nor a writer for a reader."""
+
+    def __init__(self, db: Path, busy_timeout_s: float) -> None:
+        self.conn = open_live(db, busy_timeout_s=busy_timeout_s, any_thread=True)
+        self.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        self._thread = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-checker")
+
+    def count(self, sql: str, args: list[Any]) -> futures.Future[int]:
+        """Run ``SELECT count(*) …`` on the checker's thread, to completion (so
+        that its read transaction is over when the result is in)."""
+        return self._thread.submit(lambda: int(self.conn.execute(sql, args).fetchall()[0][0]))
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.conn.close()
 
 
 def _quick_check(conn: sqlite3.Connection) -> None:
@@ -299,9 +350,12 @@ class EventMover:
         self.on_checkpoint = on_checkpoint
         self.report = MoveReport()
         self._kinds = sorted(self.cfg.kinds)
-        self._slice = self.cfg.batch_rows  # ids per delete, adapted to HOLD_TARGET_S
+        # Ids a batch may span: the delete's time grows with the ids it walks as
+        # well as the rows it removes. Adapted to HOLD_TARGET_S.
+        self._ids = 8 * self.cfg.batch_rows
         self._released = 0.0  # when the last delete let go of live (monotonic)
-        self._copy_s = self._verify_s = 0.0  # how long the last of each took
+        self._gap = 0.0  # how long live stays free after it
+        self.checker: Checker | None = None  # on a live DB in WAL mode
 
     def run(self) -> MoveReport:
         live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
@@ -312,13 +366,18 @@ class EventMover:
             schema = discover(live, self.db, self.cfg)
             self._count_unparsable(live, schema)
             checkpointer = self._checkpointer(live)
-            months = MonthDbs(live, self.events_dir, schema)
+            if journal_mode(live) == "wal":
+                self.checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
+            conns = [live] if self.checker is None else [live, self.checker.conn]
+            months = MonthDbs(conns, self.events_dir, schema)
             try:
                 self._loop(live, schema, months, checkpointer)
             except Cancelled:
                 self.report.cancelled = True
             finally:
                 months.close()
+                if self.checker is not None:
+                    self.checker.close()
                 if checkpointer is not None:
                     checkpointer.wait_idle(checkpointer.timeout_s)
                     if checkpointer.request():
@@ -361,19 +420,28 @@ class EventMover:
     def _read_batch(
         self, live: sqlite3.Connection, schema: EventSchema, after: int
     ) -> list[tuple[str | None, int, int, int]]:
-        """Step 1: the next ``batch_rows`` eligible rows after ``after``, as their
-        months: (month, rows, lowest id, highest id); month None: unparsable.
-        Rows are counted only where the months came from SQLite (0 otherwise)."""
+        """Step 1: the next eligible rows after ``after``, at most ``batch_rows``
+        of them within ``self._ids`` ids of the first, as their months: (month,
+        rows, lowest id, highest id); month None: unparsable. Rows are counted
+        only where the months came from SQLite (0 otherwise)."""
         table, pk = q(schema.table), q(schema.pk)
         eligible, params = self._eligible(schema)
         # NOT INDEXED: walk the table by id from `after`. An index on (kind, ts)
         # would make every batch re-read and sort all eligible rows: quadratic.
+        below_max = f"{pk} < (SELECT max({pk}) FROM {table}) AND {eligible}"
+        found = live.execute(
+            f"SELECT {pk} FROM {table} NOT INDEXED WHERE {pk} > ? AND {below_max} "
+            f"ORDER BY {pk} LIMIT 1",
+            [after, *params],
+        ).fetchone()
+        if found is None:
+            return []
         rows = (
             f"SELECT {pk}, {q(schema.ts)} FROM {table} NOT INDEXED "
-            f"WHERE {pk} > ? AND {pk} < (SELECT max({pk}) FROM {table}) "
-            f"AND {eligible} ORDER BY {pk} LIMIT {self.cfg.batch_rows}"
+            f"WHERE {pk} BETWEEN ? AND ? AND {below_max} "
+            f"ORDER BY {pk} LIMIT {self.cfg.batch_rows}"
         )
-        args = [after, *params]
+        args = [found[0], found[0] + self._ids - 1, *params]
         secs = schema.ts_seconds_sql()
         lo_s, hi_s, n, first, last = live.execute(
             f"SELECT min({secs}), max({secs}), count(*), min({pk}), max({pk}) FROM ({rows})", args
@@ -491,18 +559,14 @@ class EventMover:
             held = set(batch.held)
             # Deferred, never IMMEDIATE: that would take the write lock on every
             # attached database, live included. This takes it on the month DB only.
-            self._pause(self._copy_s)  # the first delete runs on this snapshot
-            t_copy = time.monotonic()
             live.execute("BEGIN")
             try:
-                m.version = live.execute("PRAGMA main.data_version").fetchone()[0]
                 self._present(live, alias, schema, m, held)
                 m.copied = self._copy(live, alias, schema, m, [*held, *m.before])
                 live.execute("COMMIT")
             except BaseException:
                 live.execute("ROLLBACK")
                 raise
-            self._copy_s = time.monotonic() - t_copy
             for row_id in sorted(m.conflicts):
                 self.report.conflicts.append(
                     Conflict(
@@ -566,11 +630,12 @@ class EventMover:
     def _delete(
         self, live: sqlite3.Connection, batch: _Batch, schema: EventSchema, months: MonthDbs
     ) -> bool:
-        """Step 3, in slices of the batch's id range, each verified against the
-        archive outside the lock and then deleted in its own short write
-        transaction; False when live stayed locked (what is deleted stays so)."""
+        """Step 3: each month's share of the batch deleted from live in one short
+        write transaction; False when live stayed locked (what is deleted stays
+        so). The next batch is sized from how long these held the lock."""
         if not batch.archived:
             return True
+        held_s = 0.0
         pk = q(schema.pk)
         conflicts = [i for m in batch.months.values() for i in m.conflicts]
         for month in sorted(batch.months):
@@ -580,31 +645,26 @@ class EventMover:
                 continue
             # Held rows are never touched; rows archived with other content stay.
             skip = _skip(live, [*batch.held, *conflicts], pk)
-            lo = m.lo
-            while lo <= m.hi:
-                hi = min(m.hi, lo + self._slice - 1)
-                if not self._delete_slice(live, alias, schema, m, lo, hi, skip):
-                    return False
-                lo = hi + 1
+            if self.checker is not None:
+                _skip(self.checker.conn, [*batch.held, *conflicts], pk)
+            held = self._delete_month(live, alias, schema, m, skip)
+            if held is None:
+                return False
+            held_s += held
+        self._resize(batch.last_id - batch.first_id + 1, held_s)
         self._settle(live, batch, schema, months)
         return True
 
-    def _delete_slice(
-        self,
-        live: sqlite3.Connection,
-        alias: str,
-        schema: EventSchema,
-        m: _Month,
-        lo: int,
-        hi: int,
-        skip: str,
-    ) -> bool:
-        """Delete the archived rows of ids ``lo``..``hi`` from live. Which rows
-        match their archived copy is known without the lock (the copy's own
-        snapshot, for the first slice, or a reading of the archive); the delete
-        then runs only if live is still that snapshot (``data_version``: nobody
-        else committed since), else the reading is redone. After a few tries the
-        identity is checked inside the write transaction instead."""
+    def _delete_month(
+        self, live: sqlite3.Connection, alias: str, schema: EventSchema, m: _Month, skip: str
+    ) -> float | None:
+        """Delete this month's archived rows of the batch from live in one short
+        write transaction; returns how long it held the lock, None if live stayed
+        locked. While the DELETE runs, the checker counts on the very
+        same snapshot (nobody else can commit while we hold the lock) the rows
+        that are not identical to their archived copy; if there are any (the
+        application updated a row after it was copied), the delete is rolled back
+        and redone with the identity check inside the DELETE itself."""
         table, pk = q(schema.table), q(schema.pk)
         eligible, params = self._eligible(schema)
         same = "".join(f"AND a.{q(c)} IS {table}.{q(c)} " for c in schema.columns if c != schema.pk)
@@ -617,63 +677,53 @@ class EventMover:
             f"AND {pk} < (SELECT max({pk}) FROM main.{table}) AND {eligible} "
             f"AND {m.where[0]} AND NOT ({skip})"
         )
-        args = [lo, hi, *params, *m.where[1]]
-        for attempt in range(VERIFY_TRIES + 1):
-            checked = attempt < VERIFY_TRIES
-            if attempt == 0 and lo == m.lo:
-                seen = m.version  # step 2 read this snapshot: its rows are the copies
-            elif checked:
-                self._pause(self._verify_s)
-                t_read = time.monotonic()
-                live.execute("BEGIN")
-                try:
-                    seen = live.execute("PRAGMA main.data_version").fetchone()[0]
-                    unarchived = live.execute(f"SELECT count(*) {rows} AND NOT {archived}", args)
-                    spare = int(unarchived.fetchone()[0])
-                finally:
-                    live.execute("COMMIT")
-                self._verify_s = time.monotonic() - t_read
-                if spare:  # rows changed since they were copied: the lock decides
-                    checked = False
-            self._pause()  # what is left of it
+        args = [m.lo, m.hi, *params, *m.where[1]]
+        checker = self.checker
+        while True:
+            self._pause()
             t0 = time.monotonic()
             try:
                 live.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
                 if _locked(err):
-                    return False
+                    return None
                 raise
+            changed = None
             try:
-                if checked and live.execute("PRAGMA main.data_version").fetchone()[0] != seen:
-                    live.execute("ROLLBACK")  # someone wrote meanwhile: read again
+                if checker is not None:
+                    changed = checker.count(f"SELECT count(*) {rows} AND NOT {archived}", args)
+                where = rows if checker is not None else f"{rows} AND {archived}"
+                deleted = live.execute(f"DELETE {where}", args).rowcount
+                if changed is not None and changed.result():
+                    live.execute("ROLLBACK")
+                    self._released = time.monotonic()
+                    checker = None
                     continue
-                where = rows if checked else f"{rows} AND {archived}"
-                m.deleted += live.execute(f"DELETE {where}", args).rowcount
                 live.execute("COMMIT")
             except BaseException:
                 live.execute("ROLLBACK")
+                if changed is not None:
+                    futures.wait([changed])  # the checker is idle before it is closed
                 raise
             self._released = time.monotonic()
-            self._resize(hi - lo + 1, self._released - t0)
-            return True
-        raise AssertionError("unreachable: the last attempt deletes under the lock")
+            self._gap = writer_gap_s(self._released - t0)
+            m.deleted += deleted
+            return self._released - t0
 
-    def _pause(self, ahead: float = 0.0) -> None:
-        """Leave live unlocked WRITER_GAP_S after each delete: a writer refused
-        during the delete retries within that time. Called before reading the
-        snapshot the next delete depends on, less the time that reading should
-        take (``ahead``), so that waiting does not widen the window in which a
-        commit by the application would spoil the snapshot."""
-        wait = self._released + WRITER_GAP_S - ahead - time.monotonic()
+    def _pause(self) -> None:
+        """Leave live unlocked after each delete until every writer it refused
+        has retried (``writer_gap_s``)."""
+        wait = self._released + self._gap - time.monotonic()
         if wait > 0:
             time.sleep(wait)
 
     def _resize(self, ids: int, held_s: float) -> None:
-        """Size the next slice so that it holds the lock about HOLD_TARGET_S
-        (growing at most twofold at a time: the rows may get denser)."""
+        """Size the next batch's id span so that its delete holds the lock about
+        HOLD_TARGET_S (growing at most twofold at a time: the rows may get
+        denser)."""
         if held_s > 0:
             want = ids * HOLD_TARGET_S / held_s
-            self._slice = int(max(MIN_SLICE, min((self._slice + want) / 2, 2 * self._slice)))
+            self._ids = int(max(MIN_IDS, min((self._ids + want) / 2, 2 * self._ids)))
 
     def _settle(
         self, live: sqlite3.Connection, batch: _Batch, schema: EventSchema, months: MonthDbs

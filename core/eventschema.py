@@ -171,13 +171,22 @@ def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSc
     )
 
 
-def open_live(db: Path, *, busy_timeout_s: float, readonly: bool = False) -> sqlite3.Connection:
-    """A connection to the application's database, autocommit, for this thread only."""
+def open_live(
+    db: Path, *, busy_timeout_s: float, readonly: bool = False, any_thread: bool = False
+) -> sqlite3.Connection:
+    """A connection to the application's database, autocommit, for this thread only
+    unless ``any_thread`` (then its user makes sure it is used by one at a time)."""
     if not db.is_file():
         raise EventsError(f"{db}: the state database does not exist (check state_db)")
     uri = f"file:{db}?mode=ro" if readonly else f"file:{db}?mode=rw"
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)
+        conn = sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=not any_thread,
+        )
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as err:
         raise EventsError(f"{db}: cannot be opened as SQLite ({err})") from err

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coldkeep.core.config import Settings, parse_settings
-from coldkeep.core.dbmove import MoveReport, move_events
+from coldkeep.core.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
 from coldkeep.core.eventschema import EventsError
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.steps import StepInfo, StepName
@@ -94,6 +96,36 @@ async def test_rows_left_in_both_places_are_only_deleted_from_live(roots: Roots,
 
     assert (report.moved, report.already_archived) == (0, 50)
     assert all_event_rows(db, roots.layout.events) == before
+
+
+@pytest.mark.parametrize("wal", [True, False], ids=["wal", "rollback-journal"])
+async def test_a_row_updated_between_copy_and_delete_stays_live_as_updated(
+    roots: Roots, wal: bool
+) -> None:
+    db = roots.base / "state.db"
+    make_events_db(db, 1000, now_ms=NOW, wal=wal)
+    before = {r[0]: r for r in all_event_rows(db, roots.layout.events)}
+    updated: list[int] = []
+
+    async def app_updates_a_copied_row(name: StepName, info: StepInfo) -> None:
+        if name == "batch_archived" and info["batch"] == 2:
+            row_id = int(info["first_id"])
+            with sqlite3.connect(db) as live:
+                live.execute("UPDATE events SET payload = 'changed' WHERE id = ?", (row_id,))
+            updated.append(row_id)
+
+    report = await move(roots, step=app_updates_a_copied_row)
+
+    [row_id] = updated
+    assert report.kept_changed == 1 and not report.conflicts
+    assert live_rows(roots, f"id = {row_id}") == [before[row_id][:3]], "still live"
+    after = {r[0]: r for r in all_event_rows(db, roots.layout.events)}
+    assert after.pop(row_id)[3] == "changed", "the update is kept, the stale copy gone"
+    del before[row_id]
+    assert after == before, "every other row exactly once"
+    # The next pass archives the row as it is now.
+    again = await move(roots)
+    assert again.moved == 1 and live_rows(roots, f"id = {row_id}") == []
 
 
 async def test_same_id_other_content_is_refused_and_both_kept(roots: Roots, db: Path) -> None:
@@ -303,3 +335,15 @@ async def test_the_newest_row_never_moves_so_its_id_is_never_reused(roots: Roots
         assert cur.lastrowid == 11
     assert (await move(roots)).moved == 1
     assert [r[0] for r in live_rows(roots)] == [11]
+
+
+@given(st.floats(0.01, 400), st.floats(0, 1))
+def test_every_writer_refused_during_a_delete_gets_in_at_its_next_retry(
+    held_ms: float, refused_at: float
+) -> None:
+    """SQLite's default busy handler retries at fixed delays: whenever in a hold the
+    application was refused, one of its retries falls in the gap after it."""
+    x = refused_at * held_ms
+    retries = [*BUSY_RETRIES_MS, *range(328, 2000, 100)]
+    first_free = next(x + d for d in retries if x + d >= held_ms)
+    assert first_free < held_ms + writer_gap_s(held_ms / 1000) * 1000
