@@ -90,6 +90,7 @@ from .panes import (
     Pane,
 )
 from .panes.orphans import Finding
+from .priority import background_executor
 from .report import describe
 from .screens import ConfirmScreen, HelpScreen, RestoreScreen
 
@@ -164,6 +165,7 @@ class ColdkeepApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        asyncio.get_running_loop().set_default_executor(background_executor())
         self.query(".pane").first().add_class("active")
         self.listen()
         self.refresh_all()
