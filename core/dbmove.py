@@ -660,11 +660,11 @@ class EventMover:
     ) -> float | None:
         """Delete this month's archived rows of the batch from live in one short
         write transaction; returns how long it held the lock, None if live stayed
-        locked. While the DELETE runs, the checker counts on the very
-        same snapshot (nobody else can commit while we hold the lock) the rows
-        that are not identical to their archived copy; if there are any (the
-        application updated a row after it was copied), the delete is rolled back
-        and redone with the identity check inside the DELETE itself."""
+        locked. While the DELETE runs, the checker counts on the very same
+        snapshot (nobody else can commit while we hold the lock) the rows that
+        are not identical to their archived copy; if there are any (the
+        application updated a row after it was copied), the delete is rolled
+        back and redone with the identity check inside the DELETE itself."""
         table, pk = q(schema.table), q(schema.pk)
         eligible, params = self._eligible(schema)
         same = "".join(f"AND a.{q(c)} IS {table}.{q(c)} " for c in schema.columns if c != schema.pk)
@@ -681,13 +681,13 @@ class EventMover:
         checker = self.checker
         while True:
             self._pause()
-            t0 = time.monotonic()
             try:
                 live.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
                 if _locked(err):
                     return None
                 raise
+            t0 = time.monotonic()  # the hold starts when the application let go
             changed = None
             try:
                 if checker is not None:
@@ -696,7 +696,7 @@ class EventMover:
                 deleted = live.execute(f"DELETE {where}", args).rowcount
                 if changed is not None and changed.result():
                     live.execute("ROLLBACK")
-                    self._released = time.monotonic()
+                    self._let_go(t0)
                     checker = None
                     continue
                 live.execute("COMMIT")
@@ -705,10 +705,16 @@ class EventMover:
                 if changed is not None:
                     futures.wait([changed])  # the checker is idle before it is closed
                 raise
-            self._released = time.monotonic()
-            self._gap = writer_gap_s(self._released - t0)
             m.deleted += deleted
-            return self._released - t0
+            return self._let_go(t0)
+
+    def _let_go(self, locked_at: float) -> float:
+        """Note that live's write lock, taken at ``locked_at``, is released now;
+        returns how long it was held."""
+        self._released = time.monotonic()
+        held = self._released - locked_at
+        self._gap = writer_gap_s(held)
+        return held
 
     def _pause(self) -> None:
         """Leave live unlocked after each delete until every writer it refused
