@@ -778,7 +778,7 @@ def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
             f"Next: coldkeep plan --config {config}   then   coldkeep pass --config {config}"
         )
         return
-    pass_.main(["--config", str(config)], standalone_mode=True)
+    click.get_current_context().invoke(console, config=config)
 
 
 if __name__ == "__main__":

@@ -80,3 +80,25 @@ def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_pat
     finally:
         term.close()
     assert not list(site.archive.rglob("*.partial"))
+
+
+def test_coldkeep_demo_opens_the_console_on_the_site_it_wrote(tmp_path: Path) -> None:
+    site = tmp_path / "demo"
+    term = Terminal(
+        [sys.executable, "-m", "coldkeep.tui.cli", "demo", str(site), "--scale", "0.02"],
+        width=120,
+        height=36,
+    )
+    try:
+        # Wide enough for every pane at once; each has something on first start.
+        term.wait_for(
+            "lock free", "files ", "1 partial", "unit-0000/interrupted", "Log", timeout=60
+        )
+        term.keys("q")
+        deadline = time.monotonic() + 30
+        while "lock free" in term.screen() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "lock free" not in term.screen(), "q quits the console"
+    finally:
+        term.close()
+    assert list(site.rglob("*.partial")), "the console changed nothing on its own"
