@@ -74,6 +74,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from concurrent import futures
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -358,35 +359,31 @@ class EventMover:
         self.checker: Checker | None = None  # on a live DB in WAL mode
 
     def run(self) -> MoveReport:
-        live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
-        try:
+        # Closed in reverse: the month DBs, the checker, the checkpointer (after
+        # one last checkpoint), then live.
+        with ExitStack() as closing:
+            live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
+            closing.callback(live.close)
             live.execute("PRAGMA wal_autocheckpoint = 0")
             live.execute("PRAGMA synchronous = NORMAL")
             live.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             schema = discover(live, self.db, self.cfg)
             self._count_unparsable(live, schema)
             checkpointer = self._checkpointer(live)
+            if checkpointer is not None:
+                closing.callback(_last_checkpoint, checkpointer)
             if journal_mode(live) == "wal":
                 self.checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
+                closing.callback(self.checker.close)
             conns = [live] if self.checker is None else [live, self.checker.conn]
             months = MonthDbs(conns, self.events_dir, schema)
+            closing.callback(months.close)
             try:
                 self._loop(live, schema, months, checkpointer)
             except Cancelled:
                 self.report.cancelled = True
-            finally:
-                months.close()
-                if self.checker is not None:
-                    self.checker.close()
-                if checkpointer is not None:
-                    checkpointer.wait_idle(checkpointer.timeout_s)
-                    if checkpointer.request():
-                        checkpointer.wait_idle(checkpointer.timeout_s)
-                    checkpointer.close()
             self.report.months_refused = dict(months.refused)
             return self.report
-        finally:
-            live.close()
 
     def _checkpointer(self, live: sqlite3.Connection) -> LiveCheckpointer | None:
         mode = journal_mode(live)
@@ -761,6 +758,14 @@ class EventMover:
                         self.report.kept_changed += 1
             self.report.moved += m.copied
             self.report.already_archived += len(m.already)
+
+
+def _last_checkpoint(checkpointer: LiveCheckpointer) -> None:
+    """Wait for a checkpoint in progress, run one more, and close."""
+    checkpointer.wait_idle(checkpointer.timeout_s)
+    if checkpointer.request():
+        checkpointer.wait_idle(checkpointer.timeout_s)
+    checkpointer.close()
 
 
 def _skip(conn: sqlite3.Connection, ids: Iterable[int], column: str) -> str:
