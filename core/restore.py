@@ -14,6 +14,8 @@ Invariants:
   reached through no symlink.
 - A target that exists is ``exists`` and untouched; a gzip that does not give the
   recorded bytes is ``mismatch`` and nothing is placed.
+- Two versions of one path never share a target (``target_names``): under
+  another directory the older ones are renamed, in place they are refused.
 - Restoring in place puts the entry under a hold (``hold_days``): passes leave the
   file alone until it runs out. Event rows get the same hold, recorded BEFORE they
   are inserted, so a crash in between can never let a pass move them straight
@@ -144,6 +146,32 @@ def check_restore_root(to: Path, archive_root: Path) -> Path:
     return absolute
 
 
+def target_names(entries: list[Entry], *, in_place: bool) -> dict[int, str]:
+    """Where each entry goes, relative to the restore root: its relpath. Several
+    versions of one path (``--all-versions``, or ids naming them) cannot all go
+    there: under ``--to`` the newest keeps the name and each older one gets
+    ``.entry-<id>`` after it; in place they are refused, before anything is
+    written (an older version would take the live path, or be skipped as
+    ``exists`` while an older one was placed)."""
+    versions: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        versions[e.relpath].append(e)
+    names: dict[int, str] = {}
+    for relpath, group in versions.items():
+        group.sort(key=lambda e: (e.mtime_ns, e.id))
+        if len(group) > 1 and in_place:
+            ids = ", ".join(str(e.id) for e in group)
+            raise SelectionError(
+                f"{len(group)} versions of {relpath} (entries {ids}) would all go to its "
+                "live path; restore them with --to DIR (older versions get .entry-<id> "
+                "after the name), or pick one by its entry id"
+            )
+        *older, newest = group
+        names[newest.id] = relpath
+        names.update((e.id, f"{relpath}.entry-{e.id}") for e in older)
+    return names
+
+
 async def restore_files(
     mover: FileMover,
     entries: list[Entry],
@@ -154,20 +182,26 @@ async def restore_files(
     cancel: CancelToken | None = None,
 ) -> RestoreReport:
     report = RestoreReport()
+    names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
     hold_until = mover.clock() + int(hold_days * DAY_MS) if to is None else None
     stream.emit(Phase("restore", len(entries), sum(e.bytes for e in entries)))
     for entry in entries:
         if cancel is not None:
             cancel.check()
-        one = await _restore_one(mover, entry, root, hold_until, cancel)
+        one = await _restore_one(mover, entry, root, names[entry.id], hold_until, cancel)
         report.files.append(one)
         stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
     return report
 
 
 async def _restore_one(
-    mover: FileMover, entry: Entry, root: Path, hold_until: int | None, cancel: CancelToken | None
+    mover: FileMover,
+    entry: Entry,
+    root: Path,
+    name: str,
+    hold_until: int | None,
+    cancel: CancelToken | None,
 ) -> FileRestore:
     def result(outcome: RestoreOutcome, target: str = "", detail: str = "") -> FileRestore:
         return FileRestore(entry.id, entry.relpath, target, outcome, detail)
@@ -175,7 +209,7 @@ async def _restore_one(
     if entry.status == "missing":
         return result("missing", detail=f"the gzip {entry.gz_path} is missing from the archive")
     try:
-        target = resolve_inside(root, entry.relpath)
+        target = resolve_inside(root, name)
         mover.layout.abs(entry.gz_path)
     except UnsafePath as err:
         return result("refused", detail=f"entry {entry.id}: {err}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, ck_json, entries, live_files
+from helpers import COLDKEEP, ck, ck_json, entries, live_files, sha
 
 SCALE = "0.02"
 
@@ -104,6 +104,27 @@ def test_a_manifest_entry_pointing_outside_is_refused(site: Path, tmp_path: Path
     assert [line.split()[0] for line in run.stdout.splitlines()[:2]] == ["refused", "refused"]
     assert "'..'" in run.stdout
     assert sorted(p for p in tmp_path.rglob("*")) == before, "nothing written anywhere"
+
+
+def test_all_versions_of_a_path_go_side_by_side_and_never_in_place(
+    site: Path, tmp_path: Path
+) -> None:
+    ck(site, "pass")
+    [old] = [e for e in entries(site) if e["status"] == "stale"]  # the demo's earlier version
+    path = old["relpath"]
+    [new] = [e for e in entries(site) if e["relpath"] == path and e["id"] != old["id"]]
+
+    run = ck(site, "restore", "--path", path, "--all-versions", check=2)
+    assert f"2 versions of {path} (entries {old['id']}, {new['id']})" in run.stderr
+    assert "--to DIR" in run.stderr
+    assert not (site / "live" / path).exists(), "nothing placed in the live tree"
+
+    out = tmp_path / "versions"
+    run = ck(site, "restore", "--path", path, "--all-versions", "--to", str(out))
+    assert "restore: 2 restored" in run.stdout, run.stdout
+    assert sha((out / path).read_bytes()) == new["sha256"], "the newest keeps the name"
+    older = out / f"{path}.entry-{old['id']}"
+    assert sha(older.read_bytes()) == old["sha256"]
 
 
 def test_restore_to_a_directory_through_a_symlink_is_refused(site: Path, tmp_path: Path) -> None:
