@@ -255,6 +255,11 @@ class JobRunner:
                 status, error = "timeout", f"no result within {job.timeout_s:g} s"
                 token.cancel(f"job {name} timed out")
                 await asyncio.wait({work})
+                # Taken here, or asyncio prints it as "never retrieved": the run's
+                # Cancelled is the timeout's own doing; anything else is said.
+                late = None if work.cancelled() else work.exception()
+                if late is not None and not isinstance(late, Cancelled):
+                    error += f"; stopping it failed: {type(late).__name__}: {late}"
             else:
                 status, error, summary = self._verdict(work)
         finally:

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -664,9 +665,21 @@ def run(config: Path | None, log_json: bool) -> None:
             text += f" ({e.run.error})"
         log(record, text)
 
+    def internal_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # asyncio's own reports (an error nobody awaited) go through the same log:
+        # with --log-json every line stays one JSON object, the traceback a field.
+        exc = context.get("exception")
+        trace = "".join(traceback.format_exception(exc)) if exc is not None else ""
+        message = str(context.get("message", "unhandled error"))
+        log(
+            {"kind": "internal_error", "message": message, "error": repr(exc), "traceback": trace},
+            f"internal error (please report it): {message}: {exc!r}",
+        )
+
     async def go() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(internal_error)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         archiver = Archiver(settings, stream=ctx.stream, origin="scheduler", step=_kill_hook())

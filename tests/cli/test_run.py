@@ -89,3 +89,37 @@ def test_sigterm_mid_pass_exits_0_and_the_next_start_finishes(tmp_path: Path) ->
         ("cli", "recover"),
     }
     ck(site, "status")
+
+
+def test_a_job_that_times_out_leaves_a_log_of_json_lines_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    ck(site, "pass")
+    config = site / "coldkeep.toml"
+    config.write_text(  # a verify far too slow for its timeout, every second
+        config.read_text()
+        + "\n[io]\nbytes_per_s = 20000\n"
+        + "\n[jobs.verify]\ninterval = 1\ntimeout = 1\nrun_on_boot = true\n"
+    )
+    proc = start(site)
+    timeouts = 0
+
+    def second_timeout(r: dict[str, object]) -> bool:
+        nonlocal timeouts
+        if r.get("kind") == "job_run_finished" and r.get("job") == "verify":
+            assert r.get("status") == "timeout", r
+            timeouts += 1
+        return timeouts == 2
+
+    lines_until(proc, second_timeout)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    records = [json.loads(line) for line in err.splitlines()]  # every line is JSON
+    assert not [r for r in records if r.get("kind") == "internal_error"]
