@@ -104,6 +104,8 @@ class ModeOff(Exception):
 
 @dataclass
 class FileTotals:
+    eligible: int = 0  # found by the scan (in mode plan: what a pass would archive)
+    eligible_bytes: int = 0
     archived: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
@@ -681,7 +683,8 @@ class Archiver:
         if report.recovery is not None:
             summary.recovery = recovery_counts(report.recovery)
         summary.files.skipped = {k: int(v) for k, v in report.plan.skipped.items()}
-        summary.files.archived = 0
+        summary.files.eligible = report.plan.files
+        summary.files.eligible_bytes = report.plan.bytes
         if report.plan.events is not None:
             summary.events = {"eligible_rows": report.plan.events.rows}
         summary.seconds = time.monotonic() - t0
@@ -727,9 +730,9 @@ class Archiver:
         scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * 1_000_000, held=held)
         totals = summary.files
         totals.skipped = {k: int(v) for k, v in scan.skipped.items()}
-        self.stream.emit(
-            Phase("files", len(scan.eligible), sum(c.identity.size for c in scan.eligible))
-        )
+        totals.eligible = len(scan.eligible)
+        totals.eligible_bytes = sum(c.identity.size for c in scan.eligible)
+        self.stream.emit(Phase("files", totals.eligible, totals.eligible_bytes))
         queue: asyncio.Queue[Candidate] = asyncio.Queue()
         for cand in scan.eligible:
             queue.put_nowait(cand)

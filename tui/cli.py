@@ -45,6 +45,8 @@ from .fmt import human
 from .report import Reporter, describe
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
+# Lines of a list shown in text output; --json has them all.
+LIST_MAX = 20
 # Test seam: kill this process with SIGKILL when the named protocol step is
 # announced (``step`` or ``step:N`` for its N-th time). The crash tests use it on
 # the real CLI; it does nothing unless set.
@@ -273,10 +275,10 @@ def plan(config: Path | None, json_out: bool) -> None:
             skipped = ", ".join(f"{n} {why}" for why, n in sorted(p.skipped.items()))
             if skipped:
                 lines.append(f"  skipped: {skipped}")
-            for u in p.units[:20]:
+            for u in p.units[:LIST_MAX]:
                 lines.append(f"  {u.unit:<30} {u.files:>6} files {human(u.bytes):>10}")
-            if len(p.units) > 20:
-                lines.append(f"  … and {len(p.units) - 20} more units (--json for all)")
+            if len(p.units) > LIST_MAX:
+                lines.append(f"  … and {len(p.units) - LIST_MAX} more units (--json for all)")
             if p.events is not None:
                 ev = p.events
                 lines.append(f"events: {ev.rows} rows eligible (~{human(ev.approx_bytes)})")
@@ -296,6 +298,16 @@ def plan(config: Path | None, json_out: bool) -> None:
                     f"recovery: {len(rec.partials)} partials, {len(rec.orphans)} orphans, "
                     f"{len(rec.missing)} MISSING, {len(rec.sources_unlinked)} sources to unlink"
                 )
+                layout = archiver.layout
+                found = [
+                    *(("partial", layout.rel(x)) for x in rec.partials),
+                    *(("orphan", layout.rel(o.gz)) for o in rec.orphans),
+                    *(("MISSING", e.gz_path) for e in rec.missing),
+                    *(("unlink", rel) for rel in rec.sources_unlinked),
+                ]
+                lines += [f"  {what:<8} {path}" for what, path in found[:LIST_MAX]]
+                if len(found) > LIST_MAX:
+                    lines.append(f"  … and {len(found) - LIST_MAX} more (--json for all)")
             return "\n".join(lines)
 
         ctx.emit("plan", True, report.to_dict(archiver.layout), text)
@@ -323,15 +335,35 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
         def text() -> str:
             lines = [
                 f"pass {summary.pass_id or '-'} ({summary.mode}): {summary.status} "
-                f"in {summary.seconds:.1f} s",
-                f"  files: {f.archived} archived, {human(f.bytes_in)} -> {human(f.bytes_out)}; "
-                f"{f.changed} changed, {f.verify_failed} verify failures, {f.errors} errors",
+                f"in {summary.seconds:.1f} s"
             ]
+            rec = {k: v for k, v in summary.recovery.items() if v}
+            if summary.mode == "plan":
+                lines.append(
+                    f"  files: {f.eligible} eligible, {human(f.eligible_bytes)}; nothing "
+                    'archived (mode = "plan"; coldkeep plan lists them)'
+                )
+            else:
+                lines.append(
+                    f"  files: {f.archived} archived, {human(f.bytes_in)} -> "
+                    f"{human(f.bytes_out)}; {f.changed} changed, {f.verify_failed} verify "
+                    f"failures, {f.errors} errors"
+                )
             skipped = ", ".join(f"{n} {why}" for why, n in sorted(f.skipped.items()))
             if skipped:
                 lines.append(f"  skipped: {skipped}")
-            rec = {k: v for k, v in summary.recovery.items() if v}
-            if rec:
+            if rec and summary.mode == "plan":
+                todo = {
+                    "partials": rec.get("partials_removed", 0),
+                    "orphans": rec.get("orphans_found", 0),
+                    "MISSING": rec.get("missing", 0),
+                    "sources to unlink": rec.get("sources_unlinked", 0),
+                }
+                lines.append(
+                    "  recovery, not done: "
+                    + ", ".join(f"{n} {what}" for what, n in todo.items() if n)
+                )
+            elif rec:
                 lines.append("  recovery: " + ", ".join(f"{k} {v}" for k, v in rec.items()))
             if summary.events is not None:
                 ev = summary.events

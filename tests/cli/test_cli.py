@@ -50,7 +50,21 @@ def test_mode_off_refuses_and_mode_plan_only_counts(site: Path) -> None:
     before = live_files(site)
     result = ck_json(site, "pass")["result"]
     assert result["mode"] == "plan" and result["files"]["archived"] == 0
+    plan = ck_json(site, "plan")["result"]
+    assert result["files"]["eligible"] == plan["files"]["eligible"] > 0, "the backlog, counted"
+    text = ck(site, "pass").stdout
+    assert f"files: {plan['files']['eligible']} eligible" in text and "nothing archived" in text
+    assert "recovery, not done: 1 partials, 3 orphans" in text
     assert live_files(site) == before and not (site / "archive" / "coldkeep.db").exists()
+    assert list(site.rglob("*.partial")), "plan mode removed nothing"
+
+
+def test_plan_lists_what_recovery_would_touch_by_path(site: Path) -> None:
+    text = ck(site, "plan").stdout
+    assert "  partial  files/unit-0000/interrupted.jsonl.gz.partial" in text
+    orphans = [line.split()[1] for line in text.splitlines() if line.startswith("  orphan ")]
+    assert len(orphans) == 3 and all(o.endswith(".gz") for o in orphans)
+    ck(site, "adopt", orphans[0])  # the path as plan shows it is what adopt takes
 
 
 def test_a_second_pass_while_one_runs_exits_3_naming_the_first(site: Path) -> None:
