@@ -429,6 +429,14 @@ class Archiver:
             attention,
         )
 
+    async def select(self, selection: Selection) -> list[Entry]:
+        """The entries a restore of ``selection`` would take (read-only, no lock)."""
+        manifest = await self._readonly_manifest()
+        if manifest is None:
+            return []
+        async with manifest:
+            return await select_entries(manifest, selection)
+
     async def plan(self) -> PlanReport:
         """The backlog, and what recovery would settle; nothing is written."""
         async with await self._manifest_or_empty() as manifest:

@@ -471,6 +471,13 @@ def _when(value: str | None, option: str) -> int | None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Restore under this directory instead of to the live paths.",
 )
+@click.option(
+    "--list",
+    "list_only",
+    is_flag=True,
+    help="Only list what the selection names (entry id, status, size, modified, path); "
+    "takes no lock, writes nothing.",
+)
 @command(wait_opt=True)
 def restore(
     ids: tuple[int, ...],
@@ -481,6 +488,7 @@ def restore(
     before: str | None,
     all_versions: bool,
     to: Path | None,
+    list_only: bool,
     config: Path | None,
     json_out: bool,
     wait: float,
@@ -501,6 +509,25 @@ def restore(
     )
     ctx = _ctx(config, json_out, wait)
 
+    async def listing() -> int:
+        found = await ctx.archiver().select(sel)
+
+        def text() -> str:
+            lines = [
+                f"{e.id:>8}  {e.status:<9} {human(e.bytes):>10}  "
+                f"{datetime.fromtimestamp(e.mtime_ns / 1e9).isoformat(timespec='seconds')}  "
+                f"{e.relpath}"
+                for e in found
+            ]
+            return "\n".join([*lines, f"{len(found)} entries"])
+
+        result = [
+            {k: getattr(e, k) for k in ("id", "status", "bytes", "mtime_ns", "relpath", "sha256")}
+            for e in found
+        ]
+        ctx.emit("restore", True, result, text)
+        return EXIT_OK
+
     async def go() -> int:
         report = await ctx.archiver().restore(sel, to, ctx.cancel)
 
@@ -518,7 +545,7 @@ def restore(
         ctx.emit("restore", not report.failed, result, text)
         return EXIT_FAILED if report.failed else EXIT_OK
 
-    _run(go(), ctx)
+    _run(listing() if list_only else go(), ctx)
 
 
 @main.command(name="restore-events")

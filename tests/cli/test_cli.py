@@ -128,6 +128,8 @@ def test_all_versions_of_a_path_go_side_by_side_and_never_in_place(
     path = old["relpath"]
     [new] = [e for e in entries(site) if e["relpath"] == path and e["id"] != old["id"]]
 
+    listed = ck_json(site, "restore", "--path", path, "--all-versions", "--list")["result"]
+    assert [e["id"] for e in listed] == [old["id"], new["id"]], "--list names the ids"
     run = ck(site, "restore", "--path", path, "--all-versions", check=2)
     assert f"2 versions of {path} (entries {old['id']}, {new['id']})" in run.stderr
     assert "--to DIR" in run.stderr
