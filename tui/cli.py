@@ -373,6 +373,10 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
                         f"archived, {len(ev['conflicts'])} conflicts, WAL peak "
                         f"{human(ev['wal_peak'])}"
                     )
+                    conflicts = ev["conflicts"]
+                    lines += [f"    conflict: {c['detail']}" for c in conflicts[:LIST_MAX]]
+                    if len(conflicts) > LIST_MAX:
+                        lines.append(f"    … and {len(conflicts) - LIST_MAX} more (--json)")
                 else:
                     lines.append(f"  events: {ev['eligible_rows']} rows eligible")
             lines += [f"  ATTENTION: {p}" for p in summary.problems]

@@ -226,6 +226,21 @@ def test_restored_event_rows_stay_live_and_never_overwrite(site: Path) -> None:
     )
 
 
+def test_the_pass_summary_names_each_conflicting_row(site: Path) -> None:
+    ck(site, "pass")
+    month = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))[0]
+    with sqlite3.connect(site / "archive" / "events" / f"{month}.db") as m:
+        first = m.execute("SELECT * FROM events ORDER BY id LIMIT 1").fetchone()
+    with sqlite3.connect(site / "state.db") as live:  # the application reuses an archived id
+        live.execute(
+            f"INSERT INTO events VALUES ({', '.join('?' * len(first))})",
+            (*first[:-1], "other content"),
+        )
+    run = ck(site, "pass", check=1)
+    assert f"conflict: row {first[0]} is archived in {month}.db with other content" in run.stdout
+    assert "ATTENTION: 1 event rows conflict" in run.stdout
+
+
 def test_usage_errors_exit_2(site: Path) -> None:
     assert "select something" in ck(site, "restore", check=2).stderr
     assert ck(site, "adopt", check=2).returncode == 2
