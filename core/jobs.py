@@ -150,12 +150,18 @@ class JobRunner:
 
     async def _boot_schedule(self) -> None:
         now = self.clock.now()
+        latest = await latest_statuses(self.manifest)
         for name, job in self.jobs.items():
             last = await self.last_ok(name)
             prev = self.prev_fire(name, now)
             if job.run_on_boot:
                 self.next_due[name] = now
                 why = "run on boot"
+            elif job.interval_s and last is not None and latest.get(name, "ok") != "ok":
+                # Its last run failed, timed out, was stopped or died with the
+                # process: retried now, as a cron job's missed run would be.
+                self.next_due[name] = now
+                why = f"last run {latest[name]}, retrying"
             elif prev is not None and (last is None or last / 1000 < prev):
                 # Due while the process was down (or it failed): catch up now.
                 self.next_due[name] = now if last is not None else self.next_fire_after(name, now)
@@ -362,6 +368,14 @@ async def last_runs(manifest: Manifest) -> dict[str, int]:
         "SELECT job, last_run_at FROM job_state WHERE last_run_at IS NOT NULL"
     )
     return {str(r[0]): int(r[1]) for r in rows}
+
+
+async def latest_statuses(manifest: Manifest) -> dict[str, str]:
+    """Each job's most recent run's status (``running`` if the process died in it)."""
+    rows = await manifest.rows(
+        "SELECT job, status FROM job_runs WHERE id IN (SELECT max(id) FROM job_runs GROUP BY job)"
+    )
+    return {str(r[0]): str(r[1]) for r in rows}
 
 
 async def job_infos(

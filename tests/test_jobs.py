@@ -209,6 +209,27 @@ async def test_a_failing_job_does_not_advance_last_run_at(manifest: Manifest) ->
     assert {r.error for r in runs} == {"OSError: disk full", "nope"}
 
 
+async def test_an_interval_job_whose_last_run_failed_is_retried_at_start(
+    manifest: Manifest,
+) -> None:
+    clock = ManualClock(T0)
+    jobs = {"verify": JobSettings("verify", interval_s=3600)}
+    first, _ = runner(manifest, clock, jobs, {"verify": Calls()})
+    assert (await first.run_now("verify")).status == "ok"
+    await clock.advance(60)
+    failing, _ = runner(manifest, clock, jobs, {"verify": Calls(Outcome(ok=False, error="x"))})
+    assert (await failing.run_now("verify")).status == "error"
+
+    calls = Calls()
+    r, events = runner(manifest, clock, jobs, {"verify": calls})
+    await r.start()
+    await clock.advance(1)
+    await calls.next_call()  # not an hour after the last success: now
+    await r.drain()
+    assert any(e.detail.startswith("last run error, retrying") for e in events)
+    await r.stop()
+
+
 async def test_stop_cancels_the_run_in_flight_and_records_it(manifest: Manifest) -> None:
     clock = ManualClock(T0)
     stopped_with: list[str] = []
