@@ -114,18 +114,23 @@ def _run(coro: Awaitable[int], ctx: Context) -> None:
     try:
         code = asyncio.run(main())
     except ConfigError as err:
-        _fail(str(err), EXIT_USAGE)
+        _fail(str(err), EXIT_USAGE, ctx)
     except LockHeld as err:
-        _fail(f"{err}; try again when it finishes, or pass --wait SECONDS", EXIT_LOCKED)
+        _fail(f"{err}; try again when it finishes, or pass --wait SECONDS", EXIT_LOCKED, ctx)
     except (ModeOff, SelectionError, UnsafePath) as err:
-        _fail(str(err), EXIT_USAGE)
+        _fail(str(err), EXIT_USAGE, ctx)
     except (EventsError, ManifestError, ScanError) as err:
-        _fail(str(err), EXIT_FAILED)
+        _fail(str(err), EXIT_FAILED, ctx)
     raise SystemExit(code)
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, ctx: Context | None = None) -> None:
+    """One line on stderr; with --json, also the document stdout promises."""
     click.echo(f"coldkeep: {message}", err=True)
+    if ctx is not None and ctx.json:
+        name = click.get_current_context().info_name
+        doc = {"command": name, "ok": False, "error": message, "result": None}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
     raise SystemExit(code)
 
 

@@ -82,6 +82,9 @@ def test_a_second_pass_while_one_runs_exits_3_naming_the_first(site: Path) -> No
     second = ck(site, "pass", check=3)
     assert f"pid {first.pid}" in second.stderr and "coldkeep pass" in second.stderr
     assert "--wait" in second.stderr
+    refused = ck_json(site, "pass", check=3)  # --json still gets its one document
+    assert (refused["command"], refused["ok"], refused["result"]) == ("pass", False, None)
+    assert f"pid {first.pid}" in refused["error"]
 
     first.send_signal(signal.SIGTERM)  # graceful: stops at the next safe point
     out, _ = first.communicate(timeout=60)
