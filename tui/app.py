@@ -598,7 +598,10 @@ class ColdkeepApp(App[None]):
         self.confirm_pass()
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_pass(self) -> None:
+    async def confirm_pass(
+        self, action: str = "run_pass", go: Callable[[], None] | None = None
+    ) -> None:
+        """Show the plan and ask; on yes, ``go`` (by default: run the pass)."""
         report = await self.archiver.plan()
         self._loaded(report)
         plan, rec = report.plan, report.recovery
@@ -634,9 +637,12 @@ class ColdkeepApp(App[None]):
             )
         )
         if ok:
-            if self._refuse("run_pass"):
+            if self._refuse(action):
                 return
-            self.operate("pass", self.archiver.run_pass)
+            if go is None:
+                self.operate("pass", self.archiver.run_pass)
+            else:
+                go()
 
     def _loaded(self, report: PlanReport) -> None:
         self.post_message(BacklogLoaded(report.plan))
@@ -767,7 +773,15 @@ class ColdkeepApp(App[None]):
         if name is None:
             self.notify("select a job in the Jobs pane first", severity="warning")
             return
-        self.operate(f"job {name}", lambda token: self._run_job(name, token))
+
+        def go() -> None:
+            self.operate(f"job {name}", lambda token: self._run_job(name, token))
+
+        if name == "pass" and self.archiver.settings.mode == "on":
+            # The job removes what a pass removes: the same plan and question first.
+            self.confirm_pass("run_job", go)
+            return
+        go()
 
     async def _run_job(self, name: str, token: CancelToken) -> JobRun:
         scheduler = Scheduler(self.archiver, clock=SystemClock())

@@ -80,6 +80,28 @@ async def test_cancelling_the_confirmation_changes_nothing(settings: Settings) -
     assert not (settings.archive_root / "coldkeep.db").exists()
 
 
+async def test_running_the_pass_job_asks_first_like_a_pass(settings: Settings) -> None:
+    before = live_files(settings)
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        jobs = app.query_one(JobsPane).query_one("#jobs-table", DataTable)
+        jobs.move_cursor(row=jobs.get_row_index("pass"))
+        await pilot.press("j")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen), "the job removes files: it asks"
+        assert "REMOVED" in str(app.screen.query_one("#confirm-warning", Static).render())
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.running is None and live_files(settings) == before
+
+        await pilot.press("j")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        assert "0 files" in text_of(app, "#backlog-total")
+
+
 async def test_plan_recounts(settings: Settings) -> None:
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
