@@ -221,7 +221,7 @@ class ColdkeepApp(App[None]):
         for a in ACTIONS:
             if not (a.mutating and self.read_only):
                 yield SystemCommand(
-                    a.label, f"{a.help} [{a.key_label}]", getattr(self, f"action_{a.name}")
+                    a.label, f"{a.help} \\[{a.key_label}]", getattr(self, f"action_{a.name}")
                 )
 
     @on(Button.Pressed, ".action")

@@ -48,11 +48,15 @@ class ConfirmScreen(ModalScreen[bool]):
                 table.add_columns(*self.columns)
                 table.add_rows(self.rows)
                 yield table
-            if self.warning:
-                yield Static(self.warning, id="confirm-warning")
-            with Horizontal(id="confirm-buttons"):
-                yield Button(f"{self.confirm_label} [y]", id="confirm-yes", variant="warning")
-                yield Button("Cancel [n]", id="confirm-no", variant="primary")
+            # Docked at the bottom: on a short terminal (80x24) the table gives up
+            # rows, never the warning or the buttons.
+            with Vertical(id="confirm-foot"):
+                if self.warning:
+                    yield Static(self.warning, id="confirm-warning")
+                with Horizontal(id="confirm-buttons"):
+                    # "\[": a label is markup, and a bare [y] would be read as a style.
+                    yield Button(f"{self.confirm_label} \\[y]", id="confirm-yes", variant="warning")
+                    yield Button("Cancel \\[n]", id="confirm-no", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#confirm-no", Button).focus()
