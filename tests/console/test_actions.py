@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 
 from coldkeep.core.config import Settings
 from coldkeep.tui.panes import InFlightPane, JobsPane, OrphansPane
+from coldkeep.tui.panes.log import StableLog
 from coldkeep.tui.screens import ConfirmScreen, HelpScreen, RestoreScreen
 
 SIZE = (120, 36)
@@ -100,6 +101,22 @@ async def test_running_the_pass_job_asks_first_like_a_pass(settings: Settings) -
         await pilot.press("y")
         await settle(pilot)
         assert "0 files" in text_of(app, "#backlog-total")
+
+
+async def test_log_lines_written_while_its_tab_is_hidden_wrap_at_the_pane(
+    settings: Settings,
+) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=(80, 24)) as pilot:  # narrow: the panes are tabs
+        await settle(pilot)
+        line = "files: 28 to do, 5.3 MiB, written while another tab is shown"
+        app.log_line("info", line)
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        view = app.query_one(StableLog)
+        shown = [strip.text.rstrip() for strip in view.lines]
+        assert any(s.endswith(line) for s in shown), shown
 
 
 async def test_plan_recounts(settings: Settings) -> None:

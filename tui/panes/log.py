@@ -52,7 +52,8 @@ class LogPane(Pane):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.pending: list[tuple[str, str]] = []
+        # Lines not yet in the view; at most as many as the view keeps.
+        self.pending: deque[tuple[str, str]] = deque(maxlen=KEEP)
 
     def write(self, level: str, text: str, at_ms: int) -> None:
         line = f"{time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))} {text}"
@@ -61,8 +62,11 @@ class LogPane(Pane):
             self.pending.append((level, line))
 
     def flush(self) -> None:
-        if self.pending:
-            log = self.query_one(RichLog)
+        log = self.query_one(RichLog)
+        # A hidden pane (a tab not shown in a narrow terminal) has no width, and
+        # RichLog would wrap what it is given then at min_width, for good: the
+        # lines wait until the pane is shown.
+        if self.pending and log.scrollable_content_region.width:
             for level, line in self.pending:
                 log.write(Text(line, style=STYLE.get(level, "")))
             self.pending.clear()
