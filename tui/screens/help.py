@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ..actions import ACTIONS
-from ..tables import Cell
 
 
 class HelpScreen(ModalScreen[None]):
@@ -21,17 +22,27 @@ class HelpScreen(ModalScreen[None]):
         super().__init__()
         self.unavailable = unavailable  # action name -> why it cannot run now
 
+    def keys(self) -> Table:
+        """Every key, its action and what it does, wrapped to the screen (a table
+        that cut its last column lost the reason an action is unavailable)."""
+        table = Table(box=None, expand=True, padding=(0, 1), header_style="bold")
+        table.add_column("Key", no_wrap=True)
+        table.add_column("Action", no_wrap=True)
+        table.add_column("What it does", ratio=1, overflow="fold")
+        for a in ACTIONS:
+            what = Text(a.help)
+            if why := self.unavailable.get(a.name):
+                what.append(f" (unavailable: {why})", style="bold")
+            table.add_row(a.key_label, a.label, what)
+        table.add_row("tab", "Focus", "Move between panes and tables")
+        table.add_row("ctrl+p", "Palette", "Search every action by name")
+        return table
+
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-box"):
+        # The box scrolls (arrow keys) when the screen is too short for it.
+        with VerticalScroll(id="help-box"):
             yield Static("coldkeep console: keys", id="help-title")
-            table: DataTable[Cell] = DataTable(id="help-table", cursor_type="row")
-            table.add_columns("Key", "Action", "What it does")
-            for a in ACTIONS:
-                why = self.unavailable.get(a.name)
-                table.add_row(a.key_label, a.label, a.help + (f" ({why})" if why else ""))
-            table.add_row("tab", "Focus", "Move between panes and tables")
-            table.add_row("ctrl+p", "Palette", "Search every action by name")
-            yield table
+            yield Static(self.keys(), id="help-keys")
             yield Static(
                 "Panes: arrow keys move within a table; in a narrow terminal the tabs "
                 "above the panes choose which one shows. esc closes this.",
