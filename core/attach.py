@@ -126,6 +126,11 @@ class AttachServer:
                     await asyncio.gather(forward, return_exceptions=True)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away: nothing to do
+        except asyncio.CancelledError:
+            # Only close() cancels a client's task, and this one ends here. Ending
+            # cancelled would make Python 3.11's stream callback call exception()
+            # on it, which raises, and the watched process print a traceback.
+            pass
         finally:
             self._clients.discard(task)
             writer.close()

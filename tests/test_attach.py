@@ -130,3 +130,18 @@ async def test_another_user_cannot_connect(sock_path: Path) -> None:
         assert said == b"refused"
     finally:
         await server.close()
+
+
+async def test_closing_with_a_console_attached_reports_no_error(sock_path: Path) -> None:
+    """The process being watched ends (or is stopped) while a console is attached:
+    nothing may be reported as an unhandled error (Python 3.11's stream callback
+    printed a CancelledError traceback for the client's cancelled task)."""
+    reported: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    server, _stream, _stops = await serve(sock_path)
+    client = await AttachClient.connect(sock_path)
+    await server.close()
+    await client.close()
+    for _ in range(3):  # the transports' callbacks run on the next turns of the loop
+        await asyncio.sleep(0)
+    assert reported == []
