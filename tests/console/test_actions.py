@@ -11,9 +11,10 @@ import sys
 
 from conftest import make_app, settle
 from rich.console import Console
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, ProgressBar, Static
 
 from coldkeep.core.config import Settings
+from coldkeep.core.stream import FileDone
 from coldkeep.tui.panes import InFlightPane, JobsPane, OrphansPane
 from coldkeep.tui.panes.log import StableLog
 from coldkeep.tui.screens import ConfirmScreen, HelpScreen, RestoreScreen
@@ -119,6 +120,20 @@ async def test_log_lines_written_while_its_tab_is_hidden_wrap_at_the_pane(
         view = app.query_one(StableLog)
         shown = [strip.text.rstrip() for strip in view.lines]
         assert any(s.endswith(line) for s in shown), shown
+
+
+async def test_attached_mid_phase_the_bar_claims_no_progress_it_cannot_know(
+    settings: Settings,
+) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        pane = app.query_one(InFlightPane)
+        for n in range(3):  # files finishing in a phase whose start was never seen
+            pane.done(FileDone("archive", f"u/{n}.jsonl", "archived", 1000))
+        pane.flush()  # what the next frame tick does
+        await settle(pilot)
+        assert app.query_one("#inflight-bar", ProgressBar).percentage == 0
 
 
 async def test_plan_recounts(settings: Settings) -> None:

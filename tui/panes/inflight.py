@@ -100,6 +100,11 @@ class InFlightPane(Pane):
 
     def done(self, event: FileDone) -> None:
         self.files.pop(event.relpath, None)
+        self.dirty = True
+        if not self.phase:
+            # Attached mid-phase, its Phase never seen: no total to count against
+            # (counting anyway showed 100 % and an ETA of 0 from the first file).
+            return
         by_bytes = self.phase_total and self.phase in ("files", "restore", "verify")
         self.phase_done += event.bytes if by_bytes else 1
         self.dirty = True
