@@ -43,8 +43,9 @@ def test_pass_confirmation(snap_compare: Any, settings: Settings, size: tuple[in
 
 @pytest.mark.parametrize("size", SIZES)
 def test_restore_browser(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
-    # A pass first (confirmed), so the manifest has entries to browse.
-    run_before = steady("p", "y", "r", "down", "space", "down")
+    # A pass first (confirmed), so the manifest has entries to browse; the
+    # first "down" leaves the filter for the table.
+    run_before = steady("p", "y", "r", "down", "down", "space", "down")
     assert snap_compare(make_app(settings), terminal_size=size, run_before=run_before)
 
 

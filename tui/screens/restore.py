@@ -12,19 +12,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast, get_args
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
 
-from coldkeep.core.catalog import Catalog, CatalogRow, QueryError, load_catalog, parse_query
+from coldkeep.core.catalog import (
+    Catalog,
+    CatalogRow,
+    Query,
+    QueryError,
+    load_catalog,
+    parse_query,
+)
 from coldkeep.core.layout import UnsafePath, resolve_inside
+from coldkeep.core.manifest import EntryStatus
 from coldkeep.core.restore import ArchivedMonth, Selection, archived_months, check_restore_root
 
 from ..fmt import clock_time, human
@@ -35,6 +43,26 @@ if TYPE_CHECKING:
     from ..app import ColdkeepApp
 
 SHOWN = 500
+STATUSES = get_args(EntryStatus)
+
+
+def parse_filter(text: str) -> Query:
+    """The operator's filter as a query; a status no entry can have is refused
+    with the ones that exist, rather than silently matching nothing."""
+    query = parse_query(text)
+    if query.status is not None and query.status not in STATUSES:
+        raise QueryError(f"status:{query.status}: use one of {', '.join(STATUSES)}")
+    return query
+
+
+class FilterInput(Input):
+    """The filter, focused when the browser opens so that typing filters: an
+    Input keeps printable keys (the screen's r, y, space act only from the
+    table). Down leads to the table, as Enter and Tab do."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down", "screen.focus_table", "Results", show=False),
+    ]
 
 
 @dataclass
@@ -90,7 +118,7 @@ class RestoreScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with TabbedContent(id="restore-tabs"):
             with TabPane("Files", id="restore-files"):
-                yield Input(
+                yield FilterInput(
                     placeholder="filter: text in the path, unit:NAME sha:PREFIX status:stale "
                     "after:2026-01-01",
                     id="restore-filter",
@@ -132,7 +160,7 @@ class RestoreScreen(Screen[None]):
         self.query_one("#restore-results").display = False
         self.load_catalog()
         self.load_months()
-        self.query_one("#restore-table", DataTable).focus()
+        self.query_one("#restore-filter", Input).focus()
 
     # workers -----------------------------------------------------------------
 
@@ -151,7 +179,7 @@ class RestoreScreen(Screen[None]):
         if catalog is None:
             return
         try:
-            total, hits, capped = catalog.filter(parse_query(text), SHOWN)
+            total, hits, capped = catalog.filter(parse_filter(text), SHOWN)
         except QueryError as err:
             self.post_message(Filtered(text, 0, [], str(err)))
             return
@@ -184,7 +212,7 @@ class RestoreScreen(Screen[None]):
         self.run_filter(event.value)
 
     @on(Input.Submitted, "#restore-filter")
-    def _filter_done(self) -> None:
+    def action_focus_table(self) -> None:
         self.query_one("#restore-table", DataTable).focus()
 
     def on_filtered(self, message: Filtered) -> None:
@@ -344,7 +372,9 @@ class RestoreScreen(Screen[None]):
             )
             table.add_row(Text(result, style=style), path, detail)
         self.selected.clear()
-        self.run_filter(self.query_one("#restore-filter", Input).value)
+        # The restore changed the entries' statuses in the manifest: reload it
+        # (on_catalog_loaded filters again with the operator's filter text).
+        self.load_catalog()
 
     # events ------------------------------------------------------------------
 

@@ -1,0 +1,117 @@
+"""The restore browser, driven through the keyboard with Textual's Pilot on a real
+demo site: typing filters (and fires nothing), the table's keys act once it has
+focus, and a restore shows up in the browser without reopening it."""
+
+from __future__ import annotations
+
+from conftest import make_app, settle
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Static
+
+from coldkeep.core.config import Settings
+from coldkeep.tui.app import ColdkeepApp
+from coldkeep.tui.screens import ConfirmScreen, RestoreScreen
+
+SIZE = (120, 36)
+WANTED = "unit-0005/runs/part-03.jsonl"
+
+
+async def open_browser(app: ColdkeepApp, pilot: Pilot[None]) -> RestoreScreen:
+    """Archive the demo site with a confirmed pass, then open the browser."""
+    await settle(pilot)
+    await app.run_action("run_pass")
+    await settle(pilot)
+    await pilot.press("y")
+    await settle(pilot)
+    await pilot.press("r")
+    await settle(pilot)
+    assert isinstance(app.screen, RestoreScreen)
+    return app.screen
+
+
+def shown(screen: RestoreScreen) -> list[tuple[str, str]]:
+    """(path, status) of every row the table shows."""
+    table = screen.query_one("#restore-table", DataTable)
+    return [(str(r[1]), str(r[2])) for r in map(table.get_row_at, range(table.row_count))]
+
+
+def count_line(screen: RestoreScreen) -> str:
+    return str(screen.query_one("#restore-count", Static).render())
+
+
+def nothing_fired(app: ColdkeepApp, screen: RestoreScreen) -> bool:
+    """No dialog open, nothing running, restored or copied."""
+    results = screen.query_one("#restore-results", DataTable)
+    return (
+        app.screen is screen and app.running is None and not results.display and app.clipboard == ""
+    )
+
+
+async def test_typing_filters_and_fires_no_binding(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        # "retry": r restores and y copies once the table has focus; in the
+        # filter they are letters.
+        await pilot.press(*"retry")
+        await settle(pilot)
+        assert nothing_fired(app, screen)
+        assert screen.query_one("#restore-filter", Input).value == "retry"
+        assert count_line(screen).startswith("0 of 21 entries match")
+
+        await pilot.press(*["backspace"] * 5, *"runs/part-03 ")
+        await settle(pilot)
+        assert nothing_fired(app, screen)
+        assert shown(screen) == [(WANTED, "archived")]
+
+        # Down leaves the filter for the table, where the keys act again.
+        await pilot.press("down", "y")
+        await settle(pilot)
+        assert app.clipboard.endswith(".gz") and "part-03" in app.clipboard
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        listed = app.screen.query_one("#confirm-table", DataTable)
+        assert [str(listed.get_row_at(i)[0]) for i in range(listed.row_count)] == [WANTED]
+        await pilot.press("n")
+        await settle(pilot)
+
+        # `/` back to the filter, Tab out of it: the table again.
+        await pilot.press("slash")
+        assert app.focused is screen.query_one("#restore-filter", Input)
+        await pilot.press("tab", "space")
+        await settle(pilot)
+        assert "1 selected" in count_line(screen)
+
+
+async def test_a_restore_shows_its_new_status_and_keeps_the_filter(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"runs/part-03", "enter", "r")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot)
+        assert app.screen is screen
+        results = screen.query_one("#restore-results", DataTable)
+        assert [str(c) for c in results.get_row_at(0)[:2]] == ["restored", WANTED]
+
+        assert screen.query_one("#restore-filter", Input).value == "runs/part-03"
+        assert shown(screen) == [(WANTED, "restored")]
+        assert "restored" in str(screen.query_one("#restore-preview", Static).render())
+
+        await pilot.press("slash", "ctrl+u", *"status:restored")
+        await settle(pilot)
+        assert shown(screen) == [(WANTED, "restored")]
+
+
+async def test_an_unknown_status_names_the_statuses(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"status:bogus")
+        await settle(pilot)
+        line = count_line(screen)
+        assert "status:bogus" in line
+        assert all(s in line for s in ("archived", "stale", "restored", "missing"))
