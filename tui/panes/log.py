@@ -62,11 +62,13 @@ class LogPane(Pane):
             self.pending.append((level, line))
 
     def flush(self) -> None:
-        log = self.query_one(RichLog)
+        if not self.pending or not (views := self.query(StableLog)):
+            return  # nothing new, or the app is closing (its panes being removed)
+        log = views.first()
         # A hidden pane (a tab not shown in a narrow terminal) has no width, and
         # RichLog would wrap what it is given then at min_width, for good: the
         # lines wait until the pane is shown.
-        if self.pending and log.scrollable_content_region.width:
+        if log.scrollable_content_region.width:
             for level, line in self.pending:
                 log.write(Text(line, style=STYLE.get(level, "")))
             self.pending.clear()
