@@ -496,23 +496,22 @@ class ColdkeepApp(App[None]):
         def short(p: Path) -> str:
             return str(p.relative_to(base)) + "/" if p.is_relative_to(base) else str(p)
 
-        parts = [
-            f"{short(s.live_root)} → {short(s.archive_root)}",
-            f"mode {s.mode}",
-            self.holder_text,
-        ]
-        if self.read_only:
-            parts.append("READ-ONLY")
+        # What needs the operator first: at 80 columns the end of the line is cut.
+        parts = []
+        if self.status and self.status.verify_failures:
+            parts.append(f"VERIFY FAILED {self.status.verify_failures}")
+        parts.append(self.holder_text)
         if self.attached is not None:
             parts.append("attached: x stops it")
+        if self.read_only:
+            parts.append("READ-ONLY")
         if self.running:
             parts.append(f"running: {self.running}")
         elif self.status and self.status.last_passes:
             p = self.status.last_passes[0]
-            ago = age((self.clock() - p.started_at) / 1000)
+            ago = age((self.clock() - (p.finished_at or p.started_at)) / 1000)
             parts.append(f"last pass #{p.id} {p.status} {ago} ago")
-        if self.status and self.status.verify_failures:
-            parts.append(f"VERIFY FAILED {self.status.verify_failures}")
+        parts += [f"mode {s.mode}", f"{short(s.live_root)} → {short(s.archive_root)}"]
         self.query_one("#status-line", Static).update(" · ".join(parts))
 
     def _findings(self) -> None:

@@ -60,7 +60,7 @@ def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_pat
     try:
         panes = ("Backlog", "In flight", "Orphans & stale", "Checkpoint", "Jobs", "Log")
         # 100 columns: the panes are tabs, every name on screen.
-        term.wait_for("files ", "live/ → archive/ · mode on · lock free", *panes)
+        term.wait_for("files ", "lock free", "mode on · live/ → archive/", *panes)
         term.keys("p")
         # The dialog says what will happen before anything does.
         term.wait_for(
