@@ -40,12 +40,13 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         True,
     ),
     ConsoleAction("plan", "l", "Plan", "Recount the backlog and the leftovers (writes nothing)"),
+    # Not mutating: browsing and previewing change nothing (and work read-only);
+    # restoring from the browser is refused where a change would be.
     ConsoleAction(
         "restore",
         "r",
         "Restore",
-        "Open the restore browser: find, preview, restore files and rows",
-        True,
+        "Open the restore browser: find and preview files and rows; restoring asks first",
     ),
     ConsoleAction(
         "adopt", "a", "Adopt", "Settle the selected orphan gzip (shows what will happen)", True

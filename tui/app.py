@@ -196,9 +196,10 @@ class ColdkeepApp(App[None]):
 
     def unavailable(self, name: str) -> str | None:
         """Why an action cannot run now (None: it can)."""
-        action = BY_NAME[name]
-        if not action.mutating:
-            return None
+        return self.why_unchangeable() if BY_NAME[name].mutating else None
+
+    def why_unchangeable(self) -> str | None:
+        """Why nothing that changes the archive can run now (None: it can)."""
         if self.read_only:
             return "the console is read-only (--read-only)"
         if self.running:

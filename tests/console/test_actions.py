@@ -241,8 +241,16 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         buttons = {b.id for b in app.query(".action")}
-        assert "do-run_pass" not in buttons and "do-restore" not in buttons
-        assert "do-refresh" in buttons
+        assert "do-run_pass" not in buttons and "do-adopt" not in buttons
+        assert "do-refresh" in buttons and "do-restore" in buttons, "browsing changes nothing"
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen)
+        await pilot.press("down", "r")  # to the table, then restore: refused, nothing asked
+        await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen) and app.running is None
+        await pilot.press("escape")
+        await settle(pilot)
         await pilot.press("p", "s", "a", "v")
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmScreen) and app.running is None

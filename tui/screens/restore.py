@@ -141,8 +141,8 @@ class RestoreScreen(Screen[None]):
                         placeholder="restore under this directory (empty: to the live paths)",
                         id="restore-to",
                     )
-                    yield Button("Restore [r]", id="restore-go", variant="warning")
-                    yield Button("Copy path [y]", id="restore-copy")
+                    yield Button("Restore \\[r]", id="restore-go", variant="warning")
+                    yield Button("Copy path \\[y]", id="restore-copy")
                 results: DataTable[Cell] = DataTable(id="restore-results", cursor_type="row")
                 results.add_columns("Result", "Path", "Detail")
                 yield results
@@ -152,7 +152,7 @@ class RestoreScreen(Screen[None]):
                     "events-months",
                     [("✓", "sel"), ("Month", "month"), ("Kind", "kind"), ("Rows", "rows")],
                 )
-                yield Button("Restore rows [r]", id="events-go", variant="warning")
+                yield Button("Restore rows \\[r]", id="events-go", variant="warning")
                 yield Static("", id="events-result")
         yield Footer()
 
@@ -325,7 +325,7 @@ class RestoreScreen(Screen[None]):
     @on(Button.Pressed, "#restore-go")
     @on(Button.Pressed, "#events-go")
     def action_restore(self) -> None:
-        why = self.ck.unavailable("restore")
+        why = self.ck.why_unchangeable()
         if why:
             self.notify(why, severity="warning")
             return
