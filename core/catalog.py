@@ -24,6 +24,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import get_args
+
+from .manifest import EntryStatus
 
 
 class QueryError(ValueError):
@@ -40,6 +43,9 @@ class Query:
     before_ns: int | None = None
 
 
+STATUSES: tuple[str, ...] = get_args(EntryStatus)
+
+
 def _date_ns(word: str, value: str) -> int:
     try:
         return int(datetime.fromisoformat(value).timestamp() * 1e9)
@@ -52,6 +58,9 @@ def parse_query(text: str) -> Query:
     fields: dict[str, object] = {}
     for word in text.split():
         key, sep, value = word.partition(":")
+        if sep and key == "status" and value and value not in STATUSES:
+            # Refused, naming the ones there are, rather than silently matching none.
+            raise QueryError(f"{word}: use one of {', '.join(STATUSES)}")
         if sep and key in ("unit", "sha", "status") and value:
             fields[key] = value.lower() if key == "sha" else value
         elif sep and key in ("after", "before") and value:

@@ -76,3 +76,9 @@ def test_a_word_matching_too_many_rows_stops_counting() -> None:
 def test_bad_dates_are_named() -> None:
     with pytest.raises(QueryError, match="after:yesterday"):
         parse_query("after:yesterday")
+
+
+def test_an_unknown_status_is_refused_naming_the_statuses() -> None:
+    with pytest.raises(QueryError, match="status:bogus: use one of archived, stale"):
+        parse_query("unit:a status:bogus")
+    assert parse_query("status:stale").status == "stale"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast, get_args
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -26,13 +26,11 @@ from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedCont
 from coldkeep.core.catalog import (
     Catalog,
     CatalogRow,
-    Query,
     QueryError,
     load_catalog,
     parse_query,
 )
 from coldkeep.core.layout import UnsafePath, resolve_inside
-from coldkeep.core.manifest import EntryStatus
 from coldkeep.core.restore import ArchivedMonth, Selection, archived_months, check_restore_root
 
 from ..fmt import clock_time, human
@@ -43,16 +41,6 @@ if TYPE_CHECKING:
     from ..app import ColdkeepApp
 
 SHOWN = 500
-STATUSES = get_args(EntryStatus)
-
-
-def parse_filter(text: str) -> Query:
-    """The operator's filter as a query; a status no entry can have is refused
-    with the ones that exist, rather than silently matching nothing."""
-    query = parse_query(text)
-    if query.status is not None and query.status not in STATUSES:
-        raise QueryError(f"status:{query.status}: use one of {', '.join(STATUSES)}")
-    return query
 
 
 class FilterInput(Input):
@@ -179,7 +167,7 @@ class RestoreScreen(Screen[None]):
         if catalog is None:
             return
         try:
-            total, hits, capped = catalog.filter(parse_filter(text), SHOWN)
+            total, hits, capped = catalog.filter(parse_query(text), SHOWN)
         except QueryError as err:
             self.post_message(Filtered(text, 0, [], str(err)))
             return
