@@ -480,7 +480,7 @@ class ColdkeepApp(App[None]):
             self.log_line("error", f"{message.operation}: {message.error}")
         else:
             summary = self._summarize(message.operation, message.result)
-            inflight.idle(f"{message.operation}: {summary}")
+            inflight.idle(f"{message.operation}: {summary}", finished=True)
             self.last_result = f"{message.operation}: {summary}"
             self.notify(summary, title=message.operation)
         if isinstance(self.screen, RestoreScreen):

@@ -57,6 +57,7 @@ async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert "pass: ok" in text_of(app, "#inflight-phase")
+        assert app.query_one("#inflight-bar", ProgressBar).percentage == 1, "done: full"
         assert "0 files" in text_of(app, "#backlog-total")
         jobs = app.query_one(JobsPane).query_one("#jobs-table", DataTable)
         assert [str(jobs.get_row_at(i)[0]) for i in range(jobs.row_count)] == [

@@ -62,11 +62,13 @@ class InFlightPane(Pane):
             self._show_files()
             self.query_one("#inflight-bar", ProgressBar).update(progress=self.phase_done)
 
-    def idle(self, text: str = "idle") -> None:
+    def idle(self, text: str = "idle", *, finished: bool = False) -> None:
+        """Nothing in flight; the bar full after an operation that finished, empty
+        otherwise (a bar back at 0 % read as "nothing was done")."""
         self.files.clear()
         self.slots.clear()
         self.phase = ""
-        self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=0)
+        self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=int(finished))
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()
 
