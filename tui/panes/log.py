@@ -23,7 +23,7 @@ class StableLog(RichLog):
     """A RichLog whose growth repaints it instead of re-laying the screen out.
 
     Textual lays the whole screen out whenever a widget's virtual size changes,
-    and during a pass the log grows ten times a second: each time a layout of
+    and during a pass the log grows at every frame tick: each time a layout of
     8-16 ms here, measured with the machine idle. A log growing inside its own
     scroll region changes nothing outside it, so its scrollbars are updated in
     place, as Textual does itself when it sizes a widget without a layout
