@@ -369,10 +369,11 @@ class EventMover:
             live.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             schema = discover(live, self.db, self.cfg)
             self._count_unparsable(live, schema)
-            checkpointer = self._checkpointer(live)
+            mode = journal_mode(live)
+            checkpointer = self._checkpointer(mode)
             if checkpointer is not None:
                 closing.callback(_last_checkpoint, checkpointer)
-            if journal_mode(live) == "wal":
+            if mode == "wal":
                 self.checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
                 closing.callback(self.checker.close)
             conns = [live] if self.checker is None else [live, self.checker.conn]
@@ -385,8 +386,7 @@ class EventMover:
             self.report.months_refused = dict(months.refused)
             return self.report
 
-    def _checkpointer(self, live: sqlite3.Connection) -> LiveCheckpointer | None:
-        mode = journal_mode(live)
+    def _checkpointer(self, mode: str) -> LiveCheckpointer | None:
         if mode != "wal":
             self.report.checkpointer = f"not applicable: {self.db} is in {mode} mode, not WAL"
             return None
@@ -635,15 +635,17 @@ class EventMover:
         held_s = 0.0
         pk = q(schema.pk)
         conflicts = [i for m in batch.months.values() for i in m.conflicts]
+        # Held rows are never touched; rows archived with other content stay. The
+        # same for every month of the batch, and the checker needs them too.
+        untouched = [*batch.held, *conflicts]
+        skip = _skip(live, untouched, pk)
+        if self.checker is not None:
+            _skip(self.checker.conn, untouched, pk)
         for month in sorted(batch.months):
             m, alias = batch.months[month], months.alias(month)
             if alias is None:  # refused since step 2: its rows stay in both places
                 m.copied, m.already = 0, set()
                 continue
-            # Held rows are never touched; rows archived with other content stay.
-            skip = _skip(live, [*batch.held, *conflicts], pk)
-            if self.checker is not None:
-                _skip(self.checker.conn, [*batch.held, *conflicts], pk)
             held = self._delete_month(live, alias, schema, m, skip)
             if held is None:
                 return False
