@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
 from coldkeep.core.config import Settings, load_settings
 from coldkeep.core.demo import write_demo
@@ -33,3 +34,12 @@ def settings(tmp_path: Path) -> Settings:
 
 def make_app(settings: Settings, **kw: object) -> ColdkeepApp:
     return ColdkeepApp(settings, clock=lambda: NOW_MS, watch_live=False, **kw)  # type: ignore[arg-type]
+
+
+async def archive_all(app: ColdkeepApp, pilot: Pilot[None]) -> None:
+    """A pass as the operator runs it: asked for, its plan confirmed, finished."""
+    await settle(pilot)
+    await app.run_action("run_pass")
+    await settle(pilot)
+    await pilot.press("y")
+    await settle(pilot)

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from conftest import make_app, settle
+from conftest import archive_all, make_app, settle
 from rich.console import Console
 from textual.widgets import DataTable, ProgressBar, Static
 
@@ -152,11 +152,7 @@ async def test_plan_recounts(settings: Settings) -> None:
 async def test_restore_through_the_browser(settings: Settings) -> None:
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await app.run_action("run_pass")
-        await settle(pilot)
-        await pilot.press("y")
-        await settle(pilot)
+        await archive_all(app, pilot)
         gone = sorted(f for f in live_files(settings) if f.startswith("unit-0000/"))
 
         await pilot.press("r")
@@ -225,11 +221,7 @@ async def test_sweep_shows_the_exact_paths_first(settings: Settings) -> None:
 async def test_verify_reports_every_gzip(settings: Settings) -> None:
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await app.run_action("run_pass")
-        await settle(pilot)
-        await pilot.press("y")
-        await settle(pilot)
+        await archive_all(app, pilot)
         await pilot.press("v")
         await settle(pilot)
         assert "verify:" in text_of(app, "#inflight-phase") and " ok" in text_of(

@@ -4,7 +4,7 @@ focus, and a restore shows up in the browser without reopening it."""
 
 from __future__ import annotations
 
-from conftest import make_app, settle
+from conftest import archive_all, make_app, settle
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
@@ -18,11 +18,7 @@ WANTED = "unit-0005/runs/part-03.jsonl"
 
 async def open_browser(app: ColdkeepApp, pilot: Pilot[None]) -> RestoreScreen:
     """Archive the demo site with a confirmed pass, then open the browser."""
-    await settle(pilot)
-    await app.run_action("run_pass")
-    await settle(pilot)
-    await pilot.press("y")
-    await settle(pilot)
+    await archive_all(app, pilot)
     await pilot.press("r")
     await settle(pilot)
     assert isinstance(app.screen, RestoreScreen)

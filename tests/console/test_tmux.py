@@ -47,6 +47,13 @@ class Terminal:
             time.sleep(0.1)
         raise AssertionError(f"{texts!r} never showed together; the screen:\n{self.screen()}")
 
+    def wait_gone(self, text: str, timeout: float = 30) -> bool:
+        """Poll the screen until ``text`` is off it; whether it went."""
+        deadline = time.monotonic() + timeout
+        while text in self.screen() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return text not in self.screen()
+
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
 
@@ -73,10 +80,7 @@ def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_pat
         done = term.wait_for("last pass #1 ok", timeout=60)
         assert "pass: ok" in done or "0 files" in done
         term.keys("q")
-        deadline = time.monotonic() + 30
-        while "Backlog" in term.screen() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert "Backlog" not in term.screen(), "q quits the console"
+        assert term.wait_gone("Backlog"), "q quits the console"
     finally:
         term.close()
     assert not list(site.archive.rglob("*.partial"))
@@ -95,10 +99,7 @@ def test_coldkeep_demo_opens_the_console_on_the_site_it_wrote(tmp_path: Path) ->
             "lock free", "files ", "1 partial", "unit-0000/interrupted", "Log", timeout=60
         )
         term.keys("q")
-        deadline = time.monotonic() + 30
-        while "lock free" in term.screen() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert "lock free" not in term.screen(), "q quits the console"
+        assert term.wait_gone("lock free"), "q quits the console"
     finally:
         term.close()
     assert list(site.rglob("*.partial")), "the console changed nothing on its own"
