@@ -412,9 +412,10 @@ def _unpack(
         if isinstance(got, str) or (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
             out.close()
             unlink_if_present(partial)
-            what = got if isinstance(got, str) else f"gave {_short(got)}"
+            # A CorruptGzip's text names the gzip already.
+            what = got if isinstance(got, str) else f"{gz} gave {_short(got)}"
             return Mismatch(
-                f"{gz} {what}; the manifest records {_short(Digest(expect.bytes, expect.sha256))}"
+                f"{what}; the manifest records {_short(Digest(expect.bytes, expect.sha256))}"
             )
         out.flush()
         os.fchmod(out.fileno(), stat.S_IMODE(expect.mode))

@@ -363,9 +363,14 @@ async def test_restore_refuses_bytes_the_manifest_does_not_describe(roots: Roots
     assert isinstance(result, Mismatch)
     assert not src.exists() and not restore_partial_of(src).exists()
 
+    assert result.detail.count(str(ok.dest)) == 1, result.detail
+
     _flip_byte(ok.dest, ok.dest.stat().st_size - 6)  # in the CRC-32 of the trailer
     right = RestoreExpect(ok.bytes, ok.sha256, 0, 0o644)
-    assert isinstance(await restore_file(ok.dest, src, right), Mismatch)
+    corrupt = await restore_file(ok.dest, src, right)
+    assert isinstance(corrupt, Mismatch)
+    # The operator reads the gzip's path once, then why: "<gz>: … CRC …; the manifest …"
+    assert corrupt.detail.count(str(ok.dest)) == 1, corrupt.detail
     assert not src.exists() and not restore_partial_of(src).exists()
 
 
