@@ -5,7 +5,8 @@ Each poll (the ``alerts`` job) does two things:
 
   collect   turn conditions into alert rows, one per condition (a unique key):
             an entry whose gzip failed verify, an entry whose gzip is missing, a job
-            run that ended in error or timeout, an event row refused as a conflict;
+            run that ended in error or timeout (one alert per lock holder when
+            another process kept jobs out), an event row refused as a conflict;
             each new alert gets one pending delivery per configured sink
   deliver   every pending delivery, oldest first: the ``command`` sink runs the
             command with the alert as JSON on stdin (exit 0 = delivered), the
@@ -81,13 +82,21 @@ async def conditions(manifest: Manifest) -> list[Condition]:
         message = f"the gzip of {e.relpath} is missing from the archive ({e.gz_path})"
         found.append(Condition(f"missing:{e.id}", "missing", message, where))
     runs = await manifest.rows(
-        "SELECT id, job, status, error, started_at FROM job_runs "
+        "SELECT id, job, status, error, started_at, summary FROM job_runs "
         "WHERE status IN ('error', 'timeout') ORDER BY id DESC LIMIT 1000"
     )
-    for run_id, job, status, error, started in runs:
+    for run_id, job, status, error, started, summary in reversed(runs):
         about = {"job": job, "run_id": run_id, "started_at": started}
         message = f"job {job} ended in {status}: {error}"
-        found.append(Condition(f"job:{run_id}", f"job_{status}", message, about))
+        holder = (json.loads(summary) if summary else {}).get("locked_by")
+        # Locked out by another process: one alert per holder, however many
+        # ticks (of however many jobs) it turned away.
+        key = (
+            f"locked:{holder.get('host')}:{holder.get('pid')}:{holder.get('started_at')}"
+            if isinstance(holder, dict)
+            else f"job:{run_id}"
+        )
+        found.append(Condition(key, f"job_{status}", message, about))
     for p in await manifest.passes(20):
         for c in (p.summary.get("events") or {}).get("conflicts", []):
             about = {"row_id": c["row_id"], "month": c["month"], "pass_id": p.id}

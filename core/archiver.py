@@ -147,6 +147,7 @@ def recovery_counts(report: RecoveryReport) -> dict[str, int]:
         "orphans_unreadable": outcomes["error"],
         "missing": len(report.missing),
         "sources_unlinked": len(report.sources_unlinked),
+        "passes_interrupted": len(report.interrupted),
     }
 
 
@@ -164,6 +165,7 @@ def events_summary(report: MoveReport) -> dict[str, Any]:
         "batches": report.batches,
         "wal_peak": report.wal_peak,
         "checkpointer": report.checkpointer,
+        "checkpoints": report.checkpoints,
     }
 
 
@@ -244,6 +246,9 @@ class PlanReport:
                 "orphans": [{"gz": layout.rel(o.gz), "relpath": o.relpath} for o in rec.orphans],
                 "missing": [e.gz_path for e in rec.missing],
                 "sources_to_unlink": rec.sources_unlinked,
+                "passes_interrupted": rec.interrupted,
+                "busy": rec.busy,
+                "in_flight": rec.in_flight,
             },
         }
 
@@ -458,7 +463,15 @@ class Archiver:
         return await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
 
     async def _recovery_scan(self, manifest: Manifest) -> RecoveryReport:
-        return await Recovery(self._mover(manifest)).scan()
+        # The holder is read before and after the walk: one that took the lock
+        # during it, or finished during it, may have partials in it.
+        before = await asyncio.to_thread(read_holder, self.layout.lock)
+        report = await Recovery(self._mover(manifest)).scan()
+        after = await asyncio.to_thread(read_holder, self.layout.lock)
+        busy = [h for h in (after, before) if h is not None and h.alive]
+        if busy:
+            report.set_aside_in_flight(busy[0].describe())
+        return report
 
     # mutating ----------------------------------------------------------------
 
@@ -471,9 +484,15 @@ class Archiver:
             self._finish(current, "recover", status, recovery_counts(report))
             return report
 
-    async def _recover(self, mover: FileMover, cancel: CancelToken | None) -> RecoveryReport:
+    async def _recover(
+        self, mover: FileMover, cancel: CancelToken | None, current_pass: int | None = None
+    ) -> RecoveryReport:
         self.stream.emit(Phase("recovery", 0))
-        report = await Recovery(mover, cancel).run()
+        report = await Recovery(mover, cancel, current_pass=current_pass).run()
+        for pass_id in report.interrupted:
+            self.stream.notice(
+                "warning", f"pass {pass_id} died with its process; recorded as interrupted"
+            )
         for p in report.partials:
             self.stream.emit(OrphanSeen(self.layout.rel(p), "", "partial_removed"))
         for o in report.orphans:
@@ -706,7 +725,7 @@ class Archiver:
         summary.pass_id = await manifest.start_pass("on", self.origin, summary.started_at)
         self.stream.emit(Started("pass", f"pass {summary.pass_id}"))
         try:
-            recovery = await self._recover(mover, cancel)
+            recovery = await self._recover(mover, cancel, summary.pass_id)
             summary.recovery = recovery_counts(recovery)
             if recovery.missing:
                 summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")

@@ -6,6 +6,7 @@ at its next safe point.
 Protocol: one JSON object per line, both ways.
 
     server -> client   {"hello": {"pid":…, "host":…, "command":…, "started_at":…}}
+                       then, mid-phase, the phase and its progress so far
                        then every event as ``stream.as_dict`` gives it
     client -> server   {"op": "stop"}   stop gracefully   -> {"ok": true}
                        {"op": "ping"}                      -> {"ok": true}
@@ -116,8 +117,12 @@ class AttachServer:
                 await writer.drain()
                 return
             writer.write(_line({"hello": self.hello}))
-            await writer.drain()
             with self.stream.subscribe(maxsize=2000) as sub:
+                # Taken in the same loop step as the subscription: nothing falls
+                # between the catch-up and the first event forwarded.
+                for event in self.stream.catch_up():
+                    writer.write(_line(as_dict(event)))
+                await writer.drain()
                 forward = asyncio.create_task(self._forward(sub, writer))
                 try:
                     await self._commands(reader, writer)

@@ -32,6 +32,15 @@ class AuditRecord:
     outcome: str
     detail: str | None
 
+    def describe_args(self) -> str:
+        """The arguments as ``key=value`` words (what was asked left out when
+        empty): ``months=["2026-01"] kinds=["click"]``."""
+        return " ".join(
+            f"{k}={json.dumps(v, default=str)}"
+            for k, v in sorted(self.args.items())
+            if v not in (None, [], {}, "", False)
+        )
+
 
 def _user() -> str:
     try:

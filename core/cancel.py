@@ -28,12 +28,42 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._guard = threading.Lock()
+        self._waiters: list[Callable[[], None]] = []
         self.reason = ""
 
     def cancel(self, reason: str = "cancelled") -> None:
-        if not self._event.is_set():
+        with self._guard:
+            if self._event.is_set():
+                return
             self.reason = reason
             self._event.set()
+            waiters, self._waiters = self._waiters, []
+        for wake in waiters:
+            wake()
+
+    async def wait(self) -> None:
+        """Return once cancellation is asked for (from any thread)."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(settle)
+
+        with self._guard:
+            if self._event.is_set():
+                return
+            self._waiters.append(wake)
+        try:
+            await woken
+        finally:
+            with self._guard:
+                if wake in self._waiters:
+                    self._waiters.remove(wake)
 
     @property
     def cancelled(self) -> bool:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -58,10 +59,39 @@ def wal_path(db: Path) -> Path:
 
 
 def wal_bytes(db: Path) -> int:
+    """The WAL file's size. A PASSIVE checkpoint never shrinks it: it says how big
+    the log once grew, not how much of it is still to copy (``wal_pending_bytes``)."""
     try:
         return os.stat(wal_path(db)).st_size
     except FileNotFoundError:
         return 0
+
+
+# The wal-index (the ``-shm`` file) starts with two copies of a 48-byte header,
+# then the checkpoint info, all in the machine's byte order (SQLite's file-format
+# documentation, "WAL-index format"): mxFrame, the last valid frame, at 16;
+# szPage at 14; nBackfill, the frames already copied into the database, at 96.
+_WAL_INDEX = struct.Struct("=12xBBHI76xI")  # isInit, bigEndCksum, szPage, mxFrame, nBackfill
+_WAL_FRAME_HEADER = 24
+
+
+def wal_pending_bytes(db: Path) -> int:
+    """The bytes of WAL frames not yet copied into the database: what the next
+    checkpoint would have to do. Read from the wal-index without taking any lock
+    (a torn read only misjudges one trigger); the WAL file's size when there is
+    no readable index."""
+    try:
+        with open(db.with_name(db.name + "-shm"), "rb") as f:
+            head = f.read(_WAL_INDEX.size)
+    except FileNotFoundError:
+        return wal_bytes(db)
+    if len(head) < _WAL_INDEX.size or head[:48] != head[48:96]:
+        return wal_bytes(db)  # no index yet, or a writer is updating it right now
+    is_init, _, page, frames, backfilled = _WAL_INDEX.unpack(head)
+    if not is_init:
+        return wal_bytes(db)
+    page_size = 65536 if page == 1 else int(page)
+    return max(0, int(frames) - int(backfilled)) * (page_size + _WAL_FRAME_HEADER)
 
 
 class LiveCheckpointer:

@@ -8,13 +8,15 @@
 ``Scheduler`` owns one manifest connection for the runner's own tables; each job
 works through the same ``Archiver`` the console and the CLI use, so the lock,
 the audit, the event stream and attached consoles behave the same whoever
-started the work.
+started the work. Pass and verify both take the archive lock: the runner runs
+them one at a time (the later one waits), so they never refuse each other.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from . import alerts
@@ -22,6 +24,7 @@ from .archiver import Archiver
 from .cancel import CancelToken
 from .clock import Clock, SystemClock
 from .jobs import JobEvent, JobHandler, JobRunner, Outcome
+from .lock import LockHeld
 from .manifest import Manifest
 
 
@@ -51,10 +54,33 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         summary = {"raised": report.raised, "sent": report.sent, "failed": report.failed}
         return Outcome(report.failed == 0, summary, "; ".join(report.errors or []) or None)
 
-    table: dict[str, JobHandler] = {"verify": verify, "stats": stats, "alerts": deliver}
+    table: dict[str, JobHandler] = {
+        "verify": locked_out(verify),
+        "stats": stats,
+        "alerts": deliver,
+    }
     if settings.mode != "off":
-        table["pass"] = run_pass
+        table["pass"] = locked_out(run_pass)
     return table
+
+
+# The jobs that take the archive lock: the runner gives them one turn at a time.
+LOCK_TAKING = frozenset({"pass", "verify"})
+
+
+def locked_out(handler: JobHandler) -> JobHandler:
+    """A lock-taking job that finds the archive locked by another process fails
+    with the holder in its summary: the alert for it is raised once per holder,
+    not once per tick while that holder works."""
+
+    async def run(token: CancelToken) -> Outcome:
+        try:
+            return await handler(token)
+        except LockHeld as err:
+            holder = asdict(err.holder) if err.holder else None
+            return Outcome(False, {"locked_by": holder}, f"LockHeld: {err}")
+
+    return run
 
 
 async def record_stats(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, Any]:
@@ -105,6 +131,7 @@ class Scheduler:
             retention_days=settings.jobs.retention_days,
             retention_rows=settings.jobs.retention_rows,
             on_event=self.on_event,
+            exclusive=LOCK_TAKING,
         )
         return self.runner
 

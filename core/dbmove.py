@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .cancel import Cancelled, CancelToken, in_thread
-from .checkpoint import CheckpointResult, LiveCheckpointer, wal_bytes
+from .checkpoint import CheckpointResult, LiveCheckpointer, wal_bytes, wal_pending_bytes
 from .config import Settings
 from .eventschema import (
     EventSchema,
@@ -153,6 +153,7 @@ class MoveReport:
     months: set[str] = field(default_factory=set)
     wal_peak: int = 0
     checkpointer: str = "off"  # "on", or why not
+    checkpoints: int = 0  # ran during the phase (failed or busy ones included)
     cancelled: bool = False
 
 
@@ -390,9 +391,14 @@ class EventMover:
         if mode != "wal":
             self.report.checkpointer = f"not applicable: {self.db} is in {mode} mode, not WAL"
             return None
+
+        def ran(result: CheckpointResult) -> None:
+            self.report.checkpoints += 1
+            self.on_checkpoint(result)
+
         cp = LiveCheckpointer(
             self.db,
-            self.on_checkpoint,
+            ran,
             timeout_s=self.cfg.checkpoint_timeout_s,
             busy_timeout_s=self.cfg.busy_timeout_ms / 1000,
             mode=self.cfg.checkpoint_mode,
@@ -518,9 +524,12 @@ class EventMover:
                     locked,
                 )
             )
+            # The size trigger counts the frames still to copy: the WAL file keeps
+            # its size after a PASSIVE checkpoint, and comparing that fired a
+            # checkpoint after nearly every batch once the file had grown past it.
             if checkpointer is not None and (
                 batch.number % self.cfg.checkpoint_every == 0
-                or wal >= self.cfg.checkpoint_wal_bytes
+                or wal_pending_bytes(self.db) >= self.cfg.checkpoint_wal_bytes
             ):
                 checkpointer.request()
         for batch in retry:

@@ -11,8 +11,13 @@ Every run writes a ``job_runs`` row, ``running`` first, then ``ok``, ``error``,
   skipped and logged, not queued.
 - A timeout is decided before the run is told to stop, and a run that finishes in
   the same instant its timeout fires is still recorded as a timeout: otherwise
-  the stop could let the run complete first and be recorded ``ok`` (seeds/004
-  timeout.js, "Order matters").
+  the stop could let the run complete first and be recorded ``ok``. Whichever
+  comes first decides: a run its owner told to stop (SIGTERM, the console's stop)
+  before its deadline is ``cancelled`` even if winding down takes it past the
+  deadline; a run past its deadline is a ``timeout`` even if a stop follows.
+- Jobs that take the archive lock (``exclusive``) run one at a time: one that comes
+  due while another runs is recorded ``waiting`` until it gets its turn (the wait
+  is in its summary), never refused by its own scheduler's lock.
 - ``stop()`` cancels each in-flight run at its next safe point, waits for it, and
   records it ``cancelled`` without touching ``last_run_at``: a job whose owner
   pulled the plug did not finish on its own terms (seeds/004 polling.js, "STOPPED
@@ -29,9 +34,10 @@ Time comes from a ``Clock``, so tests step through days without waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -44,7 +50,7 @@ from .clock import Clock, SystemClock
 from .config import JobSettings
 from .manifest import Manifest
 
-RunStatus = Literal["running", "ok", "error", "timeout", "cancelled"]
+RunStatus = Literal["waiting", "running", "ok", "error", "timeout", "cancelled"]
 Trigger = Literal["schedule", "boot", "manual"]
 PRUNE_EVERY_S = 3600.0
 RECHECK_S = 60.0  # the scheduler looks again at least this often
@@ -78,12 +84,24 @@ class JobRun:
     error: str | None
     summary: dict[str, Any]
 
+    def describe(self) -> str:
+        """How it ended (or why it waits), in one line: ``ok (waited 12 s for pass)``."""
+        text = self.status
+        if self.status == "waiting":
+            text += f" for {self.summary.get('waiting_for', 'another job')}"
+        if self.error:
+            text += f": {self.error}"
+        if "waited_for" in self.summary:
+            waited = float(self.summary.get("waited_s", 0))
+            text += f" (waited {waited:.0f} s for {self.summary['waited_for']})"
+        return text
+
 
 @dataclass(frozen=True)
 class JobEvent:
     """What the runner tells its listeners: a run began or ended, a tick was skipped."""
 
-    kind: Literal["run_started", "run_finished", "skipped", "scheduled"]
+    kind: Literal["run_started", "run_finished", "skipped", "scheduled", "waiting"]
     job: str
     detail: str = ""
     run: JobRun | None = None
@@ -110,6 +128,7 @@ class JobRunner:
         retention_days: float = 90.0,
         retention_rows: int = 500,
         on_event: Callable[[JobEvent], None] = lambda _e: None,
+        exclusive: Collection[str] = (),
     ) -> None:
         self.manifest = manifest
         self.jobs = {n: j for n, j in jobs.items() if j.enabled and n in handlers}
@@ -126,6 +145,11 @@ class JobRunner:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._last_prune = float("-inf")
+        # Jobs that take the archive lock run one at a time: the lock is per open
+        # file, so two of this process's own jobs would refuse each other.
+        self.exclusive = set(exclusive)
+        self._turn = asyncio.Lock()
+        self._turn_holder: str | None = None
 
     # the schedule ----------------------------------------------------------------
 
@@ -236,7 +260,6 @@ class JobRunner:
     async def _execute(
         self, name: str, trigger: Trigger, token: CancelToken | None = None
     ) -> JobRun:
-        job = self.jobs[name]
         started = int(self.clock.now() * 1000)
         async with self.manifest.db.execute(
             "INSERT INTO job_runs (job, trigger, started_at) VALUES (?, ?, ?)",
@@ -244,35 +267,21 @@ class JobRunner:
         ) as cur:
             run_id = cur.lastrowid
         assert run_id is not None
-        self.on_event(JobEvent("run_started", name, trigger))
         token = self.tokens[name] = token or CancelToken()
-        work = asyncio.ensure_future(self.handlers[name](token))
-        status: RunStatus
-        error: str | None = None
-        summary: dict[str, Any] = {}
-        timer = asyncio.ensure_future(self.clock.sleep(job.timeout_s)) if job.timeout_s else None
-        try:
-            done, _ = await asyncio.wait(
-                {work, *([timer] if timer else [])}, return_when=asyncio.FIRST_COMPLETED
-            )
-            if timer is not None and timer in done:
-                # Decided BEFORE the run is told to stop: a run that finishes in
-                # this same instant is still a timeout, never an ok.
-                status, error = "timeout", f"no result within {job.timeout_s:g} s"
-                token.cancel(f"job {name} timed out")
-                await asyncio.wait({work})
-                # Taken here, or asyncio prints it as "never retrieved": the run's
-                # Cancelled is the timeout's own doing; anything else is said.
-                late = None if work.cancelled() else work.exception()
-                if late is not None and not isinstance(late, Cancelled):
-                    error += f"; stopping it failed: {type(late).__name__}: {late}"
+        waited: dict[str, Any] = {}
+        async with contextlib.AsyncExitStack() as turn:
+            if name in self.exclusive:
+                waited = await self._take_turn(name, run_id, token, turn)
+            if token.cancelled or self._stopping:
+                status: RunStatus = "cancelled"
+                error: str | None = f"stopped while waiting: {token.reason or 'stopping'}"
+                summary: dict[str, Any] = {}
             else:
-                status, error, summary = self._verdict(work)
-        finally:
-            if timer is not None:
-                timer.cancel()
+                self.on_event(JobEvent("run_started", name, trigger))
+                status, error, summary = await self._run_handler(name, token)
         if self._stopping and status != "timeout":
             status, error = "cancelled", "the runner stopped while this run was in flight"
+        summary = {**summary, **waited}
         ended = int(self.clock.now() * 1000)
         await self.manifest.run(
             "UPDATE job_runs SET ended_at = ?, status = ?, error = ?, summary = ? WHERE id = ?",
@@ -288,6 +297,74 @@ class JobRunner:
         self.on_event(JobEvent("run_finished", name, status, run))
         await self._maybe_prune()
         return run
+
+    async def _take_turn(
+        self, name: str, run_id: int, token: CancelToken, turn: contextlib.AsyncExitStack
+    ) -> dict[str, Any]:
+        """Wait until no other exclusive job of this runner runs (they all need the
+        archive lock, and two of them would refuse each other), recorded as
+        ``waiting``. Returns what the run's summary says about the wait."""
+        if not self._turn.locked():
+            await self._turn.acquire()
+            turn.callback(self._release_turn)
+            self._turn_holder = name
+            return {}
+        ahead = self._turn_holder or "another job"
+        t0 = self.clock.now()
+        await self.manifest.run(
+            "UPDATE job_runs SET status = 'waiting', summary = ? WHERE id = ?",
+            (json.dumps({"waiting_for": ahead}), run_id),
+        )
+        self.on_event(JobEvent("waiting", name, f"behind {ahead}, which holds the archive lock"))
+        acquire = asyncio.ensure_future(self._turn.acquire())
+        stop = asyncio.ensure_future(token.wait())
+        try:
+            await asyncio.wait({acquire, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not acquire.done():
+                acquire.cancel()
+        if acquire.done() and not acquire.cancelled():
+            turn.callback(self._release_turn)
+            self._turn_holder = name
+        await self.manifest.run("UPDATE job_runs SET status = 'running' WHERE id = ?", (run_id,))
+        return {"waited_for": ahead, "waited_s": round(self.clock.now() - t0, 3)}
+
+    def _release_turn(self) -> None:
+        self._turn_holder = None
+        self._turn.release()
+
+    async def _run_handler(
+        self, name: str, token: CancelToken
+    ) -> tuple[RunStatus, str | None, dict[str, Any]]:
+        """The handler, raced against the job's timeout."""
+        job = self.jobs[name]
+        work = asyncio.ensure_future(self.handlers[name](token))
+        timer = asyncio.ensure_future(self.clock.sleep(job.timeout_s)) if job.timeout_s else None
+        try:
+            done, _ = await asyncio.wait(
+                {work, *([timer] if timer else [])}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if timer is None or timer not in done or token.cancelled:
+                # No timeout, or its owner had told it to stop before the deadline
+                # came (it was winding down): the stop came first and decides.
+                if not work.done():
+                    await asyncio.wait({work})
+                return self._verdict(work)
+            # Decided BEFORE the run is told to stop: a run that finishes in this
+            # same instant is still a timeout, never an ok.
+            error = f"no result within {job.timeout_s:g} s"
+            token.cancel(f"job {name} timed out")
+            await asyncio.wait({work})
+            # Taken here, or asyncio prints it as "never retrieved": the run's
+            # Cancelled is the timeout's own doing; anything else is said.
+            late = None if work.cancelled() else work.exception()
+            if late is not None and not isinstance(late, Cancelled):
+                error += f"; stopping it failed: {type(late).__name__}: {late}"
+            return "timeout", error, {}
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     @staticmethod
     def _verdict(work: asyncio.Future[Outcome]) -> tuple[RunStatus, str | None, dict[str, Any]]:

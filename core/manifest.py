@@ -169,6 +169,43 @@ MIGRATIONS: tuple[str, ...] = (
         backlog_rows  INTEGER NOT NULL
     );
     """,
+    # 6: a pass whose process died is settled as 'interrupted' by the next recovery;
+    # a scheduled job can be 'waiting' for another of its scheduler's jobs to let go
+    # of the archive lock. SQLite cannot widen a CHECK in place: both tables are
+    # copied into new ones.
+    """
+    CREATE TABLE passes_6 (
+        id           INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER,
+        mode         TEXT    NOT NULL,
+        origin       TEXT    NOT NULL,
+        status       TEXT    NOT NULL DEFAULT 'running'
+                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled', 'interrupted')),
+        summary      TEXT                             -- JSON
+    );
+    INSERT INTO passes_6 SELECT id, started_at, finished_at, mode, origin, status, summary
+        FROM passes;
+    DROP TABLE passes;
+    ALTER TABLE passes_6 RENAME TO passes;
+    CREATE TABLE job_runs_6 (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch (queued)
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('waiting', 'running', 'ok', 'error', 'timeout',
+                                      'cancelled')),
+        error       TEXT,
+        summary     TEXT                              -- JSON
+    );
+    INSERT INTO job_runs_6 SELECT id, job, trigger, started_at, ended_at, status, error, summary
+        FROM job_runs;
+    DROP TABLE job_runs;
+    ALTER TABLE job_runs_6 RENAME TO job_runs;
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -535,11 +572,36 @@ class Manifest:
             (at, status, json.dumps(summary, sort_keys=True), pass_id),
         )
 
-    async def passes(self, limit: int = 20) -> list[PassRecord]:
+    async def interrupt_passes(self, current: int | None, at: int) -> list[PassRecord]:
+        """Settle every pass still ``running`` but ``current`` as ``interrupted``: only
+        a caller holding the archive lock may ask, and then no other pass can be
+        alive. Each one's summary says what the manifest shows it archived: the
+        entries recorded from its start until the next action took the lock (the
+        audit's next row; ``at`` when there is none)."""
+        stuck = [p for p in await self.passes(-1, "running") if p.id != current]
+        for p in stuck:
+            [(next_action,)] = await self.rows(
+                "SELECT min(at) FROM audit WHERE at > ?", (p.started_at,)
+            )
+            until = at if next_action is None else int(next_action)
+            [(files, size, gz_size)] = await self.rows(
+                "SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
+                "FROM entries WHERE archived_at >= ? AND archived_at < ?",
+                (p.started_at, until),
+            )
+            summary = {
+                **p.summary,
+                "files": {"archived": files, "bytes_in": size, "bytes_out": gz_size},
+                "problems": ["the process died mid-pass; recovery settled what it left behind"],
+            }
+            await self.finish_pass(p.id, "interrupted", summary, until)
+        return stuck
+
+    async def passes(self, limit: int = 20, status: str | None = None) -> list[PassRecord]:
         rows = await self.rows(
-            "SELECT id, started_at, finished_at, mode, origin, status, summary "
-            "FROM passes ORDER BY id DESC LIMIT ?",
-            (limit,),
+            "SELECT id, started_at, finished_at, mode, origin, status, summary FROM passes "
+            "WHERE coalesce(?, status) = status ORDER BY id DESC LIMIT ?",
+            (status, limit),
         )
         return [
             PassRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {})

@@ -17,6 +17,9 @@ the start of every pass (SPEC §5).
     an entry whose gzip is gone       the same walk             status 'missing', loudly
     a committed entry's live source   source_present = 1        unlinked after its
     (a crash between steps 6 and 7)                             identity check
+    a pass still 'running'            the pass log              'interrupted', with the
+                                                                files the manifest shows
+                                                                it archived
 
 Only coldkeep writes under ``files/``, and only under the lock; so, holding it, any
 partial or orphan found there is a dead process's. A ``.restore-partial`` sits in a
@@ -77,6 +80,19 @@ class RecoveryReport:
     orphans: list[Orphan] = field(default_factory=list)
     missing: list[Entry] = field(default_factory=list)
     sources_unlinked: list[str] = field(default_factory=list)
+    interrupted: list[int] = field(default_factory=list)  # pass ids
+    # A scan while a live process holds the lock: its partials are its work in
+    # progress, not leftovers (see ``set_aside_in_flight``).
+    busy: str | None = None  # who holds the lock
+    in_flight: int = 0  # partials set aside as that holder's work
+
+    def set_aside_in_flight(self, holder: str) -> None:
+        """This scan ran while ``holder`` held the lock: the partials and restore
+        partials are what its operation is writing right now, and a pass still
+        ``running`` may be its own; none of them is a finding."""
+        self.busy = holder
+        self.in_flight = len(self.partials) + len(self.restore_partials)
+        self.partials, self.restore_partials, self.interrupted = [], [], []
 
     @property
     def errors(self) -> list[Orphan]:
@@ -91,6 +107,7 @@ class RecoveryReport:
             or self.orphans
             or self.missing
             or self.sources_unlinked
+            or self.interrupted
         )
 
 
@@ -159,10 +176,17 @@ def _recorded_identity(entry: Entry) -> FileIdentity | None:
 class Recovery:
     """One recovery run over an archive (the lock is the caller's)."""
 
-    def __init__(self, mover: FileMover, cancel: CancelToken | None = None) -> None:
+    def __init__(
+        self,
+        mover: FileMover,
+        cancel: CancelToken | None = None,
+        *,
+        current_pass: int | None = None,
+    ) -> None:
         self.mover = mover
         self.manifest = mover.manifest
         self.cancel = cancel or CancelToken()
+        self.current_pass = current_pass  # the pass this recovery runs in: not a leftover
 
     async def scan(self) -> RecoveryReport:
         """What ``run`` would do, changing nothing: partials and intents listed,
@@ -189,10 +213,14 @@ class Recovery:
             now = await asyncio.to_thread(identity_or_none, src)
             if recorded is not None and recorded.same_file(now):
                 report.sources_unlinked.append(entry.relpath)
+        running = await self.manifest.passes(-1, "running")
+        report.interrupted = [p.id for p in running if p.id != self.current_pass]
         return report
 
     async def run(self) -> RecoveryReport:
         report = RecoveryReport()
+        stuck = await self.manifest.interrupt_passes(self.current_pass, self.mover.clock())
+        report.interrupted = [p.id for p in stuck]
         files = await asyncio.to_thread(archive_files, self.mover.layout)
         report.partials = [
             p for p in sorted(files.partials) if await asyncio.to_thread(unlink_if_present, p)

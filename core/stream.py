@@ -110,6 +110,18 @@ class CheckpointRan:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """How far the current phase has come: sent to a console that attaches
+    mid-phase, right after that phase's ``Phase``, so its bar starts where the
+    work stands instead of at zero."""
+
+    kind: ClassVar[str] = "progress"
+    phase: str
+    items_done: int
+    bytes_done: int
+
+
+@dataclass(frozen=True)
 class Notice:
     kind: ClassVar[str] = "notice"
     level: Level
@@ -125,6 +137,7 @@ Event = (
     | BatchMoved
     | OrphanSeen
     | CheckpointRan
+    | Progress
     | Notice
 )
 
@@ -145,6 +158,7 @@ _TYPES: dict[str, type[Any]] = {
         BatchMoved,
         OrphanSeen,
         CheckpointRan,
+        Progress,
         Notice,
     )
 }
@@ -224,6 +238,9 @@ def thread_progress(
 class EventStream:
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
+        self._phase: Phase | None = None
+        self._items_done = 0
+        self._bytes_done = 0
 
     def subscribe(self, maxsize: int = 10_000) -> Subscription:
         sub = Subscription(self, maxsize)
@@ -231,8 +248,24 @@ class EventStream:
         return sub
 
     def emit(self, event: Event) -> None:
+        match event:
+            case Phase():
+                self._phase, self._items_done, self._bytes_done = event, 0, 0
+            case FileDone(bytes=size):
+                self._items_done += 1
+                self._bytes_done += size
+            case Finished():
+                self._phase = None
         for sub in list(self._subs):
             sub.offer(event)
+
+    def catch_up(self) -> list[Event]:
+        """What a subscriber joining now needs to show where the work stands: the
+        current phase and its progress (nothing between phases)."""
+        if self._phase is None:
+            return []
+        done = Progress(self._phase.phase, self._items_done, self._bytes_done)
+        return [self._phase, done]
 
     def notice(self, level: Level, message: str) -> None:
         self.emit(Notice(level, message))

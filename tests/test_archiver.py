@@ -10,7 +10,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import load_settings, parse_settings
 from coldkeep.core.demo import write_demo
-from coldkeep.core.lock import LockHeld
+from coldkeep.core.lock import ArchiveLock, LockHeld
 from coldkeep.core.steps import StepInfo, StepName
 from coldkeep.core.stream import (
     BatchMoved,
@@ -108,3 +108,16 @@ async def test_many_workers_archive_hundreds_of_files_without_a_database_error(
     summary = await Archiver(settings).run_pass()
     assert (summary.status, summary.files.archived, summary.files.errors) == ("ok", 300, 0)
     assert not any(roots.live.rglob("*.jsonl"))
+
+
+async def test_while_the_lock_is_held_partials_are_work_in_progress(archiver: Archiver) -> None:
+    """The demo plants a leftover partial: a finding when the archive is free; while
+    a live process holds the lock, partials are that process's work in progress."""
+    free = await archiver.plan()
+    assert free.recovery.partials and free.recovery.busy is None
+
+    with ArchiveLock.try_acquire(archiver.settings.archive_root, "coldkeep pass (cli)"):
+        busy = (await archiver.plan()).recovery
+    assert busy.partials == [] and busy.restore_partials == []
+    assert busy.in_flight == len(free.recovery.partials)
+    assert busy.busy is not None and "coldkeep pass (cli)" in busy.busy

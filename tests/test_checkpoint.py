@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.checkpoint import CheckpointResult, LiveCheckpointer, wal_bytes
+from coldkeep.core.checkpoint import (
+    CheckpointResult,
+    LiveCheckpointer,
+    wal_bytes,
+    wal_pending_bytes,
+)
 from coldkeep.core.config import CheckpointMode
 
 
@@ -114,3 +119,23 @@ def test_not_applicable_without_wal(tmp_path: Path, journal: str) -> None:
         assert not cp.request()
     finally:
         cp.close()
+
+
+def test_pending_bytes_count_frames_not_yet_checkpointed_not_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "live.db"
+    db = wal_db(path)
+    try:
+        assert wal_pending_bytes(path) > 0
+        assert db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0] == 0
+        assert wal_pending_bytes(path) == 0 < wal_bytes(path), "the file keeps its size"
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchone()  # a snapshot: the WAL cannot restart
+        db.executemany("INSERT INTO t VALUES (?)", [("y" * 200,)] * 100)
+        _busy, log, done = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        assert wal_pending_bytes(path) == (log - done) * (page + 24) > 0
+        reader.close()
+    finally:
+        db.close()
+    assert wal_pending_bytes(tmp_path / "none.db") == 0

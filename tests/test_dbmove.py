@@ -347,3 +347,16 @@ def test_every_writer_refused_during_a_delete_gets_in_at_its_next_retry(
     retries = [*BUSY_RETRIES_MS, *range(328, 2000, 100)]
     first_free = next(x + d for d in retries if x + d >= held_ms)
     assert first_free < held_ms + writer_gap_s(held_ms / 1000) * 1000
+
+
+async def test_the_size_trigger_counts_frames_not_yet_checkpointed(roots: Roots) -> None:
+    """The WAL file keeps its size after a PASSIVE checkpoint. Judged by that size,
+    every batch after the file first passed the threshold asked for a checkpoint;
+    judged by the frames still to copy, one comes every few batches."""
+    make_events_db(roots.base / "state.db", 20_000, now_ms=NOW)
+    ran: list[object] = []
+    cfg = settings(roots, batch_rows=200, checkpoint_every=10_000, checkpoint_wal_bytes=256 * 1024)
+    report = await move(roots, cfg, on_checkpoint=ran.append)
+    # Each batch writes ~64 KiB of WAL: about one checkpoint every four batches.
+    assert report.batches >= 40 and report.wal_peak > 256 * 1024
+    assert 2 <= len(ran) <= report.batches // 3, (len(ran), report.batches)

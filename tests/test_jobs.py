@@ -279,3 +279,145 @@ async def test_retention_prunes_by_age_and_by_rows(manifest: Manifest) -> None:
     left = await job_history(manifest, 100)
     assert [x.job for x in left] == ["stats"] * 4
     assert left[0].trigger == "manual"
+
+
+class Gate:
+    """A handler that holds its run open until ``release``; ``began`` is set by it."""
+
+    def __init__(self) -> None:
+        self.began = asyncio.Event()
+        self.release = asyncio.Event()
+        self.n = 0
+
+    async def __call__(self, token: CancelToken) -> Outcome:
+        self.n += 1
+        self.began.set()
+        done = asyncio.ensure_future(self.release.wait())
+        stop = asyncio.ensure_future(token.wait())
+        await asyncio.wait({done, stop}, return_when=asyncio.FIRST_COMPLETED)
+        done.cancel()
+        stop.cancel()
+        token.check()
+        return Outcome(ok=True)
+
+
+async def test_exclusive_jobs_due_together_run_one_after_the_other(manifest: Manifest) -> None:
+    """Pass and verify both take the archive lock: the later one waits its turn,
+    visibly, instead of failing against its own scheduler's lock."""
+    clock = ManualClock(T0)
+    first, second = Gate(), Gate()
+    jobs = {
+        "pass": JobSettings("pass", interval_s=3600, run_on_boot=True),
+        "verify": JobSettings("verify", interval_s=3600, run_on_boot=True),
+    }
+    r, events = runner(
+        manifest, clock, jobs, {"pass": first, "verify": second}, exclusive={"pass", "verify"}
+    )
+    await r.start()
+    await clock.advance(1)
+    await asyncio.wait_for(first.began.wait(), 10)
+    await asyncio.wait_for(_until(lambda: any(e.kind == "waiting" for e in events)), 10)
+    assert second.n == 0, "verify must not start while pass holds the turn"
+    waiting = [x for x in await job_history(manifest) if x.job == "verify"]
+    assert [x.status for x in waiting] == ["waiting"]
+    assert waiting[0].describe() == "waiting for pass"
+    assert [e.detail for e in events if e.kind == "waiting"] == [
+        "behind pass, which holds the archive lock"
+    ]
+
+    await clock.advance(30)
+    first.release.set()
+    await asyncio.wait_for(second.began.wait(), 10)
+    second.release.set()
+    await r.drain()
+    await r.stop()
+    runs = {x.job: x for x in await job_history(manifest)}
+    assert runs["pass"].status == "ok" and runs["verify"].status == "ok"
+    assert runs["verify"].summary["waited_for"] == "pass"
+    assert runs["verify"].describe() == "ok (waited 30 s for pass)"
+
+
+async def test_a_job_waiting_its_turn_is_cancelled_by_stop_without_running(
+    manifest: Manifest,
+) -> None:
+    clock = ManualClock(T0)
+    first, second = Gate(), Gate()
+    jobs = {
+        "pass": JobSettings("pass", interval_s=3600, run_on_boot=True),
+        "verify": JobSettings("verify", interval_s=3600, run_on_boot=True),
+    }
+    r, _ = runner(
+        manifest, clock, jobs, {"pass": first, "verify": second}, exclusive={"pass", "verify"}
+    )
+    await r.start()
+    await clock.advance(1)
+    await asyncio.wait_for(first.began.wait(), 10)
+    await r.stop()
+    assert second.n == 0
+    assert sorted((x.job, x.status) for x in await job_history(manifest)) == [
+        ("pass", "cancelled"),
+        ("verify", "cancelled"),
+    ]
+
+
+async def test_jobs_not_marked_exclusive_still_run_side_by_side(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    first, second = Gate(), Gate()
+    jobs = {
+        "pass": JobSettings("pass", interval_s=3600, run_on_boot=True),
+        "stats": JobSettings("stats", interval_s=3600, run_on_boot=True),
+    }
+    r, _ = runner(manifest, clock, jobs, {"pass": first, "stats": second}, exclusive={"pass"})
+    await r.start()
+    await clock.advance(1)
+    await asyncio.wait_for(first.began.wait(), 10)
+    await asyncio.wait_for(second.began.wait(), 10)
+    await r.stop()
+
+
+async def test_a_stop_before_the_deadline_is_a_cancel_even_if_winding_down_passes_it(
+    manifest: Manifest,
+) -> None:
+    """SIGTERM at 1.5 s, a 2 s timeout, a run that needs 1 s to reach a safe
+    point: the owner's stop came first, so the run is cancelled, not timed out."""
+    clock = ManualClock(T0)
+    began = asyncio.Event()
+
+    async def slow_to_stop(token: CancelToken) -> Outcome:
+        began.set()
+        await token.wait()
+        await clock.sleep(1)  # winding down to its next safe point
+        raise Cancelled(token.reason)
+
+    jobs = {"pass": JobSettings("pass", interval_s=3600, timeout_s=2, run_on_boot=True)}
+    r, _ = runner(manifest, clock, jobs, {"pass": slow_to_stop})
+    await r.start()
+    await clock.advance(0.5)
+    await asyncio.wait_for(began.wait(), 10)
+    await clock.advance(1)
+    stopping = asyncio.ensure_future(r.stop())
+    await clock.advance(2)
+    await stopping
+    assert await statuses(manifest) == [("pass", "boot", "cancelled")]
+
+
+async def test_a_deadline_before_the_stop_is_a_timeout(manifest: Manifest) -> None:
+    clock = ManualClock(T0)
+    began = asyncio.Event()
+
+    async def slow_to_stop(token: CancelToken) -> Outcome:
+        began.set()
+        await token.wait()
+        await clock.sleep(1)
+        raise Cancelled(token.reason)
+
+    jobs = {"pass": JobSettings("pass", interval_s=3600, timeout_s=2, run_on_boot=True)}
+    r, _ = runner(manifest, clock, jobs, {"pass": slow_to_stop})
+    await r.start()
+    await clock.advance(0.5)
+    await asyncio.wait_for(began.wait(), 10)
+    await clock.advance(2)  # past the deadline: the timeout tells it to stop
+    stopping = asyncio.ensure_future(r.stop())  # and SIGTERM comes while it winds down
+    await clock.advance(2)
+    await stopping
+    assert await statuses(manifest) == [("pass", "boot", "timeout")]

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.manifest import SCHEMA_VERSION, Manifest, ManifestError, NewEntry
+from coldkeep.core.manifest import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Manifest,
+    ManifestError,
+    NewEntry,
+)
 
 
 def entry(n: int = 1, **kw: object) -> NewEntry:
@@ -96,3 +102,28 @@ async def test_restore_intents(tmp_path: Path) -> None:
         assert [i.target.name for i in await m.restore_intents()] == ["x", "y"]
         await m.clear_restore_intent(a.id)
         assert [i.target.name for i in await m.restore_intents()] == ["y"]
+
+
+async def test_migrating_from_version_5_keeps_the_pass_log_and_the_job_runs(
+    tmp_path: Path,
+) -> None:
+    """Version 6 widens two CHECKs by copying two tables: every row comes along."""
+    path = tmp_path / "coldkeep.db"
+    with sqlite3.connect(path) as db:
+        for script in MIGRATIONS[:5]:
+            db.executescript(script)
+        db.execute("PRAGMA user_version = 5")
+        db.execute("INSERT INTO passes (started_at, mode, origin) VALUES (1, 'on', 'cli')")
+        db.execute(
+            "INSERT INTO job_runs (job, trigger, started_at, status, summary) "
+            "VALUES ('pass', 'boot', 2, 'ok', '{}')"
+        )
+    async with await Manifest.open(path) as m:
+        [p] = await m.passes()
+        assert (p.id, p.status, p.origin) == (1, "running", "cli")
+        assert await m.rows("SELECT job, status FROM job_runs") == [("pass", "ok")]
+        await m.finish_pass(p.id, "interrupted", {}, 3)
+        await m.run("UPDATE job_runs SET status = 'waiting'")
+        assert [x.status for x in await m.passes()] == ["interrupted"]
+        [(sql,)] = await m.rows("SELECT sql FROM sqlite_master WHERE name = 'job_runs_job'")
+        assert "job_runs (job, started_at)" in sql

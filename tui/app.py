@@ -63,6 +63,7 @@ from coldkeep.core.stream import (
     Notice,
     OrphanSeen,
     Phase,
+    Progress,
 )
 
 from .actions import ACTIONS, BY_NAME, bindings
@@ -372,6 +373,8 @@ class ColdkeepApp(App[None]):
                 inflight.step(event)
             case FileDone():
                 inflight.done(event)
+            case Progress():
+                inflight.caught_up(event)
             case CheckpointRan():
                 self.query_one(CheckpointPane).add(
                     CheckpointResult(
@@ -658,7 +661,7 @@ class ColdkeepApp(App[None]):
     def action_restore(self) -> None:
         if self._refuse("restore"):
             return
-        self.push_screen(RestoreScreen())
+        self.push_screen(RestoreScreen(read_only=self.read_only))
 
     def start_restore(self, selection: Selection, to: Path | None) -> None:
         if self._refuse("restore"):

@@ -298,10 +298,20 @@ def plan(config: Path | None, json_out: bool) -> None:
             if p.events_error:
                 lines.append(f"events: {p.events_error}")
             rec = report.recovery
+            if rec.busy:
+                lines.append(
+                    f"in flight: the archive is locked by {rec.busy}; its {rec.in_flight} "
+                    "partials are work in progress, not leftovers"
+                )
             if rec.anything:
                 lines.append(
                     f"recovery: {len(rec.partials)} partials, {len(rec.orphans)} orphans, "
                     f"{len(rec.missing)} MISSING, {len(rec.sources_unlinked)} sources to unlink"
+                    + (
+                        f", {len(rec.interrupted)} passes to mark interrupted"
+                        if rec.interrupted
+                        else ""
+                    )
                 )
                 layout = archiver.layout
                 found = [
@@ -376,7 +386,7 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
                     lines.append(
                         f"  events: {ev['moved']} rows moved, {ev['already_archived']} already "
                         f"archived, {len(ev['conflicts'])} conflicts, WAL peak "
-                        f"{human(ev['wal_peak'])}"
+                        f"{human(ev['wal_peak'])}, {ev['checkpoints']} checkpoints"
                     )
                     conflicts = ev["conflicts"]
                     lines += [f"    conflict: {c['detail']}" for c in conflicts[:LIST_MAX]]
@@ -801,7 +811,7 @@ def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> Non
                     return (
                         "\n".join(
                             f"{datetime.fromtimestamp(r.started_at / 1000):%Y-%m-%d %H:%M} "
-                            f"{r.job:<7} {r.trigger:<8} {r.status:<9} {r.error or ''}".rstrip()
+                            f"{r.job:<7} {r.trigger:<8} {r.describe()}"
                             for r in runs
                         )
                         or "no job runs yet"
@@ -815,7 +825,7 @@ def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> Non
                         "\n".join(
                             f"{datetime.fromtimestamp(r.at / 1000):%Y-%m-%d %H:%M} "
                             f"{r.user}@{r.host} pid {r.pid} {r.origin:<9} {r.action:<15} "
-                            f"{r.outcome}"
+                            f"{r.outcome:<9} {r.describe_args()}".rstrip()
                             + (f"  ({r.detail[:80]})" if r.detail and r.outcome != "ok" else "")
                             for r in records
                         )

@@ -1,6 +1,6 @@
 """How the CLI shows an operation while it runs: on a terminal, Rich progress bars
 on stderr; otherwise one plain line per thing worth a line (files that did not
-simply archive, batches every so often, orphans, checkpoints, notices). stdout is
+simply archive, batches every so often, orphans, failed checkpoints, notices). stdout is
 left to the result (or the ``--json`` document).
 """
 
@@ -57,10 +57,10 @@ def describe(event: Event) -> str | None:
             return f"  events batch {n}: {state} ({', '.join(months)})"
         case OrphanSeen(gz=gz, relpath=rel, outcome=outcome, detail=detail):
             return f"  recovery {outcome:<9} {gz}" + (f"  ({detail})" if detail else "")
-        case CheckpointRan(busy=busy, log=log, checkpointed=done, ms=ms, error=error):
-            if error:
-                return f"  checkpoint failed: {error}"
-            return f"  checkpoint: busy={busy} log={log} checkpointed={done} {ms:.0f} ms"
+        case CheckpointRan(error=error) if error:
+            # One that worked is routine (a pass runs dozens; the Checkpoints pane
+            # and the pass summary count them): only a failure is worth a line.
+            return f"  checkpoint failed: {error}"
         case Notice(level=level, message=message):
             return f"{level.upper()}: {message}"
         case Finished(operation=op, status=status):

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+from coldkeep.core.lock import ArchiveLock
 
 from helpers import COLDKEEP, ck, ck_json
 
@@ -123,3 +126,92 @@ def test_a_job_that_times_out_leaves_a_log_of_json_lines_and_nothing_else(
     assert proc.returncode == 0, err
     records = [json.loads(line) for line in err.splitlines()]  # every line is JSON
     assert not [r for r in records if r.get("kind") == "internal_error"]
+
+
+def alerting_site(tmp_path: Path, jobs: str) -> tuple[Path, Path]:
+    """A demo site whose alerts go to a file, one JSON document per line."""
+    site = tmp_path / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    received = tmp_path / "alerts.jsonl"
+    command = [
+        sys.executable,
+        "-c",
+        f"import sys; open({str(received)!r}, 'a').write(sys.stdin.read() + '\\n')",
+    ]
+    config = site / "coldkeep.toml"
+    config.write_text(
+        config.read_text()
+        + jobs
+        + "\n[jobs.alerts]\ninterval = 1\nrun_on_boot = true\n"
+        + f"\n[alerts]\ncommand = {json.dumps(command)}\n"
+    )
+    return site, received
+
+
+def alerts_of(received: Path) -> list[dict[str, object]]:
+    if not received.exists():
+        return []
+    return [json.loads(line) for line in received.read_text().splitlines() if line]
+
+
+def test_pass_and_verify_due_together_take_turns_and_page_nobody(tmp_path: Path) -> None:
+    site, received = alerting_site(
+        tmp_path,
+        "\n[io]\nbytes_per_s = 3000000\n"
+        "\n[jobs.pass]\ninterval = 5\nrun_on_boot = true\n"
+        "\n[jobs.verify]\ninterval = 8\nrun_on_boot = true\n",
+    )
+    proc = start(site)
+    finished: set[str] = set()
+    alerts_after_both = 0
+
+    def both_then_an_alerts_poll(r: dict[str, object]) -> bool:
+        nonlocal alerts_after_both
+        if r.get("kind") == "job_run_finished":
+            if r.get("job") == "alerts" and {"pass", "verify"} <= finished:
+                alerts_after_both += 1
+            finished.add(str(r.get("job")))
+        return alerts_after_both >= 1
+
+    seen = lines_until(proc, both_then_an_alerts_poll)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+    waits = [r for r in seen if r.get("kind") == "job_waiting"]
+    assert [(r["job"], r["detail"]) for r in waits][:1] == [
+        ("verify", "behind pass, which holds the archive lock")
+    ]
+    runs = ck_json(site, "history", "--jobs")["result"]
+    assert not [r for r in runs if "LockHeld" in str(r["error"])], runs
+    verify = [r for r in runs if r["job"] == "verify" and r["status"] != "cancelled"]
+    assert verify and verify[-1]["summary"]["waited_for"] == "pass"
+    assert "waited" in ck(site, "history", "--jobs").stdout
+    assert not [a for a in alerts_of(received) if str(a["kind"]).startswith("job_")]
+
+
+def test_a_lock_held_by_another_process_alerts_once(tmp_path: Path) -> None:
+    site, received = alerting_site(tmp_path, "\n[jobs.verify]\ninterval = 1\nrun_on_boot = true\n")
+    ck(site, "recover")  # the manifest exists, the planted leftovers are settled
+    with ArchiveLock.try_acquire(site / "archive", "an operator's restore"):
+        proc = start(site)
+        refused = 0
+
+        def three_refusals_then_a_poll(r: dict[str, object]) -> bool:
+            nonlocal refused
+            if r.get("kind") == "job_run_finished" and r.get("job") == "verify":
+                assert r.get("status") == "error" and "LockHeld" in str(r.get("error")), r
+                refused += 1
+            return refused >= 3 and r.get("kind") == "job_run_finished" and r.get("job") == "alerts"
+
+        lines_until(proc, three_refusals_then_a_poll)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    paged = [a for a in alerts_of(received) if str(a["kind"]).startswith("job_")]
+    assert len(paged) == 1, paged
+    assert "an operator's restore" in str(paged[0]["message"])

@@ -11,7 +11,7 @@ import sys
 
 from conftest import archive_all, make_app, settle
 from rich.console import Console
-from textual.widgets import DataTable, ProgressBar, Static
+from textual.widgets import Button, DataTable, ProgressBar, Static
 
 from coldkeep.core.config import Settings
 from coldkeep.core.stream import FileDone
@@ -239,7 +239,18 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
         await pilot.press("r")
         await settle(pilot)
         assert isinstance(app.screen, RestoreScreen)
-        await pilot.press("down", "r")  # to the table, then restore: refused, nothing asked
+        offered = [b.id for b in app.screen.query(Button)]
+        assert "restore-go" not in offered and "events-go" not in offered, offered
+        assert "restore-copy" in offered, "copying a gzip's path changes nothing"
+        await pilot.press("down")  # to the table: the browser's keys are live
+        await settle(pilot)
+        hints = {
+            b.binding.action
+            for b in app.screen.active_bindings.values()
+            if b.enabled and b.binding.show
+        }
+        assert "restore" not in hints and "copy" in hints, hints
+        await pilot.press("r")  # restore: refused, nothing asked
         await settle(pilot)
         assert isinstance(app.screen, RestoreScreen) and app.running is None
         await pilot.press("escape")

@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 from conftest import make_app, settle
+from textual.widgets import ProgressBar
 
 from coldkeep.core.config import Settings, load_settings
-from coldkeep.tui.panes import InFlightPane, LogPane
+from coldkeep.tui.panes import InFlightPane, LogPane, OrphansPane
 
 
 async def test_the_console_watches_a_running_pass_and_stops_it(settings: Settings) -> None:
@@ -44,6 +45,21 @@ async def test_the_console_watches_a_running_pass_and_stops_it(settings: Setting
             assert f"LOCKED by pid {other.pid}" in str(app.query_one("#status-line").render())
             assert pane.files, "its files in flight, live"
             assert app.unavailable("run_pass"), "this console does not act meanwhile"
+            # Attached mid-phase: the phase and its progress so far came first.
+            assert (pane.phase, pane.phase_total > 0) == ("files", True)
+            bar = app.query_one("#inflight-bar", ProgressBar)
+            for _ in range(600):  # until a file finishes there and the bar moves here
+                await pilot.pause(0.05)
+                if (bar.percentage or 0) > 0:
+                    break
+            assert 0 < (bar.percentage or 0) < 1, bar.percentage
+            # Its partials are its work in progress, not leftovers.
+            for worker in [w for w in app.workers if w.group == "findings"]:
+                await worker.wait()
+            await pilot.pause()
+            findings = app.query_one(OrphansPane).findings.values()
+            assert app.recovery is not None and app.recovery.busy
+            assert not [f for f in findings if f.kind in ("partial", "restore-partial")]
 
             await pilot.press("x")  # stop gracefully: the other process stops
             for _ in range(2000):

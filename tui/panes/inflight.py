@@ -10,7 +10,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
-from coldkeep.core.stream import FileDone, FileStep, Phase
+from coldkeep.core.stream import FileDone, FileStep, Phase, Progress
 
 from ..fmt import human
 from ..tables import Cell, keyed_table, sync_table
@@ -100,16 +100,24 @@ class InFlightPane(Pane):
         f.total = max(f.total, event.bytes_total)
         self.dirty = True
 
+    @property
+    def by_bytes(self) -> bool:
+        return bool(self.phase_total) and self.phase in ("files", "restore", "verify")
+
+    def caught_up(self, event: Progress) -> None:
+        """Attached mid-phase: the bar starts where the work stands."""
+        if event.phase == self.phase:
+            self.phase_done = event.bytes_done if self.by_bytes else event.items_done
+            self.dirty = True
+
     def done(self, event: FileDone) -> None:
         self.files.pop(event.relpath, None)
         self.dirty = True
         if not self.phase:
-            # Attached mid-phase, its Phase never seen: no total to count against
+            # Attached between a Phase and its catch-up: no total to count against
             # (counting anyway showed 100 % and an ETA of 0 from the first file).
             return
-        by_bytes = self.phase_total and self.phase in ("files", "restore", "verify")
-        self.phase_done += event.bytes if by_bytes else 1
-        self.dirty = True
+        self.phase_done += event.bytes if self.by_bytes else 1
 
     def _show_files(self) -> None:
         now = time.monotonic()

@@ -49,7 +49,7 @@ class JobsPane(Pane):
                     r.id,
                     r.job,
                     clock_time(r.started_at),
-                    r.status + (f": {r.error}" if r.error else ""),
+                    r.describe(),
                 )
                 for r in runs
             },

@@ -89,8 +89,11 @@ class RestoreScreen(Screen[None]):
         ("slash", "focus_filter", "Filter"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, *, read_only: bool = False) -> None:
         super().__init__()
+        # Browsing, previewing and copying a path change nothing; in read-only
+        # the restore controls are not shown at all (and refused if reached).
+        self.read_only = read_only
         self.catalog: Catalog | None = None
         self.rows: dict[int, CatalogRow] = {}
         self.total = 0
@@ -128,8 +131,10 @@ class RestoreScreen(Screen[None]):
                     yield Input(
                         placeholder="restore under this directory (empty: to the live paths)",
                         id="restore-to",
+                        disabled=self.read_only,
                     )
-                    yield Button("Restore \\[r]", id="restore-go", variant="warning")
+                    if not self.read_only:
+                        yield Button("Restore \\[r]", id="restore-go", variant="warning")
                     yield Button("Copy path \\[y]", id="restore-copy")
                 results: DataTable[Cell] = DataTable(id="restore-results", cursor_type="row")
                 results.add_columns("Result", "Path", "Detail")
@@ -140,7 +145,8 @@ class RestoreScreen(Screen[None]):
                     "events-months",
                     [("✓", "sel"), ("Month", "month"), ("Kind", "kind"), ("Rows", "rows")],
                 )
-                yield Button("Restore rows \\[r]", id="events-go", variant="warning")
+                if not self.read_only:
+                    yield Button("Restore rows \\[r]", id="events-go", variant="warning")
                 yield Static("", id="events-result")
         yield Footer()
 
@@ -309,6 +315,10 @@ class RestoreScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss(None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Off the footer in read-only; ``action_restore`` still refuses it if reached.
+        return not (action == "restore" and self.read_only)
 
     @on(Button.Pressed, "#restore-go")
     @on(Button.Pressed, "#events-go")
