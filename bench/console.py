@@ -31,9 +31,9 @@ from pathlib import Path
 
 from report import Row, met, pct, print_table
 
-from coldkeep.core.catalog import load_catalog, parse_query
 from coldkeep.core.config import load_settings
 from coldkeep.core.demo import write_demo
+from coldkeep.core.files.catalog import load_catalog, parse_query
 from coldkeep.core.manifest import Manifest
 from coldkeep.tui.app import ColdkeepApp
 from coldkeep.tui.pilot import press, settle

@@ -1,6 +1,19 @@
 """coldkeep's core: an asyncio library that moves cold data out of a live tree.
 
-Read the modules in this order and the protocol grows step by step:
+The layers, each using only the ones below it (import-linter checks it):
+
+    sched      clock, jobs, alerts, daemon: unattended mode, a client of the archiver
+    archiver   the core API: one session (lock, audit, events) per operation
+    passes     the pass engine: recovery, then files, then event rows
+    plan · attach · demo
+               the backlog counted without writing; the event socket for
+               consoles; a demo site
+    files | events
+               the two families of cold data, independent of each other
+    base       config, layout, globs, fsutil, cancel, ratelimit, codec, steps,
+               stream, lock, manifest, audit
+
+Read the base in this order and the protocol grows step by step:
 
     config     the typed, frozen settings parsed from coldkeep.toml
     layout     where everything lives under archive_root; containment checks
@@ -10,18 +23,16 @@ Read the modules in this order and the protocol grows step by step:
     ratelimit  the byte token bucket every archive/verify/restore read goes through
     codec      streaming gzip (isal, zlib-ng, zlib) hashed in the same read
     steps      the step hook every protocol step is announced through
-    gzfile     the per-file protocol: archive, verify, adopt, restore, sweep
-    manifest   coldkeep.db: entries, passes, restore intents (aiosqlite)
+    stream     the events every operation reports, to any number of readers
     lock       the archive mutex on archive_root/.lock
-    filemove   one live file end to end: the protocol, its entry, the unlink
-    recovery   what a crash leaves behind, found and settled
-    scan       which live files are eligible, and why the others are not
-    eventschema  the live events table, discovered; time stamps and months
-    checkpoint the live WAL checkpoint, on its own thread and connection
-    dbmove     old event rows into monthly archive databases, batch by batch
-    plan       the backlog, counted without writing
-    demo       a realistic demo site
+    manifest   coldkeep.db: its schema, entries, passes, restore intents
+    audit      who did what to the archive (the ``audit`` table)
+
+then ``files`` (the per-file protocol and what reads its gzips), ``events`` (rows
+into month databases and back), and the layers above: each package's docstring
+lists its modules.
 
 Nothing here imports Textual or Rich's live display: the console, the CLI and the
-scheduler are clients of this package (a test holds that line).
+scheduler are clients of this package (a test and an import-linter contract hold
+that line).
 """

@@ -8,7 +8,7 @@ and the scheduler.
     adopt(gzs | None)   settle orphan gzips (all, or the ones named)
     sweep()             remove leftover partials and restore partials
     restore(sel, to)    files back from the archive (restore.py)
-    restore_events(…)   event rows back into live (restore.py)
+    restore_events(…)   event rows back into live (events/restore.py)
     verify(…)           re-read gzips against the manifest (verify.py)
     rebuild_manifest()  a manifest from the gzips alone (rebuild.py)
     checkpoint()        one live WAL checkpoint now
@@ -42,31 +42,31 @@ from typing import Any, Literal
 from . import audit
 from .attach import AttachServer, socket_path
 from .cancel import Cancelled, CancelToken
-from .checkpoint import CheckpointResult, LiveCheckpointer
 from .codec import Codec
 from .config import Settings
-from .dbmove import BatchDone, MoveReport, move_events
-from .eventschema import EventsError
-from .filemove import Archived, FileMover
+from .events.checkpoint import CheckpointResult, LiveCheckpointer, record_checkpoint
+from .events.dbmove import BatchDone, MoveReport, move_events
+from .events.eventschema import EventsError
+from .events.restore import EventsRestoreReport, restore_events
+from .files.filemove import Archived, FileMover
+from .files.gzfile import Unarchivable
+from .files.rebuild import RebuildReport, rebuild_manifest
+from .files.recovery import Orphan, Recovery, RecoveryReport, clear_restore_intents
+from .files.restore import (
+    RestoreReport,
+    Selection,
+    check_restore_root,
+    restore_files,
+    select_entries,
+)
+from .files.scan import Candidate, ScanError, scan_files
+from .files.verify import VerifyReport, verify_entries
 from .fsutil import unlink_if_present
-from .gzfile import Unarchivable
 from .layout import Layout
 from .lock import ArchiveLock, Holder, LockHeld, read_holder
 from .manifest import SCHEMA_VERSION, Entry, Manifest, ManifestError, PassRecord, now_ms
 from .plan import Plan, make_plan
 from .ratelimit import RateLimiter
-from .rebuild import RebuildReport, rebuild_manifest
-from .recovery import Orphan, Recovery, RecoveryReport, clear_restore_intents
-from .restore import (
-    EventsRestoreReport,
-    RestoreReport,
-    Selection,
-    check_restore_root,
-    restore_events,
-    restore_files,
-    select_entries,
-)
-from .scan import Candidate, ScanError, scan_files
 from .steps import StepHook, StepInfo, StepName, no_step
 from .stream import (
     BatchMoved,
@@ -80,7 +80,6 @@ from .stream import (
     Started,
     thread_progress,
 )
-from .verify import VerifyReport, verify_entries
 
 PassStatus = Literal["ok", "failed", "cancelled"]
 
@@ -574,7 +573,7 @@ class Archiver:
                 await done.wait()
             finally:
                 await asyncio.to_thread(cp.close)
-            await mover.manifest.add_checkpoint(results[0])
+            await record_checkpoint(mover.manifest, results[0])
             self._emit_checkpoint(results[0])
             return results[0]
 

@@ -29,8 +29,6 @@ from typing import Any, Literal, Self
 
 import aiosqlite
 
-from .checkpoint import CheckpointResult
-
 EntryStatus = Literal["archived", "stale", "restored", "missing"]
 # Ids (or rows) written by one statement: one commit each, within SQLite's
 # default limit of 32,766 parameters.
@@ -466,32 +464,7 @@ class Manifest:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
-    # checkpoints and event holds ---------------------------------------------
-
-    async def add_checkpoint(self, r: CheckpointResult) -> None:
-        await self.run(
-            "INSERT INTO checkpoints (at, mode, busy, log, checkpointed, ms, wal_before, "
-            "wal_after, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                r.at_ms,
-                r.mode,
-                r.busy,
-                r.log,
-                r.checkpointed,
-                r.ms,
-                r.wal_before,
-                r.wal_after,
-                r.error,
-            ),
-        )
-
-    async def recent_checkpoints(self, limit: int = 50) -> list[CheckpointResult]:
-        rows = await self.rows(
-            "SELECT at, busy, log, checkpointed, ms, wal_before, wal_after, mode, error "
-            "FROM checkpoints ORDER BY id DESC LIMIT ?",
-            (limit,),
-        )
-        return [CheckpointResult(*r) for r in reversed(rows)]
+    # holds -------------------------------------------------------------------
 
     async def held_relpaths(self, now: int) -> set[str]:
         """Live paths restored in place whose hold has not run out."""
@@ -499,21 +472,6 @@ class Manifest:
             "SELECT relpath FROM entries WHERE status = 'restored' AND hold_until > ?", (now,)
         )
         return {str(r[0]) for r in rows}
-
-    async def held_event_rows(self, now: int) -> set[int]:
-        rows = await self.rows("SELECT row_id FROM event_holds WHERE hold_until > ?", (now,))
-        return {int(r[0]) for r in rows}
-
-    async def hold_event_rows(self, ids: Iterable[int], until: int) -> None:
-        todo = list(ids)
-        for at in range(0, len(todo), IDS_PER_STATEMENT):
-            part = todo[at : at + IDS_PER_STATEMENT]
-            await self.run(
-                "INSERT INTO event_holds (row_id, hold_until) VALUES "
-                + ", ".join(["(?, ?)"] * len(part))
-                + " ON CONFLICT (row_id) DO UPDATE SET hold_until = excluded.hold_until",
-                [v for i in part for v in (i, until)],
-            )
 
     async def status_counts(self) -> dict[str, tuple[int, int, int]]:
         """status -> (entries, bytes, gz bytes)."""

@@ -16,9 +16,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .config import Settings
-from .eventschema import EventSchema, EventsError, discover, open_live, q
+from .events.eventschema import EventSchema, EventsError, discover, open_live, q
+from .events.holds import held_event_rows
+from .files.scan import FileScan, SkipReason, scan_files
 from .manifest import Manifest
-from .scan import FileScan, SkipReason, scan_files
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ async def make_plan(
     """The whole backlog. Holds come from the manifest when one is given."""
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     held_files = await manifest.held_relpaths(now) if manifest else set()
-    held_rows = await manifest.held_event_rows(now) if manifest else set()
+    held_rows = await held_event_rows(manifest, now) if manifest else set()
     scan = await asyncio.to_thread(scan_files, settings, now_ns=now * 1_000_000, held=held_files)
     plan = Plan(units_of(scan), scan.skipped, None, scan=scan)
     if settings.state_db is not None:

@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import pytest
 
-from coldkeep.core import alerts
 from coldkeep.core.config import AlertsSettings
 from coldkeep.core.manifest import Manifest, NewEntry
+from coldkeep.core.sched import alerts
 
 NOW = 1_790_000_000_000
 

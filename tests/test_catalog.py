@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from coldkeep.core.catalog import Catalog, Query, QueryError, parse_query
+from coldkeep.core.files.catalog import Catalog, Query, QueryError, parse_query
 
 
 def catalog(n: int = 3000) -> Catalog:

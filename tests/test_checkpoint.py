@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.checkpoint import (
+from coldkeep.core.config import CheckpointMode
+from coldkeep.core.events.checkpoint import (
     CheckpointResult,
     LiveCheckpointer,
     wal_bytes,
     wal_pending_bytes,
 )
-from coldkeep.core.config import CheckpointMode
 
 
 def wal_db(path: Path, rows: int = 2000) -> sqlite3.Connection:

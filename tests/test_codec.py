@@ -13,8 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coldkeep.core.codec import CHUNK, Codec
+from coldkeep.core.files.gzfile import (
+    ArchiveOk,
+    Restored,
+    RestoreExpect,
+    archive_file,
+    restore_file,
+)
 from coldkeep.core.fsutil import identity_of
-from coldkeep.core.gzfile import ArchiveOk, Restored, RestoreExpect, archive_file, restore_file
 
 from helpers import gunzip
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from coldkeep.core.config import parse_settings
-from coldkeep.core.dbmove import move_events
+from coldkeep.core.events.dbmove import move_events
 from coldkeep.core.steps import StepInfo, StepName
 
 from helpers import ARCHIVABLE, Roots, all_event_rows, make_events_db

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coldkeep.core.config import Settings, parse_settings
-from coldkeep.core.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
-from coldkeep.core.eventschema import EventsError
+from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
+from coldkeep.core.events.eventschema import EventsError
+from coldkeep.core.events.holds import hold_event_rows
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.steps import StepInfo, StepName
 
@@ -149,7 +150,7 @@ async def test_same_id_other_content_is_refused_and_both_kept(roots: Roots, db: 
 async def test_held_rows_stay_live(roots: Roots, db: Path) -> None:
     first = live_rows(roots, f"kind = '{ARCHIVABLE[0]}'")[:3]
     async with await Manifest.open(roots.layout.manifest) as m:
-        await m.hold_event_rows([r[0] for r in first], until=NOW + DAY_MS)
+        await hold_event_rows(m, [r[0] for r in first], until=NOW + DAY_MS)
         report = await move(roots, manifest=m)
     assert report.held == 3
     assert [r for r in live_rows(roots) if r in first] == first

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.codec import CHUNK, Codec, Digest, read_gzip_header
-from coldkeep.core.fsutil import identity_of
-from coldkeep.core.gzfile import (
+from coldkeep.core.files.gzfile import (
     ArchiveOk,
     Changed,
     Corrupt,
@@ -30,6 +29,7 @@ from coldkeep.core.gzfile import (
     sweep_partials,
     verify_gzip,
 )
+from coldkeep.core.fsutil import identity_of
 from coldkeep.core.layout import partial_of, restore_partial_of
 from coldkeep.core.ratelimit import RateLimiter
 from coldkeep.core.steps import StepInfo, StepName

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.cancel import Cancelled, CancelToken
-from coldkeep.core.clock import ManualClock
 from coldkeep.core.config import JobSettings
-from coldkeep.core.jobs import JobBusy, JobEvent, JobRunner, Outcome, job_history
 from coldkeep.core.manifest import Manifest
+from coldkeep.core.sched.clock import ManualClock
+from coldkeep.core.sched.jobs import JobBusy, JobEvent, JobRunner, Outcome, job_history
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC
 

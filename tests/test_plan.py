@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from coldkeep.core.config import Settings, parse_settings
-from coldkeep.core.dbmove import move_events
+from coldkeep.core.events.dbmove import move_events
+from coldkeep.core.events.holds import hold_event_rows
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.plan import make_plan
 
@@ -79,7 +80,7 @@ async def test_plan_leaves_out_held_rows_and_files(roots: Roots) -> None:
         ]
     async with await Manifest.open(roots.layout.manifest) as m:
         unheld = await make_plan(settings(roots), m, now_ms=NOW)
-        await m.hold_event_rows(old, until=NOW + DAY_MS)
+        await hold_event_rows(m, old, until=NOW + DAY_MS)
         held = await make_plan(settings(roots), m, now_ms=NOW)
     assert unheld.events is not None and held.events is not None
     assert held.events.held == 4 and held.events.rows == unheld.events.rows - 4

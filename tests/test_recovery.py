@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 from coldkeep.core.codec import Codec
-from coldkeep.core.filemove import Archived, FileMover
-from coldkeep.core.gzfile import ArchiveOk, archive_file
+from coldkeep.core.files.filemove import Archived, FileMover
+from coldkeep.core.files.gzfile import ArchiveOk, archive_file
+from coldkeep.core.files.recovery import Recovery
 from coldkeep.core.manifest import Manifest
-from coldkeep.core.recovery import Recovery
 
 from helpers import Roots, gunzip, jsonl
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from coldkeep.core.config import Settings, parse_settings
-from coldkeep.core.scan import ScanError, scan_files
+from coldkeep.core.files.scan import ScanError, scan_files
 
 from helpers import Roots
 

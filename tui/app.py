@@ -41,18 +41,19 @@ from coldkeep.core.archiver import (
 )
 from coldkeep.core.attach import AttachClient, NotAttachable, socket_path
 from coldkeep.core.cancel import CancelToken
-from coldkeep.core.checkpoint import CheckpointResult, wal_bytes
-from coldkeep.core.clock import SystemClock
 from coldkeep.core.config import Settings
-from coldkeep.core.daemon import Scheduler
-from coldkeep.core.eventschema import EventsError
-from coldkeep.core.jobs import JobRun, job_history, job_infos
+from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
+from coldkeep.core.events.eventschema import EventsError
+from coldkeep.core.events.restore import ArchivedMonth
+from coldkeep.core.files.recovery import RecoveryReport
+from coldkeep.core.files.restore import Selection, SelectionError
+from coldkeep.core.files.scan import ScanError
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
 from coldkeep.core.plan import Plan
-from coldkeep.core.recovery import RecoveryReport
-from coldkeep.core.restore import ArchivedMonth, Selection, SelectionError
-from coldkeep.core.scan import ScanError
+from coldkeep.core.sched.clock import SystemClock
+from coldkeep.core.sched.daemon import Scheduler
+from coldkeep.core.sched.jobs import JobRun, job_history, job_infos
 from coldkeep.core.stream import (
     BatchMoved,
     CheckpointRan,
@@ -278,7 +279,7 @@ class ColdkeepApp(App[None]):
         if not await asyncio.to_thread(path.exists):
             return
         async with await Manifest.open(path, readonly=True) as manifest:
-            self.post_message(CheckpointsLoaded(await manifest.recent_checkpoints(20)))
+            self.post_message(CheckpointsLoaded(await recent_checkpoints(manifest, 20)))
 
     @work(exclusive=True, group="jobs", exit_on_error=False)
     async def load_jobs(self) -> None:
@@ -366,7 +367,14 @@ class ColdkeepApp(App[None]):
     def on_core_event(self, message: CoreEvent) -> None:
         event = message.event
         inflight = self.query_one(InFlightPane)
+        # The stream's reader and the operation's worker post independently: the
+        # last events of an operation can arrive after its result. Once nothing
+        # runs (here or attached) they are only logged, or a late Phase would
+        # empty the bar the result just filled.
+        live = self.running is not None or self.attached is not None
         match event:
+            case _ if not live:
+                pass
             case Phase():
                 inflight.phase_began(event)
             case FileStep():

@@ -29,15 +29,15 @@ from coldkeep.core.archiver import Archiver, ModeOff, recovery_counts
 from coldkeep.core.audit import history as audit_history
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import ConfigError, Settings, default_config_path, load_settings
-from coldkeep.core.daemon import Scheduler
 from coldkeep.core.demo import write_demo
-from coldkeep.core.eventschema import EventsError
-from coldkeep.core.jobs import JobEvent, job_history
+from coldkeep.core.events.eventschema import EventsError
+from coldkeep.core.files.restore import Selection, SelectionError
+from coldkeep.core.files.scan import ScanError
 from coldkeep.core.layout import UnsafePath
 from coldkeep.core.lock import LockHeld
 from coldkeep.core.manifest import Manifest, ManifestError
-from coldkeep.core.restore import Selection, SelectionError
-from coldkeep.core.scan import ScanError
+from coldkeep.core.sched.daemon import Scheduler
+from coldkeep.core.sched.jobs import JobEvent, job_history
 from coldkeep.core.steps import StepInfo, StepName, no_step
 from coldkeep.core.stream import EventStream, as_dict
 

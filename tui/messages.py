@@ -14,11 +14,11 @@ from typing import Any
 from textual.message import Message
 
 from coldkeep.core.archiver import Status
-from coldkeep.core.checkpoint import CheckpointResult
-from coldkeep.core.jobs import JobInfo, JobRun
+from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.lock import Holder
 from coldkeep.core.plan import Plan
-from coldkeep.core.recovery import RecoveryReport
+from coldkeep.core.sched.jobs import JobInfo, JobRun
 from coldkeep.core.stream import Event, FileStep
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from coldkeep.core.codec import Codec
 from coldkeep.core.config import load_settings
-from coldkeep.core.dbmove import move_events
-from coldkeep.core.filemove import FileMover
+from coldkeep.core.events.dbmove import move_events
+from coldkeep.core.files.filemove import FileMover
 from coldkeep.core.layout import Layout
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.steps import StepInfo, StepName

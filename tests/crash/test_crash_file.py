@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.codec import Codec
-from coldkeep.core.filemove import Archived, FileMover
-from coldkeep.core.gzfile import Restored
+from coldkeep.core.files.filemove import Archived, FileMover
+from coldkeep.core.files.gzfile import Restored
+from coldkeep.core.files.recovery import Recovery
 from coldkeep.core.manifest import Entry, Manifest
-from coldkeep.core.recovery import Recovery
 from coldkeep.core.steps import ARCHIVE_STEPS, RESTORE_STEPS
 
 from helpers import Roots, gunzip, jsonl

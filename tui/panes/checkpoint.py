@@ -10,7 +10,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Sparkline, Static
 
-from coldkeep.core.checkpoint import CheckpointResult
+from coldkeep.core.events.checkpoint import CheckpointResult
 
 from ..fmt import human
 from ..tables import Cell, keyed_table, sync_table

@@ -68,6 +68,9 @@ class InFlightPane(Pane):
         self.files.clear()
         self.slots.clear()
         self.phase = ""
+        # A flush still pending from the operation's last events would redraw
+        # the bar from its old count: it is settled here instead.
+        self.phase_total, self.phase_done, self.dirty = 1, int(finished), False
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=int(finished))
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()

@@ -23,15 +23,16 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
 
-from coldkeep.core.catalog import (
+from coldkeep.core.events.restore import ArchivedMonth, archived_months
+from coldkeep.core.files.catalog import (
     Catalog,
     CatalogRow,
     QueryError,
     load_catalog,
     parse_query,
 )
+from coldkeep.core.files.restore import Selection, check_restore_root
 from coldkeep.core.layout import UnsafePath, resolve_inside
-from coldkeep.core.restore import ArchivedMonth, Selection, archived_months, check_restore_root
 
 from ..fmt import clock_time, human
 from ..tables import Cell, keyed_table, sync_table

@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CheckpointMode
+from ..config import CheckpointMode
+from ..manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -234,3 +235,22 @@ class LiveCheckpointer:
             self._closing = True
             self._wake.notify()
         self._thread.join(timeout)
+
+
+async def record_checkpoint(manifest: Manifest, r: CheckpointResult) -> None:
+    """One row of the checkpoint log (``checkpoints`` in coldkeep.db)."""
+    await manifest.run(
+        "INSERT INTO checkpoints (at, mode, busy, log, checkpointed, ms, wal_before, "
+        "wal_after, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (r.at_ms, r.mode, r.busy, r.log, r.checkpointed, r.ms, r.wal_before, r.wal_after, r.error),
+    )
+
+
+async def recent_checkpoints(manifest: Manifest, limit: int = 50) -> list[CheckpointResult]:
+    """The last ``limit`` checkpoints, oldest first."""
+    rows = await manifest.rows(
+        "SELECT at, busy, log, checkpointed, ms, wal_before, wal_after, mode, error "
+        "FROM checkpoints ORDER BY id DESC LIMIT ?",
+        (limit,),
+    )
+    return [CheckpointResult(*r) for r in reversed(rows)]

@@ -30,8 +30,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from .config import AlertsSettings
-from .manifest import Manifest
+from ..config import AlertsSettings
+from ..manifest import Manifest
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from .cancel import CancelToken, in_thread
-from .codec import (
+from ..cancel import CancelToken, in_thread
+from ..codec import (
     Codec,
     CorruptGzip,
     Digest,
@@ -57,7 +57,7 @@ from .codec import (
     inflate,
     read_gzip_header,
 )
-from .fsutil import (
+from ..fsutil import (
     FileIdentity,
     ensure_dir,
     fsync_dir,
@@ -67,9 +67,9 @@ from .fsutil import (
     rename_noreplace,
     unlink_if_present,
 )
-from .layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
-from .ratelimit import UNLIMITED, RateLimiter
-from .steps import StepHook, no_step
+from ..layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
+from ..ratelimit import UNLIMITED, RateLimiter
+from ..steps import StepHook, no_step
 
 # A second version of a path takes <name>.<sha12>.gz; a third with the same sha12
 # prefix (the same bytes archived again after a restore) <name>.<sha12>-<n>.gz.

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from ..archiver import Archiver
+from ..cancel import CancelToken
+from ..lock import LockHeld
+from ..manifest import Manifest
 from . import alerts
-from .archiver import Archiver
-from .cancel import CancelToken
 from .clock import Clock, SystemClock
 from .jobs import JobEvent, JobHandler, JobRunner, Outcome
-from .lock import LockHeld
-from .manifest import Manifest
 
 
 def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, JobHandler]:

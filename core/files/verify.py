@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .cancel import CancelToken
-from .codec import Digest
+from ..cancel import CancelToken
+from ..codec import Digest
+from ..layout import UnsafePath
+from ..manifest import Entry, now_ms
+from ..stream import EventStream, FileDone, FileStep, Phase, thread_progress
 from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
-from .layout import UnsafePath
-from .manifest import Entry, now_ms
-from .stream import EventStream, FileDone, FileStep, Phase, thread_progress
 
 VerifyOutcome = Literal["ok", "mismatch", "corrupt", "missing", "error"]
 VERIFIABLE = "status IN ('archived', 'stale', 'restored')"

@@ -45,10 +45,10 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from .cancel import Cancelled, CancelToken
+from ..cancel import Cancelled, CancelToken
+from ..config import JobSettings
+from ..manifest import Manifest
 from .clock import Clock, SystemClock
-from .config import JobSettings
-from .manifest import Manifest
 
 RunStatus = Literal["waiting", "running", "ok", "error", "timeout", "cancelled"]
 Trigger = Literal["schedule", "boot", "manual"]

@@ -79,9 +79,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .cancel import Cancelled, CancelToken, in_thread
-from .checkpoint import CheckpointResult, LiveCheckpointer, wal_bytes, wal_pending_bytes
-from .config import Settings
+from ..cancel import Cancelled, CancelToken, in_thread
+from ..config import Settings
+from ..fsutil import ensure_dir
+from ..manifest import Manifest
+from ..steps import StepHook, StepName, no_step
+from .checkpoint import (
+    CheckpointResult,
+    LiveCheckpointer,
+    record_checkpoint,
+    wal_bytes,
+    wal_pending_bytes,
+)
 from .eventschema import (
     EventSchema,
     EventsError,
@@ -91,9 +100,7 @@ from .eventschema import (
     open_live,
     q,
 )
-from .fsutil import ensure_dir
-from .manifest import Manifest
-from .steps import StepHook, StepName, no_step
+from .holds import held_event_rows
 
 T = TypeVar("T")
 SyncStep = Callable[[StepName, dict[str, Any]], None]
@@ -812,7 +819,7 @@ async def move_events(
     loop = asyncio.get_running_loop()
     cancel = cancel or CancelToken()
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
-    held = await manifest.held_event_rows(now) if manifest else set()
+    held = await held_event_rows(manifest, now) if manifest else set()
     records: list[asyncio.Task[None]] = []
 
     def sync_step(name: StepName, info: dict[str, Any]) -> None:
@@ -820,7 +827,7 @@ async def move_events(
 
     def checkpoint_done(result: CheckpointResult) -> None:
         if manifest is not None:
-            records.append(loop.create_task(manifest.add_checkpoint(result)))
+            records.append(loop.create_task(record_checkpoint(manifest, result)))
         on_checkpoint(result)
 
     mover = EventMover(

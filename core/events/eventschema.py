@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .config import EventsSettings, TsFormat
+from ..config import EventsSettings, TsFormat
 
 DAY_MS = 86_400_000
 

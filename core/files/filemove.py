@@ -31,9 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from .cancel import CancelToken, in_thread
-from .codec import Codec, Digest, Progress, digest_fd
-from .fsutil import FileIdentity, UnlinkResult, identity_or_none, unlink_if_identity
+from ..cancel import CancelToken, in_thread
+from ..codec import Codec, Digest, Progress, digest_fd
+from ..fsutil import FileIdentity, UnlinkResult, identity_or_none, unlink_if_identity
+from ..layout import Layout, resolve_inside, unit_of
+from ..manifest import Entry, Manifest, NewEntry, now_ms
+from ..ratelimit import UNLIMITED, RateLimiter
+from ..steps import StepHook, no_step
 from .gzfile import (
     ArchiveOk,
     Changed,
@@ -44,10 +48,6 @@ from .gzfile import (
     archive_file,
     restore_file,
 )
-from .layout import Layout, resolve_inside, unit_of
-from .manifest import Entry, Manifest, NewEntry, now_ms
-from .ratelimit import UNLIMITED, RateLimiter
-from .steps import StepHook, no_step
 
 LegacyOutcome = Literal["none", "removed", "kept"]
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .config import Settings, UnitClosedMarker
-from .fsutil import FileIdentity
-from .globs import PathFilter
-from .layout import is_temp_name, unit_of
+from ..config import Settings, UnitClosedMarker
+from ..fsutil import FileIdentity
+from ..globs import PathFilter
+from ..layout import is_temp_name, unit_of
 
 SkipReason = Literal["too_new", "unit_open", "held", "not_regular"]
 DAY_NS = 86_400 * 1_000_000_000

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
-from .manifest import EntryStatus
+from ..manifest import EntryStatus
 
 
 class QueryError(ValueError):

@@ -20,13 +20,13 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cancel import CancelToken, in_thread
-from .codec import CorruptGzip, inflate, read_gzip_header
-from .layout import Layout, unit_of
-from .manifest import Manifest, ManifestError, NewEntry
-from .ratelimit import RateLimiter
+from ..cancel import CancelToken, in_thread
+from ..codec import CorruptGzip, inflate, read_gzip_header
+from ..layout import Layout, unit_of
+from ..manifest import Manifest, ManifestError, NewEntry
+from ..ratelimit import RateLimiter
+from ..stream import EventStream, FileDone, Phase
 from .recovery import archive_files
-from .stream import EventStream, FileDone, Phase
 
 
 @dataclass

@@ -36,10 +36,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .cancel import CancelToken
-from .codec import CorruptGzip, Digest, read_gzip_header
+from ..cancel import CancelToken
+from ..codec import CorruptGzip, Digest, read_gzip_header
+from ..fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
+from ..layout import (
+    GZ_SUFFIX,
+    PARTIAL_SUFFIX,
+    Layout,
+    UnsafePath,
+    resolve_inside,
+    restore_partial_of,
+    unit_of,
+)
+from ..manifest import Entry, Manifest, NewEntry
 from .filemove import FileMover
-from .fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
 from .gzfile import (
     ArchiveOk,
     Changed,
@@ -50,16 +60,6 @@ from .gzfile import (
     stale_of,
     verify_gzip,
 )
-from .layout import (
-    GZ_SUFFIX,
-    PARTIAL_SUFFIX,
-    Layout,
-    UnsafePath,
-    resolve_inside,
-    restore_partial_of,
-    unit_of,
-)
-from .manifest import Entry, Manifest, NewEntry
 
 OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error"]
 

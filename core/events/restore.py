@@ -1,0 +1,172 @@
+"""Event rows back from their month databases into the live table, never
+overwriting anything.
+
+Invariants:
+- Each row's hold (``hold_days``) is recorded BEFORE the row is inserted, so a
+  crash in between can never let a pass move it straight back.
+- A row goes back only where live has no row with its id; a live row with the
+  same content is counted as already there, one with other content is a
+  conflict: reported, never overwritten.
+- Each batch goes back in one short ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cancel import CancelToken, in_thread
+from ..config import Settings
+from ..manifest import Manifest, now_ms
+from .dbmove import Conflict
+from .eventschema import EventSchema, EventsError, discover, open_live, q
+from .holds import hold_event_rows
+
+DAY_MS = 86_400_000
+
+
+@dataclass
+class EventsRestoreReport:
+    restored: int = 0
+    already_live: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)
+    months: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ArchivedMonth:
+    month: str
+    kind: str
+    rows: int
+
+
+def _count_month(db: Path, kind_col: str, table: str) -> list[tuple[str, int]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        sql = f"SELECT {q(kind_col)}, count(*) FROM {q(table)} GROUP BY 1 ORDER BY 1"
+        return [(str(k), int(n)) for k, n in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+async def archived_months(settings: Settings, events_dir: Path) -> list[ArchivedMonth]:
+    """What the month DBs hold, per month and kind (read-only)."""
+    cfg = settings.events
+    paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
+    out: list[ArchivedMonth] = []
+    for path in paths:
+        try:
+            counts = await asyncio.to_thread(_count_month, path, cfg.kind_column, cfg.table)
+        except sqlite3.DatabaseError:
+            continue  # a damaged month shows as missing here; the pass reports it
+        out += [ArchivedMonth(path.stem, kind, n) for kind, n in counts]
+    return out
+
+
+def _live_schema(settings: Settings) -> EventSchema:
+    assert settings.state_db is not None
+    live = open_live(settings.state_db, busy_timeout_s=settings.events.busy_timeout_ms / 1000)
+    try:
+        return discover(live, settings.state_db, settings.events)
+    finally:
+        live.close()
+
+
+def _month_rows(db: Path, schema: EventSchema, kinds: set[str] | None) -> list[tuple[Any, ...]]:
+    """The live table's columns, in its order, of the archived rows of ``kinds``."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        sql = f"SELECT {schema.select_columns} FROM {q(schema.table)}"
+        params: list[str] = []
+        if kinds:
+            sql += f" WHERE {q(schema.kind)} IN ({', '.join('?' * len(kinds))})"
+            params = sorted(kinds)
+        return conn.execute(f"{sql} ORDER BY {q(schema.pk)}", params).fetchall()
+    finally:
+        conn.close()
+
+
+def _put_back(
+    settings: Settings,
+    schema: EventSchema,
+    rows: list[tuple[Any, ...]],
+    month: str,
+    report: EventsRestoreReport,
+) -> None:
+    """Insert the rows whose id live does not have, in one short transaction."""
+    assert settings.state_db is not None
+    live = open_live(settings.state_db, busy_timeout_s=settings.events.busy_timeout_ms / 1000)
+    table, pk, cols, at = q(schema.table), q(schema.pk), schema.select_columns, schema.pk_index
+    try:
+        live.execute("BEGIN IMMEDIATE")
+        try:
+            ids = [r[at] for r in rows]
+            have: dict[Any, tuple[Any, ...]] = {}
+            for i in range(0, len(ids), 900):
+                chunk = ids[i : i + 900]
+                sql = f"SELECT {cols} FROM {table} WHERE {pk} IN ({', '.join('?' * len(chunk))})"
+                have.update({r[at]: r for r in live.execute(sql, chunk)})
+            new = []
+            for row in rows:
+                there = have.get(row[at])
+                if there is None:
+                    new.append(row)
+                elif there == row:
+                    report.already_live += 1
+                else:
+                    report.conflicts.append(
+                        Conflict(
+                            row[at],
+                            month,
+                            f"live has row {row[at]} with other content; "
+                            "the archived row was not restored over it",
+                        )
+                    )
+            marks = ", ".join("?" * len(schema.columns))
+            live.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", new)
+            live.execute("COMMIT")
+            report.restored += len(new)
+        except BaseException:
+            live.execute("ROLLBACK")
+            raise
+    finally:
+        live.close()
+
+
+async def restore_events(
+    settings: Settings,
+    events_dir: Path,
+    manifest: Manifest,
+    *,
+    kinds: set[str] | None,
+    months: list[str] | None,
+    hold_days: float,
+    cancel: CancelToken | None = None,
+    batch_rows: int = 2000,
+) -> EventsRestoreReport:
+    """Put archived event rows (of ``kinds`` in ``months``; None: all) back into
+    the live table, each under a hold first."""
+    if settings.state_db is None:
+        raise EventsError("no state_db is configured: there are no event rows to restore")
+    token = cancel or CancelToken()
+    schema = await in_thread(token, _live_schema, settings)
+    paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
+    available = [p.stem for p in paths]
+    unknown = sorted(set(months or ()) - set(available))
+    if unknown:
+        have = ", ".join(available) or "none"
+        raise EventsError(f"no archived events for {', '.join(unknown)} (archived months: {have})")
+    report = EventsRestoreReport()
+    until = now_ms() + int(hold_days * DAY_MS)
+    for month in available if months is None else sorted(set(months)):
+        rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)
+        report.months.append(month)
+        for i in range(0, len(rows), batch_rows):
+            token.check()
+            chunk = rows[i : i + batch_rows]
+            await hold_event_rows(manifest, [r[schema.pk_index] for r in chunk], until)
+            await in_thread(token, _put_back, settings, schema, chunk, month, report)
+    return report
