@@ -44,9 +44,8 @@ from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import Settings
 from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
 from coldkeep.core.events.eventschema import EventsError
-from coldkeep.core.events.restore import ArchivedMonth
 from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.files.restore import Selection, SelectionError
+from coldkeep.core.files.restore import SelectionError
 from coldkeep.core.files.scan import ScanError
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
@@ -74,11 +73,13 @@ from .messages import (
     BacklogLoaded,
     CheckpointsLoaded,
     CoreEvent,
+    EventsRestoreRequested,
     FindingsLoaded,
     HolderChanged,
     JobsLoaded,
     LiveTreeChanged,
     OperationDone,
+    RestoreRequested,
     StatusLoaded,
 )
 from .panes import (
@@ -153,6 +154,7 @@ class ColdkeepApp(App[None]):
         self.last_result = ""
         self.ready_at: float | None = None  # perf_counter when the first full paint had its data
         self.attached: AttachClient | None = None  # watching another process's operation
+        self.browser: RestoreScreen | None = None  # the restore browser, while it is open
 
     # layout ------------------------------------------------------------------
 
@@ -496,8 +498,8 @@ class ColdkeepApp(App[None]):
             inflight.idle(f"{message.operation}: {summary}", finished=True)
             self.last_result = f"{message.operation}: {summary}"
             self.notify(summary, title=message.operation)
-        if isinstance(self.screen, RestoreScreen):
-            self._restore_results(message)
+        if self.browser is not None:
+            self._restore_results(self.browser, message)
         self.refresh_all()
         self.poll_holder()
 
@@ -527,6 +529,8 @@ class ColdkeepApp(App[None]):
             parts.append(f"last pass #{p.id} {p.status} {ago} ago")
         parts += [f"mode {s.mode}", f"{short(s.live_root)} → {short(s.archive_root)}"]
         self.query_one("#status-line", Static).update(" · ".join(parts))
+        if self.browser is not None:
+            self.browser.blocked = self.why_unchangeable()
 
     def _findings(self) -> None:
         findings: list[Finding] = []
@@ -549,12 +553,6 @@ class ColdkeepApp(App[None]):
 
     def log_line(self, level: str, text: str) -> None:
         self.query_one(LogPane).write(level, text, self.clock())
-
-    def short(self, path: Path) -> str:
-        """A path relative to the config's folder when it is inside it."""
-        base = self.archiver.settings.config_path
-        root = base.parent if base else Path.cwd()
-        return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
     def _summarize(self, operation: str, result: Any) -> str:
         if operation == "pass" and result is not None:
@@ -584,9 +582,7 @@ class ColdkeepApp(App[None]):
             return f"{result.restored} rows restored, {len(result.conflicts)} conflicts"
         return "done"
 
-    def _restore_results(self, message: OperationDone) -> None:
-        screen = self.screen
-        assert isinstance(screen, RestoreScreen)
+    def _restore_results(self, screen: RestoreScreen, message: OperationDone) -> None:
         if message.operation == "restore" and message.result is not None:
             screen.show_results(
                 [(f.result, f.relpath, f.detail or f.target) for f in message.result.files]
@@ -669,18 +665,40 @@ class ColdkeepApp(App[None]):
     def action_restore(self) -> None:
         if self._refuse("restore"):
             return
-        self.push_screen(RestoreScreen(read_only=self.read_only))
+        settings = self.archiver.settings
+        self.browser = RestoreScreen(
+            settings,
+            base=settings.config_path.parent if settings.config_path else Path.cwd(),
+            read_only=self.read_only,
+            blocked=self.why_unchangeable(),
+        )
 
-    def start_restore(self, selection: Selection, to: Path | None) -> None:
-        if self._refuse("restore"):
+        def closed(_: None) -> None:
+            self.browser = None
+
+        self.push_screen(self.browser, closed)
+
+    def _refuse_restore(self) -> bool:
+        """Browsing is not mutating; restoring from the browser is."""
+        why = self.why_unchangeable()
+        if why:
+            self.notify(f"Restore: {why}", severity="warning")
+            self.log_line("warning", f"Restore refused: {why}")
+        return why is not None
+
+    @on(RestoreRequested)
+    def _start_restore(self, message: RestoreRequested) -> None:
+        if self._refuse_restore():
             return
+        selection, to = message.selection, message.to
         self.operate("restore", lambda token: self.archiver.restore(selection, to, token))
 
-    def start_restore_events(self, picked: list[ArchivedMonth]) -> None:
-        if self._refuse("restore"):
+    @on(EventsRestoreRequested)
+    def _start_restore_events(self, message: EventsRestoreRequested) -> None:
+        if self._refuse_restore():
             return
         by_month: dict[str, set[str]] = defaultdict(set)
-        for m in picked:
+        for m in message.months:
             by_month[m.month].add(m.kind)
 
         async def run(token: CancelToken) -> Any:

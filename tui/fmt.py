@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 
 def human(n: float) -> str:
@@ -20,6 +21,11 @@ def age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds // size:.0f}{unit}"
     return f"{max(seconds, 0):.0f}s"
+
+
+def short_path(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` (the config's folder) when it is inside it."""
+    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
 
 
 def clock_time(ms: int) -> str:

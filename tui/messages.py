@@ -9,13 +9,16 @@ same file replaces one still waiting in the queue, and so does a newer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from textual.message import Message
 
 from coldkeep.core.archiver import Status
 from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.events.restore import ArchivedMonth
 from coldkeep.core.files.recovery import RecoveryReport
+from coldkeep.core.files.restore import Selection
 from coldkeep.core.lock import Holder
 from coldkeep.core.plan import Plan
 from coldkeep.core.sched.jobs import JobInfo, JobRun
@@ -86,6 +89,22 @@ class OperationDone(Message):
 class JobsLoaded(Message):
     jobs: list[JobInfo]
     runs: list[JobRun]
+
+
+@dataclass
+class RestoreRequested(Message):
+    """The restore browser's operator confirmed restoring these entries (to their
+    live paths, or under ``to``)."""
+
+    selection: Selection
+    to: Path | None
+
+
+@dataclass
+class EventsRestoreRequested(Message):
+    """The restore browser's operator confirmed putting these months' rows back."""
+
+    months: list[ArchivedMonth]
 
 
 @dataclass

@@ -111,3 +111,25 @@ async def test_an_unknown_status_names_the_statuses(settings: Settings) -> None:
         line = count_line(screen)
         assert "status:bogus" in line
         assert all(s in line for s in ("archived", "stale", "restored", "missing"))
+
+
+async def test_a_superseded_filter_result_never_replaces_the_newer_one(
+    settings: Settings,
+) -> None:
+    """Filtering runs in a thread: a slow result for the text as it was may land
+    after the result for the text as it is. The newer one stays."""
+    from coldkeep.tui.screens.restore import Filtered
+
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"part-03")
+        await settle(pilot)
+        current = shown(screen)
+        assert current and all("part-03" in path for path, _ in current)
+        assert screen.catalog is not None
+        everything = [screen.catalog.row(i) for i in range(len(screen.catalog))]
+        screen.post_message(Filtered("part-0", len(everything), everything))  # late, stale
+        await settle(pilot)
+        assert shown(screen) == current
+        assert count_line(screen).startswith(f"{len(current)} of")

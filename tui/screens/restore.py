@@ -5,6 +5,13 @@ by month and kind from the second tab.
 
 Everything slow runs in workers (loading the manifest, filtering a million
 entries, checking targets); the handlers here own the screen's state.
+
+Attributes down, messages up: the screen gets what it shows in its constructor
+(the settings, read-only or not, the folder paths are shown relative to) and
+``blocked`` (why nothing can change the archive now) from the app, which keeps it
+current; a confirmed restore goes up as ``RestoreRequested`` or
+``EventsRestoreRequested``, and the results come down through ``show_results``
+and ``show_events_result``.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -23,6 +30,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
 
+from coldkeep.core.config import Settings
 from coldkeep.core.events.restore import ArchivedMonth, archived_months
 from coldkeep.core.files.catalog import (
     Catalog,
@@ -32,14 +40,12 @@ from coldkeep.core.files.catalog import (
     parse_query,
 )
 from coldkeep.core.files.restore import Selection, check_restore_root
-from coldkeep.core.layout import UnsafePath, resolve_inside
+from coldkeep.core.layout import Layout, UnsafePath, resolve_inside
 
-from ..fmt import clock_time, human
+from ..fmt import clock_time, human, short_path
+from ..messages import EventsRestoreRequested, RestoreRequested
 from ..tables import Cell, keyed_table, sync_table
 from .confirm import ConfirmScreen
-
-if TYPE_CHECKING:
-    from ..app import ColdkeepApp
 
 SHOWN = 500
 
@@ -90,11 +96,22 @@ class RestoreScreen(Screen[None]):
         ("slash", "focus_filter", "Filter"),
     ]
 
-    def __init__(self, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        base: Path,
+        read_only: bool = False,
+        blocked: str | None = None,
+    ) -> None:
         super().__init__()
+        self.settings = settings
+        self.archive = Layout(settings.archive_root)
+        self.base = base  # paths are shown relative to it (the config's folder)
         # Browsing, previewing and copying a path change nothing; in read-only
         # the restore controls are not shown at all (and refused if reached).
         self.read_only = read_only
+        self.blocked = blocked  # why nothing can change the archive now (the app's word)
         self.catalog: Catalog | None = None
         self.rows: dict[int, CatalogRow] = {}
         self.total = 0
@@ -102,10 +119,6 @@ class RestoreScreen(Screen[None]):
         self.selected: set[int] = set()
         self.month_rows: dict[str, ArchivedMonth] = {}
         self.months_selected: set[str] = set()
-
-    @property
-    def ck(self) -> ColdkeepApp:
-        return cast("ColdkeepApp", self.app)
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="restore-tabs"):
@@ -161,11 +174,11 @@ class RestoreScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="catalog", exit_on_error=False)
     def load_catalog(self) -> None:
-        self.post_message(CatalogLoaded(load_catalog(self.ck.archiver.layout.manifest)))
+        self.post_message(CatalogLoaded(load_catalog(self.archive.manifest)))
 
     @work(exclusive=True, group="months", exit_on_error=False)
     async def load_months(self) -> None:
-        months = await archived_months(self.ck.archiver.settings, self.ck.archiver.layout.events)
+        months = await archived_months(self.settings, self.archive.events)
         self.post_message(MonthsLoaded(months))
 
     @work(thread=True, exclusive=True, group="filter", exit_on_error=False)
@@ -191,10 +204,9 @@ class RestoreScreen(Screen[None]):
         self.post_message(TargetChecked(row.id, str(target), os.path.lexists(target)))
 
     def _root(self, to: str) -> Path:
-        settings = self.ck.archiver.settings
         if not to.strip():
-            return settings.live_root
-        return check_restore_root(Path(to.strip()).expanduser(), settings.archive_root)
+            return self.settings.live_root
+        return check_restore_root(Path(to.strip()).expanduser(), self.settings.archive_root)
 
     # handlers ----------------------------------------------------------------
 
@@ -211,6 +223,11 @@ class RestoreScreen(Screen[None]):
         self.query_one("#restore-table", DataTable).focus()
 
     def on_filtered(self, message: Filtered) -> None:
+        # The filter runs in a thread no one can interrupt: a slower result for
+        # text the operator has since changed arrives late and is dropped, or it
+        # would replace the rows of the newer filter.
+        if message.query != self.query_one("#restore-filter", Input).value:
+            return
         if message.error:
             self.query_one("#restore-count", Static).update(Text(message.error, style="bold red"))
             return
@@ -279,11 +296,11 @@ class RestoreScreen(Screen[None]):
             where = Text(f"refused: {message.detail}", style="bold red")
         elif message.exists:
             where = Text(
-                f"→ {self.ck.short(Path(message.target))}  (EXISTS: left untouched)",
+                f"→ {short_path(Path(message.target), self.base)}  (EXISTS: left untouched)",
                 style="yellow",
             )
         else:
-            where = Text(f"→ {self.ck.short(Path(message.target))}  (free)")
+            where = Text(f"→ {short_path(Path(message.target), self.base)}  (free)")
         head = (
             f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
@@ -310,7 +327,7 @@ class RestoreScreen(Screen[None]):
     def action_copy(self) -> None:
         row = self._current()
         if row is not None:
-            path = str(self.ck.archiver.layout.root / row.gz_path)
+            path = str(self.archive.root / row.gz_path)
             self.app.copy_to_clipboard(path)
             self.notify(f"copied {path}")
 
@@ -324,7 +341,7 @@ class RestoreScreen(Screen[None]):
     @on(Button.Pressed, "#restore-go")
     @on(Button.Pressed, "#events-go")
     def action_restore(self) -> None:
-        why = self.ck.why_unchangeable()
+        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
         if why:
             self.notify(why, severity="warning")
             return
@@ -359,7 +376,8 @@ class RestoreScreen(Screen[None]):
             )
         )
         if ok:
-            self.ck.start_restore(Selection(ids=tuple(r.id for r in picked)), root if to else None)
+            selection = Selection(ids=tuple(r.id for r in picked))
+            self.post_message(RestoreRequested(selection, root if to else None))
 
     def show_results(self, results: list[tuple[str, str, str]]) -> None:
         table = self.query_one("#restore-results", DataTable)
@@ -412,7 +430,7 @@ class RestoreScreen(Screen[None]):
             )
         )
         if ok:
-            self.ck.start_restore_events(picked)
+            self.post_message(EventsRestoreRequested(picked))
 
     def show_events_result(self, text: str) -> None:
         self.query_one("#events-result", Static).update(text)
