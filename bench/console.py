@@ -14,7 +14,7 @@ Rows:
   restore browser: load / filter              the manifest into memory; the slowest of
                                               a few typical filters over it
 
-SPEC §11: lag p99 < 25 ms, start-up < 1.5 s, filter < 100 ms.
+Targets: lag p99 < 25 ms, start-up < 1.5 s, filter < 100 ms.
 """
 
 from __future__ import annotations

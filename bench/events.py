@@ -11,7 +11,7 @@ one short transaction each, at --rate writes/s) while moving the eligible rows:
              DELETE in one transaction
 
 and prints one table: rows/s, the writer's commit latency p50/p99 during the
-move, and the WAL's peak size. SPEC §11: coldkeep at >= 50 % of the one-shot
+move, and the WAL's peak size. Targets: coldkeep at >= 50 % of the one-shot
 rows/s, with writer p99 <= 25 ms and the WAL under 64 MB.
 """
 

@@ -19,7 +19,7 @@ Rows:
 
 coldkeep's time runs from when the command holds the lock and starts work
 (its ``seconds``, or its audit time stamp) to the end, leaving out the CLI's
-start-up (~0.4 s of imports); the anchors are timed from spawn to exit. SPEC §11: archiving at >= 4x
+start-up (~0.4 s of imports); the anchors are timed from spawn to exit. Targets: archiving at >= 4x
 ``pigz -p 2 -6``, size <= 1.35x ``gzip -6``, peak RSS < 150 MB, rate within 10 %.
 """
 

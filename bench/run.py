@@ -1,4 +1,4 @@
-"""Every SPEC §11 target in one run, coldkeep beside the tools an operator would
+"""Every speed and memory target in one run, coldkeep beside the tools an operator would
 otherwise script, on identical copies of data this script builds.
 
     python bench/run.py [--quick]        (or: make bench)

@@ -1,4 +1,5 @@
-"""Recovery on real archives: every leftover settled as SPEC §5 says."""
+"""Recovery on real archives: every kind of leftover a crash can leave is settled as
+recovery's table (core/files/recovery.py) says."""
 
 from __future__ import annotations
 
