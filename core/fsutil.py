@@ -81,14 +81,6 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "an unknown file type"
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -22,7 +22,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -406,14 +406,6 @@ class Manifest:
         an operator's text; values go in ``params``)."""
         clause = f"WHERE {where}" if where else ""
         return await self._select(clause, params, order=order, limit=limit)
-
-    async def iter_entries(
-        self, where: str = "", params: Iterable[Any] = ()
-    ) -> AsyncIterator[Entry]:
-        sql = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries {'WHERE ' + where if where else ''}"
-        async with self.db.execute(sql + " ORDER BY id", tuple(params)) as cur:
-            async for row in cur:
-                yield _entry(row)
 
     async def _select(
         self, where: str, params: Iterable[Any], *, order: str = "id", limit: int | None = None

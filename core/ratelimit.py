@@ -40,10 +40,6 @@ class RateLimiter:
         self._balance = 0.0
         self._stamp = clock()
 
-    @property
-    def limited(self) -> bool:
-        return self.rate > 0
-
     def take(self, n: int, cancel: CancelToken | None = None) -> None:
         """Account for ``n`` bytes, sleeping this thread as long as the cap needs."""
         if self.rate <= 0 or n <= 0:

@@ -52,14 +52,6 @@ class EventSchema:
     def pk_index(self) -> int:
         return self.columns.index(self.pk)
 
-    @property
-    def ts_index(self) -> int:
-        return self.columns.index(self.ts)
-
-    @property
-    def kind_index(self) -> int:
-        return self.columns.index(self.kind)
-
     def cutoff(self, now_ms: int, min_age_days: float) -> float:
         """The ``:cutoff`` for ``eligible_sql``, in the units the SQL compares."""
         ms = now_ms - min_age_days * DAY_MS
