@@ -412,10 +412,8 @@ class Archiver:
         if manifest is not None:
             async with manifest:
                 counts = await manifest.status_counts()
-                attention = await manifest.entries(
-                    "status IN ('stale', 'missing') OR verify_error IS NOT NULL", limit=500
-                )
-                failures = await manifest.count_entries("verify_error IS NOT NULL")
+                attention = await manifest.entries_needing_attention(limit=500)
+                failures = await manifest.verify_failure_count()
                 intents = len(await manifest.restore_intents())
                 passes = await manifest.passes(5)
         return Status(

@@ -52,7 +52,7 @@ def _user() -> str:
 async def begin(
     manifest: Manifest, *, at: int, origin: str, action: str, args: dict[str, Any]
 ) -> int:
-    async with manifest.db.execute(
+    return await manifest.insert(
         "INSERT INTO audit (at, user, host, pid, origin, action, args) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
@@ -64,10 +64,7 @@ async def begin(
             action,
             json.dumps(args, sort_keys=True, default=str),
         ),
-    ) as cur:
-        row_id = cur.lastrowid
-    assert row_id is not None
-    return row_id
+    )
 
 
 async def end(manifest: Manifest, audit_id: int, outcome: str, detail: str | None = None) -> None:

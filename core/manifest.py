@@ -14,6 +14,10 @@ Invariants:
   intent lists (``<target>.restore-partial``), removed by recovery.
 - Stored paths are relative to ``archive_root`` (gzips) or to ``live_root``
   (relpaths); the archive can be moved as a whole.
+- Only this module holds the connection. Entries are read through named
+  queries (no caller's SQL condition is spliced into them); the tables other
+  modules own take those modules' whole statements (``run``, ``rows``,
+  ``insert``).
 """
 
 from __future__ import annotations
@@ -243,6 +247,8 @@ class Entry(NewEntry):
 
 _ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
 _NEW_COLUMNS = tuple(f.name for f in fields(NewEntry))
+# The statuses whose gzip should be in the archive.
+_HAS_GZIP = "status IN ('archived', 'stale', 'restored')"
 
 
 def _entry(row: Sequence[Any]) -> Entry:
@@ -271,10 +277,15 @@ class RestoreIntent:
 
 
 class Manifest:
-    """An open ``coldkeep.db``. Use ``async with await Manifest.open(path)``."""
+    """An open ``coldkeep.db``. Use ``async with await Manifest.open(path)``.
+
+    The tables other modules own (job runs and state in sched/jobs, alerts in
+    sched/alerts, audit, stats in sched/daemon, checkpoints and event holds in
+    events/) keep their SQL in those modules and reach the database through
+    ``run``, ``rows``, ``run_many`` and ``insert``."""
 
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        self.db = db
+        self._db = db
         self.path = path
 
     @classmethod
@@ -301,7 +312,7 @@ class Manifest:
         return self
 
     async def close(self) -> None:
-        await self.db.close()
+        await self._db.close()
 
     # Every statement's cursor is closed or dropped on the connection's thread. A
     # cursor left to the garbage collector is finalized on the thread that drops
@@ -312,19 +323,31 @@ class Manifest:
     async def run(self, sql: str, params: Iterable[Any] = ()) -> None:
         """Execute one statement (no rows wanted): one trip to the connection's
         thread, where its cursor is dropped."""
-        await self.db.execute_fetchall(sql, tuple(params))
+        await self._db.execute_fetchall(sql, tuple(params))
 
     async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Every row of one query: one trip to the connection's thread, where its
         cursor is dropped."""
-        return list(await self.db.execute_fetchall(sql, tuple(params)))
+        return list(await self._db.execute_fetchall(sql, tuple(params)))
+
+    async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """Execute one ``INSERT`` of one row; returns the new row's id."""
+        row_id = await self.insert_if_new(sql, params)
+        assert row_id is not None, f"nothing inserted: {sql}"
+        return row_id
+
+    async def insert_if_new(self, sql: str, params: Iterable[Any] = ()) -> int | None:
+        """Execute one ``INSERT … ON CONFLICT DO NOTHING``; returns the new row's id,
+        or None when the row was there already."""
+        async with self._db.execute(sql, tuple(params)) as cur:
+            return cur.lastrowid if cur.rowcount == 1 else None
 
     async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        async with self.db.executemany(sql, rows):
+        async with self._db.executemany(sql, rows):
             pass
 
     async def run_script(self, script: str) -> None:
-        async with self.db.executescript(script):
+        async with self._db.executescript(script):
             pass
 
     async def __aenter__(self) -> Self:
@@ -334,7 +357,7 @@ class Manifest:
         await self.close()
 
     async def _version(self) -> int:
-        async with self.db.execute("PRAGMA user_version") as cur:
+        async with self._db.execute("PRAGMA user_version") as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
@@ -356,7 +379,7 @@ class Manifest:
             try:
                 await self.run_script(script)
             except sqlite3.Error as err:
-                if self.db.in_transaction:
+                if self._db.in_transaction:
                     await self.run("ROLLBACK")
                 raise ManifestError(f"{self.path}: migration {n + 1} failed: {err}") from err
 
@@ -366,7 +389,7 @@ class Manifest:
         """Insert and commit one entry (durable on return)."""
         values = [getattr(new, c) for c in _NEW_COLUMNS]
         marks = ", ".join("?" * len(values))
-        row = await self.db.execute_insert(
+        row = await self._db.execute_insert(
             f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
         )
         assert row is not None
@@ -394,18 +417,68 @@ class Manifest:
         rows = await self._select("WHERE gz_path = ?", (gz_path,))
         return rows[0] if rows else None
 
-    async def entries(
+    async def entries(self) -> list[Entry]:
+        """Every entry, in id order."""
+        return await self._select("", ())
+
+    async def verifiable_entries(self, *, after_id: int = 0) -> list[Entry]:
+        """The entries whose gzip should be there to verify (archived, stale or
+        restored), after ``after_id``, in id order."""
+        return await self._select(f"WHERE {_HAS_GZIP} AND id > ?", (after_id,))
+
+    async def entries_pending_unlink(self) -> list[Entry]:
+        """Committed entries whose live source has not been seen gone (a crash
+        between steps 6 and 7)."""
+        return await self._select("WHERE source_present = 1 AND status = 'archived'", ())
+
+    async def entries_needing_attention(self, limit: int) -> list[Entry]:
+        """Stale or missing entries, and those whose gzip failed its last verify."""
+        return await self._select(
+            "WHERE status IN ('stale', 'missing') OR verify_error IS NOT NULL", (), limit=limit
+        )
+
+    async def entries_failed_verify(self, limit: int) -> list[Entry]:
+        return await self._select("WHERE verify_error IS NOT NULL", (), limit=limit)
+
+    async def entries_missing(self, limit: int) -> list[Entry]:
+        return await self._select("WHERE status = 'missing'", (), limit=limit)
+
+    async def verify_failure_count(self) -> int:
+        [(n,)] = await self.rows("SELECT count(*) FROM entries WHERE verify_error IS NOT NULL")
+        return int(n)
+
+    async def select(
         self,
-        where: str = "",
-        params: Iterable[Any] = (),
         *,
-        order: str = "id",
-        limit: int | None = None,
+        ids: Sequence[int] = (),
+        unit: str | None = None,
+        sha_prefix: str | None = None,
+        mtime_from_ns: int | None = None,
+        mtime_before_ns: int | None = None,
     ) -> list[Entry]:
-        """Entries matching a SQL condition (``where`` is coldkeep's own SQL, never
-        an operator's text; values go in ``params``)."""
-        clause = f"WHERE {where}" if where else ""
-        return await self._select(clause, params, order=order, limit=limit)
+        """The entries matching every condition given (a restore's selection): ids,
+        unit, a prefix of the sha256 (lower-case hex), the source's mtime from
+        ``mtime_from_ns`` (inclusive) and before ``mtime_before_ns``; oldest path
+        first, each path's versions by mtime."""
+        where = ["status IN ('archived', 'stale', 'restored', 'missing')"]
+        params: list[Any] = []
+        if ids:
+            where.append(f"id IN ({', '.join('?' * len(ids))})")
+            params += ids
+        if unit:
+            where.append("unit = ?")
+            params.append(unit)
+        if sha_prefix:
+            where.append("sha256 LIKE ?")
+            params.append(sha_prefix + "%")
+        if mtime_from_ns is not None:
+            where.append("mtime_ns >= ?")
+            params.append(mtime_from_ns)
+        if mtime_before_ns is not None:
+            where.append("mtime_ns < ?")
+            params.append(mtime_before_ns)
+        clause = "WHERE " + " AND ".join(where)
+        return await self._select(clause, params, order="relpath, mtime_ns, id")
 
     async def _select(
         self, where: str, params: Iterable[Any], *, order: str = "id", limit: int | None = None
@@ -425,7 +498,8 @@ class Manifest:
         found: list[Entry] = []
         for i in range(0, len(gz_paths), 900):
             chunk = gz_paths[i : i + 900]
-            found += await self.entries(f"gz_path IN ({', '.join('?' * len(chunk))})", chunk)
+            marks = ", ".join("?" * len(chunk))
+            found += await self._select(f"WHERE gz_path IN ({marks})", chunk)
         return found
 
     async def _update_ids(self, sql: str, params: Sequence[Any], ids: Iterable[int]) -> None:
@@ -449,12 +523,6 @@ class Manifest:
         """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
         source gone and marks it again."""
         await self._update_ids("UPDATE entries SET source_present = 0 WHERE id IN", [], ids)
-
-    async def count_entries(self, where: str = "", params: Iterable[Any] = ()) -> int:
-        sql = "SELECT count(*) FROM entries" + (f" WHERE {where}" if where else "")
-        async with self.db.execute(sql, tuple(params)) as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
     # holds -------------------------------------------------------------------
 
@@ -488,7 +556,7 @@ class Manifest:
 
     async def verify_cursor(self) -> tuple[int, int] | None:
         """(last entry id checked, when the round began), or None between rounds."""
-        async with self.db.execute("SELECT cursor, round_started FROM verify_state") as cur:
+        async with self._db.execute("SELECT cursor, round_started FROM verify_state") as cur:
             row = await cur.fetchone()
         return (int(row[0]), int(row[1])) if row else None
 
@@ -506,13 +574,9 @@ class Manifest:
     # passes ------------------------------------------------------------------
 
     async def start_pass(self, mode: str, origin: str, at: int) -> int:
-        async with self.db.execute(
-            "INSERT INTO passes (started_at, mode, origin) VALUES (?, ?, ?)",
-            (at, mode, origin),
-        ) as cur:
-            row_id = cur.lastrowid
-        assert row_id is not None
-        return row_id
+        return await self.insert(
+            "INSERT INTO passes (started_at, mode, origin) VALUES (?, ?, ?)", (at, mode, origin)
+        )
 
     async def finish_pass(
         self, pass_id: int, status: str, summary: dict[str, Any], at: int
@@ -562,12 +626,10 @@ class Manifest:
 
     async def add_restore_intent(self, entry_id: int | None, target: Path) -> RestoreIntent:
         created = now_ms()
-        async with self.db.execute(
+        row_id = await self.insert(
             "INSERT INTO restore_intents (entry_id, target, created_at) VALUES (?, ?, ?)",
             (entry_id, str(target), created),
-        ) as cur:
-            row_id = cur.lastrowid
-        assert row_id is not None
+        )
         return RestoreIntent(row_id, entry_id, target, created)
 
     async def clear_restore_intent(self, intent_id: int) -> None:

@@ -207,7 +207,7 @@ class Recovery:
             if rel not in entered:
                 relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
                 report.orphans.append(Orphan(gz, relpath, "found"))
-        for entry in await self.manifest.entries("source_present = 1 AND status = 'archived'"):
+        for entry in await self.manifest.entries_pending_unlink():
             recorded = _recorded_identity(entry)
             src = self.mover.live_root / entry.relpath
             now = await asyncio.to_thread(identity_or_none, src)
@@ -306,7 +306,7 @@ class Recovery:
     async def unlink_committed_sources(self, report: RecoveryReport) -> None:
         """A crash between steps 6 and 7: the entry is committed, the source still
         there. It goes only if it is still exactly the file that was archived."""
-        pending = await self.manifest.entries("source_present = 1 AND status = 'archived'")
+        pending = await self.manifest.entries_pending_unlink()
         settled: list[int] = []
         for entry in pending:
             self.cancel.check()

@@ -26,7 +26,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ..cancel import CancelToken
 from ..globs import GlobError, compile_globs
@@ -65,26 +65,15 @@ async def select_entries(manifest: Manifest, sel: Selection) -> list[Entry]:
     """The entries a selection names, oldest path first."""
     if sel.empty:
         raise SelectionError("select something: ids, --unit, --path, --sha or a time range")
-    where = ["status IN ('archived', 'stale', 'restored', 'missing')"]
-    params: list[Any] = []
-    if sel.ids:
-        where.append(f"id IN ({', '.join('?' * len(sel.ids))})")
-        params += sel.ids
-    if sel.unit:
-        where.append("unit = ?")
-        params.append(sel.unit)
-    if sel.sha:
-        if not all(c in "0123456789abcdef" for c in sel.sha.lower()):
-            raise SelectionError(f"--sha {sel.sha!r} is not hexadecimal")
-        where.append("sha256 LIKE ?")
-        params.append(sel.sha.lower() + "%")
-    if sel.after_ns is not None:
-        where.append("mtime_ns >= ?")
-        params.append(sel.after_ns)
-    if sel.before_ns is not None:
-        where.append("mtime_ns < ?")
-        params.append(sel.before_ns)
-    entries = await manifest.entries(" AND ".join(where), params, order="relpath, mtime_ns, id")
+    if sel.sha and not all(c in "0123456789abcdef" for c in sel.sha.lower()):
+        raise SelectionError(f"--sha {sel.sha!r} is not hexadecimal")
+    entries = await manifest.select(
+        ids=sel.ids,
+        unit=sel.unit,
+        sha_prefix=sel.sha.lower() if sel.sha else None,
+        mtime_from_ns=sel.after_ns,
+        mtime_before_ns=sel.before_ns,
+    )
     if sel.glob:
         try:
             match = compile_globs([sel.glob])

@@ -29,7 +29,6 @@ from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
 
 VerifyOutcome = Literal["ok", "mismatch", "corrupt", "missing", "error"]
-VERIFIABLE = "status IN ('archived', 'stale', 'restored')"
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ async def verify_entries(
     deadline = t0 + max_duration if max_duration else None
     round_started = now_ms()
     if sample is not None:
-        pool = await manifest.entries(VERIFIABLE)
+        pool = await manifest.verifiable_entries()
         k = max(1, round(len(pool) * sample)) if pool else 0
         entries = sorted((rng or random.Random()).sample(pool, k), key=lambda e: e.id)
     else:
@@ -82,7 +81,7 @@ async def verify_entries(
         if cursor is not None:
             after, round_started = cursor
             report.resumed_from = after
-        entries = await manifest.entries(f"{VERIFIABLE} AND id > ?", (after,))
+        entries = await manifest.verifiable_entries(after_id=after)
     stream.emit(Phase("verify", len(entries), sum(e.bytes for e in entries)))
     for i in range(0, len(entries), workers):
         token.check()

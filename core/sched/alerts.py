@@ -1,5 +1,5 @@
 """Alerts: what needs a human, found, recorded once, and delivered until delivered
-(seeds/004 fireQueue.js: select due rows → deliver each → mark sent).
+(a fire queue: select the pending rows → deliver each → mark it sent).
 
 Each poll (the ``alerts`` job) does two things:
 
@@ -73,11 +73,11 @@ class Condition:
 
 async def conditions(manifest: Manifest) -> list[Condition]:
     found: list[Condition] = []
-    for e in await manifest.entries("verify_error IS NOT NULL", limit=10_000):
+    for e in await manifest.entries_failed_verify(limit=10_000):
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
         message = f"{e.gz_path} failed verify: {e.verify_error}"
         found.append(Condition(f"verify_failed:{e.id}", "verify_failed", message, where))
-    for e in await manifest.entries("status = 'missing'", limit=10_000):
+    for e in await manifest.entries_missing(limit=10_000):
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
         message = f"the gzip of {e.relpath} is missing from the archive ({e.gz_path})"
         found.append(Condition(f"missing:{e.id}", "missing", message, where))
@@ -109,13 +109,12 @@ async def collect(manifest: Manifest, sinks: list[str], now: int) -> int:
     """Record an alert for every condition that has none yet; returns how many."""
     raised = 0
     for c in await conditions(manifest):
-        async with manifest.db.execute(
+        alert_id = await manifest.insert_if_new(
             "INSERT INTO alerts (key, kind, message, payload, created_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (key) DO NOTHING",
             (c.key, c.kind, c.message, json.dumps(c.payload, sort_keys=True, default=str), now),
-        ) as cur:
-            new, alert_id = cur.rowcount == 1, cur.lastrowid
-        if new and alert_id is not None:
+        )
+        if alert_id is not None:
             raised += 1
             await manifest.run_many(
                 "INSERT INTO alert_deliveries (alert_id, sink) VALUES (?, ?)",

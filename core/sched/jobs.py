@@ -1,5 +1,5 @@
-"""The job runner (seeds/004 jobs/: runner, polling job, timeout): coldkeep's jobs on
-cron schedules or intervals, audited in coldkeep.db.
+"""The job runner (a runner, one polling job per schedule, a timeout per run):
+coldkeep's jobs on cron schedules or intervals, audited in coldkeep.db.
 
 Every run writes a ``job_runs`` row, ``running`` first, then ``ok``, ``error``,
 ``timeout`` or ``cancelled`` with the error text. Hardening, each for a reason:
@@ -20,8 +20,8 @@ Every run writes a ``job_runs`` row, ``running`` first, then ``ok``, ``error``,
   is in its summary), never refused by its own scheduler's lock.
 - ``stop()`` cancels each in-flight run at its next safe point, waits for it, and
   records it ``cancelled`` without touching ``last_run_at``: a job whose owner
-  pulled the plug did not finish on its own terms (seeds/004 polling.js, "STOPPED
-  while this run was in flight").
+  pulled the plug did not finish on its own terms, so it is due again at the
+  next start.
 - The audit is bounded: runs older than ``retention_days`` and beyond
   ``retention_rows`` per job are pruned, lazily, at most once an hour, and a
   failed prune never disturbs the run that triggered it.
@@ -261,12 +261,10 @@ class JobRunner:
         self, name: str, trigger: Trigger, token: CancelToken | None = None
     ) -> JobRun:
         started = int(self.clock.now() * 1000)
-        async with self.manifest.db.execute(
+        run_id = await self.manifest.insert(
             "INSERT INTO job_runs (job, trigger, started_at) VALUES (?, ?, ?)",
             (name, trigger, started),
-        ) as cur:
-            run_id = cur.lastrowid
-        assert run_id is not None
+        )
         token = self.tokens[name] = token or CancelToken()
         waited: dict[str, Any] = {}
         async with contextlib.AsyncExitStack() as turn:
