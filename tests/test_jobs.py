@@ -301,10 +301,10 @@ class Gate:
         return Outcome(ok=True)
 
 
-async def test_exclusive_jobs_due_together_run_one_after_the_other(manifest: Manifest) -> None:
-    """Pass and verify both take the archive lock: the later one waits its turn,
-    visibly, instead of failing against its own scheduler's lock."""
-    clock = ManualClock(T0)
+def pass_and_verify_due_at_boot(
+    manifest: Manifest, clock: ManualClock
+) -> tuple[JobRunner, list[JobEvent], Gate, Gate]:
+    """Two lock-taking jobs, both due at start, each held open by its gate."""
     first, second = Gate(), Gate()
     jobs = {
         "pass": JobSettings("pass", interval_s=3600, run_on_boot=True),
@@ -313,6 +313,14 @@ async def test_exclusive_jobs_due_together_run_one_after_the_other(manifest: Man
     r, events = runner(
         manifest, clock, jobs, {"pass": first, "verify": second}, exclusive={"pass", "verify"}
     )
+    return r, events, first, second
+
+
+async def test_exclusive_jobs_due_together_run_one_after_the_other(manifest: Manifest) -> None:
+    """Pass and verify both take the archive lock: the later one waits its turn,
+    visibly, instead of failing against its own scheduler's lock."""
+    clock = ManualClock(T0)
+    r, events, first, second = pass_and_verify_due_at_boot(manifest, clock)
     await r.start()
     await clock.advance(1)
     await asyncio.wait_for(first.began.wait(), 10)
@@ -341,14 +349,7 @@ async def test_a_job_waiting_its_turn_is_cancelled_by_stop_without_running(
     manifest: Manifest,
 ) -> None:
     clock = ManualClock(T0)
-    first, second = Gate(), Gate()
-    jobs = {
-        "pass": JobSettings("pass", interval_s=3600, run_on_boot=True),
-        "verify": JobSettings("verify", interval_s=3600, run_on_boot=True),
-    }
-    r, _ = runner(
-        manifest, clock, jobs, {"pass": first, "verify": second}, exclusive={"pass", "verify"}
-    )
+    r, _, first, second = pass_and_verify_due_at_boot(manifest, clock)
     await r.start()
     await clock.advance(1)
     await asyncio.wait_for(first.began.wait(), 10)

@@ -15,13 +15,18 @@ from coldkeep.core.lock import ArchiveLock
 from helpers import COLDKEEP, ck, ck_json
 
 
-def daemon_site(tmp_path: Path, rate: int) -> Path:
+def demo_site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     subprocess.run(
         [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
         check=True,
         capture_output=True,
     )
+    return site
+
+
+def daemon_site(tmp_path: Path, rate: int) -> Path:
+    site = demo_site(tmp_path)
     config = site / "coldkeep.toml"
     config.write_text(
         config.read_text()
@@ -97,12 +102,7 @@ def test_sigterm_mid_pass_exits_0_and_the_next_start_finishes(tmp_path: Path) ->
 def test_a_job_that_times_out_leaves_a_log_of_json_lines_and_nothing_else(
     tmp_path: Path,
 ) -> None:
-    site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    site = demo_site(tmp_path)
     ck(site, "pass")
     config = site / "coldkeep.toml"
     config.write_text(  # a verify far too slow for its timeout, every second
@@ -130,12 +130,7 @@ def test_a_job_that_times_out_leaves_a_log_of_json_lines_and_nothing_else(
 
 def alerting_site(tmp_path: Path, jobs: str) -> tuple[Path, Path]:
     """A demo site whose alerts go to a file, one JSON document per line."""
-    site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    site = demo_site(tmp_path)
     received = tmp_path / "alerts.jsonl"
     command = [
         sys.executable,
