@@ -5,9 +5,9 @@ The layers, each using only the ones below it (import-linter checks it):
     sched      clock, jobs, alerts, daemon: unattended mode, a client of the archiver
     archiver   the core API: one session (lock, audit, events) per operation
     passes     the pass engine: recovery, then files, then event rows
-    plan · attach · demo
-               the backlog counted without writing; the event socket for
-               consoles; a demo site
+    plan · status · attach · demo
+               the backlog counted without writing; the archive's state, read
+               without the lock; the event socket for consoles; a demo site
     files | events
                the two families of cold data, independent of each other
     base       config, layout, globs, fsutil, cancel, ratelimit, codec, steps,

@@ -9,11 +9,13 @@ worth knowing. A refusal (the lock was held) is recorded too.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .manifest import Manifest
@@ -86,6 +88,19 @@ async def record(
     """An action that ended as soon as it began (a refusal)."""
     audit_id = await begin(manifest, at=at, origin=origin, action=action, args=args)
     await end(manifest, audit_id, outcome, detail)
+
+
+async def record_refusal(
+    path: Path, *, at: int, origin: str, action: str, args: dict[str, Any], why: str
+) -> None:
+    """A refused action (the lock was held), recorded in the manifest at ``path``
+    when there is one (a refusal is no reason to create it)."""
+    if not await asyncio.to_thread(path.exists):
+        return
+    async with await Manifest.open(path) as manifest:
+        await record(
+            manifest, at=at, origin=origin, action=action, args=args, outcome="refused", detail=why
+        )
 
 
 async def history(manifest: Manifest, limit: int = 50) -> list[AuditRecord]:

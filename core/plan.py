@@ -5,6 +5,8 @@ The plan never takes the lock and never writes: files are scanned (scan.py), the
 live database is opened read-only. Counting rows uses one grouped query; with an
 index on (kind, ts) SQLite answers it from the index alone, and the plan says
 which index it used, or that there was none and the whole table was scanned.
+``PlanReport`` is what ``coldkeep plan`` shows: the backlog beside what recovery
+would settle (its scan, which changes nothing).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import asyncio
 import sqlite3
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .config import Settings
 from .events.eventschema import EventSchema, EventsError, discover, open_live, q
 from .events.holds import held_event_rows
+from .files.recovery import RecoveryReport
 from .files.scan import FileScan, SkipReason, scan_files
+from .layout import Layout
 from .manifest import Manifest
 
 
@@ -164,3 +169,46 @@ async def make_plan(
         except EventsError as err:
             plan.events_error = str(err)
     return plan
+
+
+@dataclass
+class PlanReport:
+    """The backlog, and what recovery would settle (a dry run)."""
+
+    plan: Plan
+    recovery: RecoveryReport
+
+    def to_dict(self, layout: Layout) -> dict[str, Any]:
+        p = self.plan
+        events = None
+        if p.events is not None:
+            events = {
+                "rows": p.events.rows,
+                "approx_bytes": p.events.approx_bytes,
+                "unparsable": p.events.unparsable,
+                "held": p.events.held,
+                "index": p.events.index,
+                "note": p.events.note,
+                "months": [asdict(m) for m in p.events.months],
+            }
+        rec = self.recovery
+        return {
+            "files": {
+                "eligible": p.files,
+                "bytes": p.bytes,
+                "skipped": dict(p.skipped),
+                "units": [asdict(u) for u in p.units],
+            },
+            "events": events,
+            "events_error": p.events_error,
+            "recovery": {
+                "partials": [layout.rel(x) for x in rec.partials],
+                "restore_partials": [str(x) for x in rec.restore_partials],
+                "orphans": [{"gz": layout.rel(o.gz), "relpath": o.relpath} for o in rec.orphans],
+                "missing": [e.gz_path for e in rec.missing],
+                "sources_to_unlink": rec.sources_unlinked,
+                "passes_interrupted": rec.interrupted,
+                "busy": rec.busy,
+                "in_flight": rec.in_flight,
+            },
+        }

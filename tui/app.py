@@ -34,6 +34,7 @@ from watchfiles import awatch
 
 from coldkeep.core.archiver import (
     Archiver,
+    EventsMoved,
     ModeOff,
     PlanReport,
     Status,
@@ -558,8 +559,8 @@ class ColdkeepApp(App[None]):
         if operation == "pass" and result is not None:
             f = result.files
             text = f"{result.status}: {f.archived} files {human(f.bytes_in)} → {human(f.bytes_out)}"
-            if result.events and "moved" in result.events:
-                text += f", {result.events['moved']:,} rows"
+            if isinstance(result.events, EventsMoved):
+                text += f", {result.events.moved:,} rows"
             return text + "".join(f"; {p}" for p in result.problems[:2])
         if operation in ("recover",) and result is not None:
             done = {k: v for k, v in recovery_counts(result).items() if v}

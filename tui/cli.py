@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from coldkeep.core.archiver import Archiver, ModeOff, recovery_counts
+from coldkeep.core.archiver import Archiver, EventsMoved, EventsPlanned, ModeOff, recovery_counts
 from coldkeep.core.audit import history as audit_history
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import ConfigError, Settings, default_config_path, load_settings
@@ -380,20 +380,19 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
                 )
             elif rec:
                 lines.append("  recovery: " + ", ".join(f"{k} {v}" for k, v in rec.items()))
-            if summary.events is not None:
-                ev = summary.events
-                if "moved" in ev:
-                    lines.append(
-                        f"  events: {ev['moved']} rows moved, {ev['already_archived']} already "
-                        f"archived, {len(ev['conflicts'])} conflicts, WAL peak "
-                        f"{human(ev['wal_peak'])}, {ev['checkpoints']} checkpoints"
-                    )
-                    conflicts = ev["conflicts"]
-                    lines += [f"    conflict: {c['detail']}" for c in conflicts[:LIST_MAX]]
-                    if len(conflicts) > LIST_MAX:
-                        lines.append(f"    … and {len(conflicts) - LIST_MAX} more (--json)")
-                else:
-                    lines.append(f"  events: {ev['eligible_rows']} rows eligible")
+            ev = summary.events
+            if isinstance(ev, EventsMoved):
+                lines.append(
+                    f"  events: {ev.moved} rows moved, {ev.already_archived} already "
+                    f"archived, {len(ev.conflicts)} conflicts, WAL peak "
+                    f"{human(ev.wal_peak)}, {ev.checkpoints} checkpoints"
+                )
+                conflicts = ev.conflicts
+                lines += [f"    conflict: {c.detail}" for c in conflicts[:LIST_MAX]]
+                if len(conflicts) > LIST_MAX:
+                    lines.append(f"    … and {len(conflicts) - LIST_MAX} more (--json)")
+            elif isinstance(ev, EventsPlanned):
+                lines.append(f"  events: {ev.eligible_rows} rows eligible")
             lines += [f"  ATTENTION: {p}" for p in summary.problems]
             return "\n".join(lines)
 

@@ -1,5 +1,4 @@
-"""The live database's WAL checkpoint, on a thread and a connection of its own
-(seeds/000 livecheckpoint.ts).
+"""The live database's WAL checkpoint, on a thread and a connection of its own.
 
 While the event phase deletes rows, coldkeep's mover connection runs with
 ``wal_autocheckpoint = 0``: otherwise whichever of its commits crosses the
@@ -26,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import struct
@@ -35,8 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import CheckpointMode
+from ..config import CheckpointMode, EventsSettings
 from ..manifest import Manifest
+from .eventschema import EventsError
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,19 @@ class LiveCheckpointer:
         self._opened.wait(timeout_s)
         if not self._opened.is_set():
             self.dead = f"the checkpoint connection to {db} did not open within {timeout_s:.0f} s"
+
+    @classmethod
+    def configured(
+        cls, db: Path, cfg: EventsSettings, on_result: Callable[[CheckpointResult], None]
+    ) -> LiveCheckpointer:
+        """A checkpointer as ``[events]`` says (timeout, busy timeout, mode)."""
+        return cls(
+            db,
+            on_result,
+            timeout_s=cfg.checkpoint_timeout_s,
+            busy_timeout_s=cfg.busy_timeout_ms / 1000,
+            mode=cfg.checkpoint_mode,
+        )
 
     def _open(self) -> None:
         try:
@@ -235,6 +249,27 @@ class LiveCheckpointer:
             self._closing = True
             self._wake.notify()
         self._thread.join(timeout)
+
+
+async def checkpoint_now(db: Path, cfg: EventsSettings) -> CheckpointResult:
+    """One checkpoint of ``db`` now, on a checkpointer of its own (the
+    ``checkpoint`` command); EventsError when it cannot run."""
+    results: list[CheckpointResult] = []
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def arrived(r: CheckpointResult) -> None:
+        results.append(r)
+        loop.call_soon_threadsafe(done.set)
+
+    cp = await asyncio.to_thread(LiveCheckpointer.configured, db, cfg, arrived)
+    try:
+        if cp.dead or not cp.request():
+            raise EventsError(cp.dead or "the checkpointer is busy")
+        await done.wait()
+    finally:
+        await asyncio.to_thread(cp.close)
+    return results[0]
 
 
 async def record_checkpoint(manifest: Manifest, r: CheckpointResult) -> None:

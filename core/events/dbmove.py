@@ -403,13 +403,7 @@ class EventMover:
             self.report.checkpoints += 1
             self.on_checkpoint(result)
 
-        cp = LiveCheckpointer(
-            self.db,
-            ran,
-            timeout_s=self.cfg.checkpoint_timeout_s,
-            busy_timeout_s=self.cfg.busy_timeout_ms / 1000,
-            mode=self.cfg.checkpoint_mode,
-        )
+        cp = LiveCheckpointer.configured(self.db, self.cfg, ran)
         self.report.checkpointer = cp.dead or "on"
         return None if cp.dead else cp
 

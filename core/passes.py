@@ -1,0 +1,407 @@
+"""The pass engine: one pass, run inside the archiver's session, and its summary.
+
+A pass in mode ``on`` (``Pass.run``):
+
+    recovery   what a crash left behind, settled first (``run_recovery``, also
+               the ``recover`` command)
+    files      the scan, then every eligible file, ``workers`` at a time
+    events     the eligible event rows, batch by batch (events/dbmove.py), when a
+               state_db is configured
+
+A pass in mode ``plan`` counts the same backlog without the lock and without
+writing (``planned_summary``).
+
+Invariants:
+- A pass never stops for one bad file: each file's outcome is counted in
+  ``FileTotals``, and anything that needs an operator is a line of ``problems``,
+  which makes the pass ``failed``.
+- Cancelled, it ends ``cancelled`` at the next safe point; a phase that cannot
+  run at all (the scan, the events table, I/O) ends it ``failed`` with the
+  reason. Either way its ``passes`` row is settled, shielded from the
+  cancellation, before ``Finished`` says the same.
+- ``PassSummary.to_dict()`` is the pass's --json document, its ``Finished``
+  summary and its ``passes`` row (docs/json.md): the shape is an interface, and
+  the alerts read conflicts back from the stored rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
+
+from .cancel import Cancelled, CancelToken
+from .config import Settings
+from .events.checkpoint import CheckpointResult
+from .events.dbmove import BatchDone, Conflict, MoveReport, move_events
+from .events.eventschema import EventsError
+from .files.filemove import Archived, FileMover
+from .files.gzfile import Unarchivable
+from .files.recovery import Orphan, Recovery, RecoveryReport
+from .files.scan import Candidate, ScanError, scan_files
+from .plan import Plan
+from .steps import StepHook
+from .stream import (
+    BatchMoved,
+    CheckpointRan,
+    EventStream,
+    FileDone,
+    FileStep,
+    OrphanSeen,
+    Phase,
+    Status,
+    thread_progress,
+)
+
+
+@dataclass
+class FileTotals:
+    eligible: int = 0  # found by the scan (in mode plan: what a pass would archive)
+    eligible_bytes: int = 0
+    archived: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    changed: int = 0
+    verify_failed: int = 0
+    errors: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    legacy_removed: int = 0
+    legacy_kept: int = 0
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+@dataclass(frozen=True)
+class EventsMoved:
+    """What a pass's event phase did."""
+
+    moved: int
+    already_archived: int
+    kept_changed: int
+    conflicts: tuple[Conflict, ...]
+    unparsable: int
+    held: int
+    months: tuple[str, ...]
+    months_refused: Mapping[str, str]
+    locked_rows: int
+    batches: int
+    wal_peak: int
+    checkpointer: str
+    checkpoints: int
+
+    @classmethod
+    def of(cls, report: MoveReport) -> EventsMoved:
+        return cls(
+            moved=report.moved,
+            already_archived=report.already_archived,
+            kept_changed=report.kept_changed,
+            conflicts=tuple(report.conflicts),
+            unparsable=report.unparsable,
+            held=report.held,
+            months=tuple(sorted(report.months)),
+            months_refused=dict(report.months_refused),
+            locked_rows=report.locked_rows,
+            batches=report.batches,
+            wal_peak=report.wal_peak,
+            checkpointer=report.checkpointer,
+            checkpoints=report.checkpoints,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["conflicts"] = [asdict(c) for c in self.conflicts]
+        out["months"] = list(self.months)
+        out["months_refused"] = dict(self.months_refused)
+        return out
+
+
+@dataclass(frozen=True)
+class EventsPlanned:
+    """Mode plan: the event rows a pass would move."""
+
+    eligible_rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"eligible_rows": self.eligible_rows}
+
+
+@dataclass
+class PassSummary:
+    mode: str
+    status: Status = "ok"
+    pass_id: int | None = None
+    started_at: int = 0
+    seconds: float = 0.0
+    recovery: dict[str, int] = field(default_factory=dict)
+    files: FileTotals = field(default_factory=FileTotals)
+    events: EventsMoved | EventsPlanned | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["events"] = None if self.events is None else self.events.to_dict()
+        return out
+
+
+def recovery_counts(report: RecoveryReport) -> dict[str, int]:
+    outcomes = Counter(o.outcome for o in report.orphans)
+    return {
+        "partials_removed": len(report.partials),
+        "restore_partials_removed": len(report.restore_partials),
+        "intents_cleared": report.intents,
+        "orphans_found": outcomes["found"],
+        "orphans_adopted": outcomes["adopted"],
+        "orphans_stale": outcomes["stale"],
+        "orphans_corrupt": outcomes["corrupt"],
+        "orphans_changed": outcomes["changed"],
+        "orphans_unreadable": outcomes["error"],
+        "missing": len(report.missing),
+        "sources_unlinked": len(report.sources_unlinked),
+        "passes_interrupted": len(report.interrupted),
+    }
+
+
+def planned_summary(
+    plan: Plan, recovery: RecoveryReport, *, started_at: int, seconds: float
+) -> PassSummary:
+    """Mode plan: what a pass would do, from the backlog and a recovery scan."""
+    summary = PassSummary("plan", started_at=started_at, seconds=seconds)
+    summary.recovery = recovery_counts(recovery)
+    summary.files.skipped = {k: int(v) for k, v in plan.skipped.items()}
+    summary.files.eligible = plan.files
+    summary.files.eligible_bytes = plan.bytes
+    if plan.events is not None:
+        summary.events = EventsPlanned(plan.events.rows)
+    return summary
+
+
+# What the core's results look like on the stream ------------------------------
+
+
+def emit_orphan(stream: EventStream, mover: FileMover, o: Orphan) -> None:
+    stream.emit(OrphanSeen(mover.layout.rel(o.gz), o.relpath, o.outcome, o.detail))
+
+
+def emit_checkpoint(stream: EventStream, r: CheckpointResult) -> None:
+    stream.emit(
+        CheckpointRan(
+            r.busy, r.log, r.checkpointed, r.ms, r.wal_before, r.wal_after, r.mode, r.error
+        )
+    )
+
+
+def emit_batch(stream: EventStream, b: BatchDone) -> None:
+    stream.emit(
+        BatchMoved(
+            b.number, b.first_id, b.last_id, b.moved, b.already, b.months, b.wal_bytes, b.locked
+        )
+    )
+
+
+async def run_recovery(
+    mover: FileMover,
+    stream: EventStream,
+    cancel: CancelToken | None,
+    current_pass: int | None = None,
+) -> RecoveryReport:
+    """Recovery (the caller holds the lock), each thing it settled told to the
+    stream; the pass it runs in is no leftover."""
+    stream.emit(Phase("recovery", 0))
+    report = await Recovery(mover, cancel, current_pass=current_pass).run()
+    for pass_id in report.interrupted:
+        stream.notice("warning", f"pass {pass_id} died with its process; recorded as interrupted")
+    for p in report.partials:
+        stream.emit(OrphanSeen(mover.layout.rel(p), "", "partial_removed"))
+    for o in report.orphans:
+        emit_orphan(stream, mover, o)
+    for e in report.missing:
+        stream.notice(
+            "error",
+            f"entry {e.id} ({e.relpath}): its gzip {e.gz_path} is MISSING from the archive",
+        )
+    return report
+
+
+# The pass ---------------------------------------------------------------------
+
+
+class PassSession(Protocol):
+    """What a pass needs of the archiver's session: the mover under the lock, and
+    the stream and the audit told how the pass began and ended."""
+
+    mover: FileMover
+
+    def start(self, detail: str = "") -> None: ...
+
+    def finish(self, status: Status, summary: dict[str, Any]) -> None: ...
+
+    def settle(self, outcome: str, detail: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class PassSetup:
+    """What the archiver runs a pass with."""
+
+    settings: Settings
+    stream: EventStream
+    clock: Callable[[], int]  # ms since the epoch: what "old enough" is measured against
+    origin: str  # cli | console | scheduler, into the passes row
+    workers: int  # files archived at once
+    step: StepHook  # the caller's step hook, for the event mover's steps
+
+
+class Pass:
+    """One pass in mode ``on``, inside a session."""
+
+    def __init__(self, setup: PassSetup, session: PassSession, cancel: CancelToken) -> None:
+        self.setup = setup
+        self.settings = setup.settings
+        self.stream = setup.stream
+        self.session = session
+        self.mover = session.mover
+        self.cancel = cancel
+        self.summary = PassSummary("on", started_at=setup.clock())
+
+    async def run(self) -> PassSummary:
+        summary, manifest = self.summary, self.mover.manifest
+        t0 = time.monotonic()
+        summary.pass_id = await manifest.start_pass("on", self.setup.origin, summary.started_at)
+        self.session.start(f"pass {summary.pass_id}")
+        try:
+            await self._phases()
+        except Cancelled:
+            summary.status = "cancelled"
+        except (ScanError, EventsError, OSError) as err:
+            summary.status = "failed"
+            summary.problems.append(str(err))
+        finally:
+            if summary.status == "ok" and summary.problems:
+                summary.status = "failed"
+            summary.seconds = time.monotonic() - t0
+            document = summary.to_dict()
+            await asyncio.shield(
+                manifest.finish_pass(summary.pass_id, summary.status, document, self.setup.clock())
+            )
+            self.session.finish(summary.status, document)
+            # The audit keeps the problems; the summary is in the passes row.
+            self.session.settle(summary.status, "; ".join(summary.problems) or None)
+        return summary
+
+    async def _phases(self) -> None:
+        summary = self.summary
+        recovery = await run_recovery(self.mover, self.stream, self.cancel, summary.pass_id)
+        summary.recovery = recovery_counts(recovery)
+        if recovery.missing:
+            summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")
+        if recovery.errors:
+            summary.problems.append(f"{len(recovery.errors)} orphan gzips could not be read")
+        await self._files()
+        if self.settings.state_db is not None:
+            await self._events()
+
+    async def _files(self) -> None:
+        eligible = await self._scan()
+        queue: asyncio.Queue[Candidate] = asyncio.Queue()
+        for cand in eligible:
+            queue.put_nowait(cand)
+
+        async def worker() -> None:
+            while not queue.empty():
+                self.cancel.check()
+                await self._one_file(queue.get_nowait())
+
+        workers = min(self.setup.workers, queue.qsize())
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            self.cancel.cancel("the pass stopped")
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        totals, problems = self.summary.files, self.summary.problems
+        if totals.verify_failed:
+            problems.append(f"{totals.verify_failed} files failed their verify")
+        if totals.errors:
+            problems.append(f"{totals.errors} files could not be archived")
+        if totals.legacy_kept:
+            problems.append(f"{totals.legacy_kept} legacy copies differ and were kept")
+
+    async def _scan(self) -> list[Candidate]:
+        """The eligible files (restored files still held are left out), counted."""
+        now = self.setup.clock()
+        held = await self.mover.manifest.held_relpaths(now)
+        scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * 1_000_000, held=held)
+        totals = self.summary.files
+        totals.skipped = {k: int(v) for k, v in scan.skipped.items()}
+        totals.eligible = len(scan.eligible)
+        totals.eligible_bytes = sum(c.identity.size for c in scan.eligible)
+        self.stream.emit(Phase("files", totals.eligible, totals.eligible_bytes))
+        return scan.eligible
+
+    async def _one_file(self, cand: Candidate) -> None:
+        """One file archived, its outcome counted and told; a file that cannot be
+        archived is counted, never raised."""
+        rel, size, totals = cand.relpath, cand.identity.size, self.summary.files
+        self.stream.emit(FileStep("archive", rel, "started", 0, size))
+        progress = thread_progress(self.stream, "archive", rel, size)
+        try:
+            result = await self.mover.archive(rel, cancel=self.cancel, progress=progress)
+        except Unarchivable as err:
+            totals.skip("not_regular")
+            self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))
+        except FileNotFoundError:
+            totals.skip("gone")
+            self.stream.emit(FileDone("archive", rel, "gone", detail="removed since the scan"))
+        except OSError as err:
+            totals.errors += 1
+            self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
+        else:
+            if isinstance(result, Archived):
+                self._archived(rel, result)
+            elif result.kind == "changed":
+                totals.changed += 1
+                self.stream.emit(FileDone("archive", rel, "changed", detail=result.detail))
+            else:
+                totals.verify_failed += 1
+                self.stream.emit(FileDone("archive", rel, "verify_failed", detail=result.detail))
+
+    def _archived(self, rel: str, result: Archived) -> None:
+        e, totals = result.entry, self.summary.files
+        totals.archived += 1
+        totals.bytes_in += e.bytes
+        totals.bytes_out += e.gz_bytes
+        totals.legacy_removed += result.legacy == "removed"
+        totals.legacy_kept += result.legacy == "kept"
+        if result.legacy == "kept":
+            self.stream.notice("warning", result.detail)
+        self.stream.emit(FileDone("archive", rel, "archived", e.bytes, e.gz_bytes, result.unlinked))
+
+    async def _events(self) -> None:
+        self.stream.emit(Phase("events", 0))
+        report = await move_events(
+            self.settings,
+            self.mover.layout.events,
+            manifest=self.mover.manifest,
+            now_ms=self.setup.clock(),
+            cancel=self.cancel,
+            step=self.setup.step,
+            on_batch=lambda b: emit_batch(self.stream, b),
+            on_checkpoint=lambda r: emit_checkpoint(self.stream, r),
+        )
+        self.summary.events = EventsMoved.of(report)
+        if report.cancelled:
+            raise Cancelled("cancelled during the event phase")
+        problems = self.summary.problems
+        if report.conflicts:
+            problems.append(f"{len(report.conflicts)} event rows conflict with the archive")
+        for month, why in report.months_refused.items():
+            problems.append(f"event month {month} refused: {why}")
+        if report.locked_rows:
+            problems.append(
+                f"{report.locked_rows} archived rows are still live: the state DB stayed locked; "
+                "the next pass deletes them"
+            )

@@ -1,0 +1,91 @@
+"""What ``coldkeep status`` shows: the archive's state, read without the lock and
+without writing (the manifest is opened read-only, the lock file only read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .layout import Layout
+from .lock import Holder, read_holder
+from .manifest import SCHEMA_VERSION, Entry, Manifest, PassRecord
+
+ATTENTION_LISTED = 500
+
+
+@dataclass(frozen=True)
+class Status:
+    config: Path | None
+    live_root: Path
+    archive_root: Path
+    mode: str
+    holder: Holder | None
+    holder_alive: bool
+    schema_version: int | None
+    entries: dict[str, tuple[int, int, int]]  # status -> (entries, bytes, gz bytes)
+    verify_failures: int
+    restore_intents: int
+    last_passes: list[PassRecord]
+    attention: list[Entry]  # stale, missing or failed verify (the first ATTENTION_LISTED)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": str(self.config) if self.config else None,
+            "live_root": str(self.live_root),
+            "archive_root": str(self.archive_root),
+            "mode": self.mode,
+            "lock": ({**asdict(self.holder), "alive": self.holder_alive} if self.holder else None),
+            "schema_version": self.schema_version,
+            "entries": {
+                s: {"entries": n, "bytes": b, "gz_bytes": g}
+                for s, (n, b, g) in self.entries.items()
+            },
+            "verify_failures": self.verify_failures,
+            "restore_intents": self.restore_intents,
+            "last_passes": [asdict(p) for p in self.last_passes],
+            "attention": [
+                {
+                    "id": e.id,
+                    "relpath": e.relpath,
+                    "gz_path": e.gz_path,
+                    "status": e.status,
+                    "verify_error": e.verify_error,
+                }
+                for e in self.attention
+            ],
+        }
+
+
+async def read_status(settings: Settings, layout: Layout, manifest: Manifest | None) -> Status:
+    """The status of the archive ``manifest`` describes (None: there is none yet);
+    closes ``manifest``."""
+    holder = await asyncio.to_thread(read_holder, layout.lock)
+    counts: dict[str, tuple[int, int, int]] = {}
+    failures = intents = 0
+    passes: list[PassRecord] = []
+    attention: list[Entry] = []
+    if manifest is not None:
+        async with manifest:
+            counts = await manifest.status_counts()
+            attention = await manifest.entries_needing_attention(limit=ATTENTION_LISTED)
+            failures = await manifest.verify_failure_count()
+            intents = len(await manifest.restore_intents())
+            passes = await manifest.passes(5)
+    return Status(
+        settings.config_path,
+        settings.live_root,
+        settings.archive_root,
+        settings.mode,
+        holder,
+        holder.alive if holder else False,
+        SCHEMA_VERSION if manifest is not None else None,
+        counts,
+        failures,
+        intents,
+        passes,
+        attention,
+    )
