@@ -1,12 +1,13 @@
 # Two commands on a fresh machine with only Python:
 #   make demo   create .venv, install, write the demo data and open the console on it
-#   make test   create .venv, install with the dev extras, ruff, mypy --strict, pytest
+#   make test   create .venv, install with the dev extras, ruff, import-linter,
+#               mypy --strict, pytest
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint typecheck pytest bench clean
+.PHONY: test demo lint imports typecheck links pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,17 +25,23 @@ demo: $(VENV)/.installed
 
 test: lint typecheck pytest
 
-lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check core tui tests bench
-	$(BIN)/ruff format --check core tui tests bench
+lint: $(VENV)/.installed-dev imports
+	$(BIN)/ruff check core tui tests bench setup.py
+	$(BIN)/ruff format --check core tui tests bench setup.py
 
-# mypy resolves imports by module name, and the editable install maps
-# coldkeep.core -> core/ through an import hook mypy cannot follow; a tree of
-# directory links gives it the same names (new modules need no reinstall).
-typecheck: $(VENV)/.installed-dev
+# mypy and import-linter resolve imports by module name, and the editable install
+# maps coldkeep.core -> core/ through an import hook neither can follow; a tree of
+# directory links gives them the same names (new modules need no reinstall).
+links:
 	mkdir -p .typecheck/coldkeep
 	ln -sfn ../../core .typecheck/coldkeep/core
 	ln -sfn ../../tui .typecheck/coldkeep/tui
+
+# The contracts are [tool.importlinter] in pyproject.toml.
+imports: $(VENV)/.installed-dev links
+	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache --no-logo
+
+typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck $(BIN)/mypy --strict -p coldkeep.core -p coldkeep.tui
 
 pytest: $(VENV)/.installed-dev
