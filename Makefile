@@ -1,13 +1,13 @@
 # Two commands on a fresh machine with only Python:
 #   make demo   create .venv, install, write the demo data and open the console on it
 #   make test   create .venv, install with the dev extras, ruff, import-linter,
-#               mypy --strict, pytest
+#               mypy --strict, pytest (the wheel test too: tests/cli/test_wheel.py)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint imports typecheck links pytest bench clean
+.PHONY: test demo lint imports typecheck links pytest tmux bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,16 @@ imports: $(VENV)/.installed-dev links
 typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck $(BIN)/mypy --strict -p coldkeep.core -p coldkeep.tui
 
-pytest: $(VENV)/.installed-dev
+pytest: $(VENV)/.installed-dev tmux
 	$(BIN)/pytest
+
+# The console tests drive the real console in tmux. As root with apt-get (CI's
+# fresh machine) a missing tmux is installed; elsewhere those tests are skipped,
+# and pytest's summary says why.
+tmux:
+	@command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; } \
+		|| echo "tmux is not installed: the tmux console tests will be skipped"
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run.py

@@ -1,0 +1,260 @@
+"""The wheel as a user gets it: built from this tree, installed into a new venv
+(not editable, its dependencies from the index), and run from outside the
+checkout, so nothing can be imported from the source folders by accident.
+
+The editable install every other test uses maps ``coldkeep.core`` -> ``core/``
+through an import hook; a package left out of the wheel's package list (a new
+subpackage, a ``.tcss`` file) still imports there and only a real wheel shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helpers import report_line
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = {"core": "coldkeep.core", "tui": "coldkeep.tui"}
+DATA = ("py.typed", "*.tcss")
+
+# Left out of the copy the wheel is built from: what a build or a run leaves in
+# the checkout (never read by the build), at the top level only.
+NOT_COPIED = {
+    ".git", ".venv", ".typecheck", "build", "dist", "demo", ".mypy_cache", ".ruff_cache",
+    ".pytest_cache", ".hypothesis", ".import_linter_cache",
+}  # fmt: skip
+
+INSPECT = """
+import coldkeep, coldkeep.core, coldkeep.tui, importlib, json, pkgutil, sys
+names = sorted(
+    m.name
+    for root in (coldkeep.core, coldkeep.tui)
+    for m in pkgutil.walk_packages(root.__path__, root.__name__ + ".")
+)
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({
+    "namespace": list(coldkeep.__path__),
+    "core": coldkeep.core.__file__,
+    "tui": coldkeep.tui.__file__,
+    "modules": names,
+    "sys_path": sys.path,
+}))
+"""
+
+
+@dataclass
+class Installed:
+    venv: Path
+    src: Path  # the copy of the checkout the wheel was built from
+    work: Path  # an empty directory outside the checkout: the cwd of every run
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    def env(self) -> dict[str, str]:
+        """This environment without anything that could reach the checkout."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}
+        }
+        env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONNOUSERSITE"] = "1"
+        return env
+
+    def run(self, *args: str, check: int = 0) -> subprocess.CompletedProcess[str]:
+        run = subprocess.run(
+            [str(a) for a in args],
+            cwd=self.work,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert run.returncode == check, f"exit {run.returncode}\n{run.stdout}\n{run.stderr}"
+        return run
+
+
+def _timed(what: str, args: list[str], cwd: Path) -> float:
+    start = time.monotonic()
+    run = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, f"{what} failed:\n{run.stdout}\n{run.stderr}"
+    return time.monotonic() - start
+
+
+def _ignore_top_level(directory: str, names: list[str]) -> set[str]:
+    ignored = {n for n in names if n == "__pycache__"}
+    if Path(directory) == ROOT:
+        ignored |= {n for n in names if n in NOT_COPIED or n.endswith(".egg-info")}
+    return ignored
+
+
+@pytest.fixture(scope="module")
+def installed(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Installed:
+    base = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: an in-place build writes build/ and *.egg-info into the
+    # checkout (shared with whoever else is working in it), and a stale build/lib
+    # would carry modules deleted since into the wheel.
+    src = base / "src"
+    shutil.copytree(ROOT, src, ignore=_ignore_top_level, symlinks=True)
+    dist, venv, work = base / "dist", base / "venv", base / "work"
+    work.mkdir()
+    build_s = _timed(
+        "pip wheel",
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-w", str(dist)],
+        base,
+    )
+    (wheel,) = dist.glob("coldkeep-*.whl")
+    install_s = _timed("venv", [sys.executable, "-m", "venv", str(venv)], base)
+    install_s += _timed("pip install", [str(venv / "bin" / "pip"), "install", str(wheel)], base)
+    report_line(
+        request.config,
+        f"wheel: built in {build_s:.1f} s, installed with its dependencies into a new venv "
+        f"in {install_s:.1f} s",
+    )
+    return Installed(venv, src, work)
+
+
+def _source_modules(src: Path) -> set[str]:
+    """Every module and package under core/ and tui/, by its import name."""
+    names = set()
+    for folder, package in SOURCES.items():
+        for path in (src / folder).rglob("*.py"):
+            parts = path.relative_to(src / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            if parts:
+                names.add(".".join((package, *parts)))
+    return names
+
+
+def test_the_wheel_holds_every_module_and_data_file_and_imports_from_the_venv(
+    installed: Installed,
+) -> None:
+    info = json.loads(installed.run(str(installed.bin / "python"), "-c", INSPECT).stdout)
+    site = installed.venv.resolve()
+    for path in [*info["namespace"], info["core"], info["tui"]]:
+        assert Path(path).resolve().is_relative_to(site), f"{path} is outside the new venv"
+    assert not any(Path(p).resolve().is_relative_to(ROOT) for p in info["sys_path"] if p), info[
+        "sys_path"
+    ]
+    assert set(info["modules"]) == _source_modules(installed.src)
+    assert {"coldkeep.tui.panes.log", "coldkeep.core.files.gzfile"} <= set(info["modules"])
+
+    packages = {
+        "coldkeep.core": Path(info["core"]).parent,
+        "coldkeep.tui": Path(info["tui"]).parent,
+    }
+    for folder, package in SOURCES.items():
+        for pattern in DATA:
+            for data in (installed.src / folder).rglob(pattern):
+                relative = data.relative_to(installed.src / folder)
+                assert (packages[package] / relative).is_file(), f"{package}: {relative} missing"
+    assert (packages["coldkeep.tui"] / "app.tcss").is_file()
+
+
+def test_the_installed_cli_writes_a_demo_and_reports_its_status(installed: Installed) -> None:
+    site = installed.work / "demo"
+    installed.run("coldkeep", "demo", str(site), "--no-console", "--scale", "0.05")
+    status = installed.run("coldkeep", "status", "--json", "--config", str(site / "coldkeep.toml"))
+    doc = json.loads(status.stdout)
+    assert doc["command"] == "status" and doc["ok"] is True, doc
+
+
+@dataclass
+class Console:
+    """One command in its own tmux server (a private socket: no one else's
+    sessions, no environment left by an older server), the pane kept after the
+    command ends so its exit status (and any traceback) can be read."""
+
+    socket: str
+    env: dict[str, str]
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=check,
+        )
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "console").stdout
+
+    def dead(self) -> tuple[bool, str]:
+        out = self.tmux(
+            "display-message", "-p", "-t", "console", "#{pane_dead} #{pane_dead_status}"
+        )
+        dead, _, status = out.stdout.strip().partition(" ")
+        return dead == "1", status
+
+    def wait_for(self, *texts: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if all(text in screen for text in texts):
+                return screen
+            if self.dead()[0]:
+                break
+            time.sleep(0.1)
+        missing = [t for t in texts if t not in self.screen()]
+        raise AssertionError(
+            f"never showed {missing!r} (console ended: {self.dead()}); the screen:\n{self.screen()}"
+        )
+
+    def wait_dead(self, timeout: float = 30) -> str:
+        """The command's exit status, once it has ended."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead, status = self.dead()
+            if dead:
+                return status
+            time.sleep(0.1)
+        raise AssertionError(f"the console is still running; the screen:\n{self.screen()}")
+
+
+@pytest.fixture
+def console(installed: Installed) -> Iterator[Console]:
+    console = Console(f"ck-wheel-{uuid.uuid4().hex[:8]}", installed.env())
+    try:
+        yield console
+    finally:
+        console.tmux("kill-server", check=False)
+
+
+@pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (`make test` installs it as root)"
+)
+def test_the_installed_console_draws_its_first_screen_and_quits_on_q(
+    installed: Installed, console: Console
+) -> None:
+    site = installed.work / "console"
+    installed.run("coldkeep", "demo", str(site), "--no-console", "--scale", "0.05")
+    console.tmux(
+        "new-session", "-d", "-s", "console", "-x", "120", "-y", "36", "-c", str(installed.work),
+        str(installed.bin / "coldkeep"), "--config", str(site / "coldkeep.toml"),
+        ";", "set-option", "-t", "console", "remain-on-exit", "on",
+    )  # fmt: skip
+    panes = ("Backlog", "In flight", "Orphans & stale", "Checkpoint", "Jobs", "Log")
+    # The header, the action bar, every pane (120 columns: side by side), the
+    # footer's key hints, and "ready" in the log: the first full paint had its data.
+    console.wait_for("lock free", "mode on", "Verify", "q Quit", "files ", "ready", *panes)
+    console.tmux("send-keys", "-t", "console", "q")
+    assert console.wait_dead() == "0", f"q did not end the console cleanly:\n{console.screen()}"
