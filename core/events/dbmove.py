@@ -1,6 +1,6 @@
 """The event mover: old rows of the archivable kinds, out of the application's live
 SQLite database into ``archive_root/events/<YYYY-MM>.db``, batch by batch, while
-the application keeps writing (seeds/000 kinds.ts, livecheckpoint.ts; SPEC §6).
+the application keeps writing.
 
 One batch, oldest ids first (at most ``events.batch_rows`` rows, over an id span
 sized so that step 3 holds live's write lock about HOLD_TARGET_S):
@@ -18,14 +18,13 @@ sized so that step 3 holds live's write lock about HOLD_TARGET_S):
      everywhere                                                ->  batch_archived
   3. per month, delete them from live in one short ``BEGIN IMMEDIATE``
      transaction, then leave live free until every writer it refused has
-     retried (``writer_gap_s``). While the DELETE runs, a second connection on
-     another thread (``Checker``) reads the very snapshot the delete runs on
-     (nobody else can commit while we hold the lock) and counts the rows that
-     are not identical to their archived copy; if any (the application updated
-     a row after it was copied), the delete is rolled back and redone with the
-     identity check inside the DELETE, which joins each live row with its
-     archived copy. A row the application updated meanwhile stays live, and the
-     fresh copy of it this batch made goes                     ->  batch_deleted
+     retried (``writer_gap_s``). Only rows identical to their archived copy
+     go: while the DELETE runs, a second connection (``Checker``) counts the
+     others on the DELETE's own snapshot (why that is sound:
+     ``EventMover._delete_month``); if there are any (the application updated a
+     row after it was copied), the delete is rolled back and redone with the
+     identity check inside the DELETE. A row the application updated meanwhile
+     stays live, and the copy of it this batch made goes       ->  batch_deleted
 
 Rows never pass through Python, nor do their ids: the rows go from database to
 database in SQL, over id ranges. One connection does the reading, copying and
@@ -37,12 +36,10 @@ to be).
 
 Invariants:
 - A row is deleted from live only once it is durably in its month DB with
-  identical content, established on the very snapshot the delete runs on:
-  by the checker while the delete holds the lock, or by SQLite inside the
-  DELETE (on a live DB not in WAL mode, where a reader could hold up the
-  delete's commit, there is no checker). A crash anywhere leaves at worst a
-  row in both places; the next batch that reads it finds the same content
-  archived and only deletes it.
+  identical content, established on the snapshot the delete runs on (by the
+  checker, or inside the DELETE: ``EventMover._delete_month``). A crash
+  anywhere leaves at worst a row in both places; the next batch that reads it
+  finds the same content archived and only deletes it.
 - coldkeep never holds the live write lock while doing anything slow: the only
   live write is step 3, under ``busy_timeout``. If live stays locked past it, the
   batch stays in both places, is retried at the end of the phase, and what is
@@ -60,8 +57,8 @@ Invariants:
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
 that), the checker on one more; steps are announced through the async step hook
-from the first. The two overlap inside the lock because the sqlite3 module lets
-go of the GIL while a statement runs (a DELETE or a count is one step).
+from the first. One run's state (the live connection, the table, the month DBs,
+the eligibility test) is set up once, as a ``_Run``.
 """
 
 from __future__ import annotations
@@ -77,7 +74,7 @@ from concurrent import futures
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ..cancel import Cancelled, CancelToken, in_thread
 from ..config import Settings
@@ -94,6 +91,7 @@ from .checkpoint import (
 from .eventschema import (
     EventSchema,
     EventsError,
+    SqlCondition,
     discover,
     journal_mode,
     months_spanned,
@@ -164,13 +162,22 @@ class MoveReport:
     cancelled: bool = False
 
 
+class _Span(NamedTuple):
+    """Step 1's answer for one month of a batch."""
+
+    month: str | None  # None: time stamps no month can be found for
+    rows: int  # 0 when the months came from the time stamps' range, not from SQLite
+    lo: int  # the lowest and highest id
+    hi: int
+
+
 @dataclass
 class _Month:
     """One month's share of a batch: its id range in live, and what step 2 found."""
 
     lo: int
     hi: int
-    where: tuple[str, list[Any]]  # SQL for "in this month", and its parameters
+    where: SqlCondition  # "in this month"
     before: set[int] = field(default_factory=set)  # ids the month DB held in [lo, hi]
     already: set[int] = field(default_factory=set)  # ...of them, identical to live
     conflicts: set[int] = field(default_factory=set)  # ...of them, not
@@ -304,13 +311,10 @@ class MonthDbs:
 
 
 class Checker:
-    """A second connection to live, and the thread it runs on. While the mover
-    holds live's write lock and deletes a batch's rows, the checker reads the very
-    snapshot that delete runs on (nobody else can commit meanwhile) and counts
-    those rows that are not identical to their archived copy. The two
-    statements run at once, on two cores: the sqlite3 module lets go of the GIL
-    while a statement runs. Used only on a live DB in WAL mode, where a reader
-    never waits for a writer nor a writer for a reader."""
+    """A second connection to live, and the thread it runs on: while the mover's
+    DELETE runs, it counts the rows that are not identical to their archived
+    copy, on the DELETE's snapshot (why that is sound: ``EventMover._delete_month``).
+    Only on a live DB in WAL mode."""
 
     def __init__(self, db: Path, busy_timeout_s: float) -> None:
         self.conn = open_live(db, busy_timeout_s=busy_timeout_s, any_thread=True)
@@ -331,6 +335,34 @@ def _quick_check(conn: sqlite3.Connection) -> None:
     ok = conn.execute("PRAGMA quick_check").fetchone()[0]
     if ok != "ok":
         raise sqlite3.DatabaseError(f"quick_check says {ok}")
+
+
+@dataclass
+class _Run:
+    """One run's state, set up once by ``EventMover.run``: the live connection, the
+    table as discovered, the month DBs, the eligibility test, and the helpers on
+    their own threads (the checker and the checkpointer exist only on a live DB
+    in WAL mode)."""
+
+    live: sqlite3.Connection
+    schema: EventSchema
+    months: MonthDbs
+    eligible: SqlCondition  # what a row must meet to move
+    checker: Checker | None
+    checkpointer: LiveCheckpointer | None
+
+    @property
+    def table(self) -> str:
+        return q(self.schema.table)
+
+    @property
+    def pk(self) -> str:
+        return q(self.schema.pk)
+
+    @property
+    def values(self) -> list[str]:
+        """Every column but the id, quoted: what "identical" compares."""
+        return [q(c) for c in self.schema.columns if c != self.schema.pk]
 
 
 class EventMover:
@@ -364,35 +396,39 @@ class EventMover:
         self._ids = 8 * self.cfg.batch_rows
         self._released = 0.0  # when the last delete let go of live (monotonic)
         self._gap = 0.0  # how long live stays free after it
-        self.checker: Checker | None = None  # on a live DB in WAL mode
 
     def run(self) -> MoveReport:
         # Closed in reverse: the month DBs, the checker, the checkpointer (after
         # one last checkpoint), then live.
         with ExitStack() as closing:
-            live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
-            closing.callback(live.close)
-            live.execute("PRAGMA wal_autocheckpoint = 0")
-            live.execute("PRAGMA synchronous = NORMAL")
-            live.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-            schema = discover(live, self.db, self.cfg)
-            self._count_unparsable(live, schema)
-            mode = journal_mode(live)
-            checkpointer = self._checkpointer(mode)
-            if checkpointer is not None:
-                closing.callback(_last_checkpoint, checkpointer)
-            if mode == "wal":
-                self.checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
-                closing.callback(self.checker.close)
-            conns = [live] if self.checker is None else [live, self.checker.conn]
-            months = MonthDbs(conns, self.events_dir, schema)
-            closing.callback(months.close)
+            run = self._open(closing)
             try:
-                self._loop(live, schema, months, checkpointer)
+                self._loop(run)
             except Cancelled:
                 self.report.cancelled = True
-            self.report.months_refused = dict(months.refused)
+            self.report.months_refused = dict(run.months.refused)
             return self.report
+
+    def _open(self, closing: ExitStack) -> _Run:
+        live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
+        closing.callback(live.close)
+        live.execute("PRAGMA wal_autocheckpoint = 0")
+        live.execute("PRAGMA synchronous = NORMAL")
+        live.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        schema = discover(live, self.db, self.cfg)
+        self._count_unparsable(live, schema)
+        mode = journal_mode(live)
+        checkpointer = self._checkpointer(mode)
+        if checkpointer is not None:
+            closing.callback(_last_checkpoint, checkpointer)
+        checker = None
+        if mode == "wal":
+            checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
+            closing.callback(checker.close)
+        conns = [live] if checker is None else [live, checker.conn]
+        months = MonthDbs(conns, self.events_dir, schema)
+        closing.callback(months.close)
+        return _Run(live, schema, months, self._eligible(schema), checker, checkpointer)
 
     def _checkpointer(self, mode: str) -> LiveCheckpointer | None:
         if mode != "wal":
@@ -407,11 +443,11 @@ class EventMover:
         self.report.checkpointer = cp.dead or "on"
         return None if cp.dead else cp
 
-    def _eligible(self, schema: EventSchema) -> tuple[str, list[Any]]:
+    def _eligible(self, schema: EventSchema) -> SqlCondition:
         """The SQL condition a row must meet to move, and its parameters (all
         positional: binding hundreds of named parameters is measurably slower)."""
         sql = f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND {schema.eligible_sql('?')}"
-        return sql, [*self._kinds, schema.cutoff(self.now_ms, self.cfg.min_age_days)]
+        return SqlCondition(sql, [*self._kinds, schema.cutoff(self.now_ms, self.cfg.min_age_days)])
 
     def _count_unparsable(self, live: sqlite3.Connection, schema: EventSchema) -> None:
         sql = (
@@ -421,33 +457,95 @@ class EventMover:
         )
         self.report.unparsable = int(live.execute(sql, self._kinds).fetchone()[0])
 
-    def _read_batch(
-        self, live: sqlite3.Connection, schema: EventSchema, after: int
-    ) -> list[tuple[str | None, int, int, int]]:
+    # the batches ---------------------------------------------------------------
+
+    def _loop(self, run: _Run) -> None:
+        after = 0
+        locked_in_a_row = 0
+        retry: list[_Batch] = []
+        while locked_in_a_row < MAX_LOCKED_BATCHES:
+            self.cancel.check()
+            spans = self._read_batch(run, after)
+            if not spans:
+                break
+            batch = self._batch(run, spans)
+            after = batch.last_id
+            if self._archive_and_delete(run, batch, spans):
+                locked_in_a_row = 0
+            else:
+                retry.append(batch)
+                locked_in_a_row += 1
+        for batch in retry:
+            self.cancel.check()
+            if not self._delete(run, batch):
+                self.report.locked_rows += batch.archived
+
+    def _batch(self, run: _Run, spans: list[_Span]) -> _Batch:
+        first, last = min(s.lo for s in spans), max(s.hi for s in spans)
+        self.report.batches += 1
+        batch = _Batch(self.report.batches, first, last, self._held_in(first, last))
+        if batch.held:
+            self.report.held += self._count_held(run, batch.held)
+        return batch
+
+    def _archive_and_delete(self, run: _Run, batch: _Batch, spans: list[_Span]) -> bool:
+        """Steps 2 and 3 of one batch, each announced; False when live stayed
+        locked (the batch is then in both places, to retry)."""
+        self._archive(run, spans, batch)
+        self.step("batch_archived", batch.info)
+        deleted = self._delete(run, batch)
+        self.step("batch_deleted", batch.info)
+        self._progress(run, batch, locked=not deleted)
+        return deleted
+
+    def _progress(self, run: _Run, batch: _Batch, *, locked: bool) -> None:
+        """Tell how the batch went and where the WAL stands; ask for a checkpoint
+        when one is due."""
+        wal = wal_bytes(self.db)
+        self.report.wal_peak = max(self.report.wal_peak, wal)
+        self.on_batch(
+            BatchDone(
+                batch.number,
+                batch.first_id,
+                batch.last_id,
+                sum(m.copied for m in batch.months.values()),
+                sum(len(m.already) for m in batch.months.values()),
+                tuple(sorted(batch.months)),
+                wal,
+                locked,
+            )
+        )
+        # The size trigger counts the frames still to copy: the WAL file keeps
+        # its size after a PASSIVE checkpoint, and comparing that fired a
+        # checkpoint after nearly every batch once the file had grown past it.
+        if run.checkpointer is not None and (
+            batch.number % self.cfg.checkpoint_every == 0
+            or wal_pending_bytes(self.db) >= self.cfg.checkpoint_wal_bytes
+        ):
+            run.checkpointer.request()
+
+    def _read_batch(self, run: _Run, after: int) -> list[_Span]:
         """Step 1: the next eligible rows after ``after``, at most ``batch_rows``
-        of them within ``self._ids`` ids of the first, as their months: (month,
-        rows, lowest id, highest id); month None: unparsable. Rows are counted
-        only where the months came from SQLite (0 otherwise)."""
-        table, pk = q(schema.table), q(schema.pk)
-        eligible, params = self._eligible(schema)
+        of them within ``self._ids`` ids of the first, as their months' spans."""
+        table, pk, eligible = run.table, run.pk, run.eligible
         # NOT INDEXED: walk the table by id from `after`. An index on (kind, ts)
         # would make every batch re-read and sort all eligible rows: quadratic.
-        below_max = f"{pk} < (SELECT max({pk}) FROM {table}) AND {eligible}"
-        found = live.execute(
+        below_max = f"{pk} < (SELECT max({pk}) FROM {table}) AND {eligible.sql}"
+        found = run.live.execute(
             f"SELECT {pk} FROM {table} NOT INDEXED WHERE {pk} > ? AND {below_max} "
             f"ORDER BY {pk} LIMIT 1",
-            [after, *params],
+            [after, *eligible.params],
         ).fetchone()
         if found is None:
             return []
         rows = (
-            f"SELECT {pk}, {q(schema.ts)} FROM {table} NOT INDEXED "
+            f"SELECT {pk}, {q(run.schema.ts)} FROM {table} NOT INDEXED "
             f"WHERE {pk} BETWEEN ? AND ? AND {below_max} "
             f"ORDER BY {pk} LIMIT {self.cfg.batch_rows}"
         )
-        args = [found[0], found[0] + self._ids - 1, *params]
-        secs = schema.ts_seconds_sql()
-        lo_s, hi_s, n, first, last = live.execute(
+        args = [found[0], found[0] + self._ids - 1, *eligible.params]
+        secs = run.schema.ts_seconds_sql()
+        lo_s, hi_s, n, first, last = run.live.execute(
             f"SELECT min({secs}), max({secs}), count(*), min({pk}), max({pk}) FROM ({rows})", args
         ).fetchone()
         if not n:
@@ -458,264 +556,216 @@ class EventMover:
         if span is not None:
             inner = span[1:-1]  # between the first and the last: maybe no rows at all
             return [
-                (month, 0, first, last)
+                _Span(month, 0, first, last)
                 for month in span
-                if month not in inner or self._any(live, schema, month, first, last)
+                if month not in inner or self._any(run, month, first, last)
             ]
-        by_month = f"SELECT {schema.month_sql()}, count(*), min({pk}), max({pk}) FROM ({rows})"
-        return live.execute(f"{by_month} GROUP BY 1", args).fetchall()
+        by_month = f"SELECT {run.schema.month_sql()}, count(*), min({pk}), max({pk}) FROM ({rows})"
+        return [_Span(*r) for r in run.live.execute(f"{by_month} GROUP BY 1", args)]
 
-    def _any(
-        self, live: sqlite3.Connection, schema: EventSchema, month: str, lo: int, hi: int
-    ) -> bool:
-        where = schema.month_condition(month)
+    def _any(self, run: _Run, month: str, lo: int, hi: int) -> bool:
+        where = run.schema.month_condition(month)
         if where is None:
             return False
-        eligible, params = self._eligible(schema)
-        pk = q(schema.pk)
+        pk = run.pk
         sql = (
-            f"SELECT EXISTS (SELECT 1 FROM {q(schema.table)} NOT INDEXED "
-            f"WHERE {pk} BETWEEN ? AND ? AND {eligible} AND {where[0]})"
+            f"SELECT EXISTS (SELECT 1 FROM {run.table} NOT INDEXED "
+            f"WHERE {pk} BETWEEN ? AND ? AND {run.eligible.sql} AND {where.sql})"
         )
-        return bool(live.execute(sql, [lo, hi, *params, *where[1]]).fetchone()[0])
+        params = [lo, hi, *run.eligible.params, *where.params]
+        return bool(run.live.execute(sql, params).fetchone()[0])
 
     def _held_in(self, lo: int, hi: int) -> list[int]:
         return self._held[bisect.bisect_left(self._held, lo) : bisect.bisect_right(self._held, hi)]
 
-    def _loop(
-        self,
-        live: sqlite3.Connection,
-        schema: EventSchema,
-        months: MonthDbs,
-        checkpointer: LiveCheckpointer | None,
-    ) -> None:
-        after = 0
-        locked_in_a_row = 0
-        retry: list[_Batch] = []
-        while locked_in_a_row < MAX_LOCKED_BATCHES:
-            self.cancel.check()
-            spans = self._read_batch(live, schema, after)
-            if not spans:
-                break
-            first, after = min(s[2] for s in spans), max(s[3] for s in spans)
-            self.report.batches += 1
-            batch = _Batch(self.report.batches, first, after, self._held_in(first, after))
-            if batch.held:
-                self.report.held += self._count_held(live, schema, batch.held)
-            self._archive(live, spans, schema, months, batch)
-            self.step("batch_archived", batch.info)
-            locked = not self._delete(live, batch, schema, months)
-            self.step("batch_deleted", batch.info)
-            if locked:
-                retry.append(batch)
-                locked_in_a_row += 1
-            else:
-                locked_in_a_row = 0
-            wal = wal_bytes(self.db)
-            self.report.wal_peak = max(self.report.wal_peak, wal)
-            self.on_batch(
-                BatchDone(
-                    batch.number,
-                    batch.first_id,
-                    after,
-                    sum(m.copied for m in batch.months.values()),
-                    sum(len(m.already) for m in batch.months.values()),
-                    tuple(sorted(batch.months)),
-                    wal,
-                    locked,
-                )
-            )
-            # The size trigger counts the frames still to copy: the WAL file keeps
-            # its size after a PASSIVE checkpoint, and comparing that fired a
-            # checkpoint after nearly every batch once the file had grown past it.
-            if checkpointer is not None and (
-                batch.number % self.cfg.checkpoint_every == 0
-                or wal_pending_bytes(self.db) >= self.cfg.checkpoint_wal_bytes
-            ):
-                checkpointer.request()
-        for batch in retry:
-            self.cancel.check()
-            if not self._delete(live, batch, schema, months):
-                self.report.locked_rows += batch.archived
+    def _count_held(self, run: _Run, held: list[int]) -> int:
+        held_ids = _skip(run.live, held, run.pk)
+        sql = f"SELECT count(*) FROM {run.table} WHERE {run.eligible.sql} AND {held_ids}"
+        return int(run.live.execute(sql, run.eligible.params).fetchone()[0])
 
-    def _count_held(self, live: sqlite3.Connection, schema: EventSchema, held: list[int]) -> int:
-        eligible, params = self._eligible(schema)
-        held_ids = _skip(live, held, q(schema.pk))
-        sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {eligible} AND {held_ids}"
-        return int(live.execute(sql, params).fetchone()[0])
+    # step 2 --------------------------------------------------------------------
 
-    def _archive(
-        self,
-        live: sqlite3.Connection,
-        spans: list[tuple[str | None, int, int, int]],
-        schema: EventSchema,
-        months: MonthDbs,
-        batch: _Batch,
-    ) -> None:
+    def _archive(self, run: _Run, spans: list[_Span], batch: _Batch) -> None:
         """Step 2, month by month: what the month DB holds already, then a copy of
         the rest, committed durably."""
-        for month, rows, lo, hi in sorted(spans, key=lambda s: s[0] or ""):
-            where = schema.month_condition(month) if month is not None else None
-            if month is None or where is None:  # a time stamp no month can be found for
-                self.report.unparsable += rows
+        for span in sorted(spans, key=lambda s: s.month or ""):
+            where = run.schema.month_condition(span.month) if span.month is not None else None
+            if span.month is None or where is None:  # a time stamp no month can be found for
+                self.report.unparsable += span.rows
                 continue
-            alias = months.alias(month)
+            alias = run.months.alias(span.month)
             if alias is None:
                 continue
-            m = _Month(lo, hi, where)
+            m = _Month(span.lo, span.hi, where)
             held = set(batch.held)
             # Deferred, never IMMEDIATE: that would take the write lock on every
             # attached database, live included. This takes it on the month DB only.
-            live.execute("BEGIN")
+            run.live.execute("BEGIN")
             try:
-                self._present(live, alias, schema, m, held)
-                m.copied = self._copy(live, alias, schema, m, [*held, *m.before])
-                live.execute("COMMIT")
+                self._present(run, alias, m, held)
+                m.copied = self._copy(run, alias, m, [*held, *m.before])
+                run.live.execute("COMMIT")
             except BaseException:
-                live.execute("ROLLBACK")
+                run.live.execute("ROLLBACK")
                 raise
-            for row_id in sorted(m.conflicts):
-                self.report.conflicts.append(
-                    Conflict(
-                        row_id,
-                        month,
-                        f"row {row_id} is archived in {months.path(month).name} with other "
-                        "content; both copies are kept (compare them and remove one)",
-                    )
-                )
-            batch.months[month] = m
-            self.report.months.add(month)
+            self._conflicts(run, span.month, m)
+            batch.months[span.month] = m
+            self.report.months.add(span.month)
 
-    def _present(
-        self, live: sqlite3.Connection, alias: str, schema: EventSchema, m: _Month, held: set[int]
-    ) -> None:
+    def _conflicts(self, run: _Run, month: str, m: _Month) -> None:
+        name = run.months.path(month).name
+        self.report.conflicts += [
+            Conflict(
+                row_id,
+                month,
+                f"row {row_id} is archived in {name} with other content; both copies are "
+                "kept (compare them and remove one)",
+            )
+            for row_id in sorted(m.conflicts)
+        ]
+
+    def _present(self, run: _Run, alias: str, m: _Month, held: set[int]) -> None:
         """Fill ``m.before``, ``m.already`` and ``m.conflicts``: the month DB's rows
         in this batch's range, and which of this month's eligible live rows they
         match. Usually there are none: one range probe says so."""
-        table, pk = q(schema.table), q(schema.pk)
+        table, pk, live = run.table, run.pk, run.live
         in_range = f"FROM {alias}.{table} WHERE {pk} BETWEEN ? AND ?"
         if not live.execute(f"SELECT EXISTS (SELECT 1 {in_range})", (m.lo, m.hi)).fetchone()[0]:
             return
         m.before = {r[0] for r in live.execute(f"SELECT {pk} {in_range}", (m.lo, m.hi))}
-        same = " AND ".join(f"a.{q(c)} IS l.{q(c)}" for c in schema.columns if c != schema.pk)
-        eligible, params = self._eligible(schema)
+        same = " AND ".join(f"a.{c} IS l.{c}" for c in run.values)
         sql = (
             f"SELECT a.{pk}, ({same}) FROM {alias}.{table} a JOIN main.{table} l "
             f"ON l.{pk} = a.{pk} WHERE a.{pk} BETWEEN ? AND ? AND l.{pk} IN ("
             f"SELECT {pk} FROM main.{table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? "
-            f"AND {eligible} AND {m.where[0]})"
+            f"AND {run.eligible.sql} AND {m.where.sql})"
         )
-        for row_id, equal in live.execute(sql, [m.lo, m.hi, m.lo, m.hi, *params, *m.where[1]]):
+        params = [m.lo, m.hi, m.lo, m.hi, *run.eligible.params, *m.where.params]
+        for row_id, equal in live.execute(sql, params):
             if row_id not in held:
                 (m.already if equal else m.conflicts).add(row_id)
 
-    def _copy(
-        self,
-        live: sqlite3.Connection,
-        alias: str,
-        schema: EventSchema,
-        m: _Month,
-        skip_ids: list[int],
-    ) -> int:
+    def _copy(self, run: _Run, alias: str, m: _Month, skip_ids: list[int]) -> int:
         """Copy this month's eligible rows in the range from live into the month
         DB, but for ``skip_ids``; returns how many. Eligibility and month are
         checked again here, as the rows are read."""
-        table, pk, cols = q(schema.table), q(schema.pk), schema.select_columns
-        eligible, params = self._eligible(schema)
-        skip = _skip(live, skip_ids, pk)
+        table, pk, cols = run.table, run.pk, run.schema.select_columns
+        skip = _skip(run.live, skip_ids, pk)
         # NOT INDEXED: by id, never by the (kind, ts) index the eligibility test
         # would tempt the planner into (a scan of every eligible row).
         return int(
-            live.execute(
+            run.live.execute(
                 f"INSERT INTO {alias}.{table} ({cols}) SELECT {cols} FROM main.{table} "
-                f"NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {eligible} "
-                f"AND {m.where[0]} AND NOT ({skip})",
-                [m.lo, m.hi, *params, *m.where[1]],
+                f"NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {run.eligible.sql} "
+                f"AND {m.where.sql} AND NOT ({skip})",
+                [m.lo, m.hi, *run.eligible.params, *m.where.params],
             ).rowcount
         )
 
-    def _delete(
-        self, live: sqlite3.Connection, batch: _Batch, schema: EventSchema, months: MonthDbs
-    ) -> bool:
+    # step 3 --------------------------------------------------------------------
+
+    def _delete(self, run: _Run, batch: _Batch) -> bool:
         """Step 3: each month's share of the batch deleted from live in one short
         write transaction; False when live stayed locked (what is deleted stays
         so). The next batch is sized from how long these held the lock."""
         if not batch.archived:
             return True
         held_s = 0.0
-        pk = q(schema.pk)
         conflicts = [i for m in batch.months.values() for i in m.conflicts]
         # Held rows are never touched; rows archived with other content stay. The
         # same for every month of the batch, and the checker needs them too.
         untouched = [*batch.held, *conflicts]
-        skip = _skip(live, untouched, pk)
-        if self.checker is not None:
-            _skip(self.checker.conn, untouched, pk)
+        skip = _skip(run.live, untouched, run.pk)
+        if run.checker is not None:
+            _skip(run.checker.conn, untouched, run.pk)
         for month in sorted(batch.months):
-            m, alias = batch.months[month], months.alias(month)
+            m, alias = batch.months[month], run.months.alias(month)
             if alias is None:  # refused since step 2: its rows stay in both places
                 m.copied, m.already = 0, set()
                 continue
-            held = self._delete_month(live, alias, schema, m, skip)
+            held = self._delete_month(run, alias, m, skip)
             if held is None:
                 return False
             held_s += held
         self._resize(batch.last_id - batch.first_id + 1, held_s)
-        self._settle(live, batch, schema, months)
+        self._settle(run, batch)
         return True
 
-    def _delete_month(
-        self, live: sqlite3.Connection, alias: str, schema: EventSchema, m: _Month, skip: str
-    ) -> float | None:
+    def _delete_month(self, run: _Run, alias: str, m: _Month, skip: str) -> float | None:
         """Delete this month's archived rows of the batch from live in one short
         write transaction; returns how long it held the lock, None if live stayed
-        locked. While the DELETE runs, the checker counts on the very same
-        snapshot (nobody else can commit while we hold the lock) the rows that
-        are not identical to their archived copy; if there are any (the
-        application updated a row after it was copied), the delete is rolled
-        back and redone with the identity check inside the DELETE itself."""
-        table, pk = q(schema.table), q(schema.pk)
-        eligible, params = self._eligible(schema)
-        same = "".join(f"AND a.{q(c)} IS {table}.{q(c)} " for c in schema.columns if c != schema.pk)
-        archived = f"EXISTS (SELECT 1 FROM {alias}.{table} a WHERE a.{pk} = {table}.{pk} {same})"
-        # By id (NOT INDEXED: see _read_batch); never the largest id (see the
-        # invariants), even if the application deleted the row that was the
-        # largest when step 1 ran.
-        rows = (
-            f"FROM main.{table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? "
-            f"AND {pk} < (SELECT max({pk}) FROM main.{table}) AND {eligible} "
-            f"AND {m.where[0]} AND NOT ({skip})"
-        )
-        args = [m.lo, m.hi, *params, *m.where[1]]
-        checker = self.checker
+        locked.
+
+        Only rows identical to their archived copy may go, and that must hold on
+        the very snapshot the DELETE runs on. Comparing inside the DELETE (a join
+        per row) would make the lock's hold longer, so while the DELETE runs, the
+        checker counts on its own connection and thread the rows that are NOT
+        identical. Its count is on the DELETE's snapshot: it starts after BEGIN
+        IMMEDIATE gave the mover live's write lock and ends before the mover
+        commits, and in between nobody else can commit; in WAL mode a reader
+        neither sees the writer's uncommitted pages nor waits for them. (Without
+        WAL a reader could hold up the commit, so there is no checker there.)
+        The two statements run at once on two cores: the sqlite3 module lets go
+        of the GIL while a statement runs. A count above zero (the application
+        updated a row after step 2 copied it) rolls the delete back, and it is
+        redone with the identity check inside the DELETE itself."""
+        where, archived = self._deletable(run, alias, m, skip)
+        checker = run.checker
         while True:
             self._pause()
             try:
-                live.execute("BEGIN IMMEDIATE")
+                run.live.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:
                 if _locked(err):
                     return None
                 raise
             t0 = time.monotonic()  # the hold starts when the application let go
-            changed = None
-            try:
-                if checker is not None:
-                    changed = checker.count(f"SELECT count(*) {rows} AND NOT {archived}", args)
-                where = rows if checker is not None else f"{rows} AND {archived}"
-                deleted = live.execute(f"DELETE {where}", args).rowcount
-                if changed is not None and changed.result():
-                    live.execute("ROLLBACK")
-                    self._let_go(t0)
-                    checker = None
-                    continue
-                live.execute("COMMIT")
-            except BaseException:
-                live.execute("ROLLBACK")
-                if changed is not None:
-                    futures.wait([changed])  # the checker is idle before it is closed
-                raise
+            deleted = self._delete_checked(run, where, archived, checker)
+            if deleted is None:  # a row changed: redo, the check inside the DELETE
+                self._let_go(t0)
+                checker = None
+                continue
             m.deleted += deleted
             return self._let_go(t0)
+
+    def _deletable(self, run: _Run, alias: str, m: _Month, skip: str) -> tuple[SqlCondition, str]:
+        """The condition on the month's rows step 3 may delete, and the one that a
+        row is identical to its archived copy."""
+        table, pk = run.table, run.pk
+        same = "".join(f"AND a.{c} IS {table}.{c} " for c in run.values)
+        archived = f"EXISTS (SELECT 1 FROM {alias}.{table} a WHERE a.{pk} = {table}.{pk} {same})"
+        # Never the largest id (see the invariants), even if the application
+        # deleted the row that was the largest when step 1 ran.
+        where = (
+            f"{pk} BETWEEN ? AND ? AND {pk} < (SELECT max({pk}) FROM main.{table}) "
+            f"AND {run.eligible.sql} AND {m.where.sql} AND NOT ({skip})"
+        )
+        return SqlCondition(where, [m.lo, m.hi, *run.eligible.params, *m.where.params]), archived
+
+    def _delete_checked(
+        self, run: _Run, where: SqlCondition, archived: str, checker: Checker | None
+    ) -> int | None:
+        """Inside the mover's write transaction: the DELETE, committed; with a
+        checker, None (rolled back) when it counted a row not identical to its
+        copy. Without one the DELETE joins each row with its copy itself."""
+        # By id (NOT INDEXED: see _read_batch).
+        rows = f"FROM main.{run.table} NOT INDEXED WHERE {where.sql}"
+        changed = None
+        try:
+            if checker is not None:
+                changed = checker.count(f"SELECT count(*) {rows} AND NOT {archived}", where.params)
+            delete = f"DELETE {rows}" if checker is not None else f"DELETE {rows} AND {archived}"
+            deleted = int(run.live.execute(delete, where.params).rowcount)
+            if changed is not None and changed.result():
+                run.live.execute("ROLLBACK")
+                return None
+            run.live.execute("COMMIT")
+        except BaseException:
+            run.live.execute("ROLLBACK")
+            if changed is not None:
+                futures.wait([changed])  # the checker is idle before it is closed
+            raise
+        return deleted
 
     def _let_go(self, locked_at: float) -> float:
         """Note that live's write lock, taken at ``locked_at``, is released now;
@@ -740,36 +790,38 @@ class EventMover:
             want = ids * HOLD_TARGET_S / held_s
             self._ids = int(max(MIN_IDS, min((self._ids + want) / 2, 2 * self._ids)))
 
-    def _settle(
-        self, live: sqlite3.Connection, batch: _Batch, schema: EventSchema, months: MonthDbs
-    ) -> None:
+    def _settle(self, run: _Run, batch: _Batch) -> None:
         """Count what moved. A row still live after its delete was updated by the
         application after it was copied: the copy this batch made is obsolete and
         goes, so the next pass archives the row as it is now. (A copy made earlier,
         by a pass that crashed, stays: the next pass reports the two as a
         conflict.) A row the application deleted meanwhile is simply gone."""
-        pk, table = q(schema.pk), q(schema.table)
         held = set(batch.held)
         for month, m in batch.months.items():
-            alias = months.alias(month) if m.deleted < m.copied + len(m.already) else None
+            alias = run.months.alias(month) if m.deleted < m.copied + len(m.already) else None
             if alias is not None:
-                both = live.execute(
-                    f"SELECT a.{pk} FROM {alias}.{table} a JOIN main.{table} l "
-                    f"ON l.{pk} = a.{pk} WHERE a.{pk} BETWEEN ? AND ?",
-                    (m.lo, m.hi),
-                ).fetchall()
-                for (row_id,) in both:
-                    if row_id in held or row_id in m.conflicts:
-                        continue
-                    if row_id in m.already:
-                        m.already.discard(row_id)
-                        self.report.kept_changed += 1
-                    elif row_id not in m.before:  # this batch's copy, now obsolete
-                        live.execute(f"DELETE FROM {alias}.{table} WHERE {pk} = ?", (row_id,))
-                        m.copied -= 1
-                        self.report.kept_changed += 1
+                self._drop_obsolete(run, alias, m, held)
             self.report.moved += m.copied
             self.report.already_archived += len(m.already)
+
+    def _drop_obsolete(self, run: _Run, alias: str, m: _Month, held: set[int]) -> None:
+        """The rows of the month's range still in both places after the delete."""
+        pk, table = run.pk, run.table
+        both = run.live.execute(
+            f"SELECT a.{pk} FROM {alias}.{table} a JOIN main.{table} l "
+            f"ON l.{pk} = a.{pk} WHERE a.{pk} BETWEEN ? AND ?",
+            (m.lo, m.hi),
+        ).fetchall()
+        for (row_id,) in both:
+            if row_id in held or row_id in m.conflicts:
+                continue
+            if row_id in m.already:
+                m.already.discard(row_id)
+                self.report.kept_changed += 1
+            elif row_id not in m.before:  # this batch's copy, now obsolete
+                run.live.execute(f"DELETE FROM {alias}.{table} WHERE {pk} = ?", (row_id,))
+                m.copied -= 1
+                self.report.kept_changed += 1
 
 
 def _last_checkpoint(checkpointer: LiveCheckpointer) -> None:

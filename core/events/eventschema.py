@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..config import EventsSettings, TsFormat
 
@@ -31,6 +31,13 @@ class EventsError(Exception):
 def q(ident: str) -> str:
     """A quoted SQL identifier (config already allows only plain ones)."""
     return '"' + ident.replace('"', '""') + '"'
+
+
+class SqlCondition(NamedTuple):
+    """A SQL condition and its positional parameters."""
+
+    sql: str
+    params: list[Any]
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ class EventSchema:
     def month_sql(self) -> str:
         return f"strftime('%Y-%m', {self.ts_seconds_sql()}, 'unixepoch')"
 
-    def month_condition(self, month: str) -> tuple[str, list[Any]] | None:
+    def month_condition(self, month: str) -> SqlCondition | None:
         """SQL true for the rows whose time stamp falls in ``month``, and its
         parameters; None for a month Python cannot place (its rows are
         unparsable). For numbers: a range on the column itself, no date
@@ -91,9 +98,10 @@ class EventSchema:
         if bounds is None:
             return None
         if self.ts_format == "iso":
-            return f"{self.month_sql()} = ?", [month]
+            return SqlCondition(f"{self.month_sql()} = ?", [month])
         unit = 1000 if self.ts_format == "ms" else 1
-        return f"{q(self.ts)} >= ? AND {q(self.ts)} < ?", [bounds[0] * unit, bounds[1] * unit]
+        ts = q(self.ts)
+        return SqlCondition(f"{ts} >= ? AND {ts} < ?", [bounds[0] * unit, bounds[1] * unit])
 
 
 def months_spanned(lo_s: float, hi_s: float, limit: int) -> list[str] | None:
