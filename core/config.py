@@ -31,7 +31,7 @@ TsFormat = Literal["ms", "s", "iso"]
 # RESTART and TRUNCATE wait on the application's readers and writers: never the default.
 CheckpointMode = Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
 
-# seeds/000 kinds.ts: the reader-less, high-volume kinds. Every other kind stays live.
+# The kinds nothing reads back and that come in volume. Every other kind stays live.
 DEFAULT_EVENT_KINDS: frozenset[str] = frozenset(
     {
         "pingpong_decision_failed",
@@ -219,59 +219,10 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     hold_days = top.number("hold_days", 7.0, minimum=0)
     assert live_root is not None and archive_root is not None
 
-    files_t = top.table("files")
-    include = files_t.globs("include", FilesSettings.include)
-    exclude = files_t.globs("exclude", FilesSettings.exclude)
-    unit_closed = _unit_closed(files_t, state_db)
-    files = FilesSettings(
-        include=include,
-        exclude=exclude,
-        min_age_days=files_t.number("min_age_days", FilesSettings.min_age_days, minimum=0),
-        unit_closed=unit_closed,
-    )
-    files_t.done()
-
-    ev_t = top.table("events")
-    events = EventsSettings(
-        table=ev_t.identifier("table", EventsSettings.table),
-        kind_column=ev_t.identifier("kind_column", EventsSettings.kind_column),
-        ts_column=ev_t.identifier("ts_column", EventsSettings.ts_column),
-        ts_format=ev_t.choice("ts_format", EventsSettings.ts_format, get_args(TsFormat)),
-        kinds=frozenset(ev_t.strings("kinds", tuple(sorted(DEFAULT_EVENT_KINDS)))),
-        min_age_days=ev_t.number("min_age_days", EventsSettings.min_age_days, minimum=0),
-        batch_rows=ev_t.integer("batch_rows", EventsSettings.batch_rows, minimum=1),
-        busy_timeout_ms=ev_t.integer("busy_timeout_ms", EventsSettings.busy_timeout_ms, minimum=0),
-        checkpoint_every=ev_t.integer(
-            "checkpoint_every", EventsSettings.checkpoint_every, minimum=1
-        ),
-        checkpoint_wal_bytes=ev_t.integer(
-            "checkpoint_wal_bytes", EventsSettings.checkpoint_wal_bytes, minimum=0
-        ),
-        checkpoint_timeout_s=ev_t.number(
-            "checkpoint_timeout_s", EventsSettings.checkpoint_timeout_s, minimum=0.1
-        ),
-        checkpoint_mode=ev_t.choice(
-            "checkpoint_mode", EventsSettings.checkpoint_mode, get_args(CheckpointMode)
-        ),
-    )
-    ev_t.done()
-
-    gz_t = top.table("gzip")
-    engine = gz_t.choice("engine", DEFAULT_ENGINE, get_args(Engine))
-    lo, hi = LEVEL_RANGE[engine]
-    level = gz_t.integer("level", DEFAULT_LEVEL if engine == DEFAULT_ENGINE else 6, minimum=lo)
-    if level > hi:
-        raise ConfigError(
-            file, "gzip.level", f"{level} is out of range for engine {engine!r}", f"use {lo}–{hi}"
-        )
-    gz_t.done()
-
-    io_t = top.table("io")
-    io = IoSettings(
-        bytes_per_s=io_t.integer("bytes_per_s", 0, minimum=0),
-        workers=io_t.integer("workers", 0, minimum=0),
-    )
-    io_t.done()
+    files = _files(top.table("files"), state_db)
+    events = _events(top.table("events"))
+    gzip = _gzip(top.table("gzip"))
+    io = _io(top.table("io"))
     jobs = _jobs(top.table("jobs"))
     alerts = _alerts(top.table("alerts"))
     top.done()
@@ -286,11 +237,71 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         hold_days=hold_days,
         files=files,
         events=events,
-        gzip=GzipSettings(engine=engine, level=level),
+        gzip=gzip,
         io=io,
         jobs=jobs,
         alerts=alerts,
     )
+
+
+def _files(t: _Table, state_db: Path | None) -> FilesSettings:
+    include = t.globs("include", FilesSettings.include)
+    exclude = t.globs("exclude", FilesSettings.exclude)
+    unit_closed = _unit_closed(t, state_db)
+    files = FilesSettings(
+        include=include,
+        exclude=exclude,
+        min_age_days=t.number("min_age_days", FilesSettings.min_age_days, minimum=0),
+        unit_closed=unit_closed,
+    )
+    t.done()
+    return files
+
+
+def _events(t: _Table) -> EventsSettings:
+    events = EventsSettings(
+        table=t.identifier("table", EventsSettings.table),
+        kind_column=t.identifier("kind_column", EventsSettings.kind_column),
+        ts_column=t.identifier("ts_column", EventsSettings.ts_column),
+        ts_format=t.choice("ts_format", EventsSettings.ts_format, get_args(TsFormat)),
+        kinds=frozenset(t.strings("kinds", tuple(sorted(DEFAULT_EVENT_KINDS)))),
+        min_age_days=t.number("min_age_days", EventsSettings.min_age_days, minimum=0),
+        batch_rows=t.integer("batch_rows", EventsSettings.batch_rows, minimum=1),
+        busy_timeout_ms=t.integer("busy_timeout_ms", EventsSettings.busy_timeout_ms, minimum=0),
+        checkpoint_every=t.integer("checkpoint_every", EventsSettings.checkpoint_every, minimum=1),
+        checkpoint_wal_bytes=t.integer(
+            "checkpoint_wal_bytes", EventsSettings.checkpoint_wal_bytes, minimum=0
+        ),
+        checkpoint_timeout_s=t.number(
+            "checkpoint_timeout_s", EventsSettings.checkpoint_timeout_s, minimum=0.1
+        ),
+        checkpoint_mode=t.choice(
+            "checkpoint_mode", EventsSettings.checkpoint_mode, get_args(CheckpointMode)
+        ),
+    )
+    t.done()
+    return events
+
+
+def _gzip(t: _Table) -> GzipSettings:
+    engine = t.choice("engine", DEFAULT_ENGINE, get_args(Engine))
+    lo, hi = LEVEL_RANGE[engine]
+    level = t.integer("level", DEFAULT_LEVEL if engine == DEFAULT_ENGINE else 6, minimum=lo)
+    if level > hi:
+        raise ConfigError(
+            t.file, "gzip.level", f"{level} is out of range for engine {engine!r}", f"use {lo}–{hi}"
+        )
+    t.done()
+    return GzipSettings(engine=engine, level=level)
+
+
+def _io(t: _Table) -> IoSettings:
+    io = IoSettings(
+        bytes_per_s=t.integer("bytes_per_s", 0, minimum=0),
+        workers=t.integer("workers", 0, minimum=0),
+    )
+    t.done()
+    return io
 
 
 def _jobs(t: _Table) -> JobsSettings:
