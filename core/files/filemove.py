@@ -10,10 +10,10 @@ A crash between 6 and 7 leaves the source beside a committed entry: recovery
 unlinks it after the same identity check. A source changed after step 4 is
 kept (``unlinked == "changed"``); the entry still holds the version archived.
 
-Legacy copies (seeds/000 §7.5): a plain file at ``files/<relpath>`` left by an
-older copy-based scheme is compared with the source's first N bytes, hashed in
-the same read as the gzip; after step 7 a proven prefix copy is removed, anything
-else is kept and reported.
+Legacy copies: a plain file at ``files/<relpath>`` left by an older copy-based
+scheme is compared with the source's first N bytes, hashed in the same read as
+the gzip; after step 7 a proven prefix copy is removed, anything else is kept
+and reported.
 
 Restoring (``FileMover.restore``): the restore intent is committed first
 (``intent_recorded``), then ``gzfile.restore_file`` (``restore_partial_written``,

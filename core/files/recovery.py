@@ -1,5 +1,5 @@
 """What a crash leaves behind, found and settled. Runs under the archive lock, at
-the start of every pass (SPEC §5).
+the start of every pass, so that no pass works beside a dead process's leftovers.
 
     leftover                          found by                  outcome
     ---------------------------------------------------------------------------------
