@@ -382,8 +382,9 @@ class Archiver:
                 if rel not in found:
                     self.stream.notice("warning", f"{rel} is not an orphan gzip; left alone")
                     continue
-                done.append(await recovery.settle_orphan(found[rel]))
-                emit_orphan(self.stream, current.mover, done[-1])
+                orphan = await recovery.settle_orphan(found[rel])
+                emit_orphan(self.stream, self.layout, orphan)
+                done.append(orphan)
             failed = any(o.outcome == "error" for o in done) or len(done) < len(wanted)
             current.finish("failed" if failed else "ok", dict(Counter(o.outcome for o in done)))
             return done

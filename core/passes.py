@@ -42,6 +42,7 @@ from .files.filemove import Archived, FileMover
 from .files.gzfile import Unarchivable
 from .files.recovery import Orphan, Recovery, RecoveryReport
 from .files.scan import Candidate, ScanError, scan_files
+from .layout import Layout
 from .plan import Plan
 from .steps import StepHook
 from .stream import (
@@ -182,8 +183,8 @@ def planned_summary(
 # What the core's results look like on the stream ------------------------------
 
 
-def emit_orphan(stream: EventStream, mover: FileMover, o: Orphan) -> None:
-    stream.emit(OrphanSeen(mover.layout.rel(o.gz), o.relpath, o.outcome, o.detail))
+def emit_orphan(stream: EventStream, layout: Layout, o: Orphan) -> None:
+    stream.emit(OrphanSeen(layout.rel(o.gz), o.relpath, o.outcome, o.detail))
 
 
 def emit_checkpoint(stream: EventStream, r: CheckpointResult) -> None:
@@ -217,7 +218,7 @@ async def run_recovery(
     for p in report.partials:
         stream.emit(OrphanSeen(mover.layout.rel(p), "", "partial_removed"))
     for o in report.orphans:
-        emit_orphan(stream, mover, o)
+        emit_orphan(stream, mover.layout, o)
     for e in report.missing:
         stream.notice(
             "error",
