@@ -32,6 +32,7 @@ from typing import Any
 
 from ..config import AlertsSettings
 from ..manifest import Manifest
+from .jobs import failed_runs
 
 
 @dataclass(frozen=True)
@@ -81,22 +82,18 @@ async def conditions(manifest: Manifest) -> list[Condition]:
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
         message = f"the gzip of {e.relpath} is missing from the archive ({e.gz_path})"
         found.append(Condition(f"missing:{e.id}", "missing", message, where))
-    runs = await manifest.rows(
-        "SELECT id, job, status, error, started_at, summary FROM job_runs "
-        "WHERE status IN ('error', 'timeout') ORDER BY id DESC LIMIT 1000"
-    )
-    for run_id, job, status, error, started, summary in reversed(runs):
-        about = {"job": job, "run_id": run_id, "started_at": started}
-        message = f"job {job} ended in {status}: {error}"
-        holder = (json.loads(summary) if summary else {}).get("locked_by")
+    for run in reversed(await failed_runs(manifest, 1000)):
+        about = {"job": run.job, "run_id": run.id, "started_at": run.started_at}
+        message = f"job {run.job} ended in {run.status}: {run.error}"
+        holder = run.summary.get("locked_by")
         # Locked out by another process: one alert per holder, however many
         # ticks (of however many jobs) it turned away.
         key = (
             f"locked:{holder.get('host')}:{holder.get('pid')}:{holder.get('started_at')}"
             if isinstance(holder, dict)
-            else f"job:{run_id}"
+            else f"job:{run.id}"
         )
-        found.append(Condition(key, f"job_{status}", message, about))
+        found.append(Condition(key, f"job_{run.status}", message, about))
     for p in await manifest.passes(20):
         for c in (p.summary.get("events") or {}).get("conflicts", []):
             about = {"row_id": c["row_id"], "month": c["month"], "pass_id": p.id}

@@ -474,13 +474,25 @@ async def job_infos(
     return out
 
 
+_RUN_COLUMNS = "id, job, trigger, started_at, ended_at, status, error, summary"
+
+
+def _run(r: Any) -> JobRun:
+    return JobRun(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
+
+
 async def job_history(manifest: Manifest, limit: int = 50) -> list[JobRun]:
     rows = await manifest.rows(
-        "SELECT id, job, trigger, started_at, ended_at, status, error, summary "
-        "FROM job_runs ORDER BY id DESC LIMIT ?",
+        f"SELECT {_RUN_COLUMNS} FROM job_runs ORDER BY id DESC LIMIT ?", (limit,)
+    )
+    return [_run(r) for r in rows]
+
+
+async def failed_runs(manifest: Manifest, limit: int) -> list[JobRun]:
+    """The last ``limit`` runs that ended in error or timeout, newest first."""
+    rows = await manifest.rows(
+        f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE status IN ('error', 'timeout') "
+        "ORDER BY id DESC LIMIT ?",
         (limit,),
     )
-    return [
-        JobRun(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
-        for r in rows
-    ]
+    return [_run(r) for r in rows]
