@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from . import audit
-from .attach import AttachServer, socket_path
+from .attach import AttachServer
 from .cancel import Cancelled, CancelToken
 from .codec import Codec
 from .config import Settings
@@ -66,7 +66,7 @@ from .files.restore import (
 from .files.verify import VerifyReport, verify_entries
 from .fsutil import unlink_if_present
 from .layout import Layout
-from .lock import ArchiveLock, LockHeld, read_holder
+from .lock import ArchiveLock, LockHeld
 from .manifest import Entry, Manifest, ManifestError, now_ms
 from .passes import (
     EventsMoved,
@@ -224,18 +224,8 @@ class Archiver:
         if not self.serve_events:
             return None
         hello = {**asdict(lock.holder), "operation": command}
-        server = AttachServer(
-            socket_path(self.settings.archive_root),
-            self.stream,
-            hello,
-            on_stop=(cancel or CancelToken()).cancel,
-        )
-        try:
-            await server.start()
-        except OSError as err:  # attach is a convenience: its failure never stops the work
-            self.stream.notice("warning", f"cannot serve events for attaching consoles: {err}")
-            return None
-        return server
+        on_stop = (cancel or CancelToken()).cancel
+        return await AttachServer.serve(self.settings.archive_root, self.stream, hello, on_stop)
 
     async def _audit_refusal(self, command: str, args: dict[str, Any], why: str) -> None:
         try:
@@ -317,15 +307,7 @@ class Archiver:
         return await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
 
     async def _recovery_scan(self, manifest: Manifest) -> RecoveryReport:
-        # The holder is read before and after the walk: one that took the lock
-        # during it, or finished during it, may have partials in it.
-        before = await asyncio.to_thread(read_holder, self.layout.lock)
-        report = await Recovery(self._mover(manifest)).scan()
-        after = await asyncio.to_thread(read_holder, self.layout.lock)
-        busy = [h for h in (after, before) if h is not None and h.alive]
-        if busy:
-            report.set_aside_in_flight(busy[0].describe())
-        return report
+        return await Recovery(self._mover(manifest)).scan_unlocked()
 
     # mutating ----------------------------------------------------------------
 

@@ -78,6 +78,25 @@ class AttachServer:
         self._ino: int | None = None
         self._clients: set[asyncio.Task[None]] = set()
 
+    @classmethod
+    async def serve(
+        cls,
+        archive_root: Path,
+        stream: EventStream,
+        hello: dict[str, Any],
+        on_stop: Callable[[str], None],
+    ) -> AttachServer | None:
+        """A started server for the lock holder's operation; None, with a warning on
+        the stream, when the socket cannot be served: attach is a convenience, and
+        its failure never stops the work."""
+        server = cls(socket_path(archive_root), stream, hello, on_stop)
+        try:
+            await server.start()
+        except OSError as err:
+            stream.notice("warning", f"cannot serve events for attaching consoles: {err}")
+            return None
+        return server
+
     async def start(self) -> None:
         await asyncio.to_thread(self._clear_stale)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")

@@ -48,6 +48,7 @@ from ..layout import (
     restore_partial_of,
     unit_of,
 )
+from ..lock import read_holder
 from ..manifest import Entry, Manifest, NewEntry
 from .filemove import FileMover
 from .gzfile import (
@@ -187,6 +188,20 @@ class Recovery:
         self.manifest = mover.manifest
         self.cancel = cancel or CancelToken()
         self.current_pass = current_pass  # the pass this recovery runs in: not a leftover
+
+    async def scan_unlocked(self) -> RecoveryReport:
+        """``scan`` without holding the lock (``coldkeep plan``, the console): a
+        live holder's partials are its work in progress, not leftovers. The
+        holder is read before and after the walk: one that took the lock during
+        it, or finished during it, may have partials in it."""
+        lock = self.mover.layout.lock
+        before = await asyncio.to_thread(read_holder, lock)
+        report = await self.scan()
+        after = await asyncio.to_thread(read_holder, lock)
+        busy = [h for h in (after, before) if h is not None and h.alive]
+        if busy:
+            report.set_aside_in_flight(busy[0].describe())
+        return report
 
     async def scan(self) -> RecoveryReport:
         """What ``run`` would do, changing nothing: partials and intents listed,
