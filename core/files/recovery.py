@@ -22,9 +22,10 @@ the start of every pass, so that no pass works beside a dead process's leftovers
                                                                 it archived
 
 Only coldkeep writes under ``files/``, and only under the lock; so, holding it, any
-partial or orphan found there is a dead process's. A ``.restore-partial`` sits in a
-live directory, where a name alone proves nothing: only one a committed intent
-names is removed.
+partial or orphan found there is a dead process's (a scan without the lock,
+``scan_unlocked``, sets a live holder's partials aside as its work in progress).
+A ``.restore-partial`` sits in a live directory, where a name alone proves
+nothing: only one a committed intent names is removed.
 """
 
 from __future__ import annotations
