@@ -179,16 +179,17 @@ def test_the_installed_cli_writes_a_demo_and_reports_its_status(installed: Insta
 
 @dataclass
 class Console:
-    """One command in its own tmux server (a private socket: no one else's
-    sessions, no environment left by an older server), the pane kept after the
-    command ends so its exit status (and any traceback) can be read."""
+    """One command in its own tmux server (a private socket in the test's own
+    directory: no one else's sessions, no environment left by an older server,
+    nothing left behind), the pane kept after the command ends so its exit status
+    (and any traceback) can be read."""
 
-    socket: str
+    socket: Path
     env: dict[str, str]
 
     def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["tmux", "-L", self.socket, *args],
+            ["tmux", "-S", str(self.socket), *args],
             env=self.env,
             capture_output=True,
             text=True,
@@ -232,7 +233,7 @@ class Console:
 
 @pytest.fixture
 def console(installed: Installed) -> Iterator[Console]:
-    console = Console(f"ck-wheel-{uuid.uuid4().hex[:8]}", installed.env())
+    console = Console(installed.work / f"tmux-{uuid.uuid4().hex[:8]}", installed.env())
     try:
         yield console
     finally:
