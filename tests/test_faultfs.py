@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import sqlite3
 import threading
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
+from faultfs.mount import is_mounted
 
 from coldkeep.core import fsutil
 
@@ -542,3 +544,73 @@ def test_cut_stops_serving_open_files(vfs: FaultFS) -> None:
         with contextlib.suppress(OSError):
             f.close()
     assert not (vfs.backing / "open").exists()
+
+
+def test_open_names_create_too(fs: FaultFS, request: pytest.FixtureRequest) -> None:
+    d = _d(fs, request)
+    (d / "exists").write_bytes(b"x")
+    fs.reset_calls()
+    fs.fail("open", "**/nope*", errno.EMFILE)
+    for name in ("nope-new", "exists"):
+        try:
+            (d / name).write_bytes(b"y")
+        except OSError as exc:
+            assert exc.errno == errno.EMFILE
+            assert name == "nope-new"
+    assert fs.calls("open", "**/exists") == 1
+    assert fs.calls("open", "**/nope-new") == 1
+    assert fs.calls("create", "**") == 1
+
+
+def test_locks_and_unix_sockets_work(fs: FaultFS, request: pytest.FixtureRequest) -> None:
+    import fcntl
+    import socket
+
+    d = _d(fs, request)
+    (d / ".lock").write_bytes(b"")
+    a = os.open(d / ".lock", os.O_RDWR)
+    b = os.open(d / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(a, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(a, fcntl.LOCK_UN)
+        fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(a)
+        os.close(b)
+    tmp, final = d / "s.tmp", d / "s.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp))
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, final)
+        server.listen(1)
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(final))
+            peer, _ = server.accept()
+            with peer:
+                client.sendall(b"hello")
+                assert peer.recv(5) == b"hello"
+
+
+def test_unmounts_whatever_happens(tmp_path: Path) -> None:
+    fs = start_or_skip(FaultFS(tmp_path / "b", tmp_path / "m"))
+    with pytest.raises(ZeroDivisionError), fs:
+        (fs.mount / "f").write_bytes(b"x")
+        held = open(fs.mount / "f", "rb")  # noqa: SIM115  a busy mount: unmounted lazily
+        _ = 1 / 0
+    assert not is_mounted(tmp_path / "m")
+    assert not fs.running
+    with contextlib.suppress(OSError):
+        held.close()
+    # a server that dies leaves no dead mount behind (auto_unmount)
+    start_or_skip(fs)
+    pid = fs.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while is_mounted(fs.mount) and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling the kernel's mount table, with a deadline
+    assert not is_mounted(fs.mount)
+    fs.stop()
+    assert (tmp_path / "b" / "f").read_bytes() == b"x"

@@ -22,8 +22,9 @@ test with its log. Needs: Debian ``fuse3`` and ``libfuse3-3``, PyPI ``mfusepy``.
 
 In a test module (the fixtures mount ``tmp_path/backing`` at ``tmp_path/mnt``)::
 
-    from faultfs.fixture import faultfs, volatile_faultfs  # noqa: F401  (fixtures)
     from faultfs import FaultFS
+
+    pytest_plugins = ["faultfs.fixture"]      # the fixtures faultfs, volatile_faultfs
 
     def test_disk_full(faultfs: FaultFS) -> None:
         rule = faultfs.fail("write", "**/*.partial", errno.ENOSPC, after_bytes=1 << 20)
@@ -50,9 +51,11 @@ Or with your own directories: ``with FaultFS(backing, mount, volatile=True) as f
 
 Op names: getattr readlink mknod mkdir unlink rmdir symlink rename link chmod
 chown truncate open create read write statfs flush release fsync opendir readdir
-releasedir fsyncdir utimens fallocate (``create`` is an open that makes a new
-file; ``os.fsync`` on a directory descriptor arrives as ``fsyncdir``). Paths are
-relative to the mount, the root is ``"."``; ``**`` spans directories.
+releasedir fsyncdir utimens fallocate, or ``"*"``. ``create`` is an open with
+``O_CREAT`` (the kernel sends it when the name did not exist); ``open`` names both
+(every open), in rules and in counts. ``os.fsync`` on a directory descriptor
+arrives as ``fsyncdir``, never as ``fsync``. Paths are relative to the mount, the
+root is ``"."``; ``**/`` is any number of directories, ``*`` stays in one.
 
 Things to know:
 
@@ -62,7 +65,11 @@ Things to know:
   read fault reliably hits reads of a file opened after the rule was set.
 * ``st_ino`` is the backing inode (``use_ino``), stable across remounts;
   ``st_dev`` is the mount's and changes with every mount.
-* POSIX (``fcntl``) and ``flock`` locks are kept by the kernel, per mount.
+* POSIX (``fcntl``) and ``flock`` locks are kept by the kernel, per mount;
+  Unix sockets can be bound on the mount.
+* Each hard link of a file is its own kernel inode (libfuse's high-level API);
+  attributes are never cached (``attr_timeout=0``), so ``st_nlink``, size and
+  mtime are always the backing's.
 * After ``cut()`` every call on the old mount fails (EIO, then ENOTCONN):
   kill the processes using it first if they should not see that.
 

@@ -61,7 +61,9 @@ class Kernel(mfusepy.FUSE):  # type: ignore[misc]
         return int(self.operations.utimens(self._s(path), times, _fh(fip)))
 
 
-def serve(ops: Passthrough, mountpoint: str, *, allow_other: bool = False) -> None:
+def serve(
+    ops: Passthrough, mountpoint: str, *, allow_other: bool = False, attr_timeout: float = 0.0
+) -> None:
     """Mount ``ops`` at ``mountpoint`` and serve until unmounted (multithreaded)."""
     if mfusepy.fuse_version_major != 3:
         raise RuntimeError(f"faultfs needs libfuse 3, found {mfusepy.fuse_version_major}")
@@ -73,7 +75,10 @@ def serve(ops: Passthrough, mountpoint: str, *, allow_other: bool = False) -> No
         "use_ino": True,  # st_ino is the backing inode: identities survive remounts
         "hard_remove": True,  # no .fuse_hidden files: an unlinked open file just works
         "auto_unmount": True,  # a killed server never leaves a dead mount behind
-        "attr_timeout": 0,
+        # 0: every stat asks the server. Hard links are separate kernel inodes under
+        # libfuse's path API, and the backing may change underneath; a cache would
+        # show stale nlink/size/mtime for up to this long (but costs fewer calls).
+        "attr_timeout": attr_timeout,
     }
     if allow_other:
         options["allow_other"] = True

@@ -94,12 +94,18 @@ def _unmount(mount: Path) -> bool:
 
 class FaultFS:
     """One faultfs mount: ``backing`` served at ``mount``. Use as a context manager
-    (or ``start``/``stop``); ``volatile=True`` keeps the power-cut journal."""
+    (or ``start``/``stop``); ``volatile=True`` keeps the power-cut journal.
+    ``attr_timeout`` > 0 lets the kernel cache attributes that long: fewer calls
+    (a metadata-heavy SQLite run goes ~1.5x faster), but a change made beside the
+    mount (in ``backing``, or through another hard link) shows late."""
 
-    def __init__(self, backing: Path, mount: Path, *, volatile: bool = False) -> None:
+    def __init__(
+        self, backing: Path, mount: Path, *, volatile: bool = False, attr_timeout: float = 0.0
+    ) -> None:
         self.backing = Path(backing)
         self.mount = Path(mount)
         self.volatile = volatile
+        self.attr_timeout = attr_timeout
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
         self._log_path: str | None = None
@@ -108,7 +114,8 @@ class FaultFS:
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> FaultFS:
-        self.start()
+        if self._proc is None:
+            self.start()
         return self
 
     def __exit__(
@@ -123,6 +130,11 @@ class FaultFS:
     def running(self) -> bool:
         return self._proc is not None
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's id (None when not running)."""
+        return self._proc.pid if self._proc is not None else None
+
     def start(self) -> None:
         """Start the server and return once the mount answers (or raise)."""
         if self._proc is not None:
@@ -132,6 +144,10 @@ class FaultFS:
             raise MountUnavailable(reason)
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mount.mkdir(parents=True, exist_ok=True)
+        if is_mounted(self.mount):  # a leftover would look live before the server is
+            _unmount(self.mount)
+            if is_mounted(self.mount):
+                raise MountError(f"{self.mount} is already a mountpoint")
         self._dir = tempfile.mkdtemp(prefix="faultfs-")  # short: AF_UNIX paths are short
         self._socket = os.path.join(self._dir, "control")
         self._log_path = os.path.join(self._dir, "server.log")
@@ -141,6 +157,8 @@ class FaultFS:
         cmd += ["--control", self._socket]
         if self.volatile:
             cmd.append("--volatile")
+        if self.attr_timeout:
+            cmd += ["--attr-timeout", str(self.attr_timeout)]
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Every operation name a rule or a count can name (FUSE's names; ``create`` is
-#: an ``open`` with ``O_CREAT`` of a new file, ``fsyncdir`` an fsync of a directory).
+#: an open with ``O_CREAT`` that may make the file, and ``open`` names it too;
+#: ``fsyncdir`` is an fsync of a directory).
 OPS = frozenset(
     {
         "getattr",
@@ -103,6 +104,12 @@ def check_ops(ops: str | list[str] | tuple[str, ...]) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def op_matches(ops: frozenset[str] | None, op: str) -> bool:
+    """Whether a call of ``op`` is one of ``ops``; ``open`` also names ``create``
+    (every open, whether it makes the file or not)."""
+    return ops is None or op in ops or (op == "create" and "open" in ops)
+
+
 @dataclass
 class Rule:
     id: int
@@ -122,7 +129,7 @@ class Rule:
         self.pattern = compile_glob(self.glob)
 
     def matches(self, op: str, paths: tuple[str, ...]) -> bool:
-        if self.ops is not None and op not in self.ops:
+        if not op_matches(self.ops, op):
             return False
         return any(self.pattern.match(p) for p in paths)
 
@@ -223,9 +230,7 @@ class Faults:
         pattern = compile_glob(path)
         with self._lock:
             return sum(
-                n
-                for (o, p), n in self._counts.items()
-                if (ops is None or o in ops) and pattern.match(p)
+                n for (o, p), n in self._counts.items() if op_matches(ops, o) and pattern.match(p)
             )
 
     def call_log(self) -> dict[str, dict[str, int]]:

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control", required=True, help="the control socket's path")
     parser.add_argument("--volatile", action="store_true", help="keep the power-cut journal")
     parser.add_argument("--allow-other", action="store_true", help="let other users in")
+    parser.add_argument(
+        "--attr-timeout", type=float, default=0.0, help="seconds the kernel caches attributes"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="faultfs %(levelname)s %(message)s"
@@ -88,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     control.start()
     status = 0
     try:
-        serve(ops, os.path.abspath(args.mount), allow_other=args.allow_other)
+        serve(
+            ops,
+            os.path.abspath(args.mount),
+            allow_other=args.allow_other,
+            attr_timeout=args.attr_timeout,
+        )
     except RuntimeError as exc:  # mfusepy: libfuse returned non-zero (refused, or a signal)
         status = int(exc.args[0]) if exc.args and isinstance(exc.args[0], int) else 1
         print(f"faultfs: libfuse ended with status {status}", file=sys.stderr)
