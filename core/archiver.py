@@ -55,7 +55,14 @@ from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
 from .files.filemove import FileMover
 from .files.rebuild import RebuildReport, rebuild_manifest
-from .files.recovery import Orphan, Recovery, RecoveryReport, clear_restore_intents
+from .files.recovery import (
+    AdoptReport,
+    Orphan,
+    Recovery,
+    RecoveryReport,
+    SweepReport,
+    clear_restore_intents,
+)
 from .files.restore import (
     RestoreReport,
     Selection,
@@ -352,7 +359,7 @@ class Archiver:
 
     async def adopt(
         self, gz_paths: list[str] | None = None, cancel: CancelToken | None = None
-    ) -> list[Orphan]:
+    ) -> AdoptReport:
         """Settle orphan gzips (paths relative to archive_root; None: all)."""
         async with self.session("adopt", {"gz": gz_paths or "all"}, cancel) as current:
             current.start()
@@ -367,11 +374,12 @@ class Archiver:
                 orphan = await recovery.settle_orphan(found[rel])
                 emit_orphan(self.stream, self.layout, orphan)
                 done.append(orphan)
-            failed = any(o.outcome == "error" for o in done) or len(done) < len(wanted)
-            current.finish("failed" if failed else "ok", dict(Counter(o.outcome for o in done)))
-            return done
+            report = AdoptReport(done, len(wanted))
+            counts: dict[str, Any] = dict(Counter(o.outcome for o in done))
+            current.finish("failed" if report.failed else "ok", counts)
+            return report
 
-    async def sweep(self) -> list[Path]:
+    async def sweep(self) -> SweepReport:
         """Remove leftover ``.partial`` files and intent-named restore partials."""
         async with self.session("sweep") as current:
             current.start()
@@ -379,7 +387,7 @@ class Archiver:
             removed = [p for p in report.partials if await asyncio.to_thread(unlink_if_present, p)]
             removed += (await clear_restore_intents(current.mover.manifest))[0]
             current.finish("ok", {"removed": [str(p) for p in removed]})
-            return removed
+            return SweepReport(removed)
 
     async def checkpoint(self) -> CheckpointResult:
         """One live WAL checkpoint now (PASSIVE unless configured otherwise); told

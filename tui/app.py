@@ -34,19 +34,18 @@ from watchfiles import awatch
 
 from coldkeep.core.archiver import (
     Archiver,
-    EventsMoved,
     ModeOff,
     PlanReport,
     Status,
-    recovery_counts,
 )
 from coldkeep.core.attach import AttachClient, NotAttachable, socket_path
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import Settings
 from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
 from coldkeep.core.events.eventschema import EventsError
+from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.files.restore import SelectionError
+from coldkeep.core.files.restore import RestoreReport, SelectionError
 from coldkeep.core.files.scan import ScanError
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
@@ -79,7 +78,9 @@ from .messages import (
     HolderChanged,
     JobsLoaded,
     LiveTreeChanged,
-    OperationDone,
+    LoadFailed,
+    OperationFailed,
+    OperationFinished,
     RestoreRequested,
     StatusLoaded,
 )
@@ -96,6 +97,7 @@ from .panes import (
 from .panes.orphans import Finding
 from .priority import background_executor
 from .report import describe
+from .results import OperationResult, headline
 from .screens import ConfirmScreen, HelpScreen, RestoreScreen
 
 # Errors an operation reports as a one-line refusal rather than a crash.
@@ -267,14 +269,14 @@ class ColdkeepApp(App[None]):
         try:
             self.post_message(BacklogLoaded(await self.archiver.backlog()))
         except (ManifestError, ScanError, OSError) as err:
-            self.post_message(OperationDone("plan", error=str(err)))
+            self.post_message(LoadFailed("the backlog", str(err)))
 
     @work(exclusive=True, group="findings", exit_on_error=False)
     async def load_findings(self) -> None:
         try:
             self.post_message(FindingsLoaded(await self.archiver.recovery_scan()))
         except (ManifestError, OSError) as err:
-            self.post_message(OperationDone("plan", error=str(err)))
+            self.post_message(LoadFailed("the findings", str(err)))
 
     @work(exclusive=True, group="checkpoints", exit_on_error=False)
     async def load_checkpoints(self) -> None:
@@ -345,7 +347,7 @@ class ColdkeepApp(App[None]):
             and not w.is_finished
         ]
 
-    def operate(self, name: str, call: Callable[[CancelToken], Awaitable[Any]]) -> None:
+    def operate(self, name: str, call: Callable[[CancelToken], Awaitable[OperationResult]]) -> None:
         """Run one mutating operation in a worker; its result comes back as a message."""
         self.running = name
         token = self.cancel_token = CancelToken()
@@ -354,9 +356,9 @@ class ColdkeepApp(App[None]):
 
         async def run() -> None:
             try:
-                self.post_message(OperationDone(name, await call(token)))
+                self.post_message(OperationFinished(name, await call(token)))
             except OPERATION_ERRORS as err:
-                self.post_message(OperationDone(name, error=str(err)))
+                self.post_message(OperationFailed(name, str(err)))
 
         self.run_worker(run(), group="operation", exclusive=True, exit_on_error=False)
 
@@ -486,23 +488,39 @@ class ColdkeepApp(App[None]):
     def on_live_tree_changed(self) -> None:
         self.load_backlog()
 
-    def on_operation_done(self, message: OperationDone) -> None:
+    def on_operation_finished(self, message: OperationFinished) -> None:
+        summary = headline(message.result)
+        self.query_one(InFlightPane).idle(f"{message.operation}: {summary}", finished=True)
+        self.last_result = f"{message.operation}: {summary}"
+        self.notify(summary, title=message.operation)
+        if self.browser is not None:
+            match message.result:
+                case RestoreReport(files=files):
+                    self.browser.show_results(
+                        [(f.result, f.relpath, f.detail or f.target) for f in files]
+                    )
+                case EventsRestoreReport():
+                    self.browser.show_events_result(summary)
+        self._settled()
+
+    def on_operation_failed(self, message: OperationFailed) -> None:
+        self.query_one(InFlightPane).idle(f"{message.operation}: {message.error}")
+        self.notify(message.error, title=message.operation, severity="error", timeout=10)
+        self.log_line("error", f"{message.operation}: {message.error}")
+        if self.browser is not None:
+            self.browser.show_events_result(f"{message.operation}: {message.error}")
+        self._settled()
+
+    def _settled(self) -> None:
+        """Nothing runs here any more: everything is read again."""
         self.running = None
         self.cancel_token = None
-        inflight = self.query_one(InFlightPane)
-        if message.error:
-            inflight.idle(f"{message.operation}: {message.error}")
-            self.notify(message.error, title=message.operation, severity="error", timeout=10)
-            self.log_line("error", f"{message.operation}: {message.error}")
-        else:
-            summary = self._summarize(message.operation, message.result)
-            inflight.idle(f"{message.operation}: {summary}", finished=True)
-            self.last_result = f"{message.operation}: {summary}"
-            self.notify(summary, title=message.operation)
-        if self.browser is not None:
-            self._restore_results(self.browser, message)
         self.refresh_all()
         self.poll_holder()
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.notify(message.error, title=f"reading {message.what}", severity="error", timeout=10)
+        self.log_line("error", f"reading {message.what}: {message.error}")
 
     # what the header and the orphan pane show ---------------------------------
 
@@ -554,44 +572,6 @@ class ColdkeepApp(App[None]):
 
     def log_line(self, level: str, text: str) -> None:
         self.query_one(LogPane).write(level, text, self.clock())
-
-    def _summarize(self, operation: str, result: Any) -> str:
-        if operation == "pass" and result is not None:
-            f = result.files
-            text = f"{result.status}: {f.archived} files {human(f.bytes_in)} → {human(f.bytes_out)}"
-            if isinstance(result.events, EventsMoved):
-                text += f", {result.events.moved:,} rows"
-            return text + "".join(f"; {p}" for p in result.problems[:2])
-        if operation in ("recover",) and result is not None:
-            done = {k: v for k, v in recovery_counts(result).items() if v}
-            return ", ".join(f"{k} {v}" for k, v in done.items()) or "nothing to do"
-        if operation == "verify" and result is not None:
-            return f"{result.ok}/{result.checked} ok" + (
-                f", {len(result.problems)} FAILED" if result.problems else ""
-            )
-        if operation == "sweep" and result is not None:
-            return f"{len(result)} removed"
-        if operation == "adopt" and result is not None:
-            return ", ".join(f"{o.outcome} {o.relpath}" for o in result) or "nothing to adopt"
-        if operation == "checkpoint" and result is not None:
-            return f"busy={result.busy} log={result.log} checkpointed={result.checkpointed}"
-        if operation == "restore" and result is not None:
-            return ", ".join(f"{n} {k}" for k, n in sorted(result.counts.items())) or "nothing"
-        if operation.startswith("job ") and isinstance(result, JobRun):
-            return f"{result.status}" + (f": {result.error}" if result.error else "")
-        if operation == "restore-events" and result is not None:
-            return f"{result.restored} rows restored, {len(result.conflicts)} conflicts"
-        return "done"
-
-    def _restore_results(self, screen: RestoreScreen, message: OperationDone) -> None:
-        if message.operation == "restore" and message.result is not None:
-            screen.show_results(
-                [(f.result, f.relpath, f.detail or f.target) for f in message.result.files]
-            )
-        elif message.operation == "restore-events":
-            screen.show_events_result(
-                message.error or self._summarize("restore-events", message.result)
-            )
 
     # actions -------------------------------------------------------------------
 
@@ -702,17 +682,15 @@ class ColdkeepApp(App[None]):
         for m in message.months:
             by_month[m.month].add(m.kind)
 
-        async def run(token: CancelToken) -> Any:
-            total = None
+        async def run(token: CancelToken) -> EventsRestoreReport:
+            # Each month with its own kinds: one restore_events call per month.
+            total = EventsRestoreReport()
             for month, kinds in sorted(by_month.items()):
                 report = await self.archiver.restore_events(kinds, [month], token)
-                if total is None:
-                    total = report
-                else:
-                    total.restored += report.restored
-                    total.already_live += report.already_live
-                    total.conflicts += report.conflicts
-                    total.months += report.months
+                total.restored += report.restored
+                total.already_live += report.already_live
+                total.conflicts += report.conflicts
+                total.months += report.months
             return total
 
         self.operate("restore-events", run)

@@ -20,12 +20,13 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from coldkeep.core.archiver import Archiver, EventsMoved, EventsPlanned, ModeOff, recovery_counts
+from coldkeep.core.archiver import Archiver, ModeOff, recovery_counts
 from coldkeep.core.audit import history as audit_history
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import ConfigError, Settings, default_config_path, load_settings
@@ -43,10 +44,10 @@ from coldkeep.core.stream import EventStream, as_dict
 
 from .fmt import human
 from .report import Reporter, describe
+from .results import LIST_MAX, report
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
 # Lines of a list shown in text output; --json has them all.
-LIST_MAX = 20
 # Test seam: kill this process with SIGKILL when the named protocol step is
 # announced (``step`` or ``step:N`` for its N-th time). The crash tests use it on
 # the real CLI; it does nothing unless set.
@@ -345,57 +346,7 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
 
     async def go() -> int:
         summary = await ctx.archiver().run_pass(ctx.cancel)
-        f = summary.files
-
-        def text() -> str:
-            lines = [
-                f"pass {summary.pass_id or '-'} ({summary.mode}): {summary.status} "
-                f"in {summary.seconds:.1f} s"
-            ]
-            rec = {k: v for k, v in summary.recovery.items() if v}
-            if summary.mode == "plan":
-                lines.append(
-                    f"  files: {f.eligible} eligible, {human(f.eligible_bytes)}; nothing "
-                    'archived (mode = "plan"; coldkeep plan lists them)'
-                )
-            else:
-                lines.append(
-                    f"  files: {f.archived} archived, {human(f.bytes_in)} -> "
-                    f"{human(f.bytes_out)}; {f.changed} changed, {f.verify_failed} verify "
-                    f"failures, {f.errors} errors"
-                )
-            skipped = ", ".join(f"{n} {why}" for why, n in sorted(f.skipped.items()))
-            if skipped:
-                lines.append(f"  skipped: {skipped}")
-            if rec and summary.mode == "plan":
-                todo = {
-                    "partials": rec.get("partials_removed", 0),
-                    "orphans": rec.get("orphans_found", 0),
-                    "MISSING": rec.get("missing", 0),
-                    "sources to unlink": rec.get("sources_unlinked", 0),
-                }
-                lines.append(
-                    "  recovery, not done: "
-                    + ", ".join(f"{n} {what}" for what, n in todo.items() if n)
-                )
-            elif rec:
-                lines.append("  recovery: " + ", ".join(f"{k} {v}" for k, v in rec.items()))
-            ev = summary.events
-            if isinstance(ev, EventsMoved):
-                lines.append(
-                    f"  events: {ev.moved} rows moved, {ev.already_archived} already "
-                    f"archived, {len(ev.conflicts)} conflicts, WAL peak "
-                    f"{human(ev.wal_peak)}, {ev.checkpoints} checkpoints"
-                )
-                conflicts = ev.conflicts
-                lines += [f"    conflict: {c.detail}" for c in conflicts[:LIST_MAX]]
-                if len(conflicts) > LIST_MAX:
-                    lines.append(f"    … and {len(conflicts) - LIST_MAX} more (--json)")
-            elif isinstance(ev, EventsPlanned):
-                lines.append(f"  events: {ev.eligible_rows} rows eligible")
-            lines += [f"  ATTENTION: {p}" for p in summary.problems]
-            return "\n".join(lines)
-
+        text = partial(report, "pass", summary)
         ctx.emit("pass", summary.status == "ok", summary.to_dict(), text)
         return {"ok": EXIT_OK, "cancelled": EXIT_OK}.get(summary.status, EXIT_FAILED)
 
@@ -409,17 +360,9 @@ def recover(config: Path | None, json_out: bool, wait: float) -> None:
     ctx = _ctx(config, json_out, wait)
 
     async def go() -> int:
-        report = await ctx.archiver().recover(ctx.cancel)
-        counts = recovery_counts(report)
-        bad = bool(report.errors or report.missing)
-
-        def text() -> str:
-            done = {k: v for k, v in counts.items() if v}
-            return "recovery: " + (
-                ", ".join(f"{k} {v}" for k, v in done.items()) or "nothing to do"
-            )
-
-        ctx.emit("recover", not bad, counts, text)
+        result = await ctx.archiver().recover(ctx.cancel)
+        bad = bool(result.errors or result.missing)
+        ctx.emit("recover", not bad, recovery_counts(result), partial(report, "recover", result))
         return EXIT_FAILED if bad else EXIT_OK
 
     _run(go(), ctx)
@@ -438,10 +381,12 @@ def adopt(
     ctx = _ctx(config, json_out, wait)
 
     async def go() -> int:
-        done = await ctx.archiver().adopt(None if all_ else list(gz), ctx.cancel)
-        bad = any(o.outcome == "error" for o in done) or (not all_ and len(done) < len(gz))
-        result = [{"gz": str(o.gz), "relpath": o.relpath, "outcome": o.outcome} for o in done]
-        ctx.emit("adopt", not bad, result, lambda: f"adopt: {len(done)} orphans settled")
+        result = await ctx.archiver().adopt(None if all_ else list(gz), ctx.cancel)
+        bad = result.failed
+        done = [
+            {"gz": str(o.gz), "relpath": o.relpath, "outcome": o.outcome} for o in result.orphans
+        ]
+        ctx.emit("adopt", not bad, done, partial(report, "adopt", result))
         return EXIT_FAILED if bad else EXIT_OK
 
     _run(go(), ctx)
@@ -454,12 +399,9 @@ def sweep(config: Path | None, json_out: bool, wait: float) -> None:
     ctx = _ctx(config, json_out, wait)
 
     async def go() -> int:
-        removed = await ctx.archiver().sweep()
-
-        def text() -> str:
-            return "\n".join([f"removed {p}" for p in removed] + [f"sweep: {len(removed)} removed"])
-
-        ctx.emit("sweep", True, [str(p) for p in removed], text)
+        result = await ctx.archiver().sweep()
+        removed = [str(p) for p in result.removed]
+        ctx.emit("sweep", True, removed, partial(report, "sweep", result))
         return EXIT_OK
 
     _run(go(), ctx)
@@ -547,21 +489,10 @@ def restore(
         return EXIT_OK
 
     async def go() -> int:
-        report = await ctx.archiver().restore(sel, to, ctx.cancel)
-
-        def text() -> str:
-            lines = [
-                f"{f.result:<9} {f.relpath}"
-                + (f" -> {f.target}" if f.target else "")
-                + (f"  ({f.detail})" if f.detail and f.result != "restored" else "")
-                for f in report.files
-            ]
-            counts = ", ".join(f"{n} {k}" for k, n in sorted(report.counts.items()))
-            return "\n".join([*lines, f"restore: {counts or 'nothing selected'}"])
-
-        result = [vars(f) for f in report.files]
-        ctx.emit("restore", not report.failed, result, text)
-        return EXIT_FAILED if report.failed else EXIT_OK
+        result = await ctx.archiver().restore(sel, to, ctx.cancel)
+        done = [vars(f) for f in result.files]
+        ctx.emit("restore", not result.failed, done, partial(report, "restore", result))
+        return EXIT_FAILED if result.failed else EXIT_OK
 
     _run(listing() if list_only else go(), ctx)
 
@@ -585,26 +516,18 @@ def restore_events_cmd(
     ctx = _ctx(config, json_out, wait)
 
     async def go() -> int:
-        report = await ctx.archiver().restore_events(
+        result = await ctx.archiver().restore_events(
             set(kinds) or None, list(months) or None, ctx.cancel
         )
-        result = {
-            "restored": report.restored,
-            "already_live": report.already_live,
-            "conflicts": [vars(c) for c in report.conflicts],
-            "months": report.months,
+        done = {
+            "restored": result.restored,
+            "already_live": result.already_live,
+            "conflicts": [vars(c) for c in result.conflicts],
+            "months": result.months,
         }
-
-        def text() -> str:
-            lines = [c.detail for c in report.conflicts]
-            lines.append(
-                f"restore-events: {report.restored} rows restored, {report.already_live} "
-                f"already live, {len(report.conflicts)} conflicts ({', '.join(report.months)})"
-            )
-            return "\n".join(lines)
-
-        ctx.emit("restore-events", not report.conflicts, result, text)
-        return EXIT_FAILED if report.conflicts else EXIT_OK
+        text = partial(report, "restore-events", result)
+        ctx.emit("restore-events", not result.conflicts, done, text)
+        return EXIT_FAILED if result.conflicts else EXIT_OK
 
     _run(go(), ctx)
 
@@ -629,30 +552,18 @@ def verify(
     ctx = _ctx(config, json_out, wait)
 
     async def go() -> int:
-        report = await ctx.archiver().verify(sample, max_duration, ctx.cancel)
-        result = {
-            "checked": report.checked,
-            "ok": report.ok,
-            "bytes": report.bytes,
-            "complete": report.complete,
-            "resumed_from": report.resumed_from,
-            "seconds": report.seconds,
-            "problems": [vars(p) for p in report.problems],
+        result = await ctx.archiver().verify(sample, max_duration, ctx.cancel)
+        done = {
+            "checked": result.checked,
+            "ok": result.ok,
+            "bytes": result.bytes,
+            "complete": result.complete,
+            "resumed_from": result.resumed_from,
+            "seconds": result.seconds,
+            "problems": [vars(p) for p in result.problems],
         }
-
-        def text() -> str:
-            lines = [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in report.problems]
-            rate = human(report.bytes / report.seconds) + "/s" if report.seconds else ""
-            state = (
-                "round complete" if report.complete else "stopped at the deadline; resumes next run"
-            )
-            lines.append(
-                f"verify: {report.ok}/{report.checked} ok, {human(report.bytes)} {rate}; {state}"
-            )
-            return "\n".join(lines)
-
-        ctx.emit("verify", not report.failed, result, text)
-        return EXIT_FAILED if report.failed else EXIT_OK
+        ctx.emit("verify", not result.failed, done, partial(report, "verify", result))
+        return EXIT_FAILED if result.failed else EXIT_OK
 
     _run(go(), ctx)
 
@@ -671,21 +582,16 @@ def rebuild_manifest_cmd(
     ctx = _ctx(config, json_out, wait)
 
     async def go() -> int:
-        report = await ctx.archiver().rebuild_manifest(out, ctx.cancel)
-        result = {
-            "out": str(report.out),
-            "entries": report.entries,
-            "bytes": report.bytes,
-            "unreadable": report.unreadable,
+        result = await ctx.archiver().rebuild_manifest(out, ctx.cancel)
+        done = {
+            "out": str(result.out),
+            "entries": result.entries,
+            "bytes": result.bytes,
+            "unreadable": result.unreadable,
         }
-
-        def text() -> str:
-            lines = [f"unreadable {u}" for u in report.unreadable]
-            lines.append(f"rebuild-manifest: {report.entries} entries written to {report.out}")
-            return "\n".join(lines)
-
-        ctx.emit("rebuild-manifest", not report.unreadable, result, text)
-        return EXIT_FAILED if report.unreadable else EXIT_OK
+        text = partial(report, "rebuild-manifest", result)
+        ctx.emit("rebuild-manifest", not result.unreadable, done, text)
+        return EXIT_FAILED if result.unreadable else EXIT_OK
 
     _run(go(), ctx)
 
@@ -698,15 +604,7 @@ def checkpoint(config: Path | None, json_out: bool, wait: float) -> None:
 
     async def go() -> int:
         r = await ctx.archiver().checkpoint()
-        ctx.emit(
-            "checkpoint",
-            r.error is None,
-            vars(r),
-            lambda: (
-                f"checkpoint: busy={r.busy} log={r.log} checkpointed={r.checkpointed} "
-                f"{r.ms:.0f} ms, WAL {human(r.wal_before)} -> {human(r.wal_after)}"
-            ),
-        )
+        ctx.emit("checkpoint", r.error is None, vars(r), partial(report, "checkpoint", r))
         return EXIT_FAILED if r.error else EXIT_OK
 
     _run(go(), ctx)

@@ -24,6 +24,8 @@ from coldkeep.core.plan import Plan
 from coldkeep.core.sched.jobs import JobInfo, JobRun
 from coldkeep.core.stream import Event, FileStep
 
+from .results import OperationResult
+
 
 @dataclass
 class CoreEvent(Message):
@@ -79,10 +81,27 @@ class LiveTreeChanged(Message):
 
 
 @dataclass
-class OperationDone(Message):
+class OperationFinished(Message):
+    """A mutating operation ran to its end (its result may still say "failed")."""
+
+    operation: str  # the label the operator saw: "pass", "job verify", …
+    result: OperationResult
+
+
+@dataclass
+class OperationFailed(Message):
+    """A mutating operation was refused or stopped by an error before a result."""
+
     operation: str
-    result: Any = None
-    error: str | None = None
+    error: str
+
+
+@dataclass
+class LoadFailed(Message):
+    """A background read (the backlog, the findings) failed; nothing was running."""
+
+    what: str
+    error: str
 
 
 @dataclass

@@ -113,6 +113,26 @@ class RecoveryReport:
         )
 
 
+@dataclass(frozen=True)
+class AdoptReport:
+    """What ``adopt`` settled, of the orphans it was asked for."""
+
+    orphans: list[Orphan]
+    asked: int
+
+    @property
+    def failed(self) -> bool:
+        """An orphan could not be read, or one asked for was not an orphan."""
+        return any(o.outcome == "error" for o in self.orphans) or len(self.orphans) < self.asked
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """The leftover partials ``sweep`` removed."""
+
+    removed: list[Path]
+
+
 async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
     """Remove the ``.restore-partial`` of every unfinished restore intent, then the
     intents. Returns the partials removed and the number of intents cleared."""
