@@ -30,14 +30,19 @@ from . import control
 _PKG_PARENT = str(Path(__file__).resolve().parent.parent)
 _START_DEADLINE_S = 20.0
 _STOP_DEADLINE_S = 10.0
-#: What a server's log says when the machine (not faultfs) refuses the mount.
-_REFUSALS = (
-    "operation not permitted",
-    "permission denied",
-    "fuse: device not found",
-    "fusermount3: not found",
-    "no such file or directory: 'fusermount3'",
-)
+#: What libfuse or fusermount3 print when the machine (not faultfs) refuses a mount.
+_REFUSALS = ("operation not permitted", "permission denied", "device not found", "not found")
+
+
+def _refusal(log_text: str) -> str | None:
+    """The line of a failed server's log that says the machine refused the mount."""
+    for line in log_text.splitlines():
+        low = line.strip().lower()
+        if low.startswith(("fuse:", "fusermount3:", "fusermount:")) and any(
+            r in low for r in _REFUSALS
+        ):
+            return line.strip()
+    return None
 
 
 class MountUnavailable(RuntimeError):
@@ -168,8 +173,9 @@ class FaultFS:
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 log_text = self.log()
                 self._cleanup()
-                if any(r in log_text.lower() for r in _REFUSALS):
-                    raise MountUnavailable(f"the mount was refused: {log_text.strip()}")
+                refused = _refusal(log_text)
+                if refused is not None:
+                    raise MountUnavailable(f"the mount was refused: {refused}")
                 raise MountError(f"faultfs did not come up at {self.mount}:\n{log_text}")
             time.sleep(0.005)  # polling the mount with a deadline, not waiting blind
 

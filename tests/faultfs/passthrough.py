@@ -441,11 +441,9 @@ class Passthrough(mfusepy.Operations):  # type: ignore[misc]
             return 0
 
     def release(self, path: str | None, fh: int) -> int:
-        try:
-            self.faults.check("release", (self._fh_rel(path, fh),))
-        finally:
-            if self.handles.pop(fh, None) is not None:
-                os.close(fh)
+        self.faults.count("release", self._fh_rel(path, fh))
+        if self.handles.pop(fh, None) is not None:
+            os.close(fh)
         return 0
 
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
@@ -484,6 +482,7 @@ class Passthrough(mfusepy.Operations):  # type: ignore[misc]
             return out
 
     def releasedir(self, path: str | None, fh: int) -> int:
+        self.faults.count("releasedir", self._fh_rel(path, fh))
         if self.handles.pop(fh, None) is not None:
             os.close(fh)
         return 0

@@ -245,6 +245,11 @@ class Faults:
             self._counts.clear()
 
     # -- the serving side ------------------------------------------------------------
+    def count(self, op: str, path: str) -> None:
+        """Count a call no rule may touch (``release``: the kernel ignores its result)."""
+        with self._lock:
+            self._counts[(op, path)] += 1
+
     def check(self, op: str, paths: tuple[str, ...], nbytes: int = 0) -> Verdict:
         """Count the call and decide its fate. ``nbytes``: a write's length."""
         with self._lock:
