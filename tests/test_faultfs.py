@@ -679,8 +679,8 @@ def test_cut_matches_a_reference_model(vfs: FaultFS, seed: int) -> None:
             continue
         elif kind == "append":
             extra = rng.randbytes(rng.randrange(1, 3000))
-            with open(p, "ab") as f:
-                f.write(extra)
+            with open(p, "ab") as appending:
+                appending.write(extra)
             model.data[ino] += extra
         elif kind == "overwrite":
             cur = model.data[ino]

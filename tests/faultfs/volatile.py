@@ -13,7 +13,8 @@ File data (per inode, so hard links share it):
     and so is the size change they made;
   * a file created during the run and never fsynced comes back *empty* if its
     name survives (whether it does is the directory's business, below);
-  * a failed (injected) fsync makes nothing durable.
+  * a failed (injected) fsync makes nothing durable; a write on an ``O_SYNC`` /
+    ``O_DSYNC`` descriptor is durable (the kernel follows it with an fsync).
 
 Directory entries (per directory inode):
   * a directory's set of names survives as of its last ``fsync`` (FUSE
@@ -23,7 +24,9 @@ Directory entries (per directory inode):
   * a rename is two entry changes: the new name survives only if the destination
     directory was synced after it, the old name is gone only if the source
     directory was; so a cut can leave both names (one inode, two links) or
-    neither (the file is lost);
+    neither (the file is lost); within one directory one fsync covers both;
+  * symlinks, sockets and FIFOs are names like any other (a symlink's target is
+    fixed when it is made);
   * a new directory never synced comes back empty (if its name survives at all);
   * a name whose directory survived but whose inode no longer exists anywhere is
     impossible: unlinked/replaced inodes are kept until the unlink is durable.
@@ -59,9 +62,16 @@ How it stays fast
     hard-linking files back, saved ranges are copied back and sizes restored, and
     the pool, trash and undo files are deleted.
 
+The cut keeps inode numbers (directories are renamed, files hard-linked back,
+data rewritten in place), so ``st_ino`` after a remount is the one before;
+``st_dev`` is the mount's and changes with every mount, as it would not on a
+real disk.
+
 The journal lives in the server's memory and in ``<backing>/.faultfs-state``
-(hidden from the mount); a server that ends without a cut leaves the current
-state as the durable one and deletes that directory.
+(hidden from the mount, visible in the backing while the server runs); a
+server that ends without a cut leaves the current state as the durable one and
+deletes that directory; a server killed outright loses its journal (the next
+server removes the directory).
 """
 
 from __future__ import annotations
