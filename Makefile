@@ -41,8 +41,10 @@ links:
 imports: $(VENV)/.installed-dev links
 	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache --no-logo
 
+# The tests too: their helpers (helpers, consolekit) are top-level modules of tests/.
 typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck $(BIN)/mypy --strict -p coldkeep.core -p coldkeep.tui
+	MYPYPATH=.typecheck:tests $(BIN)/mypy --strict --explicit-package-bases tests
 
 pytest: $(VENV)/.installed-dev tmux
 	$(BIN)/pytest

@@ -34,14 +34,14 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ from .files.restore import (
 from .files.verify import VerifyReport, verify_entries
 from .fsutil import unlink_if_present
 from .layout import Layout
-from .lock import ArchiveLock, LockHeld
+from .lock import ArchiveLock
 from .manifest import Entry, Manifest, ManifestError, now_ms
 from .passes import (
     EventsMoved,
@@ -89,10 +89,10 @@ from .passes import (
 )
 from .plan import Plan, PlanReport, make_plan
 from .ratelimit import RateLimiter
+from .session import Operation, Session, hold_lock
 from .status import Status, read_status
 from .steps import StepHook, StepInfo, StepName, no_step
-from .stream import EventStream, FileStep, Finished, Started
-from .stream import Status as Outcome
+from .stream import EventStream, FileStep
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [
@@ -111,36 +111,6 @@ __all__ = [
 
 class ModeOff(Exception):
     """``mode = "off"``: passes are disabled by the config."""
-
-
-@dataclass
-class Operation:
-    """One operation as the stream and the audit see it: ``start`` says it began,
-    ``finish`` says how it ended, with its summary; the audit row is settled with
-    the same status and the summary as JSON (an exception settles it on its own)."""
-
-    command: str
-    stream: EventStream
-    outcome: str = "ok"
-    detail: str | None = None
-
-    def start(self, detail: str = "") -> None:
-        self.stream.emit(Started(self.command, detail))
-
-    def finish(self, status: Outcome, summary: dict[str, Any]) -> None:
-        self.settle(status, json.dumps(summary, sort_keys=True, default=str)[:2000])
-        self.stream.emit(Finished(self.command, status, summary))
-
-    def settle(self, outcome: str, detail: str | None = None) -> None:
-        """How the audit row ends, without telling the stream."""
-        self.outcome, self.detail = outcome, detail
-
-
-@dataclass
-class Session(Operation):
-    """An operation under the lock, with the manifest open: its mover."""
-
-    mover: FileMover = field(kw_only=True)
 
 
 class Archiver:
@@ -185,7 +155,12 @@ class Archiver:
         "stop" trips ``cancel``)."""
         args = args or {}
         async with (
-            self._locked(command, args) as lock,
+            hold_lock(
+                self.settings.archive_root,
+                self._holder(command),
+                wait=self.wait,
+                refused=partial(self._audit_refusal, command, args),
+            ) as lock,
             await Manifest.open(self.layout.manifest) as manifest,
         ):
             audit_id = await audit.begin(
@@ -206,24 +181,9 @@ class Archiver:
                     await server.close()
                 await asyncio.shield(audit.end(manifest, audit_id, current.outcome, current.detail))
 
-    @asynccontextmanager
-    async def _locked(
-        self, command: str, audit_args: dict[str, Any] | None
-    ) -> AsyncIterator[ArchiveLock]:
-        """The archive lock, for the whole block; a refusal is audited when
-        ``audit_args`` are given."""
-        try:
-            lock = await ArchiveLock.acquire(
-                self.settings.archive_root, f"coldkeep {command} ({self.origin})", wait=self.wait
-            )
-        except LockHeld as err:
-            if audit_args is not None:
-                await self._audit_refusal(command, audit_args, str(err))
-            raise
-        try:
-            yield lock
-        finally:
-            lock.release()
+    def _holder(self, command: str) -> str:
+        """What the lock file says about us while we hold it."""
+        return f"coldkeep {command} ({self.origin})"
 
     async def _serve(
         self, lock: ArchiveLock, command: str, cancel: CancelToken | None
@@ -472,7 +432,8 @@ class Archiver:
         """A new manifest from the gzips alone, at ``out`` (default: coldkeep.db,
         when there is none). The lock, but no session: there is no manifest to
         open (or it is the one being written), so nothing is audited."""
-        async with self._locked("rebuild-manifest", audit_args=None):
+        holder = self._holder("rebuild-manifest")
+        async with hold_lock(self.settings.archive_root, holder, wait=self.wait):
             op = Operation("rebuild-manifest", self.stream)
             op.start()
             report = await rebuild_manifest(

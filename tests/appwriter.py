@@ -49,7 +49,12 @@ def main() -> None:
         return n / 3 if "REAL" in decl else n if "INT" in decl else f"app-{n}"
 
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+    def stop_at_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=stop_at_eof, daemon=True).start()
     writes: list[list[object]] = []
     errors: list[str] = []
     latencies: list[list[float]] = []  # [when (CLOCK_MONOTONIC, system-wide), ms]

@@ -88,7 +88,7 @@ async def test_each_alert_goes_out_once_to_each_sink(
         await conditions(m)
         report = await alerts.poll(m, settings, NOW)
         assert (report.raised, report.sent, report.failed) == (3, 6, 0)
-        kinds = sorted(d["kind"] for d in hook.received)
+        kinds = sorted(str(d["kind"]) for d in hook.received)
         assert kinds == ["job_timeout", "missing", "verify_failed"]
         assert sorted(json.loads(x)["kind"] for x in out.read_text().splitlines()) == kinds
         again = await alerts.poll(m, settings, NOW)
@@ -121,7 +121,7 @@ async def test_a_failing_delivery_is_retried_and_never_holds_back_the_others(
         second = await alerts.poll(m, settings, NOW + 60_000)
         assert (second.sent, second.failed) == (2, 0)
         assert await alerts.pending_alerts(m) == []
-        assert sorted(d["kind"] for d in hook.received) == [
+        assert sorted(str(d["kind"]) for d in hook.received) == [
             "job_timeout",
             "missing",
             "verify_failed",

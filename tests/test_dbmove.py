@@ -110,7 +110,7 @@ async def test_a_row_updated_between_copy_and_delete_stays_live_as_updated(
 
     async def app_updates_a_copied_row(name: StepName, info: StepInfo) -> None:
         if name == "batch_archived" and info["batch"] == 2:
-            row_id = int(info["first_id"])
+            row_id = int(str(info["first_id"]))
             with sqlite3.connect(db) as live:
                 live.execute("UPDATE events SET payload = 'changed' WHERE id = ?", (row_id,))
             updated.append(row_id)
@@ -150,7 +150,7 @@ async def test_same_id_other_content_is_refused_and_both_kept(roots: Roots, db: 
 async def test_held_rows_stay_live(roots: Roots, db: Path) -> None:
     first = live_rows(roots, f"kind = '{ARCHIVABLE[0]}'")[:3]
     async with await Manifest.open(roots.layout.manifest) as m:
-        await hold_event_rows(m, [r[0] for r in first], until=NOW + DAY_MS)
+        await hold_event_rows(m, [int(str(r[0])) for r in first], until=NOW + DAY_MS)
         report = await move(roots, manifest=m)
     assert report.held == 3
     assert [r for r in live_rows(roots) if r in first] == first

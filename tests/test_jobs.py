@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,15 +13,22 @@ from coldkeep.core.cancel import Cancelled, CancelToken
 from coldkeep.core.config import JobSettings
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.sched.clock import ManualClock
-from coldkeep.core.sched.jobs import JobBusy, JobEvent, JobRunner, Outcome, job_history
+from coldkeep.core.sched.jobs import (
+    JobBusy,
+    JobEvent,
+    JobHandler,
+    JobRunner,
+    Outcome,
+    job_history,
+)
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC
 
 
 @pytest.fixture
-async def manifest(tmp_path: Path) -> Manifest:
+async def manifest(tmp_path: Path) -> AsyncIterator[Manifest]:
     m = await Manifest.open(tmp_path / "coldkeep.db")
-    yield m  # type: ignore[misc]
+    yield m
     await m.close()
 
 
@@ -46,7 +54,7 @@ def runner(
     manifest: Manifest,
     clock: ManualClock,
     jobs: dict[str, JobSettings],
-    handlers: dict,
+    handlers: dict[str, JobHandler],
     **kw: object,
 ) -> tuple[JobRunner, list[JobEvent]]:
     events: list[JobEvent] = []

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 
-from conftest import archive_all, make_app, settle
 from rich.console import Console
 from textual.widgets import Button, DataTable, ProgressBar, Static
 
@@ -18,6 +17,8 @@ from coldkeep.core.stream import FileDone
 from coldkeep.tui.panes import InFlightPane, JobsPane, OrphansPane
 from coldkeep.tui.panes.log import StableLog
 from coldkeep.tui.screens import ConfirmScreen, HelpScreen, RestoreScreen
+
+from consolekit import archive_all, current_screen, make_app, settle
 
 SIZE = (120, 36)
 
@@ -55,7 +56,7 @@ async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
 
         await pilot.press("y")
         await settle(pilot)
-        assert not isinstance(app.screen, ConfirmScreen)
+        assert not isinstance(current_screen(app), ConfirmScreen)
         assert "pass: ok" in text_of(app, "#inflight-phase")
         assert app.query_one("#inflight-bar", ProgressBar).percentage == 1, "done: full"
         assert "0 files" in text_of(app, "#backlog-total")
@@ -167,7 +168,7 @@ async def test_restore_through_the_browser(settings: Settings) -> None:
         assert "→" in str(app.screen.query_one("#restore-preview", Static).render())
         await pilot.press("r")
         await settle(pilot)
-        assert isinstance(app.screen, ConfirmScreen)
+        assert isinstance(current_screen(app), ConfirmScreen)
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, RestoreScreen)
@@ -257,7 +258,7 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
         await settle(pilot)
         await pilot.press("p", "s", "a", "v")
         await settle(pilot)
-        assert not isinstance(app.screen, ConfirmScreen) and app.running is None
+        assert not isinstance(current_screen(app), ConfirmScreen) and app.running is None
         await app.run_action("run_pass")  # reached another way (the palette): refused
         await settle(pilot)
         assert app.running is None

@@ -7,11 +7,12 @@ import signal
 import subprocess
 import sys
 
-from conftest import make_app, settle
 from textual.widgets import ProgressBar
 
 from coldkeep.core.config import Settings, load_settings
 from coldkeep.tui.panes import InFlightPane, LogPane, OrphansPane
+
+from consolekit import make_app, settle, watching
 
 
 async def test_the_console_watches_a_running_pass_and_stops_it(settings: Settings) -> None:
@@ -64,7 +65,7 @@ async def test_the_console_watches_a_running_pass_and_stops_it(settings: Setting
             await pilot.press("x")  # stop gracefully: the other process stops
             for _ in range(2000):
                 await pilot.pause()
-                if app.attached is None:
+                if not watching(app):
                     break
             log = "\n".join(line for _, line in app.query_one(LogPane).lines)
             assert f"asked pid {other.pid} to stop" in log

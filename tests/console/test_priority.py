@@ -8,10 +8,11 @@ import sys
 import threading
 
 import pytest
-from conftest import make_app, settle
 
 from coldkeep.core.config import Settings
 from coldkeep.tui.priority import BACKGROUND_NICE
+
+from consolekit import make_app, settle
 
 
 def nice_of_this_thread() -> int:

@@ -4,13 +4,14 @@ focus, and a restore shows up in the browser without reopening it."""
 
 from __future__ import annotations
 
-from conftest import archive_all, make_app, settle
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.config import Settings
 from coldkeep.tui.app import ColdkeepApp
 from coldkeep.tui.screens import ConfirmScreen, RestoreScreen
+
+from consolekit import archive_all, current_screen, make_app, settle
 
 SIZE = (120, 36)
 WANTED = "unit-0005/runs/part-03.jsonl"
@@ -89,7 +90,7 @@ async def test_a_restore_shows_its_new_status_and_keeps_the_filter(settings: Set
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await settle(pilot)
-        assert app.screen is screen
+        assert current_screen(app) is screen
         results = screen.query_one("#restore-results", DataTable)
         assert [str(c) for c in results.get_row_at(0)[:2]] == ["restored", WANTED]
 

@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from conftest import make_app, settle
 from textual.pilot import Pilot
 from textual.widgets import Input
 
 from coldkeep.core.config import Settings
+
+from consolekit import make_app, settle
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
 

@@ -18,5 +18,5 @@ class Pane(Vertical):
 
     def flush(self) -> None:
         """Show what arrived since the last frame. The app calls every pane's
-        flush in one tick (ten a second), so a burst of events from every pane
+        flush in one tick (five a second), so a burst of events from every pane
         is one redraw, not one per pane per event."""

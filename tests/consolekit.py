@@ -1,0 +1,49 @@
+"""Driving the console in tests: the app on a pinned clock, a confirmed pass, and
+waiting for the console to settle (not sleeps). Console tests import these; the
+``settings`` fixture lives in tests/console/conftest.py."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.screen import Screen
+
+from coldkeep.core.config import Settings
+from coldkeep.tui.app import ColdkeepApp
+from coldkeep.tui.pilot import settle
+
+__all__ = ["NOW_MS", "archive_all", "current_screen", "make_app", "settle", "watching"]
+
+# 2026-11-01 12:00 UTC: the demo's files and rows are aged against this, and the
+# console shows times in UTC.
+NOW_MS = 1_793_534_400_000
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+
+def make_app(settings: Settings, *, read_only: bool = False) -> ColdkeepApp:
+    return ColdkeepApp(settings, clock=lambda: NOW_MS, watch_live=False, read_only=read_only)
+
+
+def current_screen(app: ColdkeepApp) -> Screen[Any]:
+    """The screen on top now. Read through a call, so that a type checker does not
+    carry an earlier ``isinstance`` of ``app.screen`` past the keys pressed since."""
+    return app.screen
+
+
+def watching(app: ColdkeepApp) -> bool:
+    """Attached to another process's operation, now (read through a call for the
+    same reason)."""
+    return app.attached is not None
+
+
+async def archive_all(app: ColdkeepApp, pilot: Pilot[None]) -> None:
+    """A pass as the operator runs it: asked for, its plan confirmed, finished."""
+    await settle(pilot)
+    await app.run_action("run_pass")
+    await settle(pilot)
+    await pilot.press("y")
+    await settle(pilot)
