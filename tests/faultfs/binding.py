@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import mfusepy  # type: ignore[import-untyped]
+import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
 from .passthrough import Passthrough
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import mfusepy  # type: ignore[import-untyped]
+import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
 from .renameat2 import RENAME_EXCHANGE, RENAME_NOREPLACE, renameat2
 from .rules import Faults, Verdict
