@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint imports typecheck links pytest tmux bench clean
+.PHONY: test demo lint imports typecheck links pytest tmux fuse bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck $(BIN)/mypy --strict -p coldkeep.core -p coldkeep.tui
 	MYPYPATH=.typecheck:tests $(BIN)/mypy --strict --explicit-package-bases tests
 
-pytest: $(VENV)/.installed-dev tmux
+pytest: $(VENV)/.installed-dev tmux fuse
 	$(BIN)/pytest
 
 # The console tests drive the real console in tmux. As root with apt-get (CI's
@@ -56,6 +56,14 @@ tmux:
 	@command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; } \
 		|| echo "tmux is not installed: the tmux console tests will be skipped"
+
+# The fault tests mount a FUSE filesystem (tests/faultfs, over libfuse3): as root
+# with apt-get a missing fusermount3 is installed; elsewhere they are skipped, and
+# pytest's summary says why.
+fuse:
+	@command -v fusermount3 >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 libfuse3-3; } \
+		|| echo "fuse3 is not installed: the FUSE fault tests will be skipped"
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run.py
