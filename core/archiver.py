@@ -90,6 +90,7 @@ from .passes import (
 from .plan import Plan, PlanReport, make_plan
 from .ratelimit import RateLimiter
 from .session import Operation, Session, hold_lock
+from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .status import Status, read_status
 from .steps import StepHook, StepInfo, StepName, no_step
 from .stream import EventStream, FileStep
@@ -163,9 +164,7 @@ class Archiver:
             ) as lock,
             await Manifest.open(self.layout.manifest) as manifest,
         ):
-            audit_id = await audit.begin(
-                manifest, at=self.clock(), origin=self.origin, action=command, args=args
-            )
+            audit_id = await self._begin(manifest, command, args)
             current = Session(command, self.stream, mover=self._mover(manifest, step=self._step))
             server = await self._serve(lock, command, cancel)
             try:
@@ -173,6 +172,17 @@ class Archiver:
             except Cancelled:
                 current.outcome = "cancelled"
                 raise
+            except (OSError, sqlite3.Error) as err:
+                if not out_of_space(err):
+                    current.settle("error", f"{type(err).__name__}: {err}")
+                    raise
+                full = err if isinstance(err, OutOfSpace) else self._full(manifest, err)
+                # Room to record the failure: the reserve goes first.
+                await asyncio.to_thread(release_reserve, self.settings.archive_root)
+                current.settle("failed", str(full))
+                if full is err:
+                    raise
+                raise full from err
             except BaseException as err:
                 current.settle("error", f"{type(err).__name__}: {err}")
                 raise
@@ -180,6 +190,29 @@ class Archiver:
                 if server is not None:
                     await server.close()
                 await asyncio.shield(audit.end(manifest, audit_id, current.outcome, current.detail))
+
+    async def _begin(self, manifest: Manifest, command: str, args: dict[str, Any]) -> int:
+        """The audit row, then the reserve. A filesystem already full before the
+        operation began is said as what it is."""
+        try:
+            audit_id = await audit.begin(
+                manifest, at=self.clock(), origin=self.origin, action=command, args=args
+            )
+        except sqlite3.Error as err:
+            if out_of_space(err):
+                full = self._full(manifest, err)
+                await asyncio.to_thread(release_reserve, self.settings.archive_root)
+                raise full from err
+            raise
+        await asyncio.to_thread(ensure_reserve, self.settings.archive_root)
+        return audit_id
+
+    def _full(self, manifest: Manifest, err: OSError | sqlite3.Error) -> OutOfSpace:
+        """A full filesystem no step of the operation named: the manifest's (a
+        database write), or the path the OS error carries."""
+        if isinstance(err, OSError) and err.filename:
+            return OutOfSpace(Path(err.filename), err, doing="writing")
+        return OutOfSpace(manifest.path, err, doing="recording in")
 
     def _holder(self, command: str) -> str:
         """What the lock file says about us while we hold it."""

@@ -104,9 +104,19 @@ async def record_refusal(
 
 
 async def history(manifest: Manifest, limit: int = 50) -> list[AuditRecord]:
+    return await _records(manifest, "1", limit)
+
+
+async def out_of_space(manifest: Manifest, limit: int = 100) -> list[AuditRecord]:
+    """Actions that stopped because a filesystem was full: their detail is the
+    ``OutOfSpace`` line (space.py), first among a pass's problems."""
+    return await _records(manifest, "detail LIKE 'out of space:%'", limit)
+
+
+async def _records(manifest: Manifest, where: str, limit: int) -> list[AuditRecord]:
     rows = await manifest.rows(
         "SELECT id, at, user, host, pid, origin, action, args, outcome, detail "
-        "FROM audit ORDER BY id DESC LIMIT ?",
+        f"FROM audit WHERE {where} ORDER BY id DESC LIMIT ?",
         (limit,),
     )
     return [

@@ -406,7 +406,8 @@ class Manifest:
             )
             await self.run("COMMIT")
         except BaseException:
-            await self.run("ROLLBACK")
+            if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                await self.run("ROLLBACK")
             raise
 
     async def entry(self, entry_id: int) -> Entry | None:

@@ -16,8 +16,14 @@ Invariants:
   ``FileTotals``, and anything that needs an operator is a line of ``problems``,
   which makes the pass ``failed``.
 - Cancelled, it ends ``cancelled`` at the next safe point; a phase that cannot
-  run at all (the scan, the events table, I/O) ends it ``failed`` with the
-  reason. Either way its ``passes`` row is settled, shielded from the
+  run at all (the scan, the events table, I/O, a database error) ends it
+  ``failed`` with the reason.
+- A full filesystem (ENOSPC, EDQUOT, SQLITE_FULL) stops the pass at the first
+  file or batch that meets it: the next would only fail the same way. What was in
+  flight settles (a file's partial is removed, a batch's transaction rolls back),
+  the reserve is released so the failure can be recorded, and the pass ends
+  ``failed`` with the ``OutOfSpace`` line first among its problems (which the
+  alerts pick up from the audit). Either way its ``passes`` row is settled, shielded from the
   cancellation, before ``Finished`` says the same.
 - ``PassSummary.to_dict()`` is the pass's --json document, its ``Finished``
   summary and its ``passes`` row (docs/json.md): the shape is an interface, and
@@ -27,10 +33,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Protocol
 
 from .cancel import Cancelled, CancelToken
@@ -44,6 +52,7 @@ from .files.recovery import Orphan, Recovery, RecoveryReport
 from .files.scan import Candidate, ScanError, scan_files
 from .layout import Layout
 from .plan import Plan
+from .space import OutOfSpace, out_of_space, release_reserve
 from .steps import StepHook
 from .stream import (
     BatchMoved,
@@ -141,6 +150,7 @@ class PassSummary:
     files: FileTotals = field(default_factory=FileTotals)
     events: EventsMoved | EventsPlanned | None = None
     problems: list[str] = field(default_factory=list)
+    out_of_space: dict[str, Any] | None = None  # OutOfSpace.to_dict(): where, how much
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -276,9 +286,12 @@ class Pass:
             await self._phases()
         except Cancelled:
             summary.status = "cancelled"
-        except (ScanError, EventsError, OSError) as err:
+        except (ScanError, EventsError, OSError, sqlite3.Error) as err:
             summary.status = "failed"
-            summary.problems.append(str(err))
+            if isinstance(err, OSError | sqlite3.Error) and out_of_space(err):
+                await self._out_of_space(err)
+            else:
+                summary.problems.append(str(err))
         finally:
             if summary.status == "ok" and summary.problems:
                 summary.status = "failed"
@@ -291,6 +304,16 @@ class Pass:
             # The audit keeps the problems; the summary is in the passes row.
             self.session.settle(summary.status, "; ".join(summary.problems) or None)
         return summary
+
+    async def _out_of_space(self, err: OSError | sqlite3.Error) -> None:
+        """The reserve goes first, so the failure can be recorded; then the one
+        line that says it, first among the problems."""
+        if not isinstance(err, OutOfSpace):  # no step named it: a database write
+            where = Path(err.filename) if isinstance(err, OSError) and err.filename else None
+            err = OutOfSpace(where or self.mover.manifest.path, err, doing="writing")
+        await asyncio.to_thread(release_reserve, self.settings.archive_root)
+        self.summary.problems.insert(0, str(err))
+        self.summary.out_of_space = err.to_dict()
 
     async def _phases(self) -> None:
         summary = self.summary
@@ -357,7 +380,11 @@ class Pass:
         except FileNotFoundError:
             totals.skip("gone")
             self.stream.emit(FileDone("archive", rel, "gone", detail="removed since the scan"))
-        except OSError as err:
+        except (OSError, sqlite3.Error) as err:
+            if out_of_space(err):
+                raise self._full(rel, err) from err
+            if isinstance(err, sqlite3.Error):
+                raise  # the manifest itself: the pass cannot go on
             totals.errors += 1
             self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
         else:
@@ -369,6 +396,20 @@ class Pass:
             else:
                 totals.verify_failed += 1
                 self.stream.emit(FileDone("archive", rel, "verify_failed", detail=result.detail))
+
+    def _full(self, rel: str, err: OSError | sqlite3.Error) -> OutOfSpace:
+        """The filesystem under the partial (or the manifest) is full. What the
+        rest of the backlog still needs: its bytes at the ratio so far."""
+        totals = self.summary.files
+        self.stream.emit(FileDone("archive", rel, "error", detail=str(err)))
+        ratio = totals.bytes_out / totals.bytes_in if totals.bytes_in else 0.3
+        left = max(0, totals.eligible_bytes - totals.bytes_in)
+        if isinstance(err, sqlite3.Error):
+            where, doing = self.mover.manifest.path, f"recording the entry of {rel} in"
+        else:
+            where = Path(err.filename) if err.filename else self.mover.layout.files
+            doing = f"archiving {rel} to"
+        return OutOfSpace(where, err, doing=doing, needed=int(left * ratio))
 
     def _archived(self, rel: str, result: Archived) -> None:
         e, totals = result.entry, self.summary.files

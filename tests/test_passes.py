@@ -54,4 +54,5 @@ def test_mode_plan_says_only_how_many_rows_are_eligible() -> None:
         "files",
         "events",
         "problems",
+        "out_of_space",
     ]

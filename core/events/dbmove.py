@@ -78,8 +78,9 @@ from typing import Any, NamedTuple, TypeVar
 
 from ..cancel import Cancelled, CancelToken, in_thread
 from ..config import Settings
-from ..fsutil import ensure_dir
+from ..fsutil import ensure_dir, unlink_if_present
 from ..manifest import Manifest
+from ..space import OutOfSpace, out_of_space
 from ..steps import StepHook, StepName, no_step
 from .checkpoint import (
     CheckpointResult,
@@ -97,6 +98,7 @@ from .eventschema import (
     months_spanned,
     open_live,
     q,
+    rollback,
 )
 from .holds import held_event_rows
 
@@ -270,7 +272,9 @@ class MonthDbs:
                     for attached in self.conns[:done]:
                         attached.execute(f"DETACH DATABASE {name}")
                     raise
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, OSError) as err:
+            if out_of_space(err):  # not this month's fault: every month would fail
+                raise OutOfSpace(self.path(month), err, doing="preparing") from err
             self.refused[month] = (
                 f"{self.path(month)}: {err}; this month is refused, its rows stay live "
                 "(check or restore that file)"
@@ -284,6 +288,7 @@ class MonthDbs:
 
     def _prepare(self, path: Path) -> None:
         ensure_dir(path.parent)
+        new = not path.exists()
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -297,8 +302,13 @@ class MonthDbs:
                 for col in self.schema.columns:
                     if col not in have:
                         conn.execute(f"ALTER TABLE {q(table)} ADD COLUMN {q(col)}")
-        finally:
+        except BaseException:
             conn.close()
+            if new:  # a month DB this run began and could not finish holds nothing
+                for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+                    unlink_if_present(path.with_name(name))
+            raise
+        conn.close()
 
     def _detach(self, month: str) -> None:
         name = self.attached.pop(month)
@@ -605,8 +615,11 @@ class EventMover:
                 self._present(run, alias, m, held)
                 m.copied = self._copy(run, alias, m, [*held, *m.before])
                 run.live.execute("COMMIT")
-            except BaseException:
-                run.live.execute("ROLLBACK")
+            except BaseException as err:
+                rollback(run.live)
+                if out_of_space(err):
+                    path = run.months.path(span.month)
+                    raise OutOfSpace(path, err, doing="copying event rows into") from err
                 raise
             self._conflicts(run, span.month, m)
             batch.months[span.month] = m
@@ -757,13 +770,20 @@ class EventMover:
             delete = f"DELETE {rows}" if checker is not None else f"DELETE {rows} AND {archived}"
             deleted = int(run.live.execute(delete, where.params).rowcount)
             if changed is not None and changed.result():
-                run.live.execute("ROLLBACK")
+                rollback(run.live)
                 return None
             run.live.execute("COMMIT")
-        except BaseException:
-            run.live.execute("ROLLBACK")
+        except BaseException as err:
+            rollback(run.live)
             if changed is not None:
                 futures.wait([changed])  # the checker is idle before it is closed
+            if out_of_space(err):  # the live DB's WAL has no room for the delete
+                raise OutOfSpace(
+                    self.db,
+                    err,
+                    doing="deleting archived rows from",
+                    remedy="free space on the live database's filesystem",
+                ) from err
             raise
         return deleted
 
@@ -866,15 +886,18 @@ async def move_events(
     cancel = cancel or CancelToken()
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     held = await held_event_rows(manifest, now) if manifest else set()
-    records: list[asyncio.Task[None]] = []
+    records: list[futures.Future[None]] = []
 
     def sync_step(name: StepName, info: dict[str, Any]) -> None:
         asyncio.run_coroutine_threadsafe(step(name, info), loop).result()
 
     def checkpoint_done(result: CheckpointResult) -> None:
+        # On the checkpointer's thread: everything goes to the loop's.
         if manifest is not None:
-            records.append(loop.create_task(record_checkpoint(manifest, result)))
-        on_checkpoint(result)
+            records.append(
+                asyncio.run_coroutine_threadsafe(record_checkpoint(manifest, result), loop)
+            )
+        _post(loop, on_checkpoint, result)
 
     mover = EventMover(
         settings,
@@ -889,4 +912,5 @@ async def move_events(
     try:
         return await in_thread(cancel, mover.run)
     finally:
-        await asyncio.gather(*records)
+        # Each log row written, or its failure (a full archive) raised here.
+        await asyncio.gather(*map(asyncio.wrap_future, records))

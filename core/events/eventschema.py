@@ -193,5 +193,13 @@ def open_live(
     return conn
 
 
+def rollback(conn: sqlite3.Connection) -> None:
+    """End the open transaction, if SQLite has not already: after SQLITE_FULL or
+    SQLITE_IOERR it may have rolled back on its own, and a ROLLBACK then would
+    raise over the error that matters."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def journal_mode(conn: sqlite3.Connection) -> str:
     return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()

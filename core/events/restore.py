@@ -21,8 +21,9 @@ from typing import Any
 from ..cancel import CancelToken, in_thread
 from ..config import Settings
 from ..manifest import Manifest, now_ms
+from ..space import OutOfSpace, out_of_space
 from .dbmove import Conflict
-from .eventschema import EventSchema, EventsError, discover, open_live, q
+from .eventschema import EventSchema, EventsError, discover, open_live, q, rollback
 from .holds import hold_event_rows
 
 DAY_MS = 86_400_000
@@ -129,8 +130,15 @@ def _put_back(
             live.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", new)
             live.execute("COMMIT")
             report.restored += len(new)
-        except BaseException:
-            live.execute("ROLLBACK")
+        except BaseException as err:
+            rollback(live)
+            if out_of_space(err):
+                raise OutOfSpace(
+                    settings.state_db,
+                    err,
+                    doing="putting event rows back into",
+                    remedy="free space on the live database's filesystem",
+                ) from err
             raise
     finally:
         live.close()

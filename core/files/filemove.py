@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,17 @@ from typing import ClassVar, Literal
 
 from ..cancel import CancelToken, in_thread
 from ..codec import Codec, Digest, Progress, digest_fd
-from ..fsutil import FileIdentity, UnlinkResult, identity_or_none, unlink_if_identity
+from ..fsutil import (
+    FileIdentity,
+    UnlinkResult,
+    identity_or_none,
+    unlink_if_identity,
+    unlink_if_present,
+)
 from ..layout import Layout, resolve_inside, unit_of
 from ..manifest import Entry, Manifest, NewEntry, now_ms
 from ..ratelimit import UNLIMITED, RateLimiter
+from ..space import out_of_space
 from ..steps import StepHook, no_step
 from .gzfile import (
     ArchiveOk,
@@ -139,7 +147,15 @@ class FileMover:
         """Steps 6 and 7 for a placed, verified gzip (archived now, or an orphan
         adopted by recovery)."""
         src = self.live_root / relpath
-        entry = await self.manifest.add_entry(self._new_entry(relpath, ok))
+        try:
+            entry = await self.manifest.add_entry(self._new_entry(relpath, ok))
+        except sqlite3.Error as err:
+            if out_of_space(err):
+                # SQLITE_FULL rolled the entry back: the placed gzip is recorded
+                # nowhere and its source is live and unchanged. It goes, and the
+                # room it took with it (left, recovery would adopt it later).
+                await asyncio.to_thread(unlink_if_present, ok.dest)
+            raise
         await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
         unlinked = await asyncio.to_thread(unlink_if_identity, src, ok.identity)
         if unlinked != "changed":

@@ -32,6 +32,7 @@ from ..cancel import CancelToken
 from ..globs import GlobError, compile_globs
 from ..layout import UnsafePath, resolve_inside
 from ..manifest import Entry, Manifest
+from ..space import OutOfSpace, out_of_space
 from ..stream import EventStream, FileDone, Phase
 from .filemove import FileMover
 from .gzfile import Restored
@@ -164,11 +165,22 @@ async def restore_files(
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
     hold_until = mover.clock() + int(hold_days * DAY_MS) if to is None else None
-    stream.emit(Phase("restore", len(entries), sum(e.bytes for e in entries)))
+    left = sum(e.bytes for e in entries)
+    stream.emit(Phase("restore", len(entries), left))
     for entry in entries:
         if cancel is not None:
             cancel.check()
-        one = await _restore_one(mover, entry, root, names[entry.id], hold_until, cancel)
+        try:
+            one = await _restore_one(mover, entry, root, names[entry.id], hold_until, cancel)
+        except OSError as err:
+            if not out_of_space(err):
+                raise
+            # The partial is gone (restore_file removes it); the rest would only
+            # fail the same way on this filesystem.
+            stream.emit(FileDone("restore", entry.relpath, "error", entry.bytes, 0, str(err)))
+            target = Path(err.filename) if err.filename else root
+            raise OutOfSpace(target, err, doing="restoring", needed=left) from err
+        left -= entry.bytes
         report.files.append(one)
         stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
     return report
@@ -197,6 +209,8 @@ async def _restore_one(
     except FileNotFoundError as err:
         return result("missing", str(target), f"{err.filename}: not found")
     except OSError as err:
+        if out_of_space(err):
+            raise  # the whole restore stops (restore_files)
         return result("error", str(target), f"{target}: {err}")
     if isinstance(done, Restored):
         return result("restored", str(target))

@@ -4,7 +4,8 @@
 Each poll (the ``alerts`` job) does two things:
 
   collect   turn conditions into alert rows, one per condition (a unique key):
-            an entry whose gzip failed verify, an entry whose gzip is missing, a job
+            an entry whose gzip failed verify, an entry whose gzip is missing, an
+            action stopped by a full filesystem, a job
             run that ended in error or timeout (one alert per lock holder when
             another process kept jobs out), an event row refused as a conflict;
             each new alert gets one pending delivery per configured sink
@@ -30,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from .. import audit
 from ..config import AlertsSettings
 from ..manifest import Manifest
 from .jobs import failed_runs
@@ -94,6 +96,9 @@ async def conditions(manifest: Manifest) -> list[Condition]:
             else f"job:{run.id}"
         )
         found.append(Condition(key, f"job_{run.status}", message, about))
+    for r in await audit.out_of_space(manifest):
+        about = {"audit_id": r.id, "action": r.action, "at": r.at, "origin": r.origin}
+        found.append(Condition(f"space:{r.id}", "out_of_space", str(r.detail), about))
     for p in await manifest.passes(20):
         for c in (p.summary.get("events") or {}).get("conflicts", []):
             about = {"row_id": c["row_id"], "month": c["month"], "pass_id": p.id}

@@ -9,17 +9,18 @@ from __future__ import annotations
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, entries, gunzip, live_files, report_line
+from helpers import COLDKEEP, ck, live_files, report_line
+from sitecheck import Originals, Tally, event_rows
+from sitecheck import check_site as check
 
 pytestmark = pytest.mark.crash
 PASS_STEPS = [
@@ -38,30 +39,11 @@ RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "inte
 KILL = "COLDKEEP_TEST_KILL_AT"
 
 
-@dataclass
-class Tally:
-    kills: int = 0
-    checks: int = 0
-    by_kind: Counter[str] = field(default_factory=Counter)
-
-
 @pytest.fixture(scope="module")
 def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
     t = Tally()
     yield t
-    report_line(
-        request.config,
-        f"crash matrix (CLI): {t.kills} SIGKILLs, {t.checks} checks passed after them "
-        f"({', '.join(f'{k} {n}' for k, n in sorted(t.by_kind.items()))})",
-    )
-
-
-def event_rows(site: Path) -> Counter[tuple[object, ...]]:
-    rows: Counter[tuple[object, ...]] = Counter()
-    for db_path in [site / "state.db", *sorted((site / "archive" / "events").glob("*.db"))]:
-        with sqlite3.connect(db_path) as db:
-            rows.update(db.execute("SELECT * FROM events"))
-    return rows
+    report_line(request.config, t.line("crash matrix (CLI)", "SIGKILLs"))
 
 
 @dataclass
@@ -100,30 +82,7 @@ def fresh(reference: Reference, tmp_path: Path) -> Path:
 
 def check_site(site: Path, reference: Reference, tally: Tally) -> None:
     """Everything a kill must not have cost."""
-    leftovers = [p for p in site.rglob("*") if p.name.endswith((".partial", ".restore-partial"))]
-    assert leftovers == [], leftovers
-    for db_path in [
-        site / "state.db",
-        site / "archive" / "coldkeep.db",
-        *(site / "archive" / "events").glob("*.db"),
-    ]:
-        with sqlite3.connect(db_path) as db:
-            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",), db_path
-    rows = entries(site)
-    gz_on_disk = sorted((site / "archive" / "files").rglob("*.gz"))
-    assert sorted(site / "archive" / e["gz_path"] for e in rows) == gz_on_disk
-    for gz in gz_on_disk:
-        subprocess.run(["gzip", "-t", str(gz)], check=True)
-    per_content = Counter((e["relpath"], e["sha256"]) for e in rows)
-    assert max(per_content.values()) == 1, "a file's bytes are archived once"
-    archived = {(e["relpath"], e["sha256"]) for e in rows}
-    for e in rows:
-        assert len(gunzip(site / "archive" / e["gz_path"])) == e["bytes"]
-    live = live_files(site)
-    for relpath, digest in reference.originals.items():
-        assert live.get(relpath) == digest or (relpath, digest) in archived, relpath
-    assert event_rows(site) == reference.rows, "every event row exactly once"
-    tally.checks += 6
+    check(site, Originals(reference.originals, reference.rows), tally)
 
 
 def kill_at(site: Path, args: list[str], step: str) -> None:
@@ -137,7 +96,7 @@ def test_pass_killed_at_each_step(
 ) -> None:
     site = fresh(reference, tmp_path)
     kill_at(site, ["pass"], step)
-    tally.kills += 1
+    tally.faults += 1
     tally.by_kind["pass@" + step.split(":", maxsplit=1)[0]] += 1
     ck(site, "recover")
     ck(site, "pass")
@@ -160,7 +119,7 @@ def test_restore_killed_at_each_step(
     site = tmp_path / "site"
     shutil.copytree(archived_site, site, symlinks=True)
     kill_at(site, ["restore", "--unit", "unit-0000"], step)
-    tally.kills += 1
+    tally.faults += 1
     tally.by_kind["restore@" + step] += 1
     ck(site, "recover")
     ck(site, "restore", "--unit", "unit-0000")
@@ -187,7 +146,7 @@ def test_pass_killed_at_random_moments(reference: Reference, tmp_path: Path, tal
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            tally.kills += 1
+            tally.faults += 1
             tally.by_kind["pass@random"] += 1
         ck(site, "recover")
         ck(site, "pass")
@@ -219,7 +178,7 @@ def test_restore_killed_at_random_moments(
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            tally.kills += 1
+            tally.faults += 1
             tally.by_kind["restore@random"] += 1
         ck(site, "recover")
         ck(site, "restore", "--path", "**")
