@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -121,6 +122,10 @@ def _run(coro: Awaitable[int], ctx: Context) -> None:
     except (ModeOff, SelectionError, UnsafePath) as err:
         _fail(str(err), EXIT_USAGE, ctx)
     except (EventsError, ManifestError, ScanError) as err:
+        _fail(str(err), EXIT_FAILED, ctx)
+    except (OSError, sqlite3.Error) as err:
+        # I/O that proves nothing about the data (a full disk, EIO, a database
+        # error): one line naming the path, exit 1, never a traceback.
         _fail(str(err), EXIT_FAILED, ctx)
     raise SystemExit(code)
 
