@@ -4,7 +4,9 @@ them in threads (``asyncio.to_thread``), never on the event loop.
 Invariants:
 - Identity is what ``lstat`` says (dev, ino, size, mtime_ns, mode); a symlink is
   described, never followed. Two identities are "the same file, unchanged" when
-  dev, ino, size and mtime_ns agree.
+  dev, ino, size and mtime_ns agree. The same inode on another device number
+  (``same_inode_elsewhere``: a remount or a reboot renumbered the filesystem) is
+  only a candidate: whoever acts on it compares the bytes first.
 - A name is made durable by fsyncing the directory that holds it: after a rename,
   after a create, after an unlink that matters.
 - ``rename_noreplace`` never replaces anything: ``renameat2(RENAME_NOREPLACE)``
@@ -48,6 +50,19 @@ class FileIdentity:
             other.ino,
             other.size,
             other.mtime_ns,
+        )
+
+    def same_inode_elsewhere(self, other: FileIdentity | None) -> bool:
+        """Same inode number, size, mtime and mode, on another device number: the
+        same file after a remount or a reboot renumbered its filesystem (FUSE
+        gives every mount a new one; device-mapper and NVMe numbering can change
+        across a boot), or another file that merely agrees. Never enough to act
+        on alone: the caller compares the bytes."""
+        return (
+            other is not None
+            and self.dev != other.dev
+            and (self.ino, self.size, self.mtime_ns, self.mode)
+            == (other.ino, other.size, other.mtime_ns, other.mode)
         )
 
     def describe(self) -> str:

@@ -16,7 +16,11 @@ the start of every pass, so that no pass works beside a dead process's leftovers
       it cannot be read (EACCES, EIO)                       ->  left, reported as error
     an entry whose gzip is gone       the same walk             status 'missing', loudly
     a committed entry's live source   source_present = 1        unlinked after its
-    (a crash between steps 6 and 7)                             identity check
+    (a crash between steps 6 and 7)                             identity check (only
+                                                                the device number
+                                                                changed: after its
+                                                                bytes are re-read
+                                                                and are the entry's)
     a pass still 'running'            the pass log              'interrupted', with the
                                                                 files the manifest shows
                                                                 it archived
@@ -37,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..cancel import CancelToken
-from ..codec import CorruptGzip, Digest, read_gzip_header
+from ..cancel import CancelToken, in_thread
+from ..codec import CorruptGzip, Digest, digest_fd, read_gzip_header
 from ..fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
 from ..layout import (
     GZ_SUFFIX,
@@ -51,6 +55,7 @@ from ..layout import (
 )
 from ..lock import read_holder
 from ..manifest import Entry, Manifest, NewEntry
+from ..ratelimit import RateLimiter
 from .filemove import FileMover
 from .gzfile import (
     ArchiveOk,
@@ -189,6 +194,23 @@ def _orphan_relpath(mover: FileMover, gz: Path) -> str:
     return mover.layout.relpath_of_gz(gz, name)
 
 
+def _digest_if_identity(
+    path: Path, ident: FileIdentity, limiter: RateLimiter, cancel: CancelToken
+) -> Digest | None:
+    """The bytes of ``path`` if the file opened (never through a link) is the one
+    ``ident`` describes, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if FileIdentity.of_stat(os.fstat(fd)) != ident:
+            return None
+        return digest_fd(fd, limiter=limiter, cancel=cancel)[0]
+    finally:
+        os.close(fd)
+
+
 def _recorded_identity(entry: Entry) -> FileIdentity | None:
     if entry.dev is None or entry.ino is None:
         return None
@@ -244,10 +266,7 @@ class Recovery:
                 relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
                 report.orphans.append(Orphan(gz, relpath, "found"))
         for entry in await self.manifest.entries_pending_unlink():
-            recorded = _recorded_identity(entry)
-            src = self.mover.live_root / entry.relpath
-            now = await asyncio.to_thread(identity_or_none, src)
-            if recorded is not None and recorded.same_file(now):
+            if await self._still_archived(entry) is not None:
                 report.sources_unlinked.append(entry.relpath)
         running = await self.manifest.passes(-1, "running")
         report.interrupted = [p.id for p in running if p.id != self.current_pass]
@@ -346,16 +365,38 @@ class Recovery:
         settled: list[int] = []
         for entry in pending:
             self.cancel.check()
-            recorded = _recorded_identity(entry)
-            try:
-                src = resolve_inside(self.mover.live_root, entry.relpath)
-            except UnsafePath:
-                settled.append(entry.id)
-                continue
-            if recorded is not None:
-                outcome = await asyncio.to_thread(unlink_if_identity, src, recorded)
+            found = await self._still_archived(entry)
+            if found is not None:
+                outcome = await asyncio.to_thread(unlink_if_identity, *found)
                 if outcome == "removed":
                     report.sources_unlinked.append(entry.relpath)
             # Removed, gone, or another file now (judged on its own by the pass).
             settled.append(entry.id)
         await self.manifest.mark_sources_gone(settled)
+
+    async def _still_archived(self, entry: Entry) -> tuple[Path, FileIdentity] | None:
+        """A committed entry's live source, if it is still exactly the file that
+        was archived, and the identity to unlink it by: the recorded one; or, when
+        only the device number differs (a remount or a reboot renumbered the
+        filesystem: the identity check alone would keep the source, and the next
+        pass would archive it a second time), the one seen now, but only once the
+        file's bytes have been read again and are the entry's (the bytes its
+        verified gzip holds). The same inode number on another device is never
+        proof enough by itself."""
+        recorded = _recorded_identity(entry)
+        if recorded is None:
+            return None
+        try:
+            src = resolve_inside(self.mover.live_root, entry.relpath)
+        except UnsafePath:
+            return None
+        now = await asyncio.to_thread(identity_or_none, src)
+        if recorded.same_file(now):
+            return src, recorded
+        if now is None or not recorded.same_inode_elsewhere(now):
+            return None
+        limiter, cancel = self.mover.limiter, self.cancel
+        digest = await in_thread(cancel, _digest_if_identity, src, now, limiter, cancel)
+        if digest is None or (digest.bytes, digest.sha256) != (entry.bytes, entry.sha256):
+            return None
+        return src, now
