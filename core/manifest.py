@@ -515,7 +515,9 @@ class Manifest:
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
         await self._update_ids("UPDATE entries SET status = ? WHERE id IN", [status], ids)
 
-    async def set_hold(self, ids: Iterable[int], status: EntryStatus, hold_until: int) -> None:
+    async def set_hold(
+        self, ids: Iterable[int], status: EntryStatus, hold_until: int | None
+    ) -> None:
         await self._update_ids(
             "UPDATE entries SET status = ?, hold_until = ? WHERE id IN", [status, hold_until], ids
         )

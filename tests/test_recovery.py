@@ -186,3 +186,26 @@ async def test_links_and_directories_in_files_are_never_taken_for_orphans(
         assert report.orphans == []
         assert elsewhere.read_bytes() == b"not coldkeep's"
         assert (files / "link.jsonl.gz").is_symlink() and (files / "dir.jsonl.gz").is_dir()
+
+
+async def test_an_in_place_restore_holds_the_entry_only_if_it_placed_the_file(
+    roots: Roots,
+) -> None:
+    """The hold is committed before the file is placed (a crash after the rename
+    must find it held); a restore that places nothing gives it back."""
+    m, rec = await recover(roots)
+    async with m:
+        roots.write("u/h.jsonl", b"held\n")
+        done = await rec.mover.archive("u/h.jsonl")
+        assert isinstance(done, Archived)
+        target = roots.live / "u" / "h.jsonl"
+        target.write_bytes(b"the application's new file\n")
+        assert (await rec.mover.restore(done.entry, target, hold_until=10**15)).kind == "exists"
+        entry = await m.entry(done.entry.id)
+        assert entry is not None and (entry.status, entry.hold_until) == ("archived", None)
+
+        target.unlink()
+        assert (await rec.mover.restore(done.entry, target, hold_until=10**15)).kind == "restored"
+        entry = await m.entry(done.entry.id)
+        assert entry is not None and (entry.status, entry.hold_until) == ("restored", 10**15)
+        assert await m.restore_intents() == []

@@ -15,11 +15,13 @@ scheme is compared with the source's first N bytes, hashed in the same read as
 the gzip; after step 7 a proven prefix copy is removed, anything else is kept
 and reported.
 
-Restoring (``FileMover.restore``): the restore intent is committed first
-(``intent_recorded``), then ``gzfile.restore_file`` (``restore_partial_written``,
-``restored``), then the entry's status and hold are set and the intent cleared
-(``intent_cleared``). A crash anywhere leaves at most ``<target>.restore-partial``,
-named by the intent, which recovery removes.
+Restoring (``FileMover.restore``): the restore intent is committed first, then
+(in place) the entry's status and hold (``intent_recorded``), then
+``gzfile.restore_file`` (``restore_partial_written``, ``restored``), then the
+intent is cleared (``intent_cleared``; a restore that placed nothing gives the
+entry its status and hold back first). A crash anywhere leaves at most
+``<target>.restore-partial``, named by the intent, which recovery removes; a file
+placed before the crash is already under its hold.
 """
 
 from __future__ import annotations
@@ -191,6 +193,12 @@ class FileMover:
         With ``hold_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
         intent = await self.manifest.add_restore_intent(entry.id, target)
+        if hold_until is not None:
+            # The hold goes on before the file is placed, as event rows' holds do:
+            # set after the rename, a crash in between left the restored file
+            # unheld, and the next pass archived it again (a second gzip of the
+            # same bytes, the entry still "archived" beside a live file).
+            await self.manifest.set_hold([entry.id], "restored", hold_until)
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
         result = await restore_file(
             self.layout.abs(entry.gz_path),
@@ -201,8 +209,11 @@ class FileMover:
             step=self.step,
             progress=progress,
         )
-        if isinstance(result, Restored) and hold_until is not None:
-            await self.manifest.set_hold([entry.id], "restored", hold_until)
+        if hold_until is not None and not isinstance(result, Restored):
+            # Nothing was placed (a mismatch, or the target exists): the entry's
+            # status and hold as they were. (A crash or an I/O error leaves the
+            # hold: at worst a pass leaves a path alone until it runs out.)
+            await self.manifest.set_hold([entry.id], entry.status, entry.hold_until)
         await self.manifest.clear_restore_intent(intent.id)
         await self.step("intent_cleared", {"target": target, "entry": entry.id})
         return result

@@ -130,6 +130,20 @@ def test_restore_killed_at_each_step(
             assert live.get(relpath) == digest, f"{relpath} restored whole"
 
 
+def test_a_pass_after_a_restore_killed_once_a_file_is_placed_leaves_that_file(
+    reference: Reference, archived_site: Path, tmp_path: Path
+) -> None:
+    """Killed at ``restored`` (the first file is in place, the restore not over):
+    the file's hold was committed before it was placed, so the pass after
+    recovery leaves it alone instead of archiving it a second time."""
+    site = tmp_path / "site"
+    shutil.copytree(archived_site, site, symlinks=True)
+    kill_at(site, ["restore", "--unit", "unit-0000"], "restored")
+    ck(site, "recover")
+    ck(site, "pass")
+    check(site, Originals(reference.originals, reference.rows))
+
+
 def test_pass_killed_at_random_moments(reference: Reference, tmp_path: Path, tally: Tally) -> None:
     rnd = random.Random(20261130)
     for i in range(20):
