@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint imports typecheck links pytest tmux fuse bench clean
+.PHONY: test demo lint imports typecheck links pytest tmux fuse fuzz bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,11 @@ fuse:
 	@command -v fusermount3 >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 libfuse3-3; } \
 		|| echo "fuse3 is not installed: the FUSE fault tests will be skipped"
+
+# The generated-input properties of tests/test_fuzz.py, 20,000 examples each
+# instead of the suite's 150.
+fuzz: $(VENV)/.installed-dev
+	HYPOTHESIS_PROFILE=long $(BIN)/pytest -q tests/test_fuzz.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run.py

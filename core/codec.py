@@ -15,7 +15,8 @@ Invariants:
   whatever the compression ratio, so a 2 GiB file costs a few MiB of memory.
 - Only the codec saying the bytes are not valid gzip (bad header, bad data, CRC or
   length mismatch, truncation, trailing garbage) is ``CorruptGzip``. A failed read
-  (EACCES, EIO) is an ``OSError`` and proves nothing about the file.
+  (EACCES, EIO) is an ``OSError`` and proves nothing about the file; it names the
+  file it happened on (the source, the gzip, or the file being written).
 - Every step checks the cancel token between chunks.
 """
 
@@ -36,6 +37,7 @@ from zlib_ng import zlib_ng
 
 from .cancel import CancelToken
 from .config import Engine
+from .ioerror import naming
 from .ratelimit import UNLIMITED, RateLimiter
 
 CHUNK = 1 << 20
@@ -157,13 +159,20 @@ class _Hashes:
 
 
 def _read_chunks(
-    src: io.FileIO, limiter: RateLimiter, cancel: CancelToken, buf: bytearray
+    src: io.FileIO,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    buf: bytearray,
+    path: Path | str | None = None,
 ) -> Callable[[], memoryview | None]:
+    """The next chunk of ``src`` (a read error names ``path``, the file read)."""
     view = memoryview(buf)
+    name = path if path is not None else "<source>"
 
     def next_chunk() -> memoryview | None:
         cancel.check()
-        k = src.readinto(buf)
+        with naming(name):
+            k = src.readinto(buf)
         if not k:
             return None
         limiter.take(k, cancel)
@@ -184,31 +193,39 @@ def compress_fd(
     cancel: CancelToken,
     prefix_bytes: int | None = None,
     progress: Progress | None = None,
+    src_path: Path | None = None,
 ) -> Packed:
     """Stream the open file ``src_fd`` (read from its current offset; not closed)
     into a new gzip at ``dst``, fsynced. ``dst`` is created 0600, replacing any
-    leftover of the same name."""
+    leftover of the same name. A read error names ``src_path``; a write or fsync
+    error names ``dst``.
+
+    A failed fsync raises and is never retried: after one, the kernel may have
+    dropped the dirty pages it could not write (and cleared the error), so a
+    second fsync could succeed on bytes that never reached the disk (PostgreSQL's
+    "fsyncgate"). The caller discards ``dst`` and keeps the source."""
     hashes = _Hashes(prefix_bytes)
     crc = 0
     comp = codec.compressobj()
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with (
-        os.fdopen(fd, "wb") as out,
-        os.fdopen(os.dup(src_fd), "rb", buffering=0) as src,
-    ):
-        out.write(gzip_header(name, mtime_ns, mode))
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
-        while (chunk := next_chunk()) is not None:
-            hashes.update(chunk)
-            crc = isal_zlib.crc32(chunk, crc)
-            out.write(comp.compress(chunk))
-            if progress is not None:
-                progress(hashes.n)
-        out.write(comp.flush())
-        out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
-        out.flush()
-        os.fsync(out.fileno())
-        gz_bytes = out.tell()
+    with naming(dst):
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with (
+            os.fdopen(fd, "wb") as out,
+            os.fdopen(os.dup(src_fd), "rb", buffering=0) as src,
+        ):
+            out.write(gzip_header(name, mtime_ns, mode))
+            next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), src_path)
+            while (chunk := next_chunk()) is not None:
+                hashes.update(chunk)
+                crc = isal_zlib.crc32(chunk, crc)
+                out.write(comp.compress(chunk))
+                if progress is not None:
+                    progress(hashes.n)
+            out.write(comp.flush())
+            out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
+            out.flush()
+            os.fsync(out.fileno())
+            gz_bytes = out.tell()
     return Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex())
 
 
@@ -218,12 +235,13 @@ def digest_fd(
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken,
     prefix_bytes: int | None = None,
+    path: Path | None = None,
 ) -> tuple[Digest, str | None]:
     """sha256 of an open file from its current offset (and of its first
-    ``prefix_bytes``), through the rate cap."""
+    ``prefix_bytes``), through the rate cap; a read error names ``path``."""
     hashes = _Hashes(prefix_bytes)
     with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), path)
         while (chunk := next_chunk()) is not None:
             hashes.update(chunk)
     return Digest(hashes.n, hashes.sha.hexdigest()), hashes.prefix_hex()
@@ -246,7 +264,7 @@ def inflate(
     in_member = False
     read_any = False
     with gz.open("rb", buffering=0) as src:
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK))
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), gz)
         while (chunk := next_chunk()) is not None:
             read_any = True
             data: bytes | memoryview = chunk
@@ -287,7 +305,10 @@ def read_gzip_header(gz: Path) -> GzipHeader:
         flags, mtime = head[3], struct.unpack("<I", head[4:8])[0]
         mode = mtime_ns = None
         if flags & _FEXTRA:
-            (xlen,) = struct.unpack("<H", f.read(2))
+            size = f.read(2)
+            if len(size) < 2:
+                raise CorruptGzip(f"{gz}: truncated in the gzip header's extra field")
+            (xlen,) = struct.unpack("<H", size)
             extra = f.read(xlen)
             at = 0
             while at + 4 <= len(extra):

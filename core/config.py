@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from .globs import GlobError, compile_globs
 
@@ -326,13 +326,7 @@ def _jobs(t: _Table) -> JobsSettings:
                 raise ConfigError(
                     t.file, j.key("cron"), "cron and interval are both set", "keep one of them"
                 )
-            if not croniter.is_valid(cron):
-                raise ConfigError(
-                    t.file,
-                    j.key("cron"),
-                    f"{cron!r} is not a cron expression",
-                    'use five fields, e.g. "17 3 * * *"',
-                )
+            _check_cron(t, j, cron)
         max_duration = (
             j.number("max_duration", 0, minimum=1)
             if "max_duration" in j.data
@@ -356,6 +350,25 @@ def _jobs(t: _Table) -> JobsSettings:
     )
     t.done()
     return settings
+
+
+def _check_cron(t: _Table, j: _Table, cron: str) -> None:
+    """Five fields (or an @alias) that croniter reads AND that ever fire: it
+    accepts "0 0 31 2 *" (February 31st) and fails only when asked for the time."""
+    five = cron.startswith("@") or len(cron.split()) == 5
+    if not five or not croniter.is_valid(cron):
+        raise ConfigError(
+            t.file,
+            j.key("cron"),
+            f"{cron!r} is not a cron expression",
+            'use five fields, e.g. "17 3 * * *"',
+        )
+    try:
+        croniter(cron).get_next(float)
+    except CroniterBadDateError:
+        raise ConfigError(
+            t.file, j.key("cron"), f"{cron!r} never fires", "check the day and the month"
+        ) from None
 
 
 def _alerts(t: _Table) -> AlertsSettings:
@@ -536,6 +549,10 @@ class _Table:
                     self.file, self.key(name), "is required", f'add {self.key(name)} = "<path>"'
                 )
             return None
+        if "\0" in raw:  # the OS cannot take it; refused here, not by a stat deep inside
+            raise ConfigError(
+                self.file, self.key(name), f"{raw!r} contains a NUL byte", "write a plain path"
+            )
         path = Path(raw).expanduser()
         path = path if path.is_absolute() else base / path
         path = Path(os.path.normpath(path))

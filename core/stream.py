@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import types
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 from .config import CheckpointMode
 
@@ -165,19 +166,54 @@ _TYPES: dict[str, type[Any]] = {
 
 
 def from_dict(data: dict[str, Any]) -> Event | None:
-    """The event ``as_dict`` made (from another process); None if it is not one."""
+    """The event ``as_dict`` made (from another process); None if it is not one:
+    an unknown kind, a missing field, or a field of the wrong type (the console
+    would do arithmetic on it later, far from where it came in)."""
     cls = _TYPES.get(str(data.get("kind")))
     if cls is None:
         return None
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {k: v for k, v in data.items() if k in names}
-    if cls is BatchMoved:
-        kwargs["months"] = tuple(kwargs.get("months") or ())
+    kwargs: dict[str, Any] = {}
+    for name, hint in _FIELDS[cls].items():
+        if name not in data:
+            continue
+        value = data[name]
+        if isinstance(value, list) and get_origin(hint) is tuple:
+            value = tuple(value)  # JSON has lists only
+        if not _fits(value, hint):
+            return None
+        kwargs[name] = value
     try:
         event: Event = cls(**kwargs)
-    except TypeError:
+    except TypeError:  # a required field missing
         return None
     return event
+
+
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    hints = get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Literal:
+        return value in args
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is type(None):
+        return value is None
+    return isinstance(value, hint)
+
+
+_FIELDS = {cls: _hints(cls) for cls in _TYPES.values()}
 
 
 class Subscription:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from coldkeep.core.codec import Codec
 
@@ -31,3 +33,9 @@ def pytest_terminal_summary(
 ) -> None:
     for line in getattr(config, "coldkeep_summary", []):
         terminalreporter.write_line(line)
+
+
+# Generated inputs: bounded in the suite, long with HYPOTHESIS_PROFILE=long (make fuzz).
+settings.register_profile("ci", max_examples=150, deadline=None, derandomize=True)
+settings.register_profile("long", max_examples=20_000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
