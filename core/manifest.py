@@ -18,6 +18,8 @@ Invariants:
   queries (no caller's SQL condition is spliced into them); the tables other
   modules own take those modules' whole statements (``run``, ``rows``,
   ``insert``).
+- Every SQLite error it raises names this database (``ioerror.DatabaseFailed``):
+  "disk I/O error" alone does not tell an operator which file to look at.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 import aiosqlite
+
+from .ioerror import naming_db
 
 EntryStatus = Literal["archived", "stale", "restored", "missing"]
 # Ids (or rows) written by one statement: one commit each, within SQLite's
@@ -291,12 +295,14 @@ class Manifest:
     @classmethod
     async def open(cls, path: Path, *, readonly: bool = False) -> Self:
         """Open (creating and migrating unless ``readonly``) the manifest at ``path``."""
-        if readonly:
-            if not await asyncio.to_thread(path.exists):
-                raise ManifestError(f"{path} does not exist yet (no pass has run)")
-            db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-        else:
-            db = await aiosqlite.connect(path, isolation_level=None)
+        if readonly and not await asyncio.to_thread(path.exists):
+            raise ManifestError(f"{path} does not exist yet (no pass has run)")
+        with naming_db(path, "opening it"):
+            if readonly:
+                uri = f"file:{path}?mode=ro"
+                db = await aiosqlite.connect(uri, uri=True, isolation_level=None)
+            else:
+                db = await aiosqlite.connect(path, isolation_level=None)
         self = cls(db, path)
         try:
             await self.run("PRAGMA busy_timeout = 10000")
@@ -323,12 +329,14 @@ class Manifest:
     async def run(self, sql: str, params: Iterable[Any] = ()) -> None:
         """Execute one statement (no rows wanted): one trip to the connection's
         thread, where its cursor is dropped."""
-        await self._db.execute_fetchall(sql, tuple(params))
+        with naming_db(self.path):
+            await self._db.execute_fetchall(sql, tuple(params))
 
     async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Every row of one query: one trip to the connection's thread, where its
         cursor is dropped."""
-        return list(await self._db.execute_fetchall(sql, tuple(params)))
+        with naming_db(self.path):
+            return list(await self._db.execute_fetchall(sql, tuple(params)))
 
     async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
         """Execute one ``INSERT`` of one row; returns the new row's id."""
@@ -339,16 +347,19 @@ class Manifest:
     async def insert_if_new(self, sql: str, params: Iterable[Any] = ()) -> int | None:
         """Execute one ``INSERT … ON CONFLICT DO NOTHING``; returns the new row's id,
         or None when the row was there already."""
-        async with self._db.execute(sql, tuple(params)) as cur:
-            return cur.lastrowid if cur.rowcount == 1 else None
+        with naming_db(self.path):
+            async with self._db.execute(sql, tuple(params)) as cur:
+                return cur.lastrowid if cur.rowcount == 1 else None
 
     async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        async with self._db.executemany(sql, rows):
-            pass
+        with naming_db(self.path):
+            async with self._db.executemany(sql, rows):
+                pass
 
     async def run_script(self, script: str) -> None:
-        async with self._db.executescript(script):
-            pass
+        with naming_db(self.path):
+            async with self._db.executescript(script):
+                pass
 
     async def __aenter__(self) -> Self:
         return self
@@ -357,8 +368,9 @@ class Manifest:
         await self.close()
 
     async def _version(self) -> int:
-        async with self._db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
+        with naming_db(self.path, "reading its schema version"):
+            async with self._db.execute("PRAGMA user_version") as cur:
+                row = await cur.fetchone()
         return int(row[0]) if row else 0
 
     def _check_version(self, version: int, readonly: bool) -> None:
@@ -389,9 +401,10 @@ class Manifest:
         """Insert and commit one entry (durable on return)."""
         values = [getattr(new, c) for c in _NEW_COLUMNS]
         marks = ", ".join("?" * len(values))
-        row = await self._db.execute_insert(
-            f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
-        )
+        with naming_db(self.path, f"recording the entry of {new.relpath}"):
+            row = await self._db.execute_insert(
+                f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
+            )
         assert row is not None
         return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=int(row[0]))
 
@@ -559,8 +572,9 @@ class Manifest:
 
     async def verify_cursor(self) -> tuple[int, int] | None:
         """(last entry id checked, when the round began), or None between rounds."""
-        async with self._db.execute("SELECT cursor, round_started FROM verify_state") as cur:
-            row = await cur.fetchone()
+        with naming_db(self.path):
+            async with self._db.execute("SELECT cursor, round_started FROM verify_state") as cur:
+                row = await cur.fetchone()
         return (int(row[0]), int(row[1])) if row else None
 
     async def set_verify_cursor(self, cursor: int | None, round_started: int = 0) -> None:

@@ -1,0 +1,79 @@
+"""I/O errors as an operator reads them: one line naming the path they happened on.
+
+An ``OSError`` from a read, a write or an fsync on an open descriptor carries no
+file name (``[Errno 5] Input/output error``), and SQLite's errors never say which
+database (``disk I/O error``). An operator who reads either knows that something
+failed, not what: which disk to check, which file to look at.
+
+- ``naming(path)`` gives an ``OSError`` raised inside it the path it happened on,
+  unless an inner ``naming`` (or the OS) already did; the error stays the same
+  object, of the same class, with the same errno.
+- ``DatabaseFailed`` is a SQLite error that names its database and what was being
+  done. It is a ``sqlite3.OperationalError`` carrying the original's
+  ``sqlite_errorcode`` and ``sqlite_errorname``, so every handler that catches
+  ``sqlite3.Error`` (or asks ``space.out_of_space``) treats it as before.
+  ``naming_db(path, doing)`` turns a SQLite error about the file raised inside
+  it (``OperationalError``, ``DatabaseError``) into one.
+
+Neither decides anything: an I/O error proves nothing about the data, and the
+callers' rule stands (raise it; never delete anything because of it).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# SQLite's primary result code for an I/O error (extended codes keep it in the low byte).
+_SQLITE_IOERR = 10
+
+
+@contextmanager
+def naming(path: Path | str) -> Iterator[None]:
+    """An ``OSError`` raised inside names ``path`` (if nothing named it already)."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None:
+            err.filename = os.fspath(path)
+        raise
+
+
+def is_io_error(err: BaseException) -> bool:
+    """A SQLite error that is an I/O error (SQLITE_IOERR and its extended codes)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == _SQLITE_IOERR
+
+
+class DatabaseFailed(sqlite3.OperationalError):
+    """A SQLite error on the database at ``path``, said with the path and what was
+    being done: ``<path>: disk I/O error (while <doing>)``."""
+
+    def __init__(self, path: Path, cause: sqlite3.Error, doing: str = "") -> None:
+        text = f"{path}: {cause}" + (f" (while {doing})" if doing else "")
+        super().__init__(text)
+        self.path = path
+        self.doing = doing
+        # What out_of_space and any other reader of the code look at.
+        # (An error raised by SQLite has both; one made in Python may have neither.)
+        self.sqlite_errorcode = int(getattr(cause, "sqlite_errorcode", -1))
+        self.sqlite_errorname = str(getattr(cause, "sqlite_errorname", ""))
+
+
+@contextmanager
+def naming_db(path: Path, doing: str = "") -> Iterator[None]:
+    """A SQLite error raised inside becomes a ``DatabaseFailed`` naming ``path``
+    (one that names its database already passes through)."""
+    try:
+        yield
+    except DatabaseFailed:
+        raise
+    except sqlite3.Error as err:
+        # Only what the file did (I/O, full, locked, malformed): a constraint or a
+        # misuse is the caller's to catch by its own class.
+        if type(err) not in (sqlite3.OperationalError, sqlite3.DatabaseError):
+            raise
+        raise DatabaseFailed(path, err, doing) from err
