@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -180,6 +182,7 @@ class Settings:
     io: IoSettings = field(default_factory=IoSettings)
     jobs: JobsSettings = field(default_factory=JobsSettings)
     alerts: AlertsSettings = field(default_factory=AlertsSettings)
+    warnings: tuple[str, ...] = ()  # said once by whoever loads it (CLI, console)
 
 
 def default_config_path() -> Path:
@@ -204,7 +207,49 @@ def load_settings(path: Path) -> Settings:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(path, None, f"is not valid TOML: {err}", "fix the syntax") from None
-    return parse_settings(data, path.resolve())
+    settings = parse_settings(data, path.resolve())
+    return replace(settings, warnings=_guard_secrets(settings.config_path or path, settings))
+
+
+def _guard_secrets(path: Path, settings: Settings) -> tuple[str, ...]:
+    """A config that makes coldkeep run a command (alerts.command), or holds a
+    credential (a webhook with a user, a password, a query or a token in it), is
+    what a less trusted user would edit to run code as coldkeep's user (root, from
+    cron) or to read the secret: refused when anyone but its owner can change it
+    (the file, or its folder unless that is sticky like /tmp); a warning when
+    everyone can read a credential in it."""
+    alerts = settings.alerts
+    key = "alerts.command" if alerts.command else None
+    secret = alerts.webhook is not None and _has_credentials(alerts.webhook)
+    key = key or ("alerts.webhook" if secret else None)
+    if key is None:
+        return ()
+    for target in (path, path.parent):
+        mode = target.stat().st_mode
+        sticky_dir = target.is_dir() and bool(mode & stat.S_ISVTX)
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_dir:
+            who = "everyone" if mode & stat.S_IWOTH else "its group"
+            raise ConfigError(
+                path,
+                key,
+                f"{target} can be changed by {who}, and {key} runs as coldkeep's user",
+                f"chmod go-w {target}",
+            )
+    if secret and path.stat().st_mode & stat.S_IROTH:
+        return (
+            f"{path} is readable by everyone and alerts.webhook holds a credential: "
+            f"chmod o-r {path}",
+        )
+    return ()
+
+
+def _has_credentials(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    token = any(
+        len(seg) >= 20 and seg.replace("-", "").replace("_", "").isalnum()
+        for seg in parts.path.split("/")
+    )
+    return bool(parts.username or parts.password or parts.query or token)
 
 
 def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:

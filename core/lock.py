@@ -101,6 +101,9 @@ class ArchiveLock:
         ensure_dir(archive_root)
         path = archive_root / ".lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        # Its holder record names commands and hosts: owner-only, even for a file
+        # an older version (or someone's umask) left wider.
+        os.fchmod(fd, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -134,3 +134,49 @@ def test_the_readme_example_is_a_valid_config(site: Path) -> None:
     cfg = load_settings(write(site, example))
     assert cfg.mode == "plan" and cfg.jobs.jobs["pass"].cron == "17 3 * * *"
     assert cfg.alerts.sinks == ["command", "webhook"]
+
+
+ALERTING = 'live_root = "live"\narchive_root = "archive"\n'
+
+
+@pytest.mark.parametrize(
+    "alerts",
+    [
+        '[alerts]\ncommand = ["/usr/local/bin/page-oncall"]\n',
+        '[alerts]\nwebhook = "https://ops:hunter2@hooks.example.com/coldkeep"\n',
+        '[alerts]\nwebhook = "https://hooks.example.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX"\n',
+    ],
+)
+def test_a_config_others_can_change_is_refused_when_it_runs_a_command_or_holds_a_secret(
+    site: Path, alerts: str
+) -> None:
+    path = write(site, ALERTING + alerts)
+    path.chmod(0o620)  # the group may write it: a group member could page as root
+    with pytest.raises(ConfigError, match=r"can be changed by its group.*chmod go-w"):
+        load_settings(path)
+    path.chmod(0o602)
+    with pytest.raises(ConfigError, match="can be changed by everyone"):
+        load_settings(path)
+    path.chmod(0o600)
+    site.chmod(0o777)  # a folder anyone can write: they could swap the file
+    try:
+        with pytest.raises(ConfigError, match=f"{site} can be changed by everyone"):
+            load_settings(path)
+        site.chmod(0o1777)  # sticky, like /tmp: nobody can replace our file
+        assert load_settings(path).warnings == ()
+    finally:
+        site.chmod(0o755)
+
+
+def test_a_world_readable_credential_is_warned_about_and_plain_configs_are_left_alone(
+    site: Path,
+) -> None:
+    path = write(site, ALERTING + '[alerts]\nwebhook = "https://hooks.example.com/x?token=abc"\n')
+    path.chmod(0o644)
+    [warning] = load_settings(path).warnings
+    assert "readable by everyone" in warning and f"chmod o-r {path}" in warning
+    path.chmod(0o640)
+    assert load_settings(path).warnings == ()
+    plain = write(site, ALERTING + '[alerts]\nwebhook = "https://hooks.example.com/coldkeep"\n')
+    plain.chmod(0o666)  # nothing to run and nothing secret: not coldkeep's business
+    assert load_settings(plain).warnings == ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,16 @@ async def test_acquire_waits_for_the_holder_to_let_go(tmp_path: Path) -> None:
 def test_the_lock_is_reentrant_only_through_one_holder(tmp_path: Path) -> None:
     with ArchiveLock.try_acquire(tmp_path), pytest.raises(LockHeld):
         ArchiveLock.try_acquire(tmp_path)
+
+
+def test_the_lock_file_is_owner_only_whatever_the_umask_or_an_older_file_says(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".lock").write_text("")
+    (tmp_path / ".lock").chmod(0o666)  # left wide by an older version or a umask
+    old = os.umask(0)
+    try:
+        with ArchiveLock.try_acquire(tmp_path, "test"):
+            assert stat.S_IMODE((tmp_path / ".lock").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -190,6 +190,8 @@ class ColdkeepApp(App[None]):
         )
         if self.read_only:
             self.log_line("info", "read-only: every action that changes the archive is off")
+        for warning in self.archiver.settings.warnings:
+            self.log_line("warning", warning)
 
     @on(Tabs.TabActivated, "#pane-tabs")
     def _tab(self, event: Tabs.TabActivated) -> None:

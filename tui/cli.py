@@ -87,6 +87,8 @@ class Context:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.config_path)
+            for warning in self._settings.warnings:
+                click.echo(f"coldkeep: warning: {warning}", err=True)
         return self._settings
 
     def archiver(self) -> Archiver:
