@@ -9,14 +9,12 @@ import asyncio
 import errno
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultfs import FaultFS
-from faultfs.fixture import start_or_skip
+from faults.sites import on_faultfs, on_small_fs, unmount_site, write_site
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.config import load_settings
@@ -24,48 +22,16 @@ from coldkeep.core.manifest import Manifest
 from coldkeep.core.sched.alerts import conditions
 from coldkeep.core.steps import StepInfo, StepName
 
-from helpers import COLDKEEP, ck, ck_json, live_files
+from helpers import ck, ck_json, live_files
 from sitecheck import Originals, check_site
-
-SCALE = "0.05"
-
-
-def mount_tmpfs(path: Path, size: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Path]:
     """A demo site; the test mounts small filesystems inside it, unmounted after."""
-    site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", SCALE, "--seed", "5", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    site = write_site(tmp_path / "site")
     yield site
-    for sub in ("archive", "live"):
-        if os.path.ismount(site / sub):
-            subprocess.run(["umount", "-l", str(site / sub)], check=True)
-
-
-def on_small_fs(site: Path, sub: str, size: str = "32m") -> Path:
-    """``site/sub`` moved onto a tmpfs of ``size``, mounted at the same path."""
-    where = site / sub
-    keep = site / f"{sub}.orig"
-    where.rename(keep)
-    mount_tmpfs(where, size)
-    shutil.copytree(keep, where, dirs_exist_ok=True, symlinks=True)
-    shutil.rmtree(keep)
-    return where
+    unmount_site(site)
 
 
 def fill(fs: Path, leave: int) -> Path:
@@ -164,13 +130,6 @@ def test_live_full_mid_restore_stops_and_the_next_restore_completes(site: Path) 
     now = live_files(site)
     assert all(now[rel] == originals.files[rel] for rel in archived)
     check_site(site, originals)
-
-
-def on_faultfs(site: Path, sub: str, tmp_path: Path) -> FaultFS:
-    """``site/sub`` served through faultfs (its files in ``tmp_path/backing``)."""
-    backing = tmp_path / "backing"
-    (site / sub).rename(backing)
-    return start_or_skip(FaultFS(backing, site / sub))
 
 
 def test_manifest_full_stops_the_pass_and_leaves_no_unrecorded_gzip(
