@@ -38,6 +38,7 @@ nothing (a read error is never taken for corruption) and for refusals.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import stat
@@ -191,9 +192,17 @@ def _open_regular(path: Path) -> tuple[int, FileIdentity]:
     return fd, ident
 
 
-async def _discard(path: Path) -> None:
-    """Remove a temporary, even while the caller is being cancelled."""
-    await asyncio.shield(asyncio.to_thread(unlink_if_present, path))
+async def _discard(path: Path, *, durably: bool = False) -> None:
+    """Remove a temporary, even while the caller is being cancelled. ``durably``:
+    a restore partial, whose intent may be cleared next: its directory is fsynced
+    too, best effort (the error being handled is the one to report)."""
+
+    def remove() -> None:
+        if unlink_if_present(path) and durably:
+            with contextlib.suppress(OSError):
+                fsync_dir(path.parent)
+
+    await asyncio.shield(asyncio.to_thread(remove))
 
 
 def _pack(
@@ -411,7 +420,9 @@ def _unpack(
             got = str(err)
         if isinstance(got, str) or (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
             out.close()
-            unlink_if_present(partial)
+            # Durably: the intent naming it is cleared next, and a partial whose
+            # name came back after a power cut would be named by nothing.
+            _remove_durably(partial)
             # A CorruptGzip's text names the gzip already.
             what = got if isinstance(got, str) else f"{gz} gave {_short(got)}"
             return Mismatch(
@@ -426,7 +437,7 @@ def _unpack(
 
 def _put_in_place(partial: Path, target: Path) -> Restored | Exists:
     if rename_noreplace(partial, target) == "exists":
-        unlink_if_present(partial)
+        _remove_durably(partial)  # as in _unpack: the intent is cleared next
         return Exists()
     fsync_dir(target.parent)
     return Restored(identity_of(target))
@@ -460,14 +471,14 @@ async def restore_file(
         if bad is not None:
             return bad
     except BaseException:
-        await _discard(partial)
+        await _discard(partial, durably=True)
         raise
     # Outside the clean-up: a crash here leaves the partial, as a real one would.
     await step("restore_partial_written", info)
     try:
         result = await in_thread(cancel, _put_in_place, partial, target)
     except BaseException:
-        await _discard(partial)
+        await _discard(partial, durably=True)
         raise
     if isinstance(result, Restored):
         await step("restored", info)

@@ -43,7 +43,13 @@ from typing import Literal
 
 from ..cancel import CancelToken, in_thread
 from ..codec import CorruptGzip, Digest, digest_fd, read_gzip_header
-from ..fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
+from ..fsutil import (
+    FileIdentity,
+    fsync_dir,
+    identity_or_none,
+    unlink_if_identity,
+    unlink_if_present,
+)
 from ..layout import (
     GZ_SUFFIX,
     PARTIAL_SUFFIX,
@@ -145,10 +151,20 @@ async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
     intents = await manifest.restore_intents()
     for intent in intents:
         partial = restore_partial_of(intent.target)
-        if await asyncio.to_thread(unlink_if_present, partial):
+        # Durably, before the intent goes: a partial whose name came back after a
+        # power cut would be named by no intent, and live directories are never
+        # walked (the power-loss matrix left one in the live tree for good).
+        if await asyncio.to_thread(_remove_durably, partial):
             removed.append(partial)
         await manifest.clear_restore_intent(intent.id)
     return removed, len(intents)
+
+
+def _remove_durably(path: Path) -> bool:
+    if not unlink_if_present(path):
+        return False
+    fsync_dir(path.parent)
+    return True
 
 
 @dataclass
