@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .ioerror import naming
+
 
 @dataclass(frozen=True)
 class FileIdentity:
@@ -97,9 +99,12 @@ def kind_of(mode: int) -> str:
 
 
 def fsync_dir(path: Path) -> None:
+    """Make the names in ``path`` durable (an error names the directory). Never
+    retried on failure: see ``codec.compress_fd``."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        with naming(path):
+            os.fsync(fd)
     finally:
         os.close(fd)
 

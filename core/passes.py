@@ -14,7 +14,8 @@ writing (``planned_summary``).
 Invariants:
 - A pass never stops for one bad file: each file's outcome is counted in
   ``FileTotals``, and anything that needs an operator is a line of ``problems``,
-  which makes the pass ``failed``.
+  which makes the pass ``failed``. A file that could not be archived (an I/O
+  error: its partial is removed, its source kept) is named there, with the error.
 - Cancelled, it ends ``cancelled`` at the next safe point; a phase that cannot
   run at all (the scan, the events table, I/O, a database error) ends it
   ``failed`` with the reason.
@@ -237,6 +238,13 @@ async def run_recovery(
     return report
 
 
+def named(what: str, items: list[str], most: int = 5) -> str:
+    """``what`` followed by the first ``most`` of ``items`` (a problem line names
+    the files it is about; a failing disk does not make it a thousand lines)."""
+    more = f"; … and {len(items) - most} more" if len(items) > most else ""
+    return f"{what}: {'; '.join(items[:most])}{more}"
+
+
 # The pass ---------------------------------------------------------------------
 
 
@@ -276,6 +284,8 @@ class Pass:
         self.mover = session.mover
         self.cancel = cancel
         self.summary = PassSummary("on", started_at=setup.clock())
+        self.failed_files: list[str] = []  # "relpath: error", for the problem line
+        self.unsettled: list[str] = []  # archived, the source's removal not settled
 
     async def run(self) -> PassSummary:
         summary, manifest = self.summary, self.mover.manifest
@@ -322,7 +332,10 @@ class Pass:
         if recovery.missing:
             summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")
         if recovery.errors:
-            summary.problems.append(f"{len(recovery.errors)} orphan gzips could not be read")
+            what = f"{len(recovery.errors)} orphan gzips could not be settled (left as found)"
+            layout = self.mover.layout
+            problems = [f"{layout.rel(o.gz)} {o.detail}" for o in recovery.errors]
+            summary.problems.append(named(what, problems))
         await self._files()
         if self.settings.state_db is not None:
             await self._events()
@@ -350,7 +363,14 @@ class Pass:
         if totals.verify_failed:
             problems.append(f"{totals.verify_failed} files failed their verify")
         if totals.errors:
-            problems.append(f"{totals.errors} files could not be archived")
+            what = f"{totals.errors} files could not be archived (each source is kept)"
+            problems.append(named(what, self.failed_files))
+        if self.unsettled:
+            what = (
+                f"{len(self.unsettled)} files were archived but their sources' removal "
+                "failed; the next pass's recovery settles them"
+            )
+            problems.append(named(what, self.unsettled))
         if totals.legacy_kept:
             problems.append(f"{totals.legacy_kept} legacy copies differ and were kept")
 
@@ -386,6 +406,7 @@ class Pass:
             if isinstance(err, sqlite3.Error):
                 raise  # the manifest itself: the pass cannot go on
             totals.errors += 1
+            self.failed_files.append(f"{rel} ({err})")
             self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
         else:
             if isinstance(result, Archived):
@@ -418,7 +439,10 @@ class Pass:
         totals.bytes_out += e.gz_bytes
         totals.legacy_removed += result.legacy == "removed"
         totals.legacy_kept += result.legacy == "kept"
-        if result.legacy == "kept":
+        if result.unlinked == "unsettled":
+            self.unsettled.append(f"{rel} ({result.detail})")
+            self.stream.notice("warning", f"{rel}: {result.detail}")
+        elif result.legacy == "kept":
             self.stream.notice("warning", result.detail)
         self.stream.emit(FileDone("archive", rel, "archived", e.bytes, e.gz_bytes, result.unlinked))
 

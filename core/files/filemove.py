@@ -9,6 +9,10 @@ Archiving (``FileMover.archive``): steps 1–5 (``gzfile.archive_file``), then
 A crash between 6 and 7 leaves the source beside a committed entry: recovery
 unlinks it after the same identity check. A source changed after step 4 is
 kept (``unlinked == "changed"``); the entry still holds the version archived.
+An I/O error in step 7 (the unlink, or the fsync of the source's directory after
+it) leaves the same state as that crash: the file is archived, its entry still
+says the source may be present, and the next recovery settles it
+(``unlinked == "unsettled"``, with the error in ``detail``).
 
 Legacy copies: a plain file at ``files/<relpath>`` left by an older copy-based
 scheme is compared with the source's first N bytes, hashed in the same read as
@@ -32,7 +36,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeAlias
 
 from ..cancel import CancelToken, in_thread
 from ..codec import Codec, Digest, Progress, digest_fd
@@ -43,7 +47,7 @@ from ..fsutil import (
     unlink_if_identity,
     unlink_if_present,
 )
-from ..layout import Layout, resolve_inside, unit_of
+from ..layout import Layout, resolve_inside, restore_partial_of, unit_of
 from ..manifest import Entry, Manifest, NewEntry, now_ms
 from ..ratelimit import UNLIMITED, RateLimiter
 from ..space import out_of_space
@@ -60,13 +64,16 @@ from .gzfile import (
 )
 
 LegacyOutcome = Literal["none", "removed", "kept"]
+# What step 7 did to the source: unlink_if_identity's answer, or "unsettled" when
+# it failed with an I/O error (the entry keeps source_present for recovery).
+SourceOutcome: TypeAlias = UnlinkResult | Literal["unsettled"]
 
 
 @dataclass(frozen=True)
 class Archived:
     kind: ClassVar[Literal["archived"]] = "archived"
     entry: Entry
-    unlinked: UnlinkResult
+    unlinked: SourceOutcome
     legacy: LegacyOutcome = "none"
     detail: str = ""
 
@@ -127,7 +134,8 @@ class FileMover:
         if legacy_id is None:
             return done
         outcome, detail = await self._settle_legacy(legacy, legacy_id, result, cancel)
-        return Archived(done.entry, done.unlinked, outcome, detail)
+        both = "; ".join(d for d in (done.detail, detail) if d)
+        return Archived(done.entry, done.unlinked, outcome, both)
 
     async def _settle_legacy(
         self, legacy: Path, ident: FileIdentity, ok: ArchiveOk, cancel: CancelToken | None
@@ -159,7 +167,16 @@ class FileMover:
                 await asyncio.to_thread(unlink_if_present, ok.dest)
             raise
         await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
-        unlinked = await asyncio.to_thread(unlink_if_identity, src, ok.identity)
+        try:
+            unlinked = await asyncio.to_thread(unlink_if_identity, src, ok.identity)
+        except OSError as err:
+            # The entry is durable; whether the source is gone, durably, is not
+            # known. Its source_present stays set, as after a crash here: the next
+            # recovery unlinks it after the same identity check, or finds it gone.
+            detail = (
+                f"archived; removing its source failed ({err}): the next pass's recovery settles it"
+            )
+            return Archived(entry, "unsettled", detail=detail)
         if unlinked != "changed":
             await self.manifest.mark_sources_gone([entry.id])
         await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
@@ -200,15 +217,19 @@ class FileMover:
             # same bytes, the entry still "archived" beside a live file).
             await self.manifest.set_hold([entry.id], "restored", hold_until)
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
-        result = await restore_file(
-            self.layout.abs(entry.gz_path),
-            target,
-            RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
-            limiter=self.limiter,
-            cancel=cancel,
-            step=self.step,
-            progress=progress,
-        )
+        try:
+            result = await restore_file(
+                self.layout.abs(entry.gz_path),
+                target,
+                RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
+                limiter=self.limiter,
+                cancel=cancel,
+                step=self.step,
+                progress=progress,
+            )
+        except OSError:
+            await self._failed_restore(entry, target, intent.id, hold_until)
+            raise
         if hold_until is not None and not isinstance(result, Restored):
             # Nothing was placed (a mismatch, or the target exists): the entry's
             # status and hold as they were. (A crash or an I/O error leaves the
@@ -217,6 +238,20 @@ class FileMover:
         await self.manifest.clear_restore_intent(intent.id)
         await self.step("intent_cleared", {"target": target, "entry": entry.id})
         return result
+
+    async def _failed_restore(
+        self, entry: Entry, target: Path, intent_id: int, hold_until: int | None
+    ) -> None:
+        """An I/O error stopped the restore (reading the gzip, writing or fsyncing
+        the partial). ``restore_file`` removed the partial before raising, so the
+        intent names nothing left: it goes, and the entry's status and hold are
+        given back if nothing was placed. A partial still there means its removal
+        failed too: the intent stays, and recovery removes it by that name."""
+        if await asyncio.to_thread(os.path.lexists, restore_partial_of(target)):
+            return
+        if hold_until is not None and not await asyncio.to_thread(os.path.lexists, target):
+            await self.manifest.set_hold([entry.id], entry.status, entry.hold_until)
+        await self.manifest.clear_restore_intent(intent_id)
 
     def live_path(self, entry: Entry) -> Path:
         """Where ``entry`` lives when restored in place (containment checked)."""

@@ -68,6 +68,7 @@ from ..fsutil import (
     rename_noreplace,
     unlink_if_present,
 )
+from ..ioerror import naming
 from ..layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
 from ..ratelimit import UNLIMITED, RateLimiter
 from ..steps import StepHook, no_step
@@ -79,6 +80,22 @@ _MAX_VERSION_NAMES = 1000
 
 class Unarchivable(ValueError):
     """Not a regular file: refused, never opened or followed."""
+
+
+class PlacedNotDurable(OSError):
+    """Step 5 renamed the gzip into place, then the fsync of its directory failed:
+    its name may not survive a power loss. Nothing is committed on the strength
+    of it and the source is kept; the gzip stays where it is, an orphan that
+    recovery re-verifies against the source (and makes durable) before adopting."""
+
+    def __init__(self, gz: Path, cause: OSError) -> None:
+        super().__init__(
+            cause.errno,
+            f"{cause.strerror}: the fsync of {gz.parent} failed after {gz.name} was placed "
+            "there; the source is kept and the gzip left for recovery to settle",
+            str(gz.parent),
+        )
+        self.gz = gz
 
 
 @dataclass(frozen=True)
@@ -228,6 +245,7 @@ def _pack(
             cancel=cancel,
             prefix_bytes=prefix_bytes,
             progress=progress,
+            src_path=src,
         )
     finally:
         os.close(fd)
@@ -255,7 +273,10 @@ def _place(partial: Path, dest: Path, sha256: str, mtime_ns: int) -> Path:
     for n in range(_MAX_VERSION_NAMES):
         target = dest if n == 0 else dest.with_name(versioned_name(dest.name, sha256, n - 1))
         if rename_noreplace(partial, target) == "renamed":
-            fsync_dir(target.parent)
+            try:
+                fsync_dir(target.parent)
+            except OSError as err:
+                raise PlacedNotDurable(target, err) from err
             return target
     raise FileExistsError(f"{dest}: {_MAX_VERSION_NAMES} versions exist; refusing to add more")
 
@@ -334,7 +355,7 @@ def _digest_source(
 ) -> tuple[Digest, str | None]:
     fd, _ = _open_regular(src)
     try:
-        return digest_fd(fd, limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes)
+        return digest_fd(fd, limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes, path=src)
     finally:
         os.close(fd)
 
@@ -393,7 +414,8 @@ async def stale_of(gz: Path, digest: Digest) -> Stale:
     """A gzip that decompressed cleanly to ``digest``, kept as an earlier version:
     its source's mtime and mode from its header when coldkeep wrote it, else the
     gzip's own mtime (coldkeep sets it to the source's)."""
-    header = await asyncio.to_thread(read_gzip_header, gz)
+    with naming(gz):
+        header = await asyncio.to_thread(read_gzip_header, gz)
     st = await asyncio.to_thread(os.lstat, gz)
     mtime_ns = header.mtime_ns if header.mtime_ns is not None else st.st_mtime_ns
     return Stale(digest.bytes, digest.sha256, st.st_size, mtime_ns, header.mode)
@@ -408,10 +430,12 @@ def _unpack(
     progress: Progress | None,
 ) -> Mismatch | None:
     """Write the restore partial completely: bytes, then verdict, then mode, mtime
-    and fsync. On a mismatch the partial is removed."""
+    and fsync. On a mismatch the partial is removed. A read error names the gzip,
+    any other error the partial; a failed fsync is never retried (see
+    ``codec.compress_fd``): the caller removes the partial."""
     ensure_dir(partial.parent)
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    with naming(partial), os.fdopen(fd, "wb") as out:
         try:
             got: Digest | str = inflate(
                 gz, out=out, limiter=limiter, cancel=cancel, progress=progress

@@ -211,7 +211,9 @@ async def _restore_one(
     except OSError as err:
         if out_of_space(err):
             raise  # the whole restore stops (restore_files)
-        return result("error", str(target), f"{target}: {err}")
+        # The error names the file it happened on (the gzip read, the partial
+        # written); the target is on the line already.
+        return result("error", str(target), str(err) if err.filename else f"{target}: {err}")
     if isinstance(done, Restored):
         return result("restored", str(target))
     if done.kind == "exists":
