@@ -13,7 +13,8 @@ the start of every pass, so that no pass works beside a dead process's leftovers
       decompresses cleanly to other bytes (or no source)    ->  stale: kept, own entry
       the codec refuses it                                  ->  corrupt: removed
       the source changed while it was checked               ->  left as found
-      it cannot be read (EACCES, EIO)                       ->  left, reported as error
+      it (or its source) cannot be read (EACCES, EIO), or   ->  left, reported as error
+      fsynced before its entry is written
     an entry whose gzip is gone       the same walk             status 'missing', loudly
     a committed entry's live source   source_present = 1        unlinked after its
     (a crash between steps 6 and 7)                             identity check (only
@@ -50,6 +51,7 @@ from ..fsutil import (
     unlink_if_identity,
     unlink_if_present,
 )
+from ..ioerror import naming
 from ..layout import (
     GZ_SUFFIX,
     PARTIAL_SUFFIX,
@@ -202,12 +204,34 @@ def archive_files(layout: Layout) -> ArchiveFiles:
 
 def _orphan_relpath(mover: FileMover, gz: Path) -> str:
     """The live relpath an orphan belongs to: its directory under ``files/`` and
-    the name in its gzip header."""
+    the name in its gzip header (a header that cannot be read raises)."""
     try:
-        name = read_gzip_header(gz).name
+        with naming(gz):
+            name = read_gzip_header(gz).name
     except CorruptGzip:
         name = None
     return mover.layout.relpath_of_gz(gz, name)
+
+
+def _orphan_relpath_or_guess(mover: FileMover, gz: Path) -> str:
+    """For a listing: the relpath, or its name's guess when the header cannot be read."""
+    try:
+        return _orphan_relpath(mover, gz)
+    except OSError:
+        return mover.layout.relpath_of_gz(gz)
+
+
+def _make_durable(gz: Path) -> None:
+    """fsync an orphan and its directory: it may come from a process killed before
+    step 5's directory fsync, or one whose fsync failed, and an entry (and the
+    unlink of its source) is about to rest on its name."""
+    fd = os.open(gz, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        with naming(gz):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(gz.parent)
 
 
 def _digest_if_identity(
@@ -279,7 +303,7 @@ class Recovery:
         report.missing = await self._missing(entered, files.gzips)
         for rel, gz in sorted(files.gzips.items()):
             if rel not in entered:
-                relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
+                relpath = await asyncio.to_thread(_orphan_relpath_or_guess, self.mover, gz)
                 report.orphans.append(Orphan(gz, relpath, "found"))
         for entry in await self.manifest.entries_pending_unlink():
             if await self._still_archived(entry) is not None:
@@ -321,7 +345,12 @@ class Recovery:
                 report.orphans.append(await self.settle_orphan(gz))
 
     async def settle_orphan(self, gz: Path) -> Orphan:
-        relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
+        try:
+            relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
+        except OSError as err:
+            # Its header says whose it is: unread, nothing can be decided.
+            guess = self.mover.layout.relpath_of_gz(gz)
+            return Orphan(gz, guess, "error", f"could not be read ({err}); left as found")
         try:
             src: Path | None = resolve_inside(self.mover.live_root, relpath)
         except UnsafePath:
@@ -343,7 +372,14 @@ class Recovery:
                     src, gz, identity=ident, limiter=self.mover.limiter, cancel=self.cancel
                 )
         except OSError as err:
-            return Orphan(gz, relpath, "error", f"{gz} could not be read ({err}); left as found")
+            return Orphan(gz, relpath, "error", f"could not be read ({err}); left as found")
+        if isinstance(result, ArchiveOk | Stale):
+            try:
+                await asyncio.to_thread(_make_durable, gz)
+            except OSError as err:
+                return Orphan(
+                    gz, relpath, "error", f"could not be made durable ({err}); left as found"
+                )
         if isinstance(result, ArchiveOk):
             await self.mover.commit(relpath, result)
             return Orphan(gz, relpath, "adopted")
