@@ -14,6 +14,8 @@ failed, not what: which disk to check, which file to look at.
   ``sqlite3.Error`` (or asks ``space.out_of_space``) treats it as before.
   ``naming_db(path, doing)`` turns a SQLite error about the file raised inside
   it (``OperationalError``, ``DatabaseError``) into one.
+- SQLite reports EIO from a read as "database disk image is malformed"
+  (SQLITE_CORRUPT): ``describe`` says so wherever that text reaches an operator.
 
 Neither decides anything: an I/O error proves nothing about the data, and the
 callers' rule stands (raise it; never delete anything because of it).
@@ -27,8 +29,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-# SQLite's primary result code for an I/O error (extended codes keep it in the low byte).
+# SQLite's primary result codes (extended codes keep them in the low byte).
 _SQLITE_IOERR = 10
+_SQLITE_CORRUPT = 11
+# SQLite turns EIO from a read into SQLITE_CORRUPT, "database disk image is
+# malformed" (os_unix.c: SQLITE_IOERR_CORRUPTFS, reported as CORRUPT): from here
+# a failing disk and a damaged file look the same. Said so, before anybody
+# "repairs" a database that is whole on a disk that failed one read.
+_MAYBE_EIO = (
+    "; SQLite says this after a read error (EIO) too: check the kernel log for I/O "
+    "errors on that disk before repairing or replacing anything"
+)
 
 
 @contextmanager
@@ -42,10 +53,19 @@ def naming(path: Path | str) -> Iterator[None]:
         raise
 
 
+def _primary(err: BaseException) -> int | None:
+    code = getattr(err, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
 def is_io_error(err: BaseException) -> bool:
     """A SQLite error that is an I/O error (SQLITE_IOERR and its extended codes)."""
-    code = getattr(err, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF == _SQLITE_IOERR
+    return _primary(err) == _SQLITE_IOERR
+
+
+def describe(err: sqlite3.Error) -> str:
+    """A SQLite error's text; "malformed" says that it may be a read error."""
+    return f"{err}{_MAYBE_EIO}" if _primary(err) == _SQLITE_CORRUPT else str(err)
 
 
 class DatabaseFailed(sqlite3.OperationalError):
@@ -53,7 +73,7 @@ class DatabaseFailed(sqlite3.OperationalError):
     being done: ``<path>: disk I/O error (while <doing>)``."""
 
     def __init__(self, path: Path, cause: sqlite3.Error, doing: str = "") -> None:
-        text = f"{path}: {cause}" + (f" (while {doing})" if doing else "")
+        text = f"{path}: {describe(cause)}" + (f" (while {doing})" if doing else "")
         super().__init__(text)
         self.path = path
         self.doing = doing

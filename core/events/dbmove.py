@@ -71,7 +71,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from concurrent import futures
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -79,6 +79,7 @@ from typing import Any, NamedTuple, TypeVar
 from ..cancel import Cancelled, CancelToken, in_thread
 from ..config import Settings
 from ..fsutil import ensure_dir, unlink_if_present
+from ..ioerror import DatabaseFailed, describe, naming_db
 from ..manifest import Manifest
 from ..space import OutOfSpace, out_of_space
 from ..steps import StepHook, StepName, no_step
@@ -120,9 +121,13 @@ GAP_MARGIN_S = 0.0005
 MIN_IDS = 64
 # Months a batch may span before step 1 asks SQLite which months its rows are in.
 MAX_SPAN = 3
-# Every commit of the application empties our connections' page caches of live;
-# mapped, its pages are re-read without a copy or a syscall.
-MMAP_BYTES = 1 << 30
+# No memory-mapped I/O on live or the month DBs (set to 0 whatever SQLite's build
+# default): a read error on a mapped page is a SIGBUS, which kills coldkeep (and a
+# scheduler with it) without a word, where read() gives SQLITE_IOERR and the phase
+# stops with an error naming the database (tests/faults/test_io_errors.py). A
+# 1 GiB map bought nothing measurable: bench/events.py, 7 runs each, 137-160k
+# rows/s mapped, 146-166k not, the writer's p99 alike.
+MMAP_BYTES = 0
 
 
 @dataclass(frozen=True)
@@ -275,8 +280,9 @@ class MonthDbs:
         except (sqlite3.DatabaseError, OSError) as err:
             if out_of_space(err):  # not this month's fault: every month would fail
                 raise OutOfSpace(self.path(month), err, doing="preparing") from err
+            why = describe(err) if isinstance(err, sqlite3.Error) else str(err)
             self.refused[month] = (
-                f"{self.path(month)}: {err}; this month is refused, its rows stay live "
+                f"{self.path(month)}: {why}; this month is refused, its rows stay live "
                 "(check or restore that file)"
             )
             return None
@@ -409,8 +415,10 @@ class EventMover:
 
     def run(self) -> MoveReport:
         # Closed in reverse: the month DBs, the checker, the checkpointer (after
-        # one last checkpoint), then live.
-        with ExitStack() as closing:
+        # one last checkpoint), then live. A SQLite error no step named names the
+        # live DB (and where the month DBs are).
+        where = f"in the event phase; the month DBs are in {self.events_dir}"
+        with naming_db(self.db, where), ExitStack() as closing:
             run = self._open(closing)
             try:
                 self._loop(run)
@@ -475,7 +483,8 @@ class EventMover:
         retry: list[_Batch] = []
         while locked_in_a_row < MAX_LOCKED_BATCHES:
             self.cancel.check()
-            spans = self._read_batch(run, after)
+            with naming_db(self.db, "reading the next batch of event rows"):
+                spans = self._read_batch(run, after)
             if not spans:
                 break
             batch = self._batch(run, spans)
@@ -610,16 +619,20 @@ class EventMover:
             held = set(batch.held)
             # Deferred, never IMMEDIATE: that would take the write lock on every
             # attached database, live included. This takes it on the month DB only.
-            run.live.execute("BEGIN")
+            path = run.months.path(span.month)
             try:
+                run.live.execute("BEGIN")
                 self._present(run, alias, m, held)
                 m.copied = self._copy(run, alias, m, [*held, *m.before])
                 run.live.execute("COMMIT")
             except BaseException as err:
-                rollback(run.live)
+                _undo(run.live)
                 if out_of_space(err):
-                    path = run.months.path(span.month)
                     raise OutOfSpace(path, err, doing="copying event rows into") from err
+                if isinstance(err, sqlite3.Error):
+                    # Reading live or writing the month: SQLite does not say which.
+                    doing = f"copying event rows into it from {self.db}; rolled back"
+                    raise DatabaseFailed(path, err, doing) from err
                 raise
             self._conflicts(run, span.month, m)
             batch.months[span.month] = m
@@ -731,7 +744,7 @@ class EventMover:
             except sqlite3.OperationalError as err:
                 if _locked(err):
                     return None
-                raise
+                raise DatabaseFailed(self.db, err, "starting a delete") from err
             t0 = time.monotonic()  # the hold starts when the application let go
             deleted = self._delete_checked(run, where, archived, checker)
             if deleted is None:  # a row changed: redo, the check inside the DELETE
@@ -774,7 +787,7 @@ class EventMover:
                 return None
             run.live.execute("COMMIT")
         except BaseException as err:
-            rollback(run.live)
+            _undo(run.live)
             if changed is not None:
                 futures.wait([changed])  # the checker is idle before it is closed
             if out_of_space(err):  # the live DB's WAL has no room for the delete
@@ -784,6 +797,9 @@ class EventMover:
                     doing="deleting archived rows from",
                     remedy="free space on the live database's filesystem",
                 ) from err
+            if isinstance(err, sqlite3.Error):
+                doing = "deleting archived rows from it; rolled back, they stay archived too"
+                raise DatabaseFailed(self.db, err, doing) from err
             raise
         return deleted
 
@@ -850,6 +866,14 @@ def _last_checkpoint(checkpointer: LiveCheckpointer) -> None:
     if checkpointer.request():
         checkpointer.wait_idle(checkpointer.timeout_s)
     checkpointer.close()
+
+
+def _undo(conn: sqlite3.Connection) -> None:
+    """Roll back after an error. A ROLLBACK that fails too (the disk that failed
+    the statement) must not hide that error; the connection is closed next, which
+    rolls back whatever is left."""
+    with suppress(sqlite3.Error):
+        rollback(conn)
 
 
 def _skip(conn: sqlite3.Connection, ids: Iterable[int], column: str) -> str:

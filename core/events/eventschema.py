@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..config import EventsSettings, TsFormat
+from ..ioerror import describe, is_io_error
 
 DAY_MS = 86_400_000
 
@@ -189,7 +190,9 @@ def open_live(
         )
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as err:
-        raise EventsError(f"{db}: cannot be opened as SQLite ({err})") from err
+        if is_io_error(err):  # the disk, not the file: nothing to say about SQLite
+            raise EventsError(f"{db}: could not be read ({err})") from err
+        raise EventsError(f"{db}: cannot be opened as SQLite ({describe(err)})") from err
     return conn
 
 
