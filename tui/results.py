@@ -61,7 +61,13 @@ def headline(result: OperationResult) -> str:
                 f"{len(result.conflicts)} conflicts"
             )
         case VerifyReport():
-            failed = f", {len(result.problems)} FAILED" if result.problems else ""
+            # A gzip that could not be read proves nothing about its bytes: it is
+            # said apart from the ones that failed (and nothing is marked on it).
+            unread = sum(p.result == "error" for p in result.problems)
+            bad = len(result.problems) - unread
+            failed = (f", {bad} FAILED" if bad else "") + (
+                f", {unread} could not be read" if unread else ""
+            )
             state = "" if result.complete else "; stopped at the deadline, resumes next run"
             return f"{result.ok}/{result.checked} ok{failed}, {human(result.bytes)}{state}"
         case RebuildReport():
@@ -103,6 +109,11 @@ def _pass_headline(s: PassSummary) -> str:
 
 def _detail(result: OperationResult) -> list[str]:
     match result:
+        case RecoveryReport():
+            # What needs a look: orphans left as found, gzips gone.
+            return [f"{o.outcome:<9} {o.gz}  ({o.detail})" for o in result.errors] + [
+                f"MISSING   {e.gz_path}  (entry {e.id}, {e.relpath})" for e in result.missing
+            ]
         case AdoptReport(orphans=orphans):
             return [f"{o.outcome:<9} {o.relpath}  ({o.detail or o.gz})" for o in orphans]
         case SweepReport(removed=removed):
