@@ -147,8 +147,12 @@ class Passthrough(mfusepy.Operations):  # type: ignore[misc]
             raise ValueError("cut needs a volatile mount (volatile=True)")
         self.gate.freeze()
         for fd in list(self.handles):
-            self.handles.pop(fd, None)
-            os.close(fd)
+            # Only a handle taken from the table here: release is never gated, and
+            # the kernel releases a killed process's files while the cut runs (its
+            # close of the same descriptor made this one fail with EBADF, or close
+            # a number reused meanwhile).
+            if self.handles.pop(fd, None) is not None:
+                os.close(fd)
         return self.vol.rollback()
 
     # -- attributes ----------------------------------------------------------------------------
