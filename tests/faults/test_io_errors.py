@@ -258,10 +258,11 @@ def test_a_source_that_cannot_be_read_is_counted_kept_and_named(
     [
         ("write", "archive/files/bulk-1/firehose.jsonl.gz.partial", {"after_bytes": 65536}),
         ("fsync", "archive/files/unit-0001/part-01.jsonl.gz.partial", {}),
+        ("read", "archive/files/unit-0002/part-01.log.gz.partial", {}),
     ],
-    ids=["partial write", "partial fsync"],
+    ids=["partial write", "partial fsync", "partial read back"],
 )
-def test_a_partial_that_cannot_be_written_or_fsynced_is_discarded(
+def test_a_partial_that_cannot_be_written_fsynced_or_read_back_is_discarded(
     mount: Mount,
     templates: Templates,
     tally: Tally,
@@ -272,7 +273,8 @@ def test_a_partial_that_cannot_be_written_or_fsynced_is_discarded(
     """The partial goes and the source stays. A failed fsync is never retried and
     then trusted (after one, the kernel may have dropped the pages it could not
     write, and a second fsync can succeed on bytes that never reached the disk):
-    the partial is fsynced once and never renamed into place."""
+    the partial is fsynced once and never renamed into place. A partial that
+    cannot be read back (step 3) is an error, not a failed verify."""
     site, fs = mount(templates.recovered, events=False)
     partial = glob.removeprefix("archive/files/")
     rel = partial.removesuffix(".gz.partial")
@@ -280,11 +282,12 @@ def test_a_partial_that_cannot_be_written_or_fsynced_is_discarded(
 
     result = failed_cli(tally, site, "pass", names=rel)["result"]
     injected(tally, fs, rule, f"partial {op}")
-    assert result["files"]["errors"] == 1, result["files"]
+    assert result["files"]["errors"] == 1 and result["files"]["verify_failed"] == 0
     (line,) = [p for p in result["problems"] if "could not be archived" in p]
     assert str(site / glob) in line, line  # the partial, by its path
     assert fs.calls("rename", glob) == 0, "the partial was never placed"
-    assert fs.calls("fsync", glob) == (op == "fsync"), "a failed fsync is never retried"
+    # Written and fsynced once (the write failed before), never again.
+    assert fs.calls("fsync", glob) == (op != "write"), "a failed fsync is never retried"
     assert not (site / glob).exists()
     fs.clear()
     assert live_files(site)[rel] == templates.recovered.originals.files[rel]
