@@ -476,6 +476,10 @@ class Archiver:
                 limiter=self.limiter,
                 cancel=cancel,
             )
-            summary = {"entries": report.entries, "unreadable": len(report.unreadable)}
-            op.finish("failed" if report.unreadable else "ok", summary)
+            summary = {
+                "entries": report.entries,
+                "unreadable": len(report.unreadable),
+                "refused": len(report.refused),
+            }
+            op.finish("failed" if report.unreadable or report.refused else "ok", summary)
             return report

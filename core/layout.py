@@ -14,13 +14,15 @@ Invariants:
   side) and are never eligible for archiving, whatever the include globs say.
 - A relpath that comes from outside (the manifest, a restore selection) is checked
   before it becomes a path: no absolute path, no ``..``, no empty segment, and no
-  symlink among the parents between the root and the target.
+  symlink among the parents between the root and the target. A name read from a
+  gzip header must also be printable and fit in a file name (``check_stored_name``).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +70,23 @@ def check_relpath(relpath: str) -> str:
     if any(s in ("", ".", "..") for s in segs):
         raise UnsafePath(f"{relpath!r} contains '..', '.' or an empty segment")
     return relpath
+
+
+NAME_MAX = 255  # bytes in one path segment, on every filesystem coldkeep meets
+
+
+def check_stored_name(name: str) -> str:
+    """A file name read back from the archive (a gzip header's FNAME), which may
+    come from a copied archive or a bucket: one plain segment that can be shown on
+    a terminal and written to a disk, or ``UnsafePath`` saying why not."""
+    shown = repr(name) if len(name) <= 60 else f"{name[:40]!r}… ({len(name)} characters)"
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise UnsafePath(f"{shown} is not a plain file name")
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise UnsafePath(f"{shown} contains control characters")
+    if len(os.fsencode(name)) > NAME_MAX:
+        raise UnsafePath(f"{shown} is longer than a file name can be ({NAME_MAX} bytes)")
+    return name
 
 
 def resolve_inside(root: Path, relpath: str) -> Path:
@@ -132,10 +151,12 @@ class Layout:
 
         The directory comes from where the gzip sits; the file name from its gzip
         header when known (a versioned ``x.<sha12>.gz`` cannot be undone from its
-        name alone), else from its name without ``.gz``.
+        name alone), else from its name without ``.gz``. A header's name is not
+        trusted: one that is not a plain, printable file name raises
+        ``UnsafePath``.
         """
         rel_dir = gz.parent.relative_to(self.files).as_posix()
-        if not original_name or "/" in original_name or original_name in (".", ".."):
-            original_name = None  # not a plain file name: the gzip's own name decides
-        name = original_name or gz.name.removesuffix(GZ_SUFFIX)
+        name = (
+            check_stored_name(original_name) if original_name else gz.name.removesuffix(GZ_SUFFIX)
+        )
         return name if rel_dir == "." else f"{rel_dir}/{name}"

@@ -171,6 +171,7 @@ def recovery_counts(report: RecoveryReport) -> dict[str, int]:
         "orphans_corrupt": outcomes["corrupt"],
         "orphans_changed": outcomes["changed"],
         "orphans_unreadable": outcomes["error"],
+        "orphans_refused": outcomes["refused"],
         "missing": len(report.missing),
         "sources_unlinked": len(report.sources_unlinked),
         "passes_interrupted": len(report.interrupted),

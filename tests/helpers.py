@@ -10,10 +10,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coldkeep.core.codec import gzip_header
 from coldkeep.core.layout import Layout
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -158,3 +160,15 @@ def entries(site: Path) -> list[dict[str, Any]]:
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM entries ORDER BY id")]
+
+
+def planted(layout: Layout, rel: str, name: bytes, data: bytes, mode: int, mtime_ns: int) -> Path:
+    """A gzip written by hand under ``layout.files/rel`` with the header coldkeep
+    writes (name, mode, mtime): hostile headers for the untrusted-archive tests."""
+    gz = layout.files / rel
+    gz.parent.mkdir(parents=True, exist_ok=True)
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = deflate.compress(data) + deflate.flush()
+    trailer = zlib.crc32(data).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+    gz.write_bytes(gzip_header(name, mtime_ns, mode) + body + trailer)
+    return gz

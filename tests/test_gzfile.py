@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -387,3 +388,13 @@ async def test_sweep_removes_partials_and_nothing_else(roots: Roots) -> None:
     assert sorted(removed) == sorted(drop)
     assert all(p.exists() for p in keep) and not any(p.exists() for p in drop)
     assert await sweep_partials(roots.archive / "nothing-here") == []
+
+
+async def test_a_restore_never_brings_back_a_set_user_id_bit(roots: Roots) -> None:
+    """A file the application's user made set-user-id, restored by root, would
+    become a set-user-id root program: only the permission bits come back."""
+    src, ok = await _archived(roots, "u/tool", b"#!/bin/sh\nid\n")
+    src.unlink()
+    expect = RestoreExpect(ok.bytes, ok.sha256, 0, stat.S_IFREG | 0o6755)
+    assert isinstance(await restore_file(ok.dest, src, expect), Restored)
+    assert stat.S_IMODE(src.stat().st_mode) == 0o755

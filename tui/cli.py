@@ -595,10 +595,12 @@ def rebuild_manifest_cmd(
             "entries": result.entries,
             "bytes": result.bytes,
             "unreadable": result.unreadable,
+            "refused": result.refused,
         }
         text = partial(report, "rebuild-manifest", result)
-        ctx.emit("rebuild-manifest", not result.unreadable, done, text)
-        return EXIT_FAILED if result.unreadable else EXIT_OK
+        bad = bool(result.unreadable or result.refused)
+        ctx.emit("rebuild-manifest", not bad, done, text)
+        return EXIT_FAILED if bad else EXIT_OK
 
     _run(go(), ctx)
 

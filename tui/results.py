@@ -72,7 +72,8 @@ def headline(result: OperationResult) -> str:
             return f"{result.ok}/{result.checked} ok{failed}, {human(result.bytes)}{state}"
         case RebuildReport():
             unreadable = f", {len(result.unreadable)} unreadable" if result.unreadable else ""
-            return f"{result.entries} entries written to {result.out}{unreadable}"
+            refused = f", {len(result.refused)} refused" if result.refused else ""
+            return f"{result.entries} entries written to {result.out}{unreadable}{refused}"
         case CheckpointResult():
             if result.error:
                 return f"failed: {result.error}"
@@ -129,8 +130,8 @@ def _detail(result: OperationResult) -> list[str]:
             return [c.detail for c in conflicts]
         case VerifyReport(problems=problems):
             return [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in problems]
-        case RebuildReport(unreadable=unreadable):
-            return [f"unreadable {u}" for u in unreadable]
+        case RebuildReport(unreadable=unreadable, refused=refused):
+            return [f"unreadable {u}" for u in unreadable] + [f"refused {r}" for r in refused]
     return []
 
 

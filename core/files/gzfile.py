@@ -453,7 +453,9 @@ def _unpack(
                 f"{what}; the manifest records {_short(Digest(expect.bytes, expect.sha256))}"
             )
         out.flush()
-        os.fchmod(out.fileno(), stat.S_IMODE(expect.mode))
+        # Permission bits only: restored by root, a set-user-id bit the
+        # application's user once put on its own file would make a root binary.
+        os.fchmod(out.fileno(), stat.S_IMODE(expect.mode) & 0o777)
         os.utime(out.fileno(), ns=(expect.mtime_ns, expect.mtime_ns))
         os.fsync(out.fileno())
     return None

@@ -6,6 +6,11 @@ extra field), and inflating it gives the length and sha256. The rebuilt entries
 are written into a NEW database (never over an existing one); a gzip that does
 not inflate is reported and left where it is.
 
+A gzip's header is not trusted (the archive may have been copied from anywhere): a
+name that is not one plain, printable file name or an impossible mtime refuses
+that gzip, reported by name, and the rest is rebuilt; only the permission bits of
+its mode are kept.
+
 What cannot be rebuilt: the source's dev/ino (recovery then never unlinks a live
 file on the strength of a rebuilt entry), the stale/restored statuses and holds
 (every entry comes back ``archived``), and when each was archived (the gzip's
@@ -22,11 +27,13 @@ from pathlib import Path
 
 from ..cancel import CancelToken, in_thread
 from ..codec import CorruptGzip, inflate, read_gzip_header
-from ..layout import Layout, unit_of
+from ..layout import Layout, UnsafePath, unit_of
 from ..manifest import Manifest, ManifestError, NewEntry
 from ..ratelimit import RateLimiter
 from ..stream import EventStream, FileDone, Phase
 from .recovery import archive_files
+
+MAX_MTIME_NS = 1 << 62  # year 2116: later than any file coldkeep archived
 
 
 @dataclass
@@ -35,13 +42,20 @@ class RebuildReport:
     entries: int = 0
     bytes: int = 0
     unreadable: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # headers that cannot be trusted
 
 
 def _describe(layout: Layout, gz: Path, limiter: RateLimiter, cancel: CancelToken) -> NewEntry:
+    """The entry a gzip describes. Its header may come from anywhere (a copied
+    archive): a name that is not a plain file name, or an mtime no clock can
+    hold, refuses the gzip (``UnsafePath``); a mode keeps its permission bits only
+    (a restore by root must never make a set-user-id file)."""
     header = read_gzip_header(gz)
+    relpath = layout.relpath_of_gz(gz, header.name)
+    if header.mtime_ns is not None and not 0 <= header.mtime_ns < MAX_MTIME_NS:
+        raise UnsafePath(f"its header's mtime {header.mtime_ns} ns is not a time")
     digest = inflate(gz, limiter=limiter, cancel=cancel)
     st = gz.lstat()
-    relpath = layout.relpath_of_gz(gz, header.name)
     return NewEntry(
         unit=unit_of(relpath),
         relpath=relpath,
@@ -52,7 +66,7 @@ def _describe(layout: Layout, gz: Path, limiter: RateLimiter, cancel: CancelToke
         mtime_ns=header.mtime_ns if header.mtime_ns is not None else st.st_mtime_ns,
         dev=None,
         ino=None,
-        mode=header.mode if header.mode else stat.S_IFREG | 0o644,
+        mode=stat.S_IFREG | (stat.S_IMODE(header.mode) & 0o777 if header.mode else 0o644),
         archived_at=st.st_ctime_ns // 1_000_000,
         source_present=False,
     )
@@ -78,6 +92,10 @@ async def rebuild_manifest(
         rel = layout.rel(gz)
         try:
             entry = await in_thread(token, _describe, layout, gz, limiter, token)
+        except UnsafePath as err:
+            report.refused.append(f"{rel}: refused: {err}")
+            stream.emit(FileDone("rebuild", rel, "refused", detail=f"refused: {err}"))
+            continue
         except (CorruptGzip, OSError) as err:
             report.unreadable.append(f"{rel}: {err}")
             stream.emit(FileDone("rebuild", rel, "unreadable", detail=str(err)))

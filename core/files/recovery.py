@@ -76,7 +76,7 @@ from .gzfile import (
     verify_gzip,
 )
 
-OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error"]
+OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error", "refused"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,8 @@ class RecoveryReport:
 
     @property
     def errors(self) -> list[Orphan]:
-        return [o for o in self.orphans if o.outcome == "error"]
+        """Orphans left as found for a human: unreadable, or refused."""
+        return [o for o in self.orphans if o.outcome in ("error", "refused")]
 
     @property
     def anything(self) -> bool:
@@ -217,7 +218,7 @@ def _orphan_relpath_or_guess(mover: FileMover, gz: Path) -> str:
     """For a listing: the relpath, or its name's guess when the header cannot be read."""
     try:
         return _orphan_relpath(mover, gz)
-    except OSError:
+    except (OSError, UnsafePath):
         return mover.layout.relpath_of_gz(gz)
 
 
@@ -351,6 +352,11 @@ class Recovery:
             # Its header says whose it is: unread, nothing can be decided.
             guess = self.mover.layout.relpath_of_gz(gz)
             return Orphan(gz, guess, "error", f"could not be read ({err}); left as found")
+        except UnsafePath as err:
+            # A copied archive's header: whatever it names is never written to.
+            guess = self.mover.layout.relpath_of_gz(gz)
+            detail = f"its header names {err}; left as found (rename it by hand)"
+            return Orphan(gz, guess, "refused", detail)
         try:
             src: Path | None = resolve_inside(self.mover.live_root, relpath)
         except UnsafePath:
@@ -400,11 +406,19 @@ class Recovery:
             sha256=stale.sha256,
             gz_path=self.mover.layout.rel(gz),
             gz_bytes=stale.gz_bytes,
-            mtime_ns=stale.mtime_ns,
+            mtime_ns=stale.mtime_ns if 0 <= stale.mtime_ns < 1 << 62 else 0,
             dev=None,
             ino=None,
-            mode=stale.mode
-            or (source.mode if source and source.is_regular else stat.S_IFREG | 0o644),
+            # From the header at best: its permission bits only, never set-user-id.
+            mode=stat.S_IFREG
+            | (
+                stat.S_IMODE(stale.mode)
+                if stale.mode
+                else stat.S_IMODE(source.mode)
+                if source and source.is_regular
+                else 0o644
+            )
+            & 0o777,
             archived_at=self.mover.clock(),
             status="stale",
             source_present=False,
