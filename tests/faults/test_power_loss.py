@@ -1,0 +1,421 @@
+"""The power-loss matrix: a whole demo site (live tree, state.db, archive) on one
+volatile faultfs mount, and the power cut (the coldkeep process SIGKILLed, then
+``fs.cut()``: the backing rolled back to what a strict POSIX filesystem keeps)
+at every announced step and at 50 random moments of a pass with files, a pass
+with events and a restore, and once each has finished. After each cut: the site
+remounted under another device number (as a reboot may renumber a disk),
+``coldkeep recover``, ``coldkeep pass`` (and the restore again), then nothing
+lost: every original byte and row live or archived exactly once, every
+database passes ``integrity_check``, every gzip ``gzip -t``, and the live tree
+as a run without a cut leaves it.
+
+A SIGKILL alone (tests/crash) loses nothing the kernel has accepted; a power cut
+loses every write and every new or removed name not yet fsynced. What this
+matrix proves on top of the crash matrix is that each step fsyncs what the next
+one relies on: the file, its directory, every directory created on the way, the
+databases; and that recovery does too: after a cut at a step, the power goes
+again the moment ``coldkeep recover`` has finished.
+
+Speed (~1.5 s a cut): a tiny site (scale 0.01, event rows trimmed to four
+months), a pristine backing directory copied per cut, one mount per cut
+(``attr_timeout=1``: the kernel caches attributes, fewer calls; nothing changes
+the backing beside the mount), the commands after a cut in one interpreter
+(``clirun.py``), random moments drawn after the interpreter's start-up.
+``COLDKEEP_POWER_CUTS=N`` sets the number of random moments (default 50).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from faultfs import FaultFS
+from faultfs.fixture import start_or_skip
+
+from helpers import COLDKEEP, ck, live_files, report_line
+from sitecheck import Originals, Tally, check_site
+
+pytestmark = pytest.mark.crash
+
+KILL = "COLDKEEP_TEST_KILL_AT"
+CLIRUN = str(Path(__file__).with_name("clirun.py"))
+# The crash matrix's steps (tests/crash/test_crash_cli.py), each cut where its
+# kind of pass announces it; the second batch's delete too.
+FILE_STEPS = [
+    "partial_written",
+    "verified",
+    "renamed",
+    "entry_committed",
+    "source_unlinked",
+    "partial_written:3",
+    "renamed:3",
+]
+# The first file on an archive that does not exist yet: archive_root, files/,
+# files/<unit>/ and coldkeep.db all made by this pass, and durable by the time
+# the source goes.
+FRESH_STEPS = ["entry_committed", "source_unlinked"]
+EVENT_STEPS = ["batch_archived", "batch_deleted", "batch_archived:2", "batch_deleted:2"]
+RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "intent_cleared"]
+# Random moments, spread over the three commands in these shares.
+RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "50"))
+SHARES = {"files": 0.4, "events": 0.3, "restore": 0.3}
+SEEDS = {"files": 20261201, "events": 20261202, "restore": 20261203}
+# Event rows younger than this are dropped from the demo's state.db: four months
+# of rows, three of them old enough to move, in a few batches of BATCH_ROWS.
+KEEP_DAYS = 120
+BATCH_ROWS = 300
+DAY_MS = 86_400_000
+
+
+@dataclass
+class Case:
+    """One command the power is cut in, on a copy of ``template``."""
+
+    name: str
+    template: Path
+    command: list[str]
+    after: list[str]  # the commands run after the cut, in one interpreter
+    expect_live: dict[str, str]  # the live tree once ``after`` has run
+    # Steps once announced, the command has durably changed the live tree (a
+    # source unlinked, a file restored): a cut there must not undo it.
+    changed_at: tuple[str, ...] = ()
+    seconds: float = 0.0  # the command's run time on the mount (random delays)
+
+
+@dataclass
+class Matrix:
+    originals: Originals
+    cases: dict[str, Case]
+    tally: Tally
+    startup: float  # seconds before a coldkeep process can do anything
+    cut_seconds: list[float] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def matrix(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Matrix]:
+    base = tmp_path_factory.mktemp("power")
+    pristine = base / "pristine"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(pristine), "--scale", "0.01", "--seed", "3", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    trim_events(pristine / "state.db")
+    config = pristine / "coldkeep.toml"
+    text = config.read_text().replace("batch_rows = 2000", f"batch_rows = {BATCH_ROWS}")
+    assert f"batch_rows = {BATCH_ROWS}" in text
+    config.write_text(text)
+    originals = Originals.of(pristine)
+
+    # A pass with files only: the same site, its config naming no state_db.
+    files = base / "files"
+    shutil.copytree(pristine, files, symlinks=True)
+    no_events = text.replace('state_db = "state.db"\n', "")
+    (files / "coldkeep.toml").write_text(no_events)
+    # The same on a site whose archive_root is still to be made.
+    fresh = base / "fresh"
+    shutil.copytree(files, fresh, symlinks=True)
+    shutil.rmtree(fresh / "archive")
+    # A pass with events only: the files archived first (on a plain disk).
+    events = base / "events"
+    shutil.copytree(files, events, symlinks=True)
+    ck(events, "pass")
+    (events / "coldkeep.toml").write_text(text)
+    # A restore of everything: an archived site whose emptied live directories
+    # were removed, so that the restore makes them again.
+    archived = base / "archived"
+    shutil.copytree(events, archived, symlinks=True)
+    ck(archived, "pass")
+    remove_empty_dirs(archived / "live")
+    files_after = live_files(events)
+    restored = dict(live_files(archived))
+    restored.update((rel, originals.files[rel]) for rel in originals.files if rel not in restored)
+
+    # Random moments are drawn after the interpreter and coldkeep's imports are
+    # up (most of a tiny site's command): a cut before that tests nothing.
+    startup = min(timed([*COLDKEEP, "--version"]) for _ in range(3))
+    tally = Tally()
+    m = Matrix(
+        originals,
+        {
+            "files": Case(
+                "files", files, ["pass"], ["recover", "pass"], files_after, ("source_unlinked",)
+            ),
+            "fresh": Case(
+                "fresh", fresh, ["pass"], ["recover", "pass"], files_after, ("source_unlinked",)
+            ),
+            "events": Case("events", events, ["pass"], ["recover", "pass"], files_after),
+            "restore": Case(
+                "restore",
+                archived,
+                ["restore", "--path", "**"],
+                ["recover", "pass", "restore --path **"],
+                restored,
+                ("restored", "intent_cleared"),
+            ),
+        },
+        tally,
+        startup,
+    )
+    yield m
+    per_cut = sum(m.cut_seconds) / max(len(m.cut_seconds), 1)
+    line = tally.line("power-loss matrix", "cuts")
+    report_line(request.config, f"{line}; {per_cut:.2f} s per cut")
+
+
+def timed(args: list[str]) -> float:
+    t0 = time.monotonic()
+    subprocess.run(args, check=True, capture_output=True)
+    return time.monotonic() - t0
+
+
+def trim_events(db_path: Path) -> None:
+    """Only the last KEEP_DAYS days of event rows: fewer month DBs to make per pass."""
+    with sqlite3.connect(db_path) as db:
+        newest = db.execute("SELECT max(ts) FROM events").fetchone()[0]
+        db.execute("DELETE FROM events WHERE ts < ?", (newest - KEEP_DAYS * DAY_MS,))
+    with sqlite3.connect(db_path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+
+
+def remove_empty_dirs(root: Path) -> None:
+    """Every directory under ``root`` left empty (children first)."""
+    for dirpath, _dirs, _names in os.walk(root, topdown=False):
+        if Path(dirpath) != root and not any(os.scandir(dirpath)):
+            os.rmdir(dirpath)
+
+
+def command_seconds(case: Case, tmp: Path) -> float:
+    """How long ``case.command`` takes on a fresh mount of its site."""
+    fs = mount_copy(case.template, tmp)
+    try:
+        t0 = time.monotonic()
+        ck(fs.mount, *case.command)
+        return time.monotonic() - t0
+    finally:
+        fs.stop()
+
+
+def mount_copy(template: Path, tmp: Path) -> FaultFS:
+    """A copy of ``template`` on a volatile faultfs mount, all of it durable."""
+    backing, mnt = tmp / "backing", tmp / "mnt"
+    shutil.rmtree(backing, ignore_errors=True)
+    shutil.copytree(template, backing, symlinks=True)
+    fs = start_or_skip(FaultFS(backing, mnt, volatile=True, attr_timeout=1))
+    # What the server finds at start is durable already; say so explicitly.
+    fs.sync()
+    return fs
+
+
+def hold_a_device_number(held: ExitStack, where: Path) -> int:
+    """Mount something small at ``where`` until ``held`` closes; its device
+    number. A tmpfs takes one in milliseconds (root); elsewhere a faultfs does."""
+    where.mkdir(exist_ok=True)
+    tmpfs = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)]
+    if subprocess.run(tmpfs, capture_output=True, check=False).returncode == 0:
+        held.callback(subprocess.run, ["umount", str(where)], check=True)
+    else:
+        held.enter_context(FaultFS(where.with_name(where.name + "-backing"), where))
+    return where.stat().st_dev
+
+
+def cut_and_remount(fs: FaultFS, tmp: Path) -> None:
+    """The power cut, then the site mounted again under another device number.
+
+    The kernel hands a new mount the lowest free number, so a plain remount gets
+    its old one back; a real host may renumber a filesystem at boot
+    (device-mapper, NVMe), and every identity recorded before then names another
+    device. So the free numbers up to the old one are held while the site is
+    mounted again (and if another process freed the old one meanwhile, once
+    more)."""
+    dev = fs.mount.stat().st_dev
+    fs.cut()
+    with ExitStack() as held:
+        taken = 0
+        for _attempt in range(3):
+            while taken < 16 and hold_a_device_number(held, tmp / f"taken-{taken}") < dev:
+                taken += 1
+            taken += 1
+            fs.start()
+            if fs.mount.stat().st_dev != dev:
+                return
+            fs.stop()
+    pytest.fail(f"the site came back under its old device number {dev} each time")
+
+
+def power_cut(
+    m: Matrix,
+    case: Case,
+    tmp: Path,
+    *,
+    kill_at: str = "",
+    delay: float = 0.0,
+    recut: bool = False,
+) -> bool:
+    """Run ``case.command`` on a fresh mount, cut the power at step ``kill_at``
+    (the process kills itself once it is announced) or ``delay`` seconds in, then
+    remount, run ``case.after`` and check the site. True if the cut fell inside
+    the command (a delay may outlast it: the cut then follows a finished one)."""
+    t0 = time.monotonic()
+    fs = mount_copy(case.template, tmp)
+    try:
+        mid = cut_in(fs, case, tmp, kill_at=kill_at, delay=delay)
+        if not mid:
+            live = live_files(fs.mount)
+            assert live == case.expect_live, "a command that finished keeps all it did"
+        elif kill_at.partition(":")[0] in case.changed_at:
+            live = live_files(fs.mount)
+            assert live != live_files(case.template), f"what {kill_at} announced survives"
+        if recut:
+            # Recovery's own work must be durable before it records it settled:
+            # the power goes again the moment it has finished.
+            ck(fs.mount, "recover")
+            cut_and_remount(fs, tmp)
+        settle_and_check(m, case, fs, tmp)
+    finally:
+        fs.stop()
+    m.cut_seconds.append(time.monotonic() - t0)
+    return mid
+
+
+def cut_in(fs: FaultFS, case: Case, tmp: Path, *, kill_at: str, delay: float) -> bool:
+    """``case.command`` on ``fs``, killed at step ``kill_at`` or after ``delay``
+    seconds, then the power cut and the site remounted. True if the kill fell
+    inside the command."""
+    env = {**os.environ, KILL: kill_at} if kill_at else None
+    errors = tmp / "command.stderr"  # a file: a pipe nobody reads could fill up
+    with errors.open("wb") as err:
+        proc = subprocess.Popen(
+            [*COLDKEEP, *case.command, "--config", str(fs.mount / "coldkeep.toml")],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
+    try:
+        code = proc.wait(timeout=delay if not kill_at else 120)
+        mid = bool(kill_at)
+        expected = -signal.SIGKILL if kill_at else 0
+        assert code == expected, f"exit {code}, not {expected}: {errors.read_text()}"
+    except subprocess.TimeoutExpired:
+        proc.kill()  # SIGKILL first: the process sees nothing of the cut
+        proc.wait()
+        assert not kill_at, f"never reached {kill_at}: {errors.read_text()}"
+        mid = True
+    cut_and_remount(fs, tmp)
+    return mid
+
+
+def settle_and_check(m: Matrix, case: Case, fs: FaultFS, tmp: Path) -> None:
+    """``case.after`` on the remounted site, then (unmounted cleanly: what is
+    there is what the checks read) nothing lost, and the end state a run without
+    a cut leaves."""
+    config = fs.mount / "coldkeep.toml"
+    after = subprocess.run(
+        [sys.executable, CLIRUN, str(config), *case.after],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    fs.stop()
+    assert after.returncode == 0, f"after the cut:\n{after.stdout}\n{after.stderr}"
+    site = tmp / "backing"
+    check_site(site, m.originals, m.tally)
+    assert live_files(site) == case.expect_live, "the same end state as without a cut"
+    shutil.rmtree(site)
+
+
+def cut_at_step(m: Matrix, case: str, step: str, tmp: Path) -> None:
+    power_cut(m, m.cases[case], tmp, kill_at=step, recut=True)
+    m.tally.faults += 1
+    m.tally.by_kind[f"{case}@{step.split(':', maxsplit=1)[0]}"] += 1
+
+
+@pytest.mark.parametrize("step", FILE_STEPS)
+def test_files_pass_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "files", step, tmp_path)
+
+
+@pytest.mark.parametrize("step", FRESH_STEPS)
+def test_first_pass_on_a_new_archive_cut_at_each_step(
+    matrix: Matrix, tmp_path: Path, step: str
+) -> None:
+    cut_at_step(matrix, "fresh", step, tmp_path)
+
+
+@pytest.mark.parametrize("step", EVENT_STEPS)
+def test_events_pass_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "events", step, tmp_path)
+
+
+@pytest.mark.parametrize("step", RESTORE_STEPS)
+def test_restore_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "restore", step, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["files", "fresh", "events", "restore"])
+def test_cut_once_the_command_has_finished(matrix: Matrix, tmp_path: Path, name: str) -> None:
+    """Everything a command did is durable when it exits 0: month DBs committed,
+    sources gone, files restored, all of it still there after the cut."""
+    assert not power_cut(matrix, matrix.cases[name], tmp_path, delay=300.0)
+    matrix.tally.faults += 1
+    matrix.tally.by_kind[f"{name}@finished"] += 1
+
+
+@pytest.mark.parametrize("name", list(SHARES))
+def test_cut_at_random_moments(matrix: Matrix, tmp_path: Path, name: str) -> None:
+    case = matrix.cases[name]
+    runs = round(RANDOM_CUTS * SHARES[name])
+    case.seconds = command_seconds(case, tmp_path)
+    rnd = random.Random(SEEDS[name])
+    mid = 0
+    for _ in range(runs):
+        delay = matrix.startup + rnd.uniform(0.0, 1.0) * (case.seconds - matrix.startup)
+        if power_cut(matrix, case, tmp_path, delay=delay):
+            mid += 1
+        matrix.tally.faults += 1
+        matrix.tally.by_kind[f"{name}@random"] += 1
+    # A moment after the command ended cuts a finished one (still worth
+    # checking); if most do, the delays no longer fall inside the command.
+    assert mid >= runs // 2, f"only {mid} of {runs} cuts fell inside {name}"
+
+
+def test_a_restore_partial_recovery_removed_stays_removed(matrix: Matrix, tmp_path: Path) -> None:
+    """A restore killed with its partial written (a SIGKILL: the partial's name is
+    still there), the application fsyncs that live directory of its own accord,
+    recovery removes the partial and clears the intent naming it, and the power
+    goes. Unless the removal was durable before the intent went, the partial
+    comes back with nothing to name it, and recovery never walks live
+    directories: it would stay in the live tree for good."""
+    case = matrix.cases["restore"]
+    fs = mount_copy(case.template, tmp_path)
+    try:
+        ck(fs.mount, *case.command, check=-signal.SIGKILL, env={KILL: "restore_partial_written"})
+        [partial] = (fs.mount / "live").rglob("*.restore-partial")
+        fd = os.open(partial.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        ck(fs.mount, "recover")
+        cut_and_remount(fs, tmp_path)
+        assert not partial.exists(), "the partial recovery removed came back"
+        settle_and_check(matrix, case, fs, tmp_path)
+    finally:
+        fs.stop()
+    matrix.tally.faults += 1
+    matrix.tally.by_kind["restore@restore_partial_written+recover"] += 1
