@@ -434,8 +434,12 @@ class Archiver:
                 hold_days=self.settings.hold_days,
                 cancel=cancel,
             )
-            summary = {"restored": report.restored, "already_live": report.already_live}
-            current.finish("failed" if report.conflicts else "ok", summary)
+            summary = {
+                "restored": report.restored,
+                "already_live": report.already_live,
+                "refused": report.refused,
+            }
+            current.finish("failed" if report.conflicts or report.refused else "ok", summary)
             return report
 
     async def verify(

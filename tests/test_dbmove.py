@@ -18,6 +18,7 @@ from coldkeep.core.config import Settings, parse_settings
 from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
 from coldkeep.core.events.eventschema import EventsError
 from coldkeep.core.events.holds import hold_event_rows
+from coldkeep.core.events.restore import restore_events
 from coldkeep.core.manifest import Manifest
 from coldkeep.core.steps import StepInfo, StepName
 
@@ -209,6 +210,34 @@ async def test_a_corrupt_month_is_refused_and_the_others_go_on(roots: Roots, db:
     assert bad.read_bytes() == b"this is not a database" * 100
     bad.unlink()
     assert all_event_rows(db, roots.layout.events) == before
+
+
+async def test_a_month_from_a_newer_coldkeep_is_refused_untouched_and_not_restored_from(
+    roots: Roots, db: Path
+) -> None:
+    roots.layout.events.mkdir(parents=True)
+    month = time.strftime("%Y-%m", time.gmtime((NOW - 100 * DAY_MS) / 1000))
+    newer = roots.layout.events / f"{month}.db"
+    with sqlite3.connect(newer) as m:
+        m.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts, kind, payload, n)")
+        m.execute("INSERT INTO events VALUES (1, 0, 'webhook_event', 'from the future', 0)")
+        m.execute("PRAGMA user_version = 2")
+    before = newer.read_bytes()
+
+    report = await move(roots)
+
+    assert "month schema version 2" in report.months_refused[month]
+    assert "upgrade coldkeep" in report.months_refused[month]
+    assert report.moved > 0 and month not in report.months
+    assert newer.read_bytes() == before, "never written"
+    async with await Manifest.open(roots.layout.manifest) as m:
+        back = await restore_events(
+            settings(roots), roots.layout.events, m, kinds=None, months=None, hold_days=1
+        )
+    assert month in back.refused and "upgrade coldkeep" in back.refused[month]
+    assert back.restored > 0, "the other months came back"
+    with sqlite3.connect(db) as live:
+        assert not live.execute("SELECT 1 FROM events WHERE payload = 'from the future'").fetchall()
 
 
 LOCKER = """

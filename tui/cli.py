@@ -531,10 +531,12 @@ def restore_events_cmd(
             "already_live": result.already_live,
             "conflicts": [vars(c) for c in result.conflicts],
             "months": result.months,
+            "refused": result.refused,
         }
         text = partial(report, "restore-events", result)
-        ctx.emit("restore-events", not result.conflicts, done, text)
-        return EXIT_FAILED if result.conflicts else EXIT_OK
+        bad = bool(result.conflicts or result.refused)
+        ctx.emit("restore-events", not bad, done, text)
+        return EXIT_FAILED if bad else EXIT_OK
 
     _run(go(), ctx)
 

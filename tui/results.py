@@ -126,8 +126,10 @@ def _detail(result: OperationResult) -> list[str]:
                 + (f"  ({f.detail})" if f.detail and f.result != "restored" else "")
                 for f in files
             ]
-        case EventsRestoreReport(conflicts=conflicts):
-            return [c.detail for c in conflicts]
+        case EventsRestoreReport(conflicts=conflicts, refused=refused):
+            return [c.detail for c in conflicts] + [
+                f"refused {m}: {why}" for m, why in refused.items()
+            ]
         case VerifyReport(problems=problems):
             return [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in problems]
         case RebuildReport(unreadable=unreadable, refused=refused):

@@ -94,6 +94,7 @@ from .eventschema import (
     EventSchema,
     EventsError,
     SqlCondition,
+    check_month_version,
     discover,
     journal_mode,
     months_spanned,
@@ -297,8 +298,10 @@ class MonthDbs:
         new = not path.exists()
         conn = sqlite3.connect(path, isolation_level=None)
         try:
+            check_month_version(conn, path)
             conn.execute("PRAGMA journal_mode = WAL")
             _quick_check(conn)
+            check_month_version(conn, path, stamp=True)
             table = self.schema.table
             have = [r[1] for r in conn.execute(f"PRAGMA main.table_info({q(table)})")]
             if not have:

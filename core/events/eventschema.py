@@ -196,6 +196,24 @@ def open_live(
     return conn
 
 
+# A month DB's own schema version (PRAGMA user_version): 1 is the table as the
+# live one has it. A month DB from a newer coldkeep is refused, never written.
+MONTH_SCHEMA = 1
+
+
+def check_month_version(conn: sqlite3.Connection, db: Path, *, stamp: bool = False) -> None:
+    """Refuse a month DB a newer coldkeep wrote (``sqlite3.DatabaseError`` naming
+    it); with ``stamp``, mark an unversioned one (new, or from before versions)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > MONTH_SCHEMA:
+        raise sqlite3.DatabaseError(
+            f"{db} has month schema version {version}, this coldkeep knows up to "
+            f"{MONTH_SCHEMA}: upgrade coldkeep (the file is left untouched)"
+        )
+    if stamp and version < MONTH_SCHEMA:
+        conn.execute(f"PRAGMA user_version = {MONTH_SCHEMA}")
+
+
 def rollback(conn: sqlite3.Connection) -> None:
     """End the open transaction, if SQLite has not already: after SQLITE_FULL or
     SQLITE_IOERR it may have rolled back on its own, and a ROLLBACK then would

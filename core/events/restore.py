@@ -23,7 +23,15 @@ from ..config import Settings
 from ..manifest import Manifest, now_ms
 from ..space import OutOfSpace, out_of_space
 from .dbmove import Conflict
-from .eventschema import EventSchema, EventsError, discover, open_live, q, rollback
+from .eventschema import (
+    EventSchema,
+    EventsError,
+    check_month_version,
+    discover,
+    open_live,
+    q,
+    rollback,
+)
 from .holds import hold_event_rows
 
 DAY_MS = 86_400_000
@@ -35,6 +43,7 @@ class EventsRestoreReport:
     already_live: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     months: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # month -> why it was not read
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class ArchivedMonth:
 def _count_month(db: Path, kind_col: str, table: str) -> list[tuple[str, int]]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
+        check_month_version(conn, db)
         sql = f"SELECT {q(kind_col)}, count(*) FROM {q(table)} GROUP BY 1 ORDER BY 1"
         return [(str(k), int(n)) for k, n in conn.execute(sql)]
     finally:
@@ -80,6 +90,7 @@ def _month_rows(db: Path, schema: EventSchema, kinds: set[str] | None) -> list[t
     """The live table's columns, in its order, of the archived rows of ``kinds``."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
+        check_month_version(conn, db)
         sql = f"SELECT {schema.select_columns} FROM {q(schema.table)}"
         params: list[str] = []
         if kinds:
@@ -170,7 +181,11 @@ async def restore_events(
     report = EventsRestoreReport()
     until = now_ms() + int(hold_days * DAY_MS)
     for month in available if months is None else sorted(set(months)):
-        rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)
+        try:
+            rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)
+        except sqlite3.DatabaseError as err:  # damaged, or a newer coldkeep's: not this one's
+            report.refused[month] = str(err)
+            continue
         report.months.append(month)
         for i in range(0, len(rows), batch_rows):
             token.check()
