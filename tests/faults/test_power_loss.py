@@ -16,11 +16,13 @@ one relies on: the file, its directory, every directory created on the way, the
 databases; and that recovery does too: after a cut at a step, the power goes
 again the moment ``coldkeep recover`` has finished.
 
-Speed (~1.5 s a cut): a tiny site (scale 0.01, event rows trimmed to four
-months), a pristine backing directory copied per cut, one mount per cut
-(``attr_timeout=1``: the kernel caches attributes, fewer calls; nothing changes
-the backing beside the mount), the commands after a cut in one interpreter
-(``clirun.py``), random moments drawn after the interpreter's start-up.
+Speed (~0.85 s a cut, ~1 min for the file on 2 cores): a tiny site (scale
+0.01, event rows trimmed to four months), a pristine backing directory copied
+per cut, one mount per cut (``attr_timeout=1``: the kernel caches attributes,
+fewer calls; nothing changes the backing beside the mount), and every coldkeep
+command forked from one process that has imported coldkeep already
+(``clirun.Forker``: the real CLI, without ~0.3 s of interpreter start-up and
+imports per command, so random moments fall in coldkeep's own work).
 ``COLDKEEP_POWER_CUTS=N`` sets the number of random moments (default 50).
 """
 
@@ -32,7 +34,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -42,6 +43,7 @@ from pathlib import Path
 import pytest
 from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
+from faults.clirun import Forker
 
 from helpers import COLDKEEP, ck, live_files, report_line
 from sitecheck import Originals, Tally, check_site
@@ -49,7 +51,6 @@ from sitecheck import Originals, Tally, check_site
 pytestmark = pytest.mark.crash
 
 KILL = "COLDKEEP_TEST_KILL_AT"
-CLIRUN = str(Path(__file__).with_name("clirun.py"))
 # The crash matrix's steps (tests/crash/test_crash_cli.py), each cut where its
 # kind of pass announces it; the second batch's delete too.
 FILE_STEPS = [
@@ -84,8 +85,8 @@ class Case:
 
     name: str
     template: Path
-    command: list[str]
-    after: list[str]  # the commands run after the cut, in one interpreter
+    command: str
+    after: list[str]  # the commands run after the cut, one after the other
     expect_live: dict[str, str]  # the live tree once ``after`` has run
     # Steps once announced, the command has durably changed the live tree (a
     # source unlinked, a file restored): a cut there must not undo it.
@@ -98,7 +99,7 @@ class Matrix:
     originals: Originals
     cases: dict[str, Case]
     tally: Tally
-    startup: float  # seconds before a coldkeep process can do anything
+    forker: Forker
     cut_seconds: list[float] = field(default_factory=list)
 
 
@@ -144,42 +145,34 @@ def matrix(
     restored = dict(live_files(archived))
     restored.update((rel, originals.files[rel]) for rel in originals.files if rel not in restored)
 
-    # Random moments are drawn after the interpreter and coldkeep's imports are
-    # up (most of a tiny site's command): a cut before that tests nothing.
-    startup = min(timed([*COLDKEEP, "--version"]) for _ in range(3))
     tally = Tally()
     m = Matrix(
         originals,
         {
             "files": Case(
-                "files", files, ["pass"], ["recover", "pass"], files_after, ("source_unlinked",)
+                "files", files, "pass", ["recover", "pass"], files_after, ("source_unlinked",)
             ),
             "fresh": Case(
-                "fresh", fresh, ["pass"], ["recover", "pass"], files_after, ("source_unlinked",)
+                "fresh", fresh, "pass", ["recover", "pass"], files_after, ("source_unlinked",)
             ),
-            "events": Case("events", events, ["pass"], ["recover", "pass"], files_after),
+            "events": Case("events", events, "pass", ["recover", "pass"], files_after),
             "restore": Case(
                 "restore",
                 archived,
-                ["restore", "--path", "**"],
-                ["recover", "pass", "restore --path **"],
+                "restore --path '**'",
+                ["recover", "pass", "restore --path '**'"],
                 restored,
                 ("restored", "intent_cleared"),
             ),
         },
         tally,
-        startup,
+        Forker(),
     )
     yield m
+    m.forker.close()
     per_cut = sum(m.cut_seconds) / max(len(m.cut_seconds), 1)
     line = tally.line("power-loss matrix", "cuts")
     report_line(request.config, f"{line}; {per_cut:.2f} s per cut")
-
-
-def timed(args: list[str]) -> float:
-    t0 = time.monotonic()
-    subprocess.run(args, check=True, capture_output=True)
-    return time.monotonic() - t0
 
 
 def trim_events(db_path: Path) -> None:
@@ -199,15 +192,22 @@ def remove_empty_dirs(root: Path) -> None:
             os.rmdir(dirpath)
 
 
-def command_seconds(case: Case, tmp: Path) -> float:
+def command_seconds(m: Matrix, case: Case, tmp: Path) -> float:
     """How long ``case.command`` takes on a fresh mount of its site."""
     fs = mount_copy(case.template, tmp)
     try:
         t0 = time.monotonic()
-        ck(fs.mount, *case.command)
+        run(m, fs, [case.command], tmp)
         return time.monotonic() - t0
     finally:
         fs.stop()
+
+
+def run(m: Matrix, fs: FaultFS, commands: list[str], tmp: Path) -> None:
+    """``commands`` on the site at ``fs``, each exiting 0."""
+    out = tmp / "commands.out"
+    code = m.forker.run(fs.mount / "coldkeep.toml", commands, out, {})
+    assert code == 0, f"{commands}: exit {code}\n{out.read_text()}"
 
 
 def mount_copy(template: Path, tmp: Path) -> FaultFS:
@@ -273,7 +273,7 @@ def power_cut(
     t0 = time.monotonic()
     fs = mount_copy(case.template, tmp)
     try:
-        mid = cut_in(fs, case, tmp, kill_at=kill_at, delay=delay)
+        mid = cut_in(m, fs, case, tmp, kill_at=kill_at, delay=delay)
         if not mid:
             live = live_files(fs.mount)
             assert live == case.expect_live, "a command that finished keeps all it did"
@@ -283,7 +283,7 @@ def power_cut(
         if recut:
             # Recovery's own work must be durable before it records it settled:
             # the power goes again the moment it has finished.
-            ck(fs.mount, "recover")
+            run(m, fs, ["recover"], tmp)
             cut_and_remount(fs, tmp)
         settle_and_check(m, case, fs, tmp)
     finally:
@@ -292,29 +292,22 @@ def power_cut(
     return mid
 
 
-def cut_in(fs: FaultFS, case: Case, tmp: Path, *, kill_at: str, delay: float) -> bool:
+def cut_in(m: Matrix, fs: FaultFS, case: Case, tmp: Path, *, kill_at: str, delay: float) -> bool:
     """``case.command`` on ``fs``, killed at step ``kill_at`` or after ``delay``
     seconds, then the power cut and the site remounted. True if the kill fell
     inside the command."""
-    env = {**os.environ, KILL: kill_at} if kill_at else None
-    errors = tmp / "command.stderr"  # a file: a pipe nobody reads could fill up
-    with errors.open("wb") as err:
-        proc = subprocess.Popen(
-            [*COLDKEEP, *case.command, "--config", str(fs.mount / "coldkeep.toml")],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=env,
-        )
-    try:
-        code = proc.wait(timeout=delay if not kill_at else 120)
-        mid = bool(kill_at)
-        expected = -signal.SIGKILL if kill_at else 0
-        assert code == expected, f"exit {code}, not {expected}: {errors.read_text()}"
-    except subprocess.TimeoutExpired:
-        proc.kill()  # SIGKILL first: the process sees nothing of the cut
-        proc.wait()
-        assert not kill_at, f"never reached {kill_at}: {errors.read_text()}"
+    out = tmp / "command.out"
+    config = fs.mount / "coldkeep.toml"
+    m.forker.start(config, [case.command], out, {KILL: kill_at} if kill_at else {})
+    code = m.forker.wait(delay if not kill_at else 120)
+    if code is None:
+        code = m.forker.kill()  # SIGKILL first: the process sees nothing of the cut
+        assert not kill_at, f"never reached {kill_at}: {out.read_text()}"
         mid = True
+    else:
+        expected = -signal.SIGKILL if kill_at else 0
+        assert code == expected, f"exit {code}, not {expected}: {out.read_text()}"
+        mid = bool(kill_at)
     cut_and_remount(fs, tmp)
     return mid
 
@@ -323,16 +316,10 @@ def settle_and_check(m: Matrix, case: Case, fs: FaultFS, tmp: Path) -> None:
     """``case.after`` on the remounted site, then (unmounted cleanly: what is
     there is what the checks read) nothing lost, and the end state a run without
     a cut leaves."""
-    config = fs.mount / "coldkeep.toml"
-    after = subprocess.run(
-        [sys.executable, CLIRUN, str(config), *case.after],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    fs.stop()
-    assert after.returncode == 0, f"after the cut:\n{after.stdout}\n{after.stderr}"
+    try:
+        run(m, fs, case.after, tmp)
+    finally:
+        fs.stop()
     site = tmp / "backing"
     check_site(site, m.originals, m.tally)
     assert live_files(site) == case.expect_live, "the same end state as without a cut"
@@ -380,11 +367,11 @@ def test_cut_once_the_command_has_finished(matrix: Matrix, tmp_path: Path, name:
 def test_cut_at_random_moments(matrix: Matrix, tmp_path: Path, name: str) -> None:
     case = matrix.cases[name]
     runs = round(RANDOM_CUTS * SHARES[name])
-    case.seconds = command_seconds(case, tmp_path)
+    case.seconds = command_seconds(matrix, case, tmp_path)
     rnd = random.Random(SEEDS[name])
     mid = 0
     for _ in range(runs):
-        delay = matrix.startup + rnd.uniform(0.0, 1.0) * (case.seconds - matrix.startup)
+        delay = rnd.uniform(0.0, 1.0) * case.seconds
         if power_cut(matrix, case, tmp_path, delay=delay):
             mid += 1
         matrix.tally.faults += 1
@@ -404,14 +391,17 @@ def test_a_restore_partial_recovery_removed_stays_removed(matrix: Matrix, tmp_pa
     case = matrix.cases["restore"]
     fs = mount_copy(case.template, tmp_path)
     try:
-        ck(fs.mount, *case.command, check=-signal.SIGKILL, env={KILL: "restore_partial_written"})
+        out = tmp_path / "command.out"
+        env = {KILL: "restore_partial_written"}
+        code = matrix.forker.run(fs.mount / "coldkeep.toml", [case.command], out, env)
+        assert code == -signal.SIGKILL, out.read_text()
         [partial] = (fs.mount / "live").rglob("*.restore-partial")
         fd = os.open(partial.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        ck(fs.mount, "recover")
+        run(matrix, fs, ["recover"], tmp_path)
         cut_and_remount(fs, tmp_path)
         assert not partial.exists(), "the partial recovery removed came back"
         settle_and_check(matrix, case, fs, tmp_path)
