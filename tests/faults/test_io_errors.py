@@ -473,8 +473,8 @@ def test_a_manifest_that_cannot_be_read_stops_every_command_with_one_line(
     live_before = live_files(site)
     rule = fs.fail("read", "archive/coldkeep.db", EIO)
 
-    for command in ("pass", "status", "verify", "restore"):
-        run = ck(site, command, *(["--unit", "unit-0001"] if command == "restore" else []), check=1)
+    for command in ("pass", "status", "verify"):  # mutating, read-only, reading gzips
+        run = ck(site, command, check=1)
         assert "Traceback" not in run.stderr, run.stderr
         (line,) = run.stderr.splitlines()
         assert line.startswith(f"coldkeep: {manifest}: disk I/O error"), line
