@@ -287,6 +287,8 @@ def power_cut(
             cut_and_remount(fs, tmp)
         settle_and_check(m, case, fs, tmp)
     finally:
+        if m.forker.pid is not None:  # a failure mid-command: the next test's turn
+            m.forker.kill()
         fs.stop()
     m.cut_seconds.append(time.monotonic() - t0)
     return mid
