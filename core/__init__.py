@@ -10,8 +10,8 @@ The layers, each using only the ones below it (import-linter checks it):
                without the lock; the event socket for consoles; a demo site
     files | events
                the two families of cold data, independent of each other
-    base       config, layout, globs, fsutil, cancel, ratelimit, codec, steps,
-               stream, lock, manifest, audit
+    base       config, layout, globs, fsutil, ioerror, space, cancel, ratelimit,
+               codec, steps, stream, lock, manifest, audit
 
 Read the base in this order and the protocol grows step by step:
 
@@ -19,6 +19,8 @@ Read the base in this order and the protocol grows step by step:
     layout     where everything lives under archive_root; containment checks
     globs      include/exclude patterns with ``**``
     fsutil     file identity, fsync, rename-without-replace, guarded unlink
+    ioerror    an I/O error that names its file, a SQLite error its database
+    space      a full filesystem said in one line; the reserve that lets it be recorded
     cancel     the graceful-cancellation token checked at safe points
     ratelimit  the byte token bucket every archive/verify/restore read goes through
     codec      streaming gzip (isal, zlib-ng, zlib) hashed in the same read
