@@ -377,8 +377,15 @@ class Archiver:
         async with self.session("sweep") as current:
             current.start()
             report = await Recovery(current.mover).scan()
-            removed = [p for p in report.partials if await asyncio.to_thread(unlink_if_present, p)]
-            removed += (await clear_restore_intents(current.mover.manifest))[0]
+            root = self.layout.root
+            removed = [
+                p
+                for p in report.partials
+                if await asyncio.to_thread(partial(unlink_if_present, p, root=root))
+            ]
+            removed += (
+                await clear_restore_intents(current.mover.manifest, current.mover.live_root)
+            )[0]
             current.finish("ok", {"removed": [str(p) for p in removed]})
             return SweepReport(removed)
 

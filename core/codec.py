@@ -194,11 +194,13 @@ def compress_fd(
     prefix_bytes: int | None = None,
     progress: Progress | None = None,
     src_path: Path | None = None,
+    dst_fd: int | None = None,
 ) -> Packed:
     """Stream the open file ``src_fd`` (read from its current offset; not closed)
     into a new gzip at ``dst``, fsynced. ``dst`` is created 0600, replacing any
-    leftover of the same name. A read error names ``src_path``; a write or fsync
-    error names ``dst``.
+    leftover of the same name, unless the caller opened it already (``dst_fd``,
+    then closed here; ``dst`` only names it in errors). A read error names
+    ``src_path``; a write or fsync error names ``dst``.
 
     A failed fsync raises and is never retried: after one, the kernel may have
     dropped the dirty pages it could not write (and cleared the error), so a
@@ -208,7 +210,11 @@ def compress_fd(
     crc = 0
     comp = codec.compressobj()
     with naming(dst):
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = (
+            dst_fd
+            if dst_fd is not None
+            else os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        )
         with (
             os.fdopen(fd, "wb") as out,
             os.fdopen(os.dup(src_fd), "rb", buffering=0) as src,

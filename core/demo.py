@@ -28,7 +28,6 @@ from pathlib import Path
 from .cancel import CancelToken
 from .codec import Codec, compress_fd
 from .config import DEFAULT_EVENT_KINDS
-from .fsutil import ensure_dir
 
 DAY_MS = 86_400_000
 LIVE_KINDS = ("pr_closed", "verdict_applied", "head_push", "anomaly", "comment_sweep")
@@ -180,7 +179,7 @@ def write_state_db(path: Path, rnd: random.Random, now_ms: int, scale: float) ->
 
 def _plant_gzip(live_file: Path, gz: Path, data: bytes | None = None) -> None:
     """A gzip the way coldkeep writes one (name, mtime), of the file or of ``data``."""
-    ensure_dir(gz.parent)
+    gz.parent.mkdir(parents=True, exist_ok=True)
     src = live_file
     if data is not None:
         src = gz.with_name(gz.name + ".src")
@@ -223,7 +222,7 @@ def plant_leftovers(live: Path, archive: Path, rnd: random.Random) -> None:
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0x55]))
     partial = files / "unit-0000" / "interrupted.jsonl.gz.partial"
-    ensure_dir(partial.parent)
+    partial.parent.mkdir(parents=True, exist_ok=True)
     partial.write_bytes(b"\x1f\x8b\x08\x08half a gzip")
 
 

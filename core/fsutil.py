@@ -14,6 +14,9 @@ Invariants:
   fails on an existing name). A crash between the two leaves both names; the
   source is always a temporary name that recovery removes.
 - ``unlink_if_identity`` re-``lstat``s first and refuses on any change.
+- Every path is resolved under a ``root`` (beneath.py): no directory below it is
+  ever followed through a link, so a user who can write the tree cannot redirect
+  an operation out of it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from . import beneath
 from .ioerror import naming
 
 
@@ -71,16 +75,33 @@ class FileIdentity:
         return f"dev {self.dev} ino {self.ino} {self.size} B mtime_ns {self.mtime_ns}"
 
 
-def identity_of(path: Path) -> FileIdentity:
-    """The ``lstat`` identity of ``path`` (raises ``FileNotFoundError`` if absent)."""
-    return FileIdentity.of_stat(os.lstat(path))
+def identity_of(path: Path, *, root: Path) -> FileIdentity:
+    """The ``lstat`` identity of ``path`` under ``root`` (raises ``FileNotFoundError``
+    if it, or a directory on the way, is absent)."""
+    with beneath.parent(root, path) as (fd, name), naming(path):
+        return FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
 
 
-def identity_or_none(path: Path) -> FileIdentity | None:
+def identity_or_none(path: Path, *, root: Path) -> FileIdentity | None:
     try:
-        return identity_of(path)
+        return identity_of(path, root=root)
     except FileNotFoundError:
         return None
+
+
+def open_file(
+    path: Path, flags: int, mode: int = 0o600, *, root: Path, create_parents: bool = False
+) -> int:
+    """``open`` of ``path`` under ``root``, never through a link (its directories
+    made on the way when asked, each one durable)."""
+    with beneath.parent(root, path, create=create_parents) as (fd, name), naming(path):
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+
+
+def set_mtime(path: Path, mtime_ns: int, *, root: Path) -> None:
+    """``utimensat`` on ``path`` itself (never a link's target)."""
+    with beneath.parent(root, path) as (fd, name), naming(path):
+        os.utime(name, ns=(mtime_ns, mtime_ns), dir_fd=fd, follow_symlinks=False)
 
 
 def kind_of(mode: int) -> str:
@@ -98,31 +119,19 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "an unknown file type"
 
 
-def fsync_dir(path: Path) -> None:
-    """Make the names in ``path`` durable (an error names the directory). Never
-    retried on failure: see ``codec.compress_fd``."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with naming(path):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+def fsync_dir(path: Path, *, root: Path) -> None:
+    """Make the names in ``path`` (``root`` or a directory under it) durable; an
+    error names the directory. Never retried on failure: see
+    ``codec.compress_fd``."""
+    with beneath.directory(root, path) as fd, naming(path):
+        os.fsync(fd)
 
 
-def ensure_dir(path: Path) -> None:
-    """``mkdir -p`` that makes each new directory's name durable in its parent."""
-    missing: list[Path] = []
-    p = path
-    while not p.is_dir():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir()
-        except FileExistsError:
-            if not d.is_dir():
-                raise
-        fsync_dir(d.parent)
+def ensure_dir(path: Path, *, root: Path) -> None:
+    """``mkdir -p`` under ``root`` that makes each new directory's name durable in
+    its parent, never through a link."""
+    with beneath.directory(root, path, create=True):
+        pass
 
 
 _AT_FDCWD = -100
@@ -139,44 +148,57 @@ class NoReplaceUnsupported(OSError):
     """renameat2(RENAME_NOREPLACE) is not available here."""
 
 
-def renameat2_noreplace(src: Path, dst: Path) -> RenameResult:
+def _renameat2_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> RenameResult:
     """The kernel's atomic rename-without-replace; raises ``NoReplaceUnsupported``
     where the libc, kernel or filesystem refuses it."""
     if _renameat2 is None:
         raise NoReplaceUnsupported(errno.ENOSYS, "libc has no renameat2")
-    rc = _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+    rc = _renameat2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE)
     if rc == 0:
         return "renamed"
     err = ctypes.get_errno()
     if err == errno.EEXIST:
         return "exists"
     if err in _UNSUPPORTED:
-        raise NoReplaceUnsupported(err, os.strerror(err), str(src))
-    raise OSError(err, os.strerror(err), str(src), None, str(dst))
+        raise NoReplaceUnsupported(err, os.strerror(err), src)
+    raise OSError(err, os.strerror(err), src, None, dst)
 
 
-def link_noreplace(src: Path, dst: Path) -> RenameResult:
+def _link_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> RenameResult:
     """The portable fallback: ``link`` refuses an existing name, then ``unlink``."""
     try:
-        os.link(src, dst, follow_symlinks=False)
+        os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
     except FileExistsError:
         return "exists"
-    os.unlink(src)
+    os.unlink(src, dir_fd=src_fd)
     return "renamed"
 
 
-def rename_noreplace(src: Path, dst: Path) -> RenameResult:
-    """Move ``src`` to ``dst`` unless ``dst`` exists; never replaces. The caller
-    fsyncs the directory."""
-    try:
-        return renameat2_noreplace(src, dst)
-    except NoReplaceUnsupported:
-        return link_noreplace(src, dst)
+def rename_noreplace(src: Path, dst: Path, *, root: Path) -> RenameResult:
+    """Move ``src`` to ``dst`` (both under ``root``) unless ``dst`` exists; never
+    replaces, never through a link. The caller fsyncs the directory."""
+    with (
+        beneath.parent(root, src) as (src_fd, src_name),
+        beneath.parent(root, dst) as (dst_fd, dst_name),
+        naming(src),
+    ):
+        try:
+            return _renameat2_noreplace(src_fd, src_name, dst_fd, dst_name)
+        except NoReplaceUnsupported:
+            return _link_noreplace(src_fd, src_name, dst_fd, dst_name)
 
 
-def unlink_if_present(path: Path) -> bool:
+def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
+    """Unlink ``path`` under ``root`` (False: it, or a directory on the way, was not
+    there); ``durably``: its directory fsynced after."""
     try:
-        os.unlink(path)
+        with beneath.parent(root, path) as (fd, name), naming(path):
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return False
+            if durably:
+                os.fsync(fd)
     except FileNotFoundError:
         return False
     return True
@@ -185,16 +207,25 @@ def unlink_if_present(path: Path) -> bool:
 UnlinkResult = Literal["removed", "gone", "changed"]
 
 
-def unlink_if_identity(path: Path, identity: FileIdentity) -> UnlinkResult:
+def unlink_if_identity(path: Path, identity: FileIdentity, *, root: Path) -> UnlinkResult:
     """Unlink ``path`` only if it is still the file ``identity`` describes, and make
     the removal durable. Anything else at the path (another inode, a directory, a
-    link, new bytes) is ``changed`` and left alone."""
-    now = identity_or_none(path)
-    if now is None:
+    link, new bytes) is ``changed`` and left alone. The check and the unlink are
+    both relative to the same directory descriptor: the directory cannot be
+    swapped between them."""
+    try:
+        with beneath.parent(root, path) as (fd, name), naming(path):
+            try:
+                now = FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
+            except FileNotFoundError:
+                return "gone"
+            if not identity.same_file(now) or not now.is_regular:
+                return "changed"
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return "gone"
+            os.fsync(fd)
+    except FileNotFoundError:  # a directory on the way is gone
         return "gone"
-    if not identity.same_file(now) or not now.is_regular:
-        return "changed"
-    if not unlink_if_present(path):
-        return "gone"
-    fsync_dir(path.parent)
     return "removed"

@@ -44,11 +44,13 @@ _MAYBE_EIO = (
 
 @contextmanager
 def naming(path: Path | str) -> Iterator[None]:
-    """An ``OSError`` raised inside names ``path`` (if nothing named it already)."""
+    """An ``OSError`` raised inside names ``path`` (if nothing named it already, or
+    only by a name relative to a directory descriptor: an ``*at`` call's)."""
     try:
         yield
     except OSError as err:
-        if err.filename is None:
+        named = err.filename
+        if not isinstance(named, str | bytes) or not os.path.isabs(os.fsdecode(named)):
             err.filename = os.fspath(path)
         raise
 

@@ -98,7 +98,7 @@ class ArchiveLock:
     @classmethod
     def try_acquire(cls, archive_root: Path, command: str | None = None) -> ArchiveLock:
         """Take the lock now or raise ``LockHeld`` naming the holder."""
-        ensure_dir(archive_root)
+        ensure_dir(archive_root, root=archive_root)  # made on first use
         path = archive_root / ".lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         # Its holder record names commands and hosts: owner-only, even for a file

@@ -137,7 +137,7 @@ def ensure_reserve(archive_root: Path) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(archive_root)
+        fsync_dir(archive_root, root=archive_root)
     except OSError:
         release_reserve(archive_root, name=tmp.name)
 

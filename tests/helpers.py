@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from coldkeep.core.codec import gzip_header
+from coldkeep.core.files.gzfile import Roots as FileRoots
 from coldkeep.core.layout import Layout
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -32,6 +33,11 @@ class Roots:
     @property
     def layout(self) -> Layout:
         return Layout(self.archive)
+
+    @property
+    def pair(self) -> FileRoots:
+        """Where sources and gzips live, as the protocol's functions take them."""
+        return FileRoots(self.live, self.archive)
 
     def write(self, relpath: str, data: bytes, *, age_days: float = 30.0) -> Path:
         path = self.live / relpath

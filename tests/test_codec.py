@@ -17,6 +17,7 @@ from coldkeep.core.files.gzfile import (
     ArchiveOk,
     Restored,
     RestoreExpect,
+    Roots,
     archive_file,
     restore_file,
 )
@@ -43,13 +44,14 @@ async def round_trip(base: Path, data: bytes, codec: Codec) -> None:
     src = base / "live" / "u" / "f.jsonl"
     src.parent.mkdir(parents=True)
     src.write_bytes(data)
-    ident = identity_of(src)
-    ok = await archive_file(src, base / "files" / "u" / "f.jsonl.gz", codec=codec)
+    ident = identity_of(src, root=base)
+    roots = Roots(base / "live", base)
+    ok = await archive_file(src, base / "files" / "u" / "f.jsonl.gz", roots=roots, codec=codec)
     assert isinstance(ok, ArchiveOk) and ok.bytes == len(data)
     assert gunzip(ok.dest) == data
     src.unlink()
     restored = await restore_file(
-        ok.dest, src, RestoreExpect(ok.bytes, ok.sha256, ident.mtime_ns, ident.mode)
+        ok.dest, src, RestoreExpect(ok.bytes, ok.sha256, ident.mtime_ns, ident.mode), root=base
     )
     assert isinstance(restored, Restored)
     assert src.read_bytes() == data

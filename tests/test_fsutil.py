@@ -1,21 +1,22 @@
-"""Filesystem primitives on a real temp dir."""
+"""Filesystem primitives on a real temp dir, every path reached beneath a root."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from coldkeep.core import fsutil
+from coldkeep.core.beneath import Refused
 from coldkeep.core.fsutil import (
     ensure_dir,
     identity_of,
-    link_noreplace,
+    identity_or_none,
+    open_file,
     rename_noreplace,
-    renameat2_noreplace,
     unlink_if_identity,
+    unlink_if_present,
 )
 
 
@@ -24,70 +25,96 @@ def test_identity_comes_from_lstat_and_never_follows(tmp_path: Path) -> None:
     target.write_bytes(b"12345")
     link = tmp_path / "l"
     link.symlink_to(target)
-    assert identity_of(target).size == 5 and identity_of(target).is_regular
-    assert not identity_of(link).is_regular
-    assert identity_of(link).ino != identity_of(target).ino
+    assert identity_of(target, root=tmp_path).size == 5
+    assert identity_of(target, root=tmp_path).is_regular
+    assert not identity_of(link, root=tmp_path).is_regular
+    assert identity_of(link, root=tmp_path).ino != identity_of(target, root=tmp_path).ino
 
 
-@pytest.mark.parametrize("rename", [rename_noreplace, renameat2_noreplace, link_noreplace])
-def test_rename_without_replace(tmp_path: Path, rename: Callable[[Path, Path], str]) -> None:
-    src, dst = tmp_path / "src", tmp_path / "dst"
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link+unlink"])
+def test_rename_without_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renameat2: bool
+) -> None:
+    """Where the kernel or filesystem has no RENAME_NOREPLACE (simulated at the libc
+    boundary; the files are real) the link fallback never replaces either."""
+    if not renameat2:
+        monkeypatch.setattr(fsutil, "_renameat2", None)
+    src, dst = tmp_path / "src", tmp_path / "sub" / "dst"
+    dst.parent.mkdir()
     src.write_bytes(b"new")
     dst.write_bytes(b"precious")
-    assert rename(src, dst) == "exists"
+    assert rename_noreplace(src, dst, root=tmp_path) == "exists"
     assert dst.read_bytes() == b"precious" and src.read_bytes() == b"new"
 
     dst.unlink()
-    assert rename(src, dst) == "renamed"
-    assert dst.read_bytes() == b"new" and not src.exists()
-
-
-def test_rename_falls_back_to_link_where_renameat2_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A filesystem without RENAME_NOREPLACE answers EINVAL; the fallback still never
-    replaces. (The refusal is simulated at the libc boundary; the files are real.)"""
-    monkeypatch.setattr(fsutil, "_renameat2", None)
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    src.write_bytes(b"new")
-    dst.write_bytes(b"precious")
-    with pytest.raises(fsutil.NoReplaceUnsupported):
-        renameat2_noreplace(src, dst)
-    assert rename_noreplace(src, dst) == "exists"
-    assert dst.read_bytes() == b"precious"
-    dst.unlink()
-    assert rename_noreplace(src, dst) == "renamed"
+    assert rename_noreplace(src, dst, root=tmp_path) == "renamed"
     assert dst.read_bytes() == b"new" and not src.exists()
 
 
 def test_unlink_if_identity_refuses_any_change(tmp_path: Path) -> None:
     p = tmp_path / "f"
     p.write_bytes(b"abc")
-    ident = identity_of(p)
+    ident = identity_of(p, root=tmp_path)
 
     with p.open("ab") as f:
         f.write(b"d")
-    assert unlink_if_identity(p, ident) == "changed" and p.exists()
+    assert unlink_if_identity(p, ident, root=tmp_path) == "changed" and p.exists()
 
     os.utime(p, ns=(ident.mtime_ns, ident.mtime_ns))
     os.truncate(p, 3)
     os.utime(p, ns=(ident.mtime_ns, ident.mtime_ns))
-    assert unlink_if_identity(p, identity_of(p)) == "removed" and not p.exists()
-    assert unlink_if_identity(p, ident) == "gone"
+    now = identity_of(p, root=tmp_path)
+    assert unlink_if_identity(p, now, root=tmp_path) == "removed" and not p.exists()
+    assert unlink_if_identity(p, ident, root=tmp_path) == "gone"
 
     p.write_bytes(b"abc")  # same size, a new inode
     os.utime(p, ns=(ident.mtime_ns, ident.mtime_ns))
-    replaced = identity_of(p)
+    replaced = identity_of(p, root=tmp_path)
     if replaced.ino != ident.ino:
-        assert unlink_if_identity(p, ident) == "changed" and p.exists()
+        assert unlink_if_identity(p, ident, root=tmp_path) == "changed" and p.exists()
 
     p.unlink()
     p.mkdir()
-    assert unlink_if_identity(p, ident) == "changed" and p.is_dir()
+    assert unlink_if_identity(p, ident, root=tmp_path) == "changed" and p.is_dir()
 
 
 def test_ensure_dir_creates_parents(tmp_path: Path) -> None:
     deep = tmp_path / "a" / "b" / "c"
-    ensure_dir(deep)
-    ensure_dir(deep)
+    ensure_dir(deep, root=tmp_path)
+    ensure_dir(deep, root=tmp_path)
     assert deep.is_dir()
+
+
+def test_a_symlinked_directory_under_the_root_is_refused_never_followed(
+    tmp_path: Path,
+) -> None:
+    """A user who can write the tree replaces a directory with a link to one
+    outside it: every operation through it is refused, and nothing outside is
+    read, written, renamed or removed."""
+    root, outside = tmp_path / "live", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"not coldkeep's")
+    (root / "unit").symlink_to(outside, target_is_directory=True)
+    through = root / "unit" / "secret"
+
+    for refused in (
+        lambda: identity_of(through, root=root),
+        lambda: identity_or_none(through, root=root),
+        lambda: open_file(through, os.O_RDONLY, root=root),
+        lambda: open_file(root / "unit" / "new", os.O_WRONLY | os.O_CREAT, root=root),
+        lambda: unlink_if_present(through, root=root),
+        lambda: ensure_dir(root / "unit" / "deeper", root=root),
+        lambda: rename_noreplace(through, root / "taken", root=root),
+    ):
+        with pytest.raises(Refused, match=r"refused: .*unit is a symlink"):
+            refused()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_bytes() == b"not coldkeep's"
+    assert not (root / "taken").exists()
+
+
+def test_a_path_outside_its_root_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    with pytest.raises(Refused, match="is not inside"):
+        identity_of(tmp_path / "b" / "x", root=tmp_path / "a")

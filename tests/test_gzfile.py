@@ -51,7 +51,7 @@ async def test_archive_writes_a_standard_gzip_with_name_and_mtime(
     src = roots.write("u1/events.jsonl", data)
     dest = roots.layout.gz_for("u1/events.jsonl")
 
-    result = await archive_file(src, dest, codec=codec)
+    result = await archive_file(src, dest, roots=roots.pair, codec=codec)
 
     assert isinstance(result, ArchiveOk)
     assert result.dest == dest and dest.exists()
@@ -74,9 +74,9 @@ async def test_archive_writes_a_standard_gzip_with_name_and_mtime(
 async def test_a_second_version_gets_its_own_name(roots: Roots) -> None:
     src = roots.write("u/a.jsonl", b"first\n")
     dest = roots.layout.gz_for("u/a.jsonl")
-    first = await archive_file(src, dest, codec=ISAL)
+    first = await archive_file(src, dest, roots=roots.pair, codec=ISAL)
     src.write_bytes(b"second\n")
-    second = await archive_file(src, dest, codec=ISAL)
+    second = await archive_file(src, dest, roots=roots.pair, codec=ISAL)
 
     assert isinstance(first, ArchiveOk) and isinstance(second, ArchiveOk)
     assert first.dest == dest
@@ -99,7 +99,7 @@ async def test_an_append_between_read_and_place_is_changed_and_loses_nothing(
             proc = await asyncio.create_subprocess_exec(*writer, str(src))
             assert await proc.wait() == 0
 
-    result = await archive_file(src, dest, codec=ISAL, step=append_once)
+    result = await archive_file(src, dest, roots=roots.pair, codec=ISAL, step=append_once)
 
     assert isinstance(result, Changed)
     assert "changed while it was archived" in result.detail
@@ -133,7 +133,9 @@ async def test_a_source_appended_to_throughout_is_changed(roots: Roots) -> None:
     assert proc.stdout is not None and proc.stdin is not None
     assert await proc.stdout.readline() == b"started\n"
     # Slow the read down so the writer is surely mid-stream.
-    result = await archive_file(src, dest, codec=ISAL, limiter=RateLimiter(8 * CHUNK))
+    result = await archive_file(
+        src, dest, roots=roots.pair, codec=ISAL, limiter=RateLimiter(8 * CHUNK)
+    )
     proc.stdin.close()
     written = int(await proc.stdout.readline())
     await proc.wait()
@@ -163,7 +165,7 @@ async def test_a_partial_damaged_before_its_verify_is_verify_failed(roots: Roots
             assert isinstance(partial, Path)
             _flip_byte(partial, partial.stat().st_size // 2)
 
-    result = await archive_file(src, dest, codec=ISAL, step=damage)
+    result = await archive_file(src, dest, roots=roots.pair, codec=ISAL, step=damage)
 
     assert isinstance(result, VerifyFailed)
     assert str(partial_of(dest)) in result.detail
@@ -181,14 +183,14 @@ async def test_a_truncated_partial_is_verify_failed(roots: Roots) -> None:
             assert isinstance(partial, Path)
             os.truncate(partial, partial.stat().st_size - 9)
 
-    result = await archive_file(src, dest, codec=ISAL, step=truncate)
+    result = await archive_file(src, dest, roots=roots.pair, codec=ISAL, step=truncate)
     assert isinstance(result, VerifyFailed) and "truncated" in result.detail
     assert not dest.exists() and leftovers(roots.base) == []
 
 
 async def _archived(roots: Roots, relpath: str, data: bytes) -> tuple[Path, ArchiveOk]:
     src = roots.write(relpath, data)
-    result = await archive_file(src, roots.layout.gz_for(relpath), codec=ISAL)
+    result = await archive_file(src, roots.layout.gz_for(relpath), roots=roots.pair, codec=ISAL)
     assert isinstance(result, ArchiveOk)
     return src, result
 
@@ -227,7 +229,9 @@ async def test_verify_of_an_unreadable_path_raises(roots: Roots) -> None:
 async def test_adopt_an_orphan_that_matches_its_source(roots: Roots) -> None:
     data = jsonl(2_000)
     src, ok = await _archived(roots, "u/a.jsonl", data)
-    result = await adopt_orphan(src, ok.dest, identity=identity_of(src))
+    result = await adopt_orphan(
+        src, ok.dest, roots=roots.pair, identity=identity_of(src, root=roots.live)
+    )
     assert isinstance(result, ArchiveOk)
     assert (result.bytes, result.sha256, result.dest) == (len(data), ok.sha256, ok.dest)
     assert ok.dest.exists() and src.exists()
@@ -236,7 +240,9 @@ async def test_adopt_an_orphan_that_matches_its_source(roots: Roots) -> None:
 async def test_adopt_keeps_an_earlier_version_as_stale(roots: Roots) -> None:
     src, ok = await _archived(roots, "u/a.jsonl", b"version one\n")
     src.write_bytes(b"version two, longer\n")
-    result = await adopt_orphan(src, ok.dest, identity=identity_of(src))
+    result = await adopt_orphan(
+        src, ok.dest, roots=roots.pair, identity=identity_of(src, root=roots.live)
+    )
     assert isinstance(result, Stale)
     assert (result.bytes, result.sha256) == (len(b"version one\n"), ok.sha256)
     assert ok.dest.exists(), "a stale gzip may be the only copy of that version"
@@ -245,17 +251,19 @@ async def test_adopt_keeps_an_earlier_version_as_stale(roots: Roots) -> None:
 async def test_adopt_removes_a_corrupt_orphan(roots: Roots) -> None:
     src, ok = await _archived(roots, "u/a.jsonl", jsonl(2_000))
     _flip_byte(ok.dest, ok.dest.stat().st_size // 2)
-    result = await adopt_orphan(src, ok.dest, identity=identity_of(src))
+    result = await adopt_orphan(
+        src, ok.dest, roots=roots.pair, identity=identity_of(src, root=roots.live)
+    )
     assert isinstance(result, Corrupt)
     assert not ok.dest.exists() and src.exists()
 
 
 async def test_adopt_with_a_source_that_changed_decides_nothing(roots: Roots) -> None:
     src, ok = await _archived(roots, "u/a.jsonl", jsonl(2_000))
-    seen = identity_of(src)
+    seen = identity_of(src, root=roots.live)
     with src.open("ab") as f:
         f.write(b"more\n")
-    result = await adopt_orphan(src, ok.dest, identity=seen)
+    result = await adopt_orphan(src, ok.dest, roots=roots.pair, identity=seen)
     assert isinstance(result, Changed)
     assert ok.dest.exists() and src.exists()
 
@@ -265,7 +273,7 @@ async def test_adopt_raises_on_a_gzip_it_cannot_read(roots: Roots) -> None:
     gz = roots.layout.gz_for("u/a.jsonl")
     gz.mkdir(parents=True)  # a read error (EISDIR), not a verdict on the bytes
     with pytest.raises(IsADirectoryError):
-        await adopt_orphan(src, gz, identity=identity_of(src))
+        await adopt_orphan(src, gz, roots=roots.pair, identity=identity_of(src, root=roots.live))
     assert gz.exists()
 
 
@@ -291,7 +299,11 @@ async def test_adopt_raises_on_a_mode_000_gzip_as_another_user(roots: Roots) -> 
             try:
                 os.setgid(65534)
                 os.setuid(65534)
-                res = asyncio.run(adopt_orphan(src, ok.dest, identity=identity_of(src)))
+                res = asyncio.run(
+                    adopt_orphan(
+                        src, ok.dest, roots=roots.pair, identity=identity_of(src, root=roots.live)
+                    )
+                )
                 os.write(1, f"result {res.kind}\n".encode())
             except PermissionError:
                 os.write(1, b"raised PermissionError\n")
@@ -303,7 +315,9 @@ async def test_adopt_raises_on_a_mode_000_gzip_as_another_user(roots: Roots) -> 
         os.waitpid(pid, 0)
     else:
         try:
-            await adopt_orphan(src, ok.dest, identity=identity_of(src))
+            await adopt_orphan(
+                src, ok.dest, roots=roots.pair, identity=identity_of(src, root=roots.live)
+            )
             said = "returned"
         except PermissionError:
             said = "raised PermissionError\n"
@@ -324,7 +338,7 @@ async def test_non_regular_sources_are_refused_and_never_followed(roots: Roots, 
     dest = roots.layout.gz_for("u/odd.jsonl")
 
     with pytest.raises(Unarchivable, match=f"odd.jsonl is a {kind.replace('fifo', 'FIFO')}"):
-        await archive_file(src, dest, codec=ISAL)
+        await archive_file(src, dest, roots=roots.pair, codec=ISAL)
     assert not dest.exists() and leftovers(roots.base) == []
     assert target.read_bytes() == b"secret\n"
 
@@ -333,11 +347,11 @@ async def test_restore_round_trip_sets_mode_and_mtime(roots: Roots) -> None:
     data = jsonl(3_000)
     src, ok = await _archived(roots, "u/a.jsonl", data)
     src.chmod(0o640)
-    ident = identity_of(src)
+    ident = identity_of(src, root=roots.live)
     src.unlink()
     expect = RestoreExpect(ok.bytes, ok.sha256, ident.mtime_ns, ident.mode)
 
-    result = await restore_file(ok.dest, src, expect)
+    result = await restore_file(ok.dest, src, expect, root=roots.live)
 
     assert isinstance(result, Restored)
     assert src.read_bytes() == data
@@ -351,7 +365,7 @@ async def test_restore_never_overwrites(roots: Roots) -> None:
     src.write_bytes(b"the application wrote this since\n")
     expect = RestoreExpect(ok.bytes, ok.sha256, 0, 0o644)
 
-    assert isinstance(await restore_file(ok.dest, src, expect), Exists)
+    assert isinstance(await restore_file(ok.dest, src, expect, root=roots.live), Exists)
     assert src.read_bytes() == b"the application wrote this since\n"
     assert not restore_partial_of(src).exists()
 
@@ -360,7 +374,7 @@ async def test_restore_refuses_bytes_the_manifest_does_not_describe(roots: Roots
     src, ok = await _archived(roots, "u/a.jsonl", b"archived bytes\n")
     src.unlink()
     wrong = RestoreExpect(ok.bytes, "f" * 64, 0, 0o644)
-    result = await restore_file(ok.dest, src, wrong)
+    result = await restore_file(ok.dest, src, wrong, root=roots.live)
     assert isinstance(result, Mismatch)
     assert not src.exists() and not restore_partial_of(src).exists()
 
@@ -368,7 +382,7 @@ async def test_restore_refuses_bytes_the_manifest_does_not_describe(roots: Roots
 
     _flip_byte(ok.dest, ok.dest.stat().st_size - 6)  # in the CRC-32 of the trailer
     right = RestoreExpect(ok.bytes, ok.sha256, 0, 0o644)
-    corrupt = await restore_file(ok.dest, src, right)
+    corrupt = await restore_file(ok.dest, src, right, root=roots.live)
     assert isinstance(corrupt, Mismatch)
     # The operator reads the gzip's path once, then why: "<gz>: … CRC …; the manifest …"
     assert corrupt.detail.count(str(ok.dest)) == 1, corrupt.detail
@@ -396,5 +410,5 @@ async def test_a_restore_never_brings_back_a_set_user_id_bit(roots: Roots) -> No
     src, ok = await _archived(roots, "u/tool", b"#!/bin/sh\nid\n")
     src.unlink()
     expect = RestoreExpect(ok.bytes, ok.sha256, 0, stat.S_IFREG | 0o6755)
-    assert isinstance(await restore_file(ok.dest, src, expect), Restored)
+    assert isinstance(await restore_file(ok.dest, src, expect, root=roots.live), Restored)
     assert stat.S_IMODE(src.stat().st_mode) == 0o755

@@ -19,7 +19,7 @@ from helpers import Roots, gunzip, jsonl, planted
 async def place_orphan(roots: Roots, relpath: str, data: bytes) -> Path:
     """A gzip placed by steps 1-5 with no entry: a crash before step 6."""
     src = roots.write(relpath, data)
-    ok = await archive_file(src, roots.layout.gz_for(relpath), codec=Codec())
+    ok = await archive_file(src, roots.layout.gz_for(relpath), roots=roots.pair, codec=Codec())
     assert isinstance(ok, ArchiveOk)
     return ok.dest
 
@@ -91,7 +91,9 @@ async def test_a_lost_gzip_is_marked_missing_and_a_committed_source_is_unlinked(
         (roots.archive / gone.entry.gz_path).unlink()
         # A crash between steps 6 and 7: entry committed, the source still there.
         src = roots.write("u/kept.jsonl", b"y\n")
-        ok = await archive_file(src, roots.layout.gz_for("u/kept.jsonl"), codec=Codec())
+        ok = await archive_file(
+            src, roots.layout.gz_for("u/kept.jsonl"), roots=roots.pair, codec=Codec()
+        )
         assert isinstance(ok, ArchiveOk)
         await m.add_entry(mover._new_entry("u/kept.jsonl", ok))
 
@@ -106,7 +108,9 @@ async def test_a_changed_committed_source_is_kept(roots: Roots) -> None:
     m, rec = await recover(roots)
     async with m:
         src = roots.write("u/k.jsonl", b"archived\n")
-        ok = await archive_file(src, roots.layout.gz_for("u/k.jsonl"), codec=Codec())
+        ok = await archive_file(
+            src, roots.layout.gz_for("u/k.jsonl"), roots=roots.pair, codec=Codec()
+        )
         assert isinstance(ok, ArchiveOk)
         await m.add_entry(rec.mover._new_entry("u/k.jsonl", ok))
         with src.open("ab") as f:
@@ -121,7 +125,7 @@ async def commit_as_before_a_renumbering(rec: Recovery, roots: Roots, relpath: s
     filesystem another device number: the entry records the source as it was
     archived, under the device number it had then."""
     src = roots.write(relpath, jsonl(50, 3))
-    ok = await archive_file(src, roots.layout.gz_for(relpath), codec=Codec())
+    ok = await archive_file(src, roots.layout.gz_for(relpath), roots=roots.pair, codec=Codec())
     assert isinstance(ok, ArchiveOk)
     before = replace(ok, identity=replace(ok.identity, dev=ok.identity.dev + 1))
     await rec.manifest.add_entry(rec.mover._new_entry(relpath, before))
@@ -200,12 +204,16 @@ async def test_an_in_place_restore_holds_the_entry_only_if_it_placed_the_file(
         assert isinstance(done, Archived)
         target = roots.live / "u" / "h.jsonl"
         target.write_bytes(b"the application's new file\n")
-        assert (await rec.mover.restore(done.entry, target, hold_until=10**15)).kind == "exists"
+        assert (
+            await rec.mover.restore(done.entry, target, root=roots.live, hold_until=10**15)
+        ).kind == "exists"
         entry = await m.entry(done.entry.id)
         assert entry is not None and (entry.status, entry.hold_until) == ("archived", None)
 
         target.unlink()
-        assert (await rec.mover.restore(done.entry, target, hold_until=10**15)).kind == "restored"
+        assert (
+            await rec.mover.restore(done.entry, target, root=roots.live, hold_until=10**15)
+        ).kind == "restored"
         entry = await m.entry(done.entry.id)
         assert entry is not None and (entry.status, entry.hold_until) == ("restored", 10**15)
         assert await m.restore_intents() == []

@@ -294,7 +294,10 @@ class MonthDbs:
         return name
 
     def _prepare(self, path: Path) -> None:
-        ensure_dir(path.parent)
+        # The events folder and the month DBs live in the archive: reached
+        # beneath it, its name made durable when it is new.
+        root = self.dir.parent
+        ensure_dir(path.parent, root=root)
         new = not path.exists()
         conn = sqlite3.connect(path, isolation_level=None)
         try:
@@ -315,7 +318,7 @@ class MonthDbs:
             conn.close()
             if new:  # a month DB this run began and could not finish holds nothing
                 for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
-                    unlink_if_present(path.with_name(name))
+                    unlink_if_present(path.with_name(name), root=root)
             raise
         conn.close()
 

@@ -31,6 +31,7 @@ placed before the crash is already under its hold.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sqlite3
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from ..fsutil import (
     FileIdentity,
     UnlinkResult,
     identity_or_none,
+    open_file,
     unlink_if_identity,
     unlink_if_present,
 )
@@ -58,6 +60,7 @@ from .gzfile import (
     Restored,
     RestoreExpect,
     RestoreResult,
+    Roots,
     VerifyFailed,
     archive_file,
     restore_file,
@@ -81,8 +84,8 @@ class Archived:
 FileOutcome = Archived | VerifyFailed | Changed
 
 
-def _digest_path(path: Path, limiter: RateLimiter, cancel: CancelToken) -> Digest:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+def _digest_path(path: Path, root: Path, limiter: RateLimiter, cancel: CancelToken) -> Digest:
+    fd = open_file(path, os.O_RDONLY, root=root)
     try:
         return digest_fd(fd, limiter=limiter, cancel=cancel)[0]
     finally:
@@ -115,12 +118,13 @@ class FileMover:
         else is kept and reported."""
         src = resolve_inside(self.live_root, relpath)
         legacy = self.layout.files / relpath
-        legacy_id = await asyncio.to_thread(identity_or_none, legacy)
+        legacy_id = await asyncio.to_thread(self._archived_identity, legacy)
         if legacy_id is not None and not legacy_id.is_regular:
             legacy_id = None
         result = await archive_file(
             src,
             self.layout.gz_for(relpath),
+            roots=self.roots,
             codec=self.codec,
             limiter=self.limiter,
             cancel=cancel,
@@ -144,9 +148,10 @@ class FileMover:
         if ident.size == 0:
             proven = True
         else:
-            digest = await in_thread(token, _digest_path, legacy, self.limiter, token)
+            root = self.layout.root
+            digest = await in_thread(token, _digest_path, legacy, root, self.limiter, token)
             proven = digest.bytes == ident.size and digest.sha256 == ok.prefix_sha256
-        if proven and await asyncio.to_thread(unlink_if_identity, legacy, ident) == "removed":
+        if proven and await self._unlink_if_identity(legacy, ident, self.layout.root) == "removed":
             return "removed", f"{legacy} was a plain copy of the first {ident.size} bytes"
         return "kept", (
             f"{legacy} is a plain file at this file's archive path that is not a copy of "
@@ -164,11 +169,13 @@ class FileMover:
                 # SQLITE_FULL rolled the entry back: the placed gzip is recorded
                 # nowhere and its source is live and unchanged. It goes, and the
                 # room it took with it (left, recovery would adopt it later).
-                await asyncio.to_thread(unlink_if_present, ok.dest)
+                await asyncio.to_thread(
+                    functools.partial(unlink_if_present, ok.dest, root=self.layout.root)
+                )
             raise
         await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
         try:
-            unlinked = await asyncio.to_thread(unlink_if_identity, src, ok.identity)
+            unlinked = await self._unlink_if_identity(src, ok.identity, self.live_root)
         except OSError as err:
             # The entry is durable; whether the source is gone, durably, is not
             # known. Its source_present stays set, as after a crash here: the next
@@ -181,6 +188,21 @@ class FileMover:
             await self.manifest.mark_sources_gone([entry.id])
         await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
         return Archived(entry, unlinked)
+
+    @property
+    def roots(self) -> Roots:
+        return Roots(self.live_root, self.layout.root)
+
+    def _archived_identity(self, path: Path) -> FileIdentity | None:
+        """A file under the archive, if it is there (for a legacy copy's check)."""
+        return identity_or_none(path, root=self.layout.root)
+
+    async def _unlink_if_identity(
+        self, path: Path, ident: FileIdentity, root: Path
+    ) -> UnlinkResult:
+        return await asyncio.to_thread(
+            functools.partial(unlink_if_identity, path, ident, root=root)
+        )
 
     def _new_entry(self, relpath: str, ok: ArchiveOk) -> NewEntry:
         return NewEntry(
@@ -202,11 +224,13 @@ class FileMover:
         entry: Entry,
         target: Path,
         *,
+        root: Path,
         hold_until: int | None = None,
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
     ) -> RestoreResult:
-        """Restore ``entry`` to ``target`` (already checked to be inside its root).
+        """Restore ``entry`` to ``target`` (already checked to be inside ``root``,
+        every name on the way reached beneath it).
         With ``hold_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
         intent = await self.manifest.add_restore_intent(entry.id, target)
@@ -222,13 +246,14 @@ class FileMover:
                 self.layout.abs(entry.gz_path),
                 target,
                 RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
+                root=root,
                 limiter=self.limiter,
                 cancel=cancel,
                 step=self.step,
                 progress=progress,
             )
         except OSError:
-            await self._failed_restore(entry, target, intent.id, hold_until)
+            await self._failed_restore(entry, target, root, intent.id, hold_until)
             raise
         if hold_until is not None and not isinstance(result, Restored):
             # Nothing was placed (a mismatch, or the target exists): the entry's
@@ -240,16 +265,23 @@ class FileMover:
         return result
 
     async def _failed_restore(
-        self, entry: Entry, target: Path, intent_id: int, hold_until: int | None
+        self, entry: Entry, target: Path, root: Path, intent_id: int, hold_until: int | None
     ) -> None:
         """An I/O error stopped the restore (reading the gzip, writing or fsyncing
         the partial). ``restore_file`` removed the partial before raising, so the
         intent names nothing left: it goes, and the entry's status and hold are
         given back if nothing was placed. A partial still there means its removal
         failed too: the intent stays, and recovery removes it by that name."""
-        if await asyncio.to_thread(os.path.lexists, restore_partial_of(target)):
+
+        def there(path: Path) -> bool:
+            try:
+                return identity_or_none(path, root=root) is not None
+            except OSError:  # cannot tell (a refused or failing directory): keep it
+                return True
+
+        if await asyncio.to_thread(there, restore_partial_of(target)):
             return
-        if hold_until is not None and not await asyncio.to_thread(os.path.lexists, target):
+        if hold_until is not None and not await asyncio.to_thread(there, target):
             await self.manifest.set_hold([entry.id], entry.status, entry.hold_until)
         await self.manifest.clear_restore_intent(intent_id)
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import os
 import stat
 from dataclasses import dataclass
@@ -60,18 +61,30 @@ from ..codec import (
 )
 from ..fsutil import (
     FileIdentity,
-    ensure_dir,
     fsync_dir,
     identity_of,
     identity_or_none,
     kind_of,
+    open_file,
     rename_noreplace,
+    set_mtime,
     unlink_if_present,
 )
 from ..ioerror import naming
 from ..layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
 from ..ratelimit import UNLIMITED, RateLimiter
 from ..steps import StepHook, no_step
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Where a file's source and its gzip live (live_root and archive_root, or the
+    gzip's and the restore target's roots): every path under them is reached
+    beneath them (beneath.py), never through a link."""
+
+    src: Path
+    dest: Path
+
 
 # A second version of a path takes <name>.<sha12>.gz; a third with the same sha12
 # prefix (the same bytes archived again after a restore) <name>.<sha12>-<n>.gz.
@@ -190,14 +203,15 @@ def _short(d: Digest) -> str:
     return f"{d.bytes} bytes / {d.sha256[:12]}…"
 
 
-def _open_regular(path: Path) -> tuple[int, FileIdentity]:
+def _open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
     """Steps 1 and the open: ``lstat``, refuse non-regular files, open without
-    following, and check the open file is the one ``lstat`` saw."""
-    ident = identity_of(path)
+    following (nothing on the way from ``root`` either), and check the open file
+    is the one ``lstat`` saw."""
+    ident = identity_of(path, root=root)
     if not ident.is_regular:
         raise Unarchivable(f"{path} is {kind_of(ident.mode)}; only regular files are archived")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK, root=root)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise Unarchivable(f"{path} became a symlink; refused") from err
@@ -209,15 +223,15 @@ def _open_regular(path: Path) -> tuple[int, FileIdentity]:
     return fd, ident
 
 
-async def _discard(path: Path, *, durably: bool = False) -> None:
+async def _discard(path: Path, root: Path, *, durably: bool = False) -> None:
     """Remove a temporary, even while the caller is being cancelled. ``durably``:
     a restore partial, whose intent may be cleared next: its directory is fsynced
     too, best effort (the error being handled is the one to report)."""
 
     def remove() -> None:
-        if unlink_if_present(path) and durably:
+        if unlink_if_present(path, root=root) and durably:
             with contextlib.suppress(OSError):
-                fsync_dir(path.parent)
+                fsync_dir(path.parent, root=root)
 
     await asyncio.shield(asyncio.to_thread(remove))
 
@@ -225,18 +239,25 @@ async def _discard(path: Path, *, durably: bool = False) -> None:
 def _pack(
     src: Path,
     partial: Path,
+    roots: Roots,
     codec: Codec,
     limiter: RateLimiter,
     cancel: CancelToken,
     prefix_bytes: int | None,
     progress: Progress | None,
 ) -> tuple[FileIdentity, Packed]:
-    fd, ident = _open_regular(src)
+    fd, ident = _open_regular(src, roots.src)
     try:
-        ensure_dir(partial.parent)
+        out = open_file(
+            partial,
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+            root=roots.dest,
+            create_parents=True,
+        )
         packed = compress_fd(
             fd,
             partial,
+            dst_fd=out,
             name=os.fsencode(src.name),
             mtime_ns=ident.mtime_ns,
             mode=ident.mode,
@@ -253,28 +274,28 @@ def _pack(
 
 
 def _check_and_place(
-    src: Path, partial: Path, dest: Path, ident: FileIdentity, packed: Packed
+    src: Path, partial: Path, dest: Path, roots: Roots, ident: FileIdentity, packed: Packed
 ) -> Path | Changed:
     """Step 4, then step 5 (one trip to a thread): the source is still the file
     that was hashed, or nothing is placed."""
-    now = identity_or_none(src)
+    now = identity_or_none(src, root=roots.src)
     if not ident.same_file(now) or packed.bytes != ident.size:
         was = now.describe() if now else "gone"
         return Changed(
             f"{src} changed while it was archived ({ident.describe()} -> {was}, "
             f"{packed.bytes} bytes read)"
         )
-    return _place(partial, dest, packed.sha256, ident.mtime_ns)
+    return _place(partial, dest, roots.dest, packed.sha256, ident.mtime_ns)
 
 
-def _place(partial: Path, dest: Path, sha256: str, mtime_ns: int) -> Path:
+def _place(partial: Path, dest: Path, root: Path, sha256: str, mtime_ns: int) -> Path:
     """Step 5: the source's mtime, then into place under the first free name."""
-    os.utime(partial, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+    set_mtime(partial, mtime_ns, root=root)
     for n in range(_MAX_VERSION_NAMES):
         target = dest if n == 0 else dest.with_name(versioned_name(dest.name, sha256, n - 1))
-        if rename_noreplace(partial, target) == "renamed":
+        if rename_noreplace(partial, target, root=root) == "renamed":
             try:
-                fsync_dir(target.parent)
+                fsync_dir(target.parent, root=root)
             except OSError as err:
                 raise PlacedNotDurable(target, err) from err
             return target
@@ -285,6 +306,7 @@ async def archive_file(
     src: Path,
     dest: Path,
     *,
+    roots: Roots,
     codec: Codec,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken | None = None,
@@ -292,14 +314,15 @@ async def archive_file(
     prefix_bytes: int | None = None,
     progress: Progress | None = None,
 ) -> ArchiveResult:
-    """Archive ``src`` as the gzip ``dest`` (steps 1–5). ``ok`` carries the path the
-    gzip was placed at: ``dest``, or a version name when ``dest`` was taken."""
+    """Archive ``src`` as the gzip ``dest`` (steps 1–5), each reached beneath its
+    root in ``roots``. ``ok`` carries the path the gzip was placed at: ``dest``,
+    or a version name when ``dest`` was taken."""
     cancel = cancel or CancelToken()
     partial = partial_of(dest)
     info = {"src": src, "dest": dest, "partial": partial}
     try:
         ident, packed = await in_thread(
-            cancel, _pack, src, partial, codec, limiter, cancel, prefix_bytes, progress
+            cancel, _pack, src, partial, roots, codec, limiter, cancel, prefix_bytes, progress
         )
         await step("partial_written", info)
         # Step 3: a gzip that does not decompress is the same verdict as one that
@@ -307,20 +330,20 @@ async def archive_file(
         try:
             back = await in_thread(cancel, inflate, partial, limiter=limiter, cancel=cancel)
         except CorruptGzip as err:
-            await _discard(partial)
+            await _discard(partial, roots.dest)
             return VerifyFailed(f"{partial} does not decompress ({err})")
         if (back.bytes, back.sha256) != (packed.bytes, packed.sha256):
-            await _discard(partial)
+            await _discard(partial, roots.dest)
             return VerifyFailed(
                 f"{partial} decompressed to {_short(back)}, the source read {_short(packed)}"
             )
         await step("verified", info)
-        placed = await in_thread(cancel, _check_and_place, src, partial, dest, ident, packed)
+        placed = await in_thread(cancel, _check_and_place, src, partial, dest, roots, ident, packed)
         if isinstance(placed, Changed):
-            await _discard(partial)
+            await _discard(partial, roots.dest)
             return placed
     except BaseException:
-        await _discard(partial)
+        await _discard(partial, roots.dest)
         raise
     await step("renamed", {**info, "dest": placed})
     return ArchiveOk(
@@ -351,24 +374,24 @@ async def verify_gzip(
 
 
 def _digest_source(
-    src: Path, limiter: RateLimiter, cancel: CancelToken, prefix_bytes: int | None
+    src: Path, root: Path, limiter: RateLimiter, cancel: CancelToken, prefix_bytes: int | None
 ) -> tuple[Digest, str | None]:
-    fd, _ = _open_regular(src)
+    fd, _ = _open_regular(src, root)
     try:
         return digest_fd(fd, limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes, path=src)
     finally:
         os.close(fd)
 
 
-def _remove_durably(path: Path) -> None:
-    if unlink_if_present(path):
-        fsync_dir(path.parent)
+def _remove_durably(path: Path, root: Path) -> None:
+    unlink_if_present(path, root=root, durably=True)
 
 
 async def adopt_orphan(
     src: Path,
     gz: Path,
     *,
+    roots: Roots,
     identity: FileIdentity,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken | None = None,
@@ -386,21 +409,21 @@ async def adopt_orphan(
     """
     cancel = cancel or CancelToken()
     live, packed = await asyncio.gather(
-        in_thread(cancel, _digest_source, src, limiter, cancel, prefix_bytes),
+        in_thread(cancel, _digest_source, src, roots.src, limiter, cancel, prefix_bytes),
         in_thread(cancel, inflate, gz, limiter=limiter, cancel=cancel),
         return_exceptions=True,
     )
     if isinstance(packed, CorruptGzip):
         if isinstance(live, BaseException):
             raise live
-        await asyncio.to_thread(_remove_durably, gz)
+        await asyncio.to_thread(_remove_durably, gz, roots.dest)
         return Corrupt(str(packed))
     for outcome in (packed, live):
         if isinstance(outcome, BaseException):
             raise outcome
     assert isinstance(live, tuple) and isinstance(packed, Digest)
     digest, prefix_sha = live
-    now = await asyncio.to_thread(identity_or_none, src)
+    now = await asyncio.to_thread(functools.partial(identity_or_none, src, root=roots.src))
     if not identity.same_file(now) or digest.bytes != identity.size:
         was = now.describe() if now else "gone"
         return Changed(f"{src} changed while its orphan {gz} was checked -> {was}")
@@ -424,6 +447,7 @@ async def stale_of(gz: Path, digest: Digest) -> Stale:
 def _unpack(
     gz: Path,
     partial: Path,
+    root: Path,
     expect: RestoreExpect,
     limiter: RateLimiter,
     cancel: CancelToken,
@@ -433,8 +457,8 @@ def _unpack(
     and fsync. On a mismatch the partial is removed. A read error names the gzip,
     any other error the partial; a failed fsync is never retried (see
     ``codec.compress_fd``): the caller removes the partial."""
-    ensure_dir(partial.parent)
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fd = open_file(partial, flags, root=root, create_parents=True)
     with naming(partial), os.fdopen(fd, "wb") as out:
         try:
             got: Digest | str = inflate(
@@ -446,7 +470,7 @@ def _unpack(
             out.close()
             # Durably: the intent naming it is cleared next, and a partial whose
             # name came back after a power cut would be named by nothing.
-            _remove_durably(partial)
+            _remove_durably(partial, root)
             # A CorruptGzip's text names the gzip already.
             what = got if isinstance(got, str) else f"{gz} gave {_short(got)}"
             return Mismatch(
@@ -461,12 +485,12 @@ def _unpack(
     return None
 
 
-def _put_in_place(partial: Path, target: Path) -> Restored | Exists:
-    if rename_noreplace(partial, target) == "exists":
-        _remove_durably(partial)  # as in _unpack: the intent is cleared next
+def _put_in_place(partial: Path, target: Path, root: Path) -> Restored | Exists:
+    if rename_noreplace(partial, target, root=root) == "exists":
+        _remove_durably(partial, root)  # as in _unpack: the intent is cleared next
         return Exists()
-    fsync_dir(target.parent)
-    return Restored(identity_of(target))
+    fsync_dir(target.parent, root=root)
+    return Restored(identity_of(target, root=root))
 
 
 async def restore_file(
@@ -474,37 +498,39 @@ async def restore_file(
     target: Path,
     expect: RestoreExpect,
     *,
+    root: Path,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken | None = None,
     step: StepHook = no_step,
     progress: Progress | None = None,
 ) -> RestoreResult:
     """Put the bytes of ``gz`` back at ``target`` (the caller checked that the path
-    is inside its root): ``<target>.restore-partial``, sha256 verified, mode and
-    mtime set, fsynced, renamed into place without replacing anything that is
-    there, the directory fsynced. A target that exists is ``exists``, untouched.
+    is inside its ``root``, every name reached beneath it): ``<target>.restore-partial``,
+    sha256 verified, mode and mtime set, fsynced, renamed into place without
+    replacing anything that is there, the directory fsynced. A target that exists
+    is ``exists``, untouched.
 
     A failure removes the partial before it is reported; only a crash can leave
     one, and the restore intent names it for recovery.
     """
     cancel = cancel or CancelToken()
-    if await asyncio.to_thread(os.path.lexists, target):
+    if await asyncio.to_thread(functools.partial(identity_or_none, target, root=root)) is not None:
         return Exists()
-    partial = restore_partial_of(target)
-    info = {"gz": gz, "target": target, "partial": partial}
+    temp = restore_partial_of(target)
+    info = {"gz": gz, "target": target, "partial": temp}
     try:
-        bad = await in_thread(cancel, _unpack, gz, partial, expect, limiter, cancel, progress)
+        bad = await in_thread(cancel, _unpack, gz, temp, root, expect, limiter, cancel, progress)
         if bad is not None:
             return bad
     except BaseException:
-        await _discard(partial, durably=True)
+        await _discard(temp, root, durably=True)
         raise
     # Outside the clean-up: a crash here leaves the partial, as a real one would.
     await step("restore_partial_written", info)
     try:
-        result = await in_thread(cancel, _put_in_place, partial, target)
+        result = await in_thread(cancel, _put_in_place, temp, target, root)
     except BaseException:
-        await _discard(partial, durably=True)
+        await _discard(temp, root, durably=True)
         raise
     if isinstance(result, Restored):
         await step("restored", info)
@@ -523,7 +549,7 @@ def find_partials(files_dir: Path) -> list[Path]:
 
 
 def _sweep(files_dir: Path) -> list[Path]:
-    return [p for p in find_partials(files_dir) if unlink_if_present(p)]
+    return [p for p in find_partials(files_dir) if unlink_if_present(p, root=files_dir)]
 
 
 async def sweep_partials(files_dir: Path) -> list[Path]:

@@ -36,6 +36,7 @@ nothing: only one a committed intent names is removed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import stat
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from ..fsutil import (
     FileIdentity,
     fsync_dir,
     identity_or_none,
+    open_file,
     unlink_if_identity,
     unlink_if_present,
 )
@@ -147,7 +149,14 @@ class SweepReport:
     removed: list[Path]
 
 
-async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
+def _intent_root(live_root: Path, target: Path) -> Path:
+    """The root a restore intent's target is reached beneath: the live tree for a
+    restore in place; for one under ``--to``, the operator's directory (the
+    target's own, the deepest the intent can vouch for)."""
+    return live_root if target.is_relative_to(live_root) else target.parent
+
+
+async def clear_restore_intents(manifest: Manifest, live_root: Path) -> tuple[list[Path], int]:
     """Remove the ``.restore-partial`` of every unfinished restore intent, then the
     intents. Returns the partials removed and the number of intents cleared."""
     removed: list[Path] = []
@@ -157,17 +166,18 @@ async def clear_restore_intents(manifest: Manifest) -> tuple[list[Path], int]:
         # Durably, before the intent goes: a partial whose name came back after a
         # power cut would be named by no intent, and live directories are never
         # walked (the power-loss matrix left one in the live tree for good).
-        if await asyncio.to_thread(_remove_durably, partial):
+        root = _intent_root(live_root, intent.target)
+        if await asyncio.to_thread(_remove_durably, partial, root):
             removed.append(partial)
         await manifest.clear_restore_intent(intent.id)
     return removed, len(intents)
 
 
-def _remove_durably(path: Path) -> bool:
-    if not unlink_if_present(path):
+def _remove_durably(path: Path, root: Path) -> bool:
+    try:
+        return unlink_if_present(path, root=root, durably=True)
+    except FileNotFoundError:  # its directory is gone: so is the partial
         return False
-    fsync_dir(path.parent)
-    return True
 
 
 @dataclass
@@ -222,26 +232,26 @@ def _orphan_relpath_or_guess(mover: FileMover, gz: Path) -> str:
         return mover.layout.relpath_of_gz(gz)
 
 
-def _make_durable(gz: Path) -> None:
+def _make_durable(gz: Path, root: Path) -> None:
     """fsync an orphan and its directory: it may come from a process killed before
     step 5's directory fsync, or one whose fsync failed, and an entry (and the
     unlink of its source) is about to rest on its name."""
-    fd = os.open(gz, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = open_file(gz, os.O_RDONLY, root=root)
     try:
         with naming(gz):
             os.fsync(fd)
     finally:
         os.close(fd)
-    fsync_dir(gz.parent)
+    fsync_dir(gz.parent, root=root)
 
 
 def _digest_if_identity(
-    path: Path, ident: FileIdentity, limiter: RateLimiter, cancel: CancelToken
+    path: Path, root: Path, ident: FileIdentity, limiter: RateLimiter, cancel: CancelToken
 ) -> Digest | None:
     """The bytes of ``path`` if the file opened (never through a link) is the one
     ``ident`` describes, else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK, root=root)
     except FileNotFoundError:
         return None
     try:
@@ -318,10 +328,15 @@ class Recovery:
         stuck = await self.manifest.interrupt_passes(self.current_pass, self.mover.clock())
         report.interrupted = [p.id for p in stuck]
         files = await asyncio.to_thread(archive_files, self.mover.layout)
+        archive = self.mover.layout.root
         report.partials = [
-            p for p in sorted(files.partials) if await asyncio.to_thread(unlink_if_present, p)
+            p
+            for p in sorted(files.partials)
+            if await asyncio.to_thread(functools.partial(unlink_if_present, p, root=archive))
         ]
-        report.restore_partials, report.intents = await clear_restore_intents(self.manifest)
+        report.restore_partials, report.intents = await clear_restore_intents(
+            self.manifest, self.mover.live_root
+        )
         await self.settle_gzips(report, files.gzips)
         await self.unlink_committed_sources(report)
         return report
@@ -361,13 +376,20 @@ class Recovery:
             src: Path | None = resolve_inside(self.mover.live_root, relpath)
         except UnsafePath:
             src = None
-        ident = await asyncio.to_thread(identity_or_none, src) if src else None
+        roots = self.mover.roots
+        ident = (
+            await asyncio.to_thread(functools.partial(identity_or_none, src, root=roots.src))
+            if src
+            else None
+        )
         try:
             if ident is None or not ident.is_regular:
                 # No source to compare with: whatever decompresses is the only copy.
                 verdict = await verify_gzip(gz, limiter=self.mover.limiter, cancel=self.cancel)
                 if isinstance(verdict, Corrupt):
-                    await asyncio.to_thread(unlink_if_present, gz)
+                    await asyncio.to_thread(
+                        functools.partial(unlink_if_present, gz, root=roots.dest)
+                    )
                     return Orphan(gz, relpath, "corrupt", verdict.detail)
                 assert isinstance(verdict, Verified)  # no expectation: no mismatch
                 digest = Digest(verdict.bytes, verdict.sha256)
@@ -375,13 +397,18 @@ class Recovery:
             else:
                 assert src is not None
                 result = await adopt_orphan(
-                    src, gz, identity=ident, limiter=self.mover.limiter, cancel=self.cancel
+                    src,
+                    gz,
+                    roots=roots,
+                    identity=ident,
+                    limiter=self.mover.limiter,
+                    cancel=self.cancel,
                 )
         except OSError as err:
             return Orphan(gz, relpath, "error", f"could not be read ({err}); left as found")
         if isinstance(result, ArchiveOk | Stale):
             try:
-                await asyncio.to_thread(_make_durable, gz)
+                await asyncio.to_thread(_make_durable, gz, roots.dest)
             except OSError as err:
                 return Orphan(
                     gz, relpath, "error", f"could not be made durable ({err}); left as found"
@@ -433,7 +460,10 @@ class Recovery:
             self.cancel.check()
             found = await self._still_archived(entry)
             if found is not None:
-                outcome = await asyncio.to_thread(unlink_if_identity, *found)
+                src, ident = found
+                outcome = await asyncio.to_thread(
+                    functools.partial(unlink_if_identity, src, ident, root=self.mover.live_root)
+                )
                 if outcome == "removed":
                     report.sources_unlinked.append(entry.relpath)
             # Removed, gone, or another file now (judged on its own by the pass).
@@ -456,13 +486,14 @@ class Recovery:
             src = resolve_inside(self.mover.live_root, entry.relpath)
         except UnsafePath:
             return None
-        now = await asyncio.to_thread(identity_or_none, src)
+        live = self.mover.live_root
+        now = await asyncio.to_thread(functools.partial(identity_or_none, src, root=live))
         if recorded.same_file(now):
             return src, recorded
         if now is None or not recorded.same_inode_elsewhere(now):
             return None
         limiter, cancel = self.mover.limiter, self.cancel
-        digest = await in_thread(cancel, _digest_if_identity, src, now, limiter, cancel)
+        digest = await in_thread(cancel, _digest_if_identity, src, live, now, limiter, cancel)
         if digest is None or (digest.bytes, digest.sha256) != (entry.bytes, entry.sha256):
             return None
         return src, now

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ..beneath import Refused
 from ..cancel import CancelToken
 from ..globs import GlobError, compile_globs
 from ..layout import UnsafePath, resolve_inside
@@ -205,9 +206,11 @@ async def _restore_one(
     except UnsafePath as err:
         return result("refused", detail=f"entry {entry.id}: {err}")
     try:
-        done = await mover.restore(entry, target, hold_until=hold_until, cancel=cancel)
+        done = await mover.restore(entry, target, root=root, hold_until=hold_until, cancel=cancel)
     except FileNotFoundError as err:
         return result("missing", str(target), f"{err.filename}: not found")
+    except Refused as err:  # a directory on the way turned into a link: not followed
+        return result("refused", str(target), str(err))
     except OSError as err:
         if out_of_space(err):
             raise  # the whole restore stops (restore_files)

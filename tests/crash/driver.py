@@ -50,7 +50,9 @@ async def main(op: str, live: Path, archive: Path, what: str, kill_spec: str) ->
         else:
             entry = await manifest.entry(int(what))
             assert entry is not None
-            print((await mover.restore(entry, mover.live_path(entry))).kind, flush=True)
+            target = mover.live_path(entry)
+            done = await mover.restore(entry, target, root=mover.live_root)
+            print(done.kind, flush=True)
 
 
 if __name__ == "__main__":

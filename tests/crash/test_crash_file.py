@@ -137,7 +137,7 @@ async def test_restore_killed_at_each_step(roots: Roots, kill_at: str) -> None:
         assert await m.restore_intents() == []
         if not target.exists():
             mover = FileMover(roots.live, roots.layout, m, Codec())
-            assert isinstance(await mover.restore(entry, target), Restored)
+            assert isinstance(await mover.restore(entry, target, root=roots.live), Restored)
     assert hashlib.sha256(target.read_bytes()).hexdigest() == entry.sha256
     assert target.stat().st_mtime_ns == entry.mtime_ns
     assert gzips(roots) == [roots.archive / entry.gz_path]
