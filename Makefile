@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint imports typecheck links pytest tmux fuse fuzz bench clean
+.PHONY: test demo lint imports typecheck links pytest tmux fuse fuzz flakehunt bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,12 @@ fuse:
 # instead of the suite's 150.
 fuzz: $(VENV)/.installed-dev
 	HYPOTHESIS_PROFILE=long $(BIN)/pytest -q tests/test_fuzz.py
+
+# The flake hunt: the suite FLAKE_RUNS times back to back with every core kept busy
+# (tests/flakehunt.py); any test that fails once is flaky, and flaky is a defect.
+FLAKE_RUNS ?= 5
+flakehunt: $(VENV)/.installed-dev tmux fuse
+	$(BIN)/python tests/flakehunt.py --runs $(FLAKE_RUNS)
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run.py
