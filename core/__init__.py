@@ -10,13 +10,14 @@ The layers, each using only the ones below it (import-linter checks it):
                without the lock; the event socket for consoles; a demo site
     files | events
                the two families of cold data, independent of each other
-    base       config, layout, globs, fsutil, ioerror, space, cancel, ratelimit,
-               codec, steps, stream, lock, manifest, audit
+    base       config, layout, beneath, globs, fsutil, ioerror, space, cancel,
+               ratelimit, codec, steps, stream, lock, manifest, audit
 
 Read the base in this order and the protocol grows step by step:
 
     config     the typed, frozen settings parsed from coldkeep.toml
     layout     where everything lives under archive_root; containment checks
+    beneath    paths under a root, reached without following a link
     globs      include/exclude patterns with ``**``
     fsutil     file identity, fsync, rename-without-replace, guarded unlink
     ioerror    an I/O error that names its file, a SQLite error its database
