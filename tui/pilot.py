@@ -12,8 +12,9 @@ from .app import ColdkeepApp
 
 
 async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
-    """Return once every short-lived worker has finished and its messages are
-    handled (a confirmation waiting for a key counts as settled)."""
+    """Return once every short-lived worker has finished, its messages are
+    handled and the panes have drawn them (a confirmation waiting for a key
+    counts as settled)."""
     app = pilot.app
     assert isinstance(app, ColdkeepApp)
     quiet = 0
@@ -29,6 +30,11 @@ async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
         else:
             quiet += 1
             if quiet >= 3:
+                # Panes draw what they were told on a frame timer: a frame not
+                # yet due is drawn now, or a snapshot taken on a busy machine
+                # (the timer late) showed a pane one frame behind.
+                app.flush_panes()
+                await pilot.pause()
                 return
     raise TimeoutError(f"the console did not settle: {app.busy_workers()}")
 

@@ -22,6 +22,7 @@ server imports nothing but coldkeep and starts no thread, so forking it is safe.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -135,9 +136,12 @@ class Forker:
         return done["exit"]
 
     def kill(self) -> int:
-        """SIGKILL the child; its exit code."""
+        """SIGKILL the child; its exit code: -SIGKILL, or whatever it exited with
+        when it ended on its own first (between a ``wait`` that timed out and this
+        kill it may have ended and been reaped: its report is on its way)."""
         assert self.pid is not None
-        os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
         code = self.wait(60)
         assert code is not None, "a killed child did not end"
         return code
