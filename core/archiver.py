@@ -54,10 +54,10 @@ from .events.checkpoint import CheckpointResult, checkpoint_now, record_checkpoi
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
 from .files.filemove import FileMover
+from .files.orphanbundle import Orphan
 from .files.rebuild import RebuildReport, rebuild_manifest
 from .files.recovery import (
     AdoptReport,
-    Orphan,
     Recovery,
     RecoveryReport,
     SweepReport,
@@ -253,7 +253,10 @@ class Archiver:
 
     async def _step(self, name: StepName, info: StepInfo) -> None:
         src = info.get("src") or info.get("target")
-        if isinstance(src, Path):
+        label = info.get("label")
+        if isinstance(label, str):
+            self.stream.emit(FileStep("bundle", label, name, 0, 0))
+        elif isinstance(src, Path):
             op = "restore" if "target" in info else "archive"
             self.stream.emit(FileStep(op, self._rel(src), name, 0, 0))
         await self.user_step(name, info)
@@ -364,9 +367,9 @@ class Archiver:
                 if rel not in found:
                     self.stream.notice("warning", f"{rel} is not an orphan gzip; left alone")
                     continue
-                orphan = await recovery.settle_orphan(found[rel])
-                emit_orphan(self.stream, self.layout, orphan)
-                done.append(orphan)
+                for orphan in await recovery.settle(found[rel]):
+                    emit_orphan(self.stream, self.layout, orphan)
+                    done.append(orphan)
             report = AdoptReport(done, len(wanted))
             counts: dict[str, Any] = dict(Counter(o.outcome for o in done))
             current.finish("failed" if report.failed else "ok", counts)

@@ -89,6 +89,15 @@ def _inflater() -> _Decompressor:
 
 
 @dataclass(frozen=True)
+class Span:
+    """Where one gzip lies inside a larger file (a bundle member): ``length``
+    bytes from ``offset``."""
+
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
 class Digest:
     """What a stream of bytes was: its length and sha256 (hex)."""
 
@@ -164,21 +173,62 @@ def _read_chunks(
     cancel: CancelToken,
     buf: bytearray,
     path: Path | str | None = None,
+    limit: int | None = None,
 ) -> Callable[[], memoryview | None]:
-    """The next chunk of ``src`` (a read error names ``path``, the file read)."""
+    """The next chunk of ``src`` (a read error names ``path``, the file read), up
+    to ``limit`` bytes in all when given."""
     view = memoryview(buf)
     name = path if path is not None else "<source>"
+    left = [limit]
 
     def next_chunk() -> memoryview | None:
         cancel.check()
+        want = view if left[0] is None else view[: min(len(buf), left[0])]
+        if not len(want):
+            return None
         with naming(name):
-            k = src.readinto(buf)
+            k = src.readinto(want)
         if not k:
             return None
+        if left[0] is not None:
+            left[0] -= k
         limiter.take(k, cancel)
         return view[:k]
 
     return next_chunk
+
+
+def _compress_into(
+    out: BinaryIO,
+    src_fd: int,
+    *,
+    name: bytes,
+    mtime_ns: int,
+    mode: int,
+    codec: Codec,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    prefix_bytes: int | None,
+    progress: Progress | None,
+    src_path: Path | None,
+) -> tuple[_Hashes, int]:
+    """One standard gzip of the open file ``src_fd`` (from its current offset)
+    written to ``out``: its hashes and the gzip's length."""
+    hashes = _Hashes(prefix_bytes)
+    crc = 0
+    comp = codec.compressobj()
+    n = out.write(gzip_header(name, mtime_ns, mode))
+    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), src_path)
+        while (chunk := next_chunk()) is not None:
+            hashes.update(chunk)
+            crc = isal_zlib.crc32(chunk, crc)
+            n += out.write(comp.compress(chunk))
+            if progress is not None:
+                progress(hashes.n)
+    n += out.write(comp.flush())
+    n += out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
+    return hashes, n
 
 
 def compress_fd(
@@ -206,33 +256,42 @@ def compress_fd(
     dropped the dirty pages it could not write (and cleared the error), so a
     second fsync could succeed on bytes that never reached the disk (PostgreSQL's
     "fsyncgate"). The caller discards ``dst`` and keeps the source."""
-    hashes = _Hashes(prefix_bytes)
-    crc = 0
-    comp = codec.compressobj()
     with naming(dst):
         fd = (
             dst_fd
             if dst_fd is not None
             else os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         )
-        with (
-            os.fdopen(fd, "wb") as out,
-            os.fdopen(os.dup(src_fd), "rb", buffering=0) as src,
-        ):
-            out.write(gzip_header(name, mtime_ns, mode))
-            next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), src_path)
-            while (chunk := next_chunk()) is not None:
-                hashes.update(chunk)
-                crc = isal_zlib.crc32(chunk, crc)
-                out.write(comp.compress(chunk))
-                if progress is not None:
-                    progress(hashes.n)
-            out.write(comp.flush())
-            out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
+        with os.fdopen(fd, "wb") as out:
+            hashes, gz_bytes = _compress_into(
+                out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec,
+                limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes,
+                progress=progress, src_path=src_path,
+            )  # fmt: skip
             out.flush()
             os.fsync(out.fileno())
-            gz_bytes = out.tell()
     return Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex())
+
+
+def compress_to_bytes(
+    src_fd: int,
+    *,
+    name: bytes,
+    mtime_ns: int,
+    mode: int,
+    codec: Codec,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    src_path: Path | None = None,
+) -> tuple[bytes, Packed]:
+    """One small file's standard gzip, in memory (a bundle member), and what
+    was read."""
+    out = io.BytesIO()
+    hashes, gz_bytes = _compress_into(
+        out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec, limiter=limiter,
+        cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path,
+    )  # fmt: skip
+    return out.getvalue(), Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, None)
 
 
 def digest_fd(
@@ -256,32 +315,39 @@ def digest_fd(
 def inflate(
     gz: Path,
     *,
+    span: Span | None = None,
     out: BinaryIO | None = None,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken,
     progress: Progress | None = None,
 ) -> Digest:
-    """Decompress the gzip at ``gz`` (all members), hashing the output and writing
-    it to ``out`` if given. Raises ``CorruptGzip`` when the bytes are not valid
-    gzip; an ``OSError`` when they cannot be read."""
+    """Decompress the gzip at ``gz`` (all members; only the ``span`` of it when
+    given: a bundle member), hashing the output and writing it to ``out`` if
+    given. Raises ``CorruptGzip`` when the bytes are not valid gzip; an
+    ``OSError`` when they cannot be read."""
     sha = hashlib.sha256()
     total = 0
     d = _inflater()
     in_member = False
     read_any = False
+    where = gz if span is None else f"{gz} (the member at byte {span.offset})"
     with gz.open("rb", buffering=0) as src:
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), gz)
+        if span is not None:
+            with naming(gz):
+                src.seek(span.offset)
+        limit = None if span is None else span.length
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), gz, limit)
         while (chunk := next_chunk()) is not None:
             read_any = True
             data: bytes | memoryview = chunk
             while data:
                 if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
-                    raise CorruptGzip(f"{gz}: trailing zero bytes after the last gzip member")
+                    raise CorruptGzip(f"{where}: trailing zero bytes after the last gzip member")
                 in_member = True
                 try:
                     piece = d.decompress(data, CHUNK)
                 except _CODEC_ERRORS as err:
-                    raise CorruptGzip(f"{gz}: {err}") from err
+                    raise CorruptGzip(f"{where}: {err}") from err
                 if piece:
                     sha.update(piece)
                     total += len(piece)
@@ -296,15 +362,17 @@ def inflate(
             if progress is not None:
                 progress(total)
     if not read_any:
-        raise CorruptGzip(f"{gz}: empty file, not a gzip")
+        raise CorruptGzip(f"{where}: empty file, not a gzip")
     if in_member:
-        raise CorruptGzip(f"{gz}: truncated (the stream ends inside a gzip member)")
+        raise CorruptGzip(f"{where}: truncated (the stream ends inside a gzip member)")
     return Digest(total, sha.hexdigest())
 
 
-def read_gzip_header(gz: Path) -> GzipHeader:
-    """The first member's header (``CorruptGzip`` if it is not a gzip)."""
+def read_gzip_header(gz: Path, offset: int = 0) -> GzipHeader:
+    """The header of the gzip at ``offset`` in ``gz`` (its first member; a bundle
+    member's: its data offset), ``CorruptGzip`` if it is not a gzip."""
     with gz.open("rb") as f:
+        f.seek(offset)
         head = f.read(10)
         if len(head) < 10 or head[:3] != b"\x1f\x8b\x08":
             raise CorruptGzip(f"{gz}: not a gzip file")

@@ -90,6 +90,8 @@ class FilesSettings:
     exclude: tuple[str, ...] = ()
     min_age_days: float = 14.0
     unit_closed: UnitClosed | None = None
+    bundle_below: int = 1 << 20  # smaller files are packed into bundles; 0 = never
+    bundle_bytes: int = 64 << 20  # a bundle's size cap
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,9 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     )
 
 
+_BUNDLE_MEMBER_MAX = 64 << 20
+
+
 def _files(t: _Table, state_db: Path | None) -> FilesSettings:
     include = t.globs("include", FilesSettings.include)
     exclude = t.globs("exclude", FilesSettings.exclude)
@@ -298,7 +303,16 @@ def _files(t: _Table, state_db: Path | None) -> FilesSettings:
         exclude=exclude,
         min_age_days=t.number("min_age_days", FilesSettings.min_age_days, minimum=0),
         unit_closed=unit_closed,
+        bundle_below=t.integer("bundle_below", FilesSettings.bundle_below, minimum=0),
+        bundle_bytes=t.integer("bundle_bytes", FilesSettings.bundle_bytes, minimum=1 << 20),
     )
+    if files.bundle_below > _BUNDLE_MEMBER_MAX:
+        raise ConfigError(
+            t.file,
+            t.key("bundle_below"),
+            f"{files.bundle_below} is above {_BUNDLE_MEMBER_MAX} (members are packed in memory)",
+            "bundles are for small files: keep it at a few MiB at most",
+        )
     t.done()
     return files
 

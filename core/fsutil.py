@@ -207,9 +207,12 @@ def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
 UnlinkResult = Literal["removed", "gone", "changed"]
 
 
-def unlink_if_identity(path: Path, identity: FileIdentity, *, root: Path) -> UnlinkResult:
+def unlink_if_identity(
+    path: Path, identity: FileIdentity, *, root: Path, durably: bool = True
+) -> UnlinkResult:
     """Unlink ``path`` only if it is still the file ``identity`` describes, and make
-    the removal durable. Anything else at the path (another inode, a directory, a
+    the removal durable (unless the caller fsyncs the directory itself, once for
+    many: ``durably=False``). Anything else at the path (another inode, a directory, a
     link, new bytes) is ``changed`` and left alone. The check and the unlink are
     both relative to the same directory descriptor: the directory cannot be
     swapped between them."""
@@ -225,7 +228,8 @@ def unlink_if_identity(path: Path, identity: FileIdentity, *, root: Path) -> Unl
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
                 return "gone"
-            os.fsync(fd)
+            if durably:
+                os.fsync(fd)
     except FileNotFoundError:  # a directory on the way is gone
         return "gone"
     return "removed"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -35,6 +36,7 @@ from typing import Any, Literal, Self
 
 import aiosqlite
 
+from .codec import Span
 from .ioerror import naming_db
 
 EntryStatus = Literal["archived", "stale", "restored", "missing"]
@@ -212,6 +214,47 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE job_runs_6 RENAME TO job_runs;
     CREATE INDEX job_runs_job ON job_runs (job, started_at);
     """,
+    # 7: bundle members. An entry's gzip may be one member of a bundle (a tar of
+    # small files' gzips): gz_path names the bundle, member_offset and
+    # member_length where its gzip lies in it (NULL for a gzip of its own). A
+    # gzip path is then unique only with its offset; SQLite cannot drop a UNIQUE
+    # constraint in place, so the table is copied.
+    """
+    CREATE TABLE entries_7 (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL,             -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
+        verified_at     INTEGER,
+        verify_error    TEXT,
+        member_offset   INTEGER,                      -- in the bundle gz_path names
+        member_length   INTEGER
+    );
+    INSERT INTO entries_7 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
+        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
+        verified_at, verify_error, NULL, NULL FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_7 RENAME TO entries;
+    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -240,6 +283,21 @@ class NewEntry:
     status: EntryStatus = "archived"
     hold_until: int | None = None
     source_present: bool = True
+    member_offset: int | None = None  # a bundle member: where its gzip lies in gz_path
+    member_length: int | None = None
+
+    @property
+    def span(self) -> Span | None:
+        """Where the gzip lies in ``gz_path`` when that is a bundle."""
+        if self.member_offset is None or self.member_length is None:
+            return None
+        return Span(self.member_offset, self.member_length)
+
+    @property
+    def location(self) -> str:
+        """The gzip's place, as an operator reads it: its path, and for a bundle
+        member the byte where it starts."""
+        return self.gz_path if self.span is None else f"{self.gz_path}@{self.member_offset}"
 
 
 @dataclass(frozen=True)
@@ -291,6 +349,11 @@ class Manifest:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
         self.path = path
+        # One connection serves every coroutine: a statement sent while another
+        # coroutine's BEGIN … COMMIT is open would join that transaction (and be
+        # rolled back with it). Every trip to the connection takes this gate; a
+        # transaction holds it from BEGIN to COMMIT.
+        self._gate = asyncio.Lock()
 
     @classmethod
     async def open(cls, path: Path, *, readonly: bool = False) -> Self:
@@ -299,10 +362,21 @@ class Manifest:
             raise ManifestError(f"{path} does not exist yet (no pass has run)")
         with naming_db(path, "opening it"):
             if readonly:
-                uri = f"file:{path}?mode=ro"
-                db = await aiosqlite.connect(uri, uri=True, isolation_level=None)
+                connecting = aiosqlite.connect(
+                    f"file:{path}?mode=ro", uri=True, isolation_level=None
+                )
             else:
-                db = await aiosqlite.connect(path, isolation_level=None)
+                connecting = aiosqlite.connect(path, isolation_level=None)
+            try:
+                db = await connecting
+            except BaseException:
+                # A failed connect leaves aiosqlite's thread posting its stop to
+                # this loop: one that closed first (the CLI exits on the error)
+                # had it print a traceback after the one-line message.
+                thread = getattr(connecting, "_thread", None)
+                if isinstance(thread, threading.Thread):
+                    await asyncio.to_thread(thread.join, 10)
+                raise
         self = cls(db, path)
         try:
             await self.run("PRAGMA busy_timeout = 10000")
@@ -329,12 +403,20 @@ class Manifest:
     async def run(self, sql: str, params: Iterable[Any] = ()) -> None:
         """Execute one statement (no rows wanted): one trip to the connection's
         thread, where its cursor is dropped."""
+        async with self._gate:
+            await self._run(sql, params)
+
+    async def _run(self, sql: str, params: Iterable[Any] = ()) -> None:
         with naming_db(self.path):
             await self._db.execute_fetchall(sql, tuple(params))
 
     async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Every row of one query: one trip to the connection's thread, where its
         cursor is dropped."""
+        async with self._gate:
+            return await self._rows(sql, params)
+
+    async def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         with naming_db(self.path):
             return list(await self._db.execute_fetchall(sql, tuple(params)))
 
@@ -348,17 +430,21 @@ class Manifest:
         """Execute one ``INSERT … ON CONFLICT DO NOTHING``; returns the new row's id,
         or None when the row was there already."""
         with naming_db(self.path):
-            async with self._db.execute(sql, tuple(params)) as cur:
+            async with self._gate, self._db.execute(sql, tuple(params)) as cur:
                 return cur.lastrowid if cur.rowcount == 1 else None
 
     async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        async with self._gate:
+            await self._run_many(sql, rows)
+
+    async def _run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         with naming_db(self.path):
             async with self._db.executemany(sql, rows):
                 pass
 
     async def run_script(self, script: str) -> None:
         with naming_db(self.path):
-            async with self._db.executescript(script):
+            async with self._gate, self._db.executescript(script):
                 pass
 
     async def __aenter__(self) -> Self:
@@ -369,7 +455,7 @@ class Manifest:
 
     async def _version(self) -> int:
         with naming_db(self.path, "reading its schema version"):
-            async with self._db.execute("PRAGMA user_version") as cur:
+            async with self._gate, self._db.execute("PRAGMA user_version") as cur:
                 row = await cur.fetchone()
         return int(row[0]) if row else 0
 
@@ -402,26 +488,37 @@ class Manifest:
         values = [getattr(new, c) for c in _NEW_COLUMNS]
         marks = ", ".join("?" * len(values))
         with naming_db(self.path, f"recording the entry of {new.relpath}"):
-            row = await self._db.execute_insert(
-                f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
-            )
+            async with self._gate:
+                row = await self._db.execute_insert(
+                    f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
+                )
         assert row is not None
         return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=int(row[0]))
 
-    async def add_entries(self, new: Iterable[NewEntry]) -> None:
-        """Insert many entries in one transaction (rebuild-manifest)."""
-        marks = ", ".join("?" * len(_NEW_COLUMNS))
-        await self.run("BEGIN IMMEDIATE")
-        try:
-            await self.run_many(
-                f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})",
-                [[getattr(e, c) for c in _NEW_COLUMNS] for e in new],
-            )
-            await self.run("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
-                await self.run("ROLLBACK")
-            raise
+    async def add_entries(self, new: Sequence[NewEntry]) -> list[Entry]:
+        """Insert many entries in one transaction (a bundle's members, a rebuild):
+        all of them are durable on return, or none is. Their ids are the next
+        free ones, taken inside the transaction."""
+        columns = ("id", *_NEW_COLUMNS)
+        marks = ", ".join("?" * len(columns))
+        async with self._gate:
+            await self._run("BEGIN IMMEDIATE")
+            try:
+                [(last,)] = await self._rows("SELECT coalesce(max(id), 0) FROM entries")
+                added = [
+                    Entry(**{c: getattr(e, c) for c in _NEW_COLUMNS}, id=last + 1 + i)
+                    for i, e in enumerate(new)
+                ]
+                await self._run_many(
+                    f"INSERT INTO entries ({', '.join(columns)}) VALUES ({marks})",
+                    [[getattr(e, c) for c in columns] for e in added],
+                )
+                await self._run("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                    await asyncio.shield(self._run("ROLLBACK"))
+                raise
+        return added
 
     async def entry(self, entry_id: int) -> Entry | None:
         rows = await self._select("WHERE id = ?", (entry_id,))
@@ -573,7 +670,10 @@ class Manifest:
     async def verify_cursor(self) -> tuple[int, int] | None:
         """(last entry id checked, when the round began), or None between rounds."""
         with naming_db(self.path):
-            async with self._db.execute("SELECT cursor, round_started FROM verify_state") as cur:
+            async with (
+                self._gate,
+                self._db.execute("SELECT cursor, round_started FROM verify_state") as cur,
+            ):
                 row = await cur.fetchone()
         return (int(row[0]), int(row[1])) if row else None
 

@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from collections import Counter
@@ -47,9 +48,11 @@ from .config import Settings
 from .events.checkpoint import CheckpointResult
 from .events.dbmove import BatchDone, Conflict, MoveReport, move_events
 from .events.eventschema import EventsError
+from .files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
 from .files.filemove import Archived, FileMover
 from .files.gzfile import Unarchivable
-from .files.recovery import Orphan, Recovery, RecoveryReport
+from .files.orphanbundle import Orphan
+from .files.recovery import Recovery, RecoveryReport
 from .files.scan import Candidate, ScanError, scan_files
 from .layout import Layout
 from .plan import Plan
@@ -172,6 +175,7 @@ def recovery_counts(report: RecoveryReport) -> dict[str, int]:
         "orphans_changed": outcomes["changed"],
         "orphans_unreadable": outcomes["error"],
         "orphans_refused": outcomes["refused"],
+        "orphans_dropped": outcomes["dropped"],  # bundle members the codec refuses
         "missing": len(report.missing),
         "sources_unlinked": len(report.sources_unlinked),
         "passes_interrupted": len(report.interrupted),
@@ -343,14 +347,22 @@ class Pass:
 
     async def _files(self) -> None:
         eligible = await self._scan()
-        queue: asyncio.Queue[Candidate] = asyncio.Queue()
-        for cand in eligible:
-            queue.put_nowait(cand)
+        singles, groups = await asyncio.to_thread(self._plan_bundles, eligible)
+        queue: asyncio.Queue[Candidate | BundleGroup] = asyncio.Queue()
+        # Bundles first: each is one worker's for a while, and the large files
+        # fill the other workers meanwhile.
+        jobs: list[Candidate | BundleGroup] = [*groups, *singles]
+        for job in jobs:
+            queue.put_nowait(job)
 
         async def worker() -> None:
             while not queue.empty():
                 self.cancel.check()
-                await self._one_file(queue.get_nowait())
+                job = queue.get_nowait()
+                if isinstance(job, BundleGroup):
+                    await self._one_bundle(job)
+                else:
+                    await self._one_file(job)
 
         workers = min(self.setup.workers, queue.qsize())
         tasks = [asyncio.create_task(worker()) for _ in range(workers)]
@@ -374,6 +386,69 @@ class Pass:
             problems.append(named(what, self.unsettled))
         if totals.legacy_kept:
             problems.append(f"{totals.legacy_kept} legacy copies differ and were kept")
+
+    def _plan_bundles(self, eligible: list[Candidate]) -> tuple[list[Candidate], list[BundleGroup]]:
+        """Which files go into bundles. A file with a plain copy at its archive
+        path (an older, copy-based scheme's) keeps the per-file path, which
+        settles that copy in the same read."""
+        files = self.settings.files
+        if not files.bundle_below:
+            return eligible, []
+        by_rel = {c.relpath: c for c in eligible}
+        layout = self.mover.layout
+        legacy = {c.relpath for c in eligible if os.path.lexists(layout.files / c.relpath)}
+        small = [(c.relpath, c.identity) for c in eligible if c.relpath not in legacy]
+        single, groups = bundle_groups(small, files.bundle_below, files.bundle_bytes)
+        return [by_rel[rel] for rel in sorted({r for r, _ in single} | legacy)], groups
+
+    async def _one_bundle(self, group: BundleGroup) -> None:
+        """One bundle archived, each member's outcome counted and told like a
+        single file's; an I/O error counts every member of it."""
+        label = group.label
+        totals = self.summary.files
+        self.stream.emit(
+            FileStep("bundle", label, "started", 0, sum(i.size for _, i in group.files))
+        )
+        try:
+            done = await BundleMover(self.mover).archive(group, cancel=self.cancel)
+        except (OSError, sqlite3.Error) as err:
+            if out_of_space(err):
+                raise self._full(label, err) from err
+            if isinstance(err, sqlite3.Error):
+                raise
+            totals.errors += len(group.files)
+            self.failed_files += [f"{rel} ({err})" for rel, _ in group.files]
+            for rel, _ in group.files:
+                self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
+            self.stream.emit(FileDone("bundle", label, "error", detail=str(err)))
+            return
+        for m in done.members:
+            self._member(m)
+        where = self.mover.layout.rel(done.bundle) if done.bundle else "nothing placed"
+        self.stream.emit(
+            FileDone("bundle", label, "placed" if done.bundle else "none", detail=where)
+        )
+
+    def _member(self, m: MemberDone) -> None:
+        totals = self.summary.files
+        if m.result == "archived" and m.entry is not None and m.unlinked is not None:
+            self._archived(m.relpath, Archived(m.entry, m.unlinked, detail=m.detail))
+        elif m.result == "changed":
+            totals.changed += 1
+            self.stream.emit(FileDone("archive", m.relpath, "changed", detail=m.detail))
+        elif m.result == "verify_failed":
+            totals.verify_failed += 1
+            self.stream.emit(FileDone("archive", m.relpath, "verify_failed", detail=m.detail))
+        else:
+            totals.skip("gone" if m.detail == "gone" else "not_regular")
+            self.stream.emit(
+                FileDone(
+                    "archive",
+                    m.relpath,
+                    m.detail if m.detail == "gone" else "skipped",
+                    detail=m.detail,
+                )
+            )
 
     async def _scan(self) -> list[Candidate]:
         """The eligible files (restored files still held are left out), counted."""

@@ -51,7 +51,7 @@ class Status:
                 {
                     "id": e.id,
                     "relpath": e.relpath,
-                    "gz_path": e.gz_path,
+                    "gz_path": e.location,
                     "status": e.status,
                     "verify_error": e.verify_error,
                 }

@@ -28,11 +28,18 @@ StepName = Literal[
     # moving one batch of event rows (dbmove)
     "batch_archived",  # the batch is committed in its month DBs
     "batch_deleted",  # the batch is deleted from live (or left there: locked)
+    # archiving a bundle of small files (files/bundlemove)
+    "bundle_written",  # <bundle>.partial holds every member and the index, fsynced
+    "bundle_verified",  # every member decompresses to exactly the bytes read
+    "bundle_placed",  # the bundle is in place and its directory fsynced
+    "bundle_committed",  # every member's entry is committed, in one transaction
+    "bundle_sources_unlinked",  # the unchanged sources are gone, their directories fsynced
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:5]
 RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:9]
-BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[9:]
+BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[9:11]
+BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[11:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

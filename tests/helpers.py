@@ -64,6 +64,27 @@ def gunzip(path: Path) -> bytes:
     return subprocess.run(["gunzip", "-c", str(path)], check=True, capture_output=True).stdout
 
 
+def gunzip_entry(archive: Path, entry: dict[str, Any]) -> bytes:
+    """An entry's bytes through the system's gunzip: its gzip, or its member of a
+    bundle (the bytes at its offset, as ``dd`` would cut them)."""
+    path = archive / str(entry["gz_path"])
+    offset, length = entry["member_offset"], entry["member_length"]
+    if offset is None:
+        return gunzip(path)
+    with path.open("rb") as f:
+        f.seek(int(offset))
+        member = f.read(int(length))
+    return subprocess.run(["gunzip", "-c"], input=member, check=True, capture_output=True).stdout
+
+
+def per_file(config: Path) -> None:
+    """A demo site's config with bundles off: every file takes the per-file
+    protocol (the tests that count its steps file by file)."""
+    text = config.read_text()
+    assert "[files]\n" in text, config
+    config.write_text(text.replace("[files]\n", "[files]\nbundle_below = 0\n", 1))
+
+
 DAY_MS = 86_400_000
 ARCHIVABLE = ("webhook_event", "ci_completed", "recheck_noop")
 LIVE_ONLY = ("pr_closed", "anomaly")

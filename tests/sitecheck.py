@@ -4,9 +4,10 @@ and power-loss test runs afterwards, and the tally their summary lines print.
 ``Originals`` is the site as written (every live file's sha256, every event row);
 ``check_site`` holds a site against it: no temporary left, every database passes
 ``integrity_check``, the manifest and the gzips agree, every gzip passes
-``gzip -t`` and gives its recorded size, every original file's bytes are live or
-archived (and archived once), every event row is in live or a month DB exactly
-once (or, before the next pass settles a stopped one, at least once).
+``gzip -t`` (every bundle ``tar -t``) and gives its recorded size, every original
+file's bytes are live or archived (and archived once), every event row is in live
+or a month DB exactly once (or, before the next pass settles a stopped one, at
+least once).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers import entries, gunzip, live_files
+from helpers import entries, gunzip_entry, live_files
 
 
 @dataclass
@@ -70,19 +71,21 @@ def check_site(
         with sqlite3.connect(db_path) as db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",), db_path
     rows = entries(site)
-    gz_on_disk = sorted((site / "archive" / "files").rglob("*.gz"))
-    entered = sorted(site / "archive" / e["gz_path"] for e in rows)
+    files = site / "archive" / "files"
+    gz_on_disk = sorted([*files.rglob("*.gz"), *files.rglob("*.tar")])
+    entered = sorted({site / "archive" / e["gz_path"] for e in rows})
     assert entered == gz_on_disk, (
         f"gzips without an entry: {sorted(set(gz_on_disk) - set(entered))}; "
         f"entries without a gzip: {sorted(set(entered) - set(gz_on_disk))}"
     )
     for gz in gz_on_disk:
-        subprocess.run(["gzip", "-t", str(gz)], check=True)
+        check = ["tar", "-tf"] if gz.suffix == ".tar" else ["gzip", "-t"]
+        subprocess.run([*check, str(gz)], check=True, capture_output=True)
     per_content = Counter((e["relpath"], e["sha256"]) for e in rows)
     assert not per_content or max(per_content.values()) == 1, "a file's bytes are archived once"
     archived = {(e["relpath"], e["sha256"]) for e in rows}
     for e in rows:
-        assert len(gunzip(site / "archive" / e["gz_path"])) == e["bytes"]
+        assert len(gunzip_entry(site / "archive", e)) == e["bytes"]
     live = live_files(site)
     for relpath, digest in originals.files.items():
         assert live.get(relpath) == digest or (relpath, digest) in archived, relpath

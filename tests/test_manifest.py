@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,12 @@ async def test_migrating_from_version_5_keeps_the_pass_log_and_the_job_runs(
         assert [x.status for x in await m.passes()] == ["interrupted"]
         [(sql,)] = await m.rows("SELECT sql FROM sqlite_master WHERE name = 'job_runs_job'")
         assert "job_runs (job, started_at)" in sql
+
+
+async def test_a_manifest_that_cannot_be_opened_leaves_no_thread_behind(tmp_path: Path) -> None:
+    """The CLI closes its event loop right after the one-line error: a connection
+    thread still running then posted to a closed loop and printed a traceback."""
+    with pytest.raises(sqlite3.Error, match="no-such-dir"):
+        await Manifest.open(tmp_path / "no-such-dir" / "coldkeep.db")
+    workers = [t for t in threading.enumerate() if "_connection_worker_thread" in t.name]
+    assert [t for t in workers if t.is_alive()] == []

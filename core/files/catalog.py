@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import shlex
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -81,6 +82,21 @@ class CatalogRow:
     mtime_ns: int
     archived_at: int
     gz_path: str
+    member_offset: int | None = None
+
+    @property
+    def location(self) -> str:
+        """Where its gzip is: its own file, or a member of a bundle."""
+        if self.member_offset is None:
+            return self.gz_path
+        return f"{self.gz_path} (member at byte {self.member_offset})"
+
+    def extract_command(self, archive_root: Path) -> str:
+        """A shell line that gives the file's bytes back with the system's tools."""
+        path = shlex.quote(str(archive_root / self.gz_path))
+        if self.member_offset is None:
+            return f"gunzip -c {path}"
+        return f"tar -xOf {path} {shlex.quote(self.relpath + '.gz')} | gunzip -c"
 
 
 @dataclass
@@ -94,6 +110,7 @@ class Catalog:
     mtimes: list[int] = field(default_factory=list)
     archived: list[int] = field(default_factory=list)
     gz_paths: list[str] = field(default_factory=list)
+    offsets: list[int | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -109,6 +126,7 @@ class Catalog:
             self.mtimes[i],
             self.archived[i],
             self.gz_paths[i],
+            self.offsets[i],
         )
 
     def index(self) -> None:
@@ -202,8 +220,8 @@ def load_catalog(manifest: Path) -> Catalog:
     db = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True)
     try:
         cur = db.execute(
-            "SELECT id, relpath, unit, sha256, status, bytes, mtime_ns, archived_at, gz_path "
-            "FROM entries ORDER BY id"
+            "SELECT id, relpath, unit, sha256, status, bytes, mtime_ns, archived_at, gz_path, "
+            "member_offset FROM entries ORDER BY id"
         )
         while rows := cur.fetchmany(50_000):
             cols = list(zip(*rows, strict=True))
@@ -216,6 +234,7 @@ def load_catalog(manifest: Path) -> Catalog:
             cat.mtimes += cols[6]
             cat.archived += cols[7]
             cat.gz_paths += cols[8]
+            cat.offsets += cols[9]
     finally:
         db.close()
     cat.index()

@@ -247,6 +247,7 @@ class FileMover:
                 target,
                 RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
                 root=root,
+                span=entry.span,
                 limiter=self.limiter,
                 cancel=cancel,
                 step=self.step,

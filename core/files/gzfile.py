@@ -54,6 +54,7 @@ from ..codec import (
     Digest,
     Packed,
     Progress,
+    Span,
     compress_fd,
     digest_fd,
     inflate,
@@ -203,7 +204,7 @@ def _short(d: Digest) -> str:
     return f"{d.bytes} bytes / {d.sha256[:12]}…"
 
 
-def _open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
+def open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
     """Steps 1 and the open: ``lstat``, refuse non-regular files, open without
     following (nothing on the way from ``root`` either), and check the open file
     is the one ``lstat`` saw."""
@@ -246,7 +247,7 @@ def _pack(
     prefix_bytes: int | None,
     progress: Progress | None,
 ) -> tuple[FileIdentity, Packed]:
-    fd, ident = _open_regular(src, roots.src)
+    fd, ident = open_regular(src, roots.src)
     try:
         out = open_file(
             partial,
@@ -355,28 +356,31 @@ async def verify_gzip(
     gz: Path,
     expect: Digest | None = None,
     *,
+    span: Span | None = None,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken | None = None,
     progress: Progress | None = None,
 ) -> VerifyResult:
-    """Re-read ``gz`` through gunzip and sha256; compare with ``expect`` if given.
-    A read error raises: it says nothing about the gzip."""
+    """Re-read ``gz`` (its ``span``: a bundle member) through gunzip and sha256;
+    compare with ``expect`` if given. A read error raises: it says nothing about
+    the gzip."""
     cancel = cancel or CancelToken()
     try:
         got = await in_thread(
-            cancel, inflate, gz, limiter=limiter, cancel=cancel, progress=progress
+            cancel, inflate, gz, span=span, limiter=limiter, cancel=cancel, progress=progress
         )
     except CorruptGzip as err:
         return Corrupt(str(err))
     if expect is not None and (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
-        return Mismatch(f"{gz} decompressed to {_short(got)}, expected {_short(expect)}")
+        where = gz if span is None else f"{gz} (the member at byte {span.offset})"
+        return Mismatch(f"{where} decompressed to {_short(got)}, expected {_short(expect)}")
     return Verified(got.bytes, got.sha256)
 
 
 def _digest_source(
     src: Path, root: Path, limiter: RateLimiter, cancel: CancelToken, prefix_bytes: int | None
 ) -> tuple[Digest, str | None]:
-    fd, _ = _open_regular(src, root)
+    fd, _ = open_regular(src, root)
     try:
         return digest_fd(fd, limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes, path=src)
     finally:
@@ -446,6 +450,7 @@ async def stale_of(gz: Path, digest: Digest) -> Stale:
 
 def _unpack(
     gz: Path,
+    span: Span | None,
     partial: Path,
     root: Path,
     expect: RestoreExpect,
@@ -462,7 +467,7 @@ def _unpack(
     with naming(partial), os.fdopen(fd, "wb") as out:
         try:
             got: Digest | str = inflate(
-                gz, out=out, limiter=limiter, cancel=cancel, progress=progress
+                gz, span=span, out=out, limiter=limiter, cancel=cancel, progress=progress
             )
         except CorruptGzip as err:
             got = str(err)
@@ -499,6 +504,7 @@ async def restore_file(
     expect: RestoreExpect,
     *,
     root: Path,
+    span: Span | None = None,
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken | None = None,
     step: StepHook = no_step,
@@ -519,7 +525,9 @@ async def restore_file(
     temp = restore_partial_of(target)
     info = {"gz": gz, "target": target, "partial": temp}
     try:
-        bad = await in_thread(cancel, _unpack, gz, temp, root, expect, limiter, cancel, progress)
+        bad = await in_thread(
+            cancel, _unpack, gz, span, temp, root, expect, limiter, cancel, progress
+        )
         if bad is not None:
             return bad
     except BaseException:

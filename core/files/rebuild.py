@@ -1,6 +1,8 @@
 """rebuild-manifest: a manifest from the gzips alone, for when coldkeep.db is lost.
 
-Every gzip under ``files/`` describes itself: where it sits gives the directory of
+A bundle's members are read from its index, or, when the index is damaged, from
+its tar headers and each member's own gzip header. Every gzip under ``files/``
+describes itself: where it sits gives the directory of
 its live path, its header the file name, the exact mtime and the mode (coldkeep's
 extra field), and inflating it gives the length and sha256. The rebuilt entries
 are written into a NEW database (never over an existing one); a gzip that does
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,9 +32,9 @@ from ..layout import Layout, UnsafePath, unit_of
 from ..manifest import Manifest, ManifestError, NewEntry
 from ..ratelimit import RateLimiter
 from ..stream import EventStream, FileDone, Phase
+from .bundle import BUNDLE_SUFFIX, read_bundle
+from .orphanbundle import MAX_MTIME_NS, trusted_mode
 from .recovery import archive_files
-
-MAX_MTIME_NS = 1 << 62  # year 2116: later than any file coldkeep archived
 
 
 @dataclass
@@ -66,10 +67,54 @@ def _describe(layout: Layout, gz: Path, limiter: RateLimiter, cancel: CancelToke
         mtime_ns=header.mtime_ns if header.mtime_ns is not None else st.st_mtime_ns,
         dev=None,
         ino=None,
-        mode=stat.S_IFREG | (stat.S_IMODE(header.mode) & 0o777 if header.mode else 0o644),
+        mode=trusted_mode(header.mode, None),
         archived_at=st.st_ctime_ns // 1_000_000,
         source_present=False,
     )
+
+
+def _describe_bundle(
+    layout: Layout, bundle: Path, limiter: RateLimiter, cancel: CancelToken
+) -> tuple[list[NewEntry], list[str], list[str]]:
+    """The entries a bundle's members describe (from its index, or its tar
+    headers and each member's gzip header when the index is damaged), and the
+    members refused and unreadable, by name."""
+    contents = read_bundle(bundle)
+    archived_at = bundle.lstat().st_ctime_ns // 1_000_000
+    found: list[NewEntry] = []
+    unreadable: list[str] = []
+    for m in contents.members:
+        cancel.check()
+        try:
+            header = None if contents.index_used else read_gzip_header(bundle, m.span.offset)
+            digest = inflate(bundle, span=m.span, limiter=limiter, cancel=cancel)
+        except (CorruptGzip, OSError) as err:
+            unreadable.append(f"{layout.rel(bundle)} member {m.relpath}: {err}")
+            continue
+        mtime_ns = m.mtime_ns if header is None or header.mtime_ns is None else header.mtime_ns
+        mode = m.mode if header is None or header.mode is None else header.mode
+        if not 0 <= mtime_ns < MAX_MTIME_NS:
+            contents.refused.append(f"member {m.relpath}: its mtime {mtime_ns} ns is not a time")
+            continue
+        found.append(
+            NewEntry(
+                unit=unit_of(m.relpath),
+                relpath=m.relpath,
+                bytes=digest.bytes,
+                sha256=digest.sha256,
+                gz_path=layout.rel(bundle),
+                gz_bytes=m.span.length,
+                mtime_ns=mtime_ns,
+                dev=None,
+                ino=None,
+                mode=trusted_mode(mode, None),
+                archived_at=archived_at,
+                source_present=False,
+                member_offset=m.span.offset,
+                member_length=m.span.length,
+            )
+        )
+    return found, contents.refused, unreadable
 
 
 async def rebuild_manifest(
@@ -90,6 +135,9 @@ async def rebuild_manifest(
     for gz in found:
         token.check()
         rel = layout.rel(gz)
+        if gz.name.endswith(BUNDLE_SUFFIX):
+            await _rebuild_bundle(layout, gz, report, entries, stream, limiter, token)
+            continue
         try:
             entry = await in_thread(token, _describe, layout, gz, limiter, token)
         except UnsafePath as err:
@@ -107,3 +155,33 @@ async def rebuild_manifest(
         await manifest.add_entries(entries)
     report.entries = len(entries)
     return report
+
+
+async def _rebuild_bundle(
+    layout: Layout,
+    bundle: Path,
+    report: RebuildReport,
+    entries: list[NewEntry],
+    stream: EventStream,
+    limiter: RateLimiter,
+    token: CancelToken,
+) -> None:
+    rel = layout.rel(bundle)
+    try:
+        found, refused, unreadable = await in_thread(
+            token, _describe_bundle, layout, bundle, limiter, token
+        )
+    except OSError as err:
+        report.unreadable.append(f"{rel}: {err}")
+        stream.emit(FileDone("rebuild", rel, "unreadable", detail=str(err)))
+        return
+    for why in refused:
+        report.refused.append(f"{rel}: refused: {why}")
+        stream.emit(FileDone("rebuild", rel, "refused", detail=f"refused: {why}"))
+    for why in unreadable:
+        report.unreadable.append(why)
+        stream.emit(FileDone("rebuild", rel, "unreadable", detail=why))
+    for entry in found:
+        entries.append(entry)
+        report.bytes += entry.bytes
+        stream.emit(FileDone("rebuild", entry.relpath, "entered", entry.bytes, entry.gz_bytes))

@@ -38,18 +38,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from ..cancel import CancelToken, in_thread
-from ..codec import CorruptGzip, Digest, digest_fd, read_gzip_header
+from ..codec import CorruptGzip, Digest, read_gzip_header
 from ..fsutil import (
     FileIdentity,
-    fsync_dir,
     identity_or_none,
-    open_file,
     unlink_if_identity,
     unlink_if_present,
 )
@@ -65,7 +61,7 @@ from ..layout import (
 )
 from ..lock import read_holder
 from ..manifest import Entry, Manifest, NewEntry
-from ..ratelimit import RateLimiter
+from .bundle import BUNDLE_SUFFIX, read_bundle
 from .filemove import FileMover
 from .gzfile import (
     ArchiveOk,
@@ -77,16 +73,14 @@ from .gzfile import (
     stale_of,
     verify_gzip,
 )
-
-OrphanOutcome = Literal["found", "adopted", "stale", "corrupt", "changed", "error", "refused"]
-
-
-@dataclass(frozen=True)
-class Orphan:
-    gz: Path
-    relpath: str
-    outcome: OrphanOutcome
-    detail: str = ""
+from .orphanbundle import (
+    MAX_MTIME_NS,
+    Orphan,
+    OrphanBundle,
+    digest_if_identity,
+    make_durable,
+    trusted_mode,
+)
 
 
 @dataclass
@@ -182,8 +176,8 @@ def _remove_durably(path: Path, root: Path) -> bool:
 
 @dataclass
 class ArchiveFiles:
-    """What lies under ``files/``: placed gzips (keyed by their path as the
-    manifest stores it) and leftover partials."""
+    """What lies under ``files/``: placed gzips and bundles (keyed by their path as
+    the manifest stores it) and leftover partials."""
 
     gzips: dict[str, Path] = field(default_factory=dict)
     partials: list[Path] = field(default_factory=list)
@@ -206,7 +200,7 @@ def archive_files(layout: Layout) -> ArchiveFiles:
                 stack.append((Path(entry.path), f"{rel}/{entry.name}"))
             elif not entry.is_file(follow_symlinks=False):
                 continue
-            elif entry.name.endswith(GZ_SUFFIX):
+            elif entry.name.endswith((GZ_SUFFIX, BUNDLE_SUFFIX)):
                 found.gzips[f"{rel}/{entry.name}"] = Path(entry.path)
             elif entry.name.endswith(PARTIAL_SUFFIX):
                 found.partials.append(Path(entry.path))
@@ -224,42 +218,18 @@ def _orphan_relpath(mover: FileMover, gz: Path) -> str:
     return mover.layout.relpath_of_gz(gz, name)
 
 
-def _orphan_relpath_or_guess(mover: FileMover, gz: Path) -> str:
-    """For a listing: the relpath, or its name's guess when the header cannot be read."""
+def _orphans_found(mover: FileMover, gz: Path) -> list[Orphan]:
+    """For a listing: an orphan gzip's relpath (its name's guess when the header
+    cannot be read), or each member of an orphan bundle."""
+    if gz.name.endswith(BUNDLE_SUFFIX):
+        try:
+            return [Orphan(gz, m.relpath, "found") for m in read_bundle(gz).members]
+        except OSError:
+            return [Orphan(gz, mover.layout.rel(gz), "found")]
     try:
-        return _orphan_relpath(mover, gz)
+        return [Orphan(gz, _orphan_relpath(mover, gz), "found")]
     except (OSError, UnsafePath):
-        return mover.layout.relpath_of_gz(gz)
-
-
-def _make_durable(gz: Path, root: Path) -> None:
-    """fsync an orphan and its directory: it may come from a process killed before
-    step 5's directory fsync, or one whose fsync failed, and an entry (and the
-    unlink of its source) is about to rest on its name."""
-    fd = open_file(gz, os.O_RDONLY, root=root)
-    try:
-        with naming(gz):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(gz.parent, root=root)
-
-
-def _digest_if_identity(
-    path: Path, root: Path, ident: FileIdentity, limiter: RateLimiter, cancel: CancelToken
-) -> Digest | None:
-    """The bytes of ``path`` if the file opened (never through a link) is the one
-    ``ident`` describes, else None."""
-    try:
-        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK, root=root)
-    except FileNotFoundError:
-        return None
-    try:
-        if FileIdentity.of_stat(os.fstat(fd)) != ident:
-            return None
-        return digest_fd(fd, limiter=limiter, cancel=cancel)[0]
-    finally:
-        os.close(fd)
+        return [Orphan(gz, mover.layout.relpath_of_gz(gz), "found")]
 
 
 def _recorded_identity(entry: Entry) -> FileIdentity | None:
@@ -314,8 +284,7 @@ class Recovery:
         report.missing = await self._missing(entered, files.gzips)
         for rel, gz in sorted(files.gzips.items()):
             if rel not in entered:
-                relpath = await asyncio.to_thread(_orphan_relpath_or_guess, self.mover, gz)
-                report.orphans.append(Orphan(gz, relpath, "found"))
+                report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
         for entry in await self.manifest.entries_pending_unlink():
             if await self._still_archived(entry) is not None:
                 report.sources_unlinked.append(entry.relpath)
@@ -358,7 +327,13 @@ class Recovery:
         for rel, gz in sorted(on_disk.items()):
             if rel not in entered:
                 self.cancel.check()
-                report.orphans.append(await self.settle_orphan(gz))
+                report.orphans += await self.settle(gz)
+
+    async def settle(self, gz: Path) -> list[Orphan]:
+        """An orphan gzip, or each member of an orphan bundle, settled."""
+        if gz.name.endswith(BUNDLE_SUFFIX):
+            return await OrphanBundle(self.mover, gz, self.cancel).settle()
+        return [await self.settle_orphan(gz)]
 
     async def settle_orphan(self, gz: Path) -> Orphan:
         try:
@@ -408,7 +383,7 @@ class Recovery:
             return Orphan(gz, relpath, "error", f"could not be read ({err}); left as found")
         if isinstance(result, ArchiveOk | Stale):
             try:
-                await asyncio.to_thread(_make_durable, gz, roots.dest)
+                await asyncio.to_thread(make_durable, gz, roots.dest)
             except OSError as err:
                 return Orphan(
                     gz, relpath, "error", f"could not be made durable ({err}); left as found"
@@ -433,19 +408,10 @@ class Recovery:
             sha256=stale.sha256,
             gz_path=self.mover.layout.rel(gz),
             gz_bytes=stale.gz_bytes,
-            mtime_ns=stale.mtime_ns if 0 <= stale.mtime_ns < 1 << 62 else 0,
+            mtime_ns=stale.mtime_ns if 0 <= stale.mtime_ns < MAX_MTIME_NS else 0,
             dev=None,
             ino=None,
-            # From the header at best: its permission bits only, never set-user-id.
-            mode=stat.S_IFREG
-            | (
-                stat.S_IMODE(stale.mode)
-                if stale.mode
-                else stat.S_IMODE(source.mode)
-                if source and source.is_regular
-                else 0o644
-            )
-            & 0o777,
+            mode=trusted_mode(stale.mode, source),
             archived_at=self.mover.clock(),
             status="stale",
             source_present=False,
@@ -493,7 +459,7 @@ class Recovery:
         if now is None or not recorded.same_inode_elsewhere(now):
             return None
         limiter, cancel = self.mover.limiter, self.cancel
-        digest = await in_thread(cancel, _digest_if_identity, src, live, now, limiter, cancel)
+        digest = await in_thread(cancel, digest_if_identity, src, live, now, limiter, cancel)
         if digest is None or (digest.bytes, digest.sha256) != (entry.bytes, entry.sha256):
             return None
         return src, now

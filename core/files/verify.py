@@ -116,7 +116,7 @@ async def _check(
 ) -> Checked:
     def out(result: VerifyOutcome, detail: str = "") -> Checked:
         stream.emit(FileDone("verify", entry.relpath, result, entry.bytes, entry.gz_bytes, detail))
-        return Checked(entry.id, entry.relpath, entry.gz_path, result, detail)
+        return Checked(entry.id, entry.relpath, entry.location, result, detail)
 
     try:
         gz = mover.layout.abs(entry.gz_path)
@@ -127,6 +127,7 @@ async def _check(
         verdict = await verify_gzip(
             gz,
             Digest(entry.bytes, entry.sha256),
+            span=entry.span,
             limiter=mover.limiter,
             cancel=token,
             progress=thread_progress(stream, "verify", entry.relpath, entry.bytes),

@@ -64,7 +64,8 @@ async def test_typing_filters_and_fires_no_binding(settings: Settings) -> None:
         # Down leaves the filter for the table, where the keys act again.
         await pilot.press("down", "y")
         await settle(pilot)
-        assert app.clipboard.endswith(".gz") and "part-03" in app.clipboard
+        # A line the system's tools run: gunzip, or tar then gunzip for a member.
+        assert "gunzip -c" in app.clipboard and "part-03" in app.clipboard
         await pilot.press("r")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)

@@ -31,6 +31,13 @@ PASS_STEPS = [
     "source_unlinked",
     "partial_written:3",
     "renamed:3",
+    # The demo's small files go into bundles: each bundle step, and a second bundle.
+    "bundle_written",
+    "bundle_verified",
+    "bundle_placed",
+    "bundle_committed",
+    "bundle_sources_unlinked",
+    "bundle_placed:2",
     "batch_archived",
     "batch_deleted",
     "batch_archived:2",

@@ -45,7 +45,9 @@ from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 from faults.clirun import Forker
 
-from helpers import COLDKEEP, ck, live_files, report_line
+from coldkeep.core.steps import BUNDLE_STEPS
+
+from helpers import COLDKEEP, ck, live_files, per_file, report_line
 from sitecheck import Originals, Tally, check_site
 
 pytestmark = pytest.mark.crash
@@ -66,12 +68,15 @@ FILE_STEPS = [
 # files/<unit>/ and coldkeep.db all made by this pass, and durable by the time
 # the source goes.
 FRESH_STEPS = ["entry_committed", "source_unlinked"]
+# The same pass with small files packed into bundles (the default): each bundle
+# step, and the second bundle's placing.
+BUNDLE_CUTS = [*BUNDLE_STEPS, "bundle_placed:2"]
 EVENT_STEPS = ["batch_archived", "batch_deleted", "batch_archived:2", "batch_deleted:2"]
 RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "intent_cleared"]
 # Random moments, spread over the three commands in these shares.
 RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "50"))
-SHARES = {"files": 0.4, "events": 0.3, "restore": 0.3}
-SEEDS = {"files": 20261201, "events": 20261202, "restore": 20261203}
+SHARES = {"files": 0.2, "bundles": 0.2, "events": 0.3, "restore": 0.3}
+SEEDS = {"files": 20261201, "events": 20261202, "restore": 20261203, "bundles": 20261204}
 # Event rows younger than this are dropped from the demo's state.db: four months
 # of rows, three of them old enough to move, in a few batches of BATCH_ROWS.
 KEEP_DAYS = 120
@@ -116,6 +121,7 @@ def matrix(
     )
     trim_events(pristine / "state.db")
     config = pristine / "coldkeep.toml"
+    per_file(config)
     text = config.read_text().replace("batch_rows = 2000", f"batch_rows = {BATCH_ROWS}")
     assert f"batch_rows = {BATCH_ROWS}" in text
     config.write_text(text)
@@ -126,6 +132,10 @@ def matrix(
     shutil.copytree(pristine, files, symlinks=True)
     no_events = text.replace('state_db = "state.db"\n', "")
     (files / "coldkeep.toml").write_text(no_events)
+    # The same with bundles on (the default).
+    bundles = base / "bundles"
+    shutil.copytree(files, bundles, symlinks=True)
+    (bundles / "coldkeep.toml").write_text(no_events.replace("bundle_below = 0\n", ""))
     # The same on a site whose archive_root is still to be made.
     fresh = base / "fresh"
     shutil.copytree(files, fresh, symlinks=True)
@@ -154,6 +164,14 @@ def matrix(
             ),
             "fresh": Case(
                 "fresh", fresh, "pass", ["recover", "pass"], files_after, ("source_unlinked",)
+            ),
+            "bundles": Case(
+                "bundles",
+                bundles,
+                "pass",
+                ["recover", "pass"],
+                files_after,
+                ("source_unlinked", "bundle_sources_unlinked"),
             ),
             "events": Case("events", events, "pass", ["recover", "pass"], files_after),
             "restore": Case(
@@ -305,7 +323,8 @@ def cut_in(m: Matrix, fs: FaultFS, case: Case, tmp: Path, *, kill_at: str, delay
     if code is None:
         code = m.forker.kill()  # SIGKILL first: the process sees nothing of the cut
         assert not kill_at, f"never reached {kill_at}: {out.read_text()}"
-        mid = True
+    if code == -signal.SIGKILL and not kill_at:
+        mid = True  # (a command that ended just as the delay ran out is not)
     else:
         expected = -signal.SIGKILL if kill_at else 0
         assert code == expected, f"exit {code}, not {expected}: {out.read_text()}"
@@ -346,6 +365,11 @@ def test_first_pass_on_a_new_archive_cut_at_each_step(
     cut_at_step(matrix, "fresh", step, tmp_path)
 
 
+@pytest.mark.parametrize("step", BUNDLE_CUTS)
+def test_bundles_pass_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "bundles", step, tmp_path)
+
+
 @pytest.mark.parametrize("step", EVENT_STEPS)
 def test_events_pass_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
     cut_at_step(matrix, "events", step, tmp_path)
@@ -356,7 +380,7 @@ def test_restore_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> 
     cut_at_step(matrix, "restore", step, tmp_path)
 
 
-@pytest.mark.parametrize("name", ["files", "fresh", "events", "restore"])
+@pytest.mark.parametrize("name", ["files", "fresh", "bundles", "events", "restore"])
 def test_cut_once_the_command_has_finished(matrix: Matrix, tmp_path: Path, name: str) -> None:
     """Everything a command did is durable when it exits 0: month DBs committed,
     sources gone, files restored, all of it still there after the cut."""

@@ -284,7 +284,8 @@ class RestoreScreen(Screen[None]):
             return
         preview.update(
             f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
-            f"archived {clock_time(row.archived_at)}  ·  {row.status}\nchecking the target…"
+            f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
+            f"checking the target…  ·  from {row.location}"
         )
         self.check_target(row, self.query_one("#restore-to", Input).value)
 
@@ -305,7 +306,8 @@ class RestoreScreen(Screen[None]):
             f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
         )
-        self.query_one("#restore-preview", Static).update(Text(head) + where)
+        source = Text(f"  ·  from {row.location}", style="dim")
+        self.query_one("#restore-preview", Static).update(Text(head) + where + source)
 
     def action_select_row(self) -> None:
         if self.query_one(TabbedContent).active == "restore-events":
@@ -327,9 +329,9 @@ class RestoreScreen(Screen[None]):
     def action_copy(self) -> None:
         row = self._current()
         if row is not None:
-            path = str(self.archive.root / row.gz_path)
-            self.app.copy_to_clipboard(path)
-            self.notify(f"copied {path}")
+            line = row.extract_command(self.archive.root)
+            self.app.copy_to_clipboard(line)
+            self.notify(f"copied {line}")
 
     def action_back(self) -> None:
         self.dismiss(None)
