@@ -15,6 +15,10 @@ the start of every pass, so that no pass works beside a dead process's leftovers
       the source changed while it was checked               ->  left as found
       it (or its source) cannot be read (EACCES, EIO), or   ->  left, reported as error
       fsynced before its entry is written
+    a .tar no entry names (an         the same walk             each member settled as
+    orphan bundle)                                              an orphan gzip is, then
+                                                                one transaction (see
+                                                                orphanbundle.py)
     an entry whose gzip is gone       the same walk             status 'missing', loudly
     a committed entry's live source   source_present = 1        unlinked after its
     (a crash between steps 6 and 7)                             identity check (only
