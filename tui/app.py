@@ -563,12 +563,12 @@ class ColdkeepApp(App[None]):
                 Finding(str(p), "restore-partial", None, None) for p in rec.restore_partials
             ]
             findings += [Finding(layout.rel(o.gz), "orphan", None, None) for o in rec.orphans]
-            findings += [Finding(e.gz_path, "MISSING", e.bytes, None) for e in rec.missing]
+            findings += [Finding(e.location, "MISSING", e.bytes, None) for e in rec.missing]
         if self.status is not None:
             now = self.clock() / 1000
             for e in self.status.attention:
                 kind = "verify-failed" if e.verify_error else e.status
-                findings.append(Finding(e.gz_path, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
+                findings.append(Finding(e.location, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
         unique = {f.path: f for f in findings}
         self.query_one(OrphansPane).show(list(unique.values()))
 

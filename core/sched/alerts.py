@@ -78,7 +78,7 @@ async def conditions(manifest: Manifest) -> list[Condition]:
     found: list[Condition] = []
     for e in await manifest.entries_failed_verify(limit=10_000):
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
-        message = f"{e.gz_path} failed verify: {e.verify_error}"
+        message = f"{e.location} failed verify: {e.verify_error}"
         found.append(Condition(f"verify_failed:{e.id}", "verify_failed", message, where))
     for e in await manifest.entries_missing(limit=10_000):
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
