@@ -211,15 +211,19 @@ def _compress_into(
     prefix_bytes: int | None,
     progress: Progress | None,
     src_path: Path | None,
+    size_hint: int | None = None,
 ) -> tuple[_Hashes, int]:
     """One standard gzip of the open file ``src_fd`` (from its current offset)
-    written to ``out``: its hashes and the gzip's length."""
+    written to ``out``: its hashes and the gzip's length. ``size_hint``: the
+    source's size, when small, sizes the read buffer (a bundle's members are
+    many and small; a 1 MiB buffer zeroed for each cost more than its read)."""
     hashes = _Hashes(prefix_bytes)
     crc = 0
     comp = codec.compressobj()
     n = out.write(gzip_header(name, mtime_ns, mode))
     with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), src_path)
+        buf = bytearray(CHUNK if size_hint is None else min(CHUNK, size_hint + 1))
+        next_chunk = _read_chunks(src, limiter, cancel, buf, src_path)
         while (chunk := next_chunk()) is not None:
             hashes.update(chunk)
             crc = isal_zlib.crc32(chunk, crc)
@@ -283,13 +287,14 @@ def compress_to_bytes(
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken,
     src_path: Path | None = None,
+    size_hint: int | None = None,
 ) -> tuple[bytes, Packed]:
     """One small file's standard gzip, in memory (a bundle member), and what
     was read."""
     out = io.BytesIO()
     hashes, gz_bytes = _compress_into(
         out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec, limiter=limiter,
-        cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path,
+        cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path, size_hint=size_hint,
     )  # fmt: skip
     return out.getvalue(), Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, None)
 
@@ -336,7 +341,8 @@ def inflate(
             with naming(gz):
                 src.seek(span.offset)
         limit = None if span is None else span.length
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), gz, limit)
+        buf = bytearray(CHUNK if span is None else max(1, min(CHUNK, span.length)))
+        next_chunk = _read_chunks(src, limiter, cancel, buf, gz, limit)
         while (chunk := next_chunk()) is not None:
             read_any = True
             data: bytes | memoryview = chunk

@@ -161,6 +161,7 @@ def pack(
                     limiter=limiter,
                     cancel=cancel,
                     src_path=src,
+                    size_hint=ident.size,
                 )
             finally:
                 os.close(src_fd)
