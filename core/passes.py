@@ -436,6 +436,10 @@ class Pass:
         elif m.result == "changed":
             totals.changed += 1
             self.stream.emit(FileDone("archive", m.relpath, "changed", detail=m.detail))
+        elif m.result == "error":
+            totals.errors += 1
+            self.failed_files.append(f"{m.relpath} ({m.detail})")
+            self.stream.emit(FileDone("archive", m.relpath, "error", detail=m.detail))
         elif m.result == "verify_failed":
             totals.verify_failed += 1
             self.stream.emit(FileDone("archive", m.relpath, "verify_failed", detail=m.detail))

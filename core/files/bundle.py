@@ -84,6 +84,7 @@ class PackedMember:
 class PackedBundle:
     members: list[PackedMember]
     skipped: list[tuple[str, str]]  # (relpath, why): gone, or not a regular file
+    unreadable: list[tuple[str, str]]  # (relpath, the error): a read failed; kept live
     index_sha256: str
 
 
@@ -124,6 +125,29 @@ def index_document(members: list[PackedMember]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
+def _member_of(
+    src: Path, root: Path, codec: Codec, limiter: RateLimiter, cancel: CancelToken
+) -> tuple[bytes, FileIdentity, Packed]:
+    """One source's gzip, in memory: opened beneath ``root`` without following
+    links, read once through the hashes and the compressor."""
+    src_fd, ident = open_regular(src, root)
+    try:
+        data, packed = compress_to_bytes(
+            src_fd,
+            name=os.fsencode(src.name),
+            mtime_ns=ident.mtime_ns,
+            mode=ident.mode,
+            codec=codec,
+            limiter=limiter,
+            cancel=cancel,
+            src_path=src,
+            size_hint=ident.size,
+        )
+    finally:
+        os.close(src_fd)
+    return data, ident, packed
+
+
 def pack(
     partial: Path,
     sources: list[tuple[str, Path]],
@@ -135,36 +159,29 @@ def pack(
     """Steps 1–2 at bundle scale: each source (relpath, path under ``roots.src``)
     opened without following links, hashed while compressed into its member, the
     index last, the partial fsynced. A source gone or no longer a regular file is
-    skipped (and said why); a read error raises (the caller removes the partial)."""
+    skipped (and said why), one that cannot be read is left out with its error;
+    a write error raises (the caller removes the partial)."""
     members: list[PackedMember] = []
     skipped: list[tuple[str, str]] = []
+    unreadable: list[tuple[str, str]] = []
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     fd = open_file(partial, flags, root=roots.dest, create_parents=True)
     with naming(partial), os.fdopen(fd, "wb") as out:
         for relpath, src in sources:
             cancel.check()
             try:
-                src_fd, ident = open_regular(src, roots.src)
+                data, ident, packed = _member_of(src, roots.src, codec, limiter, cancel)
             except FileNotFoundError:
                 skipped.append((relpath, "gone"))
                 continue
             except Unarchivable as err:
                 skipped.append((relpath, str(err)))
                 continue
-            try:
-                data, packed = compress_to_bytes(
-                    src_fd,
-                    name=os.fsencode(src.name),
-                    mtime_ns=ident.mtime_ns,
-                    mode=ident.mode,
-                    codec=codec,
-                    limiter=limiter,
-                    cancel=cancel,
-                    src_path=src,
-                    size_hint=ident.size,
-                )
-            finally:
-                os.close(src_fd)
+            except OSError as err:
+                # Its bytes are in memory until whole: the partial holds nothing
+                # of it, and the others go on (the source is kept).
+                unreadable.append((relpath, str(err)))
+                continue
             offset = _write_member(out, f"{relpath}.gz", data, ident.mtime_ns, ident.mode)
             members.append(PackedMember(relpath, ident, packed, Span(offset, len(data))))
         index = index_document(members)
@@ -175,7 +192,7 @@ def pack(
         out.write(b"\0" * (2 * _BLOCK + (-end % _RECORD)))
         out.flush()
         os.fsync(out.fileno())
-    return PackedBundle(members, skipped, hashlib.sha256(index).hexdigest())
+    return PackedBundle(members, skipped, unreadable, hashlib.sha256(index).hexdigest())
 
 
 def check_packed(

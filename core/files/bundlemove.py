@@ -113,7 +113,8 @@ def bundle_groups(
 class MemberDone:
     """What became of one file of a bundle: ``archived`` (its source ``unlinked``
     or not), ``changed`` (its member kept stale, the source live), ``skipped``
-    (gone, or not a regular file), or ``verify_failed`` (the whole bundle)."""
+    (gone, or not a regular file), ``error`` (it could not be read: kept live),
+    or ``verify_failed`` (the whole bundle)."""
 
     relpath: str
     result: str
@@ -179,6 +180,7 @@ class BundleMover:
                 cancel, pack, partial, sources, roots, mover.codec, mover.limiter, cancel
             )
             skipped = [MemberDone(rel, "skipped", detail=why) for rel, why in packed.skipped]
+            skipped += [MemberDone(rel, "error", detail=why) for rel, why in packed.unreadable]
             if not packed.members:
                 await self._discard(partial)
                 return BundleDone(None, skipped)

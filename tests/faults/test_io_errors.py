@@ -242,10 +242,14 @@ def next_run(site: Path, fs: FaultFS, *args: str) -> dict[str, Any]:
 # files: reading, writing and fsyncing ---------------------------------------------
 
 
+@pytest.mark.parametrize("bundled", [False, True], ids=["own gzip", "in a bundle"])
 def test_a_source_that_cannot_be_read_is_counted_kept_and_named(
-    mount: Mount, templates: Templates, tally: Tally
+    mount: Mount, templates: Templates, tally: Tally, bundled: bool
 ) -> None:
     site, fs = mount(templates.recovered, events=False)
+    if bundled:  # the other files of its unit and month go into the bundle
+        config = site / "coldkeep.toml"
+        config.write_text(config.read_text().replace("bundle_below = 0\n", ""))
     rel = "unit-0001/part-01.jsonl"
     rule = fs.fail("read", f"live/{rel}", EIO)
 
@@ -262,6 +266,9 @@ def test_a_source_that_cannot_be_read_is_counted_kept_and_named(
     again = next_run(site, fs, "pass")["result"]
     assert again["files"]["archived"] == 1 and rel not in live_files(site)
     checked(tally, fs, templates.recovered.originals, remount=False)
+    if bundled:
+        unit = [e for e in entries(fs.backing) if e["unit"] == "unit-0001" and e["relpath"] != rel]
+        assert unit and all(e["member_offset"] is not None for e in unit), "bundled"
 
 
 @pytest.mark.parametrize(
