@@ -213,3 +213,13 @@ def test_bundle_settings_are_checked(site: Path) -> None:
     config.write_text(config.read_text() + "bundle_below = 999999999\n")
     run = ck(site, "status", check=2)
     assert "files.bundle_below" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_tar_not_named_as_a_bundle_is_not_taken_for_one(site: Path) -> None:
+    """A plain file an older, copy-based scheme left at an archive path may be a
+    tar of gzips: it is nobody's bundle, and recovery leaves it be."""
+    legacy = site / "archive" / "files" / "a" / "exports.tar"
+    hostile_bundle(legacy, {"a/x.jsonl.gz": b"not coldkeep's\n"})
+    result = ck_json(site, "recover")["result"]
+    assert result["orphans_stale"] == 0 and legacy.exists()
+    assert entries(site) == []

@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import tarfile
 from dataclasses import dataclass, field
@@ -42,6 +43,9 @@ from ..ratelimit import RateLimiter
 from .gzfile import PlacedNotDurable, Roots, Unarchivable, open_regular
 
 BUNDLE_SUFFIX = ".tar"
+# <YYYY-MM>.<sha12>[-n].tar: only such a name under files/ is taken for a bundle
+# (a plain file an older, copy-based scheme left there may end in .tar too).
+_BUNDLE_NAME = re.compile(r"-?\d{4,5}-\d{2}\.[0-9a-f]{12}(-\d+)?\.tar")
 INDEX_NAME = ".coldkeep-index.json"
 INDEX_FORMAT = 1
 _BLOCK = tarfile.BLOCKSIZE
@@ -86,6 +90,10 @@ class PackedBundle:
     skipped: list[tuple[str, str]]  # (relpath, why): gone, or not a regular file
     unreadable: list[tuple[str, str]]  # (relpath, the error): a read failed; kept live
     index_sha256: str
+
+
+def is_bundle_name(name: str) -> bool:
+    return _BUNDLE_NAME.fullmatch(name) is not None
 
 
 def _tar_header(name: str, size: int, mtime_ns: int, mode: int) -> bytes:

@@ -32,7 +32,7 @@ from ..layout import Layout, UnsafePath, unit_of
 from ..manifest import Manifest, ManifestError, NewEntry
 from ..ratelimit import RateLimiter
 from ..stream import EventStream, FileDone, Phase
-from .bundle import BUNDLE_SUFFIX, read_bundle
+from .bundle import is_bundle_name, read_bundle
 from .orphanbundle import MAX_MTIME_NS, trusted_mode
 from .recovery import archive_files
 
@@ -135,7 +135,7 @@ async def rebuild_manifest(
     for gz in found:
         token.check()
         rel = layout.rel(gz)
-        if gz.name.endswith(BUNDLE_SUFFIX):
+        if is_bundle_name(gz.name):
             await _rebuild_bundle(layout, gz, report, entries, stream, limiter, token)
             continue
         try:

@@ -65,7 +65,7 @@ from ..layout import (
 )
 from ..lock import read_holder
 from ..manifest import Entry, Manifest, NewEntry
-from .bundle import BUNDLE_SUFFIX, read_bundle
+from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover
 from .gzfile import (
     ArchiveOk,
@@ -204,7 +204,7 @@ def archive_files(layout: Layout) -> ArchiveFiles:
                 stack.append((Path(entry.path), f"{rel}/{entry.name}"))
             elif not entry.is_file(follow_symlinks=False):
                 continue
-            elif entry.name.endswith((GZ_SUFFIX, BUNDLE_SUFFIX)):
+            elif entry.name.endswith(GZ_SUFFIX) or is_bundle_name(entry.name):
                 found.gzips[f"{rel}/{entry.name}"] = Path(entry.path)
             elif entry.name.endswith(PARTIAL_SUFFIX):
                 found.partials.append(Path(entry.path))
@@ -225,7 +225,7 @@ def _orphan_relpath(mover: FileMover, gz: Path) -> str:
 def _orphans_found(mover: FileMover, gz: Path) -> list[Orphan]:
     """For a listing: an orphan gzip's relpath (its name's guess when the header
     cannot be read), or each member of an orphan bundle."""
-    if gz.name.endswith(BUNDLE_SUFFIX):
+    if is_bundle_name(gz.name):
         try:
             return [Orphan(gz, m.relpath, "found") for m in read_bundle(gz).members]
         except OSError:
@@ -335,7 +335,7 @@ class Recovery:
 
     async def settle(self, gz: Path) -> list[Orphan]:
         """An orphan gzip, or each member of an orphan bundle, settled."""
-        if gz.name.endswith(BUNDLE_SUFFIX):
+        if is_bundle_name(gz.name):
             return await OrphanBundle(self.mover, gz, self.cancel).settle()
         return [await self.settle_orphan(gz)]
 
