@@ -4,7 +4,9 @@ A pass in mode ``on`` (``Pass.run``):
 
     recovery   what a crash left behind, settled first (``run_recovery``, also
                the ``recover`` command)
-    files      the scan, then every eligible file, ``workers`` at a time
+    files      the scan, then every eligible file, ``workers`` at a time: the
+               smaller ones packed into bundles (files/bundlemove.py), one
+               worker per bundle, the others each its own gzip
     events     the eligible event rows, batch by batch (events/dbmove.py), when a
                state_db is configured
 

@@ -251,7 +251,13 @@ class BundleMover:
                 )
                 done.append(MemberDone(e.relpath, "changed", e, detail=detail))
             else:
-                done.append(MemberDone(e.relpath, "archived", e, by_rel[e.relpath]))
+                unlinked = by_rel[e.relpath]
+                detail = (
+                    "archived; removing its source failed: the next pass's recovery settles it"
+                    if unlinked == "unsettled"
+                    else ""
+                )
+                done.append(MemberDone(e.relpath, "archived", e, unlinked, detail))
         return done
 
     def _new_entry(self, gz_path: str, m: PackedMember, changed: bool) -> NewEntry:
