@@ -93,7 +93,7 @@ class PackedBundle:
 
 
 def is_bundle_name(name: str) -> bool:
-    return _BUNDLE_NAME.fullmatch(name) is not None
+    return name.endswith(BUNDLE_SUFFIX) and _BUNDLE_NAME.fullmatch(name) is not None
 
 
 def _tar_header(name: str, size: int, mtime_ns: int, mode: int) -> bytes:

@@ -129,7 +129,8 @@ async def rebuild_manifest(
         raise ManifestError(f"{out} exists; rebuild writes a new database (give --out PATH)")
     token = cancel or CancelToken()
     report = RebuildReport(out)
-    found = [gz for _, gz in sorted((await asyncio.to_thread(archive_files, layout)).gzips.items())]
+    walked = await asyncio.to_thread(archive_files, layout)
+    found = [Path(gz) for _, gz in sorted(walked.gzips.items())]
     stream.emit(Phase("rebuild", len(found)))
     entries: list[NewEntry] = []
     for gz in found:

@@ -181,9 +181,9 @@ def _remove_durably(path: Path, root: Path) -> bool:
 @dataclass
 class ArchiveFiles:
     """What lies under ``files/``: placed gzips and bundles (keyed by their path as
-    the manifest stores it) and leftover partials."""
+    the manifest stores it, to their absolute path) and leftover partials."""
 
-    gzips: dict[str, Path] = field(default_factory=dict)
+    gzips: dict[str, str] = field(default_factory=dict)
     partials: list[Path] = field(default_factory=list)
 
 
@@ -205,7 +205,9 @@ def archive_files(layout: Layout) -> ArchiveFiles:
             elif not entry.is_file(follow_symlinks=False):
                 continue
             elif entry.name.endswith(GZ_SUFFIX) or is_bundle_name(entry.name):
-                found.gzips[f"{rel}/{entry.name}"] = Path(entry.path)
+                # Strings: a Path each cost more than the walk itself (1.7 s
+                # against 0.4 s for 100,000 gzips).
+                found.gzips[f"{rel}/{entry.name}"] = entry.path
             elif entry.name.endswith(PARTIAL_SUFFIX):
                 found.partials.append(Path(entry.path))
     return found
@@ -286,9 +288,9 @@ class Recovery:
                 report.restore_partials.append(partial)
         entered = await self.manifest.gz_statuses()
         report.missing = await self._missing(entered, files.gzips)
-        for rel, gz in sorted(files.gzips.items()):
-            if rel not in entered:
-                report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
+        for rel in sorted(files.gzips.keys() - entered.keys()):
+            gz = Path(files.gzips[rel])
+            report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
         for entry in await self.manifest.entries_pending_unlink():
             if await self._still_archived(entry) is not None:
                 report.sources_unlinked.append(entry.relpath)
@@ -314,24 +316,23 @@ class Recovery:
         await self.unlink_committed_sources(report)
         return report
 
-    async def _missing(self, entered: dict[str, str], on_disk: dict[str, Path]) -> list[Entry]:
+    async def _missing(self, entered: dict[str, str], on_disk: dict[str, str]) -> list[Entry]:
         """Entries that should have a gzip and have none (paths and statuses only
         are held for the whole archive; full entries only for these)."""
         kept = ("archived", "stale", "restored")
         gone = [p for p, st in entered.items() if st in kept and p not in on_disk]
         return await self.manifest.entries_by_gz(gone)
 
-    async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, Path]) -> None:
+    async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, str]) -> None:
         """Orphans adopted, kept or removed; entries without a gzip marked missing."""
         entered = await self.manifest.gz_statuses()
         missing = await self._missing(entered, on_disk)
         if missing:
             await self.manifest.set_status([e.id for e in missing], "missing")
             report.missing = missing
-        for rel, gz in sorted(on_disk.items()):
-            if rel not in entered:
-                self.cancel.check()
-                report.orphans += await self.settle(gz)
+        for rel in sorted(on_disk.keys() - entered.keys()):
+            self.cancel.check()
+            report.orphans += await self.settle(Path(on_disk[rel]))
 
     async def settle(self, gz: Path) -> list[Orphan]:
         """An orphan gzip, or each member of an orphan bundle, settled."""
