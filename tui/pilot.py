@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from .app import ColdkeepApp
 
@@ -34,9 +35,32 @@ async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
                 # yet due is drawn now, or a snapshot taken on a busy machine
                 # (the timer late) showed a pane one frame behind.
                 app.flush_panes()
-                await pilot.pause()
+                await _tables_measured(pilot)
                 return
     raise TimeoutError(f"the console did not settle: {app.busy_workers()}")
+
+
+def _measuring(app: ColdkeepApp) -> list[DataTable[Any]]:
+    """Tables whose new rows or cells are not measured yet: a DataTable sizes its
+    columns when its own message queue next runs empty (its Idle handler), and a
+    busy machine took a snapshot before that, columns cut at their headers'
+    widths (the flake hunt's main-screen snapshot)."""
+    return [
+        t
+        for t in app.screen.query(DataTable)
+        # Textual's own pending-work flags: it offers no public "measured" state.
+        if t._require_update_dimensions or t._updated_cells
+    ]
+
+
+async def _tables_measured(pilot: Pilot[Any], rounds: int = 200) -> None:
+    app = pilot.app
+    assert isinstance(app, ColdkeepApp)
+    for _ in range(rounds):
+        await pilot.pause()
+        if not _measuring(app):
+            return
+    raise TimeoutError(f"tables never measured: {_measuring(app)}")
 
 
 async def press(pilot: Pilot[Any], *keys: str) -> None:
