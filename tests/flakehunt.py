@@ -6,7 +6,8 @@ condition, not a longer sleep; no retries).
     make flakehunt                       (FLAKE_RUNS=5 by default)
     python tests/flakehunt.py --runs 5 [pytest args...]
 
-Prints each run's result as it ends, then every test that failed, how often.
+Prints each run's result as it ends, then every test that failed, how often; a
+failed run's output (and its snapshot report) is kept in .flakehunt/.
 Exit 0 only if no run failed.
 """
 
@@ -31,6 +32,19 @@ def hogs(n: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
 
 
+def keep(run: int, done: subprocess.CompletedProcess[str]) -> Path:
+    """A failed run's whole output (and the snapshot report, if a snapshot
+    differed) kept under .flakehunt/: a flake seen once must be readable later."""
+    out = ROOT / ".flakehunt"
+    out.mkdir(exist_ok=True)
+    log = out / f"run-{run}.log"
+    log.write_text(done.stdout + done.stderr)
+    report = ROOT / "snapshot_report.html"
+    if report.exists():
+        report.replace(out / f"run-{run}-snapshot_report.html")
+    return log
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -53,6 +67,8 @@ def main() -> int:
             failures.update(failed)
             last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
             print(f"run {run}: {time.monotonic() - t0:.0f} s, {last}", flush=True)
+            if failed or done.returncode:
+                print(f"  output: {keep(run, done)}", flush=True)
             for test in failed:
                 print(f"  failed: {test}", flush=True)
     finally:
