@@ -5,6 +5,8 @@ never a traceback.
     the config       arbitrary TOML documents and bytes -> Settings or ConfigError
     cron in [jobs]   an accepted expression always has a next fire time
     gzip headers     arbitrary bytes -> a header or CorruptGzip
+    bundles          a real bundle, bytes overwritten or cut -> its members, each
+                     checked, and the rest refused by name
     attach lines     arbitrary lines -> a reply, never a dropped connection
     stream events    arbitrary JSON objects -> an event or None
     browser queries  arbitrary text -> a Query or QueryError
@@ -25,9 +27,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from coldkeep.core.attach import AttachServer
-from coldkeep.core.codec import CorruptGzip, read_gzip_header
+from coldkeep.core.cancel import CancelToken
+from coldkeep.core.codec import Codec, CorruptGzip, read_gzip_header
 from coldkeep.core.config import JOB_NAMES, ConfigError, Settings, load_settings, parse_settings
+from coldkeep.core.files.bundle import pack, read_bundle
 from coldkeep.core.files.catalog import Query, QueryError, parse_query
+from coldkeep.core.files.gzfile import Roots
+from coldkeep.core.layout import check_relpath
+from coldkeep.core.ratelimit import UNLIMITED
 from coldkeep.core.sched.jobs import next_fire_after
 from coldkeep.core.stream import EventStream, Phase, from_dict
 
@@ -179,6 +186,43 @@ def test_any_bytes_give_a_gzip_header_or_corrupt_gzip(start: bytes, rest: bytes)
             one_line(err)
             return
         assert header.name is None or isinstance(header.name, str)
+
+
+def small_bundle() -> bytes:
+    """A bundle of three small members, as a pass writes it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        live, archive = Path(tmp, "live"), Path(tmp, "archive")
+        for n in range(3):
+            (live / "u").mkdir(parents=True, exist_ok=True)
+            (live / "u" / f"f{n}.jsonl").write_bytes(b'{"n": %d}\n' % n * (n + 1))
+        partial = archive / "b.tar.partial"
+        sources = [(f"u/f{n}.jsonl", live / "u" / f"f{n}.jsonl") for n in range(3)]
+        pack(partial, sources, Roots(live, archive), Codec(), UNLIMITED, CancelToken())
+        return partial.read_bytes()
+
+
+BUNDLE = small_bundle()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, len(BUNDLE) - 1), st.binary(min_size=1, max_size=8))),
+    st.integers(0, len(BUNDLE)),
+)
+def test_any_damage_to_a_bundle_reads_members_or_refuses_them(
+    writes: list[tuple[int, bytes]], keep: int
+) -> None:
+    data = bytearray(BUNDLE)
+    for at, chunk in writes:
+        data[at : at + len(chunk)] = chunk
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "2026-01.000000000000.tar"
+        path.write_bytes(bytes(data[:keep]))
+        contents = read_bundle(path)
+    for m in contents.members:
+        check_relpath(m.relpath)
+        assert m.span.offset + m.span.length <= keep
+    for why in contents.refused:
+        assert "\n" not in why
 
 
 def attach_server() -> AttachServer:
