@@ -73,7 +73,7 @@ FRESH_STEPS = ["entry_committed", "source_unlinked"]
 BUNDLE_CUTS = [*BUNDLE_STEPS, "bundle_placed:2"]
 EVENT_STEPS = ["batch_archived", "batch_deleted", "batch_archived:2", "batch_deleted:2"]
 RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "intent_cleared"]
-# Random moments, spread over the three commands in these shares.
+# Random moments, spread over the four commands in these shares.
 RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "50"))
 SHARES = {"files": 0.2, "bundles": 0.2, "events": 0.3, "restore": 0.3}
 SEEDS = {"files": 20261201, "events": 20261202, "restore": 20261203, "bundles": 20261204}
