@@ -75,6 +75,11 @@ def test_the_systems_tar_and_gunzip_give_every_file_back(site: Path, tmp_path: P
     got = {p.relative_to(out).as_posix(): sha(p.read_bytes()) for p in out.rglob("*.jsonl")}
     assert got == {rel: digest for rel, digest in before.items() if rel != "b/big.jsonl"}
     assert not list((site / "live").rglob("*.jsonl")), "every source archived and removed"
+    # --list names each file's bundle and where its gzip lies in it.
+    listed = ck_json(site, "restore", "--path", "**", "--list")["result"]
+    members = [e for e in listed if e["member_offset"] is not None]
+    assert len(members) == len(before) - 1
+    assert all(e["gz_path"].endswith(".tar") and e["member_length"] > 0 for e in members)
 
 
 def test_a_corrupt_member_is_refused_alone_and_the_rest_restore(site: Path) -> None:

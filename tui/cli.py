@@ -488,10 +488,11 @@ def restore(
             ]
             return "\n".join([*lines, f"{len(found)} entries"])
 
-        result = [
-            {k: getattr(e, k) for k in ("id", "status", "bytes", "mtime_ns", "relpath", "sha256")}
-            for e in found
-        ]
+        fields = (
+            "id", "status", "bytes", "mtime_ns", "relpath", "sha256",
+            "gz_path", "member_offset", "member_length",
+        )  # fmt: skip
+        result = [{k: getattr(e, k) for k in fields} for e in found]
         ctx.emit("restore", True, result, text)
         return EXIT_OK
 
