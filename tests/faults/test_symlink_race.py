@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from faults.sites import copy_site, write_site
 
-from helpers import ck, live_files, report_line
+from helpers import ck, entries, live_files, report_line
 from sitecheck import Originals, Tally, check_site
 
 SWAPPER = Path(__file__).parents[1] / "swapper.py"
@@ -120,7 +120,22 @@ def test_a_pass_never_reads_or_unlinks_through_a_swapped_directory(
         tally.by_kind["pass"] += 1
         assert everything_in(outside) == decoys, "nothing outside removed or written"
         ck(site, "pass")
-        check_site(site, originals, tally)
+        # Mid-swap the real directory is at the symlink's name, and a scan that
+        # walks it then archives its files under that name (the attacker moved
+        # them; their bytes are archived all the same): either name counts.
+        swap = f".{UNIT}-swap/"
+        elsewhere = {
+            (e["relpath"].replace(swap, f"{UNIT}/", 1), e["sha256"])
+            for e in entries(site)
+            if e["relpath"].startswith(swap)
+        }
+        unit = {rel: d for rel, d in originals.files.items() if rel.startswith(f"{UNIT}/")}
+        rest = Originals(
+            {r: d for r, d in originals.files.items() if r not in unit}, originals.rows
+        )
+        check_site(site, rest, tally)
+        archived = {(e["relpath"], e["sha256"]) for e in entries(site)} | elsewhere
+        assert all((rel, d) in archived for rel, d in unit.items()), "every unit file archived"
         assert all(not (site / "live" / rel).exists() for rel in originals.files if UNIT in rel)
 
 
