@@ -92,7 +92,7 @@ from .ratelimit import RateLimiter
 from .session import Operation, Session, hold_lock
 from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .status import Status, read_status
-from .steps import StepHook, StepInfo, StepName, no_step
+from .steps import Recorder, StepHook, StepInfo, StepName, no_step
 from .stream import EventStream, FileStep
 
 # The API, and the results its clients read (made where the work is done).
@@ -165,7 +165,7 @@ class Archiver:
             await Manifest.open(self.layout.manifest) as manifest,
         ):
             audit_id = await self._begin(manifest, command, args)
-            current = Session(command, self.stream, mover=self._mover(manifest, step=self._step))
+            current = Session(command, self.stream, mover=self._mover(manifest, step=self._hook()))
             server = await self._serve(lock, command, cancel)
             try:
                 yield current
@@ -251,7 +251,18 @@ class Archiver:
             clock=self.clock,
         )
 
+    def _hook(self) -> StepHook:
+        """Each step is recorded on the stream; with a caller's hook (a test's),
+        the step also waits for it."""
+        if self.user_step is no_step:
+            return Recorder(self._record)
+        return self._step
+
     async def _step(self, name: StepName, info: StepInfo) -> None:
+        self._record(name, info)
+        await self.user_step(name, info)
+
+    def _record(self, name: StepName, info: StepInfo) -> None:
         src = info.get("src") or info.get("target")
         label = info.get("label")
         if isinstance(label, str):
@@ -259,7 +270,6 @@ class Archiver:
         elif isinstance(src, Path):
             op = "restore" if "target" in info else "archive"
             self.stream.emit(FileStep(op, self._rel(src), name, 0, 0))
-        await self.user_step(name, info)
 
     def _rel(self, path: Path) -> str:
         # String work, not PurePath.relative_to: this runs for every step of

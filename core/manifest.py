@@ -25,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
@@ -43,6 +44,7 @@ EntryStatus = Literal["archived", "stale", "restored", "missing"]
 # Ids (or rows) written by one statement: one commit each, within SQLite's
 # default limit of 32,766 parameters.
 IDS_PER_STATEMENT = 500
+_MARK_GONE = "UPDATE entries SET source_present = 0 WHERE id IN"
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: entries, passes, restore intents
@@ -354,6 +356,11 @@ class Manifest:
         # rolled back with it). Every trip to the connection takes this gate; a
         # transaction holds it from BEGIN to COMMIT.
         self._gate = asyncio.Lock()
+        # Entries waiting for the commit after the one in flight (add_entry).
+        self._queued: list[tuple[NewEntry, asyncio.Future[Entry]]] = []
+        self._committer: asyncio.Task[None] | None = None
+        # Sources confirmed gone, not yet written (sources_gone_later).
+        self._gone: list[int] = []
 
     @classmethod
     async def open(cls, path: Path, *, readonly: bool = False) -> Self:
@@ -392,7 +399,13 @@ class Manifest:
         return self
 
     async def close(self) -> None:
-        await self._db.close()
+        try:
+            # A mark that cannot be written is not lost: recovery finds those
+            # sources gone and marks them again.
+            with contextlib.suppress(sqlite3.Error):
+                await self.flush_sources_gone()
+        finally:
+            await self._db.close()
 
     # Every statement's cursor is closed or dropped on the connection's thread. A
     # cursor left to the garbage collector is finalized on the thread that drops
@@ -484,16 +497,37 @@ class Manifest:
     # entries -----------------------------------------------------------------
 
     async def add_entry(self, new: NewEntry) -> Entry:
-        """Insert and commit one entry (durable on return)."""
-        values = [getattr(new, c) for c in _NEW_COLUMNS]
-        marks = ", ".join("?" * len(values))
-        with naming_db(self.path, f"recording the entry of {new.relpath}"):
-            async with self._gate:
-                row = await self._db.execute_insert(
-                    f"INSERT INTO entries ({', '.join(_NEW_COLUMNS)}) VALUES ({marks})", values
-                )
-        assert row is not None
-        return Entry(**{c: getattr(new, c) for c in _NEW_COLUMNS}, id=int(row[0]))
+        """Insert and commit one entry (durable on return). Entries added while a
+        commit is in flight go into the next one together: one transaction and
+        one fsync for files that finish at the same time."""
+        waiter: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
+        self._queued.append((new, waiter))
+        if self._committer is None:
+            self._committer = asyncio.create_task(self._commit_queued())
+        return await waiter
+
+    async def _commit_queued(self) -> None:
+        batch: list[tuple[NewEntry, asyncio.Future[Entry]]] = []
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                news = [new for new, _ in batch]
+                try:
+                    added = await self.add_entries(news)
+                except Exception as err:  # noqa: BLE001 - relayed to every caller, who handle it
+                    for _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_exception(err)
+                    continue
+                for (_, waiter), entry in zip(batch, added, strict=True):
+                    if not waiter.done():  # its caller may have been cancelled
+                        waiter.set_result(entry)
+        finally:
+            # Cancelled (the loop is closing): nobody is left waiting.
+            for _, waiter in batch + self._queued:
+                waiter.cancel()
+            self._queued = []
+            self._committer = None
 
     async def add_entries(self, new: Sequence[NewEntry]) -> list[Entry]:
         """Insert many entries in one transaction (a bundle's members, a rebuild):
@@ -503,7 +537,9 @@ class Manifest:
         marks = ", ".join("?" * len(columns))
         async with self._gate:
             await self._run("BEGIN IMMEDIATE")
+            gone, self._gone = self._gone, []
             try:
+                await self._mark_gone(gone)
                 [(last,)] = await self._rows("SELECT coalesce(max(id), 0) FROM entries")
                 added = [
                     Entry(**{c: getattr(e, c) for c in _NEW_COLUMNS}, id=last + 1 + i)
@@ -515,6 +551,7 @@ class Manifest:
                 )
                 await self._run("COMMIT")
             except BaseException:
+                self._gone += gone
                 if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
                     await asyncio.shield(self._run("ROLLBACK"))
                 raise
@@ -540,6 +577,7 @@ class Manifest:
     async def entries_pending_unlink(self) -> list[Entry]:
         """Committed entries whose live source has not been seen gone (a crash
         between steps 6 and 7)."""
+        await self.flush_sources_gone()
         return await self._select("WHERE source_present = 1 AND status = 'archived'", ())
 
     async def entries_needing_attention(self, limit: int) -> list[Entry]:
@@ -635,7 +673,27 @@ class Manifest:
     async def mark_sources_gone(self, ids: Iterable[int]) -> None:
         """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
         source gone and marks it again."""
-        await self._update_ids("UPDATE entries SET source_present = 0 WHERE id IN", [], ids)
+        await self._update_ids(_MARK_GONE, [], ids)
+
+    def sources_gone_later(self, ids: Iterable[int]) -> None:
+        """``mark_sources_gone``, written with the next entries' transaction (or
+        ``flush_sources_gone``, or on close): off the path of the file that
+        confirmed it, at the cost of nothing but a mark recovery would redo."""
+        self._gone += ids
+
+    async def flush_sources_gone(self) -> None:
+        gone, self._gone = self._gone, []
+        try:
+            await self.mark_sources_gone(gone)
+        except BaseException:
+            self._gone += gone
+            raise
+
+    async def _mark_gone(self, ids: list[int]) -> None:
+        """Inside a transaction the caller holds the gate for."""
+        for at in range(0, len(ids), IDS_PER_STATEMENT):
+            part = ids[at : at + IDS_PER_STATEMENT]
+            await self._run(f"{_MARK_GONE} ({', '.join('?' * len(part))})", part)
 
     # holds -------------------------------------------------------------------
 

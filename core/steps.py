@@ -4,11 +4,15 @@ done and durable.
 The console's in-flight pane listens to it; the crash tests kill the process from
 inside it, so "a kill at step X" means "X completed, nothing after it did".
 A hook is an async callable; it may be slow (a test may block in it) and the
-protocol waits for it before taking the next step.
+protocol waits for it before taking the next step. Steps taken on a worker thread
+reach the hook through ``thread_step``: the thread waits for it on the event loop,
+unless the hook only records (``Recorder``, the console's feed when no test
+listens), which is posted to the loop and never waited for.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -47,3 +51,37 @@ StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]
 
 async def no_step(name: StepName, info: StepInfo) -> None:
     """The default hook: nothing listens."""
+
+
+class Recorder:
+    """A hook that only records (an event for the stream): it never blocks, so a
+    worker thread posts it to the loop and goes on without waiting."""
+
+    def __init__(self, record: Callable[[StepName, StepInfo], None]) -> None:
+        self.record = record
+
+    async def __call__(self, name: StepName, info: StepInfo) -> None:
+        self.record(name, info)
+
+
+ThreadStep = Callable[[StepName, StepInfo], None]
+
+
+def thread_step(step: StepHook, loop: asyncio.AbstractEventLoop) -> ThreadStep:
+    """``step`` for a worker thread: each call returns once the hook is done on
+    ``loop`` (a test's kill happens exactly there), except for ``no_step`` (not
+    called) and a ``Recorder`` (posted in order, not waited for)."""
+    if step is no_step:
+        return lambda _name, _info: None
+    if isinstance(step, Recorder):
+        record = step.record
+
+        def post(name: StepName, info: StepInfo) -> None:
+            loop.call_soon_threadsafe(record, name, info)
+
+        return post
+
+    def announce(name: StepName, info: StepInfo) -> None:
+        asyncio.run_coroutine_threadsafe(step(name, info), loop).result()
+
+    return announce

@@ -52,6 +52,20 @@ async def test_a_pass_reports_every_step_to_every_subscriber(archiver: Archiver)
     assert {"entry_committed", "source_unlinked"} <= steps
     assert {"bundle_written", "bundle_verified", "bundle_placed"} <= steps
     assert {"bundle_committed", "bundle_sources_unlinked"} <= steps
+    # A file's steps, announced from the worker thread that takes them, arrive
+    # in protocol order, each once, and before the file's result.
+    order = ["started", "partial_written", "verified", "renamed", "entry_committed"]
+    singles = {e.relpath for e in events if isinstance(e, FileStep) and e.op == "archive"}
+    assert singles
+    for done in archived:
+        if done.relpath not in singles:
+            continue  # a bundle's member: its steps are its bundle's
+        seen = [
+            e.step
+            for e in events[: events.index(done)]
+            if isinstance(e, FileStep) and e.op == "archive" and e.relpath == done.relpath
+        ]
+        assert [s for s in seen if s != "reading"] == [*order, "source_unlinked"], done.relpath
     assert any(isinstance(e, BatchMoved) for e in events)
     assert any(isinstance(e, CheckpointRan) for e in events)
 

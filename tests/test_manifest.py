@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from pathlib import Path
@@ -57,6 +58,65 @@ async def test_entries_are_committed_on_return(tmp_path: Path) -> None:
         assert got is not None and got.status == "missing"
         with pytest.raises(sqlite3.IntegrityError):
             await m.add_entry(entry(1))  # one entry per gzip
+
+
+async def test_entries_finishing_together_share_one_commit(tmp_path: Path) -> None:
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        commits: list[str] = []
+        await m._db.set_trace_callback(  # what the connection sends SQLite
+            lambda sql: commits.append(sql) if sql == "COMMIT" else None
+        )
+        added = await asyncio.gather(*(m.add_entry(entry(n)) for n in range(1, 21)))
+        # Each caller got its own entry, durable: another connection sees all.
+        assert [e.relpath for e in added] == [f"u/f{n}.jsonl" for n in range(1, 21)]
+        assert len({e.id for e in added}) == 20
+        with sqlite3.connect(path) as other:
+            assert other.execute("SELECT count(*) FROM entries").fetchone() == (20,)
+        # All twenty were queued before the first commit began: one transaction.
+        assert commits == ["COMMIT"]
+
+
+async def test_a_failed_group_commit_fails_every_caller_and_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        await m.add_entry(entry(1))
+        got = await asyncio.gather(
+            m.add_entry(entry(2)),
+            m.add_entry(entry(3)),
+            m.add_entry(entry(1)),  # the same gzip twice: refused
+            return_exceptions=True,
+        )
+        assert isinstance(got[0], Exception) or isinstance(got[1], Exception)
+        assert isinstance(got[2], sqlite3.IntegrityError)
+        # What the failed transaction held is not there; what committed is.
+        kept = {e.relpath for e in await m.entries()}
+        assert kept == {"u/f1.jsonl"} | {g.relpath for g in got if not isinstance(g, BaseException)}
+        # The connection is usable after it.
+        assert (await m.add_entry(entry(4))).relpath == "u/f4.jsonl"
+
+
+async def test_sources_marked_gone_later_are_written_by_the_next_commit_or_close(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        a, b = await m.add_entry(entry(1)), await m.add_entry(entry(2))
+        m.sources_gone_later([a.id])
+        await m.add_entry(entry(3))  # carries the mark in its transaction
+        with sqlite3.connect(path) as other:
+            rows = other.execute("SELECT id FROM entries WHERE source_present = 0").fetchall()
+        assert rows == [(a.id,)]
+        m.sources_gone_later([b.id])
+        # Recovery asks which sources may still be live: the mark counts.
+        assert {e.relpath for e in await m.entries_pending_unlink()} == {"u/f3.jsonl"}
+        c = await m.add_entry(entry(4))
+        m.sources_gone_later([c.id])
+    with sqlite3.connect(path) as other:  # written on close
+        gone = other.execute("SELECT count(*) FROM entries WHERE source_present = 0").fetchone()
+    assert gone == (3,)
 
 
 async def test_a_manifest_from_a_newer_coldkeep_is_refused_untouched(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ from ..fsutil import ensure_dir, unlink_if_present
 from ..ioerror import DatabaseFailed, describe, naming_db
 from ..manifest import Manifest
 from ..space import OutOfSpace, out_of_space
-from ..steps import StepHook, StepName, no_step
+from ..steps import StepHook, ThreadStep, no_step, thread_step
 from .checkpoint import (
     CheckpointResult,
     LiveCheckpointer,
@@ -105,7 +105,6 @@ from .eventschema import (
 from .holds import held_event_rows
 
 T = TypeVar("T")
-SyncStep = Callable[[StepName, dict[str, Any]], None]
 
 # Consecutive locked deletes after which no more batches are read this phase.
 MAX_LOCKED_BATCHES = 3
@@ -396,7 +395,7 @@ class EventMover:
         now_ms: int,
         held: set[int],
         cancel: CancelToken,
-        step: SyncStep,
+        step: ThreadStep,
         on_batch: Callable[[BatchDone], None] = lambda _b: None,
         on_checkpoint: Callable[[CheckpointResult], None] = lambda _r: None,
     ) -> None:
@@ -918,9 +917,6 @@ async def move_events(
     held = await held_event_rows(manifest, now) if manifest else set()
     records: list[futures.Future[None]] = []
 
-    def sync_step(name: StepName, info: dict[str, Any]) -> None:
-        asyncio.run_coroutine_threadsafe(step(name, info), loop).result()
-
     def checkpoint_done(result: CheckpointResult) -> None:
         # On the checkpointer's thread: everything goes to the loop's.
         if manifest is not None:
@@ -935,7 +931,7 @@ async def move_events(
         now_ms=now,
         held=held,
         cancel=cancel,
-        step=sync_step,
+        step=thread_step(step, loop),
         on_batch=lambda b: _post(loop, on_batch, b),
         on_checkpoint=lambda r: _post(loop, checkpoint_done, r),
     )

@@ -238,8 +238,8 @@ class BundleMover:
         ]
         targets = [(self.live_root / m.relpath, m.identity) for _, m in archived]
         outcomes = await asyncio.to_thread(_unlink_all, targets, self.live_root)
-        await manifest.mark_sources_gone(
-            [e.id for (e, _), o in zip(archived, outcomes, strict=True) if o in ("removed", "gone")]
+        manifest.sources_gone_later(
+            e.id for (e, _), o in zip(archived, outcomes, strict=True) if o in ("removed", "gone")
         )
         await mover.step("bundle_sources_unlinked", {"bundle": placed, "label": label})
         by_rel = {m.relpath: o for (_, m), o in zip(archived, outcomes, strict=True)}

@@ -117,10 +117,6 @@ class FileMover:
         place, a copy that is a proven prefix of the source is removed, anything
         else is kept and reported."""
         src = resolve_inside(self.live_root, relpath)
-        legacy = self.layout.files / relpath
-        legacy_id = await asyncio.to_thread(self._archived_identity, legacy)
-        if legacy_id is not None and not legacy_id.is_regular:
-            legacy_id = None
         result = await archive_file(
             src,
             self.layout.gz_for(relpath),
@@ -129,15 +125,16 @@ class FileMover:
             limiter=self.limiter,
             cancel=cancel,
             step=self.step,
-            prefix_bytes=legacy_id.size if legacy_id else None,
+            prefix_of=self.layout.files / relpath,
             progress=progress,
         )
         if not isinstance(result, ArchiveOk):
             return result
         done = await self.commit(relpath, result)
-        if legacy_id is None:
+        if result.prefix is None:
             return done
-        outcome, detail = await self._settle_legacy(legacy, legacy_id, result, cancel)
+        legacy = self.layout.files / relpath
+        outcome, detail = await self._settle_legacy(legacy, result.prefix, result, cancel)
         both = "; ".join(d for d in (done.detail, detail) if d)
         return Archived(done.entry, done.unlinked, outcome, both)
 
@@ -185,17 +182,13 @@ class FileMover:
             )
             return Archived(entry, "unsettled", detail=detail)
         if unlinked != "changed":
-            await self.manifest.mark_sources_gone([entry.id])
+            self.manifest.sources_gone_later([entry.id])
         await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
         return Archived(entry, unlinked)
 
     @property
     def roots(self) -> Roots:
         return Roots(self.live_root, self.layout.root)
-
-    def _archived_identity(self, path: Path) -> FileIdentity | None:
-        """A file under the archive, if it is there (for a legacy copy's check)."""
-        return identity_or_none(path, root=self.layout.root)
 
     async def _unlink_if_identity(
         self, path: Path, ident: FileIdentity, root: Path

@@ -1,7 +1,7 @@
 """The per-file protocol: how one live file becomes a verified gzip, and back.
 
-Archiving (``archive_file``), every step async, its disk work in a worker thread,
-streamed in 1 MiB chunks through the rate cap:
+Archiving (``archive_file``): steps 1–5 in one trip to a worker thread (each step
+announced from there), streamed in 1 MiB chunks through the rate cap:
 
   1. ``lstat`` the source: a regular file, or refused (symlinks, FIFOs, devices and
      directories are never opened, let alone followed); it is then opened with
@@ -74,7 +74,7 @@ from ..fsutil import (
 from ..ioerror import naming
 from ..layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
 from ..ratelimit import UNLIMITED, RateLimiter
-from ..steps import StepHook, no_step
+from ..steps import StepHook, ThreadStep, no_step, thread_step
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class ArchiveOk:
     gz_bytes: int
     prefix_sha256: str | None
     identity: FileIdentity
+    prefix: FileIdentity | None = None  # the plain file whose length prefix_sha256 covers
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,59 @@ def _place(partial: Path, dest: Path, root: Path, sha256: str, mtime_ns: int) ->
     raise FileExistsError(f"{dest}: {_MAX_VERSION_NAMES} versions exist; refusing to add more")
 
 
+def _archive(
+    src: Path,
+    dest: Path,
+    roots: Roots,
+    codec: Codec,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    step: ThreadStep,
+    prefix_of: Path | None,
+    progress: Progress | None,
+) -> ArchiveResult:
+    """Steps 1–5 on this worker thread, each announced through ``step`` (which
+    returns once the hook is done): the partial is removed on any way out but
+    the rename."""
+    partial = partial_of(dest)
+    info = {"src": src, "dest": dest, "partial": partial}
+    try:
+        prefix = identity_or_none(prefix_of, root=roots.dest) if prefix_of else None
+        if prefix is not None and not prefix.is_regular:
+            prefix = None
+        size = prefix.size if prefix else None
+        ident, packed = _pack(src, partial, roots, codec, limiter, cancel, size, progress)
+        step("partial_written", info)
+        # Step 3: a gzip that does not decompress is the same verdict as one that
+        # decompresses to other bytes, never an I/O failure.
+        try:
+            back = inflate(partial, limiter=limiter, cancel=cancel)
+        except CorruptGzip as err:
+            unlink_if_present(partial, root=roots.dest)
+            return VerifyFailed(f"{partial} does not decompress ({err})")
+        if (back.bytes, back.sha256) != (packed.bytes, packed.sha256):
+            unlink_if_present(partial, root=roots.dest)
+            return VerifyFailed(
+                f"{partial} decompressed to {_short(back)}, the source read {_short(packed)}"
+            )
+        step("verified", info)
+        cancel.check()  # the last point where stopping leaves nothing behind
+        placed = _check_and_place(src, partial, dest, roots, ident, packed)
+        if isinstance(placed, Changed):
+            unlink_if_present(partial, root=roots.dest)
+            return placed
+    except BaseException:
+        # Suppressed: the error being raised is the one to report, and a partial
+        # left behind is swept by the next pass.
+        with contextlib.suppress(OSError):
+            unlink_if_present(partial, root=roots.dest)
+        raise
+    step("renamed", {**info, "dest": placed})
+    return ArchiveOk(
+        placed, packed.bytes, packed.sha256, packed.gz_bytes, packed.prefix_sha256, ident, prefix
+    )
+
+
 async def archive_file(
     src: Path,
     dest: Path,
@@ -312,43 +366,20 @@ async def archive_file(
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken | None = None,
     step: StepHook = no_step,
-    prefix_bytes: int | None = None,
+    prefix_of: Path | None = None,
     progress: Progress | None = None,
 ) -> ArchiveResult:
     """Archive ``src`` as the gzip ``dest`` (steps 1–5), each reached beneath its
-    root in ``roots``. ``ok`` carries the path the gzip was placed at: ``dest``,
-    or a version name when ``dest`` was taken."""
+    root in ``roots``, in one trip to a worker thread. ``ok`` carries the path the
+    gzip was placed at: ``dest``, or a version name when ``dest`` was taken.
+
+    ``prefix_of``: a path under ``roots.dest`` that, if it is a plain file, has
+    the source's first N bytes (N its length) hashed in the same read
+    (``ok.prefix_sha256``, with that file's identity in ``ok.prefix``)."""
     cancel = cancel or CancelToken()
-    partial = partial_of(dest)
-    info = {"src": src, "dest": dest, "partial": partial}
-    try:
-        ident, packed = await in_thread(
-            cancel, _pack, src, partial, roots, codec, limiter, cancel, prefix_bytes, progress
-        )
-        await step("partial_written", info)
-        # Step 3: a gzip that does not decompress is the same verdict as one that
-        # decompresses to other bytes, never an I/O failure.
-        try:
-            back = await in_thread(cancel, inflate, partial, limiter=limiter, cancel=cancel)
-        except CorruptGzip as err:
-            await _discard(partial, roots.dest)
-            return VerifyFailed(f"{partial} does not decompress ({err})")
-        if (back.bytes, back.sha256) != (packed.bytes, packed.sha256):
-            await _discard(partial, roots.dest)
-            return VerifyFailed(
-                f"{partial} decompressed to {_short(back)}, the source read {_short(packed)}"
-            )
-        await step("verified", info)
-        placed = await in_thread(cancel, _check_and_place, src, partial, dest, roots, ident, packed)
-        if isinstance(placed, Changed):
-            await _discard(partial, roots.dest)
-            return placed
-    except BaseException:
-        await _discard(partial, roots.dest)
-        raise
-    await step("renamed", {**info, "dest": placed})
-    return ArchiveOk(
-        placed, packed.bytes, packed.sha256, packed.gz_bytes, packed.prefix_sha256, ident
+    announce = thread_step(step, asyncio.get_running_loop())
+    return await in_thread(
+        cancel, _archive, src, dest, roots, codec, limiter, cancel, announce, prefix_of, progress
     )
 
 

@@ -73,12 +73,16 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
         check=True,
         capture_output=True,
     )
-    probe = base / "probe"
-    shutil.copytree(site, probe, symlinks=True)
-    t0 = time.monotonic()
-    ck(probe, "pass")
-    seconds = time.monotonic() - t0
-    return Reference(site, live_files(site), event_rows(site), live_files(probe), seconds)
+    # The quicker of two passes: the first after a fresh demo can run long (a
+    # cold cache), and random kills timed by it then mostly fall after the end.
+    times = []
+    for n in range(2):
+        probe = base / f"probe-{n}"
+        shutil.copytree(site, probe, symlinks=True)
+        t0 = time.monotonic()
+        ck(probe, "pass")
+        times.append(time.monotonic() - t0)
+    return Reference(site, live_files(site), event_rows(site), live_files(probe), min(times))
 
 
 def fresh(reference: Reference, tmp_path: Path) -> Path:
