@@ -9,12 +9,14 @@ Rows:
   start-up to first full paint                a 1,000,000-entry manifest (and its
                                               1,000,000 gzips on disk): construction to
                                               status, backlog and checkpoints painted
-  findings (the archive walk)                 the same archive: the orphan/missing scan,
-                                              loaded after the first paint
+  findings: first shown / walk done            the same archive with a few orphans planted
+                                              among its gzips: construction to the first
+                                              walk finding in the findings pane, and to
+                                              the whole walk (shown as it goes)
   restore browser: load / filter              the manifest into memory; the slowest of
                                               a few typical filters over it
 
-Targets: lag p99 < 25 ms, start-up < 1.5 s, filter < 100 ms.
+Targets: lag p99 < 25 ms, start-up < 1.5 s, first findings < 3 s, filter < 100 ms.
 """
 
 from __future__ import annotations
@@ -36,7 +38,25 @@ from coldkeep.core.demo import write_demo
 from coldkeep.core.files.catalog import load_catalog, parse_query
 from coldkeep.core.manifest import Manifest
 from coldkeep.tui.app import ColdkeepApp
+from coldkeep.tui.messages import FindingsLoaded
 from coldkeep.tui.pilot import press, settle
+
+PLANTED_ORPHANS = 10
+
+
+class TimedApp(ColdkeepApp):
+    """The console, noting when the findings walk first found something and
+    when it ended (Textual runs this handler, then the app's own)."""
+
+    first_found: float | None = None
+    walk_done: float | None = None
+
+    def on_findings_loaded(self, message: FindingsLoaded) -> None:
+        rec, now = message.recovery, time.perf_counter()
+        if self.first_found is None and (rec.orphans or rec.partials or rec.missing):
+            self.first_found = now
+        if not rec.walking:
+            self.walk_done = now
 
 
 async def _lag_during_pass(config: Path) -> tuple[list[float], float, int]:
@@ -124,24 +144,29 @@ def big_manifest(work: Path, entries: int) -> Path:
         (files / unit / "2026").mkdir(parents=True, exist_ok=True)
     for r in rows:
         os.close(os.open(site.archive / r[4], os.O_CREAT | os.O_WRONLY, 0o600))
+    # Orphans a crash might have left (gzips no entry names), anywhere in the walk.
+    for k in range(PLANTED_ORPHANS):
+        unit = f"unit-{rnd.randrange(min(entries, 5000)):05d}"
+        orphan = files / unit / "2026" / f"orphan-{k}.jsonl.gz"
+        os.close(os.open(orphan, os.O_CREAT | os.O_WRONLY, 0o600))
     return site.config
 
 
-async def _startup(config: Path) -> tuple[float, float]:
+async def _startup(config: Path) -> tuple[float, float, float]:
+    """Seconds to the first full paint, to the first walk finding, to the walk's end."""
     t0 = time.perf_counter()
-    app = ColdkeepApp(load_settings(config), watch_live=False)
+    app = TimedApp(load_settings(config), watch_live=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        walked = time.perf_counter() - t0
-    assert app.ready_at is not None
-    return app.ready_at - t0, walked
+    assert app.ready_at and app.first_found and app.walk_done
+    return app.ready_at - t0, app.first_found - t0, app.walk_done - t0
 
 
 def manifest_rows(work: Path, entries: int) -> list[Row]:
     t0 = time.perf_counter()
     config = big_manifest(work, entries)
     built = time.perf_counter() - t0
-    painted, walked = asyncio.run(_startup(config))
+    painted, found, walked = asyncio.run(_startup(config))
     manifest = load_settings(config).archive_root / "coldkeep.db"
     t0 = time.perf_counter()
     catalog = load_catalog(manifest)
@@ -162,7 +187,15 @@ def manifest_rows(work: Path, entries: int) -> list[Row]:
             "< 1.5 s",
             met(painted < 1.5),
         ),
-        (f"console findings loaded (walk of {n} gzips)", f"{walked:.2f} s", "", "", "", ""),
+        (
+            f"console findings: first shown (walk of {n} gzips)",
+            f"{found:.2f} s",
+            "",
+            "",
+            "< 3 s",
+            met(found < 3),
+        ),
+        (f"console findings: the whole walk ({n})", f"{walked:.2f} s", "", "", "", ""),
         (f"restore browser: manifest load ({n})", f"{loaded:.2f} s", "", "", "", ""),
         (
             f"restore browser: filter ({n}, worst of 5)",

@@ -60,6 +60,7 @@ from .files.recovery import (
     AdoptReport,
     Recovery,
     RecoveryReport,
+    ScanProgress,
     SweepReport,
     clear_restore_intents,
 )
@@ -310,17 +311,20 @@ class Archiver:
         async with await self._manifest_or_empty() as manifest:
             return await make_plan(self.settings, manifest, now_ms=self.clock())
 
-    async def recovery_scan(self) -> RecoveryReport:
-        """What recovery would settle (it walks the archive: slower on a big one)."""
+    async def recovery_scan(self, progress: ScanProgress | None = None) -> RecoveryReport:
+        """What recovery would settle. It walks the archive, slower on a big one:
+        ``progress`` is given what was found so far as the walk goes."""
         async with await self._manifest_or_empty() as manifest:
-            return await self._recovery_scan(manifest)
+            return await self._recovery_scan(manifest, progress)
 
     async def _manifest_or_empty(self) -> Manifest:
         # No manifest yet: an empty one in memory, so every gzip shows as an orphan.
         return await self._readonly_manifest() or await Manifest.open(Path(":memory:"))
 
-    async def _recovery_scan(self, manifest: Manifest) -> RecoveryReport:
-        return await Recovery(self._mover(manifest)).scan_unlocked()
+    async def _recovery_scan(
+        self, manifest: Manifest, progress: ScanProgress | None = None
+    ) -> RecoveryReport:
+        return await Recovery(self._mover(manifest)).scan_unlocked(progress)
 
     # mutating ----------------------------------------------------------------
 

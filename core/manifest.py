@@ -643,6 +643,16 @@ class Manifest:
         rows = await self.rows("SELECT gz_path, status FROM entries")
         return {r[0]: r[1] for r in rows}
 
+    async def gz_statuses_of(self, gz_paths: Iterable[str]) -> list[tuple[str, str]]:
+        """The gzip path and status of every entry whose gzip is one of
+        ``gz_paths`` (a bundle's path has a row per member): one statement,
+        however many paths."""
+        rows = await self.rows(
+            "SELECT gz_path, status FROM entries WHERE gz_path IN (SELECT value FROM json_each(?))",
+            [json.dumps(list(gz_paths))],
+        )
+        return [(r[0], r[1]) for r in rows]
+
     async def entries_by_gz(self, gz_paths: list[str]) -> list[Entry]:
         found: list[Entry] = []
         for i in range(0, len(gz_paths), 900):

@@ -3,14 +3,18 @@ recovery's table (core/files/recovery.py) says."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from coldkeep.core.codec import Codec
+from coldkeep.core.files import recovery
 from coldkeep.core.files.filemove import Archived, FileMover
 from coldkeep.core.files.gzfile import ArchiveOk, archive_file
-from coldkeep.core.files.recovery import Recovery
+from coldkeep.core.files.recovery import Recovery, RecoveryReport
 from coldkeep.core.manifest import Manifest
 
 from helpers import Roots, gunzip, jsonl, planted
@@ -238,3 +242,41 @@ async def test_an_orphan_whose_header_names_no_plain_file_is_refused_and_left(
     assert outcomes == {**{gz: "refused" for gz in hostile}, fine: "adopted"}
     assert all(gz.exists() for gz in hostile) and report.errors
     assert not (roots.base / "etc").exists()
+
+
+async def test_a_scan_reports_what_it_found_as_its_walk_goes(
+    roots: Roots, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m, rec = await recover(roots)
+    async with m:
+        for n in range(12):
+            rel = f"u{n:02d}/kept.jsonl"
+            roots.write(rel, jsonl(5, n))
+            assert isinstance(await rec.mover.archive(rel), Archived)
+        roots.write("u99/lost.jsonl", b"z\n")
+        lost = await rec.mover.archive("u99/lost.jsonl")
+        assert isinstance(lost, Archived)
+        (roots.archive / lost.entry.gz_path).unlink()
+        orphans = [await place_orphan(roots, f"o{n}/a.jsonl", b"a\n") for n in range(3)]
+        partial = roots.archive / "files" / "u05" / "x.jsonl.gz.partial"
+        partial.write_bytes(b"half")
+        monkeypatch.setattr(recovery, "WALK_PIECE", 1)  # a piece per directory
+        seen: list[RecoveryReport] = []
+        final = await rec.scan(seen.append)
+
+    # First what needs no walk, then one report per piece, each holding all
+    # the one before did; the entry without a gzip only at the end.
+    assert seen[0].walking and seen[0].walked == 0
+    assert len(seen) == 1 + 16  # a directory each: 12 kept, 1 lost, 3 orphans
+    walked = [r.walked for r in seen]
+    assert walked == sorted(walked) and walked[-1] == 12 + 3
+    for before, after in itertools.pairwise(seen):
+        assert {o.gz for o in before.orphans} <= {o.gz for o in after.orphans}
+        assert set(before.partials) <= set(after.partials)
+    assert all(r.walking and not r.missing for r in seen)
+    # Each orphan shown once the piece that holds it is walked.
+    assert sorted({len(r.orphans) for r in seen}) == [0, 1, 2, 3]
+    assert not final.walking and final.walked == 15
+    assert sorted(o.gz for o in final.orphans) == sorted(orphans)
+    assert final.partials == [partial]
+    assert [e.relpath for e in final.missing] == ["u99/lost.jsonl"]

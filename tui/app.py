@@ -276,7 +276,10 @@ class ColdkeepApp(App[None]):
     @work(exclusive=True, group="findings", exit_on_error=False)
     async def load_findings(self) -> None:
         try:
-            self.post_message(FindingsLoaded(await self.archiver.recovery_scan()))
+            found = await self.archiver.recovery_scan(
+                lambda so_far: self.post_message(FindingsLoaded(so_far))
+            )
+            self.post_message(FindingsLoaded(found))
         except (ManifestError, OSError) as err:
             self.post_message(LoadFailed("the findings", str(err)))
 
@@ -570,7 +573,8 @@ class ColdkeepApp(App[None]):
                 kind = "verify-failed" if e.verify_error else e.status
                 findings.append(Finding(e.location, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
         unique = {f.path: f for f in findings}
-        self.query_one(OrphansPane).show(list(unique.values()))
+        walking = rec.walked if rec is not None and rec.walking else None
+        self.query_one(OrphansPane).show(list(unique.values()), walking)
 
     def log_line(self, level: str, text: str) -> None:
         self.query_one(LogPane).write(level, text, self.clock())

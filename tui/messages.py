@@ -56,9 +56,13 @@ class BacklogLoaded(Message):
 @dataclass
 class FindingsLoaded(Message):
     """What recovery would settle (a walk of the archive, loaded apart from the
-    backlog because it is slower on a big archive)."""
+    backlog because it is slower on a big archive): sent as the walk goes, each
+    report holding everything the one before it did."""
 
     recovery: RecoveryReport
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FindingsLoaded)
 
 
 @dataclass

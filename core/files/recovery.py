@@ -42,7 +42,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cancel import CancelToken, in_thread
@@ -100,6 +101,21 @@ class RecoveryReport:
     # progress, not leftovers (see ``set_aside_in_flight``).
     busy: str | None = None  # who holds the lock
     in_flight: int = 0  # partials set aside as that holder's work
+    # A scan still walking files/ (a progress report): what it found so far.
+    walking: bool = False
+    walked: int = 0  # gzips and bundles seen so far
+
+    def copy(self) -> RecoveryReport:
+        """A copy whose lists the scan no longer adds to."""
+        return replace(
+            self,
+            partials=list(self.partials),
+            restore_partials=list(self.restore_partials),
+            orphans=list(self.orphans),
+            missing=list(self.missing),
+            sources_unlinked=list(self.sources_unlinked),
+            interrupted=list(self.interrupted),
+        )
 
     def set_aside_in_flight(self, holder: str) -> None:
         """This scan ran while ``holder`` held the lock: the partials and restore
@@ -125,6 +141,9 @@ class RecoveryReport:
             or self.sources_unlinked
             or self.interrupted
         )
+
+
+ScanProgress = Callable[[RecoveryReport], object]
 
 
 @dataclass(frozen=True)
@@ -187,8 +206,18 @@ class ArchiveFiles:
     partials: list[Path] = field(default_factory=list)
 
 
-def archive_files(layout: Layout) -> ArchiveFiles:
-    """One walk of ``files/``: regular files only, links never followed into. One
+# The statuses of entries whose gzip must be there (not "missing", not restored
+# and gone for good).
+KEPT_STATUSES = ("archived", "stale", "restored")
+
+# Names per piece of a walk shown as it goes (the console's findings): a few
+# tenths of a second of walking each.
+WALK_PIECE = 20_000
+
+
+def walk_archive(layout: Layout, piece: int | None = WALK_PIECE) -> Iterator[ArchiveFiles]:
+    """One walk of ``files/``, yielded in pieces of about ``piece`` names (the
+    whole in one when None): regular files only, links never followed into. One
     ``scandir`` per directory and no ``stat`` per file, so a million gzips walk in
     seconds."""
     found = ArchiveFiles()
@@ -210,7 +239,15 @@ def archive_files(layout: Layout) -> ArchiveFiles:
                 found.gzips[f"{rel}/{entry.name}"] = entry.path
             elif entry.name.endswith(PARTIAL_SUFFIX):
                 found.partials.append(Path(entry.path))
-    return found
+        if piece is not None and len(found.gzips) + len(found.partials) >= piece:
+            yield found
+            found = ArchiveFiles()
+    yield found
+
+
+def archive_files(layout: Layout) -> ArchiveFiles:
+    """Everything under ``files/``, in one walk."""
+    return next(walk_archive(layout, None))
 
 
 def _orphan_relpath(mover: FileMover, gz: Path) -> str:
@@ -259,43 +296,78 @@ class Recovery:
         self.cancel = cancel or CancelToken()
         self.current_pass = current_pass  # the pass this recovery runs in: not a leftover
 
-    async def scan_unlocked(self) -> RecoveryReport:
+    async def scan_unlocked(self, progress: ScanProgress | None = None) -> RecoveryReport:
         """``scan`` without holding the lock (``coldkeep plan``, the console): a
         live holder's partials are its work in progress, not leftovers. The
         holder is read before and after the walk: one that took the lock during
         it, or finished during it, may have partials in it."""
         lock = self.mover.layout.lock
         before = await asyncio.to_thread(read_holder, lock)
-        report = await self.scan()
+        holding = before.describe() if before is not None and before.alive else None
+
+        def partly(report: RecoveryReport) -> None:
+            assert progress is not None
+            if holding is not None:
+                report.set_aside_in_flight(holding)
+            progress(report)
+
+        report = await self.scan(partly if progress else None)
         after = await asyncio.to_thread(read_holder, lock)
         busy = [h for h in (after, before) if h is not None and h.alive]
         if busy:
             report.set_aside_in_flight(busy[0].describe())
         return report
 
-    async def scan(self) -> RecoveryReport:
+    async def scan(self, progress: ScanProgress | None = None) -> RecoveryReport:
         """What ``run`` would do, changing nothing: partials and intents listed,
         orphans found (not yet re-verified), entries without a gzip, committed
-        sources still present with their recorded identity."""
-        report = RecoveryReport()
-        files = await asyncio.to_thread(archive_files, self.mover.layout)
-        report.partials = sorted(files.partials)
+        sources still present with their recorded identity.
+
+        ``progress`` is given a copy of the report as it grows: first what needs
+        no walk (intents, sources, interrupted passes), then after each piece of
+        the walk its partials and orphans (``walking`` set, ``walked`` counting
+        the names seen); the entries without a gzip come only with the whole
+        walk, in the report returned."""
+        report = RecoveryReport(walking=True)
         intents = await self.manifest.restore_intents()
         report.intents = len(intents)
         for intent in intents:
             partial = restore_partial_of(intent.target)
             if await asyncio.to_thread(os.path.lexists, partial):
                 report.restore_partials.append(partial)
-        entered = await self.manifest.gz_statuses()
-        report.missing = await self._missing(entered, files.gzips)
-        for rel in sorted(files.gzips.keys() - entered.keys()):
-            gz = Path(files.gzips[rel])
-            report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
         for entry in await self.manifest.entries_pending_unlink():
             if await self._still_archived(entry) is not None:
                 report.sources_unlinked.append(entry.relpath)
         running = await self.manifest.passes(-1, "running")
         report.interrupted = [p.id for p in running if p.id != self.current_pass]
+        if progress is not None:
+            progress(report.copy())
+        # The first piece is looked up in the manifest by its own names, so that
+        # what it holds shows at once; then every entry's gzip path is read in
+        # one go (a million in about a second), faster than asking per piece.
+        entered: dict[str, str] | None = None
+        on_disk: dict[str, str] = {}
+        walker = walk_archive(self.mover.layout, WALK_PIECE)
+        while (piece := await asyncio.to_thread(next, walker, None)) is not None:
+            report.partials += piece.partials
+            report.walked += len(piece.gzips)
+            on_disk |= piece.gzips
+            if entered is None and report.walked == len(piece.gzips):
+                known = {path for path, _ in await self.manifest.gz_statuses_of(piece.gzips)}
+            else:
+                entered = entered if entered is not None else await self.manifest.gz_statuses()
+                known = piece.gzips.keys() & entered.keys()
+            for rel in sorted(piece.gzips.keys() - known):
+                gz = Path(piece.gzips[rel])
+                report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
+            if progress is not None:
+                progress(report.copy())
+        report.partials.sort()
+        report.orphans.sort(key=lambda o: str(o.gz))  # stable: a bundle's members stay in order
+        if entered is None:
+            entered = await self.manifest.gz_statuses()
+        report.missing = await self._missing(entered, on_disk)
+        report.walking = False
         return report
 
     async def run(self) -> RecoveryReport:
@@ -319,8 +391,7 @@ class Recovery:
     async def _missing(self, entered: dict[str, str], on_disk: dict[str, str]) -> list[Entry]:
         """Entries that should have a gzip and have none (paths and statuses only
         are held for the whole archive; full entries only for these)."""
-        kept = ("archived", "stale", "restored")
-        gone = [p for p, st in entered.items() if st in kept and p not in on_disk]
+        gone = [p for p, st in entered.items() if st in KEPT_STATUSES and p not in on_disk]
         return await self.manifest.entries_by_gz(gone)
 
     async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, str]) -> None:

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 
+import pytest
 from rich.console import Console
 from textual.widgets import Button, DataTable, ProgressBar, Static
 
 from coldkeep.core.config import Settings
+from coldkeep.core.files import recovery
+from coldkeep.core.files.recovery import ArchiveFiles
+from coldkeep.core.layout import Layout
 from coldkeep.core.stream import FileDone
 from coldkeep.tui.panes import InFlightPane, JobsPane, OrphansPane
 from coldkeep.tui.panes.log import StableLog
@@ -199,6 +206,36 @@ async def test_adopt_the_selected_orphan(settings: Settings) -> None:
         await settle(pilot)
         left = {p for p, f in app.query_one(OrphansPane).findings.items() if f.kind == "orphan"}
         assert chosen not in left and len(left) == 2
+
+
+async def test_findings_show_as_the_archive_walk_finds_them(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a big archive the walk takes seconds: what it found so far is shown,
+    said to be partial, before it ends. Here it is held after its first piece."""
+    release = threading.Event()
+    walk = recovery.walk_archive
+
+    def held_walk(layout: Layout, piece: int | None = None) -> Iterator[ArchiveFiles]:
+        for n, found in enumerate(walk(layout, piece)):
+            if n == 1:
+                assert release.wait(30), "the test never let the walk go on"
+            yield found
+
+    monkeypatch.setattr(recovery, "walk_archive", held_walk)
+    monkeypatch.setattr(recovery, "WALK_PIECE", 1)
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(500):
+            await pilot.pause()
+            if "walking the archive" in text_of(app, "#orphans-summary"):
+                break
+        summary = text_of(app, "#orphans-summary")
+        assert re.search(r"walking the archive: [01] seen so far", summary), summary
+        release.set()
+        await settle(pilot)
+        summary = text_of(app, "#orphans-summary")
+        assert "walking" not in summary and "3 orphan" in summary, summary
 
 
 async def test_sweep_shows_the_exact_paths_first(settings: Settings) -> None:

@@ -36,7 +36,9 @@ class OrphansPane(Pane):
             [("Finding", "kind"), ("Path", "path"), ("Size", "size"), ("Age", "age")],
         )
 
-    def show(self, findings: list[Finding]) -> None:
+    def show(self, findings: list[Finding], walking: int | None = None) -> None:
+        """``walking``: the archive walk is still going, this many gzips and
+        bundles seen so far (what it finds is added as it goes)."""
         self.findings = {f.path: f for f in findings}
         sync_table(
             self.query_one("#orphans-table", DataTable),
@@ -55,6 +57,8 @@ class OrphansPane(Pane):
         for f in findings:
             counts[f.kind] = counts.get(f.kind, 0) + 1
         text = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing found"
+        if walking is not None:
+            text += f" (walking the archive: {walking:,} seen so far)"
         self.query_one("#orphans-summary", Static).update(text)
 
     def selected(self) -> Finding | None:
