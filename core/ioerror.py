@@ -88,10 +88,14 @@ class DatabaseFailed(sqlite3.OperationalError):
 @contextmanager
 def naming_db(path: Path, doing: str = "") -> Iterator[None]:
     """A SQLite error raised inside becomes a ``DatabaseFailed`` naming ``path``
-    (one that names its database already passes through)."""
+    (one that names its database already passes through, given ``doing`` if an
+    inner statement did not say what it was for)."""
     try:
         yield
-    except DatabaseFailed:
+    except DatabaseFailed as failed:
+        cause = failed.__cause__
+        if doing and not failed.doing and failed.path == path and isinstance(cause, sqlite3.Error):
+            raise DatabaseFailed(path, cause, doing) from cause
         raise
     except sqlite3.Error as err:
         # Only what the file did (I/O, full, locked, malformed): a constraint or a

@@ -30,7 +30,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -340,6 +340,17 @@ class RestoreIntent:
     created_at: int
 
 
+def _id_statements(
+    sql: str, params: Sequence[Any], ids: Iterable[int]
+) -> Iterator[tuple[str, list[Any]]]:
+    """``sql`` (ending in ``WHERE id IN``) and its values, IDS_PER_STATEMENT ids a
+    statement."""
+    todo = list(ids)
+    for at in range(0, len(todo), IDS_PER_STATEMENT):
+        part = todo[at : at + IDS_PER_STATEMENT]
+        yield f"{sql} ({', '.join('?' * len(part))})", [*params, *part]
+
+
 class Manifest:
     """An open ``coldkeep.db``. Use ``async with await Manifest.open(path)``.
 
@@ -512,8 +523,10 @@ class Manifest:
             while self._queued:
                 batch, self._queued = self._queued, []
                 news = [new for new, _ in batch]
+                more = f" and {len(news) - 1} more" if len(news) > 1 else ""
                 try:
-                    added = await self.add_entries(news)
+                    with naming_db(self.path, f"recording the entry of {news[0].relpath}{more}"):
+                        added = await self.add_entries(news)
                 except Exception as err:  # noqa: BLE001 - relayed to every caller, who handle it
                     for _, waiter in batch:
                         if not waiter.done():
@@ -665,10 +678,8 @@ class Manifest:
         """``sql`` ends in ``WHERE id IN``: one statement, so one commit, per
         IDS_PER_STATEMENT ids (an executemany outside a transaction commits, and
         fsyncs, once per row)."""
-        todo = list(ids)
-        for at in range(0, len(todo), IDS_PER_STATEMENT):
-            part = todo[at : at + IDS_PER_STATEMENT]
-            await self.run(f"{sql} ({', '.join('?' * len(part))})", [*params, *part])
+        for statement, values in _id_statements(sql, params, ids):
+            await self.run(statement, values)
 
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
         await self._update_ids("UPDATE entries SET status = ? WHERE id IN", [status], ids)
@@ -701,9 +712,8 @@ class Manifest:
 
     async def _mark_gone(self, ids: list[int]) -> None:
         """Inside a transaction the caller holds the gate for."""
-        for at in range(0, len(ids), IDS_PER_STATEMENT):
-            part = ids[at : at + IDS_PER_STATEMENT]
-            await self._run(f"{_MARK_GONE} ({', '.join('?' * len(part))})", part)
+        for statement, values in _id_statements(_MARK_GONE, [], ids):
+            await self._run(statement, values)
 
     # holds -------------------------------------------------------------------
 

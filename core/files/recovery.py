@@ -215,7 +215,7 @@ KEPT_STATUSES = ("archived", "stale", "restored")
 WALK_PIECE = 20_000
 
 
-def walk_archive(layout: Layout, piece: int | None = WALK_PIECE) -> Iterator[ArchiveFiles]:
+def walk_archive(layout: Layout, piece: int | None) -> Iterator[ArchiveFiles]:
     """One walk of ``files/``, yielded in pieces of about ``piece`` names (the
     whole in one when None): regular files only, links never followed into. One
     ``scandir`` per directory and no ``stat`` per file, so a million gzips walk in
@@ -349,14 +349,15 @@ class Recovery:
         on_disk: dict[str, str] = {}
         walker = walk_archive(self.mover.layout, WALK_PIECE)
         while (piece := await asyncio.to_thread(next, walker, None)) is not None:
+            if not on_disk:  # the first piece
+                known = {path for path, _ in await self.manifest.gz_statuses_of(piece.gzips)}
+            else:
+                if entered is None:
+                    entered = await self.manifest.gz_statuses()
+                known = piece.gzips.keys() & entered.keys()
             report.partials += piece.partials
             report.walked += len(piece.gzips)
             on_disk |= piece.gzips
-            if entered is None and report.walked == len(piece.gzips):
-                known = {path for path, _ in await self.manifest.gz_statuses_of(piece.gzips)}
-            else:
-                entered = entered if entered is not None else await self.manifest.gz_statuses()
-                known = piece.gzips.keys() & entered.keys()
             for rel in sorted(piece.gzips.keys() - known):
                 gz = Path(piece.gzips[rel])
                 report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
