@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from coldkeep.core.ioerror import DatabaseFailed
 from coldkeep.core.manifest import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -96,6 +97,22 @@ async def test_a_failed_group_commit_fails_every_caller_and_keeps_nothing(
         assert kept == {"u/f1.jsonl"} | {g.relpath for g in got if not isinstance(g, BaseException)}
         # The connection is usable after it.
         assert (await m.add_entry(entry(4))).relpath == "u/f4.jsonl"
+
+
+async def test_a_group_commit_that_cannot_write_names_the_file_and_its_entries(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        await m.run("PRAGMA query_only = 1")  # every write refused, as a read-only file's
+        got = await asyncio.gather(
+            m.add_entry(entry(1)), m.add_entry(entry(2)), return_exceptions=True
+        )
+        for err in got:
+            assert isinstance(err, DatabaseFailed)
+            text = str(err)
+            assert text.startswith(f"{path}: "), text
+            assert text.endswith("(while recording the entry of u/f1.jsonl and 1 more)"), text
 
 
 async def test_sources_marked_gone_later_are_written_by_the_next_commit_or_close(

@@ -156,61 +156,74 @@ def test_a_pass_after_a_restore_killed_once_a_file_is_placed_leaves_that_file(
 
 
 def test_pass_killed_at_random_moments(reference: Reference, tmp_path: Path, tally: Tally) -> None:
-    rnd = random.Random(20261130)
+    kills = RandomKills(20261130, reference.pass_seconds)
     for i in range(20):
-        site = tmp_path / f"site-{i}"
-        shutil.copytree(reference.site, site, symlinks=True)
-        proc = subprocess.Popen(
-            [*COLDKEEP, "pass", "--config", str(site / "coldkeep.toml")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        delay = rnd.uniform(0.2, 1.0) * reference.pass_seconds
-        try:
-            proc.wait(timeout=delay)  # finished first: the check still holds
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            tally.faults += 1
-            tally.by_kind["pass@random"] += 1
-        ck(site, "recover")
-        ck(site, "pass")
-        check_site(site, reference, tally)
-        shutil.rmtree(site)
+        for attempt in range(3):
+            site = tmp_path / f"site-{i}-{attempt}"
+            shutil.copytree(reference.site, site, symlinks=True)
+            killed = kills.run(["pass", "--config", str(site / "coldkeep.toml")])
+            ck(site, "recover")
+            ck(site, "pass")
+            check_site(site, reference, tally)
+            shutil.rmtree(site)
+            if killed:
+                tally.faults += 1
+                tally.by_kind["pass@random"] += 1
+                break
     assert_killed_most(tally.by_kind["pass@random"], 20)
 
 
 def test_restore_killed_at_random_moments(
     reference: Reference, archived_site: Path, tmp_path: Path, tally: Tally
 ) -> None:
-    rnd = random.Random(11302026)
     restore_all = ["restore", "--path", "**", "--config"]
     probe = tmp_path / "probe"
     shutil.copytree(archived_site, probe, symlinks=True)
     t0 = time.monotonic()
     ck(probe, "restore", "--path", "**")
-    seconds = time.monotonic() - t0
+    kills = RandomKills(11302026, time.monotonic() - t0)
     for i in range(20):
-        site = tmp_path / f"site-{i}"
-        shutil.copytree(archived_site, site, symlinks=True)
+        for attempt in range(3):
+            site = tmp_path / f"site-{i}-{attempt}"
+            shutil.copytree(archived_site, site, symlinks=True)
+            killed = kills.run([*restore_all, str(site / "coldkeep.toml")])
+            ck(site, "recover")
+            ck(site, "restore", "--path", "**")
+            check_site(site, reference, tally)
+            assert live_files(site) == live_files(probe), "everything restored, whole"
+            shutil.rmtree(site)
+            if killed:
+                tally.faults += 1
+                tally.by_kind["restore@random"] += 1
+                break
+    assert_killed_most(tally.by_kind["restore@random"], 20)
+
+
+class RandomKills:
+    """SIGKILL at a random moment of a command, timed by how long it takes. A run
+    that ends before its moment shows the command has got quicker (a warm cache, a
+    quieter machine): that run's own time becomes the measure and the caller tries
+    again, so the moments keep falling inside the command rather than after it."""
+
+    def __init__(self, seed: int, seconds: float) -> None:
+        self.rnd = random.Random(seed)
+        self.seconds = seconds
+
+    def run(self, args: list[str]) -> bool:
+        """Whether the command was killed before it ended."""
+        delay = self.rnd.uniform(0.2, 1.0) * self.seconds
+        t0 = time.monotonic()
         proc = subprocess.Popen(
-            [*COLDKEEP, *restore_all, str(site / "coldkeep.toml")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            [*COLDKEEP, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         try:
-            proc.wait(timeout=rnd.uniform(0.2, 1.0) * seconds)
+            proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            tally.faults += 1
-            tally.by_kind["restore@random"] += 1
-        ck(site, "recover")
-        ck(site, "restore", "--path", "**")
-        check_site(site, reference, tally)
-        assert live_files(site) == live_files(probe), "everything restored, whole"
-        shutil.rmtree(site)
-    assert_killed_most(tally.by_kind["restore@random"], 20)
+            return True
+        self.seconds = min(self.seconds, time.monotonic() - t0)
+        return False
 
 
 def assert_killed_most(kills: int, runs: int) -> None:
