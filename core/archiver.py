@@ -10,6 +10,7 @@ and the scheduler.
     restore(sel, to)    files back from the archive (files/restore.py)
     restore_events(…)   event rows back into live (events/restore.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
+    ship()              the archive to the remote tier, local copies dropped (ship.py)
     rebuild_manifest()  a manifest from the gzips alone (files/rebuild.py)
     checkpoint()        one live WAL checkpoint now
 
@@ -49,7 +50,7 @@ from . import audit
 from .attach import AttachServer
 from .cancel import Cancelled, CancelToken
 from .codec import Codec
-from .config import Settings
+from .config import RemoteSettings, Settings
 from .events.checkpoint import CheckpointResult, checkpoint_now, record_checkpoint
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
@@ -90,10 +91,13 @@ from .passes import (
 )
 from .plan import Plan, PlanReport, make_plan
 from .ratelimit import RateLimiter
+from .remote.connect import open_store
+from .remote.fetch import RemoteReader, clear_scratch
 from .session import Operation, Session, hold_lock
+from .ship import Shipper, ShipReport
 from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .status import Status, read_status
-from .steps import Recorder, StepHook, StepInfo, StepName, no_step
+from .steps import SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
 from .stream import EventStream, FileStep
 
 # The API, and the results its clients read (made where the work is done).
@@ -109,6 +113,10 @@ __all__ = [
     "Status",
     "recovery_counts",
 ]
+
+
+class NoRemote(Exception):
+    """An operation on the remote tier with none configured."""
 
 
 class ModeOff(Exception):
@@ -267,7 +275,8 @@ class Archiver:
         src = info.get("src") or info.get("target")
         label = info.get("label")
         if isinstance(label, str):
-            self.stream.emit(FileStep("bundle", label, name, 0, 0))
+            op = "ship" if name in SHIP_STEPS else "bundle"
+            self.stream.emit(FileStep(op, label, name, 0, 0))
         elif isinstance(src, Path):
             op = "restore" if "target" in info else "archive"
             self.stream.emit(FileStep(op, self._rel(src), name, 0, 0))
@@ -425,7 +434,10 @@ class Archiver:
         or under ``to``."""
         root = check_restore_root(to, self.settings.archive_root) if to else None
         args = {**asdict(selection), "to": str(root) if root else None}
-        async with self.session("restore", args, cancel) as current:
+        async with (
+            self.session("restore", args, cancel) as current,
+            self._remote_reader(current.mover.manifest) as remote,
+        ):
             entries = await select_entries(current.mover.manifest, selection)
             current.start(f"{len(entries)} files")
             report = await restore_files(
@@ -435,6 +447,7 @@ class Archiver:
                 hold_days=self.settings.hold_days,
                 stream=self.stream,
                 cancel=cancel,
+                remote=remote,
             )
             current.finish("failed" if report.failed else "ok", report.counts)
             return report
@@ -485,6 +498,52 @@ class Archiver:
             )
             summary = {"checked": report.checked, "ok": report.ok, "failed": len(report.problems)}
             current.finish("failed" if report.failed else "ok", summary)
+            return report
+
+    def _remote(self) -> RemoteSettings:
+        if self.settings.remote is None:
+            where = self.settings.config_path or "coldkeep.toml"
+            raise NoRemote(
+                f"{where}: no [remote] is configured "
+                '(add [remote] with url = "s3://bucket/prefix" or "file:///path")'
+            )
+        return self.settings.remote
+
+    @asynccontextmanager
+    async def _remote_reader(self, manifest: Manifest) -> AsyncIterator[RemoteReader | None]:
+        """The remote tier's copies, for reading (None: no remote configured)."""
+        remote = self.settings.remote
+        if remote is None:
+            yield None
+            return
+        await asyncio.to_thread(clear_scratch, self.layout)
+        store = open_store(remote)
+        try:
+            limiter = RateLimiter(remote.bytes_per_s)
+            yield RemoteReader(store, remote.site, manifest, self.layout, limiter)
+        finally:
+            await store.close()
+
+    async def ship(self, cancel: CancelToken | None = None) -> ShipReport:
+        """What is archived and not yet remote, to the remote tier; then local
+        copies past ``keep_local_days`` dropped (ship.py)."""
+        remote = self._remote()
+        async with self.session("ship", {"url": remote.url}, cancel) as current:
+            current.start(f"to {remote.url}/{remote.site}")
+            store = open_store(remote)
+            try:
+                report = await Shipper(
+                    self.settings,
+                    current.mover.manifest,
+                    store,
+                    stream=self.stream,
+                    step=self._hook(),
+                    clock=self.clock,
+                    cancel=cancel,
+                ).run()
+            finally:
+                await store.close()
+            current.finish("failed" if report.failed else "ok", report.to_dict())
             return report
 
     async def rebuild_manifest(

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+import socket
 import stat
 import tomllib
 import urllib.parse
@@ -122,7 +124,44 @@ class IoSettings:
     workers: int = 0  # files archived at once; 0 = two per core
 
 
-JOB_NAMES = ("pass", "verify", "stats", "alerts")
+# Storage classes a ranged GET can read at once: GLACIER and DEEP_ARCHIVE objects
+# need a restore request first, which would leave a 3 a.m. restore waiting hours.
+STORAGE_CLASSES = (
+    "STANDARD",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER_IR",
+    "REDUCED_REDUNDANCY",
+)
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """The off-host tier. ``url`` is ``s3://bucket/prefix`` or ``file:///path``;
+    credentials never appear here (the standard AWS chain provides them)."""
+
+    url: str
+    endpoint_url: str | None = None
+    region: str | None = None  # None: from the environment
+    storage_class: str = "STANDARD"
+    site: str = field(default_factory=socket.gethostname)
+    keep_local_days: float = 30.0  # -1: keep local copies for ever
+    bytes_per_s: int = 0
+
+    @property
+    def keeps_local(self) -> bool:
+        return self.keep_local_days < 0
+
+    @property
+    def folder(self) -> Path | None:
+        """A ``file://`` remote's directory."""
+        if not self.url.startswith("file:"):
+            return None
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(self.url).path))
+
+
+JOB_NAMES = ("pass", "verify", "ship", "stats", "alerts")
 
 
 @dataclass(frozen=True)
@@ -141,6 +180,7 @@ class JobSettings:
 DEFAULT_JOBS: Mapping[str, JobSettings] = {
     "pass": JobSettings("pass", cron="17 3 * * *", timeout_s=6 * 3600),
     "verify": JobSettings("verify", cron="41 4 * * 0", timeout_s=6 * 3600, max_duration_s=4 * 3600),
+    "ship": JobSettings("ship", cron="47 3 * * *", timeout_s=6 * 3600),
     "stats": JobSettings("stats", interval_s=3600, timeout_s=300, run_on_boot=True),
     "alerts": JobSettings("alerts", interval_s=60, timeout_s=300, run_on_boot=True),
 }
@@ -184,6 +224,7 @@ class Settings:
     io: IoSettings = field(default_factory=IoSettings)
     jobs: JobsSettings = field(default_factory=JobsSettings)
     alerts: AlertsSettings = field(default_factory=AlertsSettings)
+    remote: RemoteSettings | None = None
     warnings: tuple[str, ...] = ()  # said once by whoever loads it (CLI, console)
 
 
@@ -272,9 +313,14 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     io = _io(top.table("io"))
     jobs = _jobs(top.table("jobs"))
     alerts = _alerts(top.table("alerts"))
+    remote = _remote(top.table("remote"), base)
     top.done()
+    if remote is None:  # no remote tier: no ship job to schedule or show
+        jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "ship"})
 
     _check_roots_apart(file, live_root, archive_root)
+    if remote is not None and remote.folder is not None:
+        _check_remote_apart(file, remote.folder, live_root, archive_root)
     return Settings(
         live_root=live_root,
         archive_root=archive_root,
@@ -288,6 +334,7 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         io=io,
         jobs=jobs,
         alerts=alerts,
+        remote=remote,
     )
 
 
@@ -440,6 +487,110 @@ def _alerts(t: _Table) -> AlertsSettings:
     return alerts
 
 
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_SITE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _remote(t: _Table, base: Path) -> RemoteSettings | None:
+    url = t.string("url", None)
+    if url is None:
+        if t.data:
+            raise ConfigError(
+                t.file, t.key("url"), "is required in [remote]", 'add url = "s3://bucket/prefix"'
+            )
+        return None
+    url = _remote_url(t, url, base)
+    endpoint = t.string("endpoint_url", None)
+    if endpoint is not None:
+        parts = urllib.parse.urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                t.file, t.key("endpoint_url"), f"{endpoint!r} is not an http(s) URL", "fix it"
+            )
+        if parts.username or parts.password:
+            raise _credentials_in(t, "endpoint_url")
+    site = t.string("site", None) or socket.gethostname()
+    if not _SITE.fullmatch(site):
+        raise ConfigError(
+            t.file,
+            t.key("site"),
+            f"{site!r} is not a plain folder name",
+            "use letters, digits, '.', '_' and '-'",
+        )
+    keep = t.number("keep_local_days", 30.0, minimum=-1)
+    if -1 < keep < 0:
+        raise ConfigError(
+            t.file,
+            t.key("keep_local_days"),
+            f"{keep} is negative",
+            "use -1 (for ever) or 0 or more",
+        )
+    storage_class = t.string("storage_class", "STANDARD")
+    if storage_class not in STORAGE_CLASSES:
+        fix = "use one of " + ", ".join(STORAGE_CLASSES)
+        if storage_class in ("GLACIER", "DEEP_ARCHIVE"):
+            fix = "its objects cannot be read without a restore request; use GLACIER_IR"
+        raise ConfigError(
+            t.file, t.key("storage_class"), f"{storage_class!r} is not supported", fix
+        )
+    remote = RemoteSettings(
+        url=url,
+        endpoint_url=endpoint,
+        region=t.string("region", None),
+        storage_class=str(storage_class),
+        site=site,
+        keep_local_days=keep,
+        bytes_per_s=t.integer("bytes_per_s", 0, minimum=0),
+    )
+    t.done()
+    return remote
+
+
+def _remote_url(t: _Table, url: str, base: Path) -> str:
+    """``s3://bucket[/prefix]`` with a valid bucket name, or ``file://`` with an
+    absolute path (a relative one is taken from the config's folder)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "s3":
+        if parts.username or parts.password or "@" in parts.netloc:
+            raise _credentials_in(t, "url")
+        if not _BUCKET.fullmatch(parts.netloc):
+            raise ConfigError(
+                t.file,
+                t.key("url"),
+                f"{parts.netloc!r} is not an S3 bucket name",
+                "use 3-63 lowercase letters, digits, '.' and '-'",
+            )
+        prefix = parts.path.strip("/")
+        return f"s3://{parts.netloc}/{prefix}" if prefix else f"s3://{parts.netloc}"
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ConfigError(
+                t.file, t.key("url"), f"{url!r} names a host", "write file:///absolute/path"
+            )
+        raw = urllib.parse.unquote(parts.path)
+        if not raw or "\0" in raw:
+            raise ConfigError(
+                t.file, t.key("url"), f"{url!r} has no usable path", "write file:///path"
+            )
+        return Path(os.path.normpath(base / raw)).as_uri()
+    raise ConfigError(
+        t.file,
+        t.key("url"),
+        f"{url!r} is not an s3:// or file:// URL",
+        'write "s3://bucket/prefix"',
+    )
+
+
+def _credentials_in(t: _Table, name: str) -> ConfigError:
+    return ConfigError(
+        t.file,
+        t.key(name),
+        "holds a credential",
+        "remove it; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+        "~/.aws/credentials or the instance role",
+    )
+
+
 def _unit_closed(t: _Table, state_db: Path | None) -> UnitClosed | None:
     raw = t.string("unit_closed", None)
     if raw is None:
@@ -460,6 +611,19 @@ def _unit_closed(t: _Table, state_db: Path | None) -> UnitClosed | None:
         f"{raw!r} is not a rule",
         'use "marker:<file name>" or "sql:SELECT unit FROM …"',
     )
+
+
+def _check_remote_apart(file: Path, remote: Path, live: Path, archive: Path) -> None:
+    """A file:// remote in live_root would be archived by the next pass; in
+    archive_root it would share the fate the remote tier exists to escape."""
+    for name, root in (("live_root", live), ("archive_root", archive)):
+        if remote.is_relative_to(root) or root.is_relative_to(remote):
+            raise ConfigError(
+                file,
+                "remote.url",
+                f"{remote} and {name} ({root}) overlap",
+                "put the remote elsewhere, ideally on another disk",
+            )
 
 
 def _check_roots_apart(file: Path, live: Path, archive: Path) -> None:

@@ -257,6 +257,33 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
     CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
     """,
+    # 8: the remote tier. One row per object shipped, recorded only once the
+    # server's size and checksum matched; a local copy's drop is recorded here
+    # before it is unlinked, and the unlink confirmed after. An event month's
+    # snapshots carry the month and the local database's size and mtime when it
+    # was taken (shipped again on change).
+    """
+    CREATE TABLE remote_objects (
+        path          TEXT    PRIMARY KEY,            -- under archive_root and <prefix>/<site>/
+        bytes         INTEGER NOT NULL,
+        sha256        TEXT    NOT NULL,
+        shipped_at    INTEGER NOT NULL,               -- ms since the epoch
+        verified_at   INTEGER,                        -- the last verify --remote that read it
+        verify_error  TEXT,
+        local_gone_at INTEGER,                        -- the local copy's drop recorded
+        local_present INTEGER NOT NULL DEFAULT 1,     -- its unlink not yet confirmed
+        month         TEXT,                           -- an event month's snapshot: YYYY-MM
+        source_sig    TEXT                            -- its database's size:mtime_ns
+    ) WITHOUT ROWID;
+    CREATE INDEX remote_objects_gone ON remote_objects (local_gone_at, local_present)
+        WHERE local_gone_at IS NOT NULL;
+    CREATE INDEX remote_objects_month ON remote_objects (month) WHERE month IS NOT NULL;
+    CREATE TABLE remote_state (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        verify_cursor  TEXT    NOT NULL,              -- the last path verify --remote read
+        round_started  INTEGER NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -313,6 +340,8 @@ _ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
 _NEW_COLUMNS = tuple(f.name for f in fields(NewEntry))
 # The statuses whose gzip should be in the archive.
 _HAS_GZIP = "status IN ('archived', 'stale', 'restored')"
+# Entries whose gzip has a local copy: not one dropped once it was shipped.
+_LOCAL = "gz_path NOT IN (SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL)"
 
 
 def _entry(row: Sequence[Any]) -> Entry:
@@ -583,9 +612,10 @@ class Manifest:
         return await self._select("", ())
 
     async def verifiable_entries(self, *, after_id: int = 0) -> list[Entry]:
-        """The entries whose gzip should be there to verify (archived, stale or
-        restored), after ``after_id``, in id order."""
-        return await self._select(f"WHERE {_HAS_GZIP} AND id > ?", (after_id,))
+        """The entries whose gzip should be in the archive to verify (archived,
+        stale or restored, and not dropped for its remote copy), after
+        ``after_id``, in id order."""
+        return await self._select(f"WHERE {_HAS_GZIP} AND {_LOCAL} AND id > ?", (after_id,))
 
     async def entries_pending_unlink(self) -> list[Entry]:
         """Committed entries whose live source has not been seen gone (a crash

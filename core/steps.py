@@ -38,12 +38,19 @@ StepName = Literal[
     "bundle_placed",  # the bundle is in place and its directory fsynced
     "bundle_committed",  # every member's entry is committed, in one transaction
     "bundle_sources_unlinked",  # the unchanged sources are gone, their directories fsynced
+    # shipping one object to the remote tier (ship.py)
+    "object_uploaded",  # the object is at its key (sent, or found there)
+    "object_recorded",  # its size and sha256 read back matched; its row is committed
+    "manifest_shipped",  # the manifest snapshot is at its key, read back whole
+    "local_drop_recorded",  # a shipped file's local drop is committed
+    "local_dropped",  # its local copy is unlinked, the directory fsynced, confirmed
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:5]
 RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:9]
 BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[9:11]
-BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[11:]
+BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[11:16]
+SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[16:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

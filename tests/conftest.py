@@ -12,6 +12,9 @@ from coldkeep.core.codec import Codec
 
 from helpers import Roots
 
+# The S3 test server and its fault proxy (s3kit): fixtures s3, s3_server, s3_proxy.
+pytest_plugins = ["s3kit"]
+
 
 @pytest.fixture
 def roots(tmp_path: Path) -> Roots:

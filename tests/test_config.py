@@ -73,6 +73,25 @@ bytes_per_s = 1048576
     assert cfg.io.bytes_per_s == 1 << 20
 
 
+def test_a_remote_tier_config(site: Path) -> None:
+    cfg = load_settings(write(site, ROOTS + "[remote]\nurl = 's3://bkt/a/b/'\n"))
+    assert cfg.remote is not None
+    assert cfg.remote.url == "s3://bkt/a/b" and cfg.remote.keep_local_days == 30
+    assert cfg.remote.site and cfg.remote.storage_class == "STANDARD"
+    assert cfg.remote.folder is None
+    cfg = load_settings(
+        write(
+            site,
+            ROOTS
+            + "[remote]\nurl = 'file:remote'\nsite = 'web-1'\nkeep_local_days = -1\n"
+            + "endpoint_url = 'http://127.0.0.1:9000'\nbytes_per_s = 1000\n",
+        )
+    )
+    assert cfg.remote is not None and cfg.remote.folder == site / "remote"
+    assert cfg.remote.keeps_local and cfg.remote.site == "web-1"
+    assert load_settings(write(site, ROOTS)).remote is None
+
+
 def test_marker_rule(site: Path) -> None:
     cfg = load_settings(
         write(
@@ -84,6 +103,7 @@ def test_marker_rule(site: Path) -> None:
 
 
 ROOTS = 'live_root = "live"\narchive_root = "archive"\n'
+REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
 
 
 @pytest.mark.parametrize(
@@ -109,6 +129,20 @@ ROOTS = 'live_root = "live"\narchive_root = "archive"\n'
         ('live_root = "live"\narchive_root = "live/archive"\n', "archive_root", "inside"),
         ('live_root = "live"\narchive_root = "."\n', "live_root", "inside archive_root"),
         ('live_root = "live"\narchive_root = "live"\n', "archive_root", "inside"),
+        (ROOTS + "[remote]\nsite = 'a'\n", "remote.url", "is required in [remote]"),
+        (ROOTS + "[remote]\nurl = 'ftp://x/y'\n", "remote.url", "not an s3:// or file://"),
+        (ROOTS + "[remote]\nurl = 's3://My_Bucket'\n", "remote.url", "not an S3 bucket name"),
+        (ROOTS + "[remote]\nurl = 's3://AKIA:secret@bkt/p'\n", "remote.url", "AWS_ACCESS_KEY_ID"),
+        (ROOTS + "[remote]\nurl = 'file://live/r'\n", "remote.url", "names a host"),
+        (ROOTS + "[remote]\nurl = 'file:live/remote'\n", "remote.url", "overlap"),
+        (ROOTS + "[remote]\nurl = 'file:archive/r'\n", "remote.url", "overlap"),
+        (REMOTE + "endpoint_url = 'localhost:9000'\n", "remote.endpoint_url", "http(s) URL"),
+        (REMOTE + "endpoint_url = 'http://k:s@h:9000'\n", "remote.endpoint_url", "credential"),
+        (REMOTE + "storage_class = 'GLACIER'\n", "remote.storage_class", "GLACIER_IR"),
+        (REMOTE + "keep_local_days = -0.5\n", "remote.keep_local_days", "use -1"),
+        (REMOTE + "keep_local_days = -2\n", "remote.keep_local_days", "below -1"),
+        (REMOTE + "site = 'a/b'\n", "remote.site", "plain folder name"),
+        (REMOTE + "bytes_per_sec = 1\n", "remote.bytes_per_sec", "did you mean remote.bytes_per_s"),
     ],
 )
 def test_bad_configs_are_refused_in_one_line(site: Path, text: str, key: str, says: str) -> None:

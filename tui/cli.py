@@ -27,7 +27,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from coldkeep.core.archiver import Archiver, ModeOff, recovery_counts
+from coldkeep.core.archiver import Archiver, ModeOff, NoRemote, recovery_counts
 from coldkeep.core.audit import history as audit_history
 from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import ConfigError, Settings, default_config_path, load_settings
@@ -38,6 +38,7 @@ from coldkeep.core.files.scan import ScanError
 from coldkeep.core.layout import UnsafePath
 from coldkeep.core.lock import LockHeld
 from coldkeep.core.manifest import Manifest, ManifestError
+from coldkeep.core.remote.store import RemoteError
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobEvent, job_history
 from coldkeep.core.steps import StepInfo, StepName, no_step
@@ -121,8 +122,10 @@ def _run(coro: Awaitable[int], ctx: Context) -> None:
         _fail(str(err), EXIT_USAGE, ctx)
     except LockHeld as err:
         _fail(f"{err}; try again when it finishes, or pass --wait SECONDS", EXIT_LOCKED, ctx)
-    except (ModeOff, SelectionError, UnsafePath) as err:
+    except (ModeOff, NoRemote, SelectionError, UnsafePath) as err:
         _fail(str(err), EXIT_USAGE, ctx)
+    except RemoteError as err:
+        _fail(str(err), EXIT_FAILED, ctx)
     except (EventsError, ManifestError, ScanError) as err:
         _fail(str(err), EXIT_FAILED, ctx)
     except (OSError, sqlite3.Error) as err:
@@ -573,6 +576,26 @@ def verify(
             "problems": [vars(p) for p in result.problems],
         }
         ctx.emit("verify", not result.failed, done, partial(report, "verify", result))
+        return EXIT_FAILED if result.failed else EXIT_OK
+
+    _run(go(), ctx)
+
+
+@main.command()
+@command(wait_opt=True)
+def ship(config: Path | None, json_out: bool, wait: float) -> None:
+    """Copy what is archived to the remote tier ([remote]), then drop local copies.
+
+    Each archive file (a bundle or a gzip) is uploaded create-only, read back and
+    recorded; closed event months follow as database snapshots, then a snapshot
+    of the manifest. Local copies whose remote copy was verified more than
+    remote.keep_local_days ago are dropped (recorded first, unlinked after).
+    Run it again after a failure or a kill: it resumes."""
+    ctx = _ctx(config, json_out, wait)
+
+    async def go() -> int:
+        result = await ctx.archiver().ship(ctx.cancel)
+        ctx.emit("ship", not result.failed, result.to_dict(), partial(report, "ship", result))
         return EXIT_FAILED if result.failed else EXIT_OK
 
     _run(go(), ctx)

@@ -47,7 +47,7 @@ def describe(event: Event) -> str | None:
             extra = f", {human(size)}" if size else ""
             return f"{phase}: {items} to do{extra}" if items else f"{phase}:"
         case FileDone(op=op, relpath=rel, result=result, detail=detail):
-            if (op, result) in (("archive", "archived"), ("verify", "ok"), ("rebuild", "entered")):
+            if (op, result) in _ROUTINE:
                 return None
             return f"  {op} {result:<13} {rel}" + (f"  ({detail})" if detail else "")
         case BatchMoved(number=n, moved=moved, already=already, months=months, locked=locked):
@@ -138,3 +138,11 @@ class Reporter:
 
 
 _PHASE_OF = {"archive": "files"}
+# A file's outcome that is what the operation is for: no line of its own.
+_ROUTINE = {
+    ("archive", "archived"),
+    ("verify", "ok"),
+    ("rebuild", "entered"),
+    ("ship", "shipped"),
+    ("ship", "exists"),
+}

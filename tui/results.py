@@ -20,6 +20,7 @@ from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.files.verify import VerifyReport
 from coldkeep.core.passes import EventsMoved, EventsPlanned, PassSummary, recovery_counts
 from coldkeep.core.sched.jobs import JobRun
+from coldkeep.core.ship import ShipReport
 
 from .fmt import human
 
@@ -34,6 +35,7 @@ OperationResult = (
     | VerifyReport
     | RebuildReport
     | CheckpointResult
+    | ShipReport
     | JobRun
 )
 # Lists longer than this are cut in the text (--json has them all).
@@ -81,6 +83,21 @@ def headline(result: OperationResult) -> str:
                 f"busy={result.busy} log={result.log} checkpointed={result.checkpointed} "
                 f"{result.ms:.0f} ms, WAL {human(result.wal_before)} → {human(result.wal_after)}"
             )
+        case ShipReport():
+            parts = [f"{result.uploaded} objects shipped ({human(result.bytes)})"]
+            if result.already:
+                parts.append(f"{result.already} found there already")
+            if result.months:
+                parts.append(f"{result.months} event months")
+            if result.dropped:
+                parts.append(
+                    f"{result.dropped} local copies dropped ({human(result.dropped_bytes)})"
+                )
+            if result.pending:
+                parts.append(f"{result.pending} still to ship")
+            if result.problems:
+                parts.append(f"{len(result.problems)} PROBLEMS")
+            return ", ".join(parts)
         case JobRun():
             return result.describe()
         case _:
@@ -134,6 +151,8 @@ def _detail(result: OperationResult) -> list[str]:
             return [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in problems]
         case RebuildReport(unreadable=unreadable, refused=refused):
             return [f"unreadable {u}" for u in unreadable] + [f"refused {r}" for r in refused]
+        case ShipReport(problems=problems):
+            return list(problems)
     return []
 
 

@@ -239,12 +239,22 @@ def changed_sources(packed: PackedBundle, root: Path) -> set[str]:
     return changed
 
 
-def place(partial: Path, folder: Path, month: str, index_sha256: str, root: Path) -> Path:
-    """Step 5 at bundle scale: renamed into ``folder`` without replacing anything,
-    the folder fsynced."""
+def place(
+    partial: Path,
+    folder: Path,
+    month: str,
+    index_sha256: str,
+    root: Path,
+    taken: frozenset[Path] = frozenset(),
+) -> Path:
+    """Step 5 at bundle scale: renamed into ``folder`` without replacing anything
+    (nor taking a name in ``taken``: one whose copy is only remote now), the
+    folder fsynced."""
     for n in range(_MAX_NAMES):
         tag = index_sha256[:12] if n == 0 else f"{index_sha256[:12]}-{n}"
         target = folder / f"{month}.{tag}{BUNDLE_SUFFIX}"
+        if target in taken:
+            continue
         if rename_noreplace(partial, target, root=root) == "renamed":
             try:
                 fsync_dir(folder, root=root)

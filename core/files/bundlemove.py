@@ -193,7 +193,10 @@ class BundleMover:
                 ]
                 return BundleDone(None, failed + skipped)
             await mover.step("bundle_verified", info)
-            changed, placed = await in_thread(cancel, self._check_and_place, partial, group, packed)
+            taken = await mover.taken_names(self.layout.rel(self.folder(group.unit) / group.month))
+            changed, placed = await in_thread(
+                cancel, self._check_and_place, partial, group, packed, taken
+            )
         except BaseException:
             await self._discard(partial)
             raise
@@ -202,12 +205,11 @@ class BundleMover:
         return BundleDone(placed, done + skipped)
 
     def _check_and_place(
-        self, partial: Path, group: BundleGroup, packed: PackedBundle
+        self, partial: Path, group: BundleGroup, packed: PackedBundle, taken: frozenset[Path]
     ) -> tuple[set[str], Path]:
         changed = changed_sources(packed, self.live_root)
-        placed = place(
-            partial, self.folder(group.unit), group.month, packed.index_sha256, self.layout.root
-        )
+        folder = self.folder(group.unit)
+        placed = place(partial, folder, group.month, packed.index_sha256, self.layout.root, taken)
         return changed, placed
 
     async def _discard(self, partial: Path) -> None:

@@ -35,7 +35,7 @@ import functools
 import os
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Literal, TypeAlias
 
@@ -52,6 +52,7 @@ from ..fsutil import (
 from ..layout import Layout, resolve_inside, restore_partial_of, unit_of
 from ..manifest import Entry, Manifest, NewEntry, now_ms
 from ..ratelimit import UNLIMITED, RateLimiter
+from ..remote.objects import RemoteObjects
 from ..space import out_of_space
 from ..steps import StepHook, no_step
 from .gzfile import (
@@ -101,6 +102,7 @@ class FileMover:
     limiter: RateLimiter = UNLIMITED
     step: StepHook = no_step
     clock: Callable[[], int] = now_ms  # ms since the epoch, for archived_at
+    _any_dropped: bool | None = field(default=None, init=False, repr=False)
 
     async def archive(
         self,
@@ -117,10 +119,11 @@ class FileMover:
         place, a copy that is a proven prefix of the source is removed, anything
         else is kept and reported."""
         src = resolve_inside(self.live_root, relpath)
+        dest = self.layout.gz_for(relpath)
         result = await archive_file(
             src,
-            self.layout.gz_for(relpath),
-            roots=self.roots,
+            dest,
+            roots=replace(self.roots, taken=await self.taken_names(self.layout.rel(dest))),
             codec=self.codec,
             limiter=self.limiter,
             cancel=cancel,
@@ -190,6 +193,17 @@ class FileMover:
     def roots(self) -> Roots:
         return Roots(self.live_root, self.layout.root)
 
+    async def taken_names(self, prefix: str) -> frozenset[Path]:
+        """Archive names starting with ``prefix`` that the manifest holds for
+        files dropped locally (their copy is remote): not free for a new file.
+        One indexed read, and only once anything was ever dropped."""
+        if self._any_dropped is None:
+            self._any_dropped = await RemoteObjects(self.manifest).any_gone()
+        if not self._any_dropped:
+            return frozenset()
+        gone = await RemoteObjects(self.manifest).gone_under(prefix)
+        return frozenset(self.layout.root / p for p in gone)
+
     async def _unlink_if_identity(
         self, path: Path, ident: FileIdentity, root: Path
     ) -> UnlinkResult:
@@ -221,9 +235,11 @@ class FileMover:
         hold_until: int | None = None,
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
+        fetched: Path | None = None,
     ) -> RestoreResult:
         """Restore ``entry`` to ``target`` (already checked to be inside ``root``,
-        every name on the way reached beneath it).
+        every name on the way reached beneath it), from its gzip in the archive
+        or, ``fetched``, from that copy of it alone (read from the remote tier).
         With ``hold_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
         intent = await self.manifest.add_restore_intent(entry.id, target)
@@ -236,11 +252,11 @@ class FileMover:
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
         try:
             result = await restore_file(
-                self.layout.abs(entry.gz_path),
+                fetched or self.layout.abs(entry.gz_path),
                 target,
                 RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
                 root=root,
-                span=entry.span,
+                span=None if fetched else entry.span,
                 limiter=self.limiter,
                 cancel=cancel,
                 step=self.step,

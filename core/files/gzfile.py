@@ -85,6 +85,9 @@ class Roots:
 
     src: Path
     dest: Path
+    # Names under dest the manifest still holds for files whose local copy was
+    # dropped (the only copy is remote): a new gzip never takes one.
+    taken: frozenset[Path] = frozenset()
 
 
 # A second version of a path takes <name>.<sha12>.gz; a third with the same sha12
@@ -287,14 +290,17 @@ def _check_and_place(
             f"{src} changed while it was archived ({ident.describe()} -> {was}, "
             f"{packed.bytes} bytes read)"
         )
-    return _place(partial, dest, roots.dest, packed.sha256, ident.mtime_ns)
+    return _place(partial, dest, roots, packed.sha256, ident.mtime_ns)
 
 
-def _place(partial: Path, dest: Path, root: Path, sha256: str, mtime_ns: int) -> Path:
+def _place(partial: Path, dest: Path, roots: Roots, sha256: str, mtime_ns: int) -> Path:
     """Step 5: the source's mtime, then into place under the first free name."""
+    root = roots.dest
     set_mtime(partial, mtime_ns, root=root)
     for n in range(_MAX_VERSION_NAMES):
         target = dest if n == 0 else dest.with_name(versioned_name(dest.name, sha256, n - 1))
+        if target in roots.taken:
+            continue
         if rename_noreplace(partial, target, root=root) == "renamed":
             try:
                 fsync_dir(target.parent, root=root)

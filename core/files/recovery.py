@@ -66,6 +66,7 @@ from ..layout import (
 )
 from ..lock import read_holder
 from ..manifest import Entry, Manifest, NewEntry
+from ..remote.objects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover
 from .gzfile import (
@@ -393,6 +394,9 @@ class Recovery:
         """Entries that should have a gzip and have none (paths and statuses only
         are held for the whole archive; full entries only for these)."""
         gone = [p for p, st in entered.items() if st in KEPT_STATUSES and p not in on_disk]
+        if gone:  # a local copy dropped after shipping is not missing: it is remote
+            remote = await RemoteObjects(self.manifest).gone_paths()
+            gone = [p for p in gone if p not in remote]
         return await self.manifest.entries_by_gz(gone)
 
     async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, str]) -> None:

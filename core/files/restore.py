@@ -33,6 +33,8 @@ from ..cancel import CancelToken
 from ..globs import GlobError, compile_globs
 from ..layout import UnsafePath, resolve_inside
 from ..manifest import Entry, Manifest
+from ..remote.fetch import RemoteReader
+from ..remote.store import RemoteError
 from ..space import OutOfSpace, out_of_space
 from ..stream import EventStream, FileDone, Phase
 from .filemove import FileMover
@@ -161,7 +163,10 @@ async def restore_files(
     hold_days: float,
     stream: EventStream,
     cancel: CancelToken | None = None,
+    remote: RemoteReader | None = None,
 ) -> RestoreReport:
+    """``entries`` back, one at a time, each from its gzip in the archive or, when
+    that is gone and ``remote`` holds it, from the remote tier."""
     report = RestoreReport()
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
@@ -172,7 +177,9 @@ async def restore_files(
         if cancel is not None:
             cancel.check()
         try:
-            one = await _restore_one(mover, entry, root, names[entry.id], hold_until, cancel)
+            one = await _restore_one(
+                mover, entry, root, names[entry.id], hold_until, cancel or CancelToken(), remote
+            )
         except OSError as err:
             if not out_of_space(err):
                 raise
@@ -193,20 +200,33 @@ async def _restore_one(
     root: Path,
     name: str,
     hold_until: int | None,
-    cancel: CancelToken | None,
+    cancel: CancelToken,
+    remote: RemoteReader | None,
 ) -> FileRestore:
     def result(outcome: RestoreOutcome, target: str = "", detail: str = "") -> FileRestore:
         return FileRestore(entry.id, entry.relpath, target, outcome, detail)
 
-    if entry.status == "missing":
-        return result("missing", detail=f"the gzip {entry.gz_path} is missing from the archive")
     try:
         target = resolve_inside(root, name)
         mover.layout.abs(entry.gz_path)
     except UnsafePath as err:
         return result("refused", detail=f"entry {entry.id}: {err}")
+    source = "local" if remote is None else await remote.source_of(entry)
+    if source is None or (source == "local" and entry.status == "missing"):
+        return result("missing", detail=f"the gzip {entry.gz_path} is missing from the archive")
     try:
-        done = await mover.restore(entry, target, root=root, hold_until=hold_until, cancel=cancel)
+        if source == "remote":
+            assert remote is not None
+            async with remote.fetched(entry, cancel) as gz:
+                done = await mover.restore(
+                    entry, target, root=root, hold_until=hold_until, cancel=cancel, fetched=gz
+                )
+        else:
+            done = await mover.restore(
+                entry, target, root=root, hold_until=hold_until, cancel=cancel
+            )
+    except RemoteError as err:
+        return result("error", str(target), str(err))
     except FileNotFoundError as err:
         return result("missing", str(target), f"{err.filename}: not found")
     except Refused as err:  # a directory on the way turned into a link: not followed

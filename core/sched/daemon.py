@@ -2,13 +2,14 @@
 
     pass     a pass as the config's mode says (never scheduled in mode "off")
     verify   verify, at most ``max_duration`` a night, resuming where it stopped
+    ship     the archive to the remote tier (only with a [remote] configured)
     stats    one row of archive and backlog totals into ``stats`` (for trends)
     alerts   the fire queue: collect alerts, deliver them (alerts.py)
 
 ``Scheduler`` owns one manifest connection for the runner's own tables; each job
 works through the same ``Archiver`` the console and the CLI use, so the lock,
 the audit, the event stream and attached consoles behave the same whoever
-started the work. Pass and verify both take the archive lock: the runner runs
+started the work. Pass, verify and ship take the archive lock: the runner runs
 them one at a time (the later one waits), so they never refuse each other.
 """
 
@@ -45,6 +46,11 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         failed = [f"{p.gz_path}: {p.result}" for p in report.problems[:20]]
         return Outcome(not report.failed, summary, "; ".join(failed) or None)
 
+    async def ship(token: CancelToken) -> Outcome:
+        report = await archiver.ship(token)
+        problems = "; ".join(report.problems[:20]) or None
+        return Outcome(not report.failed, report.to_dict(), problems)
+
     async def stats(token: CancelToken) -> Outcome:
         return Outcome(True, await record_stats(archiver, manifest, clock))
 
@@ -61,11 +67,13 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
     }
     if settings.mode != "off":
         table["pass"] = locked_out(run_pass)
+    if settings.remote is not None:
+        table["ship"] = locked_out(ship)
     return table
 
 
 # The jobs that take the archive lock: the runner gives them one turn at a time.
-LOCK_TAKING = frozenset({"pass", "verify"})
+LOCK_TAKING = frozenset({"pass", "verify", "ship"})
 
 
 def locked_out(handler: JobHandler) -> JobHandler:

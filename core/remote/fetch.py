@@ -1,0 +1,107 @@
+"""Archive files read back from the remote tier, for whoever reads gzips (restore,
+disaster recovery): one ranged GET for a bundle member, the whole object for a
+gzip of its own, into a scratch file under ``archive_root`` that the caller reads
+as a plain gzip and that is removed after.
+
+Invariants:
+- What is fetched is not trusted: the reader checks it (restore inflates it and
+  compares the SHA-256 with the entry's before anything is placed).
+- Scratch files are ``.remote-*.partial`` directly under ``archive_root``; one a
+  crash left behind is removed by the next operation that reads the remote
+  (``clear_scratch``), and no walk of the archive takes one for data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from ..cancel import CancelToken
+from ..fsutil import open_file, unlink_if_present
+from ..layout import PARTIAL_SUFFIX, Layout
+from ..manifest import Entry, Manifest
+from ..ratelimit import RateLimiter
+from .objects import RemoteObjects
+from .store import ObjectStore
+
+SCRATCH_PREFIX = ".remote-"
+
+
+def scratch_path(layout: Layout, what: str) -> Path:
+    return layout.root / f"{SCRATCH_PREFIX}{what}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}"
+
+
+def clear_scratch(layout: Layout) -> None:
+    """Scratch files a crash left behind."""
+    root = layout.root
+    if not root.is_dir():
+        return
+    for name in os.listdir(root):
+        if name.startswith(SCRATCH_PREFIX) and name.endswith(PARTIAL_SUFFIX):
+            unlink_if_present(root / name, root=root)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+class RemoteReader:
+    """The remote copies of one site's archive files."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        site: str,
+        manifest: Manifest,
+        layout: Layout,
+        limiter: RateLimiter,
+    ) -> None:
+        self.store = store
+        self.site = site
+        self.objects = RemoteObjects(manifest)
+        self.layout = layout
+        self.limiter = limiter
+
+    async def source_of(self, entry: Entry) -> str | None:
+        """Where ``entry``'s gzip is to be read: "local", "remote", or None if
+        neither holds it."""
+        obj = await self.objects.get(entry.gz_path)
+        if obj is not None and not obj.local:
+            return "remote"
+        local = await asyncio.to_thread(self.layout.abs(entry.gz_path).exists)
+        if local and entry.status != "missing":
+            return "local"
+        return "remote" if obj is not None else None
+
+    @asynccontextmanager
+    async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:
+        """``entry``'s gzip alone in a scratch file, for the life of the block."""
+        key = f"{self.site}/{entry.gz_path}"
+        tmp = scratch_path(self.layout, f"fetch-{entry.id}")
+        root = self.layout.root
+        try:
+            fd = await asyncio.to_thread(
+                open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
+            )
+            try:
+                span = entry.span
+                if span is not None:
+                    await asyncio.to_thread(self.limiter.take, span.length, cancel)
+                    data = await self.store.read_range(key, span.offset, span.length)
+                    await asyncio.to_thread(_write_all, fd, data)
+                else:
+                    await asyncio.to_thread(self.limiter.take, entry.gz_bytes, cancel)
+                    await self.store.download(key, fd)
+                    await asyncio.to_thread(os.fsync, fd)
+            finally:
+                os.close(fd)
+            yield tmp
+        finally:
+            await asyncio.to_thread(unlink_if_present, tmp, root=root)

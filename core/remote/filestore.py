@@ -1,0 +1,170 @@
+"""A directory as an object store (``file:///path``): the embedded default the
+demo and most tests use, and a real off-host tier when the folder is a mounted
+network or removable disk.
+
+Invariants:
+- An object appears whole or not at all: it is written under a temporary name
+  beside its key, fsynced, then linked to its key without replacing anything
+  (``rename_noreplace``), and its directory fsynced. A crash leaves at most a
+  ``.partial`` that no listing shows.
+- ``head`` reads the object back to hash it: a directory keeps no checksum, and
+  reading is the only proof of what is on its disk.
+- No key leaves the folder: every path is resolved beneath it, never through a
+  link planted inside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+from ..fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
+from ..layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
+from .store import ObjectInfo, ObjectStore, RemoteError, RemoteMissing
+
+CHUNK = 1 << 20
+
+
+class FileStore(ObjectStore):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.url = root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        try:
+            return self.root / check_relpath(key)
+        except UnsafePath as err:
+            raise RemoteError(f"{self.url}: {err}") from None
+
+    def _missing(self, key: str) -> RemoteMissing:
+        return RemoteMissing(f"{self.where(key)}: not there (run coldkeep verify --remote)")
+
+    def _failed(self, key: str, err: OSError) -> RemoteError:
+        return RemoteError(f"{self.where(key)}: {err.strerror or err} (check the remote folder)")
+
+    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> bool:
+        try:
+            return await asyncio.to_thread(self._put_new, key, src)
+        except OSError as err:
+            raise self._failed(key, err) from err
+
+    def _put_new(self, key: str, src: Path) -> bool:
+        dest = self._path(key)
+        self.root.mkdir(parents=True, exist_ok=True)  # the configured folder: links allowed
+        ensure_dir(dest.parent, root=self.root)
+        tmp = dest.with_name(f"{dest.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+        out = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=self.root)
+        try:
+            with open(src, "rb") as f, os.fdopen(out, "wb", closefd=False) as w:
+                while chunk := f.read(CHUNK):
+                    w.write(chunk)
+            os.fsync(out)
+        except BaseException:
+            os.close(out)
+            unlink_if_present(tmp, root=self.root)
+            raise
+        os.close(out)
+        placed = rename_noreplace(tmp, dest, root=self.root)
+        if placed == "exists":
+            unlink_if_present(tmp, root=self.root)
+        fsync_dir(dest.parent, root=self.root)
+        return placed == "renamed"
+
+    async def head(self, key: str) -> ObjectInfo | None:
+        try:
+            return await asyncio.to_thread(self._head, key)
+        except OSError as err:
+            raise self._failed(key, err) from err
+
+    def _head(self, key: str) -> ObjectInfo | None:
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            fd = open_file(self._path(key), os.O_RDONLY, root=self.root)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return ObjectInfo(key, size, digest.hexdigest())
+
+    async def read_range(self, key: str, start: int, length: int) -> bytes:
+        try:
+            return await asyncio.to_thread(self._read_range, key, start, length)
+        except FileNotFoundError:
+            raise self._missing(key) from None
+        except OSError as err:
+            raise self._failed(key, err) from err
+
+    def _read_range(self, key: str, start: int, length: int) -> bytes:
+        fd = open_file(self._path(key), os.O_RDONLY, root=self.root)
+        try:
+            return os.pread(fd, length, start)
+        finally:
+            os.close(fd)
+
+    async def download(self, key: str, fd: int) -> int:
+        try:
+            return await asyncio.to_thread(self._download, key, fd)
+        except FileNotFoundError:
+            raise self._missing(key) from None
+        except OSError as err:
+            if err.filename is None:  # writing to the caller's file: its error to name
+                raise
+            raise self._failed(key, err) from err
+
+    def _download(self, key: str, out: int) -> int:
+        src = open_file(self._path(key), os.O_RDONLY, root=self.root)
+        size = 0
+        with os.fdopen(src, "rb") as f:
+            while chunk := f.read(CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view) :]
+                size += len(chunk)
+        return size
+
+    async def list_objects(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        found = await asyncio.to_thread(lambda: list(self._walk(prefix)))
+        for info in found:
+            yield info
+
+    def _walk(self, prefix: str) -> Iterator[ObjectInfo]:
+        start = self.root / prefix.rpartition("/")[0] if "/" in prefix else self.root
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames.sort()
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            for name in sorted(filenames):
+                key = name if rel_dir == "." else f"{rel_dir}/{name}"
+                st = os.lstat(os.path.join(dirpath, name))
+                if key.startswith(prefix) and not is_temp_name(name) and stat.S_ISREG(st.st_mode):
+                    yield ObjectInfo(key, st.st_size)
+
+    async def clear_incomplete(self, prefix: str) -> int:
+        return await asyncio.to_thread(self._clear_incomplete, prefix)
+
+    def _clear_incomplete(self, prefix: str) -> int:
+        start = self.root / prefix
+        if not start.is_dir():
+            return 0
+        removed = 0
+        for dirpath, _, filenames in os.walk(start):
+            for name in filenames:
+                if name.endswith(PARTIAL_SUFFIX):
+                    path = Path(dirpath) / name
+                    removed += unlink_if_present(path, root=self.root, durably=True)
+        return removed
+
+    async def delete(self, key: str) -> None:
+        try:
+            await asyncio.to_thread(
+                unlink_if_present, self._path(key), root=self.root, durably=True
+            )
+        except OSError as err:
+            raise self._failed(key, err) from err

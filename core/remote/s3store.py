@@ -1,0 +1,304 @@
+"""S3, and anything speaking its API, as an object store (aiobotocore: async
+botocore; why this client and not obstore is measured in docs/performance.md).
+
+Invariants:
+- Create-only writes are ``PutObject`` with ``If-None-Match: *``: 412 means the
+  key exists. Whether the server honours the header is probed once per store,
+  on a key of coldkeep's own (``<prefix>.coldkeep-probe/…``); one that ignores
+  it or refuses it is used with ``conditional = False`` (the shipper then asks
+  with HEAD first, under the archive lock) and the store says so once.
+- Every PUT names SHA-256 as its checksum and sends the value: the server checks
+  the body against it, keeps it, and ``head`` reads it back
+  (``ChecksumMode=ENABLED``). A server that keeps none answers without it and
+  the caller reads the bytes back instead.
+- Credentials come from botocore's standard chain only; a missing or refused one
+  is a ``RemoteAuthError`` saying where credentials are looked for, and no
+  message carries a key.
+- Transient failures (500, 503 SlowDown, throttling, connection resets) are
+  retried by botocore's standard retry mode; a body cut short on the way back is
+  read again here (READ_TRIES). What is left after that is a ``RemoteError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiobotocore.session import get_session
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+
+from ..config import RemoteSettings
+from .store import ObjectInfo, ObjectStore, RemoteAuthError, RemoteError, RemoteMissing
+
+# A single PUT carries at most this much (S3's limit); bigger objects are refused
+# with the reason rather than sent in parts whose checksum is not the file's.
+MAX_PUT = 5 << 30
+# A ranged or whole GET whose body was cut short is read again this many times.
+READ_TRIES = 4
+_AUTH_CODES = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "TokenRefreshRequired",
+}
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+_EXISTS = {"412", "PreconditionFailed", "409", "ConditionalRequestConflict"}
+_NO_CONDITIONAL = {"501", "NotImplemented", "InvalidArgument", "InvalidRequest"}
+_CREDENTIALS_HELP = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials, "
+    "or run where an instance role provides them"
+)
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def _status(err: ClientError) -> str:
+    return str(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+
+
+def _b64(sha256_hex: str) -> str:
+    return base64.b64encode(bytes.fromhex(sha256_hex)).decode()
+
+
+def _hex(b64: str | None) -> str | None:
+    if not b64 or "-" in b64:  # a multipart upload's checksum of checksums
+        return None
+    return base64.b64decode(b64).hex()
+
+
+class S3Store(ObjectStore):
+    def __init__(self, remote: RemoteSettings) -> None:
+        bucket, _, prefix = remote.url.removeprefix("s3://").partition("/")
+        self.bucket = bucket
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.url = remote.url
+        self.remote = remote
+        self.conditional = True
+        self.notices: list[str] = []
+        self._probed = False
+        self._stack = AsyncExitStack()
+        self._client: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _s3(self) -> Any:
+        async with self._lock:
+            if self._client is None:
+                config = Config(
+                    # Attempts from the standard chain (AWS_MAX_ATTEMPTS, ~/.aws/config;
+                    # 3 by default): an operator tunes them where AWS tools read them.
+                    retries={"mode": "standard"},
+                    connect_timeout=10,
+                    read_timeout=60,
+                    max_pool_connections=16,
+                    s3={"addressing_style": "path"} if self.remote.endpoint_url else {},
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                )
+                self._client = await self._stack.enter_async_context(
+                    get_session().create_client(
+                        "s3",
+                        region_name=self.remote.region,
+                        endpoint_url=self.remote.endpoint_url,
+                        config=config,
+                    )
+                )
+            return self._client
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def _error(self, key: str, err: Exception, doing: str) -> RemoteError:
+        """One line for the operator; never the request's headers or keys."""
+        where = self.where(key)
+        if isinstance(err, NoCredentialsError | PartialCredentialsError):
+            return RemoteAuthError(f"{where}: no AWS credentials found ({_CREDENTIALS_HELP})")
+        if isinstance(err, ClientError):
+            code = _code(err) or _status(err)
+            if code in _AUTH_CODES or _status(err) in ("401", "403"):
+                return RemoteAuthError(
+                    f"{where}: the credentials were refused while {doing} ({code}; "
+                    f"{_CREDENTIALS_HELP}, with access to bucket {self.bucket})"
+                )
+            if code == "NoSuchBucket":
+                return RemoteError(
+                    f"{self.url}: the bucket {self.bucket} does not exist (create it, or fix "
+                    "remote.url)"
+                )
+            message = err.response.get("Error", {}).get("Message", "")
+            return RemoteError(f"{where}: {code} while {doing}: {message}".rstrip(": "))
+        if isinstance(err, EndpointConnectionError):
+            return RemoteError(f"{where}: cannot reach the endpoint while {doing} ({err})")
+        return RemoteError(f"{where}: {type(err).__name__} while {doing}: {err}")
+
+    # create-only writes --------------------------------------------------------
+
+    async def refuses_overwrite(self) -> bool:
+        if not self._probed:
+            await self._probe()
+        return self.conditional
+
+    async def _probe(self) -> None:
+        """Whether the server refuses a second create of the same key."""
+        self._probed = True
+        s3 = await self._s3()
+        key = self._key(f".coldkeep-probe/{secrets.token_hex(8)}")
+        try:
+            await s3.put_object(Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
+            try:
+                await s3.put_object(Bucket=self.bucket, Key=key, Body=b"2", IfNoneMatch="*")
+            except ClientError as err:
+                if _code(err) in _EXISTS or _status(err) in _EXISTS:
+                    return
+                if _code(err) not in _NO_CONDITIONAL and _status(err) not in _NO_CONDITIONAL:
+                    raise
+            self.conditional = False
+        except ClientError as err:
+            if _code(err) not in _NO_CONDITIONAL and _status(err) not in _NO_CONDITIONAL:
+                raise self._error(key, err, "probing for conditional writes") from err
+            self.conditional = False
+        except BotoCoreError as err:
+            raise self._error(key, err, "probing for conditional writes") from err
+        finally:
+            try:
+                await s3.delete_object(Bucket=self.bucket, Key=key)
+            except (ClientError, BotoCoreError):
+                self.notices.append(f"{self.where(key)}: the probe object could not be removed")
+        if not self.conditional:
+            self.notices.append(
+                f"{self.url}: the server does not refuse an existing key (If-None-Match); "
+                "each upload checks with HEAD first, under the archive lock"
+            )
+
+    def take_notices(self) -> list[str]:
+        notices, self.notices = self.notices, []
+        return notices
+
+    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> bool:
+        if size > MAX_PUT:
+            raise RemoteError(
+                f"{self.where(key)}: {size} bytes is more than one PUT carries (5 GiB); "
+                "not shipped (multipart uploads are not supported yet)"
+            )
+        await self.refuses_overwrite()
+        s3 = await self._s3()
+        args: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": self._key(key),
+            "ContentLength": size,
+            "ChecksumAlgorithm": "SHA256",
+            "ChecksumSHA256": _b64(sha256),
+            "StorageClass": self.remote.storage_class,
+        }
+        if self.conditional:
+            args["IfNoneMatch"] = "*"
+        body = await asyncio.to_thread(open, src, "rb")
+        try:
+            with body:
+                await s3.put_object(Body=body, **args)
+        except ClientError as err:
+            if self.conditional and (_code(err) in _EXISTS or _status(err) in _EXISTS):
+                return False
+            raise self._error(key, err, "uploading") from err
+        except BotoCoreError as err:
+            raise self._error(key, err, "uploading") from err
+        return True
+
+    # reads ---------------------------------------------------------------------
+
+    async def head(self, key: str) -> ObjectInfo | None:
+        s3 = await self._s3()
+        try:
+            got = await s3.head_object(
+                Bucket=self.bucket, Key=self._key(key), ChecksumMode="ENABLED"
+            )
+        except ClientError as err:
+            if _code(err) in _NOT_FOUND or _status(err) == "404":
+                return None
+            raise self._error(key, err, "reading its size and checksum") from err
+        except BotoCoreError as err:
+            raise self._error(key, err, "reading its size and checksum") from err
+        return ObjectInfo(key, int(got["ContentLength"]), _hex(got.get("ChecksumSHA256")))
+
+    async def _get(self, key: str, doing: str, **ranged: str) -> bytes:
+        """The object's body (or a range of it), read again while it comes back
+        cut short (a reset or a truncated response) until READ_TRIES."""
+        s3 = await self._s3()
+        for _ in range(READ_TRIES):
+            try:
+                got = await s3.get_object(Bucket=self.bucket, Key=self._key(key), **ranged)
+                async with got["Body"] as body:
+                    data: bytes = await body.read()
+                if len(data) == int(got["ContentLength"]):
+                    return data
+                last: Exception = RemoteError(f"{self.where(key)}: the body came back short")
+            except ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    raise RemoteMissing(
+                        f"{self.where(key)}: not there (run coldkeep verify --remote)"
+                    ) from err
+                raise self._error(key, err, doing) from err
+            except (TimeoutError, BotoCoreError, OSError, aiohttp.ClientError) as err:
+                last = err
+        raise self._error(key, last, f"{doing} ({READ_TRIES} tries)") from last
+
+    async def read_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        return await self._get(key, "reading a range", Range=f"bytes={start}-{start + length - 1}")
+
+    async def download(self, key: str, fd: int) -> int:
+        # Whole objects are read into memory: what restores from here is one
+        # gzip of its own (bundles are read a member at a time, by range).
+        data = await self._get(key, "downloading")
+        await asyncio.to_thread(_write_all, fd, data)
+        return len(data)
+
+    async def list_objects(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        s3 = await self._s3()
+        paginator = s3.get_paginator("list_objects_v2")
+        try:
+            async for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(obj["Key"][len(self.prefix) :], int(obj["Size"]))
+        except (ClientError, BotoCoreError) as err:
+            raise self._error(prefix, err, "listing") from err
+
+    async def delete(self, key: str) -> None:
+        s3 = await self._s3()
+        try:
+            await s3.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (ClientError, BotoCoreError) as err:
+            raise self._error(key, err, "deleting") from err
+
+    async def clear_incomplete(self, prefix: str) -> int:
+        # Single PUTs leave nothing behind when cut short: S3 stores an object
+        # whole or not at all.
+        return 0
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+        self._client = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,0 +1,409 @@
+"""``coldkeep ship``: the archive copied to the remote tier, then local copies
+dropped once their remote copy is proven and old enough.
+
+One ship, under the archive lock:
+
+    settle     local copies recorded as dropped but still there (a crash
+               between the record and the unlink) are unlinked; what uploads
+               cut short left on the remote is removed
+    files      each archive file with kept entries and no remote copy (a bundle
+               once, for all its members): hashed, uploaded create-only, read
+               back (size and SHA-256), recorded
+    events     each closed event month whose database changed since its last
+               snapshot: a consistent copy (SQLite's backup API) shipped as
+               ``events/<YYYY-MM>.<sha12>.db``
+    drop       local copies shipped more than ``keep_local_days`` ago: recorded
+               first, unlinked after (identity re-checked), directory fsynced
+    manifest   a snapshot of the manifest as ``manifest/<UTC time>.db`` when
+               anything changed (or none is there); the newest KEEP_SNAPSHOTS kept
+
+Every object lives at ``<prefix>/<site>/<path>``, ``path`` being its place under
+``archive_root``.
+
+Invariants:
+- Nothing is recorded as remote until the server's own size and SHA-256 equal
+  the local file's. An object already at its key counts as shipped only if its
+  bytes are the same; different bytes are a problem to report, never replaced.
+- A local copy is dropped only when its row says it was shipped and verified,
+  ``keep_local_days`` have passed, and its last remote verify did not fail.
+- Every step is announced (``object_uploaded``, ``object_recorded``,
+  ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``); a crash
+  anywhere is settled by the next ship: an uploaded object not recorded is found
+  at its key (same bytes) and recorded; a drop recorded and not done is done.
+- Cancelled, it stops between objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .cancel import CancelToken
+from .codec import digest_fd
+from .config import Settings
+from .events.eventschema import DAY_MS
+from .fsutil import (
+    FileIdentity,
+    fsync_dir,
+    identity_or_none,
+    open_file,
+    unlink_if_identity,
+    unlink_if_present,
+)
+from .layout import Layout
+from .manifest import Manifest, now_ms
+from .ratelimit import RateLimiter
+from .remote.fetch import clear_scratch, scratch_path
+from .remote.objects import RemoteObject, RemoteObjects
+from .remote.store import ObjectInfo, ObjectStore, RemoteError
+from .steps import StepHook, StepName, no_step
+from .stream import EventStream, FileDone, Phase
+
+KEEP_SNAPSHOTS = 10
+# Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
+IN_FLIGHT = 8
+_MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")
+
+
+@dataclass
+class ShipReport:
+    uploaded: int = 0  # objects sent
+    already: int = 0  # objects found at their key with the same bytes, recorded
+    bytes: int = 0  # sent
+    months: int = 0  # event month snapshots shipped
+    snapshot: str | None = None  # the manifest snapshot's key
+    dropped: int = 0  # local copies removed
+    dropped_bytes: int = 0
+    pending: int = 0  # archive files still to ship (after a problem or a stop)
+    problems: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # about the server, said once
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uploaded": self.uploaded,
+            "already": self.already,
+            "bytes": self.bytes,
+            "months": self.months,
+            "snapshot": self.snapshot,
+            "dropped": self.dropped,
+            "dropped_bytes": self.dropped_bytes,
+            "pending": self.pending,
+            "problems": self.problems,
+            "notices": self.notices,
+        }
+
+
+def _hash_file(
+    path: Path, root: Path, limiter: RateLimiter, cancel: CancelToken
+) -> tuple[int, str]:
+    fd = open_file(path, os.O_RDONLY, root=root)
+    try:
+        digest, _ = digest_fd(fd, limiter=limiter, cancel=cancel, path=path)
+    finally:
+        os.close(fd)
+    return digest.bytes, digest.sha256
+
+
+def _month_closed(month: str, now_ms: int, min_age_days: float) -> bool:
+    """No pass adds rows to ``month`` any more: its last day is older than the
+    events' minimum age."""
+    year, mon = int(month[:4]), int(month[5:])
+    nxt = f"{year + mon // 12:04d}-{mon % 12 + 1:02d}-01T00:00:00+00:00"
+    end_ms = int(datetime.fromisoformat(nxt).timestamp() * 1000)
+    return end_ms + int(min_age_days * DAY_MS) <= now_ms
+
+
+def _signature(db: Path) -> str:
+    """What changes when a month database's content may have: its size and
+    mtime, and its WAL's."""
+    parts = []
+    for p in (db, db.with_name(db.name + "-wal")):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+    return "/".join(parts)
+
+
+def _snapshot(src: Path, dest: Path) -> None:
+    """A consistent copy of the database ``src`` at ``dest``, fsynced."""
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(dest) as out:
+        source.backup(out)
+    with open(dest, "rb") as f:
+        os.fsync(f.fileno())
+
+
+class Shipper:
+    def __init__(
+        self,
+        settings: Settings,
+        manifest: Manifest,
+        store: ObjectStore,
+        *,
+        stream: EventStream,
+        step: StepHook = no_step,
+        clock: Callable[[], int] = now_ms,
+        limiter: RateLimiter | None = None,
+        cancel: CancelToken | None = None,
+    ) -> None:
+        assert settings.remote is not None
+        self.settings = settings
+        self.remote = settings.remote
+        self.layout = Layout(settings.archive_root)
+        self.manifest = manifest
+        self.objects = RemoteObjects(manifest)
+        self.store = store
+        self.stream = stream
+        self.step = step
+        self.clock = clock
+        self.limiter = limiter or RateLimiter(self.remote.bytes_per_s)
+        self.cancel = cancel or CancelToken()
+        self.report = ShipReport()
+        self._probing = asyncio.Lock()
+
+    def key(self, path: str) -> str:
+        return f"{self.remote.site}/{path}"
+
+    async def run(self) -> ShipReport:
+        await self.settle_drops()
+        await asyncio.to_thread(clear_scratch, self.layout)
+        await self.store.clear_incomplete(self.key(""))
+        await self.ship_files()
+        await self.ship_months()
+        for notice in self.store.take_notices():
+            self.report.notices.append(notice)
+            self.stream.notice("warning", notice)
+        await self.drop_local()
+        r = self.report
+        if r.uploaded or r.already or r.months or r.dropped or not await self._any_snapshot():
+            await self.ship_manifest()
+        r.pending = len(await self.objects.pending_files())
+        return r
+
+    async def _announce(self, name: StepName, path: str) -> None:
+        await self.step(name, {"label": path})
+
+    # files -------------------------------------------------------------------
+
+    async def ship_files(self) -> None:
+        pending = await self.objects.pending_files()
+        self.stream.emit(Phase("ship", len(pending)))
+        gate = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(path: str) -> None:
+            async with gate:
+                self.cancel.check()
+                await self._ship_file(path)
+
+        await asyncio.gather(*(one(p) for p in pending))
+
+    async def _ship_file(self, path: str) -> None:
+        root = self.layout.root
+        try:
+            local = self.layout.abs(path)
+            size, sha = await asyncio.to_thread(_hash_file, local, root, self.limiter, self.cancel)
+        except (OSError, ValueError) as err:
+            self._problem(
+                path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
+            )
+            return
+        await self.ship_object(path, local, size, sha)
+
+    async def ship_object(
+        self, path: str, local: Path, size: int, sha: str, **extra: str | None
+    ) -> bool:
+        """``local`` at ``path``'s key, read back, recorded; True if recorded."""
+        key = self.key(path)
+        try:
+            created = await self._put(key, local, size, sha)
+            await self._announce("object_uploaded", path)
+            info = await self.store.head(key)
+            if info is not None and info.sha256 is None:
+                info = await self._read_back(key, info.size)
+        except RemoteError as err:
+            self._problem(path, str(err))
+            return False
+        if info is None:
+            self._problem(
+                path, f"{self.store.where(key)}: gone right after its upload; not recorded"
+            )
+            return False
+        if (info.size, info.sha256) != (size, sha):
+            why = "was uploaded" if created else "was already there"
+            self._problem(
+                path,
+                f"{self.store.where(key)} {why} with {info.size} bytes, sha256 {info.sha256}, "
+                f"not the local {size} bytes, sha256 {sha}: not recorded, nothing replaced "
+                "(another host shipping as the same remote.site?)",
+            )
+            return False
+        month = extra.get("month")
+        await self.objects.record(
+            RemoteObject(path, size, sha, self.clock(), month=month, source_sig=extra.get("sig"))
+        )
+        await self._announce("object_recorded", path)
+        if created:
+            self.report.uploaded += 1
+            self.report.bytes += size
+        else:
+            self.report.already += 1
+        self.stream.emit(FileDone("ship", path, "shipped" if created else "exists", size))
+        return True
+
+    async def _put(self, key: str, local: Path, size: int, sha: str) -> bool:
+        await asyncio.to_thread(self.limiter.take, size, self.cancel)
+        async with self._probing:  # the first upload finds out; the others wait for it
+            conditional = await self.store.refuses_overwrite()
+        if not conditional and await self.store.head(key) is not None:
+            return False  # under the archive lock: nobody of this site writes meanwhile
+        return await self.store.put_new(key, local, size, sha)
+
+    async def _read_back(self, key: str, size: int) -> ObjectInfo:
+        """A server that keeps no checksum: the bytes read back and hashed."""
+        data = await self.store.read_range(key, 0, size) if size else b""
+        return ObjectInfo(key, len(data), hashlib.sha256(data).hexdigest())
+
+    def _problem(self, path: str, message: str) -> None:
+        self.report.problems.append(message)
+        self.stream.emit(FileDone("ship", path, "error", detail=message))
+
+    # event months -------------------------------------------------------------
+
+    async def ship_months(self) -> None:
+        folder = self.layout.events
+        names = await asyncio.to_thread(
+            lambda: sorted(os.listdir(folder)) if folder.is_dir() else []
+        )
+        latest = await self.objects.latest_months()
+        now = self.clock()
+        for name in names:
+            m = _MONTH_DB.fullmatch(name)
+            if m is None or not _month_closed(m[1], now, self.settings.events.min_age_days):
+                continue
+            self.cancel.check()
+            month, db = m[1], folder / name
+            sig = await asyncio.to_thread(_signature, db)
+            last = latest.get(month)
+            if last is not None and last.source_sig == sig:
+                continue
+            await self._ship_month(month, db, sig, last)
+
+    async def _ship_month(self, month: str, db: Path, sig: str, last: RemoteObject | None) -> None:
+        tmp = scratch_path(self.layout, f"ship-{month}")
+        try:
+            await asyncio.to_thread(_snapshot, db, tmp)
+            size, sha = await asyncio.to_thread(
+                _hash_file, tmp, self.layout.root, self.limiter, self.cancel
+            )
+            if last is not None and last.sha256 == sha:
+                await self.objects.set_source_sig(last.path, sig)
+                return
+            path = f"events/{month}.{sha[:12]}.db"
+            if await self.ship_object(path, tmp, size, sha, month=month, sig=sig):
+                self.report.months += 1
+        except (OSError, sqlite3.Error) as err:
+            self._problem(f"events/{month}.db", f"{db}: cannot be snapshotted: {err}")
+        finally:
+            await asyncio.to_thread(unlink_if_present, tmp, root=self.layout.root)
+
+    # the manifest snapshot ------------------------------------------------------
+
+    async def ship_manifest(self) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock() / 1000))
+        path = f"manifest/{stamp}.{self.clock() % 1000:03d}Z.db"
+        tmp = scratch_path(self.layout, "ship-manifest")
+        key = self.key(path)
+        try:
+            await asyncio.to_thread(_snapshot, self.layout.manifest, tmp)
+            size, sha = await asyncio.to_thread(
+                _hash_file, tmp, self.layout.root, self.limiter, self.cancel
+            )
+            await self._put(key, tmp, size, sha)
+            info = await self.store.head(key)
+            if info is None or info.size != size or info.sha256 not in (sha, None):
+                self._problem(
+                    path, f"{self.store.where(key)}: the snapshot did not read back whole"
+                )
+                return
+        except RemoteError as err:
+            self._problem(path, str(err))
+            return
+        finally:
+            await asyncio.to_thread(unlink_if_present, tmp, root=self.layout.root)
+        self.report.snapshot = key
+        await self._announce("manifest_shipped", path)
+        await self._prune_snapshots()
+
+    async def _any_snapshot(self) -> bool:
+        async for _ in self.store.list_objects(self.key("manifest/")):
+            return True
+        return False
+
+    async def _prune_snapshots(self) -> None:
+        prefix = self.key("manifest/")
+        keys = sorted([info.key async for info in self.store.list_objects(prefix)])
+        for old in keys[:-KEEP_SNAPSHOTS]:
+            await self.store.delete(old)
+
+    # dropping local copies --------------------------------------------------------
+
+    async def drop_local(self) -> None:
+        if self.remote.keeps_local:
+            return
+        before = self.clock() - int(self.remote.keep_local_days * DAY_MS)
+        for obj in await self.objects.droppable(before):
+            self.cancel.check()
+            await self._drop(obj)
+
+    async def _drop(self, obj: RemoteObject) -> None:
+        root = self.layout.root
+        local = self.layout.abs(obj.path)
+        ident = await asyncio.to_thread(identity_or_none, local, root=root)
+        if ident is None or not ident.is_regular or ident.size != obj.bytes:
+            what = "gone" if ident is None else f"not the {obj.bytes} bytes shipped"
+            self.report.problems.append(
+                f"{local}: {what}; its remote copy is kept, nothing dropped"
+            )
+            return
+        await self.objects.mark_local_gone(obj.path, self.clock())
+        await self._announce("local_drop_recorded", obj.path)
+        await self._unlink(obj.path, local, ident)
+
+    async def _unlink(self, path: str, local: Path, ident: FileIdentity) -> None:
+        root = self.layout.root
+        outcome = await asyncio.to_thread(unlink_if_identity, local, ident, root=root)
+        if outcome == "changed":
+            self.report.problems.append(
+                f"{local} changed before its drop; left in place (its remote copy is what restores)"
+            )
+        await self.objects.confirm_local_gone(path)
+        await self._announce("local_dropped", path)
+        if outcome == "removed":
+            self.report.dropped += 1
+            self.report.dropped_bytes += ident.size
+
+    async def settle_drops(self) -> None:
+        """Drops a crash interrupted between the record and the unlink."""
+        root = self.layout.root
+        for path in await self.objects.unconfirmed_drops():
+            local = self.layout.abs(path)
+            ident = await asyncio.to_thread(identity_or_none, local, root=root)
+            if ident is not None:
+                await self._unlink(path, local, ident)
+                continue
+            await asyncio.to_thread(fsync_dir, local.parent, root=root)  # the unlink, durable
+            await self.objects.confirm_local_gone(path)

@@ -1,0 +1,118 @@
+"""``coldkeep ship`` to a ``file://`` remote, killed with SIGKILL at every announced
+ship step and at random moments, then run again. Right after the kill and after
+the ship that resumes: every entry's bytes are readable whole from a local copy
+or a recorded remote copy, every recorded remote copy is there with its recorded
+sha256, no local copy is gone without one, and nothing temporary is left."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import COLDKEEP, ck, report_line
+from remotecheck import check_remote_site, folder_fetch, remote_rows
+from sitecheck import Tally
+
+pytestmark = pytest.mark.crash
+SITE = "web-1"
+STEPS = [
+    "object_uploaded",
+    "object_recorded",
+    "object_uploaded:5",
+    "manifest_shipped",
+    "local_drop_recorded",
+    "local_dropped",
+    "local_drop_recorded:4",
+]
+KILL = "COLDKEEP_TEST_KILL_AT"
+
+
+@pytest.fixture(scope="module")
+def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
+    t = Tally()
+    yield t
+    report_line(request.config, t.line("crash matrix (ship)", "SIGKILLs"))
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A demo site after a pass, shipping to remote/ and dropping at once."""
+    site = tmp_path_factory.mktemp("ship-template") / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    ck(site, "pass")
+    with (site / "coldkeep.toml").open("a") as f:
+        f.write(f'\n[remote]\nurl = "file:remote"\nsite = "{SITE}"\nkeep_local_days = 0\n')
+    return site
+
+
+def copy(archived: Path, where: Path) -> Path:
+    site = where / "site"
+    shutil.copytree(archived, site, symlinks=True)
+    return site
+
+
+def check(site: Path, tally: Tally, *, settled: bool = True) -> None:
+    fetch = folder_fetch(site / "remote")
+    tally.checks += check_remote_site(site, fetch, SITE, settled=settled)
+
+
+def settled(site: Path, tally: Tally) -> None:
+    """The ship run again finishes the job: everything remote, no local copy."""
+    ck(site, "ship")
+    check(site, tally)
+    rows = remote_rows(site)
+    assert rows and all(r["local_present"] == 0 for r in rows.values() if r["month"] is None)
+    assert not [p for p in (site / "archive" / "files").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_ship_killed_at_each_step(archived: Path, tmp_path: Path, tally: Tally, step: str) -> None:
+    site = copy(archived, tmp_path)
+    run = ck(site, "ship", check=None, env={KILL: step})
+    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
+    tally.faults += 1
+    tally.by_kind["ship@" + step.split(":", maxsplit=1)[0]] += 1
+    check(site, tally, settled=False)  # nothing lost even before anything settles it
+    settled(site, tally)
+
+
+def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Tally) -> None:
+    probe = copy(archived, tmp_path / "probe")
+    t0 = time.monotonic()
+    ck(probe, "ship")
+    seconds = time.monotonic() - t0
+    rnd = random.Random(20261201)
+    killed = 0
+    for i in range(8):
+        site = copy(archived, tmp_path / f"run-{i}")
+        proc = subprocess.Popen(
+            [*COLDKEEP, "ship", "--config", str(site / "coldkeep.toml")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        delay = rnd.uniform(0.2, 1.0) * seconds
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            killed += 1
+            tally.faults += 1
+            tally.by_kind["ship@random"] += 1
+        else:
+            seconds = min(seconds, delay)  # it ended sooner: draw the next inside it
+        check(site, tally, settled=False)
+        settled(site, tally)
+        shutil.rmtree(site)
+    assert killed >= 4, f"only {killed} of 8 runs were killed mid-ship"

@@ -1,0 +1,71 @@
+"""What no fault may cost a site with a remote tier: every entry's bytes are
+readable whole from its local copy or from a recorded remote copy, every
+recorded remote copy is there with the size and sha256 recorded, and no local
+copy is gone without one. ``fetch`` reads an object of the remote (a file of a
+``file://`` folder, an object of the S3 server) behind coldkeep's back."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from helpers import entries, gunzip_entry
+
+Fetch = Callable[[str], bytes | None]
+
+
+def folder_fetch(root: Path) -> Fetch:
+    def fetch(key: str) -> bytes | None:
+        path = root / key
+        return path.read_bytes() if path.is_file() else None
+
+    return fetch
+
+
+def remote_rows(site: Path) -> dict[str, dict[str, Any]]:
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.row_factory = sqlite3.Row
+        return {r["path"]: dict(r) for r in db.execute("SELECT * FROM remote_objects")}
+
+
+def check_remote_site(site: Path, fetch: Fetch, site_name: str, *, settled: bool = True) -> int:
+    """The checks; how many ran (for a tally). Not ``settled`` (right after a
+    kill): an upload cut short may have left its partial in a remote folder,
+    which the next ship removes."""
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    leftovers = [
+        p
+        for p in site.rglob("*")
+        if p.name.endswith(".partial") and (settled or "remote" not in p.relative_to(site).parts)
+    ]
+    assert leftovers == [], leftovers
+    recorded = remote_rows(site)
+    objects: dict[str, bytes] = {}
+    for path, row in recorded.items():
+        data = fetch(f"{site_name}/{path}")
+        assert data is not None, f"{path} recorded as remote and not there"
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (row["bytes"], row["sha256"]), path
+        objects[path] = data
+    archive = site / "archive"
+    for e in entries(site):
+        if e["status"] not in ("archived", "stale", "restored"):
+            continue
+        local = (archive / e["gz_path"]).is_file()
+        found = recorded.get(e["gz_path"])
+        assert local or found is not None, f"{e['gz_path']}: no local copy and none recorded remote"
+        if found is not None and found["local_gone_at"] is not None and local:
+            assert found["local_present"] == 1, f"{e['gz_path']}: dropped, confirmed, still there"
+        data = gunzip_entry(archive, e) if local else _gunzip_remote(objects[e["gz_path"]], e)
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (e["bytes"], e["sha256"])
+    return 4
+
+
+def _gunzip_remote(obj: bytes, e: dict[str, Any]) -> bytes:
+    offset, length = e["member_offset"], e["member_length"]
+    member = obj if offset is None else obj[int(offset) : int(offset) + int(length)]
+    return subprocess.run(["gunzip", "-c"], input=member, check=True, capture_output=True).stdout

@@ -1,0 +1,172 @@
+"""A real S3 server for the tests: moto's server mode on 127.0.0.1, in this process.
+
+Owns the server's lifecycle (``start``/``stop``, ``reset`` to empty it between
+tests), the dummy credentials a client needs (``env``), and the helpers a test uses
+to act behind coldkeep's back (``make_bucket``, ``put_raw``, ``get_raw``,
+``delete_raw``, ``list_keys``). Those helpers talk to moto directly, never through a
+``FaultProxy``: they are not counted and no fault rule reaches them.
+
+moto's state is global to the process: every ``S3Server`` (and any ``mock_aws`` in
+the same process) shares one set of buckets, and ``reset`` empties them all.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import os
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer  # type: ignore[import-not-found, unused-ignore]
+
+#: The region and the dummy credentials every client of the test server uses.
+REGION = "us-east-1"
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+
+
+class S3Unavailable(RuntimeError):
+    """moto's server mode is not installed (the tests skip, with this reason)."""
+
+
+def unavailable_reason() -> str | None:
+    """Why this machine cannot run the test server, or None if it can."""
+    for module in ("moto", "flask", "boto3"):
+        if importlib.util.find_spec(module) is None:
+            return f"the Python package {module} is not installed (pip install 'moto[server]')"
+    return None
+
+
+class S3Server:
+    """moto's ``ThreadedMotoServer`` on a free port of 127.0.0.1, path-style addressing.
+
+    ``with S3Server() as s3: s3.make_bucket("b"); client(endpoint_url=s3.endpoint)``.
+    """
+
+    def __init__(self) -> None:
+        self._moto: ThreadedMotoServer | None = None
+        self._client: Any = None
+        self._port = 0
+        #: What a client process or ``os.environ`` needs: the dummy credentials, the
+        #: region, no instance metadata lookups (each would stall a client for
+        #: seconds) and no developer's ~/.aws files (a profile could change addressing
+        #: or checksums under the test).
+        self.env: dict[str, str] = {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> S3Server:
+        reason = unavailable_reason()
+        if reason is not None:
+            raise S3Unavailable(reason)
+        # Imported here: moto and Flask take a third of a second to import, which a
+        # test session that never starts the server should not pay.
+        import boto3  # type: ignore[import-untyped, import-not-found, unused-ignore]
+        import botocore.config  # type: ignore[import-untyped, import-not-found, unused-ignore]
+        from moto.server import ThreadedMotoServer  # type: ignore[import-not-found, unused-ignore]
+
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        self._moto = moto
+        self._port = moto.get_host_and_port()[1]
+        self._client = boto3.session.Session(
+            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=REGION
+        ).client(
+            "s3",
+            endpoint_url=self.endpoint,
+            # No checksums added or checked: raw means the bytes as they are, even
+            # under a stored checksum that does not match them.
+            config=botocore.config.Config(
+                s3={"addressing_style": "path"},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
+        )
+        return self
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._moto is None:
+            raise RuntimeError("the S3 server is not running: call start() first")
+        return self._port
+
+    @property
+    def endpoint(self) -> str:
+        """``http://127.0.0.1:PORT``: moto itself (a ``FaultProxy`` has its own)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def reset(self) -> None:
+        """Empty the server: every bucket and object of every moto backend is gone."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("POST", "/moto-api/reset")
+            response = conn.getresponse()
+            response.read()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise RuntimeError(f"moto reset answered {response.status} {response.reason}")
+
+    # -- behind coldkeep's back -----------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """A boto3 S3 client straight to moto (no proxy, no faults)."""
+        if self._client is None:
+            raise RuntimeError("the S3 server is not running: call start() first")
+        return self._client
+
+    def make_bucket(self, name: str) -> None:
+        self.client.create_bucket(Bucket=name)
+
+    def put_raw(self, bucket: str, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def get_raw(self, bucket: str, key: str) -> bytes | None:
+        """The object's bytes, or None if there is no such key."""
+        try:
+            response = self.client.get_object(Bucket=bucket, Key=key)
+        except self.client.exceptions.NoSuchKey:
+            return None
+        data = response["Body"].read()
+        assert isinstance(data, bytes)
+        return data
+
+    def delete_raw(self, bucket: str, key: str) -> None:
+        """Delete ``key`` (a missing key is no error, as in S3)."""
+        self.client.delete_object(Bucket=bucket, Key=key)
+
+    def list_keys(self, bucket: str, prefix: str = "") -> list[str]:
+        """Every key under ``prefix``, sorted (all pages)."""
+        keys: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix
+        ):
+            keys.extend(str(item["Key"]) for item in page.get("Contents", []))
+        return sorted(keys)

@@ -1,0 +1,183 @@
+"""The remote tier on a directory (``file://``): what a ship uploads and records,
+when local copies go, and that everything still restores byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coldkeep.core.archiver import Archiver, NoRemote
+from coldkeep.core.config import RemoteSettings, load_settings
+from coldkeep.core.demo import write_demo
+from coldkeep.core.files.restore import Selection
+from coldkeep.core.stream import EventStream
+
+from helpers import live_files
+
+DAY_MS = 86_400_000
+
+
+class Clock:
+    """The archiver's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000_000  # 2027-01-15
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return write_demo(tmp_path / "demo", seed=5, scale=0.02).config
+
+
+def archiver_for(config: Path, clock: Clock, **remote: object) -> Archiver:
+    settings = load_settings(config)
+    folder = config.parent / "remote"
+    remote_settings = RemoteSettings(folder.as_uri(), site="web-1", **remote)  # type: ignore[arg-type]
+    settings = replace(settings, remote=remote_settings)
+    return Archiver(settings, stream=EventStream(), clock=clock, serve_events=False)
+
+
+def remote_files(config: Path) -> dict[str, str]:
+    root = config.parent / "remote"
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+def rows(config: Path, sql: str) -> list[Any]:
+    with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
+        return db.execute(sql).fetchall()
+
+
+async def test_a_ship_uploads_each_archive_file_once_and_reads_it_back(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    archive = site.parent / "archive"
+    local = {
+        p.relative_to(archive).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (archive / "files").rglob("*")
+        if p.is_file()
+    }
+    report = await ck.ship()
+    assert not report.problems
+    shipped = remote_files(site)
+    # Every archive file (a bundle once for its members) is there, byte for byte.
+    assert {f"web-1/{p}": h for p, h in local.items()}.items() <= shipped.items()
+    assert report.uploaded == len(local) + report.months
+    assert report.months > 0 and any(k.startswith("web-1/events/") for k in shipped)
+    assert [k for k in shipped if k.startswith("web-1/manifest/")] == [report.snapshot]
+    recorded = dict(rows(site, "SELECT path, sha256 FROM remote_objects WHERE month IS NULL"))
+    assert recorded == local
+    # Nothing new: nothing sent, no new snapshot; local copies kept for ever.
+    again = await ck.ship()
+    assert (again.uploaded, again.already, again.dropped, again.snapshot) == (0, 0, 0, None)
+    assert remote_files(site) == shipped
+    assert all(p.exists() for p in (archive / "files").rglob("*"))
+
+
+async def test_local_copies_go_after_keep_local_days_and_still_restore(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=30)
+    originals = live_files(site.parent)
+    await ck.run_pass()
+    report = await ck.ship()
+    assert report.dropped == 0, "not before keep_local_days"
+    clock.now += 31 * DAY_MS
+    report = await ck.ship()
+    assert report.dropped > 0 and not report.problems
+    archive_files = [p for p in (site.parent / "archive" / "files").rglob("*") if p.is_file()]
+    assert archive_files == [], "every shipped local copy dropped"
+    # Nothing is missing to recovery, nothing to verify locally.
+    recovery = await ck.recover()
+    assert recovery.missing == []
+    assert (await ck.verify()).checked == 0
+    # Every archived file comes back from the remote tier, whole.
+    out = site.parent / "out"
+    restored = await ck.restore(Selection(glob="**"), to=out)
+    assert restored.counts.get("restored", 0) > 0 and set(restored.counts) == {"restored"}
+    shas = dict(rows(site, "SELECT relpath, sha256 FROM entries ORDER BY id"))
+    back = {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in out.rglob("*")
+        if p.is_file()
+    }
+    assert back == {rel: shas[rel] for rel in back} and len(back) == restored.counts["restored"]
+    assert set(back) <= set(originals) | set(shas)
+    assert not [p for p in (site.parent / "archive").iterdir() if p.name.startswith(".remote-")]
+
+
+async def test_a_new_version_never_takes_the_name_of_a_dropped_copy(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=0)
+    await ck.run_pass()
+    await ck.ship()
+    [(gz, relpath)] = rows(
+        site,
+        "SELECT gz_path, relpath FROM entries WHERE member_offset IS NULL "
+        "AND status = 'archived' ORDER BY id LIMIT 1",
+    )
+    live = site.parent / "live" / str(relpath)
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.write_bytes(b'{"a new version": 1}\n' * 70_000)  # above the bundle size
+    old = 1_600_000_000_000_000_000
+    os.utime(live, ns=(old, old))
+    summary = await ck.run_pass()
+    assert summary.files.archived == 1 and not summary.problems
+    [(new_gz,)] = rows(
+        site, f"SELECT gz_path FROM entries WHERE relpath = '{relpath}' ORDER BY id DESC LIMIT 1"
+    )
+    assert new_gz != gz and (site.parent / "archive" / str(new_gz)).exists()
+
+
+async def test_an_object_already_there_with_other_bytes_is_reported_and_left(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=0)
+    await ck.run_pass()
+    [(gz,)] = rows(site, "SELECT gz_path FROM entries ORDER BY id LIMIT 1")
+    planted = site.parent / "remote" / "web-1" / str(gz)
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"someone else's bytes")
+    report = await ck.ship()
+    [problem] = report.problems
+    assert str(gz) in problem and "not recorded, nothing replaced" in problem
+    assert planted.read_bytes() == b"someone else's bytes"
+    assert (site.parent / "archive" / str(gz)).exists(), "its local copy is kept"
+    assert rows(site, f"SELECT 1 FROM remote_objects WHERE path = '{gz}'") == []
+    assert report.pending == 1
+
+
+async def test_ship_without_a_remote_says_how_to_configure_one(site: Path) -> None:
+    ck = Archiver(load_settings(site), stream=EventStream(), serve_events=False)
+    with pytest.raises(NoRemote, match=r"no \[remote\] is configured"):
+        await ck.ship()
+
+
+async def test_a_changed_event_month_is_shipped_again_as_a_new_object(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    first = await ck.ship()
+    months = dict(rows(site, "SELECT path, month FROM remote_objects WHERE month IS NOT NULL"))
+    assert len(months) == first.months > 0
+    path, month = sorted(months.items())[0]
+    db = site.parent / "archive" / "events" / f"{month}.db"
+    with sqlite3.connect(db) as conn:
+        table = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} LIMIT 1)")
+    again = await ck.ship()
+    assert again.months == 1 and again.uploaded == 1
+    now = rows(site, f"SELECT path FROM remote_objects WHERE month = '{month}' ORDER BY shipped_at")
+    assert now[0][0] == path and len(now) == 2
+    assert (site.parent / "remote" / "web-1" / path).exists(), "the old snapshot is kept"

@@ -1,0 +1,169 @@
+"""The remote tier on a real S3 server (moto's server mode) behind a fault proxy:
+each fault's outcome in one line, and zero bytes lost in every one of them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import COLDKEEP, ck, ck_json, report_line
+from remotecheck import check_remote_site, remote_rows
+from s3kit import S3Site
+from s3kit.proxy import INTERNAL_ERROR, SLOW_DOWN, ResetRequest, StripHeader, Truncate
+from sitecheck import Tally
+
+SITE = "web-1"
+PREFIX = "fleet"
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A demo site after a pass (its [remote] is written per test)."""
+    site = tmp_path_factory.mktemp("s3-template") / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    ck(site, "pass")
+    return site
+
+
+@pytest.fixture(scope="module")
+def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
+    t = Tally()
+    yield t
+    report_line(request.config, t.line("S3 fault matrix", "faults"))
+
+
+def with_remote(archived: Path, tmp_path: Path, s3: S3Site, keep_local_days: int = 0) -> Path:
+    site = tmp_path / "site"
+    shutil.copytree(archived, site, symlinks=True)
+    with (site / "coldkeep.toml").open("a") as f:
+        f.write(
+            f'\n[remote]\nurl = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
+            f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = {keep_local_days}\n'
+        )
+    return site
+
+
+def check(site: Path, s3: S3Site, tally: Tally) -> None:
+    def fetch(key: str) -> bytes | None:
+        return s3.server.get_raw(s3.bucket, f"{PREFIX}/{key}")
+
+    tally.checks += check_remote_site(site, fetch, SITE)
+
+
+def test_a_ship_to_s3_is_read_back_and_resumes_to_nothing(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3, keep_local_days=-1)
+    doc = ck_json(site, "ship")
+    result = doc["result"]
+    assert doc["ok"] and result["uploaded"] > 0 and result["problems"] == []
+    keys = s3.server.list_keys(s3.bucket, f"{PREFIX}/{SITE}/")
+    assert any("/files/" in k for k in keys) and any("/events/" in k for k in keys)
+    assert [k for k in keys if "/manifest/" in k] == [f"{PREFIX}/{result['snapshot']}"]
+    assert not [k for k in s3.server.list_keys(s3.bucket) if ".coldkeep-probe" in k]
+    check(site, s3, tally)
+    s3.proxy.reset_counts()
+    again = ck_json(site, "ship")["result"]
+    assert (again["uploaded"], again["snapshot"]) == (0, None)
+    assert s3.proxy.counts.get("PUT", 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "action", "method"),
+    [
+        ("503 SlowDown on two PUTs", SLOW_DOWN, "PUT"),
+        ("500 on two HEADs", INTERNAL_ERROR, "HEAD"),
+        ("connection reset mid-upload", ResetRequest(after_bytes=2000), "PUT"),
+    ],
+)
+def test_transient_faults_are_retried_and_the_ship_completes(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally, name: str, action: object, method: str
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    rule = s3.proxy.fail(action, method=method, path=r"/files/", times=2)  # type: ignore[arg-type]
+    result = ck_json(site, "ship")["result"]
+    assert rule.hits == 2, name
+    assert result["problems"] == [] and result["dropped"] > 0, name
+    check(site, s3, tally)
+    tally.faults += 2
+    tally.by_kind[name] += 2
+
+
+def test_a_server_that_keeps_failing_costs_nothing_local(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    s3.proxy.fail(INTERNAL_ERROR, method="HEAD", path=r"/files/")
+    run = ck(site, "ship", check=1, env={"AWS_MAX_ATTEMPTS": "2"})  # a short wait per object
+    assert "500 while reading its size and checksum" in run.stdout, run.stdout
+    rows = remote_rows(site)
+    assert not [p for p in rows if p.startswith("files/")], "nothing recorded unread"
+    assert [p for p in (site / "archive" / "files").rglob("*") if p.is_file()], "nothing dropped"
+    check(site, s3, tally)
+    s3.proxy.clear()
+    assert ck_json(site, "ship")["result"]["already"] > 0, "uploaded then, recorded now"
+    check(site, s3, tally)
+    tally.faults += 1
+    tally.by_kind["500 on every HEAD"] += 1
+
+
+def test_a_truncated_range_is_read_again_and_restores_whole(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    ck(site, "ship")
+    s3.proxy.fail(Truncate(keep_bytes=100), method="GET", path=r"/files/", times=1)
+    out = tmp_path / "out"
+    doc = ck_json(site, "restore", "--unit", "unit-0000", "--to", str(out))
+    assert doc["ok"], doc
+    check(site, s3, tally)
+    tally.faults += 1
+    tally.by_kind["truncated GET"] += 1
+
+
+def test_a_bucket_that_ignores_conditional_writes_is_said_and_never_overwritten(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    s3.proxy.fail(StripHeader("If-None-Match"), method="PUT")
+    key = f"{PREFIX}/{SITE}/files/bulk-0/firehose.jsonl.gz"
+    s3.server.put_raw(s3.bucket, key, b"another host's bytes")
+    run = ck(site, "ship", check=1)
+    assert "does not refuse an existing key" in run.stderr
+    assert "bulk-0/firehose.jsonl.gz was already there with 20 bytes" in run.stdout, run.stdout
+    assert s3.server.get_raw(s3.bucket, key) == b"another host's bytes"
+    assert (site / "archive" / "files" / "bulk-0" / "firehose.jsonl.gz").is_file()
+    check(site, s3, tally)
+    tally.faults += 1
+    tally.by_kind["no conditional writes"] += 1
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "no AWS credentials found"),
+    ],
+)
+def test_missing_credentials_are_one_clear_line(
+    archived: Path,
+    tmp_path: Path,
+    s3: S3Site,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    says: str,
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    for name in env:
+        monkeypatch.delenv(name)
+    run = ck(site, "ship", check=1)
+    [line] = run.stderr.strip().splitlines()[-1:]
+    assert says in line and "AWS_ACCESS_KEY_ID" in line, run.stderr
+    assert [p for p in (site / "archive" / "files").rglob("*") if p.is_file()], "nothing dropped"
