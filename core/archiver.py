@@ -12,6 +12,7 @@ and the scheduler.
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship()              the archive to the remote tier, local copies dropped (ship.py)
     rebuild_manifest()  a manifest from the gzips alone (files/rebuild.py)
+    rebuild_from_remote()  the manifest back from the remote tier (fromremote.py)
     checkpoint()        one live WAL checkpoint now
 
 Each mutating call is a short method over one ``session``: the archive lock, the
@@ -73,6 +74,7 @@ from .files.restore import (
     select_entries,
 )
 from .files.verify import VerifyReport, verify_entries
+from .fromremote import FromRemoteReport, RemoteRebuild
 from .fsutil import unlink_if_present
 from .layout import Layout
 from .lock import ArchiveLock
@@ -544,6 +546,44 @@ class Archiver:
             finally:
                 await store.close()
             current.finish("failed" if report.failed else "ok", report.to_dict())
+            return report
+
+    async def rebuild_from_remote(self, cancel: CancelToken | None = None) -> FromRemoteReport:
+        """This site's manifest, event months and the knowledge of what is remote,
+        back from the remote tier (fromremote.py): for a fresh host after the old
+        one was lost. The lock, no session (there is no manifest yet)."""
+        remote = self._remote()
+        await asyncio.to_thread(self.layout.root.mkdir, parents=True, exist_ok=True)
+        holder = self._holder("rebuild-manifest --from-remote")
+        async with hold_lock(self.settings.archive_root, holder, wait=self.wait):
+            op = Operation("rebuild-manifest", self.stream)
+            op.start(f"from {remote.url}/{remote.site}")
+            store = open_store(remote)
+            try:
+                rebuild = RemoteRebuild(
+                    self.layout,
+                    store,
+                    remote.site,
+                    stream=self.stream,
+                    limiter=RateLimiter(remote.bytes_per_s),
+                    cancel=cancel or CancelToken(),
+                )
+                report = await rebuild.run(self.layout.manifest)
+                if report.snapshot is None:
+                    await rebuild.fetch_files(report)
+                    local = await rebuild_manifest(
+                        self.layout,
+                        self.layout.manifest,
+                        self.stream,
+                        limiter=self.limiter,
+                        cancel=cancel,
+                    )
+                    report.entries = local.entries
+                    report.problems += [f"unreadable: {u}" for u in local.unreadable]
+                    report.problems += [f"refused: {r}" for r in local.refused]
+            finally:
+                await store.close()
+            op.finish("failed" if report.failed else "ok", report.to_dict())
             return report
 
     async def rebuild_manifest(

@@ -4,13 +4,14 @@ each fault's outcome in one line, and zero bytes lost in every one of them."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, ck_json, report_line
+from helpers import COLDKEEP, ck, ck_json, entries, report_line, sha
 from remotecheck import check_remote_site, remote_rows
 from s3kit import S3Site
 from s3kit.proxy import INTERNAL_ERROR, SLOW_DOWN, ResetRequest, StripHeader, Truncate
@@ -167,3 +168,58 @@ def test_missing_credentials_are_one_clear_line(
     [line] = run.stderr.strip().splitlines()[-1:]
     assert says in line and "AWS_ACCESS_KEY_ID" in line, run.stderr
     assert [p for p in (site / "archive" / "files").rglob("*") if p.is_file()], "nothing dropped"
+
+
+def test_disaster_recovery_from_the_bucket_alone(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    """Archive and ship, lose the whole archive_root, rebuild from the bucket,
+    restore everything to a new folder: every byte identical."""
+    site = with_remote(archived, tmp_path, s3, keep_local_days=-1)
+    ck(site, "ship")
+    expected = {e["relpath"]: e["sha256"] for e in entries(site)}  # newest version of each
+    months = {p.name: event_rows_of(p) for p in (site / "archive" / "events").glob("*.db")}
+    shutil.rmtree(site / "archive")
+
+    doc = ck_json(site, "rebuild-manifest", "--from-remote")
+    assert doc["ok"] and doc["result"]["never_shipped"] == [], doc
+    assert doc["result"]["remote_only"] > 0 and doc["result"]["snapshot"].startswith(
+        f"{SITE}/manifest/"
+    )
+    out = tmp_path / "restored"
+    restored = ck_json(site, "restore", "--path", "**", "--to", str(out))
+    assert restored["ok"], restored
+    back = {
+        p.relative_to(out).as_posix(): sha(p.read_bytes()) for p in out.rglob("*") if p.is_file()
+    }
+    assert back == expected
+    fetched = {p.name: event_rows_of(p) for p in (site / "archive" / "events").glob("*.db")}
+    closed = {name for name in months if name in fetched}
+    assert closed and all(fetched[n] == months[n] for n in closed)
+    check(site, s3, tally)
+    tally.faults += 1
+    tally.by_kind["whole archive_root lost"] += 1
+
+
+def event_rows_of(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return sorted(conn.execute("SELECT * FROM events"))
+
+
+def test_without_a_manifest_snapshot_the_archive_files_rebuild_it(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3, keep_local_days=0)
+    ck(site, "ship")
+    # A rebuilt manifest knows no stale versions: every version comes back.
+    expected = sorted(e["sha256"] for e in entries(site))
+    for key in s3.server.list_keys(s3.bucket, f"{PREFIX}/{SITE}/manifest/"):
+        s3.server.delete_raw(s3.bucket, key)
+    shutil.rmtree(site / "archive")
+    doc = ck_json(site, "rebuild-manifest", "--from-remote")
+    assert doc["ok"] and doc["result"]["snapshot"] is None and doc["result"]["fetched"] > 0
+    out = tmp_path / "restored"
+    assert ck_json(site, "restore", "--path", "**", "--all-versions", "--to", str(out))["ok"]
+    assert sorted(sha(p.read_bytes()) for p in out.rglob("*") if p.is_file()) == expected
+    tally.faults += 1
+    tally.by_kind["archive_root and every snapshot lost"] += 1

@@ -35,6 +35,7 @@ from coldkeep.core.demo import write_demo
 from coldkeep.core.events.eventschema import EventsError
 from coldkeep.core.files.restore import Selection, SelectionError
 from coldkeep.core.files.scan import ScanError
+from coldkeep.core.fromremote import FromRemoteError
 from coldkeep.core.layout import UnsafePath
 from coldkeep.core.lock import LockHeld
 from coldkeep.core.manifest import Manifest, ManifestError
@@ -122,7 +123,7 @@ def _run(coro: Awaitable[int], ctx: Context) -> None:
         _fail(str(err), EXIT_USAGE, ctx)
     except LockHeld as err:
         _fail(f"{err}; try again when it finishes, or pass --wait SECONDS", EXIT_LOCKED, ctx)
-    except (ModeOff, NoRemote, SelectionError, UnsafePath) as err:
+    except (ModeOff, NoRemote, FromRemoteError, SelectionError, UnsafePath) as err:
         _fail(str(err), EXIT_USAGE, ctx)
     except RemoteError as err:
         _fail(str(err), EXIT_FAILED, ctx)
@@ -607,12 +608,30 @@ def ship(config: Path | None, json_out: bool, wait: float) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Write here (default: archive_root/coldkeep.db, only if it does not exist).",
 )
+@click.option(
+    "--from-remote",
+    is_flag=True,
+    help="From the remote tier: the newest manifest snapshot (else every archive file "
+    "there), on a fresh host with only the bucket and credentials.",
+)
 @command(wait_opt=True)
 def rebuild_manifest_cmd(
-    out: Path | None, config: Path | None, json_out: bool, wait: float
+    out: Path | None, from_remote: bool, config: Path | None, json_out: bool, wait: float
 ) -> None:
-    """Rebuild the manifest from the gzips alone (when coldkeep.db is lost)."""
+    """Rebuild the manifest from the gzips alone (when coldkeep.db is lost), or
+    with --from-remote from the remote tier (when the whole host is lost)."""
     ctx = _ctx(config, json_out, wait)
+
+    async def from_the_remote() -> int:
+        got = await ctx.archiver().rebuild_from_remote(ctx.cancel)
+        text = partial(report, "rebuild-manifest", got)
+        ctx.emit("rebuild-manifest", not got.failed, got.to_dict(), text)
+        return EXIT_FAILED if got.failed or got.never_shipped else EXIT_OK
+
+    if from_remote:
+        if out is not None:
+            _fail("--out and --from-remote: the remote rebuilds this site's own coldkeep.db", 2)
+        _run(from_the_remote(), ctx)
 
     async def go() -> int:
         result = await ctx.archiver().rebuild_manifest(out, ctx.cancel)

@@ -18,6 +18,7 @@ from coldkeep.core.files.rebuild import RebuildReport
 from coldkeep.core.files.recovery import AdoptReport, RecoveryReport, SweepReport
 from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.files.verify import VerifyReport
+from coldkeep.core.fromremote import FromRemoteReport
 from coldkeep.core.passes import EventsMoved, EventsPlanned, PassSummary, recovery_counts
 from coldkeep.core.sched.jobs import JobRun
 from coldkeep.core.ship import ShipReport
@@ -36,6 +37,7 @@ OperationResult = (
     | RebuildReport
     | CheckpointResult
     | ShipReport
+    | FromRemoteReport
     | JobRun
 )
 # Lists longer than this are cut in the text (--json has them all).
@@ -98,6 +100,17 @@ def headline(result: OperationResult) -> str:
             if result.problems:
                 parts.append(f"{len(result.problems)} PROBLEMS")
             return ", ".join(parts)
+        case FromRemoteReport():
+            source = (
+                f"snapshot {result.snapshot}"
+                if result.snapshot
+                else (f"{result.fetched} archive files fetched")
+            )
+            text = f"{result.entries} entries from {source}, {result.remote_only} files read "
+            text += f"from the remote, {result.months} event months fetched"
+            if result.never_shipped:
+                text += f"; {len(result.never_shipped)} archive files were NEVER SHIPPED"
+            return text + (f"; {len(result.problems)} problems" if result.problems else "")
         case JobRun():
             return result.describe()
         case _:
@@ -153,6 +166,8 @@ def _detail(result: OperationResult) -> list[str]:
             return [f"unreadable {u}" for u in unreadable] + [f"refused {r}" for r in refused]
         case ShipReport(problems=problems):
             return list(problems)
+        case FromRemoteReport(never_shipped=never, problems=problems):
+            return [f"never shipped {p}" for p in never] + list(problems)
     return []
 
 

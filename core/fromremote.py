@@ -1,0 +1,263 @@
+"""``rebuild-manifest --from-remote``: a site's archive back from its remote tier,
+on a fresh host with only the bucket, the credentials and ``coldkeep.toml``.
+
+    manifest   the newest snapshot under ``<site>/manifest/`` that reads back
+               whole (its server checksum) and passes ``integrity_check``,
+               placed as ``coldkeep.db``, never over an existing one
+    local      every shipped archive file with no local copy here is recorded as
+               dropped: restore reads it from the remote. An entry with neither
+               was never shipped; it is listed, and recovery marks it missing
+    events     each event month's newest snapshot, fetched into ``events/`` where
+               no database for the month is, checked against its recorded sha256
+
+Without any snapshot, every archive file under ``<site>/files/`` is fetched into
+``files/`` (each written to a partial, fsynced, renamed without replacing) and
+the manifest is rebuilt from them as after losing ``coldkeep.db`` locally.
+
+Invariants:
+- Nothing local is overwritten: the manifest and every fetched file are placed
+  with ``rename_noreplace``; a name already taken is left and reported.
+- Run again after a crash, it goes on: a placed manifest is kept (its objects
+  re-marked), fetched files already in place are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cancel import CancelToken
+from .fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
+from .layout import Layout, UnsafePath
+from .manifest import SCHEMA_VERSION, Manifest, now_ms
+from .ratelimit import RateLimiter
+from .remote.fetch import clear_scratch, scratch_path
+from .remote.objects import RemoteObjects
+from .remote.store import ObjectStore, RemoteError
+from .stream import EventStream, FileDone, Phase
+
+
+class FromRemoteError(Exception):
+    """The remote holds nothing to rebuild from, or the local side is in the way;
+    the message says which and what to do."""
+
+
+@dataclass
+class FromRemoteReport:
+    out: Path
+    snapshot: str | None = None  # the manifest snapshot used; None: rebuilt from the files
+    entries: int = 0
+    remote_only: int = 0  # archive files now read from the remote
+    months: int = 0  # event month databases fetched
+    fetched: int = 0  # archive files fetched (no snapshot)
+    never_shipped: list[str] = field(default_factory=list)  # entries' gzips in neither place
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "snapshot": self.snapshot,
+            "entries": self.entries,
+            "remote_only": self.remote_only,
+            "months": self.months,
+            "fetched": self.fetched,
+            "never_shipped": self.never_shipped,
+            "problems": self.problems,
+        }
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_db(path: Path) -> str | None:
+    """Why the database at ``path`` cannot serve as the manifest, or None."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            if db.execute("PRAGMA integrity_check").fetchone() != ("ok",):
+                return "it fails integrity_check"
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as err:
+        return f"it is not a database ({err})"
+    if version > SCHEMA_VERSION:
+        return f"its schema {version} is newer than this coldkeep's {SCHEMA_VERSION}: upgrade"
+    return None
+
+
+class RemoteRebuild:
+    def __init__(
+        self,
+        layout: Layout,
+        store: ObjectStore,
+        site: str,
+        *,
+        stream: EventStream,
+        limiter: RateLimiter,
+        cancel: CancelToken,
+    ) -> None:
+        self.layout = layout
+        self.store = store
+        self.site = site
+        self.stream = stream
+        self.limiter = limiter
+        self.cancel = cancel
+
+    def key(self, path: str) -> str:
+        return f"{self.site}/{path}"
+
+    async def fetch_to(self, key: str, dest: Path, sha256: str | None) -> bool:
+        """``key`` placed at ``dest`` under archive_root (partial, fsync, rename
+        without replacing, directory fsync); False if ``dest`` exists already.
+        With ``sha256``, bytes that differ are refused before they are placed."""
+        root = self.layout.root
+        tmp = scratch_path(self.layout, "dr")
+        try:
+            fd = await asyncio.to_thread(
+                open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
+            )
+            try:
+                size = await self.store.download(key, fd)
+                await asyncio.to_thread(os.fsync, fd)
+            finally:
+                os.close(fd)
+            await asyncio.to_thread(self.limiter.take, size, self.cancel)
+            if sha256 is not None:
+                got = await asyncio.to_thread(_sha256_of, tmp)
+                if got != sha256:
+                    raise RemoteError(
+                        f"{self.store.where(key)}: its bytes hash to {got}, not the recorded "
+                        f"{sha256}; not placed"
+                    )
+            await asyncio.to_thread(ensure_dir, dest.parent, root=root)
+            placed = await asyncio.to_thread(rename_noreplace, tmp, dest, root=root)
+            if placed == "renamed":
+                await asyncio.to_thread(fsync_dir, dest.parent, root=root)
+            return placed == "renamed"
+        finally:
+            await asyncio.to_thread(unlink_if_present, tmp, root=root)
+
+    async def run(self, out: Path) -> FromRemoteReport:
+        await asyncio.to_thread(clear_scratch, self.layout)
+        report = FromRemoteReport(out)
+        snapshots = sorted(
+            [i.key async for i in self.store.list_objects(self.key("manifest/"))], reverse=True
+        )
+        if await asyncio.to_thread(out.exists):
+            report.snapshot = "(the manifest already in place)"
+        else:
+            await self._place_snapshot(snapshots, out, report)
+        if report.snapshot is None:
+            return report  # rebuilt from the files by the caller
+        async with await Manifest.open(out) as manifest:
+            await self._mark_remote_only(manifest, report)
+            await self._fetch_months(manifest, report)
+        return report
+
+    async def _place_snapshot(
+        self, snapshots: list[str], out: Path, report: FromRemoteReport
+    ) -> None:
+        for key in snapshots:
+            self.cancel.check()
+            tmp = scratch_path(self.layout, "dr-manifest")
+            root = self.layout.root
+            try:
+                fd = await asyncio.to_thread(
+                    open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
+                )
+                try:
+                    await self.store.download(key, fd)
+                    await asyncio.to_thread(os.fsync, fd)
+                finally:
+                    os.close(fd)
+                info = await self.store.head(key)
+                got = await asyncio.to_thread(_sha256_of, tmp)
+                why = await asyncio.to_thread(_check_db, tmp)
+                if info is not None and info.sha256 not in (None, got):
+                    why = f"it reads back as {got}, not the server's {info.sha256}"
+                if why is not None:
+                    report.problems.append(f"{self.store.where(key)}: skipped: {why}")
+                    continue
+                placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
+                if placed == "exists":
+                    raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
+                await asyncio.to_thread(fsync_dir, out.parent, root=root)
+                report.snapshot = key
+                return
+            except RemoteError as err:
+                report.problems.append(f"{err}; trying an older snapshot")
+            finally:
+                await asyncio.to_thread(unlink_if_present, tmp, root=root)
+
+    async def _mark_remote_only(self, manifest: Manifest, report: FromRemoteReport) -> None:
+        """Shipped files with no local copy here are read from the remote."""
+        objects = RemoteObjects(manifest)
+        now = now_ms()
+        for obj in await objects.all():
+            if obj.month is not None or not obj.local:
+                continue
+            local = await asyncio.to_thread(self._exists, obj.path)
+            if not local:
+                await objects.mark_local_gone(obj.path, now)
+                await objects.confirm_local_gone(obj.path)
+        recorded = {o.path for o in await objects.all()}
+        rows = await manifest.rows(
+            "SELECT DISTINCT gz_path FROM entries WHERE status IN ('archived', 'stale', 'restored')"
+        )
+        report.entries = (await manifest.rows("SELECT count(*) FROM entries"))[0][0]
+        report.remote_only = len(await objects.gone_paths())
+        for (path,) in rows:
+            if path not in recorded and not await asyncio.to_thread(self._exists, path):
+                report.never_shipped.append(path)
+
+    def _exists(self, path: str) -> bool:
+        try:
+            return self.layout.abs(path).is_file()
+        except UnsafePath:
+            return False
+
+    async def _fetch_months(self, manifest: Manifest, report: FromRemoteReport) -> None:
+        latest = await RemoteObjects(manifest).latest_months()
+        self.stream.emit(Phase("fetch", len(latest)))
+        for month, obj in sorted(latest.items()):
+            self.cancel.check()
+            dest = self.layout.events / f"{month}.db"
+            try:
+                if await self.fetch_to(self.key(obj.path), dest, obj.sha256):
+                    report.months += 1
+                    self.stream.emit(FileDone("fetch", obj.path, "fetched", obj.bytes))
+            except RemoteError as err:
+                report.problems.append(str(err))
+
+    async def fetch_files(self, report: FromRemoteReport) -> None:
+        """No snapshot: every archive file of the site into ``files/``."""
+        prefix = self.key("files/")
+        found = [i async for i in self.store.list_objects(prefix)]
+        if not found:
+            raise FromRemoteError(
+                f"{self.store.where(self.key(''))}: neither a manifest snapshot nor any archive "
+                "file is there (check remote.url and remote.site)"
+            )
+        self.stream.emit(Phase("fetch", len(found), sum(i.size for i in found)))
+        for info in found:
+            self.cancel.check()
+            path = info.key[len(self.site) + 1 :]
+            try:
+                dest = self.layout.abs(path)
+                if await self.fetch_to(info.key, dest, None):
+                    report.fetched += 1
+                    self.stream.emit(FileDone("fetch", path, "fetched", info.size))
+            except (RemoteError, UnsafePath) as err:
+                report.problems.append(f"{info.key}: {err}")
