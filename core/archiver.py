@@ -11,6 +11,7 @@ and the scheduler.
     restore_events(…)   event rows back into live (events/restore.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship()              the archive to the remote tier, local copies dropped (ship.py)
+    verify_remote(…)    the remote copies read back; bad ones shipped again (remoteverify.py)
     rebuild_manifest()  a manifest from the gzips alone (files/rebuild.py)
     rebuild_from_remote()  the manifest back from the remote tier (fromremote.py)
     checkpoint()        one live WAL checkpoint now
@@ -95,6 +96,7 @@ from .plan import Plan, PlanReport, make_plan
 from .ratelimit import RateLimiter
 from .remote.connect import open_store
 from .remote.fetch import RemoteReader, clear_scratch
+from .remoteverify import RemoteVerifier, RemoteVerifyReport
 from .session import Operation, Session, hold_lock
 from .ship import Shipper, ShipReport
 from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
@@ -543,6 +545,36 @@ class Archiver:
                     clock=self.clock,
                     cancel=cancel,
                 ).run()
+            finally:
+                await store.close()
+            current.finish("failed" if report.failed else "ok", report.to_dict())
+            return report
+
+    async def verify_remote(
+        self, sample: float | None = None, cancel: CancelToken | None = None
+    ) -> RemoteVerifyReport:
+        """The remote copies read back (all, or ``sample`` of them, rotating);
+        a bad one shipped again from its local copy where there is one."""
+        remote = self._remote()
+        args = {"sample": sample, "remote": True}
+        async with self.session("verify", args, cancel) as current:
+            current.start(f"remote copies at {remote.url}/{remote.site}")
+            store = open_store(remote)
+            try:
+                token = cancel or CancelToken()
+                manifest = current.mover.manifest
+                shipper = Shipper(
+                    self.settings,
+                    manifest,
+                    store,
+                    stream=self.stream,
+                    clock=self.clock,
+                    cancel=token,
+                )
+                verifier = RemoteVerifier(
+                    manifest, store, shipper, stream=self.stream, cancel=token
+                )
+                report = await verifier.run(sample)
             finally:
                 await store.close()
             current.finish("failed" if report.failed else "ok", report.to_dict())

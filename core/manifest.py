@@ -280,8 +280,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX remote_objects_month ON remote_objects (month) WHERE month IS NOT NULL;
     CREATE TABLE remote_state (
         id             INTEGER PRIMARY KEY CHECK (id = 1),
-        verify_cursor  TEXT    NOT NULL,              -- the last path verify --remote read
-        round_started  INTEGER NOT NULL
+        verify_cursor  TEXT    NOT NULL               -- the last path verify --remote read
     );
     """,
 )

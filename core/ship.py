@@ -64,7 +64,7 @@ from .manifest import Manifest, now_ms
 from .ratelimit import RateLimiter
 from .remote.fetch import clear_scratch, scratch_path
 from .remote.objects import RemoteObject, RemoteObjects
-from .remote.store import ObjectInfo, ObjectStore, RemoteError
+from .remote.store import ObjectInfo, ObjectStore, RemoteAuthError, RemoteError
 from .steps import StepHook, StepName, no_step
 from .stream import EventStream, FileDone, Phase
 
@@ -227,29 +227,9 @@ class Shipper:
         self, path: str, local: Path, size: int, sha: str, **extra: str | None
     ) -> bool:
         """``local`` at ``path``'s key, read back, recorded; True if recorded."""
-        key = self.key(path)
-        try:
-            created = await self._put(key, local, size, sha)
-            await self._announce("object_uploaded", path)
-            info = await self.store.head(key)
-            if info is not None and info.sha256 is None:
-                info = await self._read_back(key, info.size)
-        except RemoteError as err:
-            self._problem(path, str(err))
-            return False
-        if info is None:
-            self._problem(
-                path, f"{self.store.where(key)}: gone right after its upload; not recorded"
-            )
-            return False
-        if (info.size, info.sha256) != (size, sha):
-            why = "was uploaded" if created else "was already there"
-            self._problem(
-                path,
-                f"{self.store.where(key)} {why} with {info.size} bytes, sha256 {info.sha256}, "
-                f"not the local {size} bytes, sha256 {sha}: not recorded, nothing replaced "
-                "(another host shipping as the same remote.site?)",
-            )
+        created, why = await self._send(path, local, size, sha)
+        if why is not None:
+            self._problem(path, why)
             return False
         month = extra.get("month")
         await self.objects.record(
@@ -263,6 +243,57 @@ class Shipper:
             self.report.already += 1
         self.stream.emit(FileDone("ship", path, "shipped" if created else "exists", size))
         return True
+
+    async def _send(self, path: str, local: Path, size: int, sha: str) -> tuple[bool, str | None]:
+        """``local`` uploaded create-only to ``path``'s key and read back:
+        (whether this upload created it, None) when the server holds exactly
+        these bytes, else (…, why not). Refused credentials stop everything."""
+        key = self.key(path)
+        created = False
+        try:
+            created = await self._put(key, local, size, sha)
+            await self._announce("object_uploaded", path)
+            info = await self.store.head(key)
+            if info is not None and info.sha256 is None:
+                info = await self._read_back(key, info.size)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            return created, str(err)
+        if info is None:
+            return created, f"{self.store.where(key)}: gone right after its upload; not recorded"
+        if (info.size, info.sha256) != (size, sha):
+            how = "was uploaded" if created else "was already there"
+            return created, (
+                f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
+                f"not the local {size} bytes, sha256 {sha}: not recorded, nothing replaced "
+                "(another host shipping as the same remote.site?)"
+            )
+        return created, None
+
+    async def reship(self, obj: RemoteObject) -> str | None:
+        """A remote copy proven bad or gone, replaced from the local copy: the bad
+        object deleted, the local one sent create-only and read back, its row
+        renewed. None when done, else why not (the row keeps its failure)."""
+        local = self.layout.abs(obj.path)
+        try:
+            size, sha = await asyncio.to_thread(
+                _hash_file, local, self.layout.root, self.limiter, self.cancel
+            )
+        except OSError as err:
+            return f"{local}: the local copy cannot be read: {err}"
+        if (size, sha) != (obj.bytes, obj.sha256):
+            return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
+        try:
+            await self.store.delete(self.key(obj.path))
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            return str(err)
+        _, why = await self._send(obj.path, local, size, sha)
+        if why is None:
+            await self.objects.renew(obj.path, self.clock())
+        return why
 
     async def _put(self, key: str, local: Path, size: int, sha: str) -> bool:
         await asyncio.to_thread(self.limiter.take, size, self.cancel)

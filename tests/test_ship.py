@@ -16,6 +16,8 @@ from coldkeep.core.archiver import Archiver, NoRemote
 from coldkeep.core.config import RemoteSettings, load_settings
 from coldkeep.core.demo import write_demo
 from coldkeep.core.files.restore import Selection
+from coldkeep.core.manifest import Manifest
+from coldkeep.core.sched import alerts
 from coldkeep.core.stream import EventStream
 
 from helpers import live_files
@@ -181,3 +183,53 @@ async def test_a_changed_event_month_is_shipped_again_as_a_new_object(site: Path
     now = rows(site, f"SELECT path FROM remote_objects WHERE month = '{month}' ORDER BY shipped_at")
     assert now[0][0] == path and len(now) == 2
     assert (site.parent / "remote" / "web-1" / path).exists(), "the old snapshot is kept"
+
+
+async def test_verify_remote_ships_a_bad_copy_again_from_the_local_one(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    await ck.ship()
+    shipped = remote_files(site)
+    files = sorted(k for k in shipped if k.startswith("web-1/files/"))
+    bad, gone = site.parent / "remote" / files[0], site.parent / "remote" / files[1]
+    bad.write_bytes(b"rot" + bad.read_bytes()[3:])
+    gone.unlink()
+    report = await ck.verify_remote()
+    assert report.failed == [] and sorted(report.reshipped) == sorted(
+        k.removeprefix("web-1/") for k in files[:2]
+    )
+    assert report.ok == report.checked - 2
+    assert remote_files(site) == shipped, "both copies are what was shipped again"
+    assert rows(site, "SELECT count(*) FROM remote_objects WHERE verify_error IS NOT NULL") == [
+        (0,)
+    ]
+
+
+async def test_verify_remote_alerts_a_bad_copy_with_no_local_one(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=0)
+    await ck.run_pass()
+    await ck.ship()
+    [bad] = sorted((site.parent / "remote" / "web-1" / "files").rglob("*.tar"))[:1]
+    bad.write_bytes(bad.read_bytes()[:-1024])
+    report = await ck.verify_remote()
+    [line] = report.failed
+    assert bad.name in line and "not the" in line and "cannot be repaired from here" in line
+    async with await Manifest.open(site.parent / "archive" / "coldkeep.db") as m:
+        kinds = [c.kind for c in await alerts.conditions(m)]
+    assert "remote_verify_failed" in kinds
+
+
+async def test_a_sampled_remote_verify_reads_every_copy_over_successive_runs(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    await ck.ship()
+    total = len(rows(site, "SELECT path FROM remote_objects"))
+    seen: set[str] = set()
+    for _ in range(3):
+        await ck.verify_remote(sample=0.34)
+        checked = rows(site, "SELECT path FROM remote_objects WHERE verified_at IS NOT NULL")
+        seen |= {p for (p,) in checked}
+    assert len(seen) == total

@@ -554,16 +554,34 @@ def restore_events_cmd(
     metavar="SECONDS",
     help="Stop after this long; the next run resumes where this one stopped.",
 )
+@click.option(
+    "--remote",
+    is_flag=True,
+    help="Read the remote tier's copies back instead (ranged GETs); a bad one is "
+    "shipped again from its local copy, else alerted.",
+)
 @command(wait_opt=True)
 def verify(
     sample: float | None,
     max_duration: float | None,
+    remote: bool,
     config: Path | None,
     json_out: bool,
     wait: float,
 ) -> None:
-    """Re-read archived gzips and compare them with the manifest."""
+    """Re-read archived gzips and compare them with the manifest (or, with
+    --remote, the remote copies with what was shipped). --sample rotates: each
+    run starts where the last one stopped."""
     ctx = _ctx(config, json_out, wait)
+
+    async def remote_copies() -> int:
+        got = await ctx.archiver().verify_remote(sample, ctx.cancel)
+        text = partial(report, "verify", got)
+        ctx.emit("verify", not got.failed, got.to_dict(), text)
+        return EXIT_FAILED if got.failed else EXIT_OK
+
+    if remote:
+        _run(remote_copies(), ctx)
 
     async def go() -> int:
         result = await ctx.archiver().verify(sample, max_duration, ctx.cancel)

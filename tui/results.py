@@ -20,6 +20,7 @@ from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.files.verify import VerifyReport
 from coldkeep.core.fromremote import FromRemoteReport
 from coldkeep.core.passes import EventsMoved, EventsPlanned, PassSummary, recovery_counts
+from coldkeep.core.remoteverify import RemoteVerifyReport
 from coldkeep.core.sched.jobs import JobRun
 from coldkeep.core.ship import ShipReport
 
@@ -38,6 +39,7 @@ OperationResult = (
     | CheckpointResult
     | ShipReport
     | FromRemoteReport
+    | RemoteVerifyReport
     | JobRun
 )
 # Lists longer than this are cut in the text (--json has them all).
@@ -111,6 +113,11 @@ def headline(result: OperationResult) -> str:
             if result.never_shipped:
                 text += f"; {len(result.never_shipped)} archive files were NEVER SHIPPED"
             return text + (f"; {len(result.problems)} problems" if result.problems else "")
+        case RemoteVerifyReport():
+            text = f"{result.ok}/{result.checked} remote copies ok, {human(result.bytes)}"
+            if result.reshipped:
+                text += f", {len(result.reshipped)} shipped again"
+            return text + (f", {len(result.failed)} FAILED" if result.failed else "")
         case JobRun():
             return result.describe()
         case _:
@@ -166,6 +173,8 @@ def _detail(result: OperationResult) -> list[str]:
             return [f"unreadable {u}" for u in unreadable] + [f"refused {r}" for r in refused]
         case ShipReport(problems=problems):
             return list(problems)
+        case RemoteVerifyReport(reshipped=reshipped, failed=failed):
+            return [f"shipped again {p}" for p in reshipped] + list(failed)
         case FromRemoteReport(never_shipped=never, problems=problems):
             return [f"never shipped {p}" for p in never] + list(problems)
     return []

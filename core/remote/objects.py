@@ -161,6 +161,32 @@ class RemoteObjects:
             [at, error, path],
         )
 
+    async def renew(self, path: str, at: int) -> None:
+        """Shipped again, read back: verified as of ``at``."""
+        await self.manifest.run(
+            "UPDATE remote_objects SET shipped_at = ?, verified_at = ?, verify_error = NULL "
+            "WHERE path = ?",
+            [at, at, path],
+        )
+
+    async def failed_verify(self) -> list[RemoteObject]:
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE verify_error IS NOT NULL ORDER BY path"
+        )
+        return [_row(r) for r in rows]
+
+    async def verify_cursor(self) -> str | None:
+        """The last path the previous sampled verify read (None: start over)."""
+        rows = await self.manifest.rows("SELECT verify_cursor FROM remote_state WHERE id = 1")
+        return str(rows[0][0]) if rows and rows[0][0] else None
+
+    async def set_verify_cursor(self, path: str | None) -> None:
+        await self.manifest.run(
+            "INSERT INTO remote_state (id, verify_cursor) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET verify_cursor = excluded.verify_cursor",
+            [path or ""],
+        )
+
     async def forget(self, path: str) -> None:
         """A remote copy found bad or missing, to be shipped again from local."""
         await self.manifest.run("DELETE FROM remote_objects WHERE path = ?", [path])

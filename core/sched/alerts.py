@@ -34,6 +34,7 @@ from typing import Any
 from .. import audit
 from ..config import AlertsSettings
 from ..manifest import Manifest
+from ..remote.objects import RemoteObjects
 from .jobs import failed_runs
 
 
@@ -84,6 +85,11 @@ async def conditions(manifest: Manifest) -> list[Condition]:
         where = {"entry_id": e.id, "relpath": e.relpath, "gz_path": e.gz_path}
         message = f"the gzip of {e.relpath} is missing from the archive ({e.gz_path})"
         found.append(Condition(f"missing:{e.id}", "missing", message, where))
+    for obj in await RemoteObjects(manifest).failed_verify():
+        about = {"path": obj.path, "verified_at": obj.verified_at}
+        message = f"the remote copy of {obj.path} failed verify: {obj.verify_error}"
+        key = f"remote_verify_failed:{obj.path}:{obj.verified_at}"
+        found.append(Condition(key, "remote_verify_failed", message, about))
     for run in reversed(await failed_runs(manifest, 1000)):
         about = {"job": run.job, "run_id": run.id, "started_at": run.started_at}
         message = f"job {run.job} ended in {run.status}: {run.error}"
