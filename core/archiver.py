@@ -10,6 +10,7 @@ and the scheduler.
     restore(sel, to)    files back from the archive (files/restore.py)
     restore_events(…)   event rows back into live (events/restore.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
+    ship_plan()         what a ship would send and drop now; writes nothing
     ship()              the archive to the remote tier, local copies dropped (ship.py)
     verify_remote(…)    the remote copies read back; bad ones shipped again (remoteverify.py)
     rebuild_manifest()  a manifest from the gzips alone (files/rebuild.py)
@@ -98,7 +99,7 @@ from .remote.connect import open_store
 from .remote.fetch import RemoteReader, clear_scratch
 from .remoteverify import RemoteVerifier, RemoteVerifyReport
 from .session import Operation, Session, hold_lock
-from .ship import Shipper, ShipReport
+from .ship import Shipper, ShipPlan, ShipReport, ship_plan
 from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .status import Status, read_status
 from .steps import SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
@@ -527,6 +528,15 @@ class Archiver:
             yield RemoteReader(store, remote.site, manifest, self.layout, limiter)
         finally:
             await store.close()
+
+    async def ship_plan(self) -> ShipPlan:
+        """What ``ship`` would send and drop now (read-only, no lock)."""
+        remote = self._remote()
+        manifest = await self._readonly_manifest()
+        if manifest is None:
+            return ShipPlan(f"{remote.url}/{remote.site}", 0, 0, 0, 0, 0, remote.keep_local_days)
+        async with manifest:
+            return await ship_plan(self.settings, manifest, self.clock())
 
     async def ship(self, cancel: CancelToken | None = None) -> ShipReport:
         """What is archived and not yet remote, to the remote tier; then local

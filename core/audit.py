@@ -113,6 +113,17 @@ async def out_of_space(manifest: Manifest, limit: int = 100) -> list[AuditRecord
     return await _records(manifest, "detail LIKE 'out of space:%'", limit)
 
 
+async def last_of(manifest: Manifest, action: str) -> AuditRecord | None:
+    """The latest record of ``action`` that has ended (not one in progress)."""
+    rows = await manifest.rows(
+        "SELECT id FROM audit WHERE action = ? AND outcome != 'running' ORDER BY id DESC LIMIT 1",
+        (action,),
+    )
+    if not rows:
+        return None
+    return (await _records(manifest, f"id = {int(rows[0][0])}", 1))[0]
+
+
 async def _records(manifest: Manifest, where: str, limit: int) -> list[AuditRecord]:
     rows = await manifest.rows(
         "SELECT id, at, user, host, pid, origin, action, args, outcome, detail "

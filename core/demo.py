@@ -9,7 +9,8 @@
     DIR/archive/                 an archive with crash leftovers planted in it: a
                                  ``.partial``, an adoptable orphan, a stale gzip
                                  (an earlier version) and a corrupt one
-    DIR/coldkeep.toml            a config pointing at all of it, ``mode = "on"``
+    DIR/coldkeep.toml            a config pointing at all of it, ``mode = "on"``,
+                                 shipping to the folder ``DIR/remote`` (``coldkeep ship``)
 
 Every pane of the console has something to show on first start. ``scale`` shrinks
 or grows everything (tests use a small one).
@@ -245,6 +246,11 @@ kind_column = "kind"
 ts_column = "ts"
 min_age_days = 30
 batch_rows = 2000
+
+# The remote tier: a folder inside the demo stands in for a bucket.
+[remote]
+url = "file:remote"
+site = "demo"
 """
 
 

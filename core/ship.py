@@ -106,6 +106,38 @@ class ShipReport:
         }
 
 
+@dataclass(frozen=True)
+class ShipPlan:
+    """What a ship would do now, read without the lock: the console's confirm."""
+
+    url: str
+    pending_files: int
+    pending_entries: int
+    pending_bytes: int
+    drops: int  # local copies past keep_local_days that it would drop
+    drop_bytes: int
+    keep_local_days: float
+
+
+async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPlan:
+    remote = settings.remote
+    assert remote is not None
+    objects = RemoteObjects(manifest)
+    totals = await objects.totals()
+    drops: list[RemoteObject] = []
+    if not remote.keeps_local:
+        drops = await objects.droppable(now - int(remote.keep_local_days * DAY_MS))
+    return ShipPlan(
+        f"{remote.url}/{remote.site}",
+        totals.pending_files,
+        totals.pending_entries,
+        await objects.pending_bytes(),
+        len(drops),
+        sum(o.bytes for o in drops),
+        remote.keep_local_days,
+    )
+
+
 def _hash_file(
     path: Path, root: Path, limiter: RateLimiter, cancel: CancelToken
 ) -> tuple[int, str]:

@@ -9,12 +9,37 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .audit import AuditRecord, last_of
 from .config import Settings
 from .layout import Layout
 from .lock import Holder, read_holder
 from .manifest import SCHEMA_VERSION, Entry, Manifest, PassRecord
+from .remote.objects import RemoteObjects, RemoteTotals
 
 ATTENTION_LISTED = 500
+
+
+@dataclass(frozen=True)
+class RemoteState:
+    """The remote tier as the manifest knows it."""
+
+    url: str
+    site: str
+    keep_local_days: float
+    totals: RemoteTotals
+    last_ship: AuditRecord | None
+
+    def to_dict(self) -> dict[str, Any]:
+        last = self.last_ship
+        return {
+            "url": self.url,
+            "site": self.site,
+            "keep_local_days": self.keep_local_days,
+            **asdict(self.totals),
+            "last_ship": (
+                {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
+            ),
+        }
 
 
 @dataclass(frozen=True)
@@ -31,6 +56,7 @@ class Status:
     restore_intents: int
     last_passes: list[PassRecord]
     attention: list[Entry]  # stale, missing or failed verify (the first ATTENTION_LISTED)
+    remote: RemoteState | None = None  # None: no remote tier configured
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +83,7 @@ class Status:
                 }
                 for e in self.attention
             ],
+            "remote": self.remote.to_dict() if self.remote else None,
         }
 
 
@@ -68,6 +95,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
     failures = intents = 0
     passes: list[PassRecord] = []
     attention: list[Entry] = []
+    remote = None
     if manifest is not None:
         async with manifest:
             counts = await manifest.status_counts()
@@ -75,6 +103,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
             failures = await manifest.verify_failure_count()
             intents = len(await manifest.restore_intents())
             passes = await manifest.passes(5)
+            remote = await remote_state(settings, manifest)
     return Status(
         settings.config_path,
         settings.live_root,
@@ -88,4 +117,14 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
         intents,
         passes,
         attention,
+        remote,
     )
+
+
+async def remote_state(settings: Settings, manifest: Manifest) -> RemoteState | None:
+    """What is shipped, pending and dropped, and the last ship (None: no remote)."""
+    if settings.remote is None:
+        return None
+    r = settings.remote
+    totals = await RemoteObjects(manifest).totals()
+    return RemoteState(r.url, r.site, r.keep_local_days, totals, await last_of(manifest, "ship"))

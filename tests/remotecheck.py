@@ -18,6 +18,14 @@ from helpers import entries, gunzip_entry
 Fetch = Callable[[str], bytes | None]
 
 
+def set_remote(site: Path, table: str) -> None:
+    """The site's ``[remote]`` table replaced by ``table`` (its keys); the demo's
+    config ends with its own."""
+    config = site / "coldkeep.toml"
+    head = config.read_text().split("\n[remote]\n")[0]
+    config.write_text(f"{head}\n[remote]\n{table}")
+
+
 def folder_fetch(root: Path) -> Fetch:
     def fetch(key: str) -> bytes | None:
         path = root / key

@@ -161,7 +161,8 @@ async def test_an_object_already_there_with_other_bytes_is_reported_and_left(sit
 
 
 async def test_ship_without_a_remote_says_how_to_configure_one(site: Path) -> None:
-    ck = Archiver(load_settings(site), stream=EventStream(), serve_events=False)
+    settings = replace(load_settings(site), remote=None)
+    ck = Archiver(settings, stream=EventStream(), serve_events=False)
     with pytest.raises(NoRemote, match=r"no \[remote\] is configured"):
         await ck.ship()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import COLDKEEP, ck, ck_json, entries, report_line, sha
-from remotecheck import check_remote_site, remote_rows
+from remotecheck import check_remote_site, remote_rows, set_remote
 from s3kit import S3Site
 from s3kit.proxy import INTERNAL_ERROR, SLOW_DOWN, ResetRequest, StripHeader, Truncate
 from sitecheck import Tally
@@ -44,11 +44,11 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
 def with_remote(archived: Path, tmp_path: Path, s3: S3Site, keep_local_days: int = 0) -> Path:
     site = tmp_path / "site"
     shutil.copytree(archived, site, symlinks=True)
-    with (site / "coldkeep.toml").open("a") as f:
-        f.write(
-            f'\n[remote]\nurl = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
-            f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = {keep_local_days}\n'
-        )
+    set_remote(
+        site,
+        f'url = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = {keep_local_days}\n',
+    )
     return site
 
 

@@ -42,6 +42,7 @@ from coldkeep.core.manifest import Manifest, ManifestError
 from coldkeep.core.remote.store import RemoteError
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobEvent, job_history
+from coldkeep.core.status import RemoteState
 from coldkeep.core.steps import StepInfo, StepName, no_step
 from coldkeep.core.stream import EventStream, as_dict
 
@@ -262,6 +263,8 @@ def status(config: Path | None, json_out: bool) -> None:
                 lines.append(f"VERIFY FAILED {st.verify_failures} entries (coldkeep verify)")
             if st.restore_intents:
                 lines.append(f"unfinished restores: {st.restore_intents} (coldkeep recover)")
+            if st.remote is not None:
+                lines += _remote_lines(st.remote)
             for p in st.last_passes[:3]:
                 when = datetime.fromtimestamp(p.started_at / 1000).strftime("%Y-%m-%d %H:%M")
                 files = p.summary.get("files", {})
@@ -274,6 +277,22 @@ def status(config: Path | None, json_out: bool) -> None:
         return EXIT_FAILED if bad else EXIT_OK
 
     _run(go(), ctx)
+
+
+def _remote_lines(r: RemoteState) -> list[str]:
+    t = r.totals
+    lines = [
+        f"remote        {r.url}/{r.site}",
+        f"  shipped     {t.shipped:>8} objects  {human(t.shipped_bytes)}"
+        f" ({t.remote_only} only there, {human(t.remote_only_bytes)})",
+        f"  pending     {t.pending_files:>8} files  ({t.pending_entries} entries; coldkeep ship)",
+    ]
+    if t.verify_failed:
+        lines.append(f"  REMOTE VERIFY FAILED {t.verify_failed} objects (coldkeep verify --remote)")
+    if r.last_ship is not None:
+        when = datetime.fromtimestamp(r.last_ship.at / 1000).strftime("%Y-%m-%d %H:%M")
+        lines.append(f"  last ship   {when} {r.last_ship.outcome}")
+    return lines
 
 
 @main.command()

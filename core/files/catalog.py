@@ -83,13 +83,16 @@ class CatalogRow:
     archived_at: int
     gz_path: str
     member_offset: int | None = None
+    copies: str = "local"  # local | remote | local + remote
 
     @property
     def location(self) -> str:
-        """Where its gzip is: its own file, or a member of a bundle."""
-        if self.member_offset is None:
-            return self.gz_path
-        return f"{self.gz_path} (member at byte {self.member_offset})"
+        """Where its gzip is: its own file, or a member of a bundle; and which
+        copies there are (here, on the remote tier, or both)."""
+        where = self.gz_path
+        if self.member_offset is not None:
+            where += f" (member at byte {self.member_offset})"
+        return f"{where} · {self.copies}"
 
     def extract_command(self, archive_root: Path) -> str:
         """A shell line that gives the file's bytes back with the system's tools."""
@@ -111,6 +114,7 @@ class Catalog:
     archived: list[int] = field(default_factory=list)
     gz_paths: list[str] = field(default_factory=list)
     offsets: list[int | None] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -127,6 +131,7 @@ class Catalog:
             self.archived[i],
             self.gz_paths[i],
             self.offsets[i],
+            self.copies[i],
         )
 
     def index(self) -> None:
@@ -212,6 +217,15 @@ class Catalog:
         return len(hits), hits[:limit], capped
 
 
+def _remote_copies(db: sqlite3.Connection) -> dict[str, str]:
+    """The gzip paths with a remote copy: "remote" when the local one is gone."""
+    try:
+        rows = db.execute("SELECT path, local_gone_at IS NULL FROM remote_objects").fetchall()
+    except sqlite3.OperationalError:  # a manifest from before the remote tier
+        return {}
+    return {path: "local + remote" if local else "remote" for path, local in rows}
+
+
 def load_catalog(manifest: Path) -> Catalog:
     """Every entry, newest path versions included, in id order (read-only)."""
     cat = Catalog()
@@ -235,6 +249,8 @@ def load_catalog(manifest: Path) -> Catalog:
             cat.archived += cols[7]
             cat.gz_paths += cols[8]
             cat.offsets += cols[9]
+        remote = _remote_copies(db)
+        cat.copies = [remote.get(p, "local") for p in cat.gz_paths]
     finally:
         db.close()
     cat.index()

@@ -75,6 +75,14 @@ class RemoteObjects:
         )
         return [r[0] for r in rows]
 
+    async def pending_bytes(self) -> int:
+        """The bytes ``pending_files`` holds (their entries' gzips)."""
+        rows = await self.manifest.rows(
+            f"SELECT coalesce(sum(gz_bytes), 0) FROM entries WHERE {_KEPT} AND gz_path NOT IN "
+            "(SELECT path FROM remote_objects)"
+        )
+        return int(rows[0][0])
+
     async def record(self, obj: RemoteObject) -> None:
         marks = ", ".join("?" * len(fields(RemoteObject)))
         await self.manifest.run(

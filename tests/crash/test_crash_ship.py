@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import COLDKEEP, ck, report_line
-from remotecheck import check_remote_site, folder_fetch, remote_rows
+from remotecheck import check_remote_site, folder_fetch, remote_rows, set_remote
 from sitecheck import Tally
 
 pytestmark = pytest.mark.crash
@@ -51,8 +51,7 @@ def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     ck(site, "pass")
-    with (site / "coldkeep.toml").open("a") as f:
-        f.write(f'\n[remote]\nurl = "file:remote"\nsite = "{SITE}"\nkeep_local_days = 0\n')
+    set_remote(site, f'url = "file:remote"\nsite = "{SITE}"\nkeep_local_days = 0\n')
     return site
 
 
