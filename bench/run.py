@@ -13,6 +13,8 @@ runnable alone:
                      concurrent writer: rows/s, writer p99, WAL peak
   bench/console.py   the console's loop lag during a pass, start-up and filter
                      time on a 1,000,000-entry manifest
+  bench/remote.py    shipping to moto's S3 server vs a PUT per gzip (time and
+                     requests); one file's remote restore (bytes transferred)
 
 --quick runs everything small (under a minute); the numbers then say nothing
 about the targets, only that every row can be measured.
@@ -32,6 +34,7 @@ from pathlib import Path
 import console
 import events
 import files
+import remote
 from report import Row, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,13 +72,15 @@ def main() -> None:
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        for part in ("files", "events", "console"):
+        for part in ("files", "events", "console", "remote"):
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
         rows += events.measure(20_000 if args.quick else 1_000_000, 200.0, work / "events")
         shutil.rmtree(work / "events")
         rows += console.measure(work / "console", args.quick)
+        shutil.rmtree(work / "console")
+        rows += remote.measure(work / "remote", args.quick)
     print(f"(measured in {time.perf_counter() - t0:.0f} s)\n", flush=True)
     print_table(rows)
 
