@@ -467,6 +467,7 @@ class Archiver:
         args = {"kinds": sorted(kinds or []), "months": months}
         async with self.session("restore-events", args, cancel) as current:
             current.start()
+            await self._fetch_lost_months(current.mover.manifest, cancel)
             report = await restore_events(
                 self.settings,
                 self.layout.events,
@@ -528,6 +529,29 @@ class Archiver:
             yield RemoteReader(store, remote.site, manifest, self.layout, limiter)
         finally:
             await store.close()
+
+    async def _fetch_lost_months(self, manifest: Manifest, cancel: CancelToken | None) -> None:
+        """Event month databases gone from here and shipped: fetched back first."""
+        remote = self.settings.remote
+        if remote is None:
+            return
+        store = open_store(remote)
+        try:
+            rebuild = RemoteRebuild(
+                self.layout,
+                store,
+                remote.site,
+                stream=self.stream,
+                limiter=RateLimiter(remote.bytes_per_s),
+                cancel=cancel or CancelToken(),
+            )
+            fetched, problems = await rebuild.fetch_months(manifest)
+        finally:
+            await store.close()
+        if fetched:
+            self.stream.notice("info", f"{fetched} event months fetched from {remote.url}")
+        for problem in problems:
+            self.stream.notice("warning", problem)
 
     async def ship_plan(self) -> ShipPlan:
         """What ``ship`` would send and drop now (read-only, no lock)."""

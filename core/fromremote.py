@@ -163,7 +163,8 @@ class RemoteRebuild:
             return report  # rebuilt from the files by the caller
         async with await Manifest.open(out) as manifest:
             await self._mark_remote_only(manifest, report)
-            await self._fetch_months(manifest, report)
+            report.months, problems = await self.fetch_months(manifest)
+            report.problems += problems
         return report
 
     async def _place_snapshot(
@@ -228,18 +229,28 @@ class RemoteRebuild:
         except UnsafePath:
             return False
 
-    async def _fetch_months(self, manifest: Manifest, report: FromRemoteReport) -> None:
+    async def fetch_months(self, manifest: Manifest) -> tuple[int, list[str]]:
+        """Each event month's newest snapshot, into ``events/`` where no database
+        for the month is: how many were fetched, and what went wrong."""
         latest = await RemoteObjects(manifest).latest_months()
-        self.stream.emit(Phase("fetch", len(latest)))
-        for month, obj in sorted(latest.items()):
+        missing = {
+            month: obj
+            for month, obj in sorted(latest.items())
+            if not await asyncio.to_thread((self.layout.events / f"{month}.db").exists)
+        }
+        self.stream.emit(Phase("fetch", len(missing), sum(o.bytes for o in missing.values())))
+        fetched, problems = 0, []
+        for month, obj in missing.items():
             self.cancel.check()
-            dest = self.layout.events / f"{month}.db"
             try:
-                if await self.fetch_to(self.key(obj.path), dest, obj.sha256):
-                    report.months += 1
+                if await self.fetch_to(
+                    self.key(obj.path), self.layout.events / f"{month}.db", obj.sha256
+                ):
+                    fetched += 1
                     self.stream.emit(FileDone("fetch", obj.path, "fetched", obj.bytes))
             except RemoteError as err:
-                report.problems.append(str(err))
+                problems.append(str(err))
+        return fetched, problems
 
     async def fetch_files(self, report: FromRemoteReport) -> None:
         """No snapshot: every archive file of the site into ``files/``."""

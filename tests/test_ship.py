@@ -234,3 +234,17 @@ async def test_a_sampled_remote_verify_reads_every_copy_over_successive_runs(sit
         checked = rows(site, "SELECT path FROM remote_objects WHERE verified_at IS NOT NULL")
         seen |= {p for (p,) in checked}
     assert len(seen) == total
+
+
+async def test_restore_events_fetches_a_lost_month_back_from_the_remote(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    await ck.ship()
+    [(month,)] = rows(site, "SELECT month FROM remote_objects WHERE month IS NOT NULL LIMIT 1")
+    db = site.parent / "archive" / "events" / f"{month}.db"
+    with sqlite3.connect(db) as conn:
+        archived = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    db.unlink()
+    report = await ck.restore_events(months=[month])
+    assert db.exists() and report.restored == archived > 0

@@ -4,6 +4,7 @@ each fault's outcome in one line, and zero bytes lost in every one of them."""
 from __future__ import annotations
 
 import shutil
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -14,7 +15,8 @@ import pytest
 from helpers import COLDKEEP, ck, ck_json, entries, report_line, sha
 from remotecheck import check_remote_site, remote_rows, set_remote
 from s3kit import S3Site
-from s3kit.proxy import INTERNAL_ERROR, SLOW_DOWN, ResetRequest, StripHeader, Truncate
+from s3kit.proxy import INTERNAL_ERROR, SLOW_DOWN, Delay, ResetRequest, StripHeader, Truncate
+from s3kit.server import ACCESS_KEY, SECRET_KEY
 from sitecheck import Tally
 
 SITE = "web-1"
@@ -223,3 +225,63 @@ def test_without_a_manifest_snapshot_the_archive_files_rebuild_it(
     assert sorted(sha(p.read_bytes()) for p in out.rglob("*") if p.is_file()) == expected
     tally.faults += 1
     tally.by_kind["archive_root and every snapshot lost"] += 1
+
+
+def test_refused_credentials_are_one_clear_line_and_cost_nothing(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    s3.server.set_auth(True)  # moto checks keys from now on: the test's are unknown to it
+    try:
+        run = ck(site, "ship", check=1)
+    finally:
+        s3.server.set_auth(False)
+    [line] = run.stderr.strip().splitlines()[-1:]
+    assert "the credentials were refused" in line and "AWS_ACCESS_KEY_ID" in line, run.stderr
+    assert ACCESS_KEY not in run.stderr + run.stdout and SECRET_KEY not in run.stderr + run.stdout
+    assert [p for p in (site / "archive" / "files").rglob("*") if p.is_file()], "nothing dropped"
+    assert remote_rows(site) == {}
+    tally.faults += 1
+    tally.by_kind["credentials refused"] += 1
+
+
+def test_a_slow_server_only_makes_the_ship_slower(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    rule = s3.proxy.fail(Delay(0.2), path=r"/files/", times=10)
+    result = ck_json(site, "ship")["result"]
+    assert rule.hits == 10 and result["problems"] == [] and result["dropped"] > 0
+    check(site, s3, tally)
+    tally.faults += 10
+    tally.by_kind["0.2 s of latency"] += 10
+
+
+def test_copies_changed_or_deleted_behind_coldkeeps_back_are_shipped_again(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3, keep_local_days=-1)
+    ck(site, "ship")
+    keys = sorted(k for k in s3.server.list_keys(s3.bucket, f"{PREFIX}/{SITE}/files/"))
+    s3.server.put_raw(s3.bucket, keys[0], b"bit rot")
+    s3.server.delete_raw(s3.bucket, keys[1])
+    doc = ck_json(site, "verify", "--remote")
+    assert doc["ok"] and len(doc["result"]["reshipped"]) == 2, doc
+    check(site, s3, tally)
+    tally.faults += 2
+    tally.by_kind["remote copy changed or deleted"] += 2
+
+
+@pytest.mark.parametrize("step", ["object_uploaded", "object_recorded", "local_drop_recorded"])
+def test_a_ship_to_s3_killed_at_a_step_resumes_without_loss(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally, step: str
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    run = ck(site, "ship", check=None, env={"COLDKEEP_TEST_KILL_AT": f"{step}:3"})
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    check(site, s3, tally)
+    result = ck_json(site, "ship")["result"]
+    assert result["problems"] == [] and result["pending"] == 0
+    check(site, s3, tally)
+    tally.faults += 1
+    tally.by_kind[f"SIGKILL at {step}"] += 1

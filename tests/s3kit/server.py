@@ -124,15 +124,23 @@ class S3Server:
 
     def reset(self) -> None:
         """Empty the server: every bucket and object of every moto backend is gone."""
+        self._moto_api("reset", b"")
+
+    def set_auth(self, on: bool) -> None:
+        """moto checks signatures and IAM from the next request on (the test
+        credentials are unknown to its IAM: every request is refused), or stops."""
+        self._moto_api("reset-auth", b"0" if on else b"inf")
+
+    def _moto_api(self, name: str, body: bytes) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
-            conn.request("POST", "/moto-api/reset")
+            conn.request("POST", f"/moto-api/{name}", body=body)
             response = conn.getresponse()
             response.read()
         finally:
             conn.close()
         if response.status != 200:
-            raise RuntimeError(f"moto reset answered {response.status} {response.reason}")
+            raise RuntimeError(f"moto {name} answered {response.status} {response.reason}")
 
     # -- behind coldkeep's back -----------------------------------------------------
     @property
