@@ -530,14 +530,14 @@ class Archiver:
         finally:
             await store.close()
 
-    async def _fetch_lost_months(self, manifest: Manifest, cancel: CancelToken | None) -> None:
-        """Event month databases gone from here and shipped: fetched back first."""
-        remote = self.settings.remote
-        if remote is None:
-            return
+    @asynccontextmanager
+    async def _rebuilder(
+        self, remote: RemoteSettings, cancel: CancelToken | None
+    ) -> AsyncIterator[RemoteRebuild]:
+        """What reads a lost archive back from the remote, its store open."""
         store = open_store(remote)
         try:
-            rebuild = RemoteRebuild(
+            yield RemoteRebuild(
                 self.layout,
                 store,
                 remote.site,
@@ -545,9 +545,16 @@ class Archiver:
                 limiter=RateLimiter(remote.bytes_per_s),
                 cancel=cancel or CancelToken(),
             )
-            fetched, problems = await rebuild.fetch_months(manifest)
         finally:
             await store.close()
+
+    async def _fetch_lost_months(self, manifest: Manifest, cancel: CancelToken | None) -> None:
+        """Event month databases gone from here and shipped: fetched back first."""
+        remote = self.settings.remote
+        if remote is None:
+            return
+        async with self._rebuilder(remote, cancel) as rebuild:
+            fetched, problems = await rebuild.fetch_months(manifest)
         if fetched:
             self.stream.notice("info", f"{fetched} event months fetched from {remote.url}")
         for problem in problems:
@@ -624,16 +631,7 @@ class Archiver:
         async with hold_lock(self.settings.archive_root, holder, wait=self.wait):
             op = Operation("rebuild-manifest", self.stream)
             op.start(f"from {remote.url}/{remote.site}")
-            store = open_store(remote)
-            try:
-                rebuild = RemoteRebuild(
-                    self.layout,
-                    store,
-                    remote.site,
-                    stream=self.stream,
-                    limiter=RateLimiter(remote.bytes_per_s),
-                    cancel=cancel or CancelToken(),
-                )
+            async with self._rebuilder(remote, cancel) as rebuild:
                 report = await rebuild.run(self.layout.manifest)
                 if report.snapshot is None:
                     await rebuild.fetch_files(report)
@@ -647,8 +645,6 @@ class Archiver:
                     report.entries = local.entries
                     report.problems += [f"unreadable: {u}" for u in local.unreadable]
                     report.problems += [f"refused: {r}" for r in local.refused]
-            finally:
-                await store.close()
             op.finish("failed" if report.failed else "ok", report.to_dict())
             return report
 
