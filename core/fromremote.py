@@ -75,7 +75,7 @@ class FromRemoteReport:
         }
 
 
-def _sha256_of(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -83,7 +83,7 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_db(path: Path) -> str | None:
+def check_db(path: Path) -> str | None:
     """Why the database at ``path`` cannot serve as the manifest, or None."""
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
@@ -135,7 +135,7 @@ class RemoteRebuild:
                 os.close(fd)
             await asyncio.to_thread(self.limiter.take, size, self.cancel)
             if sha256 is not None:
-                got = await asyncio.to_thread(_sha256_of, tmp)
+                got = await asyncio.to_thread(sha256_of, tmp)
                 if got != sha256:
                     raise RemoteError(
                         f"{self.store.where(key)}: its bytes hash to {got}, not the recorded "
@@ -184,8 +184,8 @@ class RemoteRebuild:
                 finally:
                     os.close(fd)
                 info = await self.store.head(key)
-                got = await asyncio.to_thread(_sha256_of, tmp)
-                why = await asyncio.to_thread(_check_db, tmp)
+                got = await asyncio.to_thread(sha256_of, tmp)
+                why = await asyncio.to_thread(check_db, tmp)
                 if info is not None and info.sha256 not in (None, got):
                     why = f"it reads back as {got}, not the server's {info.sha256}"
                 if why is not None:

@@ -146,6 +146,16 @@ class FileStore(ObjectStore):
                 if key.startswith(prefix) and not is_temp_name(name) and stat.S_ISREG(st.st_mode):
                     yield ObjectInfo(key, st.st_size)
 
+    async def list_dirs(self, prefix: str) -> list[str]:
+        def names() -> list[str]:
+            folder = self.root / prefix if prefix else self.root
+            if not folder.is_dir():
+                return []
+            with os.scandir(folder) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+
+        return await asyncio.to_thread(names)
+
     async def clear_incomplete(self, prefix: str) -> int:
         return await asyncio.to_thread(self._clear_incomplete, prefix)
 

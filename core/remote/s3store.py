@@ -281,6 +281,19 @@ class S3Store(ObjectStore):
         except (ClientError, BotoCoreError) as err:
             raise self._error(prefix, err, "listing") from err
 
+    async def list_dirs(self, prefix: str) -> list[str]:
+        s3 = await self._s3()
+        paginator = s3.get_paginator("list_objects_v2")
+        start = self._key(prefix)
+        names: list[str] = []
+        try:
+            async for page in paginator.paginate(Bucket=self.bucket, Prefix=start, Delimiter="/"):
+                for common in page.get("CommonPrefixes", []):
+                    names.append(common["Prefix"][len(start) :].rstrip("/"))
+        except (ClientError, BotoCoreError) as err:
+            raise self._error(prefix, err, "listing") from err
+        return sorted(n for n in names if n and not n.startswith("."))
+
     async def delete(self, key: str) -> None:
         s3 = await self._s3()
         try:

@@ -80,6 +80,11 @@ class ObjectStore(ABC):
         """Every key under ``prefix`` (sizes; checksums only where listing gives them)."""
 
     @abstractmethod
+    async def list_dirs(self, prefix: str) -> list[str]:
+        """The names one level below ``prefix`` (``prefix`` ends in ``/`` or is
+        empty) that hold objects: the sites under a fleet's prefix."""
+
+    @abstractmethod
     async def delete(self, key: str) -> None:
         """Remove ``key`` (gone already is fine)."""
 

@@ -1,0 +1,60 @@
+"""The fleet view's core: every site under a remote prefix from its manifest
+snapshots, searched together, restored from without its host."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.config import RemoteSettings, load_settings
+from coldkeep.core.demo import write_demo
+from coldkeep.core.files.catalog import parse_query
+from coldkeep.core.fleet import Fleet
+from coldkeep.core.stream import EventStream
+
+
+async def shipped_site(base: Path, remote: Path, name: str, seed: int) -> None:
+    config = write_demo(base / name, seed=seed, scale=0.02).config
+    settings = replace(
+        load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name, keep_local_days=0)
+    )
+    ck = Archiver(settings, stream=EventStream(), serve_events=False)
+    await ck.run_pass()
+    report = await ck.ship()
+    assert not report.problems
+
+
+async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path: Path) -> None:
+    remote = tmp_path / "bucket"
+    await shipped_site(tmp_path, remote, "web-1", seed=1)
+    await shipped_site(tmp_path, remote, "web-2", seed=2)
+    (remote / "web-3").mkdir()  # a host that never shipped
+    for name in ("web-1", "web-2"):
+        shutil.rmtree(tmp_path / name)  # both hosts gone: only the bucket is left
+
+    fleet = Fleet(RemoteSettings(remote.as_uri()), tmp_path / "cache")
+    try:
+        sites = {s.site: s for s in await fleet.load()}
+        assert sorted(sites) == ["web-1", "web-2", "web-3"]
+        assert sites["web-1"].usable and sites["web-2"].usable
+        assert not sites["web-3"].usable and "no manifest snapshot" in str(sites["web-3"].problem)
+        catalogs = await fleet.catalogs()
+        hits = {site: cat.filter(parse_query("unit-0001"))[0] for site, cat in catalogs.items()}
+        assert hits["web-1"] > 0 and hits["web-2"] > 0
+        cat = catalogs["web-2"]
+        _, rows, _ = cat.filter(parse_query("unit-0001"))
+        wanted = [cat.row(i) for i in rows]
+        out = tmp_path / "restored"
+        report = await fleet.restore("web-2", [r.id for r in wanted], out, stream=EventStream())
+        assert {f.result for f in report.files} == {"restored"}
+        for f in report.files:
+            row = next(r for r in wanted if r.id == f.entry_id)
+            assert hashlib.sha256(Path(f.target).read_bytes()).hexdigest() == row.sha256
+        # A second open uses the cached snapshots: nothing is fetched again.
+        again = {s.site: s.snapshot for s in await fleet.load()}
+        assert again["web-2"] == sites["web-2"].snapshot
+    finally:
+        await fleet.close()
