@@ -20,6 +20,7 @@ class ConsoleAction:
     mutating: bool = False  # refused in --read-only, and while another process holds the lock
     alt_key: str | None = None
     button: bool = True
+    remote: bool = False  # works on the remote tier: off where no [remote] is configured
 
     @property
     def keys(self) -> str:
@@ -40,6 +41,15 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         True,
     ),
     ConsoleAction("plan", "l", "Plan", "Recount the backlog and the leftovers (writes nothing)"),
+    ConsoleAction(
+        "ship",
+        "u",
+        "Ship",
+        "Ship the archive to the remote tier, then drop local copies past keep_local_days "
+        "(shows both and asks first)",
+        True,
+        remote=True,
+    ),
     # Not mutating: browsing and previewing change nothing (and work read-only);
     # restoring from the browser is refused where a change would be.
     ConsoleAction(

@@ -35,11 +35,12 @@ from watchfiles import awatch
 from coldkeep.core.archiver import (
     Archiver,
     ModeOff,
+    NoRemote,
     PlanReport,
     Status,
 )
 from coldkeep.core.attach import AttachClient, NotAttachable, socket_path
-from coldkeep.core.cancel import CancelToken
+from coldkeep.core.cancel import Cancelled, CancelToken
 from coldkeep.core.config import Settings
 from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
 from coldkeep.core.events.eventschema import EventsError
@@ -50,12 +51,15 @@ from coldkeep.core.files.scan import ScanError
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
 from coldkeep.core.plan import Plan
+from coldkeep.core.remote.store import RemoteError
 from coldkeep.core.sched.clock import SystemClock
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobRun, job_history, job_infos
+from coldkeep.core.ship import ShipPlan
 from coldkeep.core.stream import (
     BatchMoved,
     CheckpointRan,
+    Event,
     EventStream,
     FileDone,
     FileStep,
@@ -64,10 +68,11 @@ from coldkeep.core.stream import (
     OrphanSeen,
     Phase,
     Progress,
+    Started,
 )
 
-from .actions import ACTIONS, BY_NAME, bindings
-from .fmt import age, human
+from .actions import ACTIONS, BY_NAME, ConsoleAction, bindings
+from .fmt import age, human, remote_where
 from .messages import (
     Attached,
     BacklogLoaded,
@@ -81,7 +86,9 @@ from .messages import (
     LoadFailed,
     OperationFailed,
     OperationFinished,
+    OperationStopped,
     RestoreRequested,
+    ShipPlanLoaded,
     StatusLoaded,
 )
 from .panes import (
@@ -93,8 +100,10 @@ from .panes import (
     LogPane,
     OrphansPane,
     Pane,
+    RemotePane,
 )
 from .panes.orphans import Finding
+from .panes.remote import NO_REMOTE
 from .priority import background_executor
 from .report import describe
 from .results import OperationResult, headline
@@ -108,6 +117,8 @@ OPERATION_ERRORS = (
     ManifestError,
     ScanError,
     SelectionError,
+    NoRemote,
+    RemoteError,
     OSError,
 )
 HOLDER_POLL_S = 2.0
@@ -165,13 +176,17 @@ class ColdkeepApp(App[None]):
         yield Static("coldkeep", id="status-line")
         with Horizontal(id="actions"):
             for a in ACTIONS:
-                if a.button and not (self.read_only and a.mutating):
+                if a.button and self.offered(a):
                     yield Button(a.label, id=f"do-{a.name}", classes="action")
         yield Tabs(*(Tab(p.TITLE, id=f"tab-{i}") for i, p in enumerate(PANES)), id="pane-tabs")
-        with Container(id="panes"):
+        # With no remote tier the wide grid gives the Remote pane's place to
+        # Checkpoint; its tab (narrow) says there is none.
+        no_remote = "-no-remote" if self.archiver.settings.remote is None else ""
+        with Container(id="panes", classes=no_remote):
             for pane in PANES:
                 yield pane()
-        yield Footer()
+        # Compact: every key fits in one line at 120 columns.
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(background_executor())
@@ -207,7 +222,18 @@ class ColdkeepApp(App[None]):
 
     def unavailable(self, name: str) -> str | None:
         """Why an action cannot run now (None: it can)."""
-        return self.why_unchangeable() if BY_NAME[name].mutating else None
+        a = BY_NAME[name]
+        if a.remote and self.archiver.settings.remote is None:
+            return NO_REMOTE
+        return self.why_unchangeable() if a.mutating else None
+
+    def offered(self, a: ConsoleAction) -> bool:
+        """Whether ``a`` has a button, a footer key and a palette entry: not the
+        mutating ones in read-only, not the remote tier's with none configured
+        (help still lists them, saying why)."""
+        return not (a.mutating and self.read_only) and not (
+            a.remote and self.archiver.settings.remote is None
+        )
 
     def why_unchangeable(self) -> str | None:
         """Why nothing that changes the archive can run now (None: it can)."""
@@ -225,13 +251,14 @@ class ColdkeepApp(App[None]):
             return True
         if self.screen is not self.screen_stack[0] and a.name not in ("help", "quit"):
             return False  # the main screen's actions stay with the main screen
-        # Hidden from the footer in read-only; refused if reached another way.
-        return not (a.mutating and self.read_only)
+        # Hidden from the footer in read-only (and the remote tier's with none
+        # configured); refused if reached another way.
+        return self.offered(a)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for a in ACTIONS:
-            if not (a.mutating and self.read_only):
+            if self.offered(a):
                 yield SystemCommand(
                     a.label, f"{a.help} \\[{a.key_label}]", getattr(self, f"action_{a.name}")
                 )
@@ -243,7 +270,7 @@ class ColdkeepApp(App[None]):
     def _refuse(self, name: str) -> bool:
         why = self.unavailable(name)
         if why:
-            self.notify(f"{BY_NAME[name].label}: {why}", severity="warning")
+            self.notify(f"{BY_NAME[name].label}: {why}", severity="warning", markup=False)
             self.log_line("warning", f"{BY_NAME[name].label} refused: {why}")
         return why is not None
 
@@ -261,10 +288,20 @@ class ColdkeepApp(App[None]):
         self.load_findings()
         self.load_checkpoints()
         self.load_jobs()
+        self.load_ship_plan()
 
     @work(exclusive=True, group="status", exit_on_error=False)
     async def load_status(self) -> None:
         self.post_message(StatusLoaded(await self.archiver.status()))
+
+    @work(exclusive=True, group="ship-plan", exit_on_error=False)
+    async def load_ship_plan(self) -> None:
+        if self.archiver.settings.remote is None:
+            return
+        try:
+            self.post_message(ShipPlanLoaded(await self.archiver.ship_plan()))
+        except (ManifestError, RemoteError, OSError) as err:
+            self.post_message(LoadFailed("what a ship would do", str(err)))
 
     @work(exclusive=True, group="backlog", exit_on_error=False)
     async def load_backlog(self) -> None:
@@ -362,6 +399,8 @@ class ColdkeepApp(App[None]):
         async def run() -> None:
             try:
                 self.post_message(OperationFinished(name, await call(token)))
+            except Cancelled as stopped:  # an operation that ends by raising it (ship)
+                self.post_message(OperationStopped(name, str(stopped) or token.reason))
             except OPERATION_ERRORS as err:
                 self.post_message(OperationFailed(name, str(err)))
 
@@ -377,6 +416,9 @@ class ColdkeepApp(App[None]):
     def on_core_event(self, message: CoreEvent) -> None:
         event = message.event
         inflight = self.query_one(InFlightPane)
+        # A ship's events always reach its pane: the last ones can land after its
+        # result, and they only add to the tally of the ship that sent them.
+        self._ship_event(event)
         # The stream's reader and the operation's worker post independently: the
         # last events of an operation can arrive after its result. Once nothing
         # runs (here or attached) they are only logged, or a late Phase would
@@ -426,11 +468,35 @@ class ColdkeepApp(App[None]):
         if text is not None:
             self.log_line(level, text.strip())
 
+    def _ship_event(self, event: Event) -> None:
+        remote = self.query_one(RemotePane)
+        match event:
+            case Started(operation="ship"):
+                remote.ship_started()
+            case Phase(phase="ship", items=items):
+                remote.ship_phase(items)
+            case FileDone(op="ship"):
+                remote.object_done(event)
+            case Finished(operation="ship", summary=summary):
+                problems = summary.get("problems")
+                remote.ship_ended(problems=problems if isinstance(problems, list) else None)
+
     def on_status_loaded(self, message: StatusLoaded) -> None:
         self.status = message.status
         self._findings()
         self._status_line()
+        self._show_remote()
         self._maybe_ready()
+
+    def _show_remote(self) -> None:
+        remote = self.archiver.settings.remote
+        where = remote_where(remote, self._base()) if remote is not None else None
+        state = self.status.remote if self.status is not None else None
+        keep = remote.keep_local_days if remote is not None else -1.0
+        self.query_one(RemotePane).show(where, keep, state)
+
+    def on_ship_plan_loaded(self, message: ShipPlanLoaded) -> None:
+        self.query_one(RemotePane).planned(message.plan)
 
     def on_backlog_loaded(self, message: BacklogLoaded) -> None:
         self.backlog = message.plan
@@ -509,6 +575,7 @@ class ColdkeepApp(App[None]):
         self._settled()
 
     def on_operation_failed(self, message: OperationFailed) -> None:
+        self.query_one(RemotePane).ship_ended(message.error)
         self.query_one(InFlightPane).idle(f"{message.operation}: {message.error}")
         self.notify(message.error, title=message.operation, severity="error", timeout=10)
         self.log_line("error", f"{message.operation}: {message.error}")
@@ -516,8 +583,19 @@ class ColdkeepApp(App[None]):
             self.browser.show_events_result(f"{message.operation}: {message.error}")
         self._settled()
 
+    def on_operation_stopped(self, message: OperationStopped) -> None:
+        # Not a problem: the last ship's outcome ("cancelled") says it.
+        reason = message.reason
+        text = reason if reason.startswith("stopped") else f"stopped: {reason}"
+        self.query_one(InFlightPane).idle(f"{message.operation}: {text}")
+        self.last_result = f"{message.operation}: {text}"
+        self.notify(text, title=message.operation, severity="warning", markup=False)
+        self.log_line("warning", f"{message.operation}: {text}")
+        self._settled()
+
     def _settled(self) -> None:
         """Nothing runs here any more: everything is read again."""
+        self.query_one(RemotePane).ship_ended()
         self.running = None
         self.cancel_token = None
         self.refresh_all()
@@ -529,9 +607,14 @@ class ColdkeepApp(App[None]):
 
     # what the header and the orphan pane show ---------------------------------
 
+    def _base(self) -> Path:
+        """The folder paths are shown relative to: the config's."""
+        config = self.archiver.settings.config_path
+        return config.parent if config else Path.cwd()
+
     def _status_line(self) -> None:
         s = self.archiver.settings
-        base = s.config_path.parent if s.config_path else Path.cwd()
+        base = self._base()
 
         def short(p: Path) -> str:
             return str(p.relative_to(base)) + "/" if p.is_relative_to(base) else str(p)
@@ -540,6 +623,8 @@ class ColdkeepApp(App[None]):
         parts = []
         if self.status and self.status.verify_failures:
             parts.append(f"VERIFY FAILED {self.status.verify_failures}")
+        if self.status and self.status.remote and self.status.remote.totals.verify_failed:
+            parts.append(f"REMOTE VERIFY FAILED {self.status.remote.totals.verify_failed}")
         parts.append(self.holder_text)
         if self.attached is not None:
             parts.append("attached: x stops it")
@@ -759,6 +844,103 @@ class ColdkeepApp(App[None]):
         if ok and not self._refuse("sweep"):
             self.operate("sweep", lambda token: self.archiver.sweep())
 
+    def action_ship(self) -> None:
+        if self._refuse("ship"):
+            return
+        self.confirm_ship()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_ship(
+        self, action: str = "ship", go: Callable[[], None] | None = None
+    ) -> None:
+        """What a ship would send and drop, then the question; on yes, ``go`` (by
+        default: the ship)."""
+        try:
+            plan = await self.archiver.ship_plan()
+        except (NoRemote, ManifestError, RemoteError, OSError) as err:
+            self.notify(str(err), title="ship", severity="error", markup=False)
+            return
+        self.post_message(ShipPlanLoaded(plan))
+        if not plan.pending_files and not plan.drops:
+            if go is not None:  # the job: nothing to ask about (no copy is dropped)
+                go()
+                return
+            self.notify(
+                "nothing to ship: no archived file is waiting for the remote tier, and no "
+                "local copy is due to be dropped",
+                title="ship",
+            )
+            return
+        title, summary, rows, warning = self._ship_question(plan)
+        ok = await self.push_screen_wait(
+            ConfirmScreen(
+                title,
+                summary,
+                columns=("Step", "Files", "Size"),
+                rows=rows,
+                warning=warning,
+                confirm="Ship",
+            )
+        )
+        if ok and not self._refuse(action):
+            if go is None:
+                self.operate("ship", self.archiver.ship)
+            else:
+                go()
+
+    def _ship_question(self, plan: ShipPlan) -> tuple[str, str, list[tuple[str, str, str]], str]:
+        """The confirmation's title, summary, rows and warning for ``plan``."""
+        remote = self.archiver.settings.remote
+        assert remote is not None  # a plan exists only with a remote
+        where = remote_where(remote, self._base())
+        keep = plan.keep_local_days
+        send = (
+            f"Ship {plan.pending_files} archive files ({human(plan.pending_bytes)}, "
+            f"{plan.pending_entries} entries) to {where}"
+        )
+        rows = [(f"ship to {where}", f"{plan.pending_files}", human(plan.pending_bytes))]
+        if keep < 0:
+            then = "local copies are kept for ever (keep_local_days < 0)"
+            warning = ""
+        elif keep == 0:
+            earlier = (
+                f" and the {plan.drops} ({human(plan.drop_bytes)}) shipped before"
+                if plan.drops
+                else ""
+            )
+            then = (
+                f"then drop the local copy of each file it ships once it reads back whole"
+                f"{earlier} (keep_local_days = 0)"
+            )
+            warning = (
+                "Every local copy shipped is DELETED from the archive: the remote "
+                "tier then holds the only copy (restores read it back from there)."
+            )
+            most = plan.pending_files + plan.drops
+            rows.append(
+                ("drop local copies", f"up to {most}", human(plan.pending_bytes + plan.drop_bytes))
+            )
+        elif not plan.drops:
+            then = f"no local copy is dropped: none was shipped more than {keep:g} days ago"
+            warning = ""
+            rows.append(("drop local copies", "0", ""))
+        else:
+            then = (
+                f"then drop {plan.drops} local copies ({human(plan.drop_bytes)}) "
+                f"shipped more than {keep:g} days ago"
+            )
+            warning = (
+                f"{plan.drops} local copies are DELETED from the archive: the remote tier "
+                "then holds the only copy (restores read it back from there)."
+            )
+            rows.append(("drop local copies", f"{plan.drops}", human(plan.drop_bytes)))
+        summary = (
+            f"{send}; {then}.\nClosed event months changed since their last snapshot, and "
+            "a snapshot of the manifest, go too. Each object is read back (size and "
+            "SHA-256) before it counts as shipped."
+        )
+        return "Ship to the remote tier", summary, rows, warning
+
     def action_verify(self) -> None:
         if self._refuse("verify"):
             return
@@ -796,6 +978,10 @@ class ColdkeepApp(App[None]):
         if name == "pass" and self.archiver.settings.mode == "on":
             # The job removes what a pass removes: the same plan and question first.
             self.confirm_pass("run_job", go)
+            return
+        if name == "ship" and self.archiver.settings.remote is not None:
+            # The job drops what a ship drops: the same plan and question first.
+            self.confirm_ship("run_job", go)
             return
         go()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from coldkeep.core.config import RemoteSettings
+
 
 def human(n: float) -> str:
     """Bytes: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
@@ -30,3 +32,12 @@ def short_path(path: Path, base: Path) -> str:
 
 def clock_time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+
+
+def remote_where(remote: RemoteSettings, base: Path) -> str:
+    """Where this site's objects go: a folder (``file://``) as a path, relative
+    to ``base`` when inside it, like the header's roots; else the URL."""
+    folder = remote.folder
+    if folder is not None:
+        return short_path(folder / remote.site, base) + "/"
+    return f"{remote.url}/{remote.site}"

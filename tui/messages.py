@@ -22,6 +22,7 @@ from coldkeep.core.files.restore import Selection
 from coldkeep.core.lock import Holder
 from coldkeep.core.plan import Plan
 from coldkeep.core.sched.jobs import JobInfo, JobRun
+from coldkeep.core.ship import ShipPlan
 from coldkeep.core.stream import Event, FileStep
 
 from .results import OperationResult
@@ -46,6 +47,13 @@ class CoreEvent(Message):
 @dataclass
 class StatusLoaded(Message):
     status: Status
+
+
+@dataclass
+class ShipPlanLoaded(Message):
+    """What a ship would send and drop now (read with the status)."""
+
+    plan: ShipPlan
 
 
 @dataclass
@@ -98,6 +106,15 @@ class OperationFailed(Message):
 
     operation: str
     error: str
+
+
+@dataclass
+class OperationStopped(Message):
+    """A mutating operation stopped at a safe point because it was asked to (the
+    stop key, or quitting), before a result."""
+
+    operation: str
+    reason: str
 
 
 @dataclass

@@ -294,7 +294,7 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
         assert isinstance(app.screen, RestoreScreen) and app.running is None
         await pilot.press("escape")
         await settle(pilot)
-        await pilot.press("p", "s", "a", "v")
+        await pilot.press("p", "u", "s", "a", "v")
         await settle(pilot)
         assert not isinstance(current_screen(app), ConfirmScreen) and app.running is None
         await app.run_action("run_pass")  # reached another way (the palette): refused

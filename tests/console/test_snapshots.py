@@ -1,20 +1,26 @@
-"""Snapshots of what an operator sees: the main screen, the pass confirmation, the
-restore browser and help, at 80x24 (an SSH window) and 120x36. The clock, the
-demo data, the terminal size and the cursor blink are pinned; after a deliberate
-change to the console, review the diff and refresh with --snapshot-update."""
+"""Snapshots of what an operator sees: the main screen, the pass and ship
+confirmations, the restore browser and help, at 80x24 (an SSH window) and
+120x36. The clock, the demo data, the terminal size and the cursor blink are
+pinned; after a deliberate change to the console, review the diff and refresh
+with --snapshot-update."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.config import Settings
+from coldkeep.core.events import checkpoint
 
-from consolekit import make_app, settle
+from consolekit import NOW_MS, make_app, settle
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
 
@@ -40,6 +46,21 @@ def test_main_screen(snap_compare: Any, settings: Settings, size: tuple[int, int
 @pytest.mark.parametrize("size", SIZES)
 def test_pass_confirmation(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
     assert snap_compare(make_app(settings), terminal_size=size, run_before=steady("p"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_ship_confirmation(
+    snap_compare: Any, settings: Settings, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Archived before the console opens, so that there is something to ship (and
+    # no pass toast or WAL sparkline, which depend on timing). The checkpoints
+    # that pass ran are listed beside the dialog at the wall-clock time they ran
+    # (core/events/checkpoint.py reads no injected clock): pinned here.
+    wall = SimpleNamespace(time_ns=lambda: NOW_MS * 1_000_000, perf_counter=time.perf_counter)
+    monkeypatch.setattr(checkpoint, "time", wall)
+    done = asyncio.run(Archiver(settings, clock=lambda: NOW_MS).run_pass())
+    assert done.status == "ok"
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=steady("u"))
 
 
 @pytest.mark.parametrize("size", SIZES)

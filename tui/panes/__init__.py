@@ -1,4 +1,6 @@
-"""The console's panes, one widget each, in the order they sit on the screen."""
+"""The console's panes, one widget each, in the order they sit on the screen (and
+their tabs and digit keys in a narrow terminal). In a wide one the grid places
+them in this order; Remote sits under Checkpoint (app.tcss)."""
 
 from .backlog import BacklogPane
 from .base import Pane
@@ -7,6 +9,7 @@ from .inflight import InFlightPane
 from .jobs import JobsPane
 from .log import LogPane
 from .orphans import OrphansPane
+from .remote import RemotePane
 
 PANES: tuple[type[Pane], ...] = (
     BacklogPane,
@@ -15,6 +18,7 @@ PANES: tuple[type[Pane], ...] = (
     CheckpointPane,
     JobsPane,
     LogPane,
+    RemotePane,
 )
 
 __all__ = [
@@ -26,4 +30,5 @@ __all__ = [
     "LogPane",
     "OrphansPane",
     "Pane",
+    "RemotePane",
 ]

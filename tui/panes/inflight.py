@@ -16,6 +16,10 @@ from ..fmt import human
 from ..tables import Cell, keyed_table, sync_table
 from .base import Pane
 
+# Steps after which an object is done with no FileDone of its own: a ship's
+# local drop and its manifest snapshot (their rows would stay until the end).
+LAST_STEPS = {"local_dropped", "manifest_shipped"}
+
 
 @dataclass
 class _File:
@@ -92,6 +96,10 @@ class InFlightPane(Pane):
         )
 
     def step(self, event: FileStep) -> None:
+        if event.step in LAST_STEPS:
+            self.files.pop(event.relpath, None)
+            self.dirty = True
+            return
         f = self.files.get(event.relpath)
         if f is None:
             f = self.files[event.relpath] = _File(

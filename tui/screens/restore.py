@@ -50,6 +50,20 @@ from .confirm import ConfirmScreen
 SHOWN = 500
 
 
+COPIES = {
+    "local": "local copy",
+    "remote": "remote copy only: read back from the remote tier",
+    "local + remote": "local copy, also on the remote tier",
+}
+
+
+def source(row: CatalogRow) -> str:
+    """Where a restore reads the file from: its gzip (or bundle member) and which
+    copies of it there are."""
+    where = row.location.removesuffix(f" · {row.copies}")
+    return f"from {where} ({COPIES.get(row.copies, row.copies)})"
+
+
 class FilterInput(Input):
     """The filter, focused when the browser opens so that typing filters: an
     Input keeps printable keys (the screen's r, y, space act only from the
@@ -285,7 +299,7 @@ class RestoreScreen(Screen[None]):
         preview.update(
             f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
-            f"checking the target…  ·  from {row.location}"
+            f"checking the target…  ·  {source(row)}"
         )
         self.check_target(row, self.query_one("#restore-to", Input).value)
 
@@ -306,8 +320,8 @@ class RestoreScreen(Screen[None]):
             f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
         )
-        source = Text(f"  ·  from {row.location}", style="dim")
-        self.query_one("#restore-preview", Static).update(Text(head) + where + source)
+        whence = Text(f"  ·  {source(row)}", style="dim")
+        self.query_one("#restore-preview", Static).update(Text(head) + where + whence)
 
     def action_select_row(self) -> None:
         if self.query_one(TabbedContent).active == "restore-events":
