@@ -404,7 +404,8 @@ class Archiver:
             return report
 
     async def sweep(self) -> SweepReport:
-        """Remove leftover ``.partial`` files and intent-named restore partials."""
+        """Remove leftover ``.partial`` files, intent-named restore partials and
+        the remote tier's scratch files."""
         async with self.session("sweep") as current:
             current.start()
             report = await Recovery(current.mover).scan()
@@ -417,6 +418,7 @@ class Archiver:
             removed += (
                 await clear_restore_intents(current.mover.manifest, current.mover.live_root)
             )[0]
+            removed += await asyncio.to_thread(clear_scratch, self.layout)
             current.finish("ok", {"removed": [str(p) for p in removed]})
             return SweepReport(removed)
 
@@ -584,6 +586,7 @@ class Archiver:
                     stream=self.stream,
                     step=self._hook(),
                     clock=self.clock,
+                    reads=self.limiter,
                     cancel=cancel,
                 ).run()
             finally:
@@ -610,6 +613,7 @@ class Archiver:
                     store,
                     stream=self.stream,
                     clock=self.clock,
+                    reads=self.limiter,
                     cancel=token,
                 )
                 verifier = RemoteVerifier(

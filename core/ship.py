@@ -61,7 +61,7 @@ from .fsutil import (
 )
 from .layout import Layout
 from .manifest import Manifest, now_ms
-from .ratelimit import RateLimiter
+from .ratelimit import UNLIMITED, RateLimiter
 from .remote.fetch import clear_scratch, scratch_path
 from .remote.objects import RemoteObject, RemoteObjects
 from .remote.store import ObjectInfo, ObjectStore, RemoteAuthError, RemoteError
@@ -189,7 +189,7 @@ class Shipper:
         stream: EventStream,
         step: StepHook = no_step,
         clock: Callable[[], int] = now_ms,
-        limiter: RateLimiter | None = None,
+        reads: RateLimiter = UNLIMITED,
         cancel: CancelToken | None = None,
     ) -> None:
         assert settings.remote is not None
@@ -202,7 +202,10 @@ class Shipper:
         self.stream = stream
         self.step = step
         self.clock = clock
-        self.limiter = limiter or RateLimiter(self.remote.bytes_per_s)
+        # Bytes sent go through remote.bytes_per_s; the local reads that hash
+        # them through io.bytes_per_s, like every other read of the archive.
+        self.limiter = RateLimiter(self.remote.bytes_per_s)
+        self.reads = reads
         self.cancel = cancel or CancelToken()
         self.report = ShipReport()
         self._probing = asyncio.Lock()
@@ -233,7 +236,7 @@ class Shipper:
 
     async def ship_files(self) -> None:
         pending = await self.objects.pending_files()
-        self.stream.emit(Phase("ship", len(pending)))
+        self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
         gate = asyncio.Semaphore(IN_FLIGHT)
 
         async def one(path: str) -> None:
@@ -241,13 +244,22 @@ class Shipper:
                 self.cancel.check()
                 await self._ship_file(path)
 
-        await asyncio.gather(*(one(p) for p in pending))
+        tasks = [asyncio.ensure_future(one(p)) for p in pending]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # Stopped (or failed): the uploads in flight stop too, before the
+            # session that holds the lock and the manifest ends under them.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _ship_file(self, path: str) -> None:
         root = self.layout.root
         try:
             local = self.layout.abs(path)
-            size, sha = await asyncio.to_thread(_hash_file, local, root, self.limiter, self.cancel)
+            size, sha = await asyncio.to_thread(_hash_file, local, root, self.reads, self.cancel)
         except (OSError, ValueError) as err:
             self._problem(
                 path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
@@ -310,7 +322,7 @@ class Shipper:
         local = self.layout.abs(obj.path)
         try:
             size, sha = await asyncio.to_thread(
-                _hash_file, local, self.layout.root, self.limiter, self.cancel
+                _hash_file, local, self.layout.root, self.reads, self.cancel
             )
         except OSError as err:
             return f"{local}: the local copy cannot be read: {err}"
@@ -370,7 +382,7 @@ class Shipper:
         try:
             await asyncio.to_thread(_snapshot, db, tmp)
             size, sha = await asyncio.to_thread(
-                _hash_file, tmp, self.layout.root, self.limiter, self.cancel
+                _hash_file, tmp, self.layout.root, self.reads, self.cancel
             )
             if last is not None and last.sha256 == sha:
                 await self.objects.set_source_sig(last.path, sig)
@@ -393,7 +405,7 @@ class Shipper:
         try:
             await asyncio.to_thread(_snapshot, self.layout.manifest, tmp)
             size, sha = await asyncio.to_thread(
-                _hash_file, tmp, self.layout.root, self.limiter, self.cancel
+                _hash_file, tmp, self.layout.root, self.reads, self.cancel
             )
             await self._put(key, tmp, size, sha)
             info = await self.store.head(key)
@@ -450,8 +462,8 @@ class Shipper:
         root = self.layout.root
         outcome = await asyncio.to_thread(unlink_if_identity, local, ident, root=root)
         if outcome == "changed":
-            self.report.problems.append(
-                f"{local} changed before its drop; left in place (its remote copy is what restores)"
+            self._problem(
+                path, f"{local} changed before its drop; left in place (its remote copy restores)"
             )
         await self.objects.confirm_local_gone(path)
         await self._announce("local_dropped", path)

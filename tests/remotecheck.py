@@ -42,14 +42,14 @@ def remote_rows(site: Path) -> dict[str, dict[str, Any]]:
 
 def check_remote_site(site: Path, fetch: Fetch, site_name: str, *, settled: bool = True) -> int:
     """The checks; how many ran (for a tally). Not ``settled`` (right after a
-    kill): an upload cut short may have left its partial in a remote folder,
-    which the next ship removes."""
+    kill): an upload cut short may have left its partial in a remote folder, and
+    a snapshot its scratch file, which the next ship removes."""
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     leftovers = [
         p
         for p in site.rglob("*")
-        if p.name.endswith(".partial") and (settled or "remote" not in p.relative_to(site).parts)
+        if p.name.endswith(".partial") and (settled or not _settled_later(site, p))
     ]
     assert leftovers == [], leftovers
     recorded = remote_rows(site)
@@ -71,6 +71,14 @@ def check_remote_site(site: Path, fetch: Fetch, site_name: str, *, settled: bool
         data = gunzip_entry(archive, e) if local else _gunzip_remote(objects[e["gz_path"]], e)
         assert (len(data), hashlib.sha256(data).hexdigest()) == (e["bytes"], e["sha256"])
     return 4
+
+
+def _settled_later(site: Path, partial: Path) -> bool:
+    """A partial the next ship removes: an upload cut short in a remote folder,
+    or a scratch file of its own under archive_root."""
+    rel = partial.relative_to(site)
+    scratch = rel.parent == Path("archive") and rel.name.startswith(".remote-")
+    return scratch or "remote" in rel.parts
 
 
 def _gunzip_remote(obj: bytes, e: dict[str, Any]) -> bytes:

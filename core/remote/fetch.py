@@ -35,14 +35,17 @@ def scratch_path(layout: Layout, what: str) -> Path:
     return layout.root / f"{SCRATCH_PREFIX}{what}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}"
 
 
-def clear_scratch(layout: Layout) -> None:
-    """Scratch files a crash left behind."""
+def clear_scratch(layout: Layout) -> list[Path]:
+    """Scratch files a crash left behind, removed."""
     root = layout.root
     if not root.is_dir():
-        return
-    for name in os.listdir(root):
-        if name.startswith(SCRATCH_PREFIX) and name.endswith(PARTIAL_SUFFIX):
-            unlink_if_present(root / name, root=root)
+        return []
+    names = [n for n in os.listdir(root) if n.startswith(SCRATCH_PREFIX)]
+    return [
+        root / n
+        for n in names
+        if n.endswith(PARTIAL_SUFFIX) and unlink_if_present(root / n, root=root)
+    ]
 
 
 def _write_all(fd: int, data: bytes) -> None:
