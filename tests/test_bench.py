@@ -23,7 +23,7 @@ ROWS = (
     "console loop lag p50 / p99",
     "console start-up to first full paint",
     "restore browser: filter",
-    "ship 500 small archived files",
+    "ship 200 small archived files",
     "restore one 20 KiB file from a",
 )
 

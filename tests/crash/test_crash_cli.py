@@ -46,7 +46,7 @@ RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "inte
 KILL = "COLDKEEP_TEST_KILL_AT"
 # Random moments per command, on top of every announced step: each is a fresh
 # copy, a kill, recovery and the whole check.
-RANDOM_KILLS = 14
+RANDOM_KILLS = 10
 
 
 @pytest.fixture(scope="module")

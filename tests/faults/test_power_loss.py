@@ -23,7 +23,7 @@ fewer calls; nothing changes the backing beside the mount), and every coldkeep
 command forked from one process that has imported coldkeep already
 (``clirun.Forker``: the real CLI, without ~0.3 s of interpreter start-up and
 imports per command, so random moments fall in coldkeep's own work).
-``COLDKEEP_POWER_CUTS=N`` sets the number of random moments (default 50).
+``COLDKEEP_POWER_CUTS=N`` sets the number of random moments (default 40).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ BUNDLE_CUTS = [*BUNDLE_STEPS, "bundle_placed:2"]
 EVENT_STEPS = ["batch_archived", "batch_deleted", "batch_archived:2", "batch_deleted:2"]
 RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "intent_cleared"]
 # Random moments, spread over the four commands in these shares.
-RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "50"))
+RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "40"))
 SHARES = {"files": 0.2, "bundles": 0.2, "events": 0.3, "restore": 0.3}
 SEEDS = {"files": 20261201, "events": 20261202, "restore": 20261203, "bundles": 20261204}
 # Event rows younger than this are dropped from the demo's state.db: four months
