@@ -14,6 +14,11 @@ Invariants:
 - Credentials come from botocore's standard chain only; a missing or refused one
   is a ``RemoteAuthError`` saying where credentials are looked for, and no
   message carries a key.
+- Over plain http (a local test server, an internal MinIO) botocore's SigV4
+  signs the body's sha256, which it computes by reading the file on the event
+  loop: ~40 ms per 64 MiB bundle. Over https (S3, R2, B2) it signs
+  UNSIGNED-PAYLOAD and reads nothing; the checksum header is what the server
+  checks either way.
 - Transient failures (500, 503 SlowDown, throttling, connection resets) are
   retried by botocore's standard retry mode; a body cut short on the way back is
   read again here (READ_TRIES). What is left after that is a ``RemoteError``.
