@@ -117,6 +117,7 @@ class ShipPlan:
     drops: int  # local copies past keep_local_days that it would drop
     drop_bytes: int
     keep_local_days: float
+    months: int = 0  # closed event months changed since their last snapshot
 
 
 async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPlan:
@@ -127,6 +128,9 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
     drops: list[RemoteObject] = []
     if not remote.keeps_local:
         drops = await objects.droppable(now - int(remote.keep_local_days * DAY_MS))
+    layout = Layout(settings.archive_root)
+    latest = await objects.latest_months()
+    months = await asyncio.to_thread(months_due, layout, latest, now, settings.events.min_age_days)
     return ShipPlan(
         f"{remote.url}/{remote.site}",
         totals.pending_files,
@@ -135,6 +139,7 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
         len(drops),
         sum(o.bytes for o in drops),
         remote.keep_local_days,
+        len(months),
     )
 
 
@@ -156,6 +161,25 @@ def _month_closed(month: str, now_ms: int, min_age_days: float) -> bool:
     nxt = f"{year + mon // 12:04d}-{mon % 12 + 1:02d}-01T00:00:00+00:00"
     end_ms = int(datetime.fromisoformat(nxt).timestamp() * 1000)
     return end_ms + int(min_age_days * DAY_MS) <= now_ms
+
+
+def months_due(
+    layout: Layout, latest: dict[str, RemoteObject], now_ms: int, min_age_days: float
+) -> list[tuple[str, Path, str]]:
+    """The closed event months whose database changed since its last snapshot
+    (or has none): (month, database, its signature now). Runs in a thread."""
+    folder = layout.events
+    names = sorted(os.listdir(folder)) if folder.is_dir() else []
+    due = []
+    for name in names:
+        m = _MONTH_DB.fullmatch(name)
+        if m is None or not _month_closed(m[1], now_ms, min_age_days):
+            continue
+        sig = _signature(folder / name)
+        last = latest.get(m[1])
+        if last is None or last.source_sig != sig:
+            due.append((m[1], folder / name, sig))
+    return due
 
 
 def _signature(db: Path) -> str:
@@ -359,23 +383,13 @@ class Shipper:
     # event months -------------------------------------------------------------
 
     async def ship_months(self) -> None:
-        folder = self.layout.events
-        names = await asyncio.to_thread(
-            lambda: sorted(os.listdir(folder)) if folder.is_dir() else []
-        )
         latest = await self.objects.latest_months()
-        now = self.clock()
-        for name in names:
-            m = _MONTH_DB.fullmatch(name)
-            if m is None or not _month_closed(m[1], now, self.settings.events.min_age_days):
-                continue
+        due = await asyncio.to_thread(
+            months_due, self.layout, latest, self.clock(), self.settings.events.min_age_days
+        )
+        for month, db, sig in due:
             self.cancel.check()
-            month, db = m[1], folder / name
-            sig = await asyncio.to_thread(_signature, db)
-            last = latest.get(month)
-            if last is not None and last.source_sig == sig:
-                continue
-            await self._ship_month(month, db, sig, last)
+            await self._ship_month(month, db, sig, latest.get(month))
 
     async def _ship_month(self, month: str, db: Path, sig: str, last: RemoteObject | None) -> None:
         tmp = scratch_path(self.layout, f"ship-{month}")
