@@ -184,14 +184,16 @@ def months_due(
 
 def _signature(db: Path) -> str:
     """What changes when a month database's content may have: its size and
-    mtime, and its WAL's."""
+    mtime, and its WAL's while that holds frames. (Reading a database in WAL mode,
+    as the snapshot does, leaves an empty WAL behind: that is no change.)"""
     parts = []
     for p in (db, db.with_name(db.name + "-wal")):
         try:
             st = p.stat()
         except FileNotFoundError:
             continue
-        parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+        if st.st_size:
+            parts.append(f"{st.st_size}:{st.st_mtime_ns}")
     return "/".join(parts)
 
 
