@@ -499,16 +499,16 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
                 t.file, t.key("url"), "is required in [remote]", 'add url = "s3://bucket/prefix"'
             )
         return None
-    url = _remote_url(t, url, base)
+    try:
+        url = remote_url(url, base)
+    except RemoteUrlError as err:
+        raise ConfigError(t.file, t.key("url"), err.problem, err.fix) from None
     endpoint = t.string("endpoint_url", None)
     if endpoint is not None:
-        parts = urllib.parse.urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(
-                t.file, t.key("endpoint_url"), f"{endpoint!r} is not an http(s) URL", "fix it"
-            )
-        if parts.username or parts.password:
-            raise _credentials_in(t, "endpoint_url")
+        try:
+            endpoint_url(endpoint)
+        except RemoteUrlError as err:
+            raise ConfigError(t.file, t.key("endpoint_url"), err.problem, err.fix) from None
     site = t.string("site", None) or socket.gethostname()
     if not _SITE.fullmatch(site):
         raise ConfigError(
@@ -546,17 +546,32 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
     return remote
 
 
-def _remote_url(t: _Table, url: str, base: Path) -> str:
-    """``s3://bucket[/prefix]`` with a valid bucket name, or ``file://`` with an
-    absolute path (a relative one is taken from the config's folder)."""
+class RemoteUrlError(ValueError):
+    """A remote URL or endpoint that cannot be used: what is wrong and the fix,
+    never the credential that may be in it."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem} ({fix})")
+        self.problem = problem
+        self.fix = fix
+
+
+_CREDENTIALS_FIX = (
+    "remove it; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+    "~/.aws/credentials or the instance role"
+)
+
+
+def remote_url(url: str, base: Path) -> str:
+    """``url`` as the remote tier keeps it: ``s3://bucket[/prefix]`` with a valid
+    bucket name, or ``file://`` with an absolute path (a relative one is taken
+    from ``base``). Raises ``RemoteUrlError``."""
     parts = urllib.parse.urlsplit(url)
+    if "@" in parts.netloc:
+        raise RemoteUrlError("holds a credential", _CREDENTIALS_FIX)
     if parts.scheme == "s3":
-        if parts.username or parts.password or "@" in parts.netloc:
-            raise _credentials_in(t, "url")
         if not _BUCKET.fullmatch(parts.netloc):
-            raise ConfigError(
-                t.file,
-                t.key("url"),
+            raise RemoteUrlError(
                 f"{parts.netloc!r} is not an S3 bucket name",
                 "use 3-63 lowercase letters, digits, '.' and '-'",
             )
@@ -564,31 +579,24 @@ def _remote_url(t: _Table, url: str, base: Path) -> str:
         return f"s3://{parts.netloc}/{prefix}" if prefix else f"s3://{parts.netloc}"
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost"):
-            raise ConfigError(
-                t.file, t.key("url"), f"{url!r} names a host", "write file:///absolute/path"
-            )
+            raise RemoteUrlError(f"{url} names a host", "write file:///absolute/path")
         raw = urllib.parse.unquote(parts.path)
         if not raw or "\0" in raw:
-            raise ConfigError(
-                t.file, t.key("url"), f"{url!r} has no usable path", "write file:///path"
-            )
+            raise RemoteUrlError(f"{url!r} has no usable path", "write file:///path")
         return Path(os.path.normpath(base / raw)).as_uri()
-    raise ConfigError(
-        t.file,
-        t.key("url"),
-        f"{url!r} is not an s3:// or file:// URL",
-        'write "s3://bucket/prefix"',
+    raise RemoteUrlError(
+        f"{url} is not an s3:// or file:// URL", "write s3://bucket/prefix or file:///path"
     )
 
 
-def _credentials_in(t: _Table, name: str) -> ConfigError:
-    return ConfigError(
-        t.file,
-        t.key(name),
-        "holds a credential",
-        "remove it; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-        "~/.aws/credentials or the instance role",
-    )
+def endpoint_url(endpoint: str) -> str:
+    """An S3-compatible server's address: ``http(s)://host[:port]``, no credential."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if "@" in parts.netloc:
+        raise RemoteUrlError("holds a credential", _CREDENTIALS_FIX)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RemoteUrlError(f"{endpoint!r} is not an http(s) URL", "write http(s)://host:port")
+    return endpoint
 
 
 def _unit_closed(t: _Table, state_db: Path | None) -> UnitClosed | None:

@@ -28,7 +28,7 @@ from .codec import Codec
 from .config import RemoteSettings
 from .files.catalog import Catalog, load_catalog
 from .files.filemove import FileMover
-from .files.restore import RestoreReport, restore_files
+from .files.restore import RestoreReport, check_restore_root, restore_files
 from .fromremote import check_db, sha256_of
 from .fsutil import fsync_dir, open_file, rename_noreplace, unlink_if_present
 from .layout import Layout
@@ -147,7 +147,9 @@ class Fleet:
         stream: EventStream,
         cancel: CancelToken | None = None,
     ) -> RestoreReport:
-        """The entries of ``site`` named, from the remote, under ``to``."""
+        """The entries of ``site`` named, from the remote, under ``to`` (checked as
+        ``restore --to`` is, and outside the snapshot cache)."""
+        to = check_restore_root(to, self.cache)
         async with self._mover(site) as (mover, reader):
             entries = [e for i in entry_ids if (e := await mover.manifest.entry(i)) is not None]
             return await restore_files(

@@ -6,6 +6,7 @@ relies on ctrl+enter or ctrl+s, which terminals and SSH clients swallow.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from textual.binding import Binding
@@ -28,7 +29,7 @@ class ConsoleAction:
 
     @property
     def key_label(self) -> str:
-        shown = {"question_mark": "?", "escape": "esc"}
+        shown = {"question_mark": "?", "escape": "esc", "slash": "/"}
         return " / ".join(shown.get(k, k) for k in self.keys.split(","))
 
 
@@ -90,5 +91,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
 BY_NAME = {a.name: a for a in ACTIONS}
 
 
-def bindings() -> list[Binding]:
-    return [Binding(a.keys, a.name, a.label, show=a.name != "help") for a in ACTIONS]
+def bindings(actions: Sequence[ConsoleAction] = ACTIONS) -> list[Binding]:
+    """The key bindings of a registry (the main console's, or the fleet view's):
+    every action but help in the footer (help lists them all)."""
+    return [Binding(a.keys, a.name, a.label, show=a.name != "help") for a in actions]

@@ -4,12 +4,26 @@ settled, rather than sleeping and hoping."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable
+from textual.worker import Worker
 
-from .app import ColdkeepApp
+
+@runtime_checkable
+class Settling(Protocol):
+    """A console app that says what it is still doing (the main console, the
+    fleet view)."""
+
+    def busy_workers(self) -> list[Worker[Any]]:
+        """Workers still doing something (not one waiting for the operator)."""
+        ...
+
+    def flush_panes(self) -> None:
+        """Draw now whatever waits for the next frame."""
+        ...
 
 
 async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
@@ -17,7 +31,7 @@ async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
     handled and the panes have drawn them (a confirmation waiting for a key
     counts as settled)."""
     app = pilot.app
-    assert isinstance(app, ColdkeepApp)
+    assert isinstance(app, Settling)
     quiet = 0
     for _ in range(rounds):
         await pilot.pause()
@@ -40,7 +54,7 @@ async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
     raise TimeoutError(f"the console did not settle: {app.busy_workers()}")
 
 
-def _measuring(app: ColdkeepApp) -> list[DataTable[Any]]:
+def _measuring(app: App[Any]) -> list[DataTable[Any]]:
     """Tables whose new rows or cells are not measured yet: a DataTable sizes its
     columns when its own message queue next runs empty (its Idle handler), and a
     busy machine took a snapshot before that, columns cut at their headers'
@@ -55,7 +69,6 @@ def _measuring(app: ColdkeepApp) -> list[DataTable[Any]]:
 
 async def _tables_measured(pilot: Pilot[Any], rounds: int = 200) -> None:
     app = pilot.app
-    assert isinstance(app, ColdkeepApp)
     for _ in range(rounds):
         await pilot.pause()
         if not _measuring(app):

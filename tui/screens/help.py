@@ -1,7 +1,9 @@
-"""Help: every key and action, from the same registry the bindings come from."""
+"""Help: every key and action, from the same registry the bindings come from (the
+main console's, or the fleet view's)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.table import Table
@@ -12,15 +14,30 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..actions import ACTIONS
+from ..actions import ACTIONS, ConsoleAction
+
+PANES_HELP = (
+    "Panes: arrow keys move within a table; in a narrow terminal the tabs "
+    "above the panes choose which one shows. esc closes this."
+)
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [("escape,q,question_mark,f1", "dismiss", "Close")]
 
-    def __init__(self, unavailable: dict[str, str]) -> None:
+    def __init__(
+        self,
+        unavailable: dict[str, str],
+        *,
+        actions: Sequence[ConsoleAction] = ACTIONS,
+        title: str = "coldkeep console: keys",
+        foot: str = PANES_HELP,
+    ) -> None:
         super().__init__()
         self.unavailable = unavailable  # action name -> why it cannot run now
+        self.actions = actions
+        self.title_text = title
+        self.foot = foot
 
     def keys(self) -> Table:
         """Every key, its action and what it does, wrapped to the screen (a table
@@ -29,7 +46,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("Key", no_wrap=True)
         table.add_column("Action", no_wrap=True)
         table.add_column("What it does", ratio=1, overflow="fold")
-        for a in ACTIONS:
+        for a in self.actions:
             what = Text(a.help)
             if why := self.unavailable.get(a.name):
                 what.append(f" (unavailable: {why})", style="bold")
@@ -41,10 +58,6 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         # The box scrolls (arrow keys) when the screen is too short for it.
         with VerticalScroll(id="help-box"):
-            yield Static("coldkeep console: keys", id="help-title")
+            yield Static(self.title_text, id="help-title")
             yield Static(self.keys(), id="help-keys")
-            yield Static(
-                "Panes: arrow keys move within a table; in a narrow terminal the tabs "
-                "above the panes choose which one shows. esc closes this.",
-                id="help-foot",
-            )
+            yield Static(self.foot, id="help-foot")

@@ -24,7 +24,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
@@ -32,23 +32,15 @@ from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedCont
 
 from coldkeep.core.config import Settings
 from coldkeep.core.events.restore import ArchivedMonth, archived_months
-from coldkeep.core.files.catalog import (
-    Catalog,
-    CatalogRow,
-    QueryError,
-    load_catalog,
-    parse_query,
-)
+from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_catalog
 from coldkeep.core.files.restore import Selection, check_restore_root
 from coldkeep.core.layout import Layout, UnsafePath, resolve_inside
 
 from ..fmt import clock_time, human, short_path
 from ..messages import EventsRestoreRequested, RestoreRequested
 from ..tables import Cell, keyed_table, sync_table
+from .browse import FILTER_HINT, FilterInput, result_cell, search
 from .confirm import ConfirmScreen
-
-SHOWN = 500
-
 
 COPIES = {
     "local": "local copy",
@@ -62,16 +54,6 @@ def source(row: CatalogRow) -> str:
     copies of it there are."""
     where = row.location.removesuffix(f" · {row.copies}")
     return f"from {where} ({COPIES.get(row.copies, row.copies)})"
-
-
-class FilterInput(Input):
-    """The filter, focused when the browser opens so that typing filters: an
-    Input keeps printable keys (the screen's r, y, space act only from the
-    table). Down leads to the table, as Enter and Tab do."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("down", "screen.focus_table", "Results", show=False),
-    ]
 
 
 @dataclass
@@ -137,11 +119,7 @@ class RestoreScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with TabbedContent(id="restore-tabs"):
             with TabPane("Files", id="restore-files"):
-                yield FilterInput(
-                    placeholder="filter: text in the path, unit:NAME sha:PREFIX status:stale "
-                    "after:2026-01-01",
-                    id="restore-filter",
-                )
+                yield FilterInput(placeholder=FILTER_HINT, id="restore-filter")
                 yield Static("loading the manifest…", id="restore-count")
                 yield keyed_table(
                     "restore-table",
@@ -201,11 +179,11 @@ class RestoreScreen(Screen[None]):
         if catalog is None:
             return
         try:
-            total, hits, capped = catalog.filter(parse_query(text), SHOWN)
+            total, hits, capped = search({"": catalog}, text)
         except QueryError as err:
             self.post_message(Filtered(text, 0, [], str(err)))
             return
-        self.post_message(Filtered(text, total, [catalog.row(i) for i in hits], capped=capped))
+        self.post_message(Filtered(text, total, [row for _, row in hits], capped=capped))
 
     @work(thread=True, exclusive=True, group="target", exit_on_error=False)
     def check_target(self, row: CatalogRow, to: str) -> None:
@@ -400,10 +378,7 @@ class RestoreScreen(Screen[None]):
         table.display = True
         table.clear()
         for result, path, detail in results:
-            style = (
-                "green" if result == "restored" else "yellow" if result == "exists" else "bold red"
-            )
-            table.add_row(Text(result, style=style), path, detail)
+            table.add_row(result_cell(result), path, detail)
         self.selected.clear()
         # The restore changed the entries' statuses in the manifest: reload it
         # (on_catalog_loaded filters again with the operator's filter text).

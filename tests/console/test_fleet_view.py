@@ -1,0 +1,251 @@
+"""The fleet view (``coldkeep console --remote URL``), driven through the keyboard
+with Textual's Pilot: two demo sites ship to one ``file://`` folder, both hosts
+are deleted, and the view lists them, searches both at once and restores one's
+files to a local folder, each checked against its entry's sha256. Also: a URL
+the CLI refuses in one line, and a prefix nothing has shipped to.
+
+(Named test_fleet_view, not test_fleet: tests/test_fleet.py has that module name,
+and the test folders are not packages.)"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.config import RemoteSettings, load_settings
+from coldkeep.core.demo import write_demo
+from coldkeep.core.files.catalog import CatalogRow
+from coldkeep.core.stream import EventStream
+from coldkeep.tui.fleet import FleetApp, FleetScreen, files
+from coldkeep.tui.screens import ConfirmScreen
+
+from consolekit import settle
+
+SIZE = (140, 40)
+
+
+async def ship_site(base: Path, remote: Path, name: str, seed: int) -> None:
+    """A demo site archived and shipped to ``remote`` as ``name``, every local
+    copy dropped (keep_local_days = 0): the bucket holds all there is."""
+    config = write_demo(base / name, seed=seed, scale=0.02).config
+    settings = replace(
+        load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name, keep_local_days=0)
+    )
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    await archiver.run_pass()
+    report = await archiver.ship()
+    assert not report.problems
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """web-1 and web-2 shipped to one folder, then deleted; web-3 never shipped."""
+    base = tmp_path_factory.mktemp("fleet")
+    remote = base / "bucket"
+    for name, seed in (("web-1", 1), ("web-2", 2)):
+        asyncio.run(ship_site(base, remote, name, seed))
+        shutil.rmtree(base / name)  # the host is gone: only the bucket is left
+    (remote / "web-3").mkdir()
+    return remote
+
+
+def view(app: FleetApp) -> FleetScreen:
+    return app.view
+
+
+def text_of(app: FleetApp, selector: str) -> str:
+    return str(app.view.query_one(selector, Static).render())
+
+
+def cells(app: FleetApp, table_id: str) -> list[list[str]]:
+    table = app.view.query_one(table_id, DataTable)
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def focused(app: FleetApp) -> Widget | None:
+    """The focused widget now (read through a call, so that a type checker does
+    not carry an earlier comparison past the keys pressed since)."""
+    return app.focused
+
+
+def highlighted(app: FleetApp) -> tuple[str, CatalogRow]:
+    current = app.view._current()
+    assert current is not None
+    return current
+
+
+async def type_into(pilot: Pilot[None], text: str) -> None:
+    await pilot.press(*text)
+    await settle(pilot)
+
+
+async def test_two_gone_hosts_searched_together_and_one_restored_to_a_folder(
+    bucket: Path, tmp_path: Path
+) -> None:
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        sites = {row[0]: row for row in cells(app, "#fleet-sites")}
+        assert sorted(sites) == ["web-1", "web-2", "web-3"]
+        for name in ("web-1", "web-2"):
+            _, snapshot, entries, note = sites[name]
+            assert snapshot.endswith(" UTC") and int(entries.replace(",", "")) > 0 and not note
+        assert "no manifest snapshot" in sites["web-3"][3]
+        assert text_of(app, "#status-line").startswith(
+            "fleet: 3 sites (1 without a usable snapshot)"
+        )
+
+        # The filter has focus: typing searches both sites at once.
+        await type_into(pilot, "unit-0001")
+        matches = cells(app, "#fleet-table")
+        assert {row[1] for row in matches} == {"web-1", "web-2"}
+        assert all("unit-0001" in row[2] for row in matches)
+        assert f"{len(matches)} of " in text_of(app, "#fleet-count")
+
+        # Down leads to the table; space selects each of web-2's rows.
+        await pilot.press("down")
+        table = app.view.query_one("#fleet-table", DataTable)
+        assert focused(app) is table
+        wanted: list[CatalogRow] = []
+        for _ in range(table.row_count):
+            site, row = highlighted(app)
+            if site == "web-2":
+                wanted.append(row)
+                await pilot.press("space")
+            await pilot.press("down")
+        await settle(pilot)
+        assert wanted and f"{len(wanted)} selected" in text_of(app, "#fleet-count")
+
+        # No target yet: refused, and the target field takes the keys.
+        await pilot.press("r")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert focused(app) is app.view.query_one("#fleet-to", Input)
+        out = tmp_path / "restored"
+        await type_into(pilot, str(out))
+        await pilot.press("escape", "r")
+        await settle(pilot)
+
+        # The dialog says exactly what is written where.
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        assert dialog.title_text.startswith(f"Restore {files(len(wanted))} (")
+        assert dialog.title_text.endswith(f") of web-2 to {out}")
+        listed = [[str(c) for c in row] for row in dialog.rows]
+        assert sorted(row[1] for row in listed) == sorted(r.relpath for r in wanted)
+        assert all(row[3:] == ["free", str(out / row[1])] for row in listed)
+        assert not out.exists(), "nothing is written before the operator says yes"
+
+        await pilot.press("y")
+        await settle(pilot)
+        report = view(app).last
+        assert report is not None
+        assert {f.result for f in report.files} == {"restored"}
+        by_id = {r.id: r for r in wanted}
+        assert sorted(f.entry_id for f in report.files) == sorted(by_id)
+        for f in report.files:
+            assert Path(f.target) == out / by_id[f.entry_id].relpath
+            digest = hashlib.sha256(Path(f.target).read_bytes()).hexdigest()
+            assert digest == by_id[f.entry_id].sha256
+        results = cells(app, "#fleet-results")
+        assert {(row[0], row[1]) for row in results} == {("restored", "web-2")}
+        assert "selected" not in text_of(app, "#fleet-count")
+    assert {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} == {
+        r.relpath for r in wanted
+    }
+
+
+async def test_site_words_filter_and_several_sites_go_to_their_own_folders(
+    bucket: Path, tmp_path: Path
+) -> None:
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await type_into(pilot, "site:nowhere")
+        assert "site:nowhere: no such site; the sites are web-1, web-2" in text_of(
+            app, "#fleet-count"
+        )
+        await pilot.press(*["backspace"] * len("nowhere"))
+        await type_into(pilot, "web-1 unit-0001")
+        assert {row[1] for row in cells(app, "#fleet-table")} == {"web-1"}
+
+        # One file of each site: each goes under <target>/<site>/.
+        await pilot.press("ctrl+u")
+        await type_into(pilot, "unit-0001")
+        picks = {}
+        await pilot.press("down")
+        for _ in range(len(cells(app, "#fleet-table"))):
+            site, row = highlighted(app)
+            if site not in picks:
+                picks[site] = row
+                await pilot.press("space")
+            await pilot.press("down")
+        assert sorted(picks) == ["web-1", "web-2"]
+        out = tmp_path / "both"
+        await pilot.press("t")
+        await type_into(pilot, str(out))
+        await pilot.press("enter", "r")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        assert dialog.title_text.endswith(f"of 2 sites (web-1, web-2) to {out}/<site>/")
+        await pilot.press("y")
+        await settle(pilot)
+        report = view(app).last
+        assert report is not None and {f.result for f in report.files} == {"restored"}
+    for site, row in picks.items():
+        restored = out / site / row.relpath
+        assert hashlib.sha256(restored.read_bytes()).hexdigest() == row.sha256
+
+
+async def test_a_prefix_nothing_shipped_to_says_so(tmp_path: Path) -> None:
+    empty = tmp_path / "bucket"
+    empty.mkdir()
+    app = FleetApp(RemoteSettings(empty.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert text_of(app, "#status-line") == (
+            f"no sites under {empty.as_uri()}: nothing has shipped there yet"
+        )
+        assert cells(app, "#fleet-sites") == []
+        await pilot.press("escape", "r")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("f")  # read the prefix again: still nothing
+        await settle(pilot)
+        assert text_of(app, "#status-line").startswith("no sites under ")
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ftp://x", "--remote ftp://x is not an s3:// or file:// URL"),
+        ("s3://AKIAEXAMPLE:s3cret@bucket/fleet", "--remote holds a credential"),
+        ("s3://No_Such/fleet", "is not an S3 bucket name"),
+        ("file:///no/such/folder", "/no/such/folder is not a directory"),
+    ],
+)
+def test_a_bad_remote_url_is_refused_in_one_line(url: str, said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "coldkeep.tui.cli", "console", "--remote", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("coldkeep: ") and said in lines[0], lines
+    assert "s3cret" not in done.stderr

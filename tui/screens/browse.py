@@ -1,0 +1,55 @@
+"""What the restore browser and the fleet view share: the filter field, the search
+of one or several in-memory catalogs with the catalog's query language, and the
+look of a restore's per-file results. One copy, so that the two views filter
+and report the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import ClassVar, TypeVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import Input
+
+from coldkeep.core.files.catalog import Catalog, CatalogRow, parse_query
+
+# Rows a view shows at most: the count says how many more match.
+SHOWN = 500
+FILTER_HINT = "filter: text in the path, unit:NAME sha:PREFIX status:stale after:2026-01-01"
+
+K = TypeVar("K", bound=Hashable)
+
+
+class FilterInput(Input):
+    """The filter, focused when the view opens so that typing filters: an Input
+    keeps printable keys (the screen's r, y, space act only from the table).
+    Down leads to the table (the screen's ``focus_table``), as Enter and Tab do."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down", "screen.focus_table", "Results", show=False),
+    ]
+
+
+def search(
+    catalogs: Mapping[K, Catalog], text: str, limit: int = SHOWN
+) -> tuple[int, list[tuple[K, CatalogRow]], bool]:
+    """``text`` (the query language of core/files/catalog.py) over every catalog:
+    how many entries match in all, the first ``limit`` of each catalog's (with
+    its key), and whether a count stopped at the catalog's cap. Raises
+    QueryError for a word it cannot understand."""
+    query = parse_query(text)
+    total, capped = 0, False
+    rows: list[tuple[K, CatalogRow]] = []
+    for key, catalog in catalogs.items():
+        count, hits, cut = catalog.filter(query, limit)
+        total += count
+        capped = capped or cut
+        rows += [(key, catalog.row(i)) for i in hits]
+    return total, rows, capped
+
+
+def result_cell(result: str) -> Text:
+    """A restore's per-file outcome, coloured: done, left alone, or a problem."""
+    style = "green" if result == "restored" else "yellow" if result == "exists" else "bold red"
+    return Text(result, style=style)
