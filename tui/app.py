@@ -861,13 +861,13 @@ class ColdkeepApp(App[None]):
             self.notify(str(err), title="ship", severity="error", markup=False)
             return
         self.post_message(ShipPlanLoaded(plan))
-        if not plan.pending_files and not plan.drops:
+        if not plan.pending_files and not plan.drops and not plan.months:
             if go is not None:  # the job: nothing to ask about (no copy is dropped)
                 go()
                 return
             self.notify(
-                "nothing to ship: no archived file is waiting for the remote tier, and no "
-                "local copy is due to be dropped",
+                "nothing to ship: no archived file or event month is waiting for the remote "
+                "tier, and no local copy is due to be dropped",
                 title="ship",
             )
             return
@@ -899,6 +899,8 @@ class ColdkeepApp(App[None]):
             f"{plan.pending_entries} entries) to {where}"
         )
         rows = [(f"ship to {where}", f"{plan.pending_files}", human(plan.pending_bytes))]
+        if plan.months:
+            rows.append(("event month snapshots", f"{plan.months}", ""))
         if keep < 0:
             then = "local copies are kept for ever (keep_local_days < 0)"
             warning = ""
