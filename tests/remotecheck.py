@@ -10,12 +10,42 @@ import hashlib
 import sqlite3
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from helpers import entries, gunzip_entry
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.config import RemoteSettings, load_settings
+from coldkeep.core.demo import write_demo
+from coldkeep.core.stream import EventStream
+
+from helpers import COLDKEEP, ck, entries, gunzip_entry
 
 Fetch = Callable[[str], bytes | None]
+
+
+def demo_after_pass(site: Path) -> Path:
+    """A demo site (as the crash tests use it) after one pass, through the CLI."""
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    ck(site, "pass")
+    return site
+
+
+async def ship_site(base: Path, remote: Path, name: str, seed: int) -> None:
+    """A demo site archived and shipped to ``remote`` as ``name``, every local
+    copy dropped (keep_local_days = 0): the bucket holds all there is."""
+    config = write_demo(base / name, seed=seed, scale=0.02).config
+    settings = replace(
+        load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name, keep_local_days=0)
+    )
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    await archiver.run_pass()
+    report = await archiver.ship()
+    assert not report.problems
 
 
 def set_remote(site: Path, table: str) -> None:

@@ -5,32 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
-from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import RemoteSettings, load_settings
-from coldkeep.core.demo import write_demo
+from coldkeep.core.config import RemoteSettings
 from coldkeep.core.files.catalog import parse_query
 from coldkeep.core.fleet import Fleet
 from coldkeep.core.stream import EventStream
 
-
-async def shipped_site(base: Path, remote: Path, name: str, seed: int) -> None:
-    config = write_demo(base / name, seed=seed, scale=0.02).config
-    settings = replace(
-        load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name, keep_local_days=0)
-    )
-    ck = Archiver(settings, stream=EventStream(), serve_events=False)
-    await ck.run_pass()
-    report = await ck.ship()
-    assert not report.problems
+from remotecheck import ship_site
 
 
 async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path: Path) -> None:
     remote = tmp_path / "bucket"
-    await shipped_site(tmp_path, remote, "web-1", seed=1)
-    await shipped_site(tmp_path, remote, "web-2", seed=2)
+    await ship_site(tmp_path, remote, "web-1", seed=1)
+    await ship_site(tmp_path, remote, "web-2", seed=2)
     (remote / "web-3").mkdir()  # a host that never shipped
     for name in ("web-1", "web-2"):
         shutil.rmtree(tmp_path / name)  # both hosts gone: only the bucket is left

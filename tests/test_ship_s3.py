@@ -6,14 +6,13 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, ck_json, entries, report_line, sha
-from remotecheck import check_remote_site, remote_rows, set_remote
+from helpers import ck, ck_json, entries, report_line, sha
+from remotecheck import check_remote_site, demo_after_pass, remote_rows, set_remote
 from s3kit import S3Site
 from s3kit.proxy import INTERNAL_ERROR, SLOW_DOWN, Delay, ResetRequest, StripHeader, Truncate
 from s3kit.server import ACCESS_KEY, SECRET_KEY
@@ -26,14 +25,7 @@ PREFIX = "fleet"
 @pytest.fixture(scope="module")
 def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A demo site after a pass (its [remote] is written per test)."""
-    site = tmp_path_factory.mktemp("s3-template") / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
-    ck(site, "pass")
-    return site
+    return demo_after_pass(tmp_path_factory.mktemp("s3-template") / "site")
 
 
 @pytest.fixture(scope="module")

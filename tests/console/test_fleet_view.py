@@ -14,7 +14,6 @@ import hashlib
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,30 +21,15 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import RemoteSettings, load_settings
-from coldkeep.core.demo import write_demo
+from coldkeep.core.config import RemoteSettings
 from coldkeep.core.files.catalog import CatalogRow
-from coldkeep.core.stream import EventStream
 from coldkeep.tui.fleet import FleetApp, FleetScreen, files
 from coldkeep.tui.screens import ConfirmScreen
 
 from consolekit import settle
+from remotecheck import ship_site
 
 SIZE = (140, 40)
-
-
-async def ship_site(base: Path, remote: Path, name: str, seed: int) -> None:
-    """A demo site archived and shipped to ``remote`` as ``name``, every local
-    copy dropped (keep_local_days = 0): the bucket holds all there is."""
-    config = write_demo(base / name, seed=seed, scale=0.02).config
-    settings = replace(
-        load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name, keep_local_days=0)
-    )
-    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
-    await archiver.run_pass()
-    report = await archiver.ship()
-    assert not report.problems
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import COLDKEEP, ck, report_line
-from remotecheck import check_remote_site, folder_fetch, remote_rows, set_remote
+from remotecheck import check_remote_site, demo_after_pass, folder_fetch, remote_rows, set_remote
 from sitecheck import Tally
 
 pytestmark = pytest.mark.crash
@@ -45,13 +45,7 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
 @pytest.fixture(scope="module")
 def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A demo site after a pass, shipping to remote/ and dropping at once."""
-    site = tmp_path_factory.mktemp("ship-template") / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
-    ck(site, "pass")
+    site = demo_after_pass(tmp_path_factory.mktemp("ship-template") / "site")
     set_remote(site, f'url = "file:remote"\nsite = "{SITE}"\nkeep_local_days = 0\n')
     return site
 
