@@ -189,7 +189,8 @@ def restore_row(work: Path, proxy: FaultProxy, quick: bool) -> Row:
     assert not bundles, "the local copies are dropped"
     proxy.reset_counts()
     before = len(proxy.exchanges)
-    result, _ = coldkeep(ck, "restore", "--path", "big/f-00100.jsonl", "--to", str(work / "out"))
+    one = f"big/f-{count // 2:05d}.jsonl"
+    result, _ = coldkeep(ck, "restore", "--path", one, "--to", str(work / "out"))
     assert [f["result"] for f in result] == ["restored"], result
     sent = sum(x.sent for x in proxy.exchanges[before:])
     return (

@@ -6,9 +6,10 @@ as a plain gzip and that is removed after.
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
   compares the SHA-256 with the entry's before anything is placed).
-- Scratch files are ``.remote-*.partial`` directly under ``archive_root``; one a
-  crash left behind is removed by the next operation that reads the remote
-  (``clear_scratch``), and no walk of the archive takes one for data.
+- Scratch files are ``.remote-*.partial`` (and a snapshot's ``-journal``)
+  directly under ``archive_root``; one a crash left behind is removed by the
+  next operation that reads the remote (``clear_scratch``), and no walk of the
+  archive takes one for data.
 """
 
 from __future__ import annotations
@@ -40,12 +41,10 @@ def clear_scratch(layout: Layout) -> list[Path]:
     root = layout.root
     if not root.is_dir():
         return []
-    names = [n for n in os.listdir(root) if n.startswith(SCRATCH_PREFIX)]
-    return [
-        root / n
-        for n in names
-        if n.endswith(PARTIAL_SUFFIX) and unlink_if_present(root / n, root=root)
-    ]
+    # A snapshot's database killed mid-backup leaves its rollback journal too
+    # (``<scratch>.partial-journal``).
+    names = [n for n in os.listdir(root) if n.startswith(SCRATCH_PREFIX) and PARTIAL_SUFFIX in n]
+    return [root / n for n in names if unlink_if_present(root / n, root=root)]
 
 
 def _write_all(fd: int, data: bytes) -> None:

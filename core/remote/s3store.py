@@ -161,31 +161,37 @@ class S3Store(ObjectStore):
         return self.conditional
 
     async def _probe(self) -> None:
-        """Whether the server refuses a second create of the same key."""
-        self._probed = True
+        """Whether the server refuses a second create of the same key. Known only
+        once the probe has an answer: a probe that failed is tried again."""
         s3 = await self._s3()
         key = self._key(f".coldkeep-probe/{secrets.token_hex(8)}")
+        created = False
         try:
             await s3.put_object(Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
+            created = True
             try:
                 await s3.put_object(Bucket=self.bucket, Key=key, Body=b"2", IfNoneMatch="*")
             except ClientError as err:
                 if _code(err) in _EXISTS or _status(err) in _EXISTS:
+                    self._probed = True
                     return
                 if _code(err) not in _NO_CONDITIONAL and _status(err) not in _NO_CONDITIONAL:
                     raise
             self.conditional = False
+            self._probed = True
         except ClientError as err:
             if _code(err) not in _NO_CONDITIONAL and _status(err) not in _NO_CONDITIONAL:
                 raise self._error(key, err, "probing for conditional writes") from err
             self.conditional = False
+            self._probed = True
         except BotoCoreError as err:
             raise self._error(key, err, "probing for conditional writes") from err
         finally:
-            try:
-                await s3.delete_object(Bucket=self.bucket, Key=key)
-            except (ClientError, BotoCoreError):
-                self.notices.append(f"{self.where(key)}: the probe object could not be removed")
+            if created:
+                try:
+                    await s3.delete_object(Bucket=self.bucket, Key=key)
+                except (ClientError, BotoCoreError):
+                    self.notices.append(f"{self.where(key)}: the probe object could not be removed")
         if not self.conditional:
             self.notices.append(
                 f"{self.url}: the server does not refuse an existing key (If-None-Match); "
