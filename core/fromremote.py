@@ -205,23 +205,21 @@ class RemoteRebuild:
     async def _mark_remote_only(self, manifest: Manifest, report: FromRemoteReport) -> None:
         """Shipped files with no local copy here are read from the remote."""
         objects = RemoteObjects(manifest)
-        now = now_ms()
-        for obj in await objects.all():
-            if obj.month is not None or not obj.local:
-                continue
-            local = await asyncio.to_thread(self._exists, obj.path)
-            if not local:
-                await objects.mark_local_gone(obj.path, now)
-                await objects.confirm_local_gone(obj.path)
+        candidates = [o.path for o in await objects.all() if o.month is None and o.local]
+        gone = await asyncio.to_thread(
+            lambda: [path for path in candidates if not self._exists(path)]
+        )
+        await objects.mark_remote_only(gone, now_ms())
         recorded = {o.path for o in await objects.all()}
         rows = await manifest.rows(
             "SELECT DISTINCT gz_path FROM entries WHERE status IN ('archived', 'stale', 'restored')"
         )
         report.entries = (await manifest.rows("SELECT count(*) FROM entries"))[0][0]
         report.remote_only = len(await objects.gone_paths())
-        for (path,) in rows:
-            if path not in recorded and not await asyncio.to_thread(self._exists, path):
-                report.never_shipped.append(path)
+        unrecorded = [path for (path,) in rows if path not in recorded]
+        report.never_shipped = await asyncio.to_thread(
+            lambda: [path for path in unrecorded if not self._exists(path)]
+        )
 
     def _exists(self, path: str) -> bool:
         try:

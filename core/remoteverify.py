@@ -20,6 +20,7 @@ A copy that is missing or wrong:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -90,8 +91,9 @@ class RemoteVerifier:
             return every
         count = min(len(every), math.ceil(len(every) * sample))
         cursor = await self.objects.verify_cursor()
-        after = [o for o in every if cursor is None or o.path > cursor]
-        return (after + [o for o in every if o not in after])[:count]
+        # ``every`` is in path order: the share starts after the cursor and wraps.
+        start = 0 if cursor is None else bisect.bisect_right([o.path for o in every], cursor)
+        return (every[start:] + every[:start])[:count]
 
     async def _read_sha(self, key: str, size: int) -> str:
         digest = hashlib.sha256()

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -138,6 +139,15 @@ class RemoteObjects:
             [prefix, prefix + "\U0010ffff"],
         )
         return [r[0] for r in rows]
+
+    async def mark_remote_only(self, paths: list[str], at: int) -> None:
+        """``paths`` have no local copy here (a new host after a disaster): their
+        drop recorded and confirmed at once, in one transaction."""
+        await self.manifest.run(
+            "UPDATE remote_objects SET local_gone_at = ?, local_present = 0 "
+            "WHERE path IN (SELECT value FROM json_each(?))",
+            [at, json.dumps(paths)],
+        )
 
     async def confirm_local_gone(self, path: str) -> None:
         await self.manifest.run(
