@@ -37,6 +37,7 @@ from zlib_ng import zlib_ng
 
 from .cancel import CancelToken
 from .config import Engine
+from .fsutil import open_file
 from .ioerror import naming
 from .ratelimit import UNLIMITED, RateLimiter
 
@@ -315,6 +316,18 @@ def digest_fd(
         while (chunk := next_chunk()) is not None:
             hashes.update(chunk)
     return Digest(hashes.n, hashes.sha.hexdigest()), hashes.prefix_hex()
+
+
+def digest_path(
+    path: Path, *, root: Path, cancel: CancelToken, limiter: RateLimiter = UNLIMITED
+) -> Digest:
+    """sha256 and length of the file at ``path``, reached beneath ``root``
+    (never through a link), through the rate cap."""
+    fd = open_file(path, os.O_RDONLY, root=root)
+    try:
+        return digest_fd(fd, limiter=limiter, cancel=cancel, path=path)[0]
+    finally:
+        os.close(fd)
 
 
 def inflate(

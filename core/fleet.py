@@ -17,7 +17,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,13 +28,13 @@ from .config import RemoteSettings
 from .files.catalog import Catalog, load_catalog
 from .files.filemove import FileMover
 from .files.restore import RestoreReport, check_restore_root, restore_files
-from .fromremote import check_db, sha256_of
-from .fsutil import fsync_dir, open_file, rename_noreplace, unlink_if_present
+from .fromremote import snapshot_problem
+from .fsutil import fsync_dir, rename_noreplace, unlink_if_present
 from .layout import Layout
 from .manifest import Manifest
 from .ratelimit import RateLimiter
 from .remote.connect import open_store
-from .remote.fetch import RemoteReader, scratch_path
+from .remote.fetch import RemoteReader, downloaded
 from .remote.store import ObjectStore, RemoteError
 from .stream import EventStream
 
@@ -96,30 +95,17 @@ class Fleet:
     async def _fetch_snapshot(self, key: str, layout: Layout) -> str | None:
         """``key`` in place as the site's cached manifest; None, or why not."""
         root = layout.root
-        tmp = scratch_path(layout, "fleet")
         try:
-            fd = await asyncio.to_thread(
-                open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
-            )
-            try:
-                await self.store.download(key, fd)
-            finally:
-                os.close(fd)
-            info = await self.store.head(key)
-            got = await asyncio.to_thread(sha256_of, tmp)
-            if info is not None and info.sha256 not in (None, got):
-                return f"{self.store.where(key)}: did not read back whole"
-            why = await asyncio.to_thread(check_db, tmp)
-            if why is not None:
-                return f"{self.store.where(key)}: {why}"
-            await asyncio.to_thread(unlink_if_present, layout.manifest, root=root)
-            await asyncio.to_thread(rename_noreplace, tmp, layout.manifest, root=root)
-            await asyncio.to_thread(fsync_dir, root, root=root)
-            return None
+            async with downloaded(self.store, key, layout, "fleet") as tmp:
+                why = await snapshot_problem(self.store, key, tmp, root)
+                if why is not None:
+                    return why
+                await asyncio.to_thread(unlink_if_present, layout.manifest, root=root)
+                await asyncio.to_thread(rename_noreplace, tmp, layout.manifest, root=root)
         except RemoteError as err:
             return str(err)
-        finally:
-            await asyncio.to_thread(unlink_if_present, tmp, root=root)
+        await asyncio.to_thread(fsync_dir, root, root=root)
+        return None
 
     async def catalogs(self) -> dict[str, Catalog]:
         """Each usable site's entries, for searching across hosts."""

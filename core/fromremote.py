@@ -24,19 +24,18 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .cancel import CancelToken
-from .fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
+from .codec import digest_path
+from .fsutil import ensure_dir, fsync_dir, rename_noreplace
 from .layout import Layout, UnsafePath
 from .manifest import SCHEMA_VERSION, Manifest, now_ms
 from .ratelimit import RateLimiter
-from .remote.fetch import clear_scratch, scratch_path
+from .remote.fetch import clear_scratch, downloaded
 from .remote.objects import RemoteObjects
 from .remote.store import ObjectStore, RemoteError
 from .stream import EventStream, FileDone, Phase
@@ -75,14 +74,6 @@ class FromRemoteReport:
         }
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check_db(path: Path) -> str | None:
     """Why the database at ``path`` cannot serve as the manifest, or None."""
     try:
@@ -95,6 +86,17 @@ def check_db(path: Path) -> str | None:
     if version > SCHEMA_VERSION:
         return f"its schema {version} is newer than this coldkeep's {SCHEMA_VERSION}: upgrade"
     return None
+
+
+async def snapshot_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
+    """Why the manifest snapshot ``key``, downloaded to ``path``, cannot serve:
+    it did not read back as the server holds it, or it is no sound manifest."""
+    info = await store.head(key)
+    got = (await asyncio.to_thread(digest_path, path, root=root, cancel=CancelToken())).sha256
+    if info is not None and info.sha256 not in (None, got):
+        return f"{store.where(key)}: it reads back as {got}, not the server's {info.sha256}"
+    why = await asyncio.to_thread(check_db, path)
+    return None if why is None else f"{store.where(key)}: {why}"
 
 
 class RemoteRebuild:
@@ -118,24 +120,18 @@ class RemoteRebuild:
     def key(self, path: str) -> str:
         return f"{self.site}/{path}"
 
-    async def fetch_to(self, key: str, dest: Path, sha256: str | None) -> bool:
-        """``key`` placed at ``dest`` under archive_root (partial, fsync, rename
-        without replacing, directory fsync); False if ``dest`` exists already.
-        With ``sha256``, bytes that differ are refused before they are placed."""
+    async def fetch_to(self, key: str, dest: Path, size: int, sha256: str | None) -> bool:
+        """``key`` (``size`` bytes, through the rate cap) placed at ``dest`` under
+        archive_root (scratch file, fsync, rename without replacing, directory
+        fsync); False if ``dest`` exists already. With ``sha256``, bytes that
+        differ are refused before they are placed."""
         root = self.layout.root
-        tmp = scratch_path(self.layout, "dr")
-        try:
-            fd = await asyncio.to_thread(
-                open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
-            )
-            try:
-                size = await self.store.download(key, fd)
-                await asyncio.to_thread(os.fsync, fd)
-            finally:
-                os.close(fd)
-            await asyncio.to_thread(self.limiter.take, size, self.cancel)
+        await asyncio.to_thread(self.limiter.take, size, self.cancel)
+        async with downloaded(self.store, key, self.layout, "dr") as tmp:
             if sha256 is not None:
-                got = await asyncio.to_thread(sha256_of, tmp)
+                got = (
+                    await asyncio.to_thread(digest_path, tmp, root=root, cancel=self.cancel)
+                ).sha256
                 if got != sha256:
                     raise RemoteError(
                         f"{self.store.where(key)}: its bytes hash to {got}, not the recorded "
@@ -146,8 +142,6 @@ class RemoteRebuild:
             if placed == "renamed":
                 await asyncio.to_thread(fsync_dir, dest.parent, root=root)
             return placed == "renamed"
-        finally:
-            await asyncio.to_thread(unlink_if_present, tmp, root=root)
 
     async def run(self, out: Path) -> FromRemoteReport:
         await asyncio.to_thread(clear_scratch, self.layout)
@@ -170,37 +164,24 @@ class RemoteRebuild:
     async def _place_snapshot(
         self, snapshots: list[str], out: Path, report: FromRemoteReport
     ) -> None:
+        root = self.layout.root
         for key in snapshots:
             self.cancel.check()
-            tmp = scratch_path(self.layout, "dr-manifest")
-            root = self.layout.root
             try:
-                fd = await asyncio.to_thread(
-                    open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
-                )
-                try:
-                    await self.store.download(key, fd)
-                    await asyncio.to_thread(os.fsync, fd)
-                finally:
-                    os.close(fd)
-                info = await self.store.head(key)
-                got = await asyncio.to_thread(sha256_of, tmp)
-                why = await asyncio.to_thread(check_db, tmp)
-                if info is not None and info.sha256 not in (None, got):
-                    why = f"it reads back as {got}, not the server's {info.sha256}"
-                if why is not None:
-                    report.problems.append(f"{self.store.where(key)}: skipped: {why}")
-                    continue
-                placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
-                if placed == "exists":
-                    raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
-                await asyncio.to_thread(fsync_dir, out.parent, root=root)
-                report.snapshot = key
-                return
+                async with downloaded(self.store, key, self.layout, "dr-manifest") as tmp:
+                    why = await snapshot_problem(self.store, key, tmp, root)
+                    if why is not None:
+                        report.problems.append(f"{why}; skipped")
+                        continue
+                    placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
             except RemoteError as err:
                 report.problems.append(f"{err}; trying an older snapshot")
-            finally:
-                await asyncio.to_thread(unlink_if_present, tmp, root=root)
+                continue
+            if placed == "exists":
+                raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
+            await asyncio.to_thread(fsync_dir, out.parent, root=root)
+            report.snapshot = key
+            return
 
     async def _mark_remote_only(self, manifest: Manifest, report: FromRemoteReport) -> None:
         """Shipped files with no local copy here are read from the remote."""
@@ -241,9 +222,8 @@ class RemoteRebuild:
         for month, obj in missing.items():
             self.cancel.check()
             try:
-                if await self.fetch_to(
-                    self.key(obj.path), self.layout.events / f"{month}.db", obj.sha256
-                ):
+                dest = self.layout.events / f"{month}.db"
+                if await self.fetch_to(self.key(obj.path), dest, obj.bytes, obj.sha256):
                     fetched += 1
                     self.stream.emit(FileDone("fetch", obj.path, "fetched", obj.bytes))
             except RemoteError as err:
@@ -265,7 +245,7 @@ class RemoteRebuild:
             path = info.key[len(self.site) + 1 :]
             try:
                 dest = self.layout.abs(path)
-                if await self.fetch_to(info.key, dest, None):
+                if await self.fetch_to(info.key, dest, info.size, None):
                     report.fetched += 1
                     self.stream.emit(FileDone("fetch", path, "fetched", info.size))
             except (RemoteError, UnsafePath) as err:

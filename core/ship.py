@@ -48,14 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from .cancel import CancelToken
-from .codec import digest_fd
+from .codec import digest_path
 from .config import Settings
 from .events.eventschema import DAY_MS
 from .fsutil import (
     FileIdentity,
     fsync_dir,
     identity_or_none,
-    open_file,
     unlink_if_identity,
     unlink_if_present,
 )
@@ -143,17 +142,6 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
     )
 
 
-def _hash_file(
-    path: Path, root: Path, limiter: RateLimiter, cancel: CancelToken
-) -> tuple[int, str]:
-    fd = open_file(path, os.O_RDONLY, root=root)
-    try:
-        digest, _ = digest_fd(fd, limiter=limiter, cancel=cancel, path=path)
-    finally:
-        os.close(fd)
-    return digest.bytes, digest.sha256
-
-
 def _month_closed(month: str, now_ms: int, min_age_days: float) -> bool:
     """No pass adds rows to ``month`` any more: its last day is older than the
     events' minimum age."""
@@ -239,6 +227,13 @@ class Shipper:
     def key(self, path: str) -> str:
         return f"{self.remote.site}/{path}"
 
+    async def _hash(self, path: Path) -> tuple[int, str]:
+        """A local file's size and sha256, read through io.bytes_per_s."""
+        digest = await asyncio.to_thread(
+            digest_path, path, root=self.layout.root, cancel=self.cancel, limiter=self.reads
+        )
+        return digest.bytes, digest.sha256
+
     async def run(self) -> ShipReport:
         await self.settle_drops()
         await asyncio.to_thread(clear_scratch, self.layout)
@@ -282,10 +277,9 @@ class Shipper:
             raise
 
     async def _ship_file(self, path: str) -> None:
-        root = self.layout.root
         try:
             local = self.layout.abs(path)
-            size, sha = await asyncio.to_thread(_hash_file, local, root, self.reads, self.cancel)
+            size, sha = await self._hash(local)
         except (OSError, ValueError) as err:
             self._problem(
                 path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
@@ -347,9 +341,7 @@ class Shipper:
         renewed. None when done, else why not (the row keeps its failure)."""
         local = self.layout.abs(obj.path)
         try:
-            size, sha = await asyncio.to_thread(
-                _hash_file, local, self.layout.root, self.reads, self.cancel
-            )
+            size, sha = await self._hash(local)
         except OSError as err:
             return f"{local}: the local copy cannot be read: {err}"
         if (size, sha) != (obj.bytes, obj.sha256):
@@ -397,9 +389,7 @@ class Shipper:
         tmp = scratch_path(self.layout, f"ship-{month}")
         try:
             await asyncio.to_thread(_snapshot, db, tmp)
-            size, sha = await asyncio.to_thread(
-                _hash_file, tmp, self.layout.root, self.reads, self.cancel
-            )
+            size, sha = await self._hash(tmp)
             if last is not None and last.sha256 == sha:
                 await self.objects.set_source_sig(last.path, sig)
                 return
@@ -420,9 +410,7 @@ class Shipper:
         key = self.key(path)
         try:
             await asyncio.to_thread(_snapshot, self.layout.manifest, tmp)
-            size, sha = await asyncio.to_thread(
-                _hash_file, tmp, self.layout.root, self.reads, self.cancel
-            )
+            size, sha = await self._hash(tmp)
             await self._put(key, tmp, size, sha)
             info = await self.store.head(key)
             if info is None or info.size != size or info.sha256 not in (sha, None):

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -40,12 +39,11 @@ from pathlib import Path
 from typing import ClassVar, Literal, TypeAlias
 
 from ..cancel import CancelToken, in_thread
-from ..codec import Codec, Digest, Progress, digest_fd
+from ..codec import Codec, Progress, digest_path
 from ..fsutil import (
     FileIdentity,
     UnlinkResult,
     identity_or_none,
-    open_file,
     unlink_if_identity,
     unlink_if_present,
 )
@@ -83,14 +81,6 @@ class Archived:
 
 
 FileOutcome = Archived | VerifyFailed | Changed
-
-
-def _digest_path(path: Path, root: Path, limiter: RateLimiter, cancel: CancelToken) -> Digest:
-    fd = open_file(path, os.O_RDONLY, root=root)
-    try:
-        return digest_fd(fd, limiter=limiter, cancel=cancel)[0]
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -149,7 +139,9 @@ class FileMover:
             proven = True
         else:
             root = self.layout.root
-            digest = await in_thread(token, _digest_path, legacy, root, self.limiter, token)
+            digest = await in_thread(
+                token, digest_path, legacy, root=root, cancel=token, limiter=self.limiter
+            )
             proven = digest.bytes == ident.size and digest.sha256 == ok.prefix_sha256
         if proven and await self._unlink_if_identity(legacy, ident, self.layout.root) == "removed":
             return "removed", f"{legacy} was a plain copy of the first {ident.size} bytes"

@@ -86,24 +86,45 @@ class RemoteReader:
     async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:
         """``entry``'s gzip alone in a scratch file, for the life of the block."""
         key = f"{self.site}/{entry.gz_path}"
-        tmp = scratch_path(self.layout, f"fetch-{entry.id}")
-        root = self.layout.root
-        try:
-            fd = await asyncio.to_thread(
-                open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
-            )
-            try:
-                span = entry.span
-                if span is not None:
-                    await asyncio.to_thread(self.limiter.take, span.length, cancel)
-                    data = await self.store.read_range(key, span.offset, span.length)
-                    await asyncio.to_thread(_write_all, fd, data)
-                else:
-                    await asyncio.to_thread(self.limiter.take, entry.gz_bytes, cancel)
-                    await self.store.download(key, fd)
-                    await asyncio.to_thread(os.fsync, fd)
-            finally:
-                os.close(fd)
+        span = entry.span
+        if span is None:
+            await asyncio.to_thread(self.limiter.take, entry.gz_bytes, cancel)
+            async with downloaded(self.store, key, self.layout, f"fetch-{entry.id}") as tmp:
+                yield tmp
+            return
+        await asyncio.to_thread(self.limiter.take, span.length, cancel)
+        data = await self.store.read_range(key, span.offset, span.length)
+        async with scratch_file(self.layout, f"fetch-{entry.id}") as (tmp, fd):
+            await asyncio.to_thread(_write_all, fd, data)
             yield tmp
+
+
+@asynccontextmanager
+async def scratch_file(layout: Layout, what: str) -> AsyncIterator[tuple[Path, int]]:
+    """A new scratch file under archive_root and its descriptor, for the life of
+    the block (closed after); the file is removed after the block unless the
+    block renamed it into place."""
+    tmp = scratch_path(layout, what)
+    root = layout.root
+    try:
+        fd = await asyncio.to_thread(
+            open_file, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root
+        )
+        try:
+            yield tmp, fd
         finally:
-            await asyncio.to_thread(unlink_if_present, tmp, root=root)
+            os.close(fd)
+    finally:
+        await asyncio.to_thread(unlink_if_present, tmp, root=root)
+
+
+@asynccontextmanager
+async def downloaded(
+    store: ObjectStore, key: str, layout: Layout, what: str
+) -> AsyncIterator[Path]:
+    """The whole object ``key`` in a scratch file, fsynced, for the life of the
+    block (which may rename it into place); removed after if still there."""
+    async with scratch_file(layout, what) as (tmp, fd):
+        await store.download(key, fd)
+        await asyncio.to_thread(os.fsync, fd)
+        yield tmp
