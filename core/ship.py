@@ -12,8 +12,9 @@ One ship, under the archive lock:
     events     each closed event month whose database changed since its last
                snapshot: a consistent copy (SQLite's backup API) shipped as
                ``events/<YYYY-MM>.<sha12>.db``
-    drop       local copies shipped more than ``keep_local_days`` ago: recorded
-               first, unlinked after (identity re-checked), directory fsynced
+    drop       local copies shipped more than ``keep_local_days`` ago: the remote
+               copy re-checked (HEAD), the drop recorded, the file unlinked
+               (identity re-checked), its directory fsynced
     manifest   a snapshot of the manifest as ``manifest/<UTC time>.db`` when
                anything changed (or none is there); the newest KEEP_SNAPSHOTS kept
 
@@ -25,7 +26,11 @@ Invariants:
   the local file's. An object already at its key counts as shipped only if its
   bytes are the same; different bytes are a problem to report, never replaced.
 - A local copy is dropped only when its row says it was shipped and verified,
-  ``keep_local_days`` have passed, and its last remote verify did not fail.
+  ``keep_local_days`` have passed, its last remote verify did not fail, and the
+  server, asked right before, still holds its size and SHA-256.
+- Read back means: the size and SHA-256 by HEAD (the bytes themselves where the
+  server keeps no checksum), or, for a group of uploads whose PUT answers gave
+  the SHA-256 sent, their sizes by one listing where that is fewer requests.
 - Every step is announced (``object_uploaded``, ``object_recorded``,
   ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``); a crash
   anywhere is settled by the next ship: an uploaded object not recorded is found
@@ -38,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import posixpath
 import re
 import sqlite3
 import time
@@ -63,13 +69,18 @@ from .manifest import Manifest, now_ms
 from .ratelimit import UNLIMITED, RateLimiter
 from .remote.fetch import clear_scratch, scratch_path
 from .remote.objects import RemoteObject, RemoteObjects
-from .remote.store import ObjectInfo, ObjectStore, RemoteAuthError, RemoteError
+from .remote.store import ObjectInfo, ObjectStore, Put, RemoteAuthError, RemoteError
 from .steps import StepHook, StepName, no_step
 from .stream import EventStream, FileDone, Phase
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
 IN_FLIGHT = 8
+# Uploads whose sizes one listing reads back together: at most a listing's page
+# of keys, and no more bytes than a stop should leave unrecorded.
+GROUP_OBJECTS = 1000
+GROUP_BYTES = 1 << 30
+LIST_PAGE = 1000  # keys per listing request (S3's page)
 _MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")
 
 
@@ -103,6 +114,17 @@ class ShipReport:
             "problems": self.problems,
             "notices": self.notices,
         }
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """An upload (or an object found at its key), not yet read back."""
+
+    path: str
+    size: int
+    sha: str
+    created: bool
+    kept: str | None  # the SHA-256 the PUT's answer says the server keeps
 
 
 @dataclass(frozen=True)
@@ -259,11 +281,22 @@ class Shipper:
         pending = await self.objects.pending_files()
         self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
         gate = asyncio.Semaphore(IN_FLIGHT)
+        waiting: list[_Sent] = []
 
         async def one(path: str) -> None:
             async with gate:
                 self.cancel.check()
-                await self._ship_file(path)
+                sent = await self._upload_file(path)
+                if sent is None:
+                    return
+                if not (sent.created and sent.kept == sent.sha):
+                    await self._confirm_one(sent)
+                    return
+            waiting.append(sent)
+            if len(waiting) >= GROUP_OBJECTS or sum(w.size for w in waiting) >= GROUP_BYTES:
+                group = waiting[:]
+                waiting.clear()
+                await self._confirm_group(group)
 
         tasks = [asyncio.ensure_future(one(p)) for p in pending]
         try:
@@ -271,12 +304,15 @@ class Shipper:
         except BaseException:
             # Stopped (or failed): the uploads in flight stop too, before the
             # session that holds the lock and the manifest ends under them.
+            # What was uploaded and not yet read back is found at its key by
+            # the next ship, read back and recorded then.
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        await self._confirm_group(waiting)
 
-    async def _ship_file(self, path: str) -> None:
+    async def _upload_file(self, path: str) -> _Sent | None:
         try:
             local = self.layout.abs(path)
             size, sha = await self._hash(local)
@@ -284,56 +320,116 @@ class Shipper:
             self._problem(
                 path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
             )
+            return None
+        try:
+            return await self._upload(path, local, size, sha)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            self._problem(path, str(err))
+            return None
+
+    async def _confirm_one(self, sent: _Sent) -> None:
+        try:
+            why = await self._read_back(sent)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            why = str(err)
+        if why is None:
+            await self._accept(sent)
+        else:
+            self._problem(sent.path, why)
+
+    async def _confirm_group(self, group: list[_Sent]) -> None:
+        """Uploads whose answer carried the server's SHA-256 (the one sent),
+        their sizes read back by one listing where that costs fewer requests
+        than a HEAD each; what the listing does not show is read back by HEAD."""
+        if not group:
             return
-        await self.ship_object(path, local, size, sha)
+        common = posixpath.commonpath([posixpath.dirname(s.path) for s in group])
+        prefix = f"{common}/" if common else ""
+        listed_pages = -(-(await self.objects.count_under(prefix) + len(group)) // LIST_PAGE)
+        sizes: dict[str, int] = {}
+        if listed_pages < len(group):
+            wanted = {self.key(s.path) for s in group}
+            try:
+                async for info in self.store.list_objects(self.key(prefix)):
+                    if info.key in wanted:
+                        sizes[info.key] = info.size
+                        if len(sizes) == len(wanted):
+                            break
+            except RemoteAuthError:
+                raise
+            except RemoteError:
+                sizes.clear()  # each read back by HEAD instead, which says what fails
+        for sent in group:
+            if sizes.get(self.key(sent.path)) == sent.size:
+                await self._accept(sent)
+            else:
+                await self._confirm_one(sent)
 
     async def ship_object(
         self, path: str, local: Path, size: int, sha: str, **extra: str | None
     ) -> bool:
         """``local`` at ``path``'s key, read back, recorded; True if recorded."""
-        created, why = await self._send(path, local, size, sha)
-        if why is not None:
-            self._problem(path, why)
-            return False
-        month = extra.get("month")
-        await self.objects.record(
-            RemoteObject(path, size, sha, self.clock(), month=month, source_sig=extra.get("sig"))
-        )
-        await self._announce("object_recorded", path)
-        if created:
-            self.report.uploaded += 1
-            self.report.bytes += size
-        else:
-            self.report.already += 1
-        self.stream.emit(FileDone("ship", path, "shipped" if created else "exists", size))
-        return True
-
-    async def _send(self, path: str, local: Path, size: int, sha: str) -> tuple[bool, str | None]:
-        """``local`` uploaded create-only to ``path``'s key and read back:
-        (whether this upload created it, None) when the server holds exactly
-        these bytes, else (…, why not). Refused credentials stop everything."""
-        key = self.key(path)
-        created = False
         try:
-            created = await self._put(key, local, size, sha)
-            await self._announce("object_uploaded", path)
-            info = await self.store.head(key)
-            if info is not None and info.sha256 is None:
-                info = await self._read_back(key, info.size)
+            sent = await self._upload(path, local, size, sha)
+            why = await self._read_back(sent)
         except RemoteAuthError:
             raise
         except RemoteError as err:
-            return created, str(err)
-        if info is None:
-            return created, f"{self.store.where(key)}: gone right after its upload; not recorded"
-        if (info.size, info.sha256) != (size, sha):
-            how = "was uploaded" if created else "was already there"
-            return created, (
-                f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
-                f"not the local {size} bytes, sha256 {sha}: not recorded, nothing replaced "
-                "(another host shipping as the same remote.site?)"
+            why = str(err)
+        if why is not None:
+            self._problem(path, why)
+            return False
+        await self._accept(sent, **extra)
+        return True
+
+    async def _accept(self, sent: _Sent, **extra: str | None) -> None:
+        """An object the server was shown to hold: recorded as remote."""
+        await self.objects.record(
+            RemoteObject(
+                sent.path,
+                sent.size,
+                sent.sha,
+                self.clock(),
+                month=extra.get("month"),
+                source_sig=extra.get("sig"),
             )
-        return created, None
+        )
+        await self._announce("object_recorded", sent.path)
+        if sent.created:
+            self.report.uploaded += 1
+            self.report.bytes += sent.size
+        else:
+            self.report.already += 1
+        how = "shipped" if sent.created else "exists"
+        self.stream.emit(FileDone("ship", sent.path, how, sent.size))
+
+    async def _upload(self, path: str, local: Path, size: int, sha: str) -> _Sent:
+        put = await self._put(self.key(path), local, size, sha)
+        await self._announce("object_uploaded", path)
+        return _Sent(path, size, sha, put.created, put.kept)
+
+    async def _read_back(self, sent: _Sent) -> str | None:
+        """None when the server holds exactly ``sent``'s bytes at its key (size
+        and SHA-256 read back by HEAD, or the bytes themselves where the server
+        keeps no checksum), else why not."""
+        key = self.key(sent.path)
+        info = await self.store.head(key)
+        if info is not None and info.sha256 is None:
+            info = await self._read_bytes_back(key, info.size)
+        if info is None:
+            return f"{self.store.where(key)}: gone right after its upload; not recorded"
+        if (info.size, info.sha256) != (sent.size, sent.sha):
+            how = "was uploaded" if sent.created else "was already there"
+            return (
+                f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
+                f"not the local {sent.size} bytes, sha256 {sent.sha}: not recorded, nothing "
+                "replaced (another host shipping as the same remote.site?)"
+            )
+        return None
 
     async def reship(self, obj: RemoteObject) -> str | None:
         """A remote copy proven bad or gone, replaced from the local copy: the bad
@@ -348,24 +444,24 @@ class Shipper:
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
         try:
             await self.store.delete(self.key(obj.path))
+            why = await self._read_back(await self._upload(obj.path, local, size, sha))
         except RemoteAuthError:
             raise
         except RemoteError as err:
             return str(err)
-        _, why = await self._send(obj.path, local, size, sha)
         if why is None:
             await self.objects.renew(obj.path, self.clock())
         return why
 
-    async def _put(self, key: str, local: Path, size: int, sha: str) -> bool:
+    async def _put(self, key: str, local: Path, size: int, sha: str) -> Put:
         await asyncio.to_thread(self.limiter.take, size, self.cancel)
         async with self._probing:  # the first upload finds out; the others wait for it
             conditional = await self.store.refuses_overwrite()
         if not conditional and await self.store.head(key) is not None:
-            return False  # under the archive lock: nobody of this site writes meanwhile
+            return Put(created=False)  # under the archive lock: nobody of this site writes
         return await self.store.put_new(key, local, size, sha)
 
-    async def _read_back(self, key: str, size: int) -> ObjectInfo:
+    async def _read_bytes_back(self, key: str, size: int) -> ObjectInfo:
         """A server that keeps no checksum: the bytes read back and hashed."""
         data = await self.store.read_range(key, 0, size) if size else b""
         return ObjectInfo(key, len(data), hashlib.sha256(data).hexdigest())
@@ -458,9 +554,35 @@ class Shipper:
                 f"{local}: {what}; its remote copy is kept, nothing dropped"
             )
             return
+        why = await self._still_remote(obj)
+        if why is not None:
+            # Held back from every drop until verify --remote ships it again.
+            await self.objects.mark_verified(obj.path, self.clock(), why)
+            self.report.problems.append(f"{why}; the local copy {local} is kept")
+            return
         await self.objects.mark_local_gone(obj.path, self.clock())
         await self._announce("local_drop_recorded", obj.path)
         await self._unlink(obj.path, local, ident)
+
+    async def _still_remote(self, obj: RemoteObject) -> str | None:
+        """The remote copy re-checked right before its local copy goes (it may
+        have been deleted or replaced since it was shipped): None when the
+        server still holds its size and SHA-256, else why not."""
+        key = self.key(obj.path)
+        try:
+            info = await self.store.head(key)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            return str(err)
+        if info is None:
+            return f"{self.store.where(key)}: no longer there (run coldkeep verify --remote)"
+        if info.size != obj.bytes or info.sha256 not in (obj.sha256, None):
+            return (
+                f"{self.store.where(key)}: now {info.size} bytes, sha256 {info.sha256}, not "
+                "what was shipped (run coldkeep verify --remote)"
+            )
+        return None
 
     async def _unlink(self, path: str, local: Path, ident: FileIdentity) -> None:
         root = self.layout.root

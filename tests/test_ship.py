@@ -120,6 +120,33 @@ async def test_local_copies_go_after_keep_local_days_and_still_restore(site: Pat
     assert not [p for p in (site.parent / "archive").iterdir() if p.name.startswith(".remote-")]
 
 
+async def test_a_copy_deleted_remotely_before_its_drop_keeps_the_local_one(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=30)
+    await ck.run_pass()
+    await ck.ship()
+    files = sorted(k for k in remote_files(site) if k.startswith("web-1/files/"))
+    gone, changed = (site.parent / "remote" / k for k in files[:2])
+    gone.unlink()  # a lifecycle rule, or a hand, in the 30 days between
+    changed.write_bytes(b"other bytes")
+    clock.now += 31 * DAY_MS
+    report = await ck.ship()
+    kept = {f.removeprefix("web-1/") for f in files[:2]}
+    for path in kept:
+        assert (site.parent / "archive" / path).is_file(), f"{path}: the only good copy, kept"
+    assert len(report.problems) == 2 and report.dropped == len(files) - 2
+    assert "no longer there" in " ".join(report.problems)
+    assert "not what was shipped" in " ".join(report.problems)
+    # verify --remote ships both again; the next ship drops them.
+    verified = await ck.verify_remote()
+    assert sorted(verified.reshipped) == sorted(kept)
+    clock.now += 31 * DAY_MS
+    report = await ck.ship()
+    assert report.dropped == 2 and not report.problems
+    restored = await ck.restore(Selection(glob="**"), to=site.parent / "out")
+    assert set(restored.counts) == {"restored"}
+
+
 async def test_a_new_version_never_takes_the_name_of_a_dropped_copy(site: Path) -> None:
     clock = Clock()
     ck = archiver_for(site, clock, keep_local_days=0)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
 from ..layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
-from .store import ObjectInfo, ObjectStore, RemoteError, RemoteMissing
+from .store import ObjectInfo, ObjectStore, Put, RemoteError, RemoteMissing
 
 CHUNK = 1 << 20
 
@@ -47,9 +47,9 @@ class FileStore(ObjectStore):
     def _failed(self, key: str, err: OSError) -> RemoteError:
         return RemoteError(f"{self.where(key)}: {err.strerror or err} (check the remote folder)")
 
-    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> bool:
+    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
         try:
-            return await asyncio.to_thread(self._put_new, key, src)
+            return Put(await asyncio.to_thread(self._put_new, key, src))
         except OSError as err:
             raise self._failed(key, err) from err
 

@@ -131,6 +131,14 @@ class RemoteObjects:
         )
         return bool(rows)
 
+    async def count_under(self, prefix: str) -> int:
+        """How many objects are recorded with paths starting with ``prefix``."""
+        [(n,)] = await self.manifest.rows(
+            "SELECT count(*) FROM remote_objects WHERE path >= ? AND path < ?",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return int(n)
+
     async def gone_under(self, prefix: str) -> list[str]:
         """The remote-only paths starting with ``prefix`` (a range of the key)."""
         rows = await self.manifest.rows(

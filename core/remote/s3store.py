@@ -8,9 +8,9 @@ Invariants:
   it or refuses it is used with ``conditional = False`` (the shipper then asks
   with HEAD first, under the archive lock) and the store says so once.
 - Every PUT names SHA-256 as its checksum and sends the value: the server checks
-  the body against it, keeps it, and ``head`` reads it back
-  (``ChecksumMode=ENABLED``). A server that keeps none answers without it and
-  the caller reads the bytes back instead.
+  the body against it, keeps it, says it in the PUT's answer, and ``head`` reads
+  it back (``ChecksumMode=ENABLED``). A server that keeps none answers without
+  it and the caller reads the bytes back instead.
 - Credentials come from botocore's standard chain only; a missing or refused one
   is a ``RemoteAuthError`` saying where credentials are looked for, and no
   message carries a key.
@@ -47,7 +47,7 @@ from botocore.exceptions import (
 )
 
 from ..config import RemoteSettings
-from .store import ObjectInfo, ObjectStore, RemoteAuthError, RemoteError, RemoteMissing
+from .store import ObjectInfo, ObjectStore, Put, RemoteAuthError, RemoteError, RemoteMissing
 
 # A single PUT carries at most this much (S3's limit); bigger objects are refused
 # with the reason rather than sent in parts whose checksum is not the file's.
@@ -202,7 +202,7 @@ class S3Store(ObjectStore):
         notices, self.notices = self.notices, []
         return notices
 
-    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> bool:
+    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
         if size > MAX_PUT:
             raise RemoteError(
                 f"{self.where(key)}: {size} bytes is more than one PUT carries (5 GiB); "
@@ -223,14 +223,14 @@ class S3Store(ObjectStore):
         body = await asyncio.to_thread(open, src, "rb")
         try:
             with body:
-                await s3.put_object(Body=body, **args)
+                got = await s3.put_object(Body=body, **args)
         except ClientError as err:
             if self.conditional and (_code(err) in _EXISTS or _status(err) in _EXISTS):
-                return False
+                return Put(created=False)
             raise self._error(key, err, "uploading") from err
         except BotoCoreError as err:
             raise self._error(key, err, "uploading") from err
-        return True
+        return Put(created=True, kept=_hex(got.get("ChecksumSHA256")))
 
     # reads ---------------------------------------------------------------------
 

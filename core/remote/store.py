@@ -10,8 +10,10 @@ Invariants:
   cannot refuse an existing key says so (``conditional`` is False) and its caller
   asks with ``head`` first, under the archive lock.
 - ``head`` reads back what the server holds: the size and, where the server
-  keeps one, the SHA-256 it computed or checked. Nothing is recorded as remote
-  on the strength of a PUT's answer alone.
+  keeps one, the SHA-256 it computed or checked. A PUT's answer may carry the
+  SHA-256 the server keeps (``Put.kept``), never the size: nothing is recorded
+  as remote on the strength of a PUT's answer alone (the shipper reads the size
+  back by HEAD or by listing).
 - Every failure is a ``RemoteError`` whose message is one line naming the URL and
   key and what to do; credentials never appear in it.
 """
@@ -37,6 +39,14 @@ class RemoteMissing(RemoteError):
 
 
 @dataclass(frozen=True)
+class Put:
+    """A create-only upload's answer."""
+
+    created: bool  # False: the key held an object already, left as it was
+    kept: str | None = None  # hex SHA-256 the server's answer says it keeps, if it said
+
+
+@dataclass(frozen=True)
 class ObjectInfo:
     key: str
     size: int
@@ -58,9 +68,9 @@ class ObjectStore(ABC):
         return self.conditional
 
     @abstractmethod
-    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> bool:
+    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
         """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
-        server checks where it can) to ``key`` unless it exists. False: it did."""
+        server checks where it can) to ``key`` unless it exists."""
 
     @abstractmethod
     async def head(self, key: str) -> ObjectInfo | None:
@@ -77,7 +87,8 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def list_objects(self, prefix: str) -> AsyncIterator[ObjectInfo]:
-        """Every key under ``prefix`` (sizes; checksums only where listing gives them)."""
+        """Every key under ``prefix`` in key order (sizes; checksums only where
+        listing gives them)."""
 
     @abstractmethod
     async def list_dirs(self, prefix: str) -> list[str]:
