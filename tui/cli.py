@@ -5,9 +5,9 @@ Every command takes ``--config`` (default ``$COLDKEEP_CONFIG`` or
 stdout, docs/json.md); the ones that change the archive take ``--wait SECONDS``.
 Progress goes to stderr: bars on a terminal, plain lines otherwise.
 
-Exit codes: 0 done, 1 failed or something needs attention (verify failures,
-missing gzips, conflicts…), 2 bad usage or config, 3 the archive lock is held by
-another process (the message names it).
+Exit codes (tui/clikit.py): 0 done, 1 failed or something needs attention
+(verify failures, missing gzips, conflicts…), 2 bad usage or config, 3 the
+archive lock is held by another process (the message names it).
 """
 
 from __future__ import annotations
@@ -17,183 +17,46 @@ import hashlib
 import json
 import os
 import signal
-import sqlite3
 import sys
 import traceback
 import urllib.parse
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import click
 
-from coldkeep.core.archiver import Archiver, ModeOff, NoRemote, recovery_counts
+from coldkeep.core.archiver import Archiver, recovery_counts
 from coldkeep.core.audit import history as audit_history
-from coldkeep.core.cancel import CancelToken
 from coldkeep.core.config import (
     ConfigError,
     RemoteSettings,
     RemoteUrlError,
-    Settings,
-    default_config_path,
     endpoint_url,
-    load_settings,
     remote_url,
 )
 from coldkeep.core.demo import write_demo
-from coldkeep.core.events.eventschema import EventsError
-from coldkeep.core.files.restore import Selection, SelectionError
-from coldkeep.core.files.scan import ScanError
-from coldkeep.core.fromremote import FromRemoteError
-from coldkeep.core.layout import UnsafePath
-from coldkeep.core.lock import LockHeld
+from coldkeep.core.files.restore import Selection
 from coldkeep.core.manifest import Manifest, ManifestError
-from coldkeep.core.remote.store import RemoteError
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobEvent, job_history
 from coldkeep.core.status import RemoteState
-from coldkeep.core.steps import StepInfo, StepName, no_step
-from coldkeep.core.stream import EventStream, as_dict
+from coldkeep.core.stream import as_dict
 
+from .clikit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    command,
+    ctx_for,
+    fail,
+    kill_hook,
+    run_command,
+)
 from .fmt import human
-from .report import Reporter, describe
+from .report import describe
 from .results import LIST_MAX, report
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
-# Lines of a list shown in text output; --json has them all.
-# Test seam: kill this process with SIGKILL when the named protocol step is
-# announced (``step`` or ``step:N`` for its N-th time). The crash tests use it on
-# the real CLI; it does nothing unless set.
-KILL_ENV = "COLDKEEP_TEST_KILL_AT"
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def _kill_hook() -> Any:
-    spec = os.environ.get(KILL_ENV)
-    if not spec:
-        return no_step
-    name, _, nth = spec.partition(":")
-    seen = [0]
-
-    async def hook(step: StepName, info: StepInfo) -> None:
-        if step == name:
-            seen[0] += 1
-            if seen[0] >= int(nth or 1):
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    return hook
-
-
-class Context:
-    def __init__(self, config: Path | None, json_out: bool, wait: float) -> None:
-        self.config_path = config or default_config_path()
-        self.json = json_out
-        self.wait = wait
-        self.stream = EventStream()
-        self.cancel = CancelToken()
-        self._settings: Settings | None = None
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.config_path)
-            for warning in self._settings.warnings:
-                click.echo(f"coldkeep: warning: {warning}", err=True)
-        return self._settings
-
-    def archiver(self) -> Archiver:
-        return Archiver(self.settings, stream=self.stream, step=_kill_hook(), wait=self.wait)
-
-    def emit(self, command: str, ok: bool, result: Any, text: Callable[[], str]) -> None:
-        """The result: a JSON document, or text for a person."""
-        if self.json:
-            doc = {"command": command, "ok": ok, "result": result}
-            click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
-        else:
-            click.echo(text())
-
-
-def _run(coro: Awaitable[int], ctx: Context) -> None:
-    """Run a command's coroutine with progress on stderr; map failures to exit codes.
-    SIGINT / SIGTERM cancel gracefully at the next safe point."""
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(coro)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, ctx.cancel.cancel, f"signal {sig.name}")
-        async with Reporter(ctx.stream, quiet=False):
-            return await task
-
-    try:
-        code = asyncio.run(main())
-    except ConfigError as err:
-        _fail(str(err), EXIT_USAGE, ctx)
-    except LockHeld as err:
-        _fail(f"{err}; try again when it finishes, or pass --wait SECONDS", EXIT_LOCKED, ctx)
-    except (ModeOff, NoRemote, FromRemoteError, SelectionError, UnsafePath) as err:
-        _fail(str(err), EXIT_USAGE, ctx)
-    except RemoteError as err:
-        _fail(str(err), EXIT_FAILED, ctx)
-    except (EventsError, ManifestError, ScanError) as err:
-        _fail(str(err), EXIT_FAILED, ctx)
-    except (OSError, sqlite3.Error) as err:
-        # I/O that proves nothing about the data (a full disk, EIO, a database
-        # error): one line naming the path, exit 1, never a traceback.
-        _fail(str(err), EXIT_FAILED, ctx)
-    raise SystemExit(code)
-
-
-def _fail(message: str, code: int, ctx: Context | None = None) -> None:
-    """One line on stderr; with --json, also the document stdout promises."""
-    click.echo(f"coldkeep: {message}", err=True)
-    if ctx is not None and ctx.json:
-        name = click.get_current_context().info_name
-        doc = {"command": name, "ok": False, "error": message, "result": None}
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
-    raise SystemExit(code)
-
-
-def command(
-    *, json_opt: bool = True, wait_opt: bool = False
-) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """The options every command shares."""
-
-    def wrap(fn: Callable[P, T]) -> Callable[P, T]:
-        fn = click.option(
-            "--config",
-            "config",
-            type=click.Path(path_type=Path, dir_okay=False),
-            help="coldkeep.toml (default: $COLDKEEP_CONFIG or ./coldkeep.toml).",
-        )(fn)
-        if json_opt:
-            fn = click.option(
-                "--json", "json_out", is_flag=True, help="One JSON document on stdout."
-            )(fn)
-        if wait_opt:
-            fn = click.option(
-                "--wait",
-                type=float,
-                default=0.0,
-                show_default=True,
-                metavar="SECONDS",
-                help="Wait this long for another process's archive lock.",
-            )(fn)
-        return fn
-
-    return wrap
-
-
-def _ctx(config: Path | None, json_out: bool = False, wait: float = 0.0) -> Context:
-    """A command's context; its own --config, else the one given before the command."""
-    if config is None:
-        root = click.get_current_context(silent=True)
-        config = root.find_root().params.get("config") if root else None
-    return Context(config, json_out, wait)
 
 
 @click.group(
@@ -247,20 +110,20 @@ def console(
     """Open the console (the default command), or with --remote the fleet view."""
     if remote_url is not None:
         if config is not None:
-            _fail(
+            fail(
                 "--remote opens the fleet view, which reads no coldkeep.toml: drop --config",
                 EXIT_USAGE,
             )
         _fleet(remote_url, endpoint_url, region)
     if endpoint_url is not None or region is not None:
-        _fail("--endpoint-url and --region go with --remote URL (the fleet view)", EXIT_USAGE)
-    ctx = _ctx(config)
+        fail("--endpoint-url and --region go with --remote URL (the fleet view)", EXIT_USAGE)
+    ctx = ctx_for(config)
     root = click.get_current_context().find_root()
     read_only = read_only or bool(root.params.get("read_only"))
     try:
         settings = ctx.settings
     except ConfigError as err:
-        _fail(f"{err}\n(no config? try: coldkeep demo ./demo)", EXIT_USAGE)
+        fail(f"{err}\n(no config? try: coldkeep demo ./demo)", EXIT_USAGE)
     from .app import ColdkeepApp  # noqa: PLC0415 - Textual loads only for the console
 
     app = ColdkeepApp(settings, read_only=read_only)
@@ -306,7 +169,7 @@ def _fleet(url: str, endpoint_url: str | None, region: str | None) -> None:
     try:
         remote = fleet_remote(url, endpoint_url, region)
     except ValueError as err:
-        _fail(str(err), EXIT_USAGE)
+        fail(str(err), EXIT_USAGE)
     from .fleet import FleetApp  # noqa: PLC0415 - Textual loads only for the console
 
     app = FleetApp(remote, fleet_cache(remote))
@@ -321,7 +184,7 @@ def _fleet(url: str, endpoint_url: str | None, region: str | None) -> None:
 @command()
 def status(config: Path | None, json_out: bool) -> None:
     """What is archived, who holds the lock, the last passes."""
-    ctx = _ctx(config, json_out)
+    ctx = ctx_for(config, json_out)
 
     async def go() -> int:
         st = await ctx.archiver().status()
@@ -360,7 +223,7 @@ def status(config: Path | None, json_out: bool) -> None:
         ctx.emit("status", not bad, st.to_dict(), text)
         return EXIT_FAILED if bad else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 def _remote_lines(r: RemoteState) -> list[str]:
@@ -383,7 +246,7 @@ def _remote_lines(r: RemoteState) -> list[str]:
 @command()
 def plan(config: Path | None, json_out: bool) -> None:
     """The backlog and what recovery would do. Writes nothing, takes no lock."""
-    ctx = _ctx(config, json_out)
+    ctx = ctx_for(config, json_out)
 
     async def go() -> int:
         archiver = ctx.archiver()
@@ -443,7 +306,7 @@ def plan(config: Path | None, json_out: bool) -> None:
         ctx.emit("plan", True, report.to_dict(archiver.layout), text)
         return EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 # mutating --------------------------------------------------------------------
@@ -456,7 +319,7 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
 
     In mode "plan" it only counts; in mode "off" it refuses.
     """
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         summary = await ctx.archiver().run_pass(ctx.cancel)
@@ -464,14 +327,14 @@ def pass_(config: Path | None, json_out: bool, wait: float) -> None:
         ctx.emit("pass", summary.status == "ok", summary.to_dict(), text)
         return {"ok": EXIT_OK, "cancelled": EXIT_OK}.get(summary.status, EXIT_FAILED)
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
 @command(wait_opt=True)
 def recover(config: Path | None, json_out: bool, wait: float) -> None:
     """Settle what a crash left: partials, orphans, unfinished restores."""
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         result = await ctx.archiver().recover(ctx.cancel)
@@ -479,7 +342,7 @@ def recover(config: Path | None, json_out: bool, wait: float) -> None:
         ctx.emit("recover", not bad, recovery_counts(result), partial(report, "recover", result))
         return EXIT_FAILED if bad else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
@@ -492,7 +355,7 @@ def adopt(
     """Settle orphan gzips (GZ: paths relative to archive_root, as plan lists them)."""
     if bool(gz) == all_:
         raise click.UsageError("name orphan gzips, or pass --all")
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         result = await ctx.archiver().adopt(None if all_ else list(gz), ctx.cancel)
@@ -503,14 +366,14 @@ def adopt(
         ctx.emit("adopt", not bad, done, partial(report, "adopt", result))
         return EXIT_FAILED if bad else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
 @command(wait_opt=True)
 def sweep(config: Path | None, json_out: bool, wait: float) -> None:
     """Remove leftover .partial files and unfinished restores' partials."""
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         result = await ctx.archiver().sweep()
@@ -518,7 +381,7 @@ def sweep(config: Path | None, json_out: bool, wait: float) -> None:
         ctx.emit("sweep", True, removed, partial(report, "sweep", result))
         return EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 def _when(value: str | None, option: str) -> int | None:
@@ -581,7 +444,7 @@ def restore(
         before_ns=_when(before, "--before"),
         all_versions=all_versions,
     )
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def listing() -> int:
         found = await ctx.archiver().select(sel)
@@ -609,7 +472,7 @@ def restore(
         ctx.emit("restore", not result.failed, done, partial(report, "restore", result))
         return EXIT_FAILED if result.failed else EXIT_OK
 
-    _run(listing() if list_only else go(), ctx)
+    run_command(listing() if list_only else go(), ctx)
 
 
 @main.command(name="restore-events")
@@ -628,7 +491,7 @@ def restore_events_cmd(
     A live row with the same id is never overwritten: same content counts as
     already there, other content is reported as a conflict.
     """
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         result = await ctx.archiver().restore_events(
@@ -646,7 +509,7 @@ def restore_events_cmd(
         ctx.emit("restore-events", not bad, done, text)
         return EXIT_FAILED if bad else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
@@ -675,7 +538,7 @@ def verify(
     """Re-read archived gzips and compare them with the manifest (or, with
     --remote, the remote copies with what was shipped). --sample rotates: each
     run starts where the last one stopped."""
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def remote_copies() -> int:
         got = await ctx.archiver().verify_remote(sample, ctx.cancel)
@@ -684,7 +547,7 @@ def verify(
         return EXIT_FAILED if got.failed else EXIT_OK
 
     if remote:
-        _run(remote_copies(), ctx)
+        run_command(remote_copies(), ctx)
 
     async def go() -> int:
         result = await ctx.archiver().verify(sample, max_duration, ctx.cancel)
@@ -700,7 +563,7 @@ def verify(
         ctx.emit("verify", not result.failed, done, partial(report, "verify", result))
         return EXIT_FAILED if result.failed else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
@@ -713,14 +576,14 @@ def ship(config: Path | None, json_out: bool, wait: float) -> None:
     of the manifest. Local copies whose remote copy was verified more than
     remote.keep_local_days ago are dropped (recorded first, unlinked after).
     Run it again after a failure or a kill: it resumes."""
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         result = await ctx.archiver().ship(ctx.cancel)
         ctx.emit("ship", not result.failed, result.to_dict(), partial(report, "ship", result))
         return EXIT_FAILED if result.failed else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command(name="rebuild-manifest")
@@ -741,7 +604,7 @@ def rebuild_manifest_cmd(
 ) -> None:
     """Rebuild the manifest from the gzips alone (when coldkeep.db is lost), or
     with --from-remote from the remote tier (when the whole host is lost)."""
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def from_the_remote() -> int:
         got = await ctx.archiver().rebuild_from_remote(ctx.cancel)
@@ -751,8 +614,8 @@ def rebuild_manifest_cmd(
 
     if from_remote:
         if out is not None:
-            _fail("--out and --from-remote: the remote rebuilds this site's own coldkeep.db", 2)
-        _run(from_the_remote(), ctx)
+            fail("--out and --from-remote: the remote rebuilds this site's own coldkeep.db", 2)
+        run_command(from_the_remote(), ctx)
 
     async def go() -> int:
         result = await ctx.archiver().rebuild_manifest(out, ctx.cancel)
@@ -768,21 +631,21 @@ def rebuild_manifest_cmd(
         ctx.emit("rebuild-manifest", not bad, done, text)
         return EXIT_FAILED if bad else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
 @command(wait_opt=True)
 def checkpoint(config: Path | None, json_out: bool, wait: float) -> None:
     """Run one checkpoint of the live database's WAL now (PASSIVE by default)."""
-    ctx = _ctx(config, json_out, wait)
+    ctx = ctx_for(config, json_out, wait)
 
     async def go() -> int:
         r = await ctx.archiver().checkpoint()
         ctx.emit("checkpoint", r.error is None, vars(r), partial(report, "checkpoint", r))
         return EXIT_FAILED if r.error else EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
@@ -795,11 +658,11 @@ def run(config: Path | None, log_json: bool) -> None:
     stderr. SIGTERM or SIGINT stops the running job at its next safe point; the
     process then exits 0.
     """
-    ctx = _ctx(config)
+    ctx = ctx_for(config)
     try:
         settings = ctx.settings
     except ConfigError as err:
-        _fail(str(err), EXIT_USAGE)
+        fail(str(err), EXIT_USAGE)
 
     def log(record: dict[str, Any], text: str) -> None:
         stamp = datetime.now().isoformat(timespec="seconds")
@@ -832,7 +695,7 @@ def run(config: Path | None, log_json: bool) -> None:
         loop.set_exception_handler(internal_error)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        archiver = Archiver(settings, stream=ctx.stream, origin="scheduler", step=_kill_hook())
+        archiver = Archiver(settings, stream=ctx.stream, origin="scheduler", step=kill_hook())
         scheduler = Scheduler(archiver, on_event=on_job)
 
         async def follow() -> None:
@@ -858,7 +721,7 @@ def run(config: Path | None, log_json: bool) -> None:
     try:
         raise SystemExit(asyncio.run(go()))
     except ManifestError as err:
-        _fail(str(err), EXIT_FAILED)
+        fail(str(err), EXIT_FAILED)
 
 
 @main.command()
@@ -867,7 +730,7 @@ def run(config: Path | None, log_json: bool) -> None:
 @click.option("--jobs", "jobs_", is_flag=True, help="The scheduler's job runs instead.")
 def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> None:
     """Who did what to the archive, and how it ended (or the scheduler's runs)."""
-    ctx = _ctx(config, json_out)
+    ctx = ctx_for(config, json_out)
 
     async def go() -> int:
         path = ctx.settings.archive_root / "coldkeep.db"
@@ -907,7 +770,7 @@ def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> Non
         ctx.emit("history", True, result, text)
         return EXIT_OK
 
-    _run(go(), ctx)
+    run_command(go(), ctx)
 
 
 @main.command()
