@@ -49,7 +49,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import audit
+from . import audit, legalholds
 from .attach import AttachServer
 from .cancel import Cancelled, CancelToken
 from .codec import Codec
@@ -57,6 +57,7 @@ from .config import RemoteSettings, Settings
 from .events.checkpoint import CheckpointResult, checkpoint_now, record_checkpoint
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
+from .expire import ExpirePlan, Expirer, ExpireReport, expire_plan
 from .files.filemove import FileMover
 from .files.orphanbundle import Orphan
 from .files.rebuild import RebuildReport, rebuild_manifest
@@ -79,6 +80,7 @@ from .files.verify import VerifyReport, verify_entries
 from .fromremote import FromRemoteReport, RemoteRebuild
 from .fsutil import unlink_if_present
 from .layout import Layout
+from .legalholds import Hold
 from .lock import ArchiveLock
 from .manifest import Entry, Manifest, ManifestError, now_ms
 from .passes import (
@@ -102,7 +104,7 @@ from .session import Operation, Session, hold_lock
 from .ship import Shipper, ShipPlan, ShipReport, ship_plan
 from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .status import Status, read_status
-from .steps import SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
+from .steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
 from .stream import EventStream, FileStep
 
 # The API, and the results its clients read (made where the work is done).
@@ -280,7 +282,7 @@ class Archiver:
         src = info.get("src") or info.get("target")
         label = info.get("label")
         if isinstance(label, str):
-            op = "ship" if name in SHIP_STEPS else "bundle"
+            op = "ship" if name in SHIP_STEPS else "expire" if name in EXPIRE_STEPS else "bundle"
             self.stream.emit(FileStep(op, label, name, 0, 0))
         elif isinstance(src, Path):
             op = "restore" if "target" in info else "archive"
@@ -593,6 +595,72 @@ class Archiver:
                 await store.close()
             current.finish("failed" if report.failed else "ok", report.to_dict())
             return report
+
+    # retention and legal holds ---------------------------------------------------
+
+    async def expire_plan(self) -> ExpirePlan:
+        """What ``expire`` would delete now, and what holds keep (no lock)."""
+        async with await self._manifest_or_empty() as manifest:
+            return await expire_plan(self.settings, manifest, self.clock())
+
+    async def expire(self, cancel: CancelToken | None = None) -> ExpireReport:
+        """Archived data past its retention deleted, locally and remotely;
+        never what a hold covers (expire.py)."""
+        async with self.session("expire", {}, cancel) as current:
+            current.start("archived data past its retention")
+            remote = self.settings.remote
+            store = open_store(remote) if remote is not None else None
+            try:
+                report = await Expirer(
+                    self.settings,
+                    current.mover.manifest,
+                    store,
+                    step=self._hook(),
+                    clock=self.clock,
+                    origin=self.origin,
+                    cancel=cancel,
+                ).run()
+            finally:
+                if store is not None:
+                    await store.close()
+            current.finish("failed" if report.failed else "ok", report.to_dict())
+            return report
+
+    async def holds(self, *, all_holds: bool = False) -> list[Hold]:
+        async with await self._manifest_or_empty() as manifest:
+            return await legalholds.listing(manifest, self.clock(), all_holds=all_holds)
+
+    async def place_hold(
+        self, scope: str, target: str, reason: str, until: int | None = None
+    ) -> Hold:
+        """A legal hold placed and audited. No lock: a hold must go on even
+        while a long pass or an expiry runs (the expiry checks each item)."""
+        async with await Manifest.open(self.layout.manifest) as manifest:
+            at = self.clock()
+            hold = await legalholds.place(
+                manifest, scope, target, reason, until=until, at=at, by=audit.who()[0]
+            )
+            await self._audit_hold(manifest, "hold", hold, at)
+            return hold
+
+    async def release_hold(self, hold_id: int) -> Hold:
+        async with await Manifest.open(self.layout.manifest) as manifest:
+            at = self.clock()
+            hold = await legalholds.release(manifest, hold_id, at=at, by=audit.who()[0])
+            await self._audit_hold(manifest, "hold-release", hold, at)
+            return hold
+
+    async def _audit_hold(self, manifest: Manifest, action: str, hold: Hold, at: int) -> None:
+        args = {"id": hold.id, "scope": hold.scope, "target": hold.target, "until": hold.until}
+        await audit.record(
+            manifest,
+            at=at,
+            origin=self.origin,
+            action=action,
+            args=args,
+            outcome="ok",
+            detail=hold.describe(),
+        )
 
     async def verify_remote(
         self, sample: float | None = None, cancel: CancelToken | None = None

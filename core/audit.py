@@ -51,6 +51,11 @@ def _user() -> str:
         return str(os.getuid())
 
 
+def who() -> tuple[str, str, int]:
+    """The user (the one behind sudo, if any), the host and this process."""
+    return _user(), socket.gethostname(), os.getpid()
+
+
 async def begin(
     manifest: Manifest, *, at: int, origin: str, action: str, args: dict[str, Any]
 ) -> int:
@@ -59,9 +64,7 @@ async def begin(
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             at,
-            _user(),
-            socket.gethostname(),
-            os.getpid(),
+            *who(),
             origin,
             action,
             json.dumps(args, sort_keys=True, default=str),

@@ -161,7 +161,23 @@ class RemoteSettings:
         return Path(urllib.parse.unquote(urllib.parse.urlsplit(self.url).path))
 
 
-JOB_NAMES = ("pass", "verify", "ship", "stats", "alerts")
+@dataclass(frozen=True)
+class RetentionSettings:
+    """How long archived data is kept; None keeps it for ever."""
+
+    files_days: float | None = None  # from each file's mtime
+    events_days: float | None = None  # from the end of each event month
+    units: Mapping[str, float] = field(default_factory=dict)  # files_days per unit
+
+    @property
+    def configured(self) -> bool:
+        return self.files_days is not None or self.events_days is not None or bool(self.units)
+
+    def files_days_for(self, unit: str) -> float | None:
+        return self.units.get(unit, self.files_days)
+
+
+JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts")
 
 
 @dataclass(frozen=True)
@@ -181,6 +197,7 @@ DEFAULT_JOBS: Mapping[str, JobSettings] = {
     "pass": JobSettings("pass", cron="17 3 * * *", timeout_s=6 * 3600),
     "verify": JobSettings("verify", cron="41 4 * * 0", timeout_s=6 * 3600, max_duration_s=4 * 3600),
     "ship": JobSettings("ship", cron="47 3 * * *", timeout_s=6 * 3600),
+    "expire": JobSettings("expire", cron="23 5 * * *", timeout_s=6 * 3600),
     "stats": JobSettings("stats", interval_s=3600, timeout_s=300, run_on_boot=True),
     "alerts": JobSettings("alerts", interval_s=60, timeout_s=300, run_on_boot=True),
 }
@@ -225,6 +242,7 @@ class Settings:
     jobs: JobsSettings = field(default_factory=JobsSettings)
     alerts: AlertsSettings = field(default_factory=AlertsSettings)
     remote: RemoteSettings | None = None
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     warnings: tuple[str, ...] = ()  # said once by whoever loads it (CLI, console)
 
 
@@ -314,9 +332,12 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     jobs = _jobs(top.table("jobs"))
     alerts = _alerts(top.table("alerts"))
     remote = _remote(top.table("remote"), base)
+    retention = _retention(top.table("retention"))
     top.done()
     if remote is None:  # no remote tier: no ship job to schedule or show
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "ship"})
+    if not retention.configured:  # everything kept for ever: nothing to expire
+        jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "expire"})
 
     _check_roots_apart(file, live_root, archive_root)
     if remote is not None and remote.folder is not None:
@@ -335,7 +356,28 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         jobs=jobs,
         alerts=alerts,
         remote=remote,
+        retention=retention,
     )
+
+
+def _retention(t: _Table) -> RetentionSettings:
+    def days(table: _Table, name: str) -> float | None:
+        if name not in table.data:
+            table.taken.add(name)
+            return None
+        return table.number(name, 0.0, minimum=1)
+
+    files_days = days(t, "files_days")
+    events_days = days(t, "events_days")
+    u = t.table("units")
+    units = {}
+    for unit in sorted(u.data):
+        value = days(u, unit)
+        assert value is not None
+        units[unit] = value
+    u.done()
+    t.done()
+    return RetentionSettings(files_days, events_days, units)
 
 
 _BUNDLE_MEMBER_MAX = 64 << 20

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 import stat
 import unicodedata
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pathlib import Path
 PARTIAL_SUFFIX = ".partial"
 RESTORE_PARTIAL_SUFFIX = ".restore-partial"
 GZ_SUFFIX = ".gz"
+_MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")  # an event month's database under events/
 
 
 class UnsafePath(ValueError):
@@ -133,6 +135,13 @@ class Layout:
     @property
     def events(self) -> Path:
         return self.root / "events"
+
+    def event_months(self) -> dict[str, Path]:
+        """Each event month's database under ``events/`` by its ``YYYY-MM``
+        (reads the directory: call it from a thread)."""
+        folder = self.events
+        names = sorted(os.listdir(folder)) if folder.is_dir() else []
+        return {m[1]: folder / name for name in names if (m := _MONTH_DB.fullmatch(name))}
 
     def gz_for(self, relpath: str) -> Path:
         """The first-choice gzip path of a live relpath (checked)."""

@@ -40,7 +40,7 @@ import aiosqlite
 from .codec import Span
 from .ioerror import naming_db
 
-EntryStatus = Literal["archived", "stale", "restored", "missing"]
+EntryStatus = Literal["archived", "stale", "restored", "missing", "expired"]
 # Ids (or rows) written by one statement: one commit each, within SQLite's
 # default limit of 32,766 parameters.
 IDS_PER_STATEMENT = 500
@@ -283,6 +283,68 @@ MIGRATIONS: tuple[str, ...] = (
         verify_cursor  TEXT    NOT NULL               -- the last path verify --remote read
     );
     """,
+    # 9: retention and legal holds. An entry past its retention is marked
+    # 'expired' (its sha256 and gz_path kept as a tombstone, with when) before
+    # its gzip goes; an event month's database likewise in expired_months. The
+    # status CHECK cannot change in place, so entries is copied once more.
+    """
+    CREATE TABLE entries_9 (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL,             -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing',
+                                          'expired')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
+        verified_at     INTEGER,
+        verify_error    TEXT,
+        member_offset   INTEGER,                      -- in the bundle gz_path names
+        member_length   INTEGER,
+        expired_at      INTEGER                       -- ms since the epoch
+    );
+    INSERT INTO entries_9 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
+        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
+        verified_at, verify_error, member_offset, member_length, NULL FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_9 RENAME TO entries;
+    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    CREATE TABLE expired_months (
+        month       TEXT    PRIMARY KEY,              -- YYYY-MM
+        bytes       INTEGER NOT NULL,                 -- its database's size
+        sha256      TEXT    NOT NULL,
+        expired_at  INTEGER NOT NULL                  -- ms since the epoch
+    ) WITHOUT ROWID;
+    CREATE TABLE expiring (                           -- recorded, its files not yet gone
+        path        TEXT    PRIMARY KEY               -- under archive_root
+    ) WITHOUT ROWID;
+    CREATE TABLE legal_holds (
+        id           INTEGER PRIMARY KEY,
+        scope        TEXT    NOT NULL CHECK (scope IN ('unit', 'path', 'entry')),
+        target       TEXT    NOT NULL,                -- a unit, a glob, an entry id
+        reason       TEXT    NOT NULL,
+        until        INTEGER,                         -- ms since the epoch; NULL: until released
+        placed_at    INTEGER NOT NULL,
+        placed_by    TEXT    NOT NULL,
+        released_at  INTEGER,
+        released_by  TEXT
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -493,6 +555,19 @@ class Manifest:
         with naming_db(self.path):
             async with self._db.executemany(sql, rows):
                 pass
+
+    async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Statements with their parameters, committed together or not at all."""
+        async with self._gate:
+            await self._run("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    await self._run(sql, params)
+                await self._run("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                    await asyncio.shield(self._run("ROLLBACK"))
+                raise
 
     async def run_script(self, script: str) -> None:
         with naming_db(self.path):
@@ -709,6 +784,18 @@ class Manifest:
         fsyncs, once per row)."""
         for statement, values in _id_statements(sql, params, ids):
             await self.run(statement, values)
+
+    async def any_expired(self) -> bool:
+        return bool(await self.rows("SELECT 1 FROM entries WHERE status = 'expired' LIMIT 1"))
+
+    async def expired_under(self, prefix: str) -> list[str]:
+        """The gzip paths of tombstones starting with ``prefix`` (a range of the key)."""
+        rows = await self.rows(
+            "SELECT DISTINCT gz_path FROM entries WHERE gz_path >= ? AND gz_path < ? "
+            "AND status = 'expired'",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return [r[0] for r in rows]
 
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
         await self._update_ids("UPDATE entries SET status = ? WHERE id IN", [status], ids)

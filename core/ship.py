@@ -44,19 +44,17 @@ import asyncio
 import hashlib
 import os
 import posixpath
-import re
 import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .cancel import CancelToken
 from .codec import digest_path
 from .config import Settings
-from .events.eventschema import DAY_MS
+from .events.eventschema import DAY_MS, month_end_ms
 from .fsutil import (
     FileIdentity,
     fsync_dir,
@@ -65,6 +63,7 @@ from .fsutil import (
     unlink_if_present,
 )
 from .layout import Layout
+from .legalholds import Hold, active, held_paths
 from .manifest import Manifest, now_ms
 from .ratelimit import UNLIMITED, RateLimiter
 from .remote.fetch import clear_scratch, scratch_path
@@ -81,7 +80,6 @@ IN_FLIGHT = 8
 GROUP_OBJECTS = 1000
 GROUP_BYTES = 1 << 30
 LIST_PAGE = 1000  # keys per listing request (S3's page)
-_MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")
 
 
 @dataclass
@@ -93,6 +91,7 @@ class ShipReport:
     snapshot: str | None = None  # the manifest snapshot's key
     dropped: int = 0  # local copies removed
     dropped_bytes: int = 0
+    held: int = 0  # local copies a legal hold keeps
     pending: int = 0  # archive files still to ship (after a problem or a stop)
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
@@ -110,6 +109,7 @@ class ShipReport:
             "snapshot": self.snapshot,
             "dropped": self.dropped,
             "dropped_bytes": self.dropped_bytes,
+            "held": self.held,
             "pending": self.pending,
             "problems": self.problems,
             "notices": self.notices,
@@ -149,6 +149,8 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
     drops: list[RemoteObject] = []
     if not remote.keeps_local:
         drops = await objects.droppable(now - int(remote.keep_local_days * DAY_MS))
+        held = await _held(manifest, drops, now)
+        drops = [o for o in drops if o.path not in held]
     layout = Layout(settings.archive_root)
     latest = await objects.latest_months()
     months = await asyncio.to_thread(months_due, layout, latest, now, settings.events.min_age_days)
@@ -164,31 +166,26 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
     )
 
 
-def _month_closed(month: str, now_ms: int, min_age_days: float) -> bool:
-    """No pass adds rows to ``month`` any more: its last day is older than the
-    events' minimum age."""
-    year, mon = int(month[:4]), int(month[5:])
-    nxt = f"{year + mon // 12:04d}-{mon % 12 + 1:02d}-01T00:00:00+00:00"
-    end_ms = int(datetime.fromisoformat(nxt).timestamp() * 1000)
-    return end_ms + int(min_age_days * DAY_MS) <= now_ms
+async def _held(manifest: Manifest, objs: list[RemoteObject], now: int) -> dict[str, Hold]:
+    """Which of ``objs`` a legal hold keeps local."""
+    return await held_paths(manifest, await active(manifest, now), [o.path for o in objs])
 
 
 def months_due(
     layout: Layout, latest: dict[str, RemoteObject], now_ms: int, min_age_days: float
 ) -> list[tuple[str, Path, str]]:
-    """The closed event months whose database changed since its last snapshot
-    (or has none): (month, database, its signature now). Runs in a thread."""
-    folder = layout.events
-    names = sorted(os.listdir(folder)) if folder.is_dir() else []
+    """The closed event months (no pass adds rows to them any more: their last
+    day is older than the events' minimum age) whose database changed since its
+    last snapshot, or has none: (month, database, its signature now). Runs in a
+    thread."""
     due = []
-    for name in names:
-        m = _MONTH_DB.fullmatch(name)
-        if m is None or not _month_closed(m[1], now_ms, min_age_days):
+    for month, db in layout.event_months().items():
+        if month_end_ms(month) + int(min_age_days * DAY_MS) > now_ms:
             continue
-        sig = _signature(folder / name)
-        last = latest.get(m[1])
+        sig = _signature(db)
+        last = latest.get(month)
         if last is None or last.source_sig != sig:
-            due.append((m[1], folder / name, sig))
+            due.append((month, db, sig))
     return due
 
 
@@ -540,7 +537,12 @@ class Shipper:
         if self.remote.keeps_local:
             return
         before = self.clock() - int(self.remote.keep_local_days * DAY_MS)
-        for obj in await self.objects.droppable(before):
+        droppable = await self.objects.droppable(before)
+        held = await _held(self.manifest, droppable, self.clock())
+        self.report.held = len(held)
+        for obj in droppable:
+            if obj.path in held:
+                continue
             self.cancel.check()
             await self._drop(obj)
 

@@ -44,13 +44,18 @@ StepName = Literal[
     "manifest_shipped",  # the manifest snapshot is at its key, read back whole
     "local_drop_recorded",  # a shipped file's local drop is committed
     "local_dropped",  # its local copy is unlinked, the directory fsynced, confirmed
+    # expiring one archive file or event month past its retention (expire.py)
+    "expire_recorded",  # its entries are tombstones ('expired'), its path in expiring
+    "expire_remote_deleted",  # its remote copies are deleted and their rows gone
+    "expire_local_deleted",  # its local file is unlinked, the directory fsynced, settled
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:5]
 RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:9]
 BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[9:11]
 BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[11:16]
-SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[16:]
+SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[16:21]
+EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[21:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

@@ -52,8 +52,10 @@ from .clikit import (
     ctx_for,
     fail,
     kill_hook,
+    parse_when,
     run_command,
 )
+from .cmd_lifecycle import expire, hold
 from .fmt import human
 from .report import describe
 from .results import LIST_MAX, report
@@ -384,17 +386,6 @@ def sweep(config: Path | None, json_out: bool, wait: float) -> None:
     run_command(go(), ctx)
 
 
-def _when(value: str | None, option: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(datetime.fromisoformat(value).timestamp() * 1e9)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM", param_hint=option
-        ) from None
-
-
 @main.command()
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--unit", help="Every file of this unit.")
@@ -440,8 +431,8 @@ def restore(
         unit=unit,
         glob=glob,
         sha=sha,
-        after_ns=_when(after, "--after"),
-        before_ns=_when(before, "--before"),
+        after_ns=parse_when(after, "--after"),
+        before_ns=parse_when(before, "--before"),
         all_versions=all_versions,
     )
     ctx = ctx_for(config, json_out, wait)
@@ -806,6 +797,9 @@ def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
         return
     click.get_current_context().invoke(console, config=config)
 
+
+main.add_command(expire)
+main.add_command(hold)
 
 if __name__ == "__main__":
     main()

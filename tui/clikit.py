@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -167,3 +168,15 @@ def ctx_for(config: Path | None, json_out: bool = False, wait: float = 0.0) -> C
         root = click.get_current_context(silent=True)
         config = root.find_root().params.get("config") if root else None
     return Context(config, json_out, wait)
+
+
+def parse_when(value: str | None, option: str) -> int | None:
+    """A ``YYYY-MM-DD[THH:MM]`` option (local time) as ns since the epoch."""
+    if value is None:
+        return None
+    try:
+        return int(datetime.fromisoformat(value).timestamp() * 1e9)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM", param_hint=option
+        ) from None

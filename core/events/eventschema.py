@@ -136,6 +136,13 @@ def _month_bounds(month: str) -> tuple[int, int] | None:
     return int(start.timestamp()), int(end.timestamp())
 
 
+def month_end_ms(month: str) -> int:
+    """The first millisecond after ``month`` (``YYYY-MM``, UTC)."""
+    bounds = _month_bounds(month)
+    assert bounds is not None, month
+    return bounds[1] * 1000
+
+
 def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSchema:
     """Read and check the events table's definition on an open connection."""
     row = conn.execute(

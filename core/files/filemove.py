@@ -187,13 +187,16 @@ class FileMover:
 
     async def taken_names(self, prefix: str) -> frozenset[Path]:
         """Archive names starting with ``prefix`` that the manifest holds for
-        files dropped locally (their copy is remote): not free for a new file.
-        One indexed read, and only once anything was ever dropped."""
+        files no longer here: dropped locally (their copy is remote) or expired
+        (a tombstone names them). Not free for a new file, so a row never
+        describes two. Indexed reads, and only once anything ever went."""
         if self._any_dropped is None:
             self._any_dropped = await RemoteObjects(self.manifest).any_gone()
+            self._any_dropped |= await self.manifest.any_expired()
         if not self._any_dropped:
             return frozenset()
         gone = await RemoteObjects(self.manifest).gone_under(prefix)
+        gone += await self.manifest.expired_under(prefix)
         return frozenset(self.layout.root / p for p in gone)
 
     async def _unlink_if_identity(

@@ -3,13 +3,14 @@
     pass     a pass as the config's mode says (never scheduled in mode "off")
     verify   verify, at most ``max_duration`` a night, resuming where it stopped
     ship     the archive to the remote tier (only with a [remote] configured)
+    expire   archived data past its retention deleted (only with a [retention])
     stats    one row of archive and backlog totals into ``stats`` (for trends)
     alerts   the fire queue: collect alerts, deliver them (alerts.py)
 
 ``Scheduler`` owns one manifest connection for the runner's own tables; each job
 works through the same ``Archiver`` the console and the CLI use, so the lock,
 the audit, the event stream and attached consoles behave the same whoever
-started the work. Pass, verify and ship take the archive lock: the runner runs
+started the work. Pass, verify, ship and expire take the archive lock: the runner runs
 them one at a time (the later one waits), so they never refuse each other.
 """
 
@@ -51,6 +52,11 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         problems = "; ".join(report.problems[:20]) or None
         return Outcome(not report.failed, report.to_dict(), problems)
 
+    async def expire(token: CancelToken) -> Outcome:
+        report = await archiver.expire(token)
+        problems = "; ".join(report.problems[:20]) or None
+        return Outcome(not report.failed, report.to_dict(), problems)
+
     async def stats(token: CancelToken) -> Outcome:
         return Outcome(True, await record_stats(archiver, manifest, clock))
 
@@ -69,11 +75,13 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         table["pass"] = locked_out(run_pass)
     if settings.remote is not None:
         table["ship"] = locked_out(ship)
+    if settings.retention.configured:
+        table["expire"] = locked_out(expire)
     return table
 
 
 # The jobs that take the archive lock: the runner gives them one turn at a time.
-LOCK_TAKING = frozenset({"pass", "verify", "ship"})
+LOCK_TAKING = frozenset({"pass", "verify", "ship", "expire"})
 
 
 def locked_out(handler: JobHandler) -> JobHandler:
