@@ -70,6 +70,12 @@ class ExpireItem:
     held: str | None = None  # the hold that keeps it, described
 
     @property
+    def copies(self) -> str:
+        """Where it is: local, remote, local + remote (none: only a tombstone)."""
+        where = [w for w, on in (("local", self.local), ("remote", self.remote)) if on]
+        return " + ".join(where) or "none"
+
+    @property
     def month(self) -> str | None:
         return Path(self.path).stem if self.kind == "month" else None
 

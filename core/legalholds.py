@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
@@ -148,6 +149,16 @@ async def listing(manifest: Manifest, now: int, *, all_holds: bool = False) -> l
 
 async def active(manifest: Manifest, now: int) -> ActiveHolds:
     return ActiveHolds(await listing(manifest, now))
+
+
+def read_active(db: sqlite3.Connection, now: int) -> ActiveHolds:
+    """The holds in force, read on a plain connection (the restore browser's
+    catalog loads in a thread); none from a manifest older than holds."""
+    try:
+        rows = db.execute(f"SELECT {_COLUMNS} FROM legal_holds ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return ActiveHolds([])
+    return ActiveHolds([h for h in map(_hold, rows) if h.active(now)])
 
 
 async def held_paths(manifest: Manifest, holds: ActiveHolds, paths: list[str]) -> dict[str, Hold]:

@@ -22,6 +22,7 @@ class ConsoleAction:
     alt_key: str | None = None
     button: bool = True
     remote: bool = False  # works on the remote tier: off where no [remote] is configured
+    retention: bool = False  # deletes by retention: off where no [retention] is configured
 
     @property
     def keys(self) -> str:
@@ -50,6 +51,25 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "(shows both and asks first)",
         True,
         remote=True,
+    ),
+    ConsoleAction(
+        "expire",
+        "e",
+        "Expire",
+        "Delete archived data past its retention, locally and remotely (shows exactly what "
+        "goes and what holds keep, and asks first)",
+        True,
+        retention=True,
+    ),
+    # Not mutating: seeing holds changes nothing; placing and releasing one is
+    # refused in read-only.
+    ConsoleAction(
+        "holds",
+        "h",
+        "Holds",
+        "Legal holds: see them, place one, release one (expiry and drops never touch "
+        "what they cover)",
+        button=False,
     ),
     # Not mutating: browsing and previewing change nothing (and work read-only);
     # restoring from the browser is refused where a change would be.

@@ -48,6 +48,7 @@ from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import RestoreReport, SelectionError
 from coldkeep.core.files.scan import ScanError
+from coldkeep.core.legalholds import HoldError
 from coldkeep.core.lock import LockHeld, read_holder
 from coldkeep.core.manifest import Manifest, ManifestError, now_ms
 from coldkeep.core.plan import Plan
@@ -72,7 +73,7 @@ from coldkeep.core.stream import (
 )
 
 from .actions import ACTIONS, BY_NAME, ConsoleAction, bindings
-from .fmt import age, human, remote_where
+from .fmt import age, human, parse_day, remote_where
 from .messages import (
     Attached,
     BacklogLoaded,
@@ -107,7 +108,9 @@ from .panes.remote import NO_REMOTE
 from .priority import background_executor
 from .report import describe
 from .results import OperationResult, headline
-from .screens import ConfirmScreen, HelpScreen, RestoreScreen
+from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
+from .screens.holds import HoldReleaseRequested, HoldRequested
+from .tables import Cell
 
 # Errors an operation reports as a one-line refusal rather than a crash.
 OPERATION_ERRORS = (
@@ -121,6 +124,7 @@ OPERATION_ERRORS = (
     RemoteError,
     OSError,
 )
+NO_RETENTION = "no [retention] is configured: everything is kept for ever"
 HOLDER_POLL_S = 2.0
 # Worker groups that outlive a settle: they last as long as the console, or as
 # another process's operation that it watches.
@@ -169,6 +173,7 @@ class ColdkeepApp(App[None]):
         self.ready_at: float | None = None  # perf_counter when the first full paint had its data
         self.attached: AttachClient | None = None  # watching another process's operation
         self.browser: RestoreScreen | None = None  # the restore browser, while it is open
+        self.holds_screen: HoldsScreen | None = None  # the holds, while they are shown
 
     # layout ------------------------------------------------------------------
 
@@ -225,14 +230,19 @@ class ColdkeepApp(App[None]):
         a = BY_NAME[name]
         if a.remote and self.archiver.settings.remote is None:
             return NO_REMOTE
+        if a.retention and not self.archiver.settings.retention.configured:
+            return NO_RETENTION
         return self.why_unchangeable() if a.mutating else None
 
     def offered(self, a: ConsoleAction) -> bool:
         """Whether ``a`` has a button, a footer key and a palette entry: not the
-        mutating ones in read-only, not the remote tier's with none configured
-        (help still lists them, saying why)."""
-        return not (a.mutating and self.read_only) and not (
-            a.remote and self.archiver.settings.remote is None
+        mutating ones in read-only, not the remote tier's with none configured,
+        nor expiry without a retention (help still lists them, saying why)."""
+        settings = self.archiver.settings
+        return not (
+            (a.mutating and self.read_only)
+            or (a.remote and settings.remote is None)
+            or (a.retention and not settings.retention.configured)
         )
 
     def why_unchangeable(self) -> str | None:
@@ -943,6 +953,103 @@ class ColdkeepApp(App[None]):
         )
         return "Ship to the remote tier", summary, rows, warning
 
+    # retention and legal holds --------------------------------------------------
+
+    def action_expire(self) -> None:
+        if self._refuse("expire"):
+            return
+        self.confirm_expire()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_expire(
+        self, action: str = "expire", go: Callable[[], None] | None = None
+    ) -> None:
+        """Exactly what an expiry would delete, and what holds keep, then the
+        question; on yes, ``go`` (by default: the expiry)."""
+        try:
+            plan = await self.archiver.expire_plan()
+        except (ManifestError, OSError) as err:
+            self.notify(str(err), title="expire", severity="error", markup=False)
+            return
+        if not plan.items:
+            kept = f"; {len(plan.held)} kept by legal holds" if plan.held else ""
+            self.notify(f"nothing is past its retention{kept}", title="expire")
+            return
+        rows: list[tuple[Cell, ...]] = [
+            (i.path, i.kind, str(i.files) if i.kind != "month" else "", human(i.bytes), i.copies)
+            for i in plan.items
+        ]
+        rows += [(i.path, "HELD", "", human(i.bytes), i.held or "") for i in plan.held]
+        held = f" {len(plan.held)} more are past it but held (listed last)." if plan.held else ""
+        ok = await self.push_screen_wait(
+            ConfirmScreen(
+                f"Expire {len(plan.items)} archive files and event months",
+                f"Past their retention (files_days {plan.files_days or '-'}, events_days "
+                f"{plan.events_days or '-'}): {plan.files} files, {human(plan.bytes)}.{held} "
+                "Their entries stay as tombstones (sha256, when) and each deletion is in "
+                "the history.",
+                columns=("Path", "Kind", "Files", "Size", "Copies"),
+                rows=rows,
+                warning="These are DELETED from the archive"
+                + (" AND the remote tier" if any(i.remote for i in plan.items) else "")
+                + ": no copy of them is left anywhere.",
+                confirm="Delete them",
+            )
+        )
+        if ok and not self._refuse(action):
+            if go is None:
+                self.operate("expire", self.archiver.expire)
+            else:
+                go()
+
+    def action_holds(self) -> None:
+        self.open_holds()
+
+    @work(exclusive=True, group="holds", exit_on_error=False)
+    async def open_holds(self) -> None:
+        try:
+            holds = await self.archiver.holds()
+        except (ManifestError, OSError) as err:
+            self.notify(str(err), title="holds", severity="error", markup=False)
+            return
+        blocked = "the console is read-only (--read-only)" if self.read_only else None
+        self.holds_screen = HoldsScreen(holds, blocked=blocked)
+
+        def closed(_: None) -> None:
+            self.holds_screen = None
+
+        self.push_screen(self.holds_screen, closed)
+
+    @on(HoldRequested)
+    @work(exclusive=True, group="holds", exit_on_error=False)
+    async def _place_hold(self, message: HoldRequested) -> None:
+        try:
+            until = parse_day(message.until) if message.until else None
+            hold = await self.archiver.place_hold(
+                message.scope, message.target, message.reason, until
+            )
+        except (HoldError, ManifestError, OSError, ValueError) as err:
+            self.notify(str(err), title="holds", severity="error", markup=False)
+            return
+        self.log_line("info", f"placed {hold.describe()}")
+        if self.holds_screen is not None:
+            self.holds_screen.placed()
+            self.holds_screen.show(await self.archiver.holds(), f"placed {hold.describe()}")
+        self.refresh_all()
+
+    @on(HoldReleaseRequested)
+    @work(exclusive=True, group="holds", exit_on_error=False)
+    async def _release_hold(self, message: HoldReleaseRequested) -> None:
+        try:
+            hold = await self.archiver.release_hold(message.hold_id)
+        except (HoldError, ManifestError, OSError) as err:
+            self.notify(str(err), title="holds", severity="error", markup=False)
+            return
+        self.log_line("warning", f"released {hold.describe()}")
+        if self.holds_screen is not None:
+            self.holds_screen.show(await self.archiver.holds(), f"released {hold.describe()}")
+        self.refresh_all()
+
     def action_verify(self) -> None:
         if self._refuse("verify"):
             return
@@ -984,6 +1091,10 @@ class ColdkeepApp(App[None]):
         if name == "ship" and self.archiver.settings.remote is not None:
             # The job drops what a ship drops: the same plan and question first.
             self.confirm_ship("run_job", go)
+            return
+        if name == "expire":
+            # The job deletes what an expiry deletes: the same plan and question first.
+            self.confirm_expire("run_job", go)
             return
         go()
 

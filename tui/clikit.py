@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -34,6 +33,7 @@ from coldkeep.core.remote.store import RemoteError
 from coldkeep.core.steps import StepInfo, StepName, no_step
 from coldkeep.core.stream import EventStream
 
+from .fmt import parse_day
 from .report import Reporter
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
@@ -175,8 +175,6 @@ def parse_when(value: str | None, option: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(datetime.fromisoformat(value).timestamp() * 1e9)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM", param_hint=option
-        ) from None
+        return parse_day(value) * 1_000_000
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint=option) from None

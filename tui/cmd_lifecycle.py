@@ -9,11 +9,12 @@ while a long pass runs.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import click
 
-from coldkeep.core.expire import ExpireItem, ExpirePlan, ExpireReport
+from coldkeep.core.expire import ExpireItem, ExpirePlan
 from coldkeep.core.legalholds import Hold, HoldError
 
 from .clikit import (
@@ -27,6 +28,7 @@ from .clikit import (
     run_command,
 )
 from .fmt import human
+from .results import report
 
 LIST_MAX = 20  # items of a plan shown as text; --json has them all
 
@@ -36,9 +38,8 @@ def _day(ms: int | None) -> str:
 
 
 def _item(i: ExpireItem) -> str:
-    where = " + ".join(w for w, on in (("local", i.local), ("remote", bool(i.remote))) if on)
     what = f"{i.files} files" if i.kind != "month" else "event month"
-    line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {where or 'no copy'})"
+    line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {i.copies})"
     return line + (f"  HELD by {i.held}" if i.held else "")
 
 
@@ -57,14 +58,6 @@ def plan_text(plan: ExpirePlan) -> str:
         lines.append(f"  … and {len(plan.items) - LIST_MAX} more (--json lists them all)")
     lines += [_item(i) for i in plan.held[:LIST_MAX]]
     return "\n".join(lines)
-
-
-def report_text(r: ExpireReport) -> str:
-    line = f"expire: {len(r.expired)} deleted ({r.files} files, {r.months} event months, "
-    line += f"{human(r.bytes)}); {r.held} kept by holds"
-    if r.settled:
-        line += f"; {r.settled} interrupted expiries finished"
-    return "\n".join([*r.problems, line + (f", {len(r.problems)} PROBLEMS" if r.problems else "")])
 
 
 @click.command()
@@ -88,7 +81,7 @@ def expire(yes: bool, config: Path | None, json_out: bool, wait: float) -> None:
             ctx.emit("expire", True, plan.to_dict(), lambda: plan_text(plan))
             return EXIT_OK
         result = await archiver.expire(ctx.cancel)
-        ctx.emit("expire", not result.failed, result.to_dict(), lambda: report_text(result))
+        ctx.emit("expire", not result.failed, result.to_dict(), partial(report, "expire", result))
         return EXIT_FAILED if result.failed else EXIT_OK
 
     run_command(go(), ctx)

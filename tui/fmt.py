@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from pathlib import Path
 
 from coldkeep.core.config import RemoteSettings
@@ -41,3 +42,12 @@ def remote_where(remote: RemoteSettings, base: Path) -> str:
     if folder is not None:
         return short_path(folder / remote.site, base) + "/"
     return f"{remote.url}/{remote.site}"
+
+
+def parse_day(text: str) -> int:
+    """A local ``YYYY-MM-DD[THH:MM]`` as ms since the epoch; a ValueError says
+    what to write."""
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(f"{text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None

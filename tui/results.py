@@ -14,6 +14,7 @@ from typing import assert_never
 
 from coldkeep.core.events.checkpoint import CheckpointResult
 from coldkeep.core.events.restore import EventsRestoreReport
+from coldkeep.core.expire import ExpireReport
 from coldkeep.core.files.rebuild import RebuildReport
 from coldkeep.core.files.recovery import AdoptReport, RecoveryReport, SweepReport
 from coldkeep.core.files.restore import RestoreReport
@@ -38,6 +39,7 @@ OperationResult = (
     | RebuildReport
     | CheckpointResult
     | ShipReport
+    | ExpireReport
     | FromRemoteReport
     | RemoteVerifyReport
     | JobRun
@@ -102,6 +104,14 @@ def headline(result: OperationResult) -> str:
             if result.problems:
                 parts.append(f"{len(result.problems)} PROBLEMS")
             return ", ".join(parts)
+        case ExpireReport():
+            text = (
+                f"{len(result.expired)} deleted ({result.files} files, {result.months} event "
+                f"months, {human(result.bytes)}); {result.held} kept by holds"
+            )
+            if result.settled:
+                text += f"; {result.settled} interrupted expiries finished"
+            return text + (f", {len(result.problems)} PROBLEMS" if result.problems else "")
         case FromRemoteReport():
             source = (
                 f"snapshot {result.snapshot}"
@@ -171,7 +181,7 @@ def _detail(result: OperationResult) -> list[str]:
             return [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in problems]
         case RebuildReport(unreadable=unreadable, refused=refused):
             return [f"unreadable {u}" for u in unreadable] + [f"refused {r}" for r in refused]
-        case ShipReport(problems=problems):
+        case ShipReport(problems=problems) | ExpireReport(problems=problems):
             return list(problems)
         case RemoteVerifyReport(reshipped=reshipped, failed=failed):
             return [f"shipped again {p}" for p in reshipped] + list(failed)

@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 import shlex
 import sqlite3
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
+from ..globs import glob_to_regex
+from ..legalholds import ActiveHolds, read_active
 from ..manifest import EntryStatus
 
 
@@ -83,7 +88,8 @@ class CatalogRow:
     archived_at: int
     gz_path: str
     member_offset: int | None = None
-    copies: str = "local"  # local | remote | local + remote
+    copies: str = "local"  # local | remote | local + remote | none (expired)
+    held: str | None = None  # the legal hold that covers it, described
 
     @property
     def location(self) -> str:
@@ -115,6 +121,7 @@ class Catalog:
     gz_paths: list[str] = field(default_factory=list)
     offsets: list[int | None] = field(default_factory=list)
     copies: list[str] = field(default_factory=list)
+    held: dict[int, str] = field(default_factory=dict)  # row -> its hold, described
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -132,6 +139,7 @@ class Catalog:
             self.gz_paths[i],
             self.offsets[i],
             self.copies[i],
+            self.held.get(i),
         )
 
     def index(self) -> None:
@@ -151,6 +159,22 @@ class Catalog:
         # str.find over it, and its row by bisecting the line starts.
         self.blob = "\n".join(self.relpaths)
         self.starts = list(itertools.accumulate((len(p) + 1 for p in self.relpaths), initial=0))
+
+    def mark_held(self, holds: ActiveHolds) -> None:
+        """Each row a hold covers, with the first such hold (one pass over the
+        paths per glob hold; units and ids by their index)."""
+        for hold in reversed(holds.holds):  # the oldest hold wins: it is set last
+            if hold.scope == "unit":
+                rows: Iterable[int] = self.by_unit.get(hold.target, [])
+            elif hold.scope == "entry":
+                at = bisect.bisect_left(self.ids, int(hold.target))
+                rows = [at] if at < len(self.ids) and self.ids[at] == int(hold.target) else []
+            else:
+                match = re.compile(glob_to_regex(hold.target)).fullmatch
+                rows = [i for i, path in enumerate(self.relpaths) if match(path)]
+            described = hold.describe()
+            for i in rows:
+                self.held[i] = described
 
     def _sha_rows(self, prefix: str) -> list[int]:
         """Rows whose sha256 starts with ``prefix``, in order."""
@@ -250,8 +274,13 @@ def load_catalog(manifest: Path) -> Catalog:
             cat.gz_paths += cols[8]
             cat.offsets += cols[9]
         remote = _remote_copies(db)
-        cat.copies = [remote.get(p, "local") for p in cat.gz_paths]
+        cat.copies = [
+            "none" if st == "expired" else remote.get(p, "local")
+            for p, st in zip(cat.gz_paths, cat.statuses, strict=True)
+        ]
+        holds = read_active(db, time.time_ns() // 1_000_000)
     finally:
         db.close()
     cat.index()
+    cat.mark_held(holds)
     return cat

@@ -51,9 +51,12 @@ COPIES = {
 
 def source(row: CatalogRow) -> str:
     """Where a restore reads the file from: its gzip (or bundle member) and which
-    copies of it there are."""
+    copies of it there are; what holds it."""
+    if row.status == "expired":
+        return "expired: no copy is left (its sha256 stays in the manifest)"
     where = row.location.removesuffix(f" · {row.copies}")
-    return f"from {where} ({COPIES.get(row.copies, row.copies)})"
+    held = f"  ·  HELD by {row.held}" if row.held else ""
+    return f"from {where} ({COPIES.get(row.copies, row.copies)}){held}"
 
 
 @dataclass
@@ -232,7 +235,7 @@ class RestoreScreen(Screen[None]):
                 str(r.id): (
                     "✓" if r.id in self.selected else "",
                     r.relpath,
-                    r.status,
+                    f"{r.status} · held" if r.held else r.status,
                     human(r.bytes),
                     clock_time(r.archived_at),
                     r.id,
