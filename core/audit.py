@@ -116,6 +116,15 @@ async def out_of_space(manifest: Manifest, limit: int = 100) -> list[AuditRecord
     return await _records(manifest, "detail LIKE 'out of space:%'", limit)
 
 
+async def last_ok(manifest: Manifest) -> dict[str, int]:
+    """Each action's latest start that ended ok (ms since the epoch), whoever ran
+    it: the scheduler, the console, or the CLI from cron or a systemd timer."""
+    rows = await manifest.rows(
+        "SELECT action, max(at) FROM audit WHERE outcome = 'ok' GROUP BY action"
+    )
+    return {str(action): int(at) for action, at in rows}
+
+
 async def last_of(manifest: Manifest, action: str) -> AuditRecord | None:
     """The latest record of ``action`` that has ended (not one in progress)."""
     rows = await manifest.rows(

@@ -62,9 +62,10 @@ def free_bytes(path: Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _human(n: float) -> str:
+def human_bytes(n: float) -> str:
+    """Bytes as an operator reads them (``3.2 GiB``), for messages said in the core."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
+        if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
@@ -92,8 +93,8 @@ class OutOfSpace(OSError):
         self.needed = needed
         self.doing = doing
         what = "over quota" if code == errno.EDQUOT else "full"
-        free = f"{_human(self.free)} free" if self.free is not None else "free space unknown"
-        still = f"; it still needed about {_human(needed)}" if needed else ""
+        free = f"{human_bytes(self.free)} free" if self.free is not None else "free space unknown"
+        still = f"; it still needed about {human_bytes(needed)}" if needed else ""
         text = (
             f"out of space: the filesystem at {self.mount} is {what} ({free}) while "
             f"{doing} {path}{still}; {remedy}, then run it again"

@@ -55,7 +55,9 @@ from .clikit import (
     parse_when,
     run_command,
 )
+from .cmd_doctor import doctor
 from .cmd_lifecycle import expire, hold
+from .cmd_metrics import Exporter, metrics
 from .fmt import human
 from .report import describe
 from .results import LIST_MAX, report
@@ -642,7 +644,15 @@ def checkpoint(config: Path | None, json_out: bool, wait: float) -> None:
 @main.command()
 @command(json_opt=False)
 @click.option("--log-json", is_flag=True, help="One JSON object per line on stderr.")
-def run(config: Path | None, log_json: bool) -> None:
+@click.option("--metrics-listen", metavar="ADDR:PORT", help="Serve Prometheus /metrics there.")
+@click.option(
+    "--metrics-textfile",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Keep this file (*.prom) written for node_exporter's textfile collector.",
+)
+def run(
+    config: Path | None, log_json: bool, metrics_listen: str | None, metrics_textfile: Path | None
+) -> None:
     """Run the scheduler in the foreground (for systemd or a tmux pane).
 
     Jobs and their schedules come from [jobs] in the config. One line per event on
@@ -660,7 +670,10 @@ def run(config: Path | None, log_json: bool) -> None:
         line = json.dumps({"at": stamp, **record}, default=str) if log_json else f"{stamp} {text}"
         print(line, file=sys.stderr, flush=True)
 
+    exporter = Exporter(settings, metrics_listen, metrics_textfile, log)
+
     def on_job(e: JobEvent) -> None:
+        exporter.job_event(e)
         record: dict[str, Any] = {"kind": f"job_{e.kind}", "job": e.job, "detail": e.detail}
         if e.run is not None:
             record |= {"run_id": e.run.id, "status": e.run.status, "error": e.run.error}
@@ -702,10 +715,13 @@ def run(config: Path | None, log_json: bool) -> None:
             f"coldkeep run: pid {os.getpid()}, {settings.config_path}",
         )
         try:
+            await scheduler.open()  # the manifest made and migrated before metrics read it
+            exporter.start()
             await scheduler.run_until(stop)
         finally:
             await asyncio.sleep(0)
             follower.cancel()
+            await exporter.stop()
         log({"kind": "stopped"}, "coldkeep run: stopped")
         return EXIT_OK
 
@@ -798,8 +814,10 @@ def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
     click.get_current_context().invoke(console, config=config)
 
 
+main.add_command(doctor)
 main.add_command(expire)
 main.add_command(hold)
+main.add_command(metrics)
 
 if __name__ == "__main__":
     main()

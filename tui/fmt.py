@@ -7,15 +7,9 @@ from datetime import datetime
 from pathlib import Path
 
 from coldkeep.core.config import RemoteSettings
+from coldkeep.core.space import human_bytes
 
-
-def human(n: float) -> str:
-    """Bytes: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
 
 
 def age(seconds: float) -> str:

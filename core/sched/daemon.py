@@ -23,6 +23,7 @@ from typing import Any
 
 from ..archiver import Archiver
 from ..cancel import CancelToken
+from ..config import Settings
 from ..lock import LockHeld
 from ..manifest import Manifest
 from . import alerts
@@ -67,17 +68,27 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         return Outcome(report.failed == 0, summary, "; ".join(report.errors or []) or None)
 
     table: dict[str, JobHandler] = {
+        "pass": locked_out(run_pass),
         "verify": locked_out(verify),
+        "ship": locked_out(ship),
+        "expire": locked_out(expire),
         "stats": stats,
         "alerts": deliver,
     }
+    return {name: handler for name, handler in table.items() if name in job_names(settings)}
+
+
+def job_names(settings: Settings) -> frozenset[str]:
+    """The jobs this config has: pass unless mode is "off", ship with a [remote],
+    expire with a [retention] (whether [jobs] enables them is the runner's call)."""
+    names = {"verify", "stats", "alerts"}
     if settings.mode != "off":
-        table["pass"] = locked_out(run_pass)
+        names.add("pass")
     if settings.remote is not None:
-        table["ship"] = locked_out(ship)
+        names.add("ship")
     if settings.retention.configured:
-        table["expire"] = locked_out(expire)
-    return table
+        names.add("expire")
+    return frozenset(names)
 
 
 # The jobs that take the archive lock: the runner gives them one turn at a time.

@@ -496,3 +496,20 @@ async def failed_runs(manifest: Manifest, limit: int) -> list[JobRun]:
         (limit,),
     )
     return [_run(r) for r in rows]
+
+
+async def latest_finished(manifest: Manifest) -> dict[str, JobRun]:
+    """Each job's most recent run that has ended, however it ended."""
+    rows = await manifest.rows(
+        f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE id IN "
+        "(SELECT max(id) FROM job_runs WHERE ended_at IS NOT NULL GROUP BY job)"
+    )
+    return {run.job: run for run in map(_run, rows)}
+
+
+async def run_counts(manifest: Manifest) -> dict[tuple[str, str], int]:
+    """(job, status) -> how many ended runs the audit still holds: pruning lowers it."""
+    rows = await manifest.rows(
+        "SELECT job, status, count(*) FROM job_runs WHERE ended_at IS NOT NULL GROUP BY job, status"
+    )
+    return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}

@@ -1,0 +1,199 @@
+"""Prometheus metrics: what a demo site says before and after a pass, the
+textfile, and ``coldkeep metrics`` / ``coldkeep run --metrics-listen`` as real
+processes."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.config import RetentionSettings, Settings, load_settings
+from coldkeep.core.demo import write_demo
+from coldkeep.core.metrics import Publisher, SnapshotCollector, read_site, registry_for
+from coldkeep.core.sched.daemon import Scheduler
+from coldkeep.core.stream import EventStream
+
+from helpers import COLDKEEP, ck
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+async def scrape(settings: Settings) -> Samples:
+    collector = SnapshotCollector(settings)
+    collector.publish(await read_site(settings))
+    return parse(generate_latest(registry_for(collector)).decode())
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_demo(tmp_path / "demo", seed=5, scale=0.02).config
+
+
+async def test_holds_and_expired_data_show_in_the_metrics(config: Path) -> None:
+    settings = replace(
+        load_settings(config), retention=RetentionSettings(files_days=1, events_days=1)
+    )
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    await archiver.run_pass()
+    hold = await archiver.place_hold("unit", "unit-0001", "case 114")
+    held = await scrape(settings)
+    # A pass run by hand (the CLI from a systemd timer) is a pass's success too.
+    assert value(held, "coldkeep_job_last_success_timestamp_seconds", job="pass") > 0
+    assert value(held, "coldkeep_holds_active") == 1
+    assert ("coldkeep_archive_files", frozenset({("status", "expired")})) not in held
+    report = await archiver.expire()
+    assert report.expired and report.held
+    await archiver.release_hold(hold.id)
+    after = await scrape(settings)
+    assert value(after, "coldkeep_holds_active") == 0
+    assert value(after, "coldkeep_archive_files", status="expired") == report.files
+    assert value(after, "coldkeep_expired_event_months") == report.months > 0
+
+
+async def test_a_pass_run_as_a_job_shows_in_the_metrics(config: Path) -> None:
+    settings = load_settings(config)
+    before = await scrape(settings)
+    assert value(before, "coldkeep_up") == 1
+    assert value(before, "coldkeep_job_last_success_timestamp_seconds", job="pass") == 0
+    assert value(before, "coldkeep_backlog_files") > 0
+    assert value(before, "coldkeep_backlog_event_rows") > 0
+    assert value(before, "coldkeep_live_wal_bytes") >= 0
+
+    started = time.time()
+    scheduler = Scheduler(Archiver(settings, stream=EventStream(), serve_events=False))
+    runner = await scheduler.open()
+    try:
+        run = await runner.run_now("pass")
+    finally:
+        await scheduler.close()
+    assert run.status == "ok", run.error
+
+    after = await scrape(settings)
+    assert value(after, "coldkeep_up") == 1
+    assert value(after, "coldkeep_job_last_success_timestamp_seconds", job="pass") >= started - 1
+    assert value(after, "coldkeep_job_last_duration_seconds", job="pass") > 0
+    assert value(after, "coldkeep_job_runs_total", job="pass", outcome="ok") == 1
+    assert value(after, "coldkeep_archive_files", status="archived") > 0
+    assert value(after, "coldkeep_archive_bytes", status="archived") > 0
+    assert value(after, "coldkeep_backlog_files") < value(before, "coldkeep_backlog_files")
+    assert value(after, "coldkeep_backlog_event_rows") < value(
+        before, "coldkeep_backlog_event_rows"
+    )
+    # The demo's [remote] (a folder): nothing shipped yet, everything pending.
+    assert value(after, "coldkeep_remote_files") == 0
+    assert value(after, "coldkeep_remote_pending_files") > 0
+    assert value(after, "coldkeep_verify_failures", tier="local") == 0
+    assert value(after, "coldkeep_verify_failures", tier="remote") == 0
+
+
+async def test_the_publisher_writes_the_textfile_and_keeps_the_last_snapshot_on_failure(
+    config: Path,
+) -> None:
+    settings = load_settings(config)
+    textfile = config.parent / "coldkeep.prom"
+    errors: list[str] = []
+    collector = SnapshotCollector(settings)
+    publisher = Publisher(settings, collector, textfile=textfile, on_error=errors.append)
+    await Archiver(settings, stream=EventStream(), serve_events=False).run_pass()
+
+    await publisher.refresh()
+    first = parse(textfile.read_text())
+    assert value(first, "coldkeep_up") == 1
+    assert value(first, "coldkeep_archive_files", status="archived") > 0
+    counted = value(first, "coldkeep_backlog_timestamp_seconds")
+    assert not errors
+    assert [p.name for p in textfile.parent.iterdir() if "prom" in p.name] == [textfile.name]
+
+    await publisher.refresh()  # not due: the backlog count is reused
+    assert value(parse(textfile.read_text()), "coldkeep_backlog_timestamp_seconds") == counted
+    publisher.kick(recount=True)
+    await publisher.refresh()
+    assert value(parse(textfile.read_text()), "coldkeep_backlog_timestamp_seconds") > counted
+
+    (config.parent / "archive" / "coldkeep.db").write_bytes(b"not a database" * 100)
+    await publisher.refresh()
+    failed = parse(textfile.read_text())
+    assert value(failed, "coldkeep_up") == 0
+    assert value(failed, "coldkeep_archive_files", status="archived") > 0  # the last good read
+    assert len(errors) == 1 and "could not be read" in errors[0]
+
+
+def test_coldkeep_metrics_prints_the_text_format(config: Path) -> None:
+    out = ck(config.parent, "metrics").stdout
+    samples = parse(out)
+    assert value(samples, "coldkeep_up") == 1
+    assert value(samples, "coldkeep_backlog_files") > 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_run_serves_metrics_over_http_and_keeps_the_textfile_written(config: Path) -> None:
+    config.write_text(  # nothing due for a long while: the daemon only serves
+        config.read_text()
+        + "\n[jobs.stats]\nenabled = false\n\n[jobs.alerts]\nenabled = false\n"
+        + '\n[jobs.pass]\ncron = "0 0 1 1 *"\n\n[jobs.verify]\ncron = "0 0 1 1 *"\n'
+        + '\n[jobs.ship]\ncron = "0 0 1 1 *"\n'
+    )
+    port = free_port()
+    textfile = config.parent / "coldkeep.prom"
+    args = ["--metrics-listen", f"127.0.0.1:{port}", "--metrics-textfile", str(textfile)]
+    proc = subprocess.Popen(
+        [*COLDKEEP, "run", "--config", str(config), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        samples: Samples = {}
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    samples = parse(r.read().decode())
+            except (urllib.error.URLError, ConnectionError):
+                samples = {}
+            if samples.get(("coldkeep_up", frozenset())) == 1 and textfile.exists():
+                break
+            time.sleep(0.05)
+        assert value(samples, "coldkeep_up") == 1
+        assert value(samples, "coldkeep_backlog_files") > 0
+        assert value(samples, "coldkeep_job_last_success_timestamp_seconds", job="pass") == 0
+        assert value(parse(textfile.read_text()), "coldkeep_up") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+@pytest.mark.parametrize("listen", ["9108", "127.0.0.1:port", "127.0.0.1:70000"])
+def test_run_refuses_a_bad_listen_address_in_one_line(config: Path, listen: str) -> None:
+    run = ck(config.parent, "run", "--metrics-listen", listen, check=2)
+    assert run.stderr.count("\n") == 1 and "ADDR:PORT" in run.stderr
