@@ -17,7 +17,7 @@ import pytest
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.config import RemoteSettings, RetentionSettings, load_settings
 from coldkeep.core.demo import write_demo
-from coldkeep.core.events.eventschema import month_end_ms
+from coldkeep.core.events.eventschema import EventsError, month_end_ms
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.legalholds import HoldError
 from coldkeep.core.stream import EventStream
@@ -209,6 +209,8 @@ async def test_an_event_month_expires_when_its_last_day_is_past_retention(site: 
         site, "SELECT sha256, expired_at FROM expired_months WHERE month = ?", (month,)
     ) == [(sha, ends)]
     assert (site.parent / "archive" / "events" / f"{months[-1]}.db").is_file()
+    with pytest.raises(EventsError, match=f"{month} expired on "):
+        await ck.restore_events(months=[month])
 
 
 async def test_expiry_deletes_the_remote_copies_too(site: Path) -> None:

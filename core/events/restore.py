@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,16 @@ def _put_back(
         live.close()
 
 
+async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str]]:
+    """Which of ``months`` retention deleted, and the day it did."""
+    marks = ",".join("?" * len(months))
+    rows = await manifest.rows(
+        f"SELECT month, expired_at FROM expired_months WHERE month IN ({marks}) ORDER BY month",
+        months,
+    )
+    return [(m, datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d")) for m, at in rows]
+
+
 async def restore_events(
     settings: Settings,
     events_dir: Path,
@@ -177,7 +188,11 @@ async def restore_events(
     unknown = sorted(set(months or ()) - set(available))
     if unknown:
         have = ", ".join(available) or "none"
-        raise EventsError(f"no archived events for {', '.join(unknown)} (archived months: {have})")
+        expired = await _expired(manifest, unknown)
+        why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
+        raise EventsError(
+            f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
+        )
     report = EventsRestoreReport()
     until = now_ms() + int(hold_days * DAY_MS)
     for month in available if months is None else sorted(set(months)):
