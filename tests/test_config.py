@@ -143,6 +143,9 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (REMOTE + "keep_local_days = -2\n", "remote.keep_local_days", "below -1"),
         (REMOTE + "site = 'a/b'\n", "remote.site", "plain folder name"),
         (REMOTE + "bytes_per_sec = 1\n", "remote.bytes_per_sec", "did you mean remote.bytes_per_s"),
+        (ROOTS + "[retention]\nfiles_days = 0\n", "retention.files_days", "use 1 or more"),
+        (ROOTS + "[retention]\nevent_days = 9\n", "retention.event_days", "retention.events_days"),
+        (ROOTS + "[retention.units]\nlogs = '7d'\n", "retention.units.logs", "a number"),
     ],
 )
 def test_bad_configs_are_refused_in_one_line(site: Path, text: str, key: str, says: str) -> None:
@@ -168,6 +171,8 @@ def test_the_readme_example_is_a_valid_config(site: Path) -> None:
     cfg = load_settings(write(site, example))
     assert cfg.mode == "plan" and cfg.jobs.jobs["pass"].cron == "17 3 * * *"
     assert cfg.alerts.sinks == ["command", "webhook"]
+    assert cfg.retention.files_days_for("debug-logs") == 30
+    assert cfg.retention.files_days_for("web") == 365 and "expire" in cfg.jobs.jobs
 
 
 ALERTING = 'live_root = "live"\narchive_root = "archive"\n'
