@@ -107,6 +107,8 @@ async def place(
         raise HoldError("a hold needs a reason (--reason TEXT): it is what the next operator sees")
     if scope == "entry" and not target.isdigit():
         raise HoldError(f"--entry {target!r}: an entry is held by its id (a number)")
+    if scope == "entry" and not await manifest.rows("SELECT 1 FROM entries WHERE id = ?", [target]):
+        raise HoldError(f"--entry {target}: there is no such entry (restore --list shows ids)")
     if scope == "path":
         try:
             glob_to_regex(target)

@@ -174,6 +174,7 @@ async def test_a_hold_with_an_end_date_ends_by_itself(site: Path) -> None:
     ("scope", "target", "says"),
     [
         ("entry", "seven", "by its id"),
+        ("entry", "999999", "no such entry"),
         ("path", "a/[bc", "--path"),
         ("unit", "u", "needs a reason"),
     ],

@@ -23,6 +23,7 @@ class ConsoleAction:
     button: bool = True
     remote: bool = False  # works on the remote tier: off where no [remote] is configured
     retention: bool = False  # deletes by retention: off where no [retention] is configured
+    footer: bool = True  # its key in the footer (room there is short: help lists every key)
 
     @property
     def keys(self) -> str:
@@ -70,6 +71,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "Legal holds: see them, place one, release one (expiry and drops never touch "
         "what they cover)",
         button=False,
+        footer=False,
     ),
     # Not mutating: browsing and previewing change nothing (and work read-only);
     # restoring from the browser is refused where a change would be.
@@ -113,5 +115,6 @@ BY_NAME = {a.name: a for a in ACTIONS}
 
 def bindings(actions: Sequence[ConsoleAction] = ACTIONS) -> list[Binding]:
     """The key bindings of a registry (the main console's, or the fleet view's):
-    every action but help in the footer (help lists them all)."""
-    return [Binding(a.keys, a.name, a.label, show=a.name != "help") for a in actions]
+    every action in the footer but help and those kept out of it (help lists
+    them all)."""
+    return [Binding(a.keys, a.name, a.label, show=a.footer and a.name != "help") for a in actions]
