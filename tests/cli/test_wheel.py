@@ -1,6 +1,8 @@
-"""The wheel as a user gets it: built from this tree, installed into a new venv
-(not editable, its dependencies from the index), and run from outside the
-checkout, so nothing can be imported from the source folders by accident.
+"""The wheel as a user gets it: built from the sdist of this tree (as
+``python -m build`` does, so the sdist is proven to hold everything a build
+needs), installed into a new venv (not editable, its dependencies from the
+index), and run from outside the checkout, so nothing can be imported from the
+source folders by accident.
 
 The editable install every other test uses maps ``coldkeep.core`` -> ``core/``
 through an import hook; a package left out of the wheel's package list (a new
@@ -15,8 +17,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +31,6 @@ from helpers import report_line
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {"core": "coldkeep.core", "tui": "coldkeep.tui"}
-DATA = ("py.typed", "*.tcss")
 
 # Left out of the copy the wheel is built from: what a build or a run leaves in
 # the checkout (never read by the build), at the top level only.
@@ -58,7 +61,9 @@ print(json.dumps({
 @dataclass
 class Installed:
     venv: Path
-    src: Path  # the copy of the checkout the wheel was built from
+    src: Path  # the copy of the checkout the sdist was built from
+    sdist: Path
+    wheel: Path  # built from the sdist
     work: Path  # an empty directory outside the checkout: the cwd of every run
 
     @property
@@ -116,20 +121,23 @@ def installed(
     shutil.copytree(ROOT, src, ignore=_ignore_top_level, symlinks=True)
     dist, venv, work = base / "dist", base / "venv", base / "work"
     work.mkdir()
+    # The sdist, then the wheel from the unpacked sdist (not from the tree): a file
+    # the sdist leaves out is missing from this wheel, and the test below says so.
     build_s = _timed(
-        "pip wheel",
-        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-w", str(dist)],
+        "python -m build (`build` is in the dev extra)",
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(src)],
         base,
     )
+    (sdist,) = dist.glob("coldkeep-*.tar.gz")
     (wheel,) = dist.glob("coldkeep-*.whl")
     install_s = _timed("venv", [sys.executable, "-m", "venv", str(venv)], base)
     install_s += _timed("pip install", [str(venv / "bin" / "pip"), "install", str(wheel)], base)
     report_line(
         request.config,
-        f"wheel: built in {build_s:.1f} s, installed with its dependencies into a new venv "
-        f"in {install_s:.1f} s",
+        f"wheel: sdist and a wheel from it built in {build_s:.1f} s, installed with its "
+        f"dependencies into a new venv in {install_s:.1f} s",
     )
-    return Installed(venv, src, work)
+    return Installed(venv, src, sdist, wheel, work)
 
 
 def _source_modules(src: Path) -> set[str]:
@@ -145,6 +153,48 @@ def _source_modules(src: Path) -> set[str]:
     return names
 
 
+def _package_files(src: Path) -> set[str]:
+    """Every file of the packages, as a path under ``coldkeep/``: each module and
+    each data file (``py.typed``, ``*.tcss``, any file a new package brings) under
+    core/ and tui/, so what the wheel must hold follows the tree with no list to
+    keep. Not what a checkout gathers beside them: ``__pycache__``, hidden files
+    (an editor's swap files), backups ending in ``~``."""
+    files = set()
+    for folder in SOURCES:
+        for path in (src / folder).rglob("*"):
+            relative = path.relative_to(src)
+            if path.is_file() and not any(
+                part == "__pycache__" or part.startswith(".") or part.endswith("~")
+                for part in relative.parts
+            ):
+                files.add(f"coldkeep/{relative.as_posix()}")
+    return files
+
+
+def test_the_sdist_holds_what_a_build_needs_and_builds_the_same_files(
+    installed: Installed,
+) -> None:
+    expected = _package_files(installed.src)
+    assert {"coldkeep/tui/app.tcss", "coldkeep/core/py.typed"} <= expected
+    with tarfile.open(installed.sdist) as sdist:
+        top = installed.sdist.name.removesuffix(".tar.gz")
+        names = {m.name.removeprefix(f"{top}/") for m in sdist.getmembers() if m.isfile()}
+    needed = {"pyproject.toml", "setup.py", "README.md", "PKG-INFO"}
+    needed |= {name.removeprefix("coldkeep/") for name in expected}
+    assert not needed - names, f"missing from the sdist: {sorted(needed - names)}"
+
+    # The wheel was built from the sdist: it holds the packages' files exactly.
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        in_wheel = set(wheel.namelist())
+        entry_points = next(n for n in in_wheel if n.endswith(".dist-info/entry_points.txt"))
+        assert "coldkeep = coldkeep.tui.cli:main" in wheel.read(entry_points).decode()
+    packaged = {name for name in in_wheel if ".dist-info/" not in name}
+    assert packaged == expected, (
+        f"not in the wheel: {sorted(expected - packaged)} (a data file needs its pattern "
+        f"in [tool.setuptools.package-data]); not in the tree: {sorted(packaged - expected)}"
+    )
+
+
 def test_the_wheel_holds_every_module_and_data_file_and_imports_from_the_venv(
     installed: Installed,
 ) -> None:
@@ -158,16 +208,22 @@ def test_the_wheel_holds_every_module_and_data_file_and_imports_from_the_venv(
     assert set(info["modules"]) == _source_modules(installed.src)
     assert {"coldkeep.tui.panes.log", "coldkeep.core.files.gzfile"} <= set(info["modules"])
 
-    packages = {
-        "coldkeep.core": Path(info["core"]).parent,
-        "coldkeep.tui": Path(info["tui"]).parent,
+    # Every module and data file of the tree, installed (nothing else but the
+    # bytecode pip compiled).
+    namespace = Path(info["core"]).parent.parent
+    assert Path(info["tui"]).parent.parent == namespace
+    on_disk = {
+        f"coldkeep/{path.relative_to(namespace).as_posix()}"
+        for folder in SOURCES
+        for path in (namespace / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
     }
-    for folder, package in SOURCES.items():
-        for pattern in DATA:
-            for data in (installed.src / folder).rglob(pattern):
-                relative = data.relative_to(installed.src / folder)
-                assert (packages[package] / relative).is_file(), f"{package}: {relative} missing"
-    assert (packages["coldkeep.tui"] / "app.tcss").is_file()
+    expected = _package_files(installed.src)
+    assert on_disk == expected, (
+        f"not installed: {sorted(expected - on_disk)}; not in the tree: "
+        f"{sorted(on_disk - expected)}"
+    )
+    assert (namespace / "tui" / "app.tcss").is_file()
 
 
 def test_the_installed_cli_writes_a_demo_and_reports_its_status(installed: Installed) -> None:
