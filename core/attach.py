@@ -32,7 +32,7 @@ import json
 import os
 import socket
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from .stream import Event, EventStream, as_dict, from_dict
 
 SOCKET_NAME = ".coldkeep.sock"
 MAX_LINE = 64 * 1024
+UNIX_PATH_MAX = 107  # bytes of a socket's path (sun_path holds 108 with its NUL)
 
 
 class NotAttachable(Exception):
@@ -48,6 +49,22 @@ class NotAttachable(Exception):
 
 def socket_path(archive_root: Path) -> Path:
     return archive_root / SOCKET_NAME
+
+
+@contextlib.contextmanager
+def unix_address(path: Path) -> Iterator[str]:
+    """``path`` as a socket address: a socket's path holds at most 107 bytes, and
+    an archive_root deep in a tree is longer; then the same file is named through
+    its open directory (``/proc/self/fd/N/name``), for as long as the bind or
+    connect takes."""
+    if len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
@@ -102,7 +119,10 @@ class AttachServer:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        self._server = await asyncio.start_unix_server(self._serve, path=str(tmp), limit=MAX_LINE)
+        with unix_address(tmp) as address:
+            self._server = await asyncio.start_unix_server(
+                self._serve, path=address, limit=MAX_LINE
+            )
         os.chmod(tmp, 0o600)
         os.rename(tmp, self.path)
         self._ino = os.lstat(self.path).st_ino
@@ -210,7 +230,8 @@ class AttachClient:
     @classmethod
     async def connect(cls, path: Path) -> AttachClient:
         try:
-            reader, writer = await asyncio.open_unix_connection(str(path), limit=MAX_LINE)
+            with unix_address(path) as address:
+                reader, writer = await asyncio.open_unix_connection(address, limit=MAX_LINE)
         except (FileNotFoundError, ConnectionRefusedError) as err:
             raise NotAttachable(f"nothing serves events at {path}") from err
         except PermissionError as err:

@@ -149,3 +149,21 @@ async def test_closing_with_a_console_attached_reports_no_error(sock_path: Path)
     for _ in range(3):  # the transports' callbacks run on the next turns of the loop
         await asyncio.sleep(0)
     assert reported == []
+
+
+async def test_an_archive_root_deeper_than_a_socket_path_can_be_is_still_attachable(
+    tmp_path: Path,
+) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = deep / ".coldkeep.sock"
+    assert len(os.fsencode(path)) > 108
+    server, _, _ = await serve(path)
+    try:
+        assert stat.S_ISSOCK(path.stat().st_mode)
+        client = await AttachClient.connect(path)
+        assert client.hello["operation"] == "pass"
+        await client.close()
+    finally:
+        await server.close()
+    assert not path.exists()
