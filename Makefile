@@ -46,8 +46,10 @@ typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck $(BIN)/mypy --strict -p coldkeep.core -p coldkeep.tui
 	MYPYPATH=.typecheck:tests $(BIN)/mypy --strict --explicit-package-bases tests
 
+# Two workers (the CI machine's two cores), a test file to each at a time: a
+# file's module fixtures (a demo site archived once, an S3 server) are built once.
 pytest: $(VENV)/.installed-dev tmux fuse
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 # The console tests drive the real console in tmux. As root with apt-get (CI's
 # fresh machine) a missing tmux is installed; elsewhere those tests are skipped,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -14,6 +15,11 @@ from helpers import Roots
 
 # The S3 test server and its fault proxy (s3kit): fixtures s3, s3_server, s3_proxy.
 pytest_plugins = ["s3kit"]
+
+# xdist's workers set these (80x24): a console a test starts in a terminal of its
+# own (tmux) would take them over the terminal's real size.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 
 @pytest.fixture
@@ -29,6 +35,19 @@ def roots(tmp_path: Path) -> Roots:
 def codec(request: pytest.FixtureRequest) -> Codec:
     engine = request.param
     return Codec(engine, 1 if engine == "isal" else 6)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under xdist a worker's lines go back to the controller with its output.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["coldkeep_summary"] = getattr(session.config, "coldkeep_summary", [])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    lines = node.workeroutput.get("coldkeep_summary", [])
+    node.config.coldkeep_summary = [*getattr(node.config, "coldkeep_summary", []), *lines]
 
 
 def pytest_terminal_summary(

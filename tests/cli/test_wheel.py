@@ -18,8 +18,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
-import uuid
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -286,11 +286,15 @@ class Console:
 
 @pytest.fixture
 def console(installed: Installed) -> Iterator[Console]:
-    console = Console(installed.work / f"tmux-{uuid.uuid4().hex[:8]}", installed.env())
+    # Its own short folder: a socket's path holds 107 bytes, and a test's own
+    # directory (under xdist's per-worker one) is longer.
+    folder = Path(tempfile.mkdtemp(prefix="ck-tmux-", dir="/tmp"))
+    console = Console(folder / "s", installed.env())
     try:
         yield console
     finally:
         console.tmux("kill-server", check=False)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.skipif(

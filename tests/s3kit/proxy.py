@@ -415,10 +415,16 @@ class FaultProxy:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         # A HEAD response describes a body it never carries.
         payload = b"" if entry.method == "HEAD" else body if cut is None else body[:cut]
+        # Counted before they go: a client that has read them must find them
+        # counted (a test reads the counts as soon as its request returns).
         entry.status = status
-        sock.sendall(head + payload)
         entry.sent = len(head) + len(payload)
         entry.body_sent = len(payload)
+        try:
+            sock.sendall(head + payload)
+        except OSError:
+            entry.sent = entry.body_sent = 0  # how much went is unknown: none is claimed
+            raise
 
 
 # -- HTTP/1.1 framing ----------------------------------------------------------------
