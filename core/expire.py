@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -221,7 +222,7 @@ class Expirer:
         store: ObjectStore | None,
         *,
         step: StepHook = no_step,
-        clock: Any,
+        clock: Callable[[], int],
         origin: str,
         cancel: CancelToken | None = None,
     ) -> None:
@@ -318,12 +319,10 @@ class Expirer:
 
     async def _finish(self, path: str) -> None:
         """An expiry recorded: its remote copies and its local file deleted."""
-        month = Path(path).stem if path.startswith("events/") else None
-        remote = [
-            o.path
-            for o in await self.objects.all()
-            if (o.month == month if month is not None else o.path == path)
-        ]
+        if path.startswith("events/"):
+            remote = [o.path for o in await self.objects.of_month(Path(path).stem)]
+        else:
+            remote = [o.path for o in [await self.objects.get(path)] if o is not None]
         if remote:
             site = self.settings.remote.site if self.settings.remote is not None else None
             if self.store is None or site is None:

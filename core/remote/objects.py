@@ -109,6 +109,13 @@ class RemoteObjects:
         )
         return {obj.month: obj for obj in map(_row, rows) if obj.month}
 
+    async def of_month(self, month: str) -> list[RemoteObject]:
+        """Every snapshot shipped of event month ``month``."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE month = ? ORDER BY path", [month]
+        )
+        return [_row(r) for r in rows]
+
     async def droppable(self, shipped_before: int) -> list[RemoteObject]:
         """Archive files shipped before ``shipped_before`` whose local copy is still
         there and whose remote copy has not failed a verify."""
