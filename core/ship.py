@@ -139,6 +139,7 @@ class ShipPlan:
     drop_bytes: int
     keep_local_days: float
     months: int = 0  # closed event months changed since their last snapshot
+    held: int = 0  # local copies past keep_local_days that legal holds keep
 
 
 async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPlan:
@@ -147,6 +148,7 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
     objects = RemoteObjects(manifest)
     totals = await objects.totals()
     drops: list[RemoteObject] = []
+    held: dict[str, Hold] = {}
     if not remote.keeps_local:
         drops = await objects.droppable(now - int(remote.keep_local_days * DAY_MS))
         held = await _held(manifest, drops, now)
@@ -163,6 +165,7 @@ async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPla
         sum(o.bytes for o in drops),
         remote.keep_local_days,
         len(months),
+        len(held),
     )
 
 

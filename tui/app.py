@@ -946,6 +946,8 @@ class ColdkeepApp(App[None]):
                 "then holds the only copy (restores read it back from there)."
             )
             rows.append(("drop local copies", f"{plan.drops}", human(plan.drop_bytes)))
+        if plan.held:
+            then += f"; {plan.held} more local copies are kept by legal holds"
         summary = (
             f"{send}; {then}.\nClosed event months changed since their last snapshot, and "
             "a snapshot of the manifest, go too. Each object is read back (size and "

@@ -89,24 +89,30 @@ def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Ta
     rnd = random.Random(20261201)
     killed = 0
     for i in range(RANDOM_KILLS):
-        site = copy(archived, tmp_path / f"run-{i}")
-        proc = subprocess.Popen(
-            [*COLDKEEP, "ship", "--config", str(site / "coldkeep.toml")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        delay = rnd.uniform(0.2, 1.0) * seconds
-        try:
-            proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            killed += 1
-            tally.faults += 1
-            tally.by_kind["ship@random"] += 1
-        else:
-            seconds = min(seconds, delay)  # it ended sooner: draw the next inside it
-        check(site, tally, settled=False)
-        settled(site, tally)
-        shutil.rmtree(site)
+        # A ship that ends before its moment becomes the measure (the machine is
+        # quicker than the probe run was: another test's load went away), and the
+        # moment is drawn again on a fresh copy, up to 3 times.
+        for attempt in range(3):
+            site = copy(archived, tmp_path / f"run-{i}-{attempt}")
+            proc = subprocess.Popen(
+                [*COLDKEEP, "ship", "--config", str(site / "coldkeep.toml")],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            delay = rnd.uniform(0.2, 1.0) * seconds
+            try:
+                proc.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                killed += 1
+                tally.faults += 1
+                tally.by_kind["ship@random"] += 1
+            else:
+                seconds = min(seconds, delay)  # it ended sooner: draw the next inside it
+            check(site, tally, settled=False)
+            settled(site, tally)
+            shutil.rmtree(site)
+            if proc.returncode == -signal.SIGKILL:
+                break
     assert killed >= RANDOM_KILLS // 2, f"only {killed} of {RANDOM_KILLS} runs were killed mid-ship"
