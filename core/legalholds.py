@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from dataclasses import asdict, dataclass
@@ -28,6 +29,12 @@ Scope = Literal["unit", "path", "entry"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 EVENTS_UNIT = "events"  # the unit name that holds every event month
 _COLUMNS = "id, scope, target, reason, until, placed_at, placed_by, released_at, released_by"
+
+
+@functools.lru_cache(maxsize=256)
+def compiled(glob: str) -> re.Pattern[str]:
+    """A hold's glob, compiled once (it is matched against every entry it may cover)."""
+    return re.compile(glob_to_regex(glob))
 
 
 class HoldError(ValueError):
@@ -54,13 +61,13 @@ class Hold:
             return unit == self.target
         if self.scope == "entry":
             return str(entry_id) == self.target
-        return re.fullmatch(glob_to_regex(self.target), relpath) is not None
+        return compiled(self.target).fullmatch(relpath) is not None
 
     def covers_month(self, month: str) -> bool:
         if self.scope == "unit":
             return self.target == EVENTS_UNIT
         if self.scope == "path":
-            return re.fullmatch(glob_to_regex(self.target), f"events/{month}") is not None
+            return compiled(self.target).fullmatch(f"events/{month}") is not None
         return False
 
     def describe(self) -> str:

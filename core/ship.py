@@ -26,8 +26,9 @@ Invariants:
   the local file's. An object already at its key counts as shipped only if its
   bytes are the same; different bytes are a problem to report, never replaced.
 - A local copy is dropped only when its row says it was shipped and verified,
-  ``keep_local_days`` have passed, its last remote verify did not fail, and the
-  server, asked right before, still holds its size and SHA-256.
+  ``keep_local_days`` have passed, its last remote verify did not fail, no
+  legal hold covers it, and the server, asked right before, still holds its
+  size and SHA-256.
 - Read back means: the size and SHA-256 by HEAD (the bytes themselves where the
   server keeps no checksum), or, for a group of uploads whose PUT answers gave
   the SHA-256 sent, their sizes by one listing where that is fewer requests.

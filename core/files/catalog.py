@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 import shlex
 import sqlite3
 import time
@@ -30,8 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
-from ..globs import glob_to_regex
-from ..legalholds import ActiveHolds, read_active
+from ..legalholds import ActiveHolds, compiled, read_active
 from ..manifest import EntryStatus
 
 
@@ -170,7 +168,7 @@ class Catalog:
                 at = bisect.bisect_left(self.ids, int(hold.target))
                 rows = [at] if at < len(self.ids) and self.ids[at] == int(hold.target) else []
             else:
-                match = re.compile(glob_to_regex(hold.target)).fullmatch
+                match = compiled(hold.target).fullmatch
                 rows = [i for i, path in enumerate(self.relpaths) if match(path)]
             described = hold.describe()
             for i in rows:
