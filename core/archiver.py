@@ -603,9 +603,12 @@ class Archiver:
         async with await self._manifest_or_empty() as manifest:
             return await expire_plan(self.settings, manifest, self.clock())
 
-    async def expire(self, cancel: CancelToken | None = None) -> ExpireReport:
+    async def expire(
+        self, cancel: CancelToken | None = None, only: frozenset[str] | None = None
+    ) -> ExpireReport:
         """Archived data past its retention deleted, locally and remotely;
-        never what a hold covers (expire.py)."""
+        never what a hold covers (expire.py). ``only``: of those, the paths an
+        operator was shown and confirmed."""
         async with self.session("expire", {}, cancel) as current:
             current.start("archived data past its retention")
             remote = self.settings.remote
@@ -619,6 +622,7 @@ class Archiver:
                     clock=self.clock,
                     origin=self.origin,
                     cancel=cancel,
+                    only=only,
                 ).run()
             finally:
                 if store is not None:

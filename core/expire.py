@@ -225,6 +225,7 @@ class Expirer:
         clock: Callable[[], int],
         origin: str,
         cancel: CancelToken | None = None,
+        only: frozenset[str] | None = None,
     ) -> None:
         self.settings = settings
         self.manifest = manifest
@@ -235,6 +236,9 @@ class Expirer:
         self.clock = clock
         self.origin = origin
         self.cancel = cancel or CancelToken()
+        # The paths an operator confirmed (None: whatever is due): what came due
+        # since the question was asked waits for the next expiry.
+        self.only = only
         self.report = ExpireReport()
 
     async def run(self) -> ExpireReport:
@@ -245,6 +249,8 @@ class Expirer:
         self.report.held = len(plan.held)
         for item in plan.items:
             self.cancel.check()
+            if self.only is not None and item.path not in self.only:
+                continue
             if await self._still_unheld(item):
                 await self._expire(item)
         return self.report

@@ -270,3 +270,12 @@ async def test_an_expired_file_is_not_restored_and_its_name_stays_taken(site: Pa
     assert (gz, "expired") in names
     [new] = [n for n, _ in names if n not in names_before]
     assert new != gz
+
+
+async def test_an_expiry_confirmed_for_some_paths_deletes_only_those(site: Path) -> None:
+    ck, clock = await archived(site, RetentionSettings(files_days=30))
+    first, second = singles(site)[:2]
+    clock.now = max(first[1], second[1]) + 30 * DAY_MS
+    report = await ck.expire(only=frozenset([first[0]]))
+    assert report.expired == [first[0]]
+    assert (site.parent / "archive" / second[0]).is_file(), "due, but not what was confirmed"

@@ -974,6 +974,9 @@ class ColdkeepApp(App[None]):
             self.notify(str(err), title="expire", severity="error", markup=False)
             return
         if not plan.items:
+            if go is not None:  # the job: nothing to ask about (nothing is deleted)
+                go()
+                return
             kept = f"; {len(plan.held)} kept by legal holds" if plan.held else ""
             self.notify(f"nothing is past its retention{kept}", title="expire")
             return
@@ -1000,7 +1003,8 @@ class ColdkeepApp(App[None]):
         )
         if ok and not self._refuse(action):
             if go is None:
-                self.operate("expire", self.archiver.expire)
+                shown = frozenset(i.path for i in plan.items)
+                self.operate("expire", lambda token: self.archiver.expire(token, only=shown))
             else:
                 go()
 
