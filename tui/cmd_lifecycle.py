@@ -8,7 +8,6 @@ while a long pass runs.
 
 from __future__ import annotations
 
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -27,14 +26,10 @@ from .clikit import (
     parse_when,
     run_command,
 )
-from .fmt import human
+from .fmt import day, human
 from .results import report
 
 LIST_MAX = 20  # items of a plan shown as text; --json has them all
-
-
-def _day(ms: int | None) -> str:
-    return "-" if ms is None else f"{datetime.fromtimestamp(ms / 1000):%Y-%m-%d}"
 
 
 def _item(i: ExpireItem) -> str:
@@ -88,9 +83,9 @@ def expire(yes: bool, config: Path | None, json_out: bool, wait: float) -> None:
 
 
 def _hold_line(h: Hold) -> str:
-    until = f" until {_day(h.until)}" if h.until else ""
-    placed = f"placed {_day(h.placed_at)} by {h.placed_by}"
-    released = f", released {_day(h.released_at)} by {h.released_by}" if h.released_at else ""
+    until = f" until {day(h.until)}" if h.until else ""
+    placed = f"placed {day(h.placed_at)} by {h.placed_by}"
+    released = f", released {day(h.released_at)} by {h.released_by}" if h.released_at else ""
     return f"{h.id:>4}  {h.scope} {h.target}{until}: {h.reason}  ({placed}{released})"
 
 

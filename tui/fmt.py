@@ -29,6 +29,11 @@ def clock_time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
 
 
+def day(ms: int) -> str:
+    """The local date of ``ms`` since the epoch: ``2026-12-01``."""
+    return time.strftime("%Y-%m-%d", time.localtime(ms / 1000))
+
+
 def remote_where(remote: RemoteSettings, base: Path) -> str:
     """Where this site's objects go: a folder (``file://``) as a path, relative
     to ``base`` when inside it, like the header's roots; else the URL."""

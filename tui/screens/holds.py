@@ -10,7 +10,6 @@ down through ``show``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import ClassVar
 
 from textual import on, work
@@ -23,6 +22,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Select, Static
 
 from coldkeep.core.legalholds import SCOPES, Hold
 
+from ..fmt import day
 from ..tables import keyed_table, sync_table
 from .confirm import ConfirmScreen
 
@@ -45,10 +45,6 @@ class HoldRequested(Message):
 @dataclass
 class HoldReleaseRequested(Message):
     hold_id: int
-
-
-def _day(ms: int | None) -> str:
-    return "" if ms is None else f"{datetime.fromtimestamp(ms / 1000):%Y-%m-%d}"
 
 
 class HoldsScreen(Screen[None]):
@@ -96,8 +92,8 @@ class HoldsScreen(Screen[None]):
                     h.id,
                     f"{h.scope} {h.target}",
                     h.reason,
-                    _day(h.until) or "(until released)",
-                    f"{_day(h.placed_at)} by {h.placed_by}",
+                    "(until released)" if h.until is None else day(h.until),
+                    f"{day(h.placed_at)} by {h.placed_by}",
                 )
                 for h in holds
             },
@@ -143,7 +139,7 @@ class HoldsScreen(Screen[None]):
         ok = await self.app.push_screen_wait(
             ConfirmScreen(
                 f"Release hold {hold.id}",
-                f"{hold.scope} {hold.target}: {hold.reason} (placed {_day(hold.placed_at)} by "
+                f"{hold.scope} {hold.target}: {hold.reason} (placed {day(hold.placed_at)} by "
                 f"{hold.placed_by})",
                 warning="What it covers may then be expired, or its local copy dropped, "
                 "by the next expire or ship.",
