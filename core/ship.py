@@ -283,8 +283,10 @@ class Shipper:
         self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
         gate = asyncio.Semaphore(IN_FLIGHT)
         waiting: list[_Sent] = []
+        waiting_bytes = 0
 
         async def one(path: str) -> None:
+            nonlocal waiting, waiting_bytes
             async with gate:
                 self.cancel.check()
                 sent = await self._upload_file(path)
@@ -294,9 +296,9 @@ class Shipper:
                     await self._confirm_one(sent)
                     return
             waiting.append(sent)
-            if len(waiting) >= GROUP_OBJECTS or sum(w.size for w in waiting) >= GROUP_BYTES:
-                group = waiting[:]
-                waiting.clear()
+            waiting_bytes += sent.size
+            if len(waiting) >= GROUP_OBJECTS or waiting_bytes >= GROUP_BYTES:
+                group, waiting, waiting_bytes = waiting, [], 0
                 await self._confirm_group(group)
 
         tasks = [asyncio.ensure_future(one(p)) for p in pending]
