@@ -50,7 +50,7 @@ from .fsutil import fsync_dir, identity_or_none, unlink_if_identity
 from .layout import Layout
 from .legalholds import active, held_paths
 from .manifest import Manifest
-from .remote.objects import RemoteObjects
+from .remote.objects import RemoteObject, RemoteObjects
 from .remote.store import ObjectStore
 from .steps import StepHook, StepName, no_step
 
@@ -134,9 +134,10 @@ class ExpireReport:
 async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> ExpirePlan:
     retention = settings.retention
     holds = await active(manifest, now)
-    candidates = await _file_items(settings, manifest, now)
+    shipped = await RemoteObjects(manifest).all()
+    candidates = await _file_items(settings, manifest, shipped, now)
     layout = Layout(settings.archive_root)
-    candidates += await _month_items(settings, manifest, layout, now)
+    candidates += await _month_items(settings, shipped, layout, now)
     held = await held_paths(manifest, holds, [i.path for i in candidates if i.month is None])
     items, kept = [], []
     for item in candidates:
@@ -148,7 +149,9 @@ async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> Expir
     return ExpirePlan(retention.files_days, retention.events_days, items, kept)
 
 
-async def _file_items(settings: Settings, manifest: Manifest, now: int) -> list[ExpireItem]:
+async def _file_items(
+    settings: Settings, manifest: Manifest, shipped: list[RemoteObject], now: int
+) -> list[ExpireItem]:
     retention = settings.retention
     if retention.files_days is None and not retention.units:
         return []
@@ -157,7 +160,7 @@ async def _file_items(settings: Settings, manifest: Manifest, now: int) -> list[
         "max(member_offset IS NOT NULL) FROM entries "
         f"WHERE {_KEPT} GROUP BY gz_path ORDER BY gz_path"
     )
-    remote = {o.path: o for o in await RemoteObjects(manifest).all() if o.month is None}
+    remote = {o.path: o for o in shipped if o.month is None}
     items = []
     for gz_path, unit, n, newest_ns, gz_bytes, bundled in rows:
         days = retention.files_days_for(unit)
@@ -182,14 +185,14 @@ async def _file_items(settings: Settings, manifest: Manifest, now: int) -> list[
 
 
 async def _month_items(
-    settings: Settings, manifest: Manifest, layout: Layout, now: int
+    settings: Settings, shipped: list[RemoteObject], layout: Layout, now: int
 ) -> list[ExpireItem]:
     days = settings.retention.events_days
     if days is None:
         return []
     local = await asyncio.to_thread(layout.event_months)
     snapshots: dict[str, list[int]] = {}
-    for obj in await RemoteObjects(manifest).all():
+    for obj in shipped:
         if obj.month is not None:
             snapshots.setdefault(obj.month, []).append(obj.bytes)
     items = []
