@@ -47,9 +47,11 @@ typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck:tests $(BIN)/mypy --strict --explicit-package-bases tests
 
 # Two workers (the CI machine's two cores), a test file to each at a time: a
-# file's module fixtures (a demo site archived once, an S3 server) are built once.
+# file's module fixtures (a demo site archived once, an S3 server) are built
+# once. The files that mount filesystems go to one worker together
+# (tests/conftest.py: MOUNTING).
 pytest: $(VENV)/.installed-dev tmux fuse
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # The console tests drive the real console in tmux. As root with apt-get (CI's
 # fresh machine) a missing tmux is installed; elsewhere those tests are skipped,

@@ -37,6 +37,25 @@ def codec(request: pytest.FixtureRequest) -> Codec:
     return Codec(engine, 1 if engine == "isal" else 6)
 
 
+# The files that mount filesystems (faultfs over FUSE, tmpfs). They share one
+# xdist worker: a power cut's remount must come back under a new device number,
+# and another worker mounting and unmounting at the same moment takes and frees
+# the numbers that relies on. Every other file is a group of its own, so
+# `--dist loadgroup` hands out files whole, as `--dist loadfile` would.
+MOUNTING = ("faults/", "test_faultfs.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    tests = config.rootpath / "tests"
+    for item in items:
+        rel = item.path.relative_to(tests).as_posix()
+        group = "mounting" if rel.startswith(MOUNTING) else rel
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     # Under xdist a worker's lines go back to the controller with its output.
     workeroutput = getattr(session.config, "workeroutput", None)
