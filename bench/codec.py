@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from coldkeep.core.cancel import CancelToken
-from coldkeep.core.codec import Codec, compress_fd, inflate
-from coldkeep.core.demo import write_jsonl
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.codec import Codec, compress_fd, inflate
+from coldkeep.core.ops.demo import write_jsonl
 
 CANDIDATES = [
     Codec("isal", 0),

@@ -33,13 +33,13 @@ from pathlib import Path
 
 from report import Row, met, pct, print_table
 
-from coldkeep.core.config import load_settings
-from coldkeep.core.demo import write_demo
+from coldkeep.core.base.config import load_settings
 from coldkeep.core.files.catalog import load_catalog, parse_query
-from coldkeep.core.manifest import Manifest
-from coldkeep.tui.app import ColdkeepApp
-from coldkeep.tui.messages import FindingsLoaded
-from coldkeep.tui.pilot import press, settle
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.messages import FindingsLoaded
+from coldkeep.tui.console.pilot import press, settle
 
 PLANTED_ORPHANS = 10
 

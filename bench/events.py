@@ -38,10 +38,10 @@ WRITER = ROOT / "tests" / "appwriter.py"
 
 from report import Row, met, pct, print_table  # noqa: E402
 
-from coldkeep.core.config import DEFAULT_EVENT_KINDS, parse_settings  # noqa: E402
-from coldkeep.core.demo import write_state_db  # noqa: E402
+from coldkeep.core.base.config import DEFAULT_EVENT_KINDS, parse_settings  # noqa: E402
 from coldkeep.core.events.checkpoint import wal_bytes  # noqa: E402
 from coldkeep.core.events.dbmove import move_events  # noqa: E402
+from coldkeep.core.ops.demo import write_state_db  # noqa: E402
 
 MIN_AGE_DAYS = 30
 

@@ -46,9 +46,9 @@ from typing import Any
 
 from report import Row, met, print_table
 
-from coldkeep.core.cancel import CancelToken
-from coldkeep.core.codec import Codec, compress_fd, inflate
-from coldkeep.core.demo import write_jsonl
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.codec import Codec, compress_fd, inflate
+from coldkeep.core.ops.demo import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 COLDKEEP = Path(sys.executable).parent / "coldkeep"

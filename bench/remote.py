@@ -39,7 +39,7 @@ from pathlib import Path
 from files import COLDKEEP, DAY_MS, coldkeep, site, write_small_tree
 from report import Row, met, print_table
 
-from coldkeep.core.demo import write_jsonl
+from coldkeep.core.ops.demo import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -47,7 +47,7 @@ from s3kit.proxy import FaultProxy  # noqa: E402 - the test kit's proxy, for its
 
 BUCKET = "bench"
 MIB = 1 << 20
-IN_FLIGHT = 8  # what a ship keeps in flight (core/ship.py)
+IN_FLIGHT = 8  # what a ship keeps in flight (core/remote/ship.py)
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "bench",
     "AWS_SECRET_ACCESS_KEY": "bench",

@@ -49,15 +49,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import audit, legalholds
-from .attach import AttachServer
-from .cancel import Cancelled, CancelToken
-from .codec import Codec
-from .config import RemoteSettings, Settings
+from .base.cancel import Cancelled, CancelToken
+from .base.codec import Codec
+from .base.config import RemoteSettings, Settings
+from .base.errors import UsageError
+from .base.fsutil import unlink_if_present
+from .base.layout import Layout
+from .base.lock import ArchiveLock
+from .base.ratelimit import RateLimiter
+from .base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
+from .base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
+from .base.stream import EventStream, FileStep
 from .events.checkpoint import CheckpointResult, checkpoint_now, record_checkpoint
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
-from .expire import ExpirePlan, Expirer, ExpireReport, expire_plan
 from .files.filemove import FileMover
 from .files.orphanbundle import Orphan
 from .files.rebuild import RebuildReport, rebuild_manifest
@@ -77,13 +82,9 @@ from .files.restore import (
     select_entries,
 )
 from .files.verify import VerifyReport, verify_entries
-from .fromremote import FromRemoteReport, RemoteRebuild
-from .fsutil import unlink_if_present
-from .layout import Layout
-from .legalholds import Hold
-from .lock import ArchiveLock
-from .manifest import Entry, Manifest, ManifestError, now_ms
-from .passes import (
+from .ops.attach import AttachServer
+from .ops.expire import ExpirePlan, Expirer, ExpireReport, expire_plan
+from .ops.passes import (
     EventsMoved,
     EventsPlanned,
     Pass,
@@ -95,17 +96,17 @@ from .passes import (
     recovery_counts,
     run_recovery,
 )
-from .plan import Plan, PlanReport, make_plan
-from .ratelimit import RateLimiter
+from .ops.plan import Plan, PlanReport, make_plan
+from .ops.session import Operation, Session, hold_lock
+from .ops.status import Status, read_status
 from .remote.connect import open_store
 from .remote.fetch import RemoteReader, clear_scratch
-from .remoteverify import RemoteVerifier, RemoteVerifyReport
-from .session import Operation, Session, hold_lock
-from .ship import Shipper, ShipPlan, ShipReport, ship_plan
-from .space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
-from .status import Status, read_status
-from .steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
-from .stream import EventStream, FileStep
+from .remote.rebuild import FromRemoteReport, RemoteRebuild
+from .remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
+from .remote.verify import RemoteVerifier, RemoteVerifyReport
+from .store import audit, legalholds
+from .store.legalholds import Hold
+from .store.manifest import Entry, Manifest, ManifestError, now_ms
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [
@@ -122,11 +123,11 @@ __all__ = [
 ]
 
 
-class NoRemote(Exception):
+class NoRemote(UsageError):
     """An operation on the remote tier with none configured."""
 
 
-class ModeOff(Exception):
+class ModeOff(UsageError):
     """``mode = "off"``: passes are disabled by the config."""
 
 

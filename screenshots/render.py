@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from coldkeep.core.config import load_settings
-from coldkeep.core.demo import write_demo
-from coldkeep.tui.app import ColdkeepApp
-from coldkeep.tui.pilot import press, settle
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.pilot import press, settle
 
 HERE = Path(__file__).resolve().parent
 NOW_MS = 1_793_534_400_000  # 2026-11-01 12:00 UTC

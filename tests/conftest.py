@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from coldkeep.core.codec import Codec
+from coldkeep.core.base.codec import Codec
 
 from helpers import Roots
 

@@ -11,9 +11,9 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.screen import Screen
 
-from coldkeep.core.config import Settings
-from coldkeep.tui.app import ColdkeepApp
-from coldkeep.tui.pilot import settle
+from coldkeep.core.base.config import Settings
+from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.pilot import settle
 
 __all__ = ["NOW_MS", "archive_all", "current_screen", "make_app", "settle", "watching"]
 

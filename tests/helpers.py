@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coldkeep.core.codec import gzip_header
+from coldkeep.core.base.codec import gzip_header
+from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.gzfile import Roots as FileRoots
-from coldkeep.core.layout import Layout
 
 DAY_NS = 86_400 * 1_000_000_000
 
@@ -144,7 +144,7 @@ def report_line(config: object, line: str) -> None:
 
 # the real CLI ------------------------------------------------------------------
 
-COLDKEEP = [sys.executable, "-m", "coldkeep.tui.cli"]
+COLDKEEP = [sys.executable, "-m", "coldkeep.tui.cli.main"]
 
 
 def ck(

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import RemoteSettings, load_settings
-from coldkeep.core.demo import write_demo
-from coldkeep.core.stream import EventStream
+from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.ops.demo import write_demo
 
 from helpers import COLDKEEP, ck, entries, gunzip_entry
 

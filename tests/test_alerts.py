@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import pytest
 
-from coldkeep.core.config import AlertsSettings
-from coldkeep.core.manifest import Manifest, NewEntry
+from coldkeep.core.base.config import AlertsSettings
 from coldkeep.core.sched import alerts
+from coldkeep.core.store.manifest import Manifest, NewEntry
 
 NOW = 1_790_000_000_000
 

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.cancel import CancelToken
-from coldkeep.core.config import load_settings, parse_settings
-from coldkeep.core.demo import write_demo
-from coldkeep.core.lock import ArchiveLock, LockHeld
-from coldkeep.core.steps import StepInfo, StepName
-from coldkeep.core.stream import (
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.config import load_settings, parse_settings
+from coldkeep.core.base.lock import ArchiveLock, LockHeld
+from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.base.stream import (
     BatchMoved,
     CheckpointRan,
     EventStream,
@@ -23,6 +22,7 @@ from coldkeep.core.stream import (
     Phase,
     Started,
 )
+from coldkeep.core.ops.demo import write_demo
 
 from helpers import Roots, jsonl
 

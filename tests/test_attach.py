@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.attach import AttachClient, AttachServer, NotAttachable
-from coldkeep.core.stream import BatchMoved, EventStream, FileStep, Notice
+from coldkeep.core.base.stream import BatchMoved, EventStream, FileStep, Notice
+from coldkeep.core.ops.attach import AttachClient, AttachServer, NotAttachable
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.files.bundle import INDEX_NAME, read_bundle
-from coldkeep.core.steps import StepInfo, StepName
 
 from helpers import Roots, ck, ck_json, entries, gunzip_entry, jsonl, sha
 

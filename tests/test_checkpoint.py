@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.config import CheckpointMode
+from coldkeep.core.base.config import CheckpointMode
 from coldkeep.core.events.checkpoint import (
     CheckpointResult,
     LiveCheckpointer,

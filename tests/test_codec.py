@@ -12,7 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coldkeep.core.codec import CHUNK, Codec
+from coldkeep.core.base.codec import CHUNK, Codec
+from coldkeep.core.base.fsutil import identity_of
 from coldkeep.core.files.gzfile import (
     ArchiveOk,
     Restored,
@@ -21,7 +22,6 @@ from coldkeep.core.files.gzfile import (
     archive_file,
     restore_file,
 )
-from coldkeep.core.fsutil import identity_of
 
 from helpers import gunzip
 

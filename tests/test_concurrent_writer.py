@@ -9,9 +9,9 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from coldkeep.core.config import parse_settings
+from coldkeep.core.base.config import parse_settings
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.events.dbmove import move_events
-from coldkeep.core.steps import StepInfo, StepName
 
 from helpers import ARCHIVABLE, Roots, all_event_rows, make_events_db
 

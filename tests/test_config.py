@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.config import (
+from coldkeep.core.base.config import (
     DEFAULT_EVENT_KINDS,
     ConfigError,
     UnitClosedMarker,

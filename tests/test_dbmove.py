@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coldkeep.core.config import Settings, parse_settings
+from coldkeep.core.base.config import Settings, parse_settings
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
 from coldkeep.core.events.eventschema import EventsError
-from coldkeep.core.events.holds import hold_event_rows
 from coldkeep.core.events.restore import restore_events
-from coldkeep.core.manifest import Manifest
-from coldkeep.core.steps import StepInfo, StepName
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.core.store.restoredrows import hold_event_rows
 
 from helpers import ARCHIVABLE, DAY_MS, Roots, all_event_rows, make_events_db
 
@@ -339,7 +339,7 @@ async def test_steps_are_announced_per_batch(roots: Roots, db: Path) -> None:
 
 
 async def test_cancel_stops_between_batches(roots: Roots, db: Path) -> None:
-    from coldkeep.core.cancel import CancelToken
+    from coldkeep.core.base.cancel import CancelToken
 
     token = CancelToken()
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core import doctor
-from coldkeep.core.demo import write_demo
-from coldkeep.core.doctor import Finding, diagnose, filesystem_of
-from coldkeep.core.space import RESERVE_BYTES
-from coldkeep.tui.cmd_doctor import exit_code
+from coldkeep.core.base.space import RESERVE_BYTES
+from coldkeep.core.ops import doctor
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.ops.doctor import Finding, diagnose, filesystem_of
+from coldkeep.tui.cli.doctor import exit_code
 
 from helpers import COLDKEEP, ck
 from s3kit import S3Site

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import RemoteSettings, RetentionSettings, load_settings
-from coldkeep.core.demo import write_demo
+from coldkeep.core.base.config import RemoteSettings, RetentionSettings, load_settings
+from coldkeep.core.base.stream import EventStream
 from coldkeep.core.events.eventschema import EventsError, month_end_ms
 from coldkeep.core.files.restore import Selection
-from coldkeep.core.legalholds import HoldError
-from coldkeep.core.stream import EventStream
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store.legalholds import HoldError
 
 DAY_MS = 86_400_000
 

@@ -23,7 +23,7 @@ from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 from faultfs.mount import is_mounted
 
-from coldkeep.core import fsutil
+from coldkeep.core.base import fsutil
 
 
 @pytest.fixture(scope="module")

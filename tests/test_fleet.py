@@ -7,10 +7,10 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from coldkeep.core.config import RemoteSettings
+from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.catalog import parse_query
-from coldkeep.core.fleet import Fleet
-from coldkeep.core.stream import EventStream
+from coldkeep.core.ops.fleet import Fleet
 
 from remotecheck import ship_site
 

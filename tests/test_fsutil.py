@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core import fsutil
-from coldkeep.core.beneath import Refused
-from coldkeep.core.fsutil import (
+from coldkeep.core.base import fsutil
+from coldkeep.core.base.beneath import Refused
+from coldkeep.core.base.fsutil import (
     ensure_dir,
     identity_of,
     identity_or_none,

@@ -26,17 +26,23 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from coldkeep.core.attach import AttachServer
-from coldkeep.core.cancel import CancelToken
-from coldkeep.core.codec import Codec, CorruptGzip, read_gzip_header
-from coldkeep.core.config import JOB_NAMES, ConfigError, Settings, load_settings, parse_settings
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.codec import Codec, CorruptGzip, read_gzip_header
+from coldkeep.core.base.config import (
+    JOB_NAMES,
+    ConfigError,
+    Settings,
+    load_settings,
+    parse_settings,
+)
+from coldkeep.core.base.layout import check_relpath
+from coldkeep.core.base.ratelimit import UNLIMITED
+from coldkeep.core.base.stream import EventStream, Phase, from_dict
 from coldkeep.core.files.bundle import pack, read_bundle
 from coldkeep.core.files.catalog import Query, QueryError, parse_query
 from coldkeep.core.files.gzfile import Roots
-from coldkeep.core.layout import check_relpath
-from coldkeep.core.ratelimit import UNLIMITED
+from coldkeep.core.ops.attach import AttachServer
 from coldkeep.core.sched.jobs import next_fire_after
-from coldkeep.core.stream import EventStream, Phase, from_dict
 
 # Values a TOML document can hold, awkward ones included.
 SCALARS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coldkeep.core.globs import GlobError, PathFilter
+from coldkeep.core.base.globs import GlobError, PathFilter
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.codec import CHUNK, Codec, Digest, read_gzip_header
+from coldkeep.core.base.codec import CHUNK, Codec, Digest, read_gzip_header
+from coldkeep.core.base.fsutil import identity_of
+from coldkeep.core.base.layout import partial_of, restore_partial_of
+from coldkeep.core.base.ratelimit import RateLimiter
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.files.gzfile import (
     ArchiveOk,
     Changed,
@@ -30,10 +34,6 @@ from coldkeep.core.files.gzfile import (
     sweep_partials,
     verify_gzip,
 )
-from coldkeep.core.fsutil import identity_of
-from coldkeep.core.layout import partial_of, restore_partial_of
-from coldkeep.core.ratelimit import RateLimiter
-from coldkeep.core.steps import StepInfo, StepName
 
 from helpers import Roots, gunzip, jsonl
 

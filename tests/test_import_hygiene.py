@@ -24,7 +24,7 @@ print(",".join(bad))
 def test_core_imports_no_textual() -> None:
     modules = {m.name for m in pkgutil.walk_packages(coldkeep.core.__path__, "coldkeep.core.")}
     assert {"coldkeep.core.files.gzfile", "coldkeep.core.sched.jobs"} <= modules
-    assert "coldkeep.core.manifest" in modules
+    assert "coldkeep.core.store.manifest" in modules
     out = subprocess.run(
         [sys.executable, "-c", CHECK], check=True, capture_output=True, text=True
     ).stdout.strip()

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.cancel import Cancelled, CancelToken
-from coldkeep.core.config import JobSettings
-from coldkeep.core.manifest import Manifest
+from coldkeep.core.base.cancel import Cancelled, CancelToken
+from coldkeep.core.base.config import JobSettings
 from coldkeep.core.sched.clock import ManualClock
 from coldkeep.core.sched.jobs import (
     JobBusy,
@@ -21,6 +20,7 @@ from coldkeep.core.sched.jobs import (
     Outcome,
     job_history,
 )
+from coldkeep.core.store.manifest import Manifest
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.lock import ArchiveLock, LockHeld, read_holder
+from coldkeep.core.base.lock import ArchiveLock, LockHeld, read_holder
 
 HOLD = """
 import sys
 from pathlib import Path
-from coldkeep.core.lock import ArchiveLock
+from coldkeep.core.base.lock import ArchiveLock
 lock = ArchiveLock.try_acquire(Path(sys.argv[1]), command="coldkeep pass --demo")
 print("held", flush=True)
 sys.stdin.read()

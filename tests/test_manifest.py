@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.ioerror import DatabaseFailed
-from coldkeep.core.manifest import (
+from coldkeep.core.base.ioerror import DatabaseFailed
+from coldkeep.core.store.manifest import (
     MIGRATIONS,
     SCHEMA_VERSION,
     Manifest,

@@ -18,11 +18,11 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import RetentionSettings, Settings, load_settings
-from coldkeep.core.demo import write_demo
-from coldkeep.core.metrics import Publisher, SnapshotCollector, read_site, registry_for
+from coldkeep.core.base.config import RetentionSettings, Settings, load_settings
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.sched.daemon import Scheduler
-from coldkeep.core.stream import EventStream
+from coldkeep.core.sched.metrics import Publisher, SnapshotCollector, read_site, registry_for
 
 from helpers import COLDKEEP, ck
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from coldkeep.core.events.dbmove import Conflict, MoveReport
-from coldkeep.core.passes import EventsMoved, EventsPlanned, PassSummary
+from coldkeep.core.ops.passes import EventsMoved, EventsPlanned, PassSummary
 
 EVENTS_KEYS = [
     "moved",

@@ -7,11 +7,11 @@ import sqlite3
 import time
 from pathlib import Path
 
-from coldkeep.core.config import Settings, parse_settings
+from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.events.dbmove import move_events
-from coldkeep.core.events.holds import hold_event_rows
-from coldkeep.core.manifest import Manifest
-from coldkeep.core.plan import make_plan
+from coldkeep.core.ops.plan import make_plan
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.core.store.restoredrows import hold_event_rows
 
 from helpers import ARCHIVABLE, DAY_MS, Roots, make_events_db
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from coldkeep.core.cancel import Cancelled, CancelToken
-from coldkeep.core.ratelimit import RateLimiter
+from coldkeep.core.base.cancel import Cancelled, CancelToken
+from coldkeep.core.base.ratelimit import RateLimiter
 
 MiB = 1 << 20
 

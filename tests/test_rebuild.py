@@ -7,11 +7,11 @@ import asyncio
 import stat
 from pathlib import Path
 
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.ratelimit import UNLIMITED
+from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.rebuild import RebuildReport, rebuild_manifest
-from coldkeep.core.layout import Layout
-from coldkeep.core.manifest import Manifest
-from coldkeep.core.ratelimit import UNLIMITED
-from coldkeep.core.stream import EventStream
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import planted
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.codec import Codec
+from coldkeep.core.base.codec import Codec
 from coldkeep.core.files import recovery
 from coldkeep.core.files.filemove import Archived, FileMover
 from coldkeep.core.files.gzfile import ArchiveOk, archive_file
 from coldkeep.core.files.recovery import Recovery, RecoveryReport
-from coldkeep.core.manifest import Manifest
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import Roots, gunzip, jsonl, planted
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from coldkeep.core.config import Settings, parse_settings
+from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.files.scan import ScanError, scan_files
 
 from helpers import Roots

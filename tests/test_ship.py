@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from coldkeep.core.archiver import Archiver, NoRemote
-from coldkeep.core.config import RemoteSettings, load_settings
-from coldkeep.core.demo import write_demo
+from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.restore import Selection
-from coldkeep.core.manifest import Manifest
+from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.sched import alerts
-from coldkeep.core.stream import EventStream
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import live_files
 

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import CheckpointMode, EventsSettings
-from ..manifest import Manifest
+from ..base.config import CheckpointMode, EventsSettings
+from ..store.manifest import Manifest
 from .eventschema import EventsError
 
 

@@ -76,13 +76,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from ..cancel import Cancelled, CancelToken, in_thread
-from ..config import Settings
-from ..fsutil import ensure_dir, unlink_if_present
-from ..ioerror import DatabaseFailed, describe, naming_db
-from ..manifest import Manifest
-from ..space import OutOfSpace, out_of_space
-from ..steps import StepHook, ThreadStep, no_step, thread_step
+from ..base.cancel import Cancelled, CancelToken, in_thread
+from ..base.config import Settings
+from ..base.fsutil import ensure_dir, unlink_if_present
+from ..base.ioerror import DatabaseFailed, describe, naming_db
+from ..base.space import OutOfSpace, out_of_space
+from ..base.steps import StepHook, ThreadStep, no_step, thread_step
+from ..store.manifest import Manifest
+from ..store.restoredrows import held_event_rows
 from .checkpoint import (
     CheckpointResult,
     LiveCheckpointer,
@@ -102,7 +103,6 @@ from .eventschema import (
     q,
     rollback,
 )
-from .holds import held_event_rows
 
 T = TypeVar("T")
 

@@ -19,13 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..config import EventsSettings, TsFormat
-from ..ioerror import describe, is_io_error
+from ..base.config import EventsSettings, TsFormat
+from ..base.errors import ColdkeepError
+from ..base.ioerror import describe, is_io_error
 
 DAY_MS = 86_400_000
 
 
-class EventsError(Exception):
+class EventsError(ColdkeepError):
     """The events table cannot be moved as configured; the message says what to fix."""
 
 

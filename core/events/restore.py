@@ -19,10 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..cancel import CancelToken, in_thread
-from ..config import Settings
-from ..manifest import Manifest, now_ms
-from ..space import OutOfSpace, out_of_space
+from ..base.cancel import CancelToken, in_thread
+from ..base.config import Settings
+from ..base.space import OutOfSpace, out_of_space
+from ..store.manifest import Manifest, now_ms
+from ..store.restoredrows import hold_event_rows
 from .dbmove import Conflict
 from .eventschema import (
     EventSchema,
@@ -33,7 +34,6 @@ from .eventschema import (
     q,
     rollback,
 )
-from .holds import hold_event_rows
 
 DAY_MS = 86_400_000
 

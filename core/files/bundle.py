@@ -34,12 +34,12 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cancel import CancelToken
-from ..codec import Codec, CorruptGzip, Packed, Span, compress_to_bytes, inflate
-from ..fsutil import FileIdentity, fsync_dir, identity_or_none, open_file, rename_noreplace
-from ..ioerror import naming
-from ..layout import UnsafePath, check_relpath, check_stored_name
-from ..ratelimit import RateLimiter
+from ..base.cancel import CancelToken
+from ..base.codec import Codec, CorruptGzip, Packed, Span, compress_to_bytes, inflate
+from ..base.fsutil import FileIdentity, fsync_dir, identity_or_none, open_file, rename_noreplace
+from ..base.ioerror import naming
+from ..base.layout import UnsafePath, check_relpath, check_stored_name
+from ..base.ratelimit import RateLimiter
 from .gzfile import PlacedNotDurable, Roots, Unarchivable, open_regular
 
 BUNDLE_SUFFIX = ".tar"

@@ -40,11 +40,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cancel import CancelToken, in_thread
-from ..fsutil import FileIdentity, fsync_dir, unlink_if_identity, unlink_if_present
-from ..layout import PARTIAL_SUFFIX, unit_of
-from ..manifest import Entry, NewEntry
-from ..space import out_of_space
+from ..base.cancel import CancelToken, in_thread
+from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_identity, unlink_if_present
+from ..base.layout import PARTIAL_SUFFIX, unit_of
+from ..base.space import out_of_space
+from ..store.manifest import Entry, NewEntry
 from .bundle import (
     BUNDLE_SUFFIX,
     PackedBundle,

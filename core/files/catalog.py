@@ -29,11 +29,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
-from ..legalholds import ActiveHolds, compiled, read_active
-from ..manifest import EntryStatus
+from ..base.errors import UsageError
+from ..store.legalholds import ActiveHolds, compiled, read_active
+from ..store.manifest import EntryStatus
 
 
-class QueryError(ValueError):
+class QueryError(UsageError, ValueError):
     """A filter word that cannot be understood; the message says which."""
 
 

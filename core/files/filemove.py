@@ -38,21 +38,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Literal, TypeAlias
 
-from ..cancel import CancelToken, in_thread
-from ..codec import Codec, Progress, digest_path
-from ..fsutil import (
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import Codec, Progress, digest_path
+from ..base.fsutil import (
     FileIdentity,
     UnlinkResult,
     identity_or_none,
     unlink_if_identity,
     unlink_if_present,
 )
-from ..layout import Layout, resolve_inside, restore_partial_of, unit_of
-from ..manifest import Entry, Manifest, NewEntry, now_ms
-from ..ratelimit import UNLIMITED, RateLimiter
-from ..remote.objects import RemoteObjects
-from ..space import out_of_space
-from ..steps import StepHook, no_step
+from ..base.layout import Layout, resolve_inside, restore_partial_of, unit_of
+from ..base.ratelimit import UNLIMITED, RateLimiter
+from ..base.space import out_of_space
+from ..base.steps import StepHook, no_step
+from ..store.manifest import Entry, Manifest, NewEntry, now_ms
+from ..store.remoteobjects import RemoteObjects
 from .gzfile import (
     ArchiveOk,
     Changed,

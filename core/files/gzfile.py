@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from ..cancel import CancelToken, in_thread
-from ..codec import (
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import (
     Codec,
     CorruptGzip,
     Digest,
@@ -60,7 +60,8 @@ from ..codec import (
     inflate,
     read_gzip_header,
 )
-from ..fsutil import (
+from ..base.errors import ColdkeepError
+from ..base.fsutil import (
     FileIdentity,
     fsync_dir,
     identity_of,
@@ -71,10 +72,10 @@ from ..fsutil import (
     set_mtime,
     unlink_if_present,
 )
-from ..ioerror import naming
-from ..layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
-from ..ratelimit import UNLIMITED, RateLimiter
-from ..steps import StepHook, ThreadStep, no_step, thread_step
+from ..base.ioerror import naming
+from ..base.layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
+from ..base.ratelimit import UNLIMITED, RateLimiter
+from ..base.steps import StepHook, ThreadStep, no_step, thread_step
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,11 @@ class Roots:
 _MAX_VERSION_NAMES = 1000
 
 
-class Unarchivable(ValueError):
+class Unarchivable(ColdkeepError, ValueError):
     """Not a regular file: refused, never opened or followed."""
 
 
-class PlacedNotDurable(OSError):
+class PlacedNotDurable(ColdkeepError, OSError):
     """Step 5 renamed the gzip into place, then the fsync of its directory failed:
     its name may not survive a power loss. Nothing is committed on the strength
     of it and the source is kept; the gzip stays where it is, an orphan that

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..cancel import CancelToken, in_thread
-from ..codec import CorruptGzip, Digest, digest_fd, inflate
-from ..fsutil import (
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import CorruptGzip, Digest, digest_fd, inflate
+from ..base.fsutil import (
     FileIdentity,
     fsync_dir,
     identity_or_none,
@@ -39,10 +39,10 @@ from ..fsutil import (
     unlink_if_identity,
     unlink_if_present,
 )
-from ..ioerror import naming
-from ..layout import UnsafePath, resolve_inside, unit_of
-from ..manifest import Entry, NewEntry
-from ..ratelimit import RateLimiter
+from ..base.ioerror import naming
+from ..base.layout import UnsafePath, resolve_inside, unit_of
+from ..base.ratelimit import RateLimiter
+from ..store.manifest import Entry, NewEntry
 from .bundle import Member, read_bundle
 from .filemove import FileMover
 

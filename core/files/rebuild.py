@@ -26,12 +26,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cancel import CancelToken, in_thread
-from ..codec import CorruptGzip, inflate, read_gzip_header
-from ..layout import Layout, UnsafePath, unit_of
-from ..manifest import Manifest, ManifestError, NewEntry
-from ..ratelimit import RateLimiter
-from ..stream import EventStream, FileDone, Phase
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import CorruptGzip, inflate, read_gzip_header
+from ..base.layout import Layout, UnsafePath, unit_of
+from ..base.ratelimit import RateLimiter
+from ..base.stream import EventStream, FileDone, Phase
+from ..store.manifest import Manifest, ManifestError, NewEntry
 from .bundle import is_bundle_name, read_bundle
 from .orphanbundle import MAX_MTIME_NS, trusted_mode
 from .recovery import archive_files

@@ -46,16 +46,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..cancel import CancelToken, in_thread
-from ..codec import CorruptGzip, Digest, read_gzip_header
-from ..fsutil import (
-    FileIdentity,
-    identity_or_none,
-    unlink_if_identity,
-    unlink_if_present,
-)
-from ..ioerror import naming
-from ..layout import (
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import CorruptGzip, Digest, read_gzip_header
+from ..base.fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
+from ..base.ioerror import naming
+from ..base.layout import (
     GZ_SUFFIX,
     PARTIAL_SUFFIX,
     Layout,
@@ -64,9 +59,9 @@ from ..layout import (
     restore_partial_of,
     unit_of,
 )
-from ..lock import read_holder
-from ..manifest import Entry, Manifest, NewEntry
-from ..remote.objects import RemoteObjects
+from ..base.lock import read_holder
+from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover
 from .gzfile import (

@@ -24,19 +24,19 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
-from ..beneath import Refused
-from ..cancel import CancelToken
-from ..globs import GlobError, compile_globs
-from ..layout import UnsafePath, resolve_inside
-from ..manifest import Entry, Manifest
-from ..remote.fetch import RemoteReader
-from ..remote.store import RemoteError
-from ..space import OutOfSpace, out_of_space
-from ..stream import EventStream, FileDone, Phase
+from ..base.beneath import Refused
+from ..base.cancel import CancelToken
+from ..base.errors import RemoteError, UsageError
+from ..base.globs import GlobError, compile_globs
+from ..base.layout import UnsafePath, resolve_inside
+from ..base.space import OutOfSpace, out_of_space
+from ..base.stream import EventStream, FileDone, Phase
+from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
 
@@ -44,7 +44,20 @@ RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused",
 DAY_MS = 86_400_000
 
 
-class SelectionError(ValueError):
+class RemoteCopies(Protocol):
+    """Where a gzip is read when its local copy is gone: the remote tier's reader
+    (``remote.fetch.RemoteReader``), handed in by whoever has a remote."""
+
+    async def source_of(self, entry: Entry) -> str | None:
+        """ "local", "remote", or None when neither holds ``entry``'s gzip."""
+        ...
+
+    def fetched(self, entry: Entry, cancel: CancelToken) -> AbstractAsyncContextManager[Path]:
+        """``entry``'s gzip alone in a scratch file, for the life of the block."""
+        ...
+
+
+class SelectionError(UsageError, ValueError):
     """A selection that cannot be used; the message says why."""
 
 
@@ -163,7 +176,7 @@ async def restore_files(
     hold_days: float,
     stream: EventStream,
     cancel: CancelToken | None = None,
-    remote: RemoteReader | None = None,
+    remote: RemoteCopies | None = None,
 ) -> RestoreReport:
     """``entries`` back, one at a time, each from its gzip in the archive or, when
     that is gone and ``remote`` holds it, from the remote tier."""
@@ -201,7 +214,7 @@ async def _restore_one(
     name: str,
     hold_until: int | None,
     cancel: CancelToken,
-    remote: RemoteReader | None,
+    remote: RemoteCopies | None,
 ) -> FileRestore:
     def result(outcome: RestoreOutcome, target: str = "", detail: str = "") -> FileRestore:
         return FileRestore(entry.id, entry.relpath, target, outcome, detail)

@@ -21,16 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..config import Settings, UnitClosedMarker
-from ..fsutil import FileIdentity
-from ..globs import PathFilter
-from ..layout import is_temp_name, unit_of
+from ..base.config import Settings, UnitClosedMarker
+from ..base.errors import ColdkeepError
+from ..base.fsutil import FileIdentity
+from ..base.globs import PathFilter
+from ..base.layout import is_temp_name, unit_of
 
 SkipReason = Literal["too_new", "unit_open", "held", "not_regular"]
 DAY_NS = 86_400 * 1_000_000_000
 
 
-class ScanError(Exception):
+class ScanError(ColdkeepError):
     """The scan cannot decide (e.g. the unit_closed query fails); the message says
     which setting and why."""
 

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..cancel import CancelToken
-from ..codec import Digest
-from ..layout import UnsafePath
-from ..manifest import Entry, now_ms
-from ..stream import EventStream, FileDone, FileStep, Phase, thread_progress
+from ..base.cancel import CancelToken
+from ..base.codec import Digest
+from ..base.layout import UnsafePath
+from ..base.stream import EventStream, FileDone, FileStep, Phase, thread_progress
+from ..store.manifest import Entry, now_ms
 from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
 

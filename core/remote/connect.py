@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..config import RemoteSettings
+from ..base.config import RemoteSettings
 from .filestore import FileStore
-from .store import ObjectStore
+from .objectstore import ObjectStore
 
 
 def open_store(remote: RemoteSettings) -> ObjectStore:

@@ -21,13 +21,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from ..cancel import CancelToken
-from ..fsutil import open_file, unlink_if_present
-from ..layout import PARTIAL_SUFFIX, Layout
-from ..manifest import Entry, Manifest
-from ..ratelimit import RateLimiter
-from .objects import RemoteObjects
-from .store import ObjectStore
+from ..base.cancel import CancelToken
+from ..base.fsutil import open_file, unlink_if_present
+from ..base.layout import PARTIAL_SUFFIX, Layout
+from ..base.ratelimit import RateLimiter
+from ..store.manifest import Entry, Manifest
+from ..store.remoteobjects import RemoteObjects
+from .objectstore import ObjectStore
 
 SCRATCH_PREFIX = ".remote-"
 

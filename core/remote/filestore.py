@@ -23,9 +23,10 @@ import stat
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from ..fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
-from ..layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
-from .store import ObjectInfo, ObjectStore, Put, RemoteError, RemoteMissing
+from ..base.errors import RemoteError
+from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
+from ..base.layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
+from .objectstore import ObjectInfo, ObjectStore, Put, RemoteMissing
 
 CHUNK = 1 << 20
 

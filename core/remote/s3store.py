@@ -46,8 +46,9 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ..config import RemoteSettings
-from .store import ObjectInfo, ObjectStore, Put, RemoteAuthError, RemoteError, RemoteMissing
+from ..base.config import RemoteSettings
+from ..base.errors import RemoteError
+from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError, RemoteMissing
 
 # A single PUT carries at most this much (S3's limit); bigger objects are refused
 # with the reason rather than sent in parts whose checksum is not the file's.

@@ -31,10 +31,10 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from .. import audit
-from ..config import AlertsSettings
-from ..manifest import Manifest
-from ..remote.objects import RemoteObjects
+from ..base.config import AlertsSettings
+from ..store import audit
+from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObjects
 from .jobs import failed_runs
 
 

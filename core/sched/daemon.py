@@ -22,10 +22,10 @@ from dataclasses import asdict
 from typing import Any
 
 from ..archiver import Archiver
-from ..cancel import CancelToken
-from ..config import Settings
-from ..lock import LockHeld
-from ..manifest import Manifest
+from ..base.cancel import CancelToken
+from ..base.config import Settings
+from ..base.lock import LockHeld
+from ..store.manifest import Manifest
 from . import alerts
 from .clock import Clock, SystemClock
 from .jobs import JobEvent, JobHandler, JobRunner, Outcome

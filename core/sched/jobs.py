@@ -45,9 +45,10 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from ..cancel import Cancelled, CancelToken
-from ..config import JobSettings
-from ..manifest import Manifest
+from ..base.cancel import Cancelled, CancelToken
+from ..base.config import JobSettings
+from ..base.errors import ColdkeepError
+from ..store.manifest import Manifest
 from .clock import Clock, SystemClock
 
 RunStatus = Literal["waiting", "running", "ok", "error", "timeout", "cancelled"]
@@ -69,7 +70,7 @@ class Outcome:
 JobHandler = Callable[[CancelToken], Awaitable[Outcome]]
 
 
-class JobBusy(Exception):
+class JobBusy(ColdkeepError):
     """The job is running already; runs of one job never overlap."""
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from coldkeep.core.lock import ArchiveLock
+from coldkeep.core.base.lock import ArchiveLock
 
 from helpers import COLDKEEP, ck, ck_json
 

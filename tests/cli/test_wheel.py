@@ -175,7 +175,7 @@ def test_the_sdist_holds_what_a_build_needs_and_builds_the_same_files(
     installed: Installed,
 ) -> None:
     expected = _package_files(installed.src)
-    assert {"coldkeep/tui/app.tcss", "coldkeep/core/py.typed"} <= expected
+    assert {"coldkeep/tui/console/app.tcss", "coldkeep/core/py.typed"} <= expected
     with tarfile.open(installed.sdist) as sdist:
         top = installed.sdist.name.removesuffix(".tar.gz")
         names = {m.name.removeprefix(f"{top}/") for m in sdist.getmembers() if m.isfile()}
@@ -187,7 +187,7 @@ def test_the_sdist_holds_what_a_build_needs_and_builds_the_same_files(
     with zipfile.ZipFile(installed.wheel) as wheel:
         in_wheel = set(wheel.namelist())
         entry_points = next(n for n in in_wheel if n.endswith(".dist-info/entry_points.txt"))
-        assert "coldkeep = coldkeep.tui.cli:main" in wheel.read(entry_points).decode()
+        assert "coldkeep = coldkeep.tui.cli.main:main" in wheel.read(entry_points).decode()
     packaged = {name for name in in_wheel if ".dist-info/" not in name}
     assert packaged == expected, (
         f"not in the wheel: {sorted(expected - packaged)} (a data file needs its pattern "
@@ -206,7 +206,7 @@ def test_the_wheel_holds_every_module_and_data_file_and_imports_from_the_venv(
         "sys_path"
     ]
     assert set(info["modules"]) == _source_modules(installed.src)
-    assert {"coldkeep.tui.panes.log", "coldkeep.core.files.gzfile"} <= set(info["modules"])
+    assert {"coldkeep.tui.console.panes.log", "coldkeep.core.files.gzfile"} <= set(info["modules"])
 
     # Every module and data file of the tree, installed (nothing else but the
     # bytecode pip compiled).
@@ -223,7 +223,7 @@ def test_the_wheel_holds_every_module_and_data_file_and_imports_from_the_venv(
         f"not installed: {sorted(expected - on_disk)}; not in the tree: "
         f"{sorted(on_disk - expected)}"
     )
-    assert (namespace / "tui" / "app.tcss").is_file()
+    assert (namespace / "tui" / "console" / "app.tcss").is_file()
 
 
 def test_the_installed_cli_writes_a_demo_and_reports_its_status(installed: Installed) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.config import Settings, load_settings
-from coldkeep.core.demo import write_demo
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.ops.demo import write_demo
 
 from consolekit import NOW_MS
 

@@ -16,14 +16,14 @@ import pytest
 from rich.console import Console
 from textual.widgets import Button, DataTable, ProgressBar, Static
 
-from coldkeep.core.config import Settings
+from coldkeep.core.base.config import Settings
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.stream import FileDone
 from coldkeep.core.files import recovery
 from coldkeep.core.files.recovery import ArchiveFiles
-from coldkeep.core.layout import Layout
-from coldkeep.core.stream import FileDone
-from coldkeep.tui.panes import InFlightPane, JobsPane, OrphansPane
-from coldkeep.tui.panes.log import StableLog
-from coldkeep.tui.screens import ConfirmScreen, HelpScreen, RestoreScreen
+from coldkeep.tui.console.panes import InFlightPane, JobsPane, OrphansPane
+from coldkeep.tui.console.panes.log import StableLog
+from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, RestoreScreen
 
 from consolekit import archive_all, current_screen, make_app, settle
 
@@ -314,7 +314,7 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
 HOLD = """
 import sys
 from pathlib import Path
-from coldkeep.core.lock import ArchiveLock
+from coldkeep.core.base.lock import ArchiveLock
 lock = ArchiveLock.try_acquire(Path(sys.argv[1]), command="coldkeep pass (cron)")
 print("held", flush=True)
 sys.stdin.read()
@@ -351,7 +351,7 @@ async def test_quitting_during_a_pass_asks_then_stops_cleanly(settings: Settings
     settings.config_path.write_text(
         text.replace("workers = 1", "workers = 1\nbytes_per_s = 300000")
     )
-    from coldkeep.core.config import load_settings
+    from coldkeep.core.base.config import load_settings
 
     slow = load_settings(settings.config_path)
     settings.config_path.with_name("fast.toml").write_text(text)

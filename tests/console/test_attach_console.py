@@ -9,8 +9,8 @@ import sys
 
 from textual.widgets import ProgressBar
 
-from coldkeep.core.config import Settings, load_settings
-from coldkeep.tui.panes import InFlightPane, LogPane, OrphansPane
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.tui.console.panes import InFlightPane, LogPane, OrphansPane
 
 from consolekit import make_app, settle, watching
 
@@ -23,7 +23,7 @@ async def test_the_console_watches_a_running_pass_and_stops_it(settings: Setting
     )
     slow = load_settings(settings.config_path)
     other = subprocess.Popen(
-        [sys.executable, "-m", "coldkeep.tui.cli", "pass", "--config", str(slow.config_path)],
+        [sys.executable, "-m", "coldkeep.tui.cli.main", "pass", "--config", str(slow.config_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -21,10 +21,10 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from coldkeep.core.config import RemoteSettings
+from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.files.catalog import CatalogRow
-from coldkeep.tui.fleet import FleetApp, FleetScreen, files
-from coldkeep.tui.screens import ConfirmScreen
+from coldkeep.tui.console.fleet import FleetApp, FleetScreen, files
+from coldkeep.tui.console.screens import ConfirmScreen
 
 from consolekit import settle
 from remotecheck import ship_site
@@ -222,7 +222,7 @@ async def test_a_prefix_nothing_shipped_to_says_so(tmp_path: Path) -> None:
 )
 def test_a_bad_remote_url_is_refused_in_one_line(url: str, said: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "coldkeep.tui.cli", "console", "--remote", url],
+        [sys.executable, "-m", "coldkeep.tui.cli.main", "console", "--remote", url],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,11 +10,11 @@ from typing import Any
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
-from coldkeep.core.audit import history
-from coldkeep.core.config import Settings, load_settings
-from coldkeep.core.manifest import Manifest
-from coldkeep.tui.app import NO_RETENTION, ColdkeepApp
-from coldkeep.tui.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.store.audit import history
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.tui.console.app import NO_RETENTION, ColdkeepApp
+from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 
 from consolekit import archive_all, current_screen, make_app, settle
 

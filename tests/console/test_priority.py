@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from coldkeep.core.config import Settings
-from coldkeep.tui.priority import BACKGROUND_NICE
+from coldkeep.core.base.config import Settings
+from coldkeep.tui.console.priority import BACKGROUND_NICE
 
 from consolekit import make_app, settle
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Static
 
-from coldkeep.core.config import Settings, load_settings
-from coldkeep.core.stream import FileDone
-from coldkeep.tui.app import ColdkeepApp
-from coldkeep.tui.panes import JobsPane, RemotePane
-from coldkeep.tui.panes.remote import NO_REMOTE
-from coldkeep.tui.screens import ConfirmScreen, HelpScreen
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.stream import FileDone
+from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.panes import JobsPane, RemotePane
+from coldkeep.tui.console.panes.remote import NO_REMOTE
+from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen
 
 from consolekit import archive_all, current_screen, make_app, settle
 
@@ -225,8 +225,8 @@ def test_the_rate_is_measured_from_the_ships_own_events() -> None:
 
 
 def test_paths_are_shown_relative_to_the_config(tmp_path: Path) -> None:
-    from coldkeep.core.config import RemoteSettings
-    from coldkeep.tui.fmt import remote_where
+    from coldkeep.core.base.config import RemoteSettings
+    from coldkeep.tui.text.fmt import remote_where
 
     inside = RemoteSettings((tmp_path / "remote").as_uri(), site="db1")
     assert remote_where(inside, tmp_path) == "remote/db1/"

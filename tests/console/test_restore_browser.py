@@ -7,9 +7,9 @@ from __future__ import annotations
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from coldkeep.core.config import Settings
-from coldkeep.tui.app import ColdkeepApp
-from coldkeep.tui.screens import ConfirmScreen, RestoreScreen
+from coldkeep.core.base.config import Settings
+from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.screens import ConfirmScreen, RestoreScreen
 
 from consolekit import archive_all, current_screen, make_app, settle
 
@@ -120,7 +120,7 @@ async def test_a_superseded_filter_result_never_replaces_the_newer_one(
 ) -> None:
     """Filtering runs in a thread: a slow result for the text as it was may land
     after the result for the text as it is. The newer one stays."""
-    from coldkeep.tui.screens.restore import Filtered
+    from coldkeep.tui.console.screens.restore import Filtered
 
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:

@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import Settings
+from coldkeep.core.base.config import Settings
 from coldkeep.core.events import checkpoint
 
 from consolekit import NOW_MS, make_app, settle

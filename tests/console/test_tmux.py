@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.demo import write_demo
+from coldkeep.core.ops.demo import write_demo
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -63,7 +63,7 @@ class Terminal:
 
 def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_path: Path) -> None:
     site = write_demo(tmp_path / "demo", seed=3, scale=0.02)
-    term = Terminal([sys.executable, "-m", "coldkeep.tui.cli", "--config", str(site.config)])
+    term = Terminal([sys.executable, "-m", "coldkeep.tui.cli.main", "--config", str(site.config)])
     try:
         panes = ("Backlog", "In flight", "Orphans & stale", "Checkpoint", "Jobs", "Log")
         # 100 columns: the panes are tabs, every name on screen.
@@ -89,7 +89,7 @@ def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_pat
 def test_coldkeep_demo_opens_the_console_on_the_site_it_wrote(tmp_path: Path) -> None:
     site = tmp_path / "demo"
     term = Terminal(
-        [sys.executable, "-m", "coldkeep.tui.cli", "demo", str(site), "--scale", "0.02"],
+        [sys.executable, "-m", "coldkeep.tui.cli.main", "demo", str(site), "--scale", "0.02"],
         width=120,
         height=36,
     )

@@ -18,13 +18,13 @@ import signal
 import sys
 from pathlib import Path
 
-from coldkeep.core.codec import Codec
-from coldkeep.core.config import load_settings
+from coldkeep.core.base.codec import Codec
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.events.dbmove import move_events
 from coldkeep.core.files.filemove import FileMover
-from coldkeep.core.layout import Layout
-from coldkeep.core.manifest import Manifest
-from coldkeep.core.steps import StepInfo, StepName
+from coldkeep.core.store.manifest import Manifest
 
 
 async def main(op: str, live: Path, archive: Path, what: str, kill_spec: str) -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.codec import Codec
+from coldkeep.core.base.codec import Codec
+from coldkeep.core.base.steps import ARCHIVE_STEPS, RESTORE_STEPS
 from coldkeep.core.files.filemove import Archived, FileMover
 from coldkeep.core.files.gzfile import Restored
 from coldkeep.core.files.recovery import Recovery
-from coldkeep.core.manifest import Entry, Manifest
-from coldkeep.core.steps import ARCHIVE_STEPS, RESTORE_STEPS
+from coldkeep.core.store.manifest import Entry, Manifest
 
 from helpers import Roots, gunzip, jsonl
 

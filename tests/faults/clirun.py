@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-from coldkeep.tui.cli import main
+from coldkeep.tui.cli.main import main
 
 
 def run(config: str, commands: list[str]) -> int:

@@ -17,10 +17,10 @@ import pytest
 from faults.sites import on_faultfs, on_small_fs, unmount_site, write_site
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import load_settings
-from coldkeep.core.manifest import Manifest
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.sched.alerts import conditions
-from coldkeep.core.steps import StepInfo, StepName
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import ck, ck_json, live_files
 from sitecheck import Originals, check_site

@@ -53,10 +53,10 @@ from faultfs.fixture import start_or_skip
 from faults.sites import copy_site, write_site
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.config import load_settings
-from coldkeep.core.manifest import now_ms
-from coldkeep.core.steps import StepInfo, StepName
-from coldkeep.tui.results import report
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.store.manifest import now_ms
+from coldkeep.tui.text.results import report
 
 from helpers import ck, ck_json, entries, live_files, report_line
 from sitecheck import Originals, Tally, check_site

@@ -45,7 +45,7 @@ from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 from faults.clirun import Forker
 
-from coldkeep.core.steps import BUNDLE_STEPS
+from coldkeep.core.base.steps import BUNDLE_STEPS
 
 from helpers import COLDKEEP, ck, live_files, per_file, report_line
 from sitecheck import Originals, Tally, check_site

@@ -1,0 +1,422 @@
+"""Streaming gzip, hashed in the same read. Synchronous: run in worker threads.
+
+Three deflate engines behind one small interface (``Codec``): ISA-L (``isal``),
+``zlib-ng`` and the standard library's ``zlib``. Whatever the engine, the output
+is one standard gzip member whose header carries the source's file name (FNAME)
+and mtime, so ``gzip -l`` shows the name and ``gunzip -N`` restores both; an extra
+field (which gzip skips) adds the exact mtime and the mode, so the archive can be
+rebuilt from its gzips alone. Inflating always uses the fastest
+inflater available (ISA-L), whatever engine wrote the file.
+
+Invariants:
+- Each source byte is read once: the same 1 MiB chunk feeds sha256, CRC-32 and the
+  compressor. Every read goes through the rate cap first.
+- Output is bounded: inflating never produces more than ``CHUNK`` bytes per call,
+  whatever the compression ratio, so a 2 GiB file costs a few MiB of memory.
+- Only the codec saying the bytes are not valid gzip (bad header, bad data, CRC or
+  length mismatch, truncation, trailing garbage) is ``CorruptGzip``. A failed read
+  (EACCES, EIO) is an ``OSError`` and proves nothing about the file; it names the
+  file it happened on (the source, the gzip, or the file being written).
+- Every step checks the cancel token between chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Protocol, cast
+
+from isal import isal_zlib
+from zlib_ng import zlib_ng
+
+from .cancel import CancelToken
+from .config import Engine
+from .errors import ColdkeepError
+from .fsutil import open_file
+from .ioerror import naming
+from .ratelimit import UNLIMITED, RateLimiter
+
+CHUNK = 1 << 20
+_FEXTRA = 0x04
+_FNAME = 0x08
+_OS_UNIX = 3
+
+Progress = Callable[[int], None]
+
+
+class CorruptGzip(ColdkeepError):
+    """The bytes are not a valid gzip stream; the message says where and why."""
+
+
+class _Compressor(Protocol):
+    def compress(self, data: bytes | memoryview, /) -> bytes: ...
+    def flush(self, mode: int = ..., /) -> bytes: ...
+
+
+class _Decompressor(Protocol):
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    def decompress(self, data: bytes | memoryview, /, max_length: int = ...) -> bytes: ...
+
+
+_ENGINES = {"isal": isal_zlib, "zlib-ng": zlib_ng, "zlib": zlib}
+# Every engine's "these bytes are not deflate" error: the only proof of corruption.
+_CODEC_ERRORS = cast("tuple[type[Exception], ...]", (zlib.error, isal_zlib.error, zlib_ng.error))
+
+
+@dataclass(frozen=True)
+class Codec:
+    engine: Engine = "isal"
+    level: int = 1
+
+    def compressobj(self) -> _Compressor:
+        mod = _ENGINES[self.engine]
+        c: _Compressor = mod.compressobj(self.level, mod.DEFLATED, -15)
+        return c
+
+
+def _inflater() -> _Decompressor:
+    d: _Decompressor = isal_zlib.decompressobj(31)
+    return d
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where one gzip lies inside a larger file (a bundle member): ``length``
+    bytes from ``offset``."""
+
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What a stream of bytes was: its length and sha256 (hex)."""
+
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Packed(Digest):
+    """A source read once through the hashes and the compressor."""
+
+    gz_bytes: int
+    prefix_sha256: str | None
+
+
+@dataclass(frozen=True)
+class GzipHeader:
+    """What a coldkeep gzip says about its source: the file name (FNAME), the
+    mtime in seconds (MTIME), and from coldkeep's extra field the exact mtime in
+    ns and the mode (None in a gzip that coldkeep did not write)."""
+
+    name: str | None
+    mtime: int
+    mtime_ns: int | None = None
+    mode: int | None = None
+
+
+# coldkeep's FEXTRA subfield: SI1 'C', SI2 'K', then the source's mode (u32) and
+# mtime in ns (u64), little-endian. gzip and gunzip skip subfields they do not
+# know; it makes the archive rebuildable without losing mode or mtime precision.
+_EXTRA_ID = b"CK"
+_EXTRA = struct.Struct("<IQ")
+
+
+def gzip_header(name: bytes, mtime_ns: int, mode: int = 0) -> bytes:
+    mtime = mtime_ns // 1_000_000_000
+    if not 0 <= mtime < 2**32:
+        mtime = 0  # the field cannot hold it; 0 means "no time stamp"
+    extra = _EXTRA_ID + struct.pack("<H", _EXTRA.size) + _EXTRA.pack(mode, max(mtime_ns, 0))
+    return (
+        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME | _FEXTRA, mtime, 0, _OS_UNIX)
+        + struct.pack("<H", len(extra))
+        + extra
+        + name.replace(b"\0", b"")
+        + b"\0"
+    )
+
+
+class _Hashes:
+    """sha256 of everything, and of the first ``prefix`` bytes when asked."""
+
+    def __init__(self, prefix: int | None) -> None:
+        self.sha = hashlib.sha256()
+        self.n = 0
+        self.prefix = prefix
+        self.prefix_sha = hashlib.sha256() if prefix else None
+
+    def update(self, chunk: memoryview) -> None:
+        if self.prefix_sha is not None and self.prefix is not None and self.n < self.prefix:
+            self.prefix_sha.update(chunk[: self.prefix - self.n])
+        self.sha.update(chunk)
+        self.n += len(chunk)
+
+    def prefix_hex(self) -> str | None:
+        if self.prefix_sha is None or self.prefix is None or self.n < self.prefix:
+            return None
+        return self.prefix_sha.hexdigest()
+
+
+def _read_chunks(
+    src: io.FileIO,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    buf: bytearray,
+    path: Path | str | None = None,
+    limit: int | None = None,
+) -> Callable[[], memoryview | None]:
+    """The next chunk of ``src`` (a read error names ``path``, the file read), up
+    to ``limit`` bytes in all when given."""
+    view = memoryview(buf)
+    name = path if path is not None else "<source>"
+    left = [limit]
+
+    def next_chunk() -> memoryview | None:
+        cancel.check()
+        want = view if left[0] is None else view[: min(len(buf), left[0])]
+        if not len(want):
+            return None
+        with naming(name):
+            k = src.readinto(want)
+        if not k:
+            return None
+        if left[0] is not None:
+            left[0] -= k
+        limiter.take(k, cancel)
+        return view[:k]
+
+    return next_chunk
+
+
+def _compress_into(
+    out: BinaryIO,
+    src_fd: int,
+    *,
+    name: bytes,
+    mtime_ns: int,
+    mode: int,
+    codec: Codec,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    prefix_bytes: int | None,
+    progress: Progress | None,
+    src_path: Path | None,
+    size_hint: int | None = None,
+) -> tuple[_Hashes, int]:
+    """One standard gzip of the open file ``src_fd`` (from its current offset)
+    written to ``out``: its hashes and the gzip's length. ``size_hint``: the
+    source's size, when small, sizes the read buffer (a bundle's members are
+    many and small; a 1 MiB buffer zeroed for each cost more than its read)."""
+    hashes = _Hashes(prefix_bytes)
+    crc = 0
+    comp = codec.compressobj()
+    n = out.write(gzip_header(name, mtime_ns, mode))
+    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
+        buf = bytearray(CHUNK if size_hint is None else min(CHUNK, size_hint + 1))
+        next_chunk = _read_chunks(src, limiter, cancel, buf, src_path)
+        while (chunk := next_chunk()) is not None:
+            hashes.update(chunk)
+            crc = isal_zlib.crc32(chunk, crc)
+            n += out.write(comp.compress(chunk))
+            if progress is not None:
+                progress(hashes.n)
+    n += out.write(comp.flush())
+    n += out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
+    return hashes, n
+
+
+def compress_fd(
+    src_fd: int,
+    dst: Path,
+    *,
+    name: bytes,
+    mtime_ns: int,
+    mode: int = 0,
+    codec: Codec,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    prefix_bytes: int | None = None,
+    progress: Progress | None = None,
+    src_path: Path | None = None,
+    dst_fd: int | None = None,
+) -> Packed:
+    """Stream the open file ``src_fd`` (read from its current offset; not closed)
+    into a new gzip at ``dst``, fsynced. ``dst`` is created 0600, replacing any
+    leftover of the same name, unless the caller opened it already (``dst_fd``,
+    then closed here; ``dst`` only names it in errors). A read error names
+    ``src_path``; a write or fsync error names ``dst``.
+
+    A failed fsync raises and is never retried: after one, the kernel may have
+    dropped the dirty pages it could not write (and cleared the error), so a
+    second fsync could succeed on bytes that never reached the disk (PostgreSQL's
+    "fsyncgate"). The caller discards ``dst`` and keeps the source."""
+    with naming(dst):
+        fd = (
+            dst_fd
+            if dst_fd is not None
+            else os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        )
+        with os.fdopen(fd, "wb") as out:
+            hashes, gz_bytes = _compress_into(
+                out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec,
+                limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes,
+                progress=progress, src_path=src_path,
+            )  # fmt: skip
+            out.flush()
+            os.fsync(out.fileno())
+    return Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex())
+
+
+def compress_to_bytes(
+    src_fd: int,
+    *,
+    name: bytes,
+    mtime_ns: int,
+    mode: int,
+    codec: Codec,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    src_path: Path | None = None,
+    size_hint: int | None = None,
+) -> tuple[bytes, Packed]:
+    """One small file's standard gzip, in memory (a bundle member), and what
+    was read."""
+    out = io.BytesIO()
+    hashes, gz_bytes = _compress_into(
+        out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec, limiter=limiter,
+        cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path, size_hint=size_hint,
+    )  # fmt: skip
+    return out.getvalue(), Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, None)
+
+
+def digest_fd(
+    src_fd: int,
+    *,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    prefix_bytes: int | None = None,
+    path: Path | None = None,
+) -> tuple[Digest, str | None]:
+    """sha256 of an open file from its current offset (and of its first
+    ``prefix_bytes``), through the rate cap; a read error names ``path``."""
+    hashes = _Hashes(prefix_bytes)
+    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
+        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), path)
+        while (chunk := next_chunk()) is not None:
+            hashes.update(chunk)
+    return Digest(hashes.n, hashes.sha.hexdigest()), hashes.prefix_hex()
+
+
+def digest_path(
+    path: Path, *, root: Path, cancel: CancelToken, limiter: RateLimiter = UNLIMITED
+) -> Digest:
+    """sha256 and length of the file at ``path``, reached beneath ``root``
+    (never through a link), through the rate cap."""
+    fd = open_file(path, os.O_RDONLY, root=root)
+    try:
+        return digest_fd(fd, limiter=limiter, cancel=cancel, path=path)[0]
+    finally:
+        os.close(fd)
+
+
+def inflate(
+    gz: Path,
+    *,
+    span: Span | None = None,
+    out: BinaryIO | None = None,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken,
+    progress: Progress | None = None,
+) -> Digest:
+    """Decompress the gzip at ``gz`` (all members; only the ``span`` of it when
+    given: a bundle member), hashing the output and writing it to ``out`` if
+    given. Raises ``CorruptGzip`` when the bytes are not valid gzip; an
+    ``OSError`` when they cannot be read."""
+    sha = hashlib.sha256()
+    total = 0
+    d = _inflater()
+    in_member = False
+    read_any = False
+    where = gz if span is None else f"{gz} (the member at byte {span.offset})"
+    with gz.open("rb", buffering=0) as src:
+        if span is not None:
+            with naming(gz):
+                src.seek(span.offset)
+        limit = None if span is None else span.length
+        buf = bytearray(CHUNK if span is None else max(1, min(CHUNK, span.length)))
+        next_chunk = _read_chunks(src, limiter, cancel, buf, gz, limit)
+        while (chunk := next_chunk()) is not None:
+            read_any = True
+            data: bytes | memoryview = chunk
+            while data:
+                if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
+                    raise CorruptGzip(f"{where}: trailing zero bytes after the last gzip member")
+                in_member = True
+                try:
+                    piece = d.decompress(data, CHUNK)
+                except _CODEC_ERRORS as err:
+                    raise CorruptGzip(f"{where}: {err}") from err
+                if piece:
+                    sha.update(piece)
+                    total += len(piece)
+                    if out is not None:
+                        out.write(piece)
+                if d.eof:
+                    data = d.unused_data
+                    d = _inflater()
+                    in_member = False
+                else:
+                    data = d.unconsumed_tail
+            if progress is not None:
+                progress(total)
+    if not read_any:
+        raise CorruptGzip(f"{where}: empty file, not a gzip")
+    if in_member:
+        raise CorruptGzip(f"{where}: truncated (the stream ends inside a gzip member)")
+    return Digest(total, sha.hexdigest())
+
+
+def read_gzip_header(gz: Path, offset: int = 0) -> GzipHeader:
+    """The header of the gzip at ``offset`` in ``gz`` (its first member; a bundle
+    member's: its data offset), ``CorruptGzip`` if it is not a gzip."""
+    with gz.open("rb") as f:
+        f.seek(offset)
+        head = f.read(10)
+        if len(head) < 10 or head[:3] != b"\x1f\x8b\x08":
+            raise CorruptGzip(f"{gz}: not a gzip file")
+        flags, mtime = head[3], struct.unpack("<I", head[4:8])[0]
+        mode = mtime_ns = None
+        if flags & _FEXTRA:
+            size = f.read(2)
+            if len(size) < 2:
+                raise CorruptGzip(f"{gz}: truncated in the gzip header's extra field")
+            (xlen,) = struct.unpack("<H", size)
+            extra = f.read(xlen)
+            at = 0
+            while at + 4 <= len(extra):
+                sub_id, (sub_len,) = extra[at : at + 2], struct.unpack("<H", extra[at + 2 : at + 4])
+                data = extra[at + 4 : at + 4 + sub_len]
+                if sub_id == _EXTRA_ID and len(data) == _EXTRA.size:
+                    mode, mtime_ns = _EXTRA.unpack(data)
+                at += 4 + sub_len
+        name: str | None = None
+        if flags & _FNAME:
+            raw = bytearray()
+            while (b := f.read(1)) not in (b"", b"\0"):
+                raw += b
+                if len(raw) > 4096:
+                    raise CorruptGzip(f"{gz}: gzip file name field does not end")
+            name = os.fsdecode(bytes(raw))
+    return GzipHeader(name, mtime, mtime_ns, mode)

@@ -1,0 +1,173 @@
+"""Where things live under ``archive_root``, and the containment rules for paths.
+
+    <archive_root>/coldkeep.db               manifest, passes, restore intents
+    <archive_root>/.lock                     the mutex (see lock.py)
+    <archive_root>/files/<relpath>.gz        one gzip per archived file version
+    <archive_root>/events/<YYYY-MM>.db       moved event rows
+
+``relpath`` is the live file's path relative to ``live_root``, ``/``-separated; its
+first segment is the unit (``.`` for files directly in ``live_root``). A second
+version of the same path is ``<relpath>.<sha12>.gz``.
+
+Invariants:
+- Temporary names end in ``.partial`` (archive side) or ``.restore-partial`` (live
+  side) and are never eligible for archiving, whatever the include globs say.
+- A relpath that comes from outside (the manifest, a restore selection) is checked
+  before it becomes a path: no absolute path, no ``..``, no empty segment, and no
+  symlink among the parents between the root and the target. A name read from a
+  gzip header must also be printable and fit in a file name (``check_stored_name``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+
+PARTIAL_SUFFIX = ".partial"
+RESTORE_PARTIAL_SUFFIX = ".restore-partial"
+GZ_SUFFIX = ".gz"
+_MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")  # an event month's database under events/
+
+
+class UnsafePath(UsageError, ValueError):
+    """A path that would leave its root; the message names it."""
+
+
+def is_temp_name(name: str) -> bool:
+    """coldkeep's own temporary files: never archived, never taken for data."""
+    return name.endswith((PARTIAL_SUFFIX, RESTORE_PARTIAL_SUFFIX))
+
+
+def partial_of(dest: Path) -> Path:
+    return dest.with_name(dest.name + PARTIAL_SUFFIX)
+
+
+def restore_partial_of(target: Path) -> Path:
+    return target.with_name(target.name + RESTORE_PARTIAL_SUFFIX)
+
+
+def unit_of(relpath: str) -> str:
+    head, sep, _ = relpath.partition("/")
+    return head if sep else "."
+
+
+def versioned_name(gz_name: str, sha256: str, n: int = 0) -> str:
+    """``x.jsonl.gz`` -> ``x.jsonl.<sha12>.gz`` (``-<n>`` added when n > 0)."""
+    stem = gz_name.removesuffix(GZ_SUFFIX)
+    tag = sha256[:12] if n == 0 else f"{sha256[:12]}-{n}"
+    return f"{stem}.{tag}{GZ_SUFFIX}"
+
+
+def check_relpath(relpath: str) -> str:
+    """Refuse a relpath that could name something outside its root."""
+    if not relpath or "\0" in relpath:
+        raise UnsafePath(f"{relpath!r} is not a usable relative path")
+    if relpath.startswith("/") or os.path.isabs(relpath):
+        raise UnsafePath(f"{relpath!r} is absolute; only paths relative to the root are allowed")
+    segs = relpath.split("/")
+    if any(s in ("", ".", "..") for s in segs):
+        raise UnsafePath(f"{relpath!r} contains '..', '.' or an empty segment")
+    return relpath
+
+
+NAME_MAX = 255  # bytes in one path segment, on every filesystem coldkeep meets
+
+
+def check_stored_name(name: str) -> str:
+    """A file name read back from the archive (a gzip header's FNAME), which may
+    come from a copied archive or a bucket: one plain segment that can be shown on
+    a terminal and written to a disk, or ``UnsafePath`` saying why not."""
+    shown = repr(name) if len(name) <= 60 else f"{name[:40]!r}… ({len(name)} characters)"
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise UnsafePath(f"{shown} is not a plain file name")
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise UnsafePath(f"{shown} contains control characters")
+    if len(os.fsencode(name)) > NAME_MAX:
+        raise UnsafePath(f"{shown} is longer than a file name can be ({NAME_MAX} bytes)")
+    return name
+
+
+def resolve_inside(root: Path, relpath: str) -> Path:
+    """``root/relpath``, refusing traversal and any symlinked parent directory.
+
+    Parents that do not exist yet are fine (restore creates them); one that exists
+    must be a real directory, so a link planted in the tree cannot redirect a write.
+    """
+    check_relpath(relpath)
+    if root.is_symlink():
+        raise UnsafePath(f"{root} is a symlink; give the real directory")
+    path = root
+    for seg in relpath.split("/")[:-1]:
+        path = path / seg
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            break
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePath(f"{path} is a symlink; refusing to write through it")
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(f"{path} is not a directory")
+    return root / relpath
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The archive's paths, from its root."""
+
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "coldkeep.db"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def files(self) -> Path:
+        return self.root / "files"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events"
+
+    def event_months(self) -> dict[str, Path]:
+        """Each event month's database under ``events/`` by its ``YYYY-MM``
+        (reads the directory: call it from a thread)."""
+        folder = self.events
+        names = sorted(os.listdir(folder)) if folder.is_dir() else []
+        return {m[1]: folder / name for name in names if (m := _MONTH_DB.fullmatch(name))}
+
+    def gz_for(self, relpath: str) -> Path:
+        """The first-choice gzip path of a live relpath (checked)."""
+        return self.files / (check_relpath(relpath) + GZ_SUFFIX)
+
+    def rel(self, path: Path) -> str:
+        """A path under the archive as the manifest stores it."""
+        return path.relative_to(self.root).as_posix()
+
+    def abs(self, stored: str) -> Path:
+        """A manifest's stored path back to an absolute one, refusing traversal."""
+        return resolve_inside(self.root, stored)
+
+    def relpath_of_gz(self, gz: Path, original_name: str | None = None) -> str:
+        """The live relpath a gzip under ``files/`` belongs to.
+
+        The directory comes from where the gzip sits; the file name from its gzip
+        header when known (a versioned ``x.<sha12>.gz`` cannot be undone from its
+        name alone), else from its name without ``.gz``. A header's name is not
+        trusted: one that is not a plain, printable file name raises
+        ``UnsafePath``.
+        """
+        rel_dir = gz.parent.relative_to(self.files).as_posix()
+        name = (
+            check_stored_name(original_name) if original_name else gz.name.removesuffix(GZ_SUFFIX)
+        )
+        return name if rel_dir == "." else f"{rel_dir}/{name}"

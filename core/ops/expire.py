@@ -1,0 +1,362 @@
+"""``coldkeep expire``: archived data past its retention deleted, locally and on
+the remote tier; never what a legal hold covers.
+
+What is past its retention (``[retention]``; nothing without it):
+
+    an archive file    a gzip, or a bundle, when every entry in it is: a file's
+                       age counts from its mtime, ``files_days`` (or its unit's
+                       own) long. A bundle with one member still young, or one
+                       member held, stays whole.
+    an event month     its database (and its snapshots on the remote) when the
+                       month ended ``events_days`` ago: then every row in it is.
+
+One expiry, under the archive lock:
+
+    settle     expiries a crash interrupted (recorded, files not all gone) are
+               finished first
+    each       recorded: its entries become tombstones (status ``expired``,
+               with when; sha256 and paths kept), the path noted in
+               ``expiring``, an audit row naming it, in one transaction; then
+               its remote copies deleted (their rows after); then its local
+               file unlinked (identity re-checked) and its directory fsynced;
+               then the note cleared
+
+Invariants:
+- The manifest changes first, the files after: a crash leaves tombstones whose
+  files are still there (recovery neither adopts nor misses them; restore no
+  longer offers them) and the next expiry deletes them.
+- Nothing held by an active legal hold is recorded, whatever its age; a hold
+  placed while an expiry runs is seen by the next item it checks.
+- A name that expired stays taken: a later file never gets it (``taken_names``).
+- Cancelled, it stops between items; what is recorded is finished first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from ..base.cancel import CancelToken
+from ..base.codec import digest_path
+from ..base.config import Settings
+from ..base.fsutil import fsync_dir, identity_or_none, unlink_if_identity
+from ..base.layout import Layout
+from ..base.steps import StepHook, StepName, no_step
+from ..events.eventschema import DAY_MS, month_end_ms
+from ..remote.objectstore import ObjectStore
+from ..store import audit
+from ..store.legalholds import active, held_paths
+from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObject, RemoteObjects
+
+Kind = Literal["gzip", "bundle", "month"]
+_KEPT = "status IN ('archived', 'stale', 'restored', 'missing')"
+_NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class ExpireItem:
+    kind: Kind
+    path: str  # under archive_root: a gzip, a bundle, events/<YYYY-MM>.db
+    files: int  # entries in it (0 for a month)
+    bytes: int  # archived bytes (compressed; a month: its database)
+    past_since: int  # ms: when the newest thing in it passed its retention
+    local: bool  # a local copy is there
+    remote: int  # copies on the remote tier
+    held: str | None = None  # the hold that keeps it, described
+
+    @property
+    def copies(self) -> str:
+        """Where it is: local, remote, local + remote (none: only a tombstone)."""
+        where = [w for w, on in (("local", self.local), ("remote", self.remote)) if on]
+        return " + ".join(where) or "none"
+
+    @property
+    def month(self) -> str | None:
+        return Path(self.path).stem if self.kind == "month" else None
+
+
+@dataclass(frozen=True)
+class ExpirePlan:
+    """What an expiry would delete now, and what holds keep: the confirm."""
+
+    files_days: float | None
+    events_days: float | None
+    items: list[ExpireItem] = field(default_factory=list)  # would go
+    held: list[ExpireItem] = field(default_factory=list)  # past retention, held
+
+    @property
+    def configured(self) -> bool:
+        return self.files_days is not None or self.events_days is not None or bool(self.items)
+
+    @property
+    def bytes(self) -> int:
+        return sum(i.bytes for i in self.items)
+
+    @property
+    def files(self) -> int:
+        return sum(i.files for i in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files_days": self.files_days,
+            "events_days": self.events_days,
+            "items": [asdict(i) for i in self.items],
+            "held": [asdict(i) for i in self.held],
+            "files": self.files,
+            "bytes": self.bytes,
+        }
+
+
+@dataclass
+class ExpireReport:
+    expired: list[str] = field(default_factory=list)  # paths, each gone everywhere
+    files: int = 0  # entries made tombstones
+    bytes: int = 0
+    months: int = 0
+    held: int = 0  # past retention, kept by a hold
+    settled: int = 0  # interrupted expiries finished
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> ExpirePlan:
+    retention = settings.retention
+    holds = await active(manifest, now)
+    shipped = await RemoteObjects(manifest).all()
+    candidates = await _file_items(settings, manifest, shipped, now)
+    layout = Layout(settings.archive_root)
+    candidates += await _month_items(settings, shipped, layout, now)
+    held = await held_paths(manifest, holds, [i.path for i in candidates if i.month is None])
+    items, kept = [], []
+    for item in candidates:
+        hold = held.get(item.path) if item.month is None else holds.for_month(item.month)
+        if hold is None:
+            items.append(item)
+        else:
+            kept.append(replace(item, held=hold.describe()))
+    return ExpirePlan(retention.files_days, retention.events_days, items, kept)
+
+
+async def _file_items(
+    settings: Settings, manifest: Manifest, shipped: list[RemoteObject], now: int
+) -> list[ExpireItem]:
+    retention = settings.retention
+    if retention.files_days is None and not retention.units:
+        return []
+    rows = await manifest.rows(
+        "SELECT gz_path, unit, count(*), max(mtime_ns), sum(gz_bytes), "
+        "max(member_offset IS NOT NULL) FROM entries "
+        f"WHERE {_KEPT} GROUP BY gz_path ORDER BY gz_path"
+    )
+    remote = {o.path: o for o in shipped if o.month is None}
+    items = []
+    for gz_path, unit, n, newest_ns, gz_bytes, bundled in rows:
+        days = retention.files_days_for(unit)
+        if days is None:
+            continue
+        past_since = newest_ns // _NS_PER_MS + int(days * DAY_MS)
+        if past_since > now:
+            continue
+        obj = remote.get(gz_path)
+        items.append(
+            ExpireItem(
+                "bundle" if bundled else "gzip",
+                gz_path,
+                n,
+                obj.bytes if obj is not None else gz_bytes,
+                past_since,
+                local=obj is None or obj.local,
+                remote=int(obj is not None),
+            )
+        )
+    return items
+
+
+async def _month_items(
+    settings: Settings, shipped: list[RemoteObject], layout: Layout, now: int
+) -> list[ExpireItem]:
+    days = settings.retention.events_days
+    if days is None:
+        return []
+    local = await asyncio.to_thread(layout.event_months)
+    snapshots: dict[str, list[int]] = {}
+    for obj in shipped:
+        if obj.month is not None:
+            snapshots.setdefault(obj.month, []).append(obj.bytes)
+    items = []
+    for month in sorted(local.keys() | snapshots.keys()):
+        past_since = month_end_ms(month) + int(days * DAY_MS)
+        if past_since > now:
+            continue
+        db = local.get(month)
+        size = (await asyncio.to_thread(db.stat)).st_size if db is not None else 0
+        remote = snapshots.get(month, [])
+        items.append(
+            ExpireItem(
+                "month",
+                f"events/{month}.db",
+                0,
+                size or max(remote, default=0),
+                past_since,
+                local=db is not None,
+                remote=len(remote),
+            )
+        )
+    return items
+
+
+class Expirer:
+    def __init__(
+        self,
+        settings: Settings,
+        manifest: Manifest,
+        store: ObjectStore | None,
+        *,
+        step: StepHook = no_step,
+        clock: Callable[[], int],
+        origin: str,
+        cancel: CancelToken | None = None,
+        only: frozenset[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.manifest = manifest
+        self.store = store
+        self.layout = Layout(settings.archive_root)
+        self.objects = RemoteObjects(manifest)
+        self.step = step
+        self.clock = clock
+        self.origin = origin
+        self.cancel = cancel or CancelToken()
+        # The paths an operator confirmed (None: whatever is due): what came due
+        # since the question was asked waits for the next expiry.
+        self.only = only
+        self.report = ExpireReport()
+
+    async def run(self) -> ExpireReport:
+        for path in await self._interrupted():
+            await self._finish(path)
+            self.report.settled += 1
+        plan = await expire_plan(self.settings, self.manifest, self.clock())
+        self.report.held = len(plan.held)
+        for item in plan.items:
+            self.cancel.check()
+            if self.only is not None and item.path not in self.only:
+                continue
+            if await self._still_unheld(item):
+                await self._expire(item)
+        return self.report
+
+    async def _interrupted(self) -> list[str]:
+        return [r[0] for r in await self.manifest.rows("SELECT path FROM expiring ORDER BY path")]
+
+    async def _still_unheld(self, item: ExpireItem) -> bool:
+        """A hold placed since the plan was read keeps the item."""
+        holds = await active(self.manifest, self.clock())
+        if item.month is not None:
+            hold = holds.for_month(item.month)
+        else:
+            hold = (await held_paths(self.manifest, holds, [item.path])).get(item.path)
+        if hold is not None:
+            self.report.held += 1
+        return hold is None
+
+    async def _announce(self, name: StepName, path: str) -> None:
+        await self.step(name, {"label": path})
+
+    async def _expire(self, item: ExpireItem) -> None:
+        now = self.clock()
+        if item.month is not None:
+            sha = await self._month_sha(item)
+            tombstone: tuple[str, list[Any]] = (
+                "INSERT OR REPLACE INTO expired_months (month, bytes, sha256, expired_at) "
+                "VALUES (?, ?, ?, ?)",
+                [item.month, item.bytes, sha, now],
+            )
+        else:
+            tombstone = (
+                "UPDATE entries SET status = 'expired', expired_at = ?, verify_error = NULL "
+                f"WHERE gz_path = ? AND {_KEPT}",
+                [now, item.path],
+            )
+        args = {"path": item.path, "kind": item.kind, "files": item.files, "bytes": item.bytes}
+        await self.manifest.transaction(
+            [
+                tombstone,
+                ("INSERT OR IGNORE INTO expiring (path) VALUES (?)", [item.path]),
+                (
+                    "INSERT INTO audit (at, user, host, pid, origin, action, args, outcome, "
+                    "detail) VALUES (?, ?, ?, ?, ?, 'expired', ?, 'ok', ?)",
+                    [
+                        now,
+                        *audit.who(),
+                        self.origin,
+                        json.dumps(args, sort_keys=True),
+                        f"past its retention since {_day(item.past_since)}",
+                    ],
+                ),
+            ]
+        )
+        await self._announce("expire_recorded", item.path)
+        await self._finish(item.path)
+        self.report.expired.append(item.path)
+        self.report.files += item.files
+        self.report.bytes += item.bytes
+        self.report.months += item.kind == "month"
+
+    async def _month_sha(self, item: ExpireItem) -> str:
+        """The month database's sha256 for its tombstone (its newest snapshot's
+        when only the remote holds it)."""
+        if item.local:
+            digest = await asyncio.to_thread(
+                digest_path, self.layout.abs(item.path), root=self.layout.root, cancel=self.cancel
+            )
+            return digest.sha256
+        latest = (await self.objects.latest_months()).get(item.month or "")
+        return latest.sha256 if latest is not None else ""
+
+    async def _finish(self, path: str) -> None:
+        """An expiry recorded: its remote copies and its local file deleted."""
+        if path.startswith("events/"):
+            remote = [o.path for o in await self.objects.of_month(Path(path).stem)]
+        else:
+            remote = [o.path for o in [await self.objects.get(path)] if o is not None]
+        if remote:
+            site = self.settings.remote.site if self.settings.remote is not None else None
+            if self.store is None or site is None:
+                self.report.problems.append(
+                    f"{path}: its remote copies stay until an expiry runs with [remote] configured"
+                )
+                return
+            for key in remote:
+                await self.store.delete(f"{site}/{key}")
+                await self.objects.forget(key)
+            await self._announce("expire_remote_deleted", path)
+        local = self.layout.abs(path)
+        root = self.layout.root
+        for target in (local, *(local.with_name(local.name + s) for s in ("-wal", "-shm"))):
+            ident = await asyncio.to_thread(identity_or_none, target, root=root)
+            if ident is None:
+                continue
+            if not ident.is_regular:
+                self.report.problems.append(f"{target}: not a regular file; left in place")
+                continue
+            await asyncio.to_thread(unlink_if_identity, target, ident, root=root)
+        await asyncio.to_thread(fsync_dir, local.parent, root=root)
+        await self.manifest.run("DELETE FROM expiring WHERE path = ?", [path])
+        await self._announce("expire_local_deleted", path)
+
+
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")

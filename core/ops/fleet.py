@@ -1,0 +1,144 @@
+"""The fleet view's core (``coldkeep console --remote URL``): every site under a
+remote prefix, read from the manifest snapshots their ships left, searched
+together and restored from, without any site's host or coldkeep.toml.
+
+Each site's newest snapshot is downloaded once into ``cache/<site>/coldkeep.db``
+(a new snapshot replaces it at the next open); a restore reads the files from
+the remote (``RemoteReader``) into a folder the operator names, never in place.
+
+Invariants:
+- Read-only towards the remote: nothing is written under the prefix.
+- A snapshot is used only if it reads back whole (the server's checksum) and
+  passes ``integrity_check``; a site without a usable one is listed with why.
+- A restored file's sha256 is checked against its entry before it is placed,
+  as in any restore; a file that was never shipped is reported ``missing``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base.cancel import CancelToken
+from ..base.codec import Codec
+from ..base.config import RemoteSettings
+from ..base.errors import RemoteError
+from ..base.fsutil import fsync_dir, rename_noreplace, unlink_if_present
+from ..base.layout import Layout
+from ..base.ratelimit import RateLimiter
+from ..base.stream import EventStream
+from ..files.catalog import Catalog, load_catalog
+from ..files.filemove import FileMover
+from ..files.restore import RestoreReport, check_restore_root, restore_files
+from ..remote.connect import open_store
+from ..remote.fetch import RemoteReader, downloaded
+from ..remote.objectstore import ObjectStore
+from ..remote.rebuild import snapshot_problem
+from ..store.manifest import Manifest
+
+
+@dataclass(frozen=True)
+class FleetSite:
+    site: str
+    snapshot: str | None  # the manifest snapshot in use (its key)
+    problem: str | None = None  # why there is none
+
+    @property
+    def usable(self) -> bool:
+        return self.snapshot is not None
+
+
+class Fleet:
+    """The sites under one remote prefix, their snapshots cached under ``cache``."""
+
+    def __init__(self, remote: RemoteSettings, cache: Path) -> None:
+        self.remote = remote
+        self.cache = cache
+        self.store: ObjectStore = open_store(remote)
+        self.sites: list[FleetSite] = []
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    def layout(self, site: str) -> Layout:
+        return Layout(self.cache / site)
+
+    async def load(self) -> list[FleetSite]:
+        """Every site and its newest usable snapshot, fetched when not cached."""
+        await asyncio.to_thread(self.cache.mkdir, parents=True, exist_ok=True)
+        self.sites = [await self._site(name) for name in await self.store.list_dirs("")]
+        return self.sites
+
+    async def _site(self, site: str) -> FleetSite:
+        snapshots = sorted(
+            [i.key async for i in self.store.list_objects(f"{site}/manifest/")], reverse=True
+        )
+        if not snapshots:
+            return FleetSite(site, None, "no manifest snapshot (has it shipped yet?)")
+        layout = self.layout(site)
+        await asyncio.to_thread(layout.root.mkdir, exist_ok=True)
+        marker = layout.root / "snapshot"
+        cached = await asyncio.to_thread(lambda: marker.read_text() if marker.exists() else None)
+        problems = []
+        for key in snapshots:
+            if key == cached and await asyncio.to_thread(layout.manifest.exists):
+                return FleetSite(site, key)
+            why = await self._fetch_snapshot(key, layout)
+            if why is None:
+                await asyncio.to_thread(marker.write_text, key)
+                return FleetSite(site, key)
+            problems.append(why)
+        return FleetSite(site, None, "; ".join(problems))
+
+    async def _fetch_snapshot(self, key: str, layout: Layout) -> str | None:
+        """``key`` in place as the site's cached manifest; None, or why not."""
+        root = layout.root
+        try:
+            async with downloaded(self.store, key, layout, "fleet") as tmp:
+                why = await snapshot_problem(self.store, key, tmp, root)
+                if why is not None:
+                    return why
+                await asyncio.to_thread(unlink_if_present, layout.manifest, root=root)
+                await asyncio.to_thread(rename_noreplace, tmp, layout.manifest, root=root)
+        except RemoteError as err:
+            return str(err)
+        await asyncio.to_thread(fsync_dir, root, root=root)
+        return None
+
+    async def catalogs(self) -> dict[str, Catalog]:
+        """Each usable site's entries, for searching across hosts."""
+        usable = [s.site for s in self.sites if s.usable]
+        loaded = await asyncio.gather(
+            *(asyncio.to_thread(load_catalog, self.layout(s).manifest) for s in usable)
+        )
+        return dict(zip(usable, loaded, strict=True))
+
+    @asynccontextmanager
+    async def _mover(self, site: str) -> AsyncIterator[tuple[FileMover, RemoteReader]]:
+        layout = self.layout(site)
+        async with await Manifest.open(layout.manifest) as manifest:
+            limiter = RateLimiter(self.remote.bytes_per_s)
+            # live_root is never written: a fleet restore always goes --to a folder.
+            mover = FileMover(layout.root, layout, manifest, Codec("zlib", 6), limiter)
+            yield mover, RemoteReader(self.store, site, manifest, layout, limiter)
+
+    async def restore(
+        self,
+        site: str,
+        entry_ids: list[int],
+        to: Path,
+        *,
+        stream: EventStream,
+        cancel: CancelToken | None = None,
+    ) -> RestoreReport:
+        """The entries of ``site`` named, from the remote, under ``to`` (checked as
+        ``restore --to`` is, and outside the snapshot cache)."""
+        to = check_restore_root(to, self.cache)
+        async with self._mover(site) as (mover, reader):
+            entries = [e for i in entry_ids if (e := await mover.manifest.entry(i)) is not None]
+            return await restore_files(
+                mover, entries, to=to, hold_days=0, stream=stream, cancel=cancel, remote=reader
+            )

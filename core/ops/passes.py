@@ -1,0 +1,555 @@
+"""The pass engine: one pass, run inside the archiver's session, and its summary.
+
+A pass in mode ``on`` (``Pass.run``):
+
+    recovery   what a crash left behind, settled first (``run_recovery``, also
+               the ``recover`` command)
+    files      the scan, then every eligible file, ``workers`` at a time: the
+               smaller ones packed into bundles (files/bundlemove.py), one
+               worker per bundle, the others each its own gzip
+    events     the eligible event rows, batch by batch (events/dbmove.py), when a
+               state_db is configured
+
+A pass in mode ``plan`` counts the same backlog without the lock and without
+writing (``planned_summary``).
+
+Invariants:
+- A pass never stops for one bad file: each file's outcome is counted in
+  ``FileTotals``, and anything that needs an operator is a line of ``problems``,
+  which makes the pass ``failed``. A file that could not be archived (an I/O
+  error: its partial is removed, its source kept) is named there, with the error.
+- Cancelled, it ends ``cancelled`` at the next safe point; a phase that cannot
+  run at all (the scan, the events table, I/O, a database error) ends it
+  ``failed`` with the reason.
+- A full filesystem (ENOSPC, EDQUOT, SQLITE_FULL) stops the pass at the first
+  file or batch that meets it: the next would only fail the same way. What was in
+  flight settles (a file's partial is removed, a batch's transaction rolls back),
+  the reserve is released so the failure can be recorded, and the pass ends
+  ``failed`` with the ``OutOfSpace`` line first among its problems (which the
+  alerts pick up from the audit). Either way its ``passes`` row is settled, shielded from the
+  cancellation, before ``Finished`` says the same.
+- ``PassSummary.to_dict()`` is the pass's --json document, its ``Finished``
+  summary and its ``passes`` row (docs/json.md): the shape is an interface, and
+  the alerts read conflicts back from the stored rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..base.cancel import Cancelled, CancelToken
+from ..base.config import Settings
+from ..base.layout import Layout
+from ..base.space import OutOfSpace, out_of_space, release_reserve
+from ..base.steps import StepHook
+from ..base.stream import (
+    BatchMoved,
+    CheckpointRan,
+    EventStream,
+    FileDone,
+    FileStep,
+    OrphanSeen,
+    Phase,
+    Status,
+    thread_progress,
+)
+from ..events.checkpoint import CheckpointResult
+from ..events.dbmove import BatchDone, Conflict, MoveReport, move_events
+from ..events.eventschema import EventsError
+from ..files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
+from ..files.filemove import Archived, FileMover
+from ..files.gzfile import Unarchivable
+from ..files.orphanbundle import Orphan
+from ..files.recovery import Recovery, RecoveryReport
+from ..files.scan import Candidate, ScanError, scan_files
+from .plan import Plan
+
+
+@dataclass
+class FileTotals:
+    eligible: int = 0  # found by the scan (in mode plan: what a pass would archive)
+    eligible_bytes: int = 0
+    archived: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    changed: int = 0
+    verify_failed: int = 0
+    errors: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    legacy_removed: int = 0
+    legacy_kept: int = 0
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+@dataclass(frozen=True)
+class EventsMoved:
+    """What a pass's event phase did."""
+
+    moved: int
+    already_archived: int
+    kept_changed: int
+    conflicts: tuple[Conflict, ...]
+    unparsable: int
+    held: int
+    months: tuple[str, ...]
+    months_refused: Mapping[str, str]
+    locked_rows: int
+    batches: int
+    wal_peak: int
+    checkpointer: str
+    checkpoints: int
+
+    @classmethod
+    def of(cls, report: MoveReport) -> EventsMoved:
+        return cls(
+            moved=report.moved,
+            already_archived=report.already_archived,
+            kept_changed=report.kept_changed,
+            conflicts=tuple(report.conflicts),
+            unparsable=report.unparsable,
+            held=report.held,
+            months=tuple(sorted(report.months)),
+            months_refused=dict(report.months_refused),
+            locked_rows=report.locked_rows,
+            batches=report.batches,
+            wal_peak=report.wal_peak,
+            checkpointer=report.checkpointer,
+            checkpoints=report.checkpoints,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["conflicts"] = [asdict(c) for c in self.conflicts]
+        out["months"] = list(self.months)
+        out["months_refused"] = dict(self.months_refused)
+        return out
+
+
+@dataclass(frozen=True)
+class EventsPlanned:
+    """Mode plan: the event rows a pass would move."""
+
+    eligible_rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"eligible_rows": self.eligible_rows}
+
+
+@dataclass
+class PassSummary:
+    mode: str
+    status: Status = "ok"
+    pass_id: int | None = None
+    started_at: int = 0
+    seconds: float = 0.0
+    recovery: dict[str, int] = field(default_factory=dict)
+    files: FileTotals = field(default_factory=FileTotals)
+    events: EventsMoved | EventsPlanned | None = None
+    problems: list[str] = field(default_factory=list)
+    out_of_space: dict[str, Any] | None = None  # OutOfSpace.to_dict(): where, how much
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["events"] = None if self.events is None else self.events.to_dict()
+        return out
+
+
+def recovery_counts(report: RecoveryReport) -> dict[str, int]:
+    outcomes = Counter(o.outcome for o in report.orphans)
+    return {
+        "partials_removed": len(report.partials),
+        "restore_partials_removed": len(report.restore_partials),
+        "intents_cleared": report.intents,
+        "orphans_found": outcomes["found"],
+        "orphans_adopted": outcomes["adopted"],
+        "orphans_stale": outcomes["stale"],
+        "orphans_corrupt": outcomes["corrupt"],
+        "orphans_changed": outcomes["changed"],
+        "orphans_unreadable": outcomes["error"],
+        "orphans_refused": outcomes["refused"],
+        "orphans_dropped": outcomes["dropped"],  # bundle members the codec refuses
+        "missing": len(report.missing),
+        "sources_unlinked": len(report.sources_unlinked),
+        "passes_interrupted": len(report.interrupted),
+    }
+
+
+def planned_summary(
+    plan: Plan, recovery: RecoveryReport, *, started_at: int, seconds: float
+) -> PassSummary:
+    """Mode plan: what a pass would do, from the backlog and a recovery scan."""
+    summary = PassSummary("plan", started_at=started_at, seconds=seconds)
+    summary.recovery = recovery_counts(recovery)
+    summary.files.skipped = {k: int(v) for k, v in plan.skipped.items()}
+    summary.files.eligible = plan.files
+    summary.files.eligible_bytes = plan.bytes
+    if plan.events is not None:
+        summary.events = EventsPlanned(plan.events.rows)
+    return summary
+
+
+# What the core's results look like on the stream ------------------------------
+
+
+def emit_orphan(stream: EventStream, layout: Layout, o: Orphan) -> None:
+    stream.emit(OrphanSeen(layout.rel(o.gz), o.relpath, o.outcome, o.detail))
+
+
+def emit_checkpoint(stream: EventStream, r: CheckpointResult) -> None:
+    stream.emit(
+        CheckpointRan(
+            r.busy, r.log, r.checkpointed, r.ms, r.wal_before, r.wal_after, r.mode, r.error
+        )
+    )
+
+
+def emit_batch(stream: EventStream, b: BatchDone) -> None:
+    stream.emit(
+        BatchMoved(
+            b.number, b.first_id, b.last_id, b.moved, b.already, b.months, b.wal_bytes, b.locked
+        )
+    )
+
+
+async def run_recovery(
+    mover: FileMover,
+    stream: EventStream,
+    cancel: CancelToken | None,
+    current_pass: int | None = None,
+) -> RecoveryReport:
+    """Recovery (the caller holds the lock), each thing it settled told to the
+    stream; the pass it runs in is no leftover."""
+    stream.emit(Phase("recovery", 0))
+    report = await Recovery(mover, cancel, current_pass=current_pass).run()
+    for pass_id in report.interrupted:
+        stream.notice("warning", f"pass {pass_id} died with its process; recorded as interrupted")
+    for p in report.partials:
+        stream.emit(OrphanSeen(mover.layout.rel(p), "", "partial_removed"))
+    for o in report.orphans:
+        emit_orphan(stream, mover.layout, o)
+    for e in report.missing:
+        stream.notice(
+            "error",
+            f"entry {e.id} ({e.relpath}): its gzip {e.gz_path} is MISSING from the archive",
+        )
+    return report
+
+
+def named(what: str, items: list[str], most: int = 5) -> str:
+    """``what`` followed by the first ``most`` of ``items`` (a problem line names
+    the files it is about; a failing disk does not make it a thousand lines)."""
+    more = f"; … and {len(items) - most} more" if len(items) > most else ""
+    return f"{what}: {'; '.join(items[:most])}{more}"
+
+
+# The pass ---------------------------------------------------------------------
+
+
+class PassSession(Protocol):
+    """What a pass needs of the archiver's session: the mover under the lock, and
+    the stream and the audit told how the pass began and ended."""
+
+    mover: FileMover
+
+    def start(self, detail: str = "") -> None: ...
+
+    def finish(self, status: Status, summary: dict[str, Any]) -> None: ...
+
+    def settle(self, outcome: str, detail: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class PassSetup:
+    """What the archiver runs a pass with."""
+
+    settings: Settings
+    stream: EventStream
+    clock: Callable[[], int]  # ms since the epoch: what "old enough" is measured against
+    origin: str  # cli | console | scheduler, into the passes row
+    workers: int  # files archived at once
+    step: StepHook  # the caller's step hook, for the event mover's steps
+
+
+class Pass:
+    """One pass in mode ``on``, inside a session."""
+
+    def __init__(self, setup: PassSetup, session: PassSession, cancel: CancelToken) -> None:
+        self.setup = setup
+        self.settings = setup.settings
+        self.stream = setup.stream
+        self.session = session
+        self.mover = session.mover
+        self.cancel = cancel
+        self.summary = PassSummary("on", started_at=setup.clock())
+        self.failed_files: list[str] = []  # "relpath: error", for the problem line
+        self.unsettled: list[str] = []  # archived, the source's removal not settled
+
+    async def run(self) -> PassSummary:
+        summary, manifest = self.summary, self.mover.manifest
+        t0 = time.monotonic()
+        summary.pass_id = await manifest.start_pass("on", self.setup.origin, summary.started_at)
+        self.session.start(f"pass {summary.pass_id}")
+        try:
+            await self._phases()
+        except Cancelled:
+            summary.status = "cancelled"
+        except (ScanError, EventsError, OSError, sqlite3.Error) as err:
+            summary.status = "failed"
+            if isinstance(err, OSError | sqlite3.Error) and out_of_space(err):
+                await self._out_of_space(err)
+            else:
+                summary.problems.append(str(err))
+        finally:
+            if summary.status == "ok" and summary.problems:
+                summary.status = "failed"
+            summary.seconds = time.monotonic() - t0
+            document = summary.to_dict()
+            await asyncio.shield(
+                manifest.finish_pass(summary.pass_id, summary.status, document, self.setup.clock())
+            )
+            self.session.finish(summary.status, document)
+            # The audit keeps the problems; the summary is in the passes row.
+            self.session.settle(summary.status, "; ".join(summary.problems) or None)
+        return summary
+
+    async def _out_of_space(self, err: OSError | sqlite3.Error) -> None:
+        """The reserve goes first, so the failure can be recorded; then the one
+        line that says it, first among the problems."""
+        if not isinstance(err, OutOfSpace):  # no step named it: a database write
+            where = Path(err.filename) if isinstance(err, OSError) and err.filename else None
+            err = OutOfSpace(where or self.mover.manifest.path, err, doing="writing")
+        await asyncio.to_thread(release_reserve, self.settings.archive_root)
+        self.summary.problems.insert(0, str(err))
+        self.summary.out_of_space = err.to_dict()
+
+    async def _phases(self) -> None:
+        summary = self.summary
+        recovery = await run_recovery(self.mover, self.stream, self.cancel, summary.pass_id)
+        summary.recovery = recovery_counts(recovery)
+        if recovery.missing:
+            summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")
+        if recovery.errors:
+            what = f"{len(recovery.errors)} orphan gzips could not be settled (left as found)"
+            layout = self.mover.layout
+            problems = [f"{layout.rel(o.gz)} {o.detail}" for o in recovery.errors]
+            summary.problems.append(named(what, problems))
+        await self._files()
+        if self.settings.state_db is not None:
+            await self._events()
+
+    async def _files(self) -> None:
+        eligible = await self._scan()
+        singles, groups = await asyncio.to_thread(self._plan_bundles, eligible)
+        queue: asyncio.Queue[Candidate | BundleGroup] = asyncio.Queue()
+        # Bundles first: each is one worker's for a while, and the large files
+        # fill the other workers meanwhile.
+        jobs: list[Candidate | BundleGroup] = [*groups, *singles]
+        for job in jobs:
+            queue.put_nowait(job)
+
+        async def worker() -> None:
+            while not queue.empty():
+                self.cancel.check()
+                job = queue.get_nowait()
+                if isinstance(job, BundleGroup):
+                    await self._one_bundle(job)
+                else:
+                    await self._one_file(job)
+
+        workers = min(self.setup.workers, queue.qsize())
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            self.cancel.cancel("the pass stopped")
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        totals, problems = self.summary.files, self.summary.problems
+        if totals.verify_failed:
+            problems.append(f"{totals.verify_failed} files failed their verify")
+        if totals.errors:
+            what = f"{totals.errors} files could not be archived (each source is kept)"
+            problems.append(named(what, self.failed_files))
+        if self.unsettled:
+            what = (
+                f"{len(self.unsettled)} files were archived but their sources' removal "
+                "failed; the next pass's recovery settles them"
+            )
+            problems.append(named(what, self.unsettled))
+        if totals.legacy_kept:
+            problems.append(f"{totals.legacy_kept} legacy copies differ and were kept")
+
+    def _plan_bundles(self, eligible: list[Candidate]) -> tuple[list[Candidate], list[BundleGroup]]:
+        """Which files go into bundles. A file with a plain copy at its archive
+        path (an older, copy-based scheme's) keeps the per-file path, which
+        settles that copy in the same read."""
+        files = self.settings.files
+        if not files.bundle_below:
+            return eligible, []
+        by_rel = {c.relpath: c for c in eligible}
+        layout = self.mover.layout
+        legacy = {c.relpath for c in eligible if os.path.lexists(layout.files / c.relpath)}
+        small = [(c.relpath, c.identity) for c in eligible if c.relpath not in legacy]
+        single, groups = bundle_groups(small, files.bundle_below, files.bundle_bytes)
+        return [by_rel[rel] for rel in sorted({r for r, _ in single} | legacy)], groups
+
+    async def _one_bundle(self, group: BundleGroup) -> None:
+        """One bundle archived, each member's outcome counted and told like a
+        single file's; an I/O error counts every member of it."""
+        label = group.label
+        totals = self.summary.files
+        self.stream.emit(
+            FileStep("bundle", label, "started", 0, sum(i.size for _, i in group.files))
+        )
+        try:
+            done = await BundleMover(self.mover).archive(group, cancel=self.cancel)
+        except (OSError, sqlite3.Error) as err:
+            if out_of_space(err):
+                raise self._full(label, err) from err
+            if isinstance(err, sqlite3.Error):
+                raise
+            totals.errors += len(group.files)
+            self.failed_files += [f"{rel} ({err})" for rel, _ in group.files]
+            for rel, _ in group.files:
+                self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
+            self.stream.emit(FileDone("bundle", label, "error", detail=str(err)))
+            return
+        for m in done.members:
+            self._member(m)
+        where = self.mover.layout.rel(done.bundle) if done.bundle else "nothing placed"
+        self.stream.emit(
+            FileDone("bundle", label, "placed" if done.bundle else "none", detail=where)
+        )
+
+    def _member(self, m: MemberDone) -> None:
+        totals = self.summary.files
+        if m.result == "archived" and m.entry is not None and m.unlinked is not None:
+            self._archived(m.relpath, Archived(m.entry, m.unlinked, detail=m.detail))
+        elif m.result == "changed":
+            totals.changed += 1
+            self.stream.emit(FileDone("archive", m.relpath, "changed", detail=m.detail))
+        elif m.result == "error":
+            totals.errors += 1
+            self.failed_files.append(f"{m.relpath} ({m.detail})")
+            self.stream.emit(FileDone("archive", m.relpath, "error", detail=m.detail))
+        elif m.result == "verify_failed":
+            totals.verify_failed += 1
+            self.stream.emit(FileDone("archive", m.relpath, "verify_failed", detail=m.detail))
+        else:
+            totals.skip("gone" if m.detail == "gone" else "not_regular")
+            self.stream.emit(
+                FileDone(
+                    "archive",
+                    m.relpath,
+                    m.detail if m.detail == "gone" else "skipped",
+                    detail=m.detail,
+                )
+            )
+
+    async def _scan(self) -> list[Candidate]:
+        """The eligible files (restored files still held are left out), counted."""
+        now = self.setup.clock()
+        held = await self.mover.manifest.held_relpaths(now)
+        scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * 1_000_000, held=held)
+        totals = self.summary.files
+        totals.skipped = {k: int(v) for k, v in scan.skipped.items()}
+        totals.eligible = len(scan.eligible)
+        totals.eligible_bytes = sum(c.identity.size for c in scan.eligible)
+        self.stream.emit(Phase("files", totals.eligible, totals.eligible_bytes))
+        return scan.eligible
+
+    async def _one_file(self, cand: Candidate) -> None:
+        """One file archived, its outcome counted and told; a file that cannot be
+        archived is counted, never raised."""
+        rel, size, totals = cand.relpath, cand.identity.size, self.summary.files
+        self.stream.emit(FileStep("archive", rel, "started", 0, size))
+        progress = thread_progress(self.stream, "archive", rel, size)
+        try:
+            result = await self.mover.archive(rel, cancel=self.cancel, progress=progress)
+        except Unarchivable as err:
+            totals.skip("not_regular")
+            self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))
+        except FileNotFoundError:
+            totals.skip("gone")
+            self.stream.emit(FileDone("archive", rel, "gone", detail="removed since the scan"))
+        except (OSError, sqlite3.Error) as err:
+            if out_of_space(err):
+                raise self._full(rel, err) from err
+            if isinstance(err, sqlite3.Error):
+                raise  # the manifest itself: the pass cannot go on
+            totals.errors += 1
+            self.failed_files.append(f"{rel} ({err})")
+            self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
+        else:
+            if isinstance(result, Archived):
+                self._archived(rel, result)
+            elif result.kind == "changed":
+                totals.changed += 1
+                self.stream.emit(FileDone("archive", rel, "changed", detail=result.detail))
+            else:
+                totals.verify_failed += 1
+                self.stream.emit(FileDone("archive", rel, "verify_failed", detail=result.detail))
+
+    def _full(self, rel: str, err: OSError | sqlite3.Error) -> OutOfSpace:
+        """The filesystem under the partial (or the manifest) is full. What the
+        rest of the backlog still needs: its bytes at the ratio so far."""
+        totals = self.summary.files
+        self.stream.emit(FileDone("archive", rel, "error", detail=str(err)))
+        ratio = totals.bytes_out / totals.bytes_in if totals.bytes_in else 0.3
+        left = max(0, totals.eligible_bytes - totals.bytes_in)
+        if isinstance(err, sqlite3.Error):
+            where, doing = self.mover.manifest.path, f"recording the entry of {rel} in"
+        else:
+            where = Path(err.filename) if err.filename else self.mover.layout.files
+            doing = f"archiving {rel} to"
+        return OutOfSpace(where, err, doing=doing, needed=int(left * ratio))
+
+    def _archived(self, rel: str, result: Archived) -> None:
+        e, totals = result.entry, self.summary.files
+        totals.archived += 1
+        totals.bytes_in += e.bytes
+        totals.bytes_out += e.gz_bytes
+        totals.legacy_removed += result.legacy == "removed"
+        totals.legacy_kept += result.legacy == "kept"
+        if result.unlinked == "unsettled":
+            self.unsettled.append(f"{rel} ({result.detail})")
+            self.stream.notice("warning", f"{rel}: {result.detail}")
+        elif result.legacy == "kept":
+            self.stream.notice("warning", result.detail)
+        self.stream.emit(FileDone("archive", rel, "archived", e.bytes, e.gz_bytes, result.unlinked))
+
+    async def _events(self) -> None:
+        self.stream.emit(Phase("events", 0))
+        report = await move_events(
+            self.settings,
+            self.mover.layout.events,
+            manifest=self.mover.manifest,
+            now_ms=self.setup.clock(),
+            cancel=self.cancel,
+            step=self.setup.step,
+            on_batch=lambda b: emit_batch(self.stream, b),
+            on_checkpoint=lambda r: emit_checkpoint(self.stream, r),
+        )
+        self.summary.events = EventsMoved.of(report)
+        if report.cancelled:
+            raise Cancelled("cancelled during the event phase")
+        problems = self.summary.problems
+        if report.conflicts:
+            problems.append(f"{len(report.conflicts)} event rows conflict with the archive")
+        for month, why in report.months_refused.items():
+            problems.append(f"event month {month} refused: {why}")
+        if report.locked_rows:
+            problems.append(
+                f"{report.locked_rows} archived rows are still live: the state DB stayed locked; "
+                "the next pass deletes them"
+            )

@@ -1,0 +1,130 @@
+"""What ``coldkeep status`` shows: the archive's state, read without the lock and
+without writing (the manifest is opened read-only, the lock file only read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base.config import Settings
+from ..base.layout import Layout
+from ..base.lock import Holder, read_holder
+from ..store.audit import AuditRecord, last_of
+from ..store.manifest import SCHEMA_VERSION, Entry, Manifest, PassRecord
+from ..store.remoteobjects import RemoteObjects, RemoteTotals
+
+ATTENTION_LISTED = 500
+
+
+@dataclass(frozen=True)
+class RemoteState:
+    """The remote tier as the manifest knows it."""
+
+    url: str
+    site: str
+    keep_local_days: float
+    totals: RemoteTotals
+    last_ship: AuditRecord | None
+
+    def to_dict(self) -> dict[str, Any]:
+        last = self.last_ship
+        return {
+            "url": self.url,
+            "site": self.site,
+            "keep_local_days": self.keep_local_days,
+            **asdict(self.totals),
+            "last_ship": (
+                {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class Status:
+    config: Path | None
+    live_root: Path
+    archive_root: Path
+    mode: str
+    holder: Holder | None
+    holder_alive: bool
+    schema_version: int | None
+    entries: dict[str, tuple[int, int, int]]  # status -> (entries, bytes, gz bytes)
+    verify_failures: int
+    restore_intents: int
+    last_passes: list[PassRecord]
+    attention: list[Entry]  # stale, missing or failed verify (the first ATTENTION_LISTED)
+    remote: RemoteState | None = None  # None: no remote tier configured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": str(self.config) if self.config else None,
+            "live_root": str(self.live_root),
+            "archive_root": str(self.archive_root),
+            "mode": self.mode,
+            "lock": ({**asdict(self.holder), "alive": self.holder_alive} if self.holder else None),
+            "schema_version": self.schema_version,
+            "entries": {
+                s: {"entries": n, "bytes": b, "gz_bytes": g}
+                for s, (n, b, g) in self.entries.items()
+            },
+            "verify_failures": self.verify_failures,
+            "restore_intents": self.restore_intents,
+            "last_passes": [asdict(p) for p in self.last_passes],
+            "attention": [
+                {
+                    "id": e.id,
+                    "relpath": e.relpath,
+                    "gz_path": e.location,
+                    "status": e.status,
+                    "verify_error": e.verify_error,
+                }
+                for e in self.attention
+            ],
+            "remote": self.remote.to_dict() if self.remote else None,
+        }
+
+
+async def read_status(settings: Settings, layout: Layout, manifest: Manifest | None) -> Status:
+    """The status of the archive ``manifest`` describes (None: there is none yet);
+    closes ``manifest``."""
+    holder = await asyncio.to_thread(read_holder, layout.lock)
+    counts: dict[str, tuple[int, int, int]] = {}
+    failures = intents = 0
+    passes: list[PassRecord] = []
+    attention: list[Entry] = []
+    remote = None
+    if manifest is not None:
+        async with manifest:
+            counts = await manifest.status_counts()
+            attention = await manifest.entries_needing_attention(limit=ATTENTION_LISTED)
+            failures = await manifest.verify_failure_count()
+            intents = len(await manifest.restore_intents())
+            passes = await manifest.passes(5)
+            remote = await remote_state(settings, manifest)
+    return Status(
+        settings.config_path,
+        settings.live_root,
+        settings.archive_root,
+        settings.mode,
+        holder,
+        holder.alive if holder else False,
+        SCHEMA_VERSION if manifest is not None else None,
+        counts,
+        failures,
+        intents,
+        passes,
+        attention,
+        remote,
+    )
+
+
+async def remote_state(settings: Settings, manifest: Manifest) -> RemoteState | None:
+    """What is shipped, pending and dropped, and the last ship (None: no remote)."""
+    if settings.remote is None:
+        return None
+    r = settings.remote
+    totals = await RemoteObjects(manifest).totals()
+    return RemoteState(r.url, r.site, r.keep_local_days, totals, await last_of(manifest, "ship"))

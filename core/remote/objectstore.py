@@ -1,0 +1,111 @@
+"""The object store interface every remote backend implements, and the one place
+a ``[remote]`` config becomes a store.
+
+Keys are ``/``-separated and relative to the URL's prefix (``s3://bucket/prefix``
+or ``file:///folder``); the shipper puts each site's objects under ``<site>/``.
+
+Invariants:
+- ``put_new`` never overwrites: it creates the key or reports that it exists
+  (S3's ``If-None-Match: *``; a directory's link-without-replace). A store that
+  cannot refuse an existing key says so (``conditional`` is False) and its caller
+  asks with ``head`` first, under the archive lock.
+- ``head`` reads back what the server holds: the size and, where the server
+  keeps one, the SHA-256 it computed or checked. A PUT's answer may carry the
+  SHA-256 the server keeps (``Put.kept``), never the size: nothing is recorded
+  as remote on the strength of a PUT's answer alone (the shipper reads the size
+  back by HEAD or by listing).
+- Every failure is a ``RemoteError`` whose message is one line naming the URL and
+  key and what to do; credentials never appear in it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base.errors import RemoteError
+
+
+class RemoteAuthError(RemoteError):
+    """The credentials are missing or refused: nothing will work until fixed."""
+
+
+class RemoteMissing(RemoteError):
+    """The object is not at its key."""
+
+
+@dataclass(frozen=True)
+class Put:
+    """A create-only upload's answer."""
+
+    created: bool  # False: the key held an object already, left as it was
+    kept: str | None = None  # hex SHA-256 the server's answer says it keeps, if it said
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    sha256: str | None = None  # hex; None where the server keeps no checksum
+
+
+class ObjectStore(ABC):
+    """An object store rooted at one URL."""
+
+    url: str  # for messages: never holds a credential
+    conditional: bool = True  # refuses to overwrite on its own
+
+    def where(self, key: str) -> str:
+        return f"{self.url.rstrip('/')}/{key}"
+
+    async def refuses_overwrite(self) -> bool:
+        """Whether ``put_new`` alone refuses an existing key (found out once,
+        before the first upload); sets ``conditional``."""
+        return self.conditional
+
+    @abstractmethod
+    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
+        """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
+        server checks where it can) to ``key`` unless it exists."""
+
+    @abstractmethod
+    async def head(self, key: str) -> ObjectInfo | None:
+        """What the server holds at ``key``; None if nothing."""
+
+    @abstractmethod
+    async def read_range(self, key: str, start: int, length: int) -> bytes:
+        """``length`` bytes of ``key`` from ``start``: one ranged GET."""
+
+    @abstractmethod
+    async def download(self, key: str, fd: int) -> int:
+        """The whole object written to the open file ``fd`` (from its position;
+        the caller fsyncs and places it); its size."""
+
+    @abstractmethod
+    def list_objects(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        """Every key under ``prefix`` in key order (sizes; checksums only where
+        listing gives them)."""
+
+    @abstractmethod
+    async def list_dirs(self, prefix: str) -> list[str]:
+        """The names one level below ``prefix`` (``prefix`` ends in ``/`` or is
+        empty) that hold objects: the sites under a fleet's prefix."""
+
+    @abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` (gone already is fine)."""
+
+    @abstractmethod
+    async def clear_incomplete(self, prefix: str) -> int:
+        """Remove what uploads cut short under ``prefix`` left behind (only the
+        archive lock's holder for that prefix calls it); how many."""
+
+    def take_notices(self) -> list[str]:
+        """What the store learnt about the server that the operator should know
+        (said once)."""
+        return []
+
+    async def close(self) -> None:  # noqa: B027 - a store with nothing to release
+        """Release connections."""

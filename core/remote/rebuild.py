@@ -1,0 +1,253 @@
+"""``rebuild-manifest --from-remote``: a site's archive back from its remote tier,
+on a fresh host with only the bucket, the credentials and ``coldkeep.toml``.
+
+    manifest   the newest snapshot under ``<site>/manifest/`` that reads back
+               whole (its server checksum) and passes ``integrity_check``,
+               placed as ``coldkeep.db``, never over an existing one
+    local      every shipped archive file with no local copy here is recorded as
+               dropped: restore reads it from the remote. An entry with neither
+               was never shipped; it is listed, and recovery marks it missing
+    events     each event month's newest snapshot, fetched into ``events/`` where
+               no database for the month is, checked against its recorded sha256
+
+Without any snapshot, every archive file under ``<site>/files/`` is fetched into
+``files/`` (each written to a partial, fsynced, renamed without replacing) and
+the manifest is rebuilt from them as after losing ``coldkeep.db`` locally.
+
+Invariants:
+- Nothing local is overwritten: the manifest and every fetched file are placed
+  with ``rename_noreplace``; a name already taken is left and reported.
+- Run again after a crash, it goes on: a placed manifest is kept (its objects
+  re-marked), fetched files already in place are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..base.cancel import CancelToken
+from ..base.codec import digest_path
+from ..base.errors import RemoteError, UsageError
+from ..base.fsutil import ensure_dir, fsync_dir, rename_noreplace
+from ..base.layout import Layout, UnsafePath
+from ..base.ratelimit import RateLimiter
+from ..base.stream import EventStream, FileDone, Phase
+from ..store.manifest import SCHEMA_VERSION, Manifest, now_ms
+from ..store.remoteobjects import RemoteObjects
+from .fetch import clear_scratch, downloaded
+from .objectstore import ObjectStore
+
+
+class FromRemoteError(UsageError):
+    """The remote holds nothing to rebuild from, or the local side is in the way;
+    the message says which and what to do."""
+
+
+@dataclass
+class FromRemoteReport:
+    out: Path
+    snapshot: str | None = None  # the manifest snapshot used; None: rebuilt from the files
+    entries: int = 0
+    remote_only: int = 0  # archive files now read from the remote
+    months: int = 0  # event month databases fetched
+    fetched: int = 0  # archive files fetched (no snapshot)
+    never_shipped: list[str] = field(default_factory=list)  # entries' gzips in neither place
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "snapshot": self.snapshot,
+            "entries": self.entries,
+            "remote_only": self.remote_only,
+            "months": self.months,
+            "fetched": self.fetched,
+            "never_shipped": self.never_shipped,
+            "problems": self.problems,
+        }
+
+
+def check_db(path: Path) -> str | None:
+    """Why the database at ``path`` cannot serve as the manifest, or None."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            if db.execute("PRAGMA integrity_check").fetchone() != ("ok",):
+                return "it fails integrity_check"
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as err:
+        return f"it is not a database ({err})"
+    if version > SCHEMA_VERSION:
+        return f"its schema {version} is newer than this coldkeep's {SCHEMA_VERSION}: upgrade"
+    return None
+
+
+async def snapshot_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
+    """Why the manifest snapshot ``key``, downloaded to ``path``, cannot serve:
+    it did not read back as the server holds it, or it is no sound manifest."""
+    info = await store.head(key)
+    got = (await asyncio.to_thread(digest_path, path, root=root, cancel=CancelToken())).sha256
+    if info is not None and info.sha256 not in (None, got):
+        return f"{store.where(key)}: it reads back as {got}, not the server's {info.sha256}"
+    why = await asyncio.to_thread(check_db, path)
+    return None if why is None else f"{store.where(key)}: {why}"
+
+
+class RemoteRebuild:
+    def __init__(
+        self,
+        layout: Layout,
+        store: ObjectStore,
+        site: str,
+        *,
+        stream: EventStream,
+        limiter: RateLimiter,
+        cancel: CancelToken,
+    ) -> None:
+        self.layout = layout
+        self.store = store
+        self.site = site
+        self.stream = stream
+        self.limiter = limiter
+        self.cancel = cancel
+
+    def key(self, path: str) -> str:
+        return f"{self.site}/{path}"
+
+    async def fetch_to(self, key: str, dest: Path, size: int, sha256: str | None) -> bool:
+        """``key`` (``size`` bytes, through the rate cap) placed at ``dest`` under
+        archive_root (scratch file, fsync, rename without replacing, directory
+        fsync); False if ``dest`` exists already. With ``sha256``, bytes that
+        differ are refused before they are placed."""
+        root = self.layout.root
+        await asyncio.to_thread(self.limiter.take, size, self.cancel)
+        async with downloaded(self.store, key, self.layout, "dr") as tmp:
+            if sha256 is not None:
+                got = (
+                    await asyncio.to_thread(digest_path, tmp, root=root, cancel=self.cancel)
+                ).sha256
+                if got != sha256:
+                    raise RemoteError(
+                        f"{self.store.where(key)}: its bytes hash to {got}, not the recorded "
+                        f"{sha256}; not placed"
+                    )
+            await asyncio.to_thread(ensure_dir, dest.parent, root=root)
+            placed = await asyncio.to_thread(rename_noreplace, tmp, dest, root=root)
+            if placed == "renamed":
+                await asyncio.to_thread(fsync_dir, dest.parent, root=root)
+            return placed == "renamed"
+
+    async def run(self, out: Path) -> FromRemoteReport:
+        await asyncio.to_thread(clear_scratch, self.layout)
+        report = FromRemoteReport(out)
+        snapshots = sorted(
+            [i.key async for i in self.store.list_objects(self.key("manifest/"))], reverse=True
+        )
+        if await asyncio.to_thread(out.exists):
+            report.snapshot = "(the manifest already in place)"
+        else:
+            await self._place_snapshot(snapshots, out, report)
+        if report.snapshot is None:
+            return report  # rebuilt from the files by the caller
+        async with await Manifest.open(out) as manifest:
+            await self._mark_remote_only(manifest, report)
+            report.months, problems = await self.fetch_months(manifest)
+            report.problems += problems
+        return report
+
+    async def _place_snapshot(
+        self, snapshots: list[str], out: Path, report: FromRemoteReport
+    ) -> None:
+        root = self.layout.root
+        for key in snapshots:
+            self.cancel.check()
+            try:
+                async with downloaded(self.store, key, self.layout, "dr-manifest") as tmp:
+                    why = await snapshot_problem(self.store, key, tmp, root)
+                    if why is not None:
+                        report.problems.append(f"{why}; skipped")
+                        continue
+                    placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
+            except RemoteError as err:
+                report.problems.append(f"{err}; trying an older snapshot")
+                continue
+            if placed == "exists":
+                raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
+            await asyncio.to_thread(fsync_dir, out.parent, root=root)
+            report.snapshot = key
+            return
+
+    async def _mark_remote_only(self, manifest: Manifest, report: FromRemoteReport) -> None:
+        """Shipped files with no local copy here are read from the remote."""
+        objects = RemoteObjects(manifest)
+        candidates = [o.path for o in await objects.all() if o.month is None and o.local]
+        gone = await asyncio.to_thread(
+            lambda: [path for path in candidates if not self._exists(path)]
+        )
+        await objects.mark_remote_only(gone, now_ms())
+        recorded = {o.path for o in await objects.all()}
+        rows = await manifest.rows(
+            "SELECT DISTINCT gz_path FROM entries WHERE status IN ('archived', 'stale', 'restored')"
+        )
+        report.entries = (await manifest.rows("SELECT count(*) FROM entries"))[0][0]
+        report.remote_only = len(await objects.gone_paths())
+        unrecorded = [path for (path,) in rows if path not in recorded]
+        report.never_shipped = await asyncio.to_thread(
+            lambda: [path for path in unrecorded if not self._exists(path)]
+        )
+
+    def _exists(self, path: str) -> bool:
+        try:
+            return self.layout.abs(path).is_file()
+        except UnsafePath:
+            return False
+
+    async def fetch_months(self, manifest: Manifest) -> tuple[int, list[str]]:
+        """Each event month's newest snapshot, into ``events/`` where no database
+        for the month is: how many were fetched, and what went wrong."""
+        latest = await RemoteObjects(manifest).latest_months()
+        missing = {
+            month: obj
+            for month, obj in sorted(latest.items())
+            if not await asyncio.to_thread((self.layout.events / f"{month}.db").exists)
+        }
+        self.stream.emit(Phase("fetch", len(missing), sum(o.bytes for o in missing.values())))
+        fetched, problems = 0, []
+        for month, obj in missing.items():
+            self.cancel.check()
+            try:
+                dest = self.layout.events / f"{month}.db"
+                if await self.fetch_to(self.key(obj.path), dest, obj.bytes, obj.sha256):
+                    fetched += 1
+                    self.stream.emit(FileDone("fetch", obj.path, "fetched", obj.bytes))
+            except RemoteError as err:
+                problems.append(str(err))
+        return fetched, problems
+
+    async def fetch_files(self, report: FromRemoteReport) -> None:
+        """No snapshot: every archive file of the site into ``files/``."""
+        prefix = self.key("files/")
+        found = [i async for i in self.store.list_objects(prefix)]
+        if not found:
+            raise FromRemoteError(
+                f"{self.store.where(self.key(''))}: neither a manifest snapshot nor any archive "
+                "file is there (check remote.url and remote.site)"
+            )
+        self.stream.emit(Phase("fetch", len(found), sum(i.size for i in found)))
+        for info in found:
+            self.cancel.check()
+            path = info.key[len(self.site) + 1 :]
+            try:
+                dest = self.layout.abs(path)
+                if await self.fetch_to(info.key, dest, info.size, None):
+                    report.fetched += 1
+                    self.stream.emit(FileDone("fetch", path, "fetched", info.size))
+            except (RemoteError, UnsafePath) as err:
+                report.problems.append(f"{info.key}: {err}")

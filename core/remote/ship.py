@@ -1,0 +1,619 @@
+"""``coldkeep ship``: the archive copied to the remote tier, then local copies
+dropped once their remote copy is proven and old enough.
+
+One ship, under the archive lock:
+
+    settle     local copies recorded as dropped but still there (a crash
+               between the record and the unlink) are unlinked; what uploads
+               cut short left on the remote is removed
+    files      each archive file with kept entries and no remote copy (a bundle
+               once, for all its members): hashed, uploaded create-only, read
+               back (size and SHA-256), recorded
+    events     each closed event month whose database changed since its last
+               snapshot: a consistent copy (SQLite's backup API) shipped as
+               ``events/<YYYY-MM>.<sha12>.db``
+    drop       local copies shipped more than ``keep_local_days`` ago: the remote
+               copy re-checked (HEAD), the drop recorded, the file unlinked
+               (identity re-checked), its directory fsynced
+    manifest   a snapshot of the manifest as ``manifest/<UTC time>.db`` when
+               anything changed (or none is there); the newest KEEP_SNAPSHOTS kept
+
+Every object lives at ``<prefix>/<site>/<path>``, ``path`` being its place under
+``archive_root``.
+
+Invariants:
+- Nothing is recorded as remote until the server's own size and SHA-256 equal
+  the local file's. An object already at its key counts as shipped only if its
+  bytes are the same; different bytes are a problem to report, never replaced.
+- A local copy is dropped only when its row says it was shipped and verified,
+  ``keep_local_days`` have passed, its last remote verify did not fail, no
+  legal hold covers it, and the server, asked right before, still holds its
+  size and SHA-256.
+- Read back means: the size and SHA-256 by HEAD (the bytes themselves where the
+  server keeps no checksum), or, for a group of uploads whose PUT answers gave
+  the SHA-256 sent, their sizes by one listing where that is fewer requests.
+- Every step is announced (``object_uploaded``, ``object_recorded``,
+  ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``); a crash
+  anywhere is settled by the next ship: an uploaded object not recorded is found
+  at its key (same bytes) and recorded; a drop recorded and not done is done.
+- Cancelled, it stops between objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import posixpath
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..base.cancel import CancelToken
+from ..base.codec import digest_path
+from ..base.config import Settings
+from ..base.errors import RemoteError
+from ..base.fsutil import (
+    FileIdentity,
+    fsync_dir,
+    identity_or_none,
+    unlink_if_identity,
+    unlink_if_present,
+)
+from ..base.layout import Layout
+from ..base.ratelimit import UNLIMITED, RateLimiter
+from ..base.steps import StepHook, StepName, no_step
+from ..base.stream import EventStream, FileDone, Phase
+from ..events.eventschema import DAY_MS, month_end_ms
+from ..store.legalholds import Hold, active, held_paths
+from ..store.manifest import Manifest, now_ms
+from ..store.remoteobjects import RemoteObject, RemoteObjects
+from .fetch import clear_scratch, scratch_path
+from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError
+
+KEEP_SNAPSHOTS = 10
+# Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
+IN_FLIGHT = 8
+# Uploads whose sizes one listing reads back together: at most a listing's page
+# of keys, and no more bytes than a stop should leave unrecorded.
+GROUP_OBJECTS = 1000
+GROUP_BYTES = 1 << 30
+LIST_PAGE = 1000  # keys per listing request (S3's page)
+
+
+@dataclass
+class ShipReport:
+    uploaded: int = 0  # objects sent
+    already: int = 0  # objects found at their key with the same bytes, recorded
+    bytes: int = 0  # sent
+    months: int = 0  # event month snapshots shipped
+    snapshot: str | None = None  # the manifest snapshot's key
+    dropped: int = 0  # local copies removed
+    dropped_bytes: int = 0
+    held: int = 0  # local copies a legal hold keeps
+    pending: int = 0  # archive files still to ship (after a problem or a stop)
+    problems: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # about the server, said once
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uploaded": self.uploaded,
+            "already": self.already,
+            "bytes": self.bytes,
+            "months": self.months,
+            "snapshot": self.snapshot,
+            "dropped": self.dropped,
+            "dropped_bytes": self.dropped_bytes,
+            "held": self.held,
+            "pending": self.pending,
+            "problems": self.problems,
+            "notices": self.notices,
+        }
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """An upload (or an object found at its key), not yet read back."""
+
+    path: str
+    size: int
+    sha: str
+    created: bool
+    kept: str | None  # the SHA-256 the PUT's answer says the server keeps
+
+
+@dataclass(frozen=True)
+class ShipPlan:
+    """What a ship would do now, read without the lock: the console's confirm."""
+
+    url: str
+    pending_files: int
+    pending_entries: int
+    pending_bytes: int
+    drops: int  # local copies past keep_local_days that it would drop
+    drop_bytes: int
+    keep_local_days: float
+    months: int = 0  # closed event months changed since their last snapshot
+    held: int = 0  # local copies past keep_local_days that legal holds keep
+
+
+async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPlan:
+    remote = settings.remote
+    assert remote is not None
+    objects = RemoteObjects(manifest)
+    totals = await objects.totals()
+    drops: list[RemoteObject] = []
+    held: dict[str, Hold] = {}
+    if not remote.keeps_local:
+        drops = await objects.droppable(now - int(remote.keep_local_days * DAY_MS))
+        held = await _held(manifest, drops, now)
+        drops = [o for o in drops if o.path not in held]
+    layout = Layout(settings.archive_root)
+    latest = await objects.latest_months()
+    months = await asyncio.to_thread(months_due, layout, latest, now, settings.events.min_age_days)
+    return ShipPlan(
+        f"{remote.url}/{remote.site}",
+        totals.pending_files,
+        totals.pending_entries,
+        await objects.pending_bytes(),
+        len(drops),
+        sum(o.bytes for o in drops),
+        remote.keep_local_days,
+        len(months),
+        len(held),
+    )
+
+
+async def _held(manifest: Manifest, objs: list[RemoteObject], now: int) -> dict[str, Hold]:
+    """Which of ``objs`` a legal hold keeps local."""
+    return await held_paths(manifest, await active(manifest, now), [o.path for o in objs])
+
+
+def months_due(
+    layout: Layout, latest: dict[str, RemoteObject], now_ms: int, min_age_days: float
+) -> list[tuple[str, Path, str]]:
+    """The closed event months (no pass adds rows to them any more: their last
+    day is older than the events' minimum age) whose database changed since its
+    last snapshot, or has none: (month, database, its signature now). Runs in a
+    thread."""
+    due = []
+    for month, db in layout.event_months().items():
+        if month_end_ms(month) + int(min_age_days * DAY_MS) > now_ms:
+            continue
+        sig = _signature(db)
+        last = latest.get(month)
+        if last is None or last.source_sig != sig:
+            due.append((month, db, sig))
+    return due
+
+
+def _signature(db: Path) -> str:
+    """What changes when a month database's content may have: its size and
+    mtime, and its WAL's while that holds frames. (Reading a database in WAL mode,
+    as the snapshot does, leaves an empty WAL behind: that is no change.)"""
+    parts = []
+    for p in (db, db.with_name(db.name + "-wal")):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_size:
+            parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+    return "/".join(parts)
+
+
+def _snapshot(src: Path, dest: Path) -> None:
+    """A consistent copy of the database ``src`` at ``dest``, fsynced."""
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(dest) as out:
+        source.backup(out)
+    with open(dest, "rb") as f:
+        os.fsync(f.fileno())
+
+
+class Shipper:
+    def __init__(
+        self,
+        settings: Settings,
+        manifest: Manifest,
+        store: ObjectStore,
+        *,
+        stream: EventStream,
+        step: StepHook = no_step,
+        clock: Callable[[], int] = now_ms,
+        reads: RateLimiter = UNLIMITED,
+        cancel: CancelToken | None = None,
+    ) -> None:
+        assert settings.remote is not None
+        self.settings = settings
+        self.remote = settings.remote
+        self.layout = Layout(settings.archive_root)
+        self.manifest = manifest
+        self.objects = RemoteObjects(manifest)
+        self.store = store
+        self.stream = stream
+        self.step = step
+        self.clock = clock
+        # Bytes sent go through remote.bytes_per_s; the local reads that hash
+        # them through io.bytes_per_s, like every other read of the archive.
+        self.limiter = RateLimiter(self.remote.bytes_per_s)
+        self.reads = reads
+        self.cancel = cancel or CancelToken()
+        self.report = ShipReport()
+        self._probing = asyncio.Lock()
+
+    def key(self, path: str) -> str:
+        return f"{self.remote.site}/{path}"
+
+    async def _hash(self, path: Path) -> tuple[int, str]:
+        """A local file's size and sha256, read through io.bytes_per_s."""
+        digest = await asyncio.to_thread(
+            digest_path, path, root=self.layout.root, cancel=self.cancel, limiter=self.reads
+        )
+        return digest.bytes, digest.sha256
+
+    async def run(self) -> ShipReport:
+        await self.settle_drops()
+        await asyncio.to_thread(clear_scratch, self.layout)
+        await self.store.clear_incomplete(self.key(""))
+        await self.ship_files()
+        await self.ship_months()
+        for notice in self.store.take_notices():
+            self.report.notices.append(notice)
+            self.stream.notice("warning", notice)
+        await self.drop_local()
+        r = self.report
+        if r.uploaded or r.already or r.months or r.dropped or not await self._any_snapshot():
+            await self.ship_manifest()
+        r.pending = len(await self.objects.pending_files())
+        return r
+
+    async def _announce(self, name: StepName, path: str) -> None:
+        await self.step(name, {"label": path})
+
+    # files -------------------------------------------------------------------
+
+    async def ship_files(self) -> None:
+        pending = await self.objects.pending_files()
+        self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
+        gate = asyncio.Semaphore(IN_FLIGHT)
+        waiting: list[_Sent] = []
+        waiting_bytes = 0
+
+        async def one(path: str) -> None:
+            nonlocal waiting, waiting_bytes
+            async with gate:
+                self.cancel.check()
+                sent = await self._upload_file(path)
+                if sent is None:
+                    return
+                if not (sent.created and sent.kept == sent.sha):
+                    await self._confirm_one(sent)
+                    return
+            waiting.append(sent)
+            waiting_bytes += sent.size
+            if len(waiting) >= GROUP_OBJECTS or waiting_bytes >= GROUP_BYTES:
+                group, waiting, waiting_bytes = waiting, [], 0
+                await self._confirm_group(group)
+
+        tasks = [asyncio.ensure_future(one(p)) for p in pending]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # Stopped (or failed): the uploads in flight stop too, before the
+            # session that holds the lock and the manifest ends under them.
+            # What was uploaded and not yet read back is found at its key by
+            # the next ship, read back and recorded then.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        await self._confirm_group(waiting)
+
+    async def _upload_file(self, path: str) -> _Sent | None:
+        try:
+            local = self.layout.abs(path)
+            size, sha = await self._hash(local)
+        except (OSError, ValueError) as err:
+            self._problem(
+                path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
+            )
+            return None
+        try:
+            return await self._upload(path, local, size, sha)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            self._problem(path, str(err))
+            return None
+
+    async def _confirm_one(self, sent: _Sent) -> None:
+        try:
+            why = await self._read_back(sent)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            why = str(err)
+        if why is None:
+            await self._accept(sent)
+        else:
+            self._problem(sent.path, why)
+
+    async def _confirm_group(self, group: list[_Sent]) -> None:
+        """Uploads whose answer carried the server's SHA-256 (the one sent),
+        their sizes read back by one listing where that costs fewer requests
+        than a HEAD each; what the listing does not show is read back by HEAD."""
+        if not group:
+            return
+        common = posixpath.commonpath([posixpath.dirname(s.path) for s in group])
+        prefix = f"{common}/" if common else ""
+        listed_pages = -(-(await self.objects.count_under(prefix) + len(group)) // LIST_PAGE)
+        sizes: dict[str, int] = {}
+        if listed_pages < len(group):
+            wanted = {self.key(s.path) for s in group}
+            try:
+                async for info in self.store.list_objects(self.key(prefix)):
+                    if info.key in wanted:
+                        sizes[info.key] = info.size
+                        if len(sizes) == len(wanted):
+                            break
+            except RemoteAuthError:
+                raise
+            except RemoteError:
+                sizes.clear()  # each read back by HEAD instead, which says what fails
+        for sent in group:
+            if sizes.get(self.key(sent.path)) == sent.size:
+                await self._accept(sent)
+            else:
+                await self._confirm_one(sent)
+
+    async def ship_object(
+        self, path: str, local: Path, size: int, sha: str, **extra: str | None
+    ) -> bool:
+        """``local`` at ``path``'s key, read back, recorded; True if recorded."""
+        try:
+            sent = await self._upload(path, local, size, sha)
+            why = await self._read_back(sent)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            why = str(err)
+        if why is not None:
+            self._problem(path, why)
+            return False
+        await self._accept(sent, **extra)
+        return True
+
+    async def _accept(self, sent: _Sent, **extra: str | None) -> None:
+        """An object the server was shown to hold: recorded as remote."""
+        await self.objects.record(
+            RemoteObject(
+                sent.path,
+                sent.size,
+                sent.sha,
+                self.clock(),
+                month=extra.get("month"),
+                source_sig=extra.get("sig"),
+            )
+        )
+        await self._announce("object_recorded", sent.path)
+        if sent.created:
+            self.report.uploaded += 1
+            self.report.bytes += sent.size
+        else:
+            self.report.already += 1
+        how = "shipped" if sent.created else "exists"
+        self.stream.emit(FileDone("ship", sent.path, how, sent.size))
+
+    async def _upload(self, path: str, local: Path, size: int, sha: str) -> _Sent:
+        put = await self._put(self.key(path), local, size, sha)
+        await self._announce("object_uploaded", path)
+        return _Sent(path, size, sha, put.created, put.kept)
+
+    async def _read_back(self, sent: _Sent) -> str | None:
+        """None when the server holds exactly ``sent``'s bytes at its key (size
+        and SHA-256 read back by HEAD, or the bytes themselves where the server
+        keeps no checksum), else why not."""
+        key = self.key(sent.path)
+        info = await self.store.head(key)
+        if info is not None and info.sha256 is None:
+            info = await self._read_bytes_back(key, info.size)
+        if info is None:
+            return f"{self.store.where(key)}: gone right after its upload; not recorded"
+        if (info.size, info.sha256) != (sent.size, sent.sha):
+            how = "was uploaded" if sent.created else "was already there"
+            return (
+                f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
+                f"not the local {sent.size} bytes, sha256 {sent.sha}: not recorded, nothing "
+                "replaced (another host shipping as the same remote.site?)"
+            )
+        return None
+
+    async def reship(self, obj: RemoteObject) -> str | None:
+        """A remote copy proven bad or gone, replaced from the local copy: the bad
+        object deleted, the local one sent create-only and read back, its row
+        renewed. None when done, else why not (the row keeps its failure)."""
+        local = self.layout.abs(obj.path)
+        try:
+            size, sha = await self._hash(local)
+        except OSError as err:
+            return f"{local}: the local copy cannot be read: {err}"
+        if (size, sha) != (obj.bytes, obj.sha256):
+            return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
+        try:
+            await self.store.delete(self.key(obj.path))
+            why = await self._read_back(await self._upload(obj.path, local, size, sha))
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            return str(err)
+        if why is None:
+            await self.objects.renew(obj.path, self.clock())
+        return why
+
+    async def _put(self, key: str, local: Path, size: int, sha: str) -> Put:
+        await asyncio.to_thread(self.limiter.take, size, self.cancel)
+        async with self._probing:  # the first upload finds out; the others wait for it
+            conditional = await self.store.refuses_overwrite()
+        if not conditional and await self.store.head(key) is not None:
+            return Put(created=False)  # under the archive lock: nobody of this site writes
+        return await self.store.put_new(key, local, size, sha)
+
+    async def _read_bytes_back(self, key: str, size: int) -> ObjectInfo:
+        """A server that keeps no checksum: the bytes read back and hashed."""
+        data = await self.store.read_range(key, 0, size) if size else b""
+        return ObjectInfo(key, len(data), hashlib.sha256(data).hexdigest())
+
+    def _problem(self, path: str, message: str) -> None:
+        self.report.problems.append(message)
+        self.stream.emit(FileDone("ship", path, "error", detail=message))
+
+    # event months -------------------------------------------------------------
+
+    async def ship_months(self) -> None:
+        latest = await self.objects.latest_months()
+        due = await asyncio.to_thread(
+            months_due, self.layout, latest, self.clock(), self.settings.events.min_age_days
+        )
+        for month, db, sig in due:
+            self.cancel.check()
+            await self._ship_month(month, db, sig, latest.get(month))
+
+    async def _ship_month(self, month: str, db: Path, sig: str, last: RemoteObject | None) -> None:
+        tmp = scratch_path(self.layout, f"ship-{month}")
+        try:
+            await asyncio.to_thread(_snapshot, db, tmp)
+            size, sha = await self._hash(tmp)
+            if last is not None and last.sha256 == sha:
+                await self.objects.set_source_sig(last.path, sig)
+                return
+            path = f"events/{month}.{sha[:12]}.db"
+            if await self.ship_object(path, tmp, size, sha, month=month, sig=sig):
+                self.report.months += 1
+        except (OSError, sqlite3.Error) as err:
+            self._problem(f"events/{month}.db", f"{db}: cannot be snapshotted: {err}")
+        finally:
+            await asyncio.to_thread(unlink_if_present, tmp, root=self.layout.root)
+
+    # the manifest snapshot ------------------------------------------------------
+
+    async def ship_manifest(self) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock() / 1000))
+        path = f"manifest/{stamp}.{self.clock() % 1000:03d}Z.db"
+        tmp = scratch_path(self.layout, "ship-manifest")
+        key = self.key(path)
+        try:
+            await asyncio.to_thread(_snapshot, self.layout.manifest, tmp)
+            size, sha = await self._hash(tmp)
+            await self._put(key, tmp, size, sha)
+            info = await self.store.head(key)
+            if info is None or info.size != size or info.sha256 not in (sha, None):
+                self._problem(
+                    path, f"{self.store.where(key)}: the snapshot did not read back whole"
+                )
+                return
+        except RemoteError as err:
+            self._problem(path, str(err))
+            return
+        finally:
+            await asyncio.to_thread(unlink_if_present, tmp, root=self.layout.root)
+        self.report.snapshot = key
+        await self._announce("manifest_shipped", path)
+        await self._prune_snapshots()
+
+    async def _any_snapshot(self) -> bool:
+        async for _ in self.store.list_objects(self.key("manifest/")):
+            return True
+        return False
+
+    async def _prune_snapshots(self) -> None:
+        prefix = self.key("manifest/")
+        keys = sorted([info.key async for info in self.store.list_objects(prefix)])
+        for old in keys[:-KEEP_SNAPSHOTS]:
+            await self.store.delete(old)
+
+    # dropping local copies --------------------------------------------------------
+
+    async def drop_local(self) -> None:
+        if self.remote.keeps_local:
+            return
+        before = self.clock() - int(self.remote.keep_local_days * DAY_MS)
+        droppable = await self.objects.droppable(before)
+        held = await _held(self.manifest, droppable, self.clock())
+        self.report.held = len(held)
+        for obj in droppable:
+            if obj.path in held:
+                continue
+            self.cancel.check()
+            await self._drop(obj)
+
+    async def _drop(self, obj: RemoteObject) -> None:
+        root = self.layout.root
+        local = self.layout.abs(obj.path)
+        ident = await asyncio.to_thread(identity_or_none, local, root=root)
+        if ident is None or not ident.is_regular or ident.size != obj.bytes:
+            what = "gone" if ident is None else f"not the {obj.bytes} bytes shipped"
+            self.report.problems.append(
+                f"{local}: {what}; its remote copy is kept, nothing dropped"
+            )
+            return
+        why = await self._still_remote(obj)
+        if why is not None:
+            # Held back from every drop until verify --remote ships it again.
+            await self.objects.mark_verified(obj.path, self.clock(), why)
+            self.report.problems.append(f"{why}; the local copy {local} is kept")
+            return
+        await self.objects.mark_local_gone(obj.path, self.clock())
+        await self._announce("local_drop_recorded", obj.path)
+        await self._unlink(obj.path, local, ident)
+
+    async def _still_remote(self, obj: RemoteObject) -> str | None:
+        """The remote copy re-checked right before its local copy goes (it may
+        have been deleted or replaced since it was shipped): None when the
+        server still holds its size and SHA-256, else why not."""
+        key = self.key(obj.path)
+        try:
+            info = await self.store.head(key)
+        except RemoteAuthError:
+            raise
+        except RemoteError as err:
+            return str(err)
+        if info is None:
+            return f"{self.store.where(key)}: no longer there (run coldkeep verify --remote)"
+        if info.size != obj.bytes or info.sha256 not in (obj.sha256, None):
+            return (
+                f"{self.store.where(key)}: now {info.size} bytes, sha256 {info.sha256}, not "
+                "what was shipped (run coldkeep verify --remote)"
+            )
+        return None
+
+    async def _unlink(self, path: str, local: Path, ident: FileIdentity) -> None:
+        root = self.layout.root
+        outcome = await asyncio.to_thread(unlink_if_identity, local, ident, root=root)
+        if outcome == "changed":
+            self._problem(
+                path, f"{local} changed before its drop; left in place (its remote copy restores)"
+            )
+        await self.objects.confirm_local_gone(path)
+        await self._announce("local_dropped", path)
+        if outcome == "removed":
+            self.report.dropped += 1
+            self.report.dropped_bytes += ident.size
+
+    async def settle_drops(self) -> None:
+        """Drops a crash interrupted between the record and the unlink."""
+        root = self.layout.root
+        for path in await self.objects.unconfirmed_drops():
+            local = self.layout.abs(path)
+            ident = await asyncio.to_thread(identity_or_none, local, root=root)
+            if ident is not None:
+                await self._unlink(path, local, ident)
+                continue
+            await asyncio.to_thread(fsync_dir, local.parent, root=root)  # the unlink, durable
+            await self.objects.confirm_local_gone(path)

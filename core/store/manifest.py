@@ -1,0 +1,954 @@
+"""``coldkeep.db``: the manifest of archived file versions, the pass log and the
+restore intents. SQLite in WAL mode with ``synchronous = FULL``, reached through
+aiosqlite so the event loop never waits on it.
+
+Invariants:
+- An entry is committed (durably) before its source may be unlinked (step 6 before
+  step 7): a crash can leave a source with an entry, never an entry-less gzip that
+  recovery cannot explain, nor a lost source.
+- The schema is versioned by ``PRAGMA user_version``; each migration runs in one
+  transaction with the version bump, so a crash mid-migration leaves the previous
+  version intact. A database from a newer coldkeep is refused, never downgraded.
+- A restore intent is committed before a restore writes anything in a live
+  directory, and cleared after, so a crash mid-restore leaves only names the
+  intent lists (``<target>.restore-partial``), removed by recovery.
+- Stored paths are relative to ``archive_root`` (gzips) or to ``live_root``
+  (relpaths); the archive can be moved as a whole.
+- Only this module holds the connection. Entries are read through named
+  queries (no caller's SQL condition is spliced into them); the tables other
+  modules own take those modules' whole statements (``run``, ``rows``,
+  ``insert``).
+- Every SQLite error it raises names this database (``ioerror.DatabaseFailed``):
+  "disk I/O error" alone does not tell an operator which file to look at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import aiosqlite
+
+from ..base.codec import Span
+from ..base.errors import ColdkeepError
+from ..base.ioerror import naming_db
+
+EntryStatus = Literal["archived", "stale", "restored", "missing", "expired"]
+# Ids (or rows) written by one statement: one commit each, within SQLite's
+# default limit of 32,766 parameters.
+IDS_PER_STATEMENT = 500
+_MARK_GONE = "UPDATE entries SET source_present = 0 WHERE id IN"
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: entries, passes, restore intents
+    """
+    CREATE TABLE entries (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL UNIQUE,      -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1    -- step 7 not yet confirmed
+    );
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE TABLE passes (
+        id           INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER,
+        mode         TEXT    NOT NULL,
+        origin       TEXT    NOT NULL,
+        status       TEXT    NOT NULL DEFAULT 'running'
+                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled')),
+        summary      TEXT                             -- JSON
+    );
+    CREATE TABLE restore_intents (
+        id          INTEGER PRIMARY KEY,
+        entry_id    INTEGER,
+        target      TEXT    NOT NULL,                 -- absolute path of the file
+        created_at  INTEGER NOT NULL
+    );
+    """,
+    # 2: the live checkpoint log, restore holds on event rows
+    """
+    CREATE TABLE checkpoints (
+        id            INTEGER PRIMARY KEY,
+        at            INTEGER NOT NULL,               -- ms since the epoch
+        mode          TEXT    NOT NULL,
+        busy          INTEGER NOT NULL,
+        log           INTEGER NOT NULL,
+        checkpointed  INTEGER NOT NULL,
+        ms            REAL    NOT NULL,
+        wal_before    INTEGER NOT NULL,
+        wal_after     INTEGER NOT NULL,
+        error         TEXT
+    );
+    CREATE TABLE event_holds (
+        row_id      INTEGER PRIMARY KEY,              -- the live events table's id
+        hold_until  INTEGER NOT NULL                  -- ms since the epoch
+    );
+    """,
+    # 3: verify marks and the resumable verify cursor
+    """
+    ALTER TABLE entries ADD COLUMN verified_at INTEGER;   -- ms since the epoch
+    ALTER TABLE entries ADD COLUMN verify_error TEXT;     -- the last verify's failure
+    CREATE TABLE verify_state (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        cursor         INTEGER NOT NULL,              -- the last entry id checked
+        round_started  INTEGER NOT NULL               -- ms since the epoch
+    );
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    """,
+    # 4: status counts and the entries needing attention, without reading every row
+    """
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    """,
+    # 5: the scheduler's runs and state, alerts and their deliveries, the operator
+    # audit, and the stats time series
+    """
+    CREATE TABLE job_runs (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('running', 'ok', 'error', 'timeout', 'cancelled')),
+        error       TEXT,
+        summary     TEXT                              -- JSON
+    );
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    CREATE TABLE job_state (
+        job          TEXT PRIMARY KEY,
+        last_run_at  INTEGER                          -- the last SUCCESSFUL run's start
+    );
+    CREATE TABLE alerts (
+        id          INTEGER PRIMARY KEY,
+        key         TEXT    NOT NULL UNIQUE,          -- one alert per condition
+        kind        TEXT    NOT NULL,
+        message     TEXT    NOT NULL,
+        payload     TEXT    NOT NULL,                 -- JSON
+        created_at  INTEGER NOT NULL
+    );
+    CREATE TABLE alert_deliveries (
+        alert_id    INTEGER NOT NULL REFERENCES alerts (id),
+        sink        TEXT    NOT NULL,
+        sent_at     INTEGER,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        last_error  TEXT,
+        PRIMARY KEY (alert_id, sink)
+    );
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        user     TEXT    NOT NULL,
+        host     TEXT    NOT NULL,
+        pid      INTEGER NOT NULL,
+        origin   TEXT    NOT NULL,                    -- cli | console | scheduler
+        action   TEXT    NOT NULL,
+        args     TEXT    NOT NULL,                    -- JSON
+        outcome  TEXT    NOT NULL DEFAULT 'running',
+        detail   TEXT
+    );
+    CREATE TABLE stats (
+        at          INTEGER NOT NULL,
+        entries     INTEGER NOT NULL,
+        bytes       INTEGER NOT NULL,
+        gz_bytes    INTEGER NOT NULL,
+        backlog_files INTEGER NOT NULL,
+        backlog_bytes INTEGER NOT NULL,
+        backlog_rows  INTEGER NOT NULL
+    );
+    """,
+    # 6: a pass whose process died is settled as 'interrupted' by the next recovery;
+    # a scheduled job can be 'waiting' for another of its scheduler's jobs to let go
+    # of the archive lock. SQLite cannot widen a CHECK in place: both tables are
+    # copied into new ones.
+    """
+    CREATE TABLE passes_6 (
+        id           INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER,
+        mode         TEXT    NOT NULL,
+        origin       TEXT    NOT NULL,
+        status       TEXT    NOT NULL DEFAULT 'running'
+                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled', 'interrupted')),
+        summary      TEXT                             -- JSON
+    );
+    INSERT INTO passes_6 SELECT id, started_at, finished_at, mode, origin, status, summary
+        FROM passes;
+    DROP TABLE passes;
+    ALTER TABLE passes_6 RENAME TO passes;
+    CREATE TABLE job_runs_6 (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch (queued)
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('waiting', 'running', 'ok', 'error', 'timeout',
+                                      'cancelled')),
+        error       TEXT,
+        summary     TEXT                              -- JSON
+    );
+    INSERT INTO job_runs_6 SELECT id, job, trigger, started_at, ended_at, status, error, summary
+        FROM job_runs;
+    DROP TABLE job_runs;
+    ALTER TABLE job_runs_6 RENAME TO job_runs;
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    """,
+    # 7: bundle members. An entry's gzip may be one member of a bundle (a tar of
+    # small files' gzips): gz_path names the bundle, member_offset and
+    # member_length where its gzip lies in it (NULL for a gzip of its own). A
+    # gzip path is then unique only with its offset; SQLite cannot drop a UNIQUE
+    # constraint in place, so the table is copied.
+    """
+    CREATE TABLE entries_7 (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL,             -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
+        verified_at     INTEGER,
+        verify_error    TEXT,
+        member_offset   INTEGER,                      -- in the bundle gz_path names
+        member_length   INTEGER
+    );
+    INSERT INTO entries_7 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
+        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
+        verified_at, verify_error, NULL, NULL FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_7 RENAME TO entries;
+    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    """,
+    # 8: the remote tier. One row per object shipped, recorded only once the
+    # server's size and checksum matched; a local copy's drop is recorded here
+    # before it is unlinked, and the unlink confirmed after. An event month's
+    # snapshots carry the month and the local database's size and mtime when it
+    # was taken (shipped again on change).
+    """
+    CREATE TABLE remote_objects (
+        path          TEXT    PRIMARY KEY,            -- under archive_root and <prefix>/<site>/
+        bytes         INTEGER NOT NULL,
+        sha256        TEXT    NOT NULL,
+        shipped_at    INTEGER NOT NULL,               -- ms since the epoch
+        verified_at   INTEGER,                        -- the last verify --remote that read it
+        verify_error  TEXT,
+        local_gone_at INTEGER,                        -- the local copy's drop recorded
+        local_present INTEGER NOT NULL DEFAULT 1,     -- its unlink not yet confirmed
+        month         TEXT,                           -- an event month's snapshot: YYYY-MM
+        source_sig    TEXT                            -- its database's size:mtime_ns
+    ) WITHOUT ROWID;
+    CREATE INDEX remote_objects_gone ON remote_objects (local_gone_at, local_present)
+        WHERE local_gone_at IS NOT NULL;
+    CREATE INDEX remote_objects_month ON remote_objects (month) WHERE month IS NOT NULL;
+    CREATE TABLE remote_state (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        verify_cursor  TEXT    NOT NULL               -- the last path verify --remote read
+    );
+    """,
+    # 9: retention and legal holds. An entry past its retention is marked
+    # 'expired' (its sha256 and gz_path kept as a tombstone, with when) before
+    # its gzip goes; an event month's database likewise in expired_months. The
+    # status CHECK cannot change in place, so entries is copied once more.
+    """
+    CREATE TABLE entries_9 (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL,             -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing',
+                                          'expired')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
+        verified_at     INTEGER,
+        verify_error    TEXT,
+        member_offset   INTEGER,                      -- in the bundle gz_path names
+        member_length   INTEGER,
+        expired_at      INTEGER                       -- ms since the epoch
+    );
+    INSERT INTO entries_9 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
+        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
+        verified_at, verify_error, member_offset, member_length, NULL FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_9 RENAME TO entries;
+    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    CREATE TABLE expired_months (
+        month       TEXT    PRIMARY KEY,              -- YYYY-MM
+        bytes       INTEGER NOT NULL,                 -- its database's size
+        sha256      TEXT    NOT NULL,
+        expired_at  INTEGER NOT NULL                  -- ms since the epoch
+    ) WITHOUT ROWID;
+    CREATE TABLE expiring (                           -- recorded, its files not yet gone
+        path        TEXT    PRIMARY KEY               -- under archive_root
+    ) WITHOUT ROWID;
+    CREATE TABLE legal_holds (
+        id           INTEGER PRIMARY KEY,
+        scope        TEXT    NOT NULL CHECK (scope IN ('unit', 'path', 'entry')),
+        target       TEXT    NOT NULL,                -- a unit, a glob, an entry id
+        reason       TEXT    NOT NULL,
+        until        INTEGER,                         -- ms since the epoch; NULL: until released
+        placed_at    INTEGER NOT NULL,
+        placed_by    TEXT    NOT NULL,
+        released_at  INTEGER,
+        released_by  TEXT
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class ManifestError(ColdkeepError):
+    """The manifest cannot be used as it is; the message says why and what to do."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    unit: str
+    relpath: str
+    bytes: int
+    sha256: str
+    gz_path: str
+    gz_bytes: int
+    mtime_ns: int
+    dev: int | None
+    ino: int | None
+    mode: int
+    archived_at: int
+    status: EntryStatus = "archived"
+    hold_until: int | None = None
+    source_present: bool = True
+    member_offset: int | None = None  # a bundle member: where its gzip lies in gz_path
+    member_length: int | None = None
+
+    @property
+    def span(self) -> Span | None:
+        """Where the gzip lies in ``gz_path`` when that is a bundle."""
+        if self.member_offset is None or self.member_length is None:
+            return None
+        return Span(self.member_offset, self.member_length)
+
+    @property
+    def location(self) -> str:
+        """The gzip's place, as an operator reads it: its path, and for a bundle
+        member the byte where it starts."""
+        return self.gz_path if self.span is None else f"{self.gz_path}@{self.member_offset}"
+
+
+@dataclass(frozen=True)
+class Entry(NewEntry):
+    id: int = 0
+    verified_at: int | None = None
+    verify_error: str | None = None
+
+
+_ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
+_NEW_COLUMNS = tuple(f.name for f in fields(NewEntry))
+# The statuses whose gzip should be in the archive.
+_HAS_GZIP = "status IN ('archived', 'stale', 'restored')"
+# Entries whose gzip has a local copy: not one dropped once it was shipped.
+_LOCAL = "gz_path NOT IN (SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL)"
+
+
+def _entry(row: Sequence[Any]) -> Entry:
+    values = dict(zip(_ENTRY_COLUMNS, row, strict=True))
+    values["source_present"] = bool(values["source_present"])
+    return Entry(**values)
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    id: int
+    started_at: int
+    finished_at: int | None
+    mode: str
+    origin: str
+    status: str
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RestoreIntent:
+    id: int
+    entry_id: int | None
+    target: Path
+    created_at: int
+
+
+def _id_statements(
+    sql: str, params: Sequence[Any], ids: Iterable[int]
+) -> Iterator[tuple[str, list[Any]]]:
+    """``sql`` (ending in ``WHERE id IN``) and its values, IDS_PER_STATEMENT ids a
+    statement."""
+    todo = list(ids)
+    for at in range(0, len(todo), IDS_PER_STATEMENT):
+        part = todo[at : at + IDS_PER_STATEMENT]
+        yield f"{sql} ({', '.join('?' * len(part))})", [*params, *part]
+
+
+class Manifest:
+    """An open ``coldkeep.db``. Use ``async with await Manifest.open(path)``.
+
+    The tables other modules own (job runs and state in sched/jobs, alerts in
+    sched/alerts, audit, stats in sched/daemon, checkpoints and event holds in
+    events/) keep their SQL in those modules and reach the database through
+    ``run``, ``rows``, ``run_many`` and ``insert``."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        # One connection serves every coroutine: a statement sent while another
+        # coroutine's BEGIN … COMMIT is open would join that transaction (and be
+        # rolled back with it). Every trip to the connection takes this gate; a
+        # transaction holds it from BEGIN to COMMIT.
+        self._gate = asyncio.Lock()
+        # Entries waiting for the commit after the one in flight (add_entry).
+        self._queued: list[tuple[NewEntry, asyncio.Future[Entry]]] = []
+        self._committer: asyncio.Task[None] | None = None
+        # Sources confirmed gone, not yet written (sources_gone_later).
+        self._gone: list[int] = []
+
+    @classmethod
+    async def open(cls, path: Path, *, readonly: bool = False) -> Self:
+        """Open (creating and migrating unless ``readonly``) the manifest at ``path``."""
+        if readonly and not await asyncio.to_thread(path.exists):
+            raise ManifestError(f"{path} does not exist yet (no pass has run)")
+        with naming_db(path, "opening it"):
+            if readonly:
+                connecting = aiosqlite.connect(
+                    f"file:{path}?mode=ro", uri=True, isolation_level=None
+                )
+            else:
+                connecting = aiosqlite.connect(path, isolation_level=None)
+            try:
+                db = await connecting
+            except BaseException:
+                # A failed connect leaves aiosqlite's thread posting its stop to
+                # this loop: one that closed first (the CLI exits on the error)
+                # had it print a traceback after the one-line message.
+                thread = getattr(connecting, "_thread", None)
+                if isinstance(thread, threading.Thread):
+                    await asyncio.to_thread(thread.join, 10)
+                raise
+        self = cls(db, path)
+        try:
+            await self.run("PRAGMA busy_timeout = 10000")
+            version = await self._version()  # before anything writes to the file
+            self._check_version(version, readonly)
+            if not readonly:
+                await self.run("PRAGMA journal_mode = WAL")
+                await self.run("PRAGMA synchronous = FULL")
+                await self._migrate(version)
+        except BaseException:
+            await db.close()
+            raise
+        return self
+
+    async def close(self) -> None:
+        try:
+            # A mark that cannot be written is not lost: recovery finds those
+            # sources gone and marks them again.
+            with contextlib.suppress(sqlite3.Error):
+                await self.flush_sources_gone()
+        finally:
+            await self._db.close()
+
+    # Every statement's cursor is closed or dropped on the connection's thread. A
+    # cursor left to the garbage collector is finalized on the thread that drops
+    # it (the event loop's), and resetting its statement there races the
+    # connection's thread running the same cached statement: SQLITE_MISUSE ("bad
+    # parameter or other API misuse"), seen with eight archiving workers.
+
+    async def run(self, sql: str, params: Iterable[Any] = ()) -> None:
+        """Execute one statement (no rows wanted): one trip to the connection's
+        thread, where its cursor is dropped."""
+        async with self._gate:
+            await self._run(sql, params)
+
+    async def _run(self, sql: str, params: Iterable[Any] = ()) -> None:
+        with naming_db(self.path):
+            await self._db.execute_fetchall(sql, tuple(params))
+
+    async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """Every row of one query: one trip to the connection's thread, where its
+        cursor is dropped."""
+        async with self._gate:
+            return await self._rows(sql, params)
+
+    async def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        with naming_db(self.path):
+            return list(await self._db.execute_fetchall(sql, tuple(params)))
+
+    async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """Execute one ``INSERT`` of one row; returns the new row's id."""
+        row_id = await self.insert_if_new(sql, params)
+        assert row_id is not None, f"nothing inserted: {sql}"
+        return row_id
+
+    async def insert_if_new(self, sql: str, params: Iterable[Any] = ()) -> int | None:
+        """Execute one ``INSERT … ON CONFLICT DO NOTHING``; returns the new row's id,
+        or None when the row was there already."""
+        with naming_db(self.path):
+            async with self._gate, self._db.execute(sql, tuple(params)) as cur:
+                return cur.lastrowid if cur.rowcount == 1 else None
+
+    async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        async with self._gate:
+            await self._run_many(sql, rows)
+
+    async def _run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        with naming_db(self.path):
+            async with self._db.executemany(sql, rows):
+                pass
+
+    async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Statements with their parameters, committed together or not at all."""
+        async with self._gate:
+            await self._run("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    await self._run(sql, params)
+                await self._run("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                    await asyncio.shield(self._run("ROLLBACK"))
+                raise
+
+    async def run_script(self, script: str) -> None:
+        with naming_db(self.path):
+            async with self._gate, self._db.executescript(script):
+                pass
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _version(self) -> int:
+        with naming_db(self.path, "reading its schema version"):
+            async with self._gate, self._db.execute("PRAGMA user_version") as cur:
+                row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def _check_version(self, version: int, readonly: bool) -> None:
+        if version > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{self.path} has schema version {version}, this coldkeep knows up to "
+                f"{SCHEMA_VERSION}: upgrade coldkeep (the database is left untouched)"
+            )
+        if version < SCHEMA_VERSION and readonly:
+            raise ManifestError(
+                f"{self.path} has schema version {version} and needs migrating: "
+                "run any mutating coldkeep command once"
+            )
+
+    async def _migrate(self, version: int) -> None:
+        for n in range(version, SCHEMA_VERSION):
+            script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[n]}\nPRAGMA user_version = {n + 1};\nCOMMIT;"
+            try:
+                await self.run_script(script)
+            except sqlite3.Error as err:
+                if self._db.in_transaction:
+                    await self.run("ROLLBACK")
+                raise ManifestError(f"{self.path}: migration {n + 1} failed: {err}") from err
+
+    # entries -----------------------------------------------------------------
+
+    async def add_entry(self, new: NewEntry) -> Entry:
+        """Insert and commit one entry (durable on return). Entries added while a
+        commit is in flight go into the next one together: one transaction and
+        one fsync for files that finish at the same time."""
+        waiter: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
+        self._queued.append((new, waiter))
+        if self._committer is None:
+            self._committer = asyncio.create_task(self._commit_queued())
+        return await waiter
+
+    async def _commit_queued(self) -> None:
+        batch: list[tuple[NewEntry, asyncio.Future[Entry]]] = []
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                news = [new for new, _ in batch]
+                more = f" and {len(news) - 1} more" if len(news) > 1 else ""
+                try:
+                    with naming_db(self.path, f"recording the entry of {news[0].relpath}{more}"):
+                        added = await self.add_entries(news)
+                except Exception as err:  # noqa: BLE001 - relayed to every caller, who handle it
+                    for _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_exception(err)
+                    continue
+                for (_, waiter), entry in zip(batch, added, strict=True):
+                    if not waiter.done():  # its caller may have been cancelled
+                        waiter.set_result(entry)
+        finally:
+            # Cancelled (the loop is closing): nobody is left waiting.
+            for _, waiter in batch + self._queued:
+                waiter.cancel()
+            self._queued = []
+            self._committer = None
+
+    async def add_entries(self, new: Sequence[NewEntry]) -> list[Entry]:
+        """Insert many entries in one transaction (a bundle's members, a rebuild):
+        all of them are durable on return, or none is. Their ids are the next
+        free ones, taken inside the transaction."""
+        columns = ("id", *_NEW_COLUMNS)
+        marks = ", ".join("?" * len(columns))
+        async with self._gate:
+            await self._run("BEGIN IMMEDIATE")
+            gone, self._gone = self._gone, []
+            try:
+                await self._mark_gone(gone)
+                [(last,)] = await self._rows("SELECT coalesce(max(id), 0) FROM entries")
+                added = [
+                    Entry(**{c: getattr(e, c) for c in _NEW_COLUMNS}, id=last + 1 + i)
+                    for i, e in enumerate(new)
+                ]
+                await self._run_many(
+                    f"INSERT INTO entries ({', '.join(columns)}) VALUES ({marks})",
+                    [[getattr(e, c) for c in columns] for e in added],
+                )
+                await self._run("COMMIT")
+            except BaseException:
+                self._gone += gone
+                if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                    await asyncio.shield(self._run("ROLLBACK"))
+                raise
+        return added
+
+    async def entry(self, entry_id: int) -> Entry | None:
+        rows = await self._select("WHERE id = ?", (entry_id,))
+        return rows[0] if rows else None
+
+    async def entry_by_gz(self, gz_path: str) -> Entry | None:
+        rows = await self._select("WHERE gz_path = ?", (gz_path,))
+        return rows[0] if rows else None
+
+    async def entries(self) -> list[Entry]:
+        """Every entry, in id order."""
+        return await self._select("", ())
+
+    async def verifiable_entries(self, *, after_id: int = 0) -> list[Entry]:
+        """The entries whose gzip should be in the archive to verify (archived,
+        stale or restored, and not dropped for its remote copy), after
+        ``after_id``, in id order."""
+        return await self._select(f"WHERE {_HAS_GZIP} AND {_LOCAL} AND id > ?", (after_id,))
+
+    async def entries_pending_unlink(self) -> list[Entry]:
+        """Committed entries whose live source has not been seen gone (a crash
+        between steps 6 and 7)."""
+        await self.flush_sources_gone()
+        return await self._select("WHERE source_present = 1 AND status = 'archived'", ())
+
+    async def entries_needing_attention(self, limit: int) -> list[Entry]:
+        """Stale or missing entries, and those whose gzip failed its last verify."""
+        return await self._select(
+            "WHERE status IN ('stale', 'missing') OR verify_error IS NOT NULL", (), limit=limit
+        )
+
+    async def entries_failed_verify(self, limit: int) -> list[Entry]:
+        return await self._select("WHERE verify_error IS NOT NULL", (), limit=limit)
+
+    async def entries_missing(self, limit: int) -> list[Entry]:
+        return await self._select("WHERE status = 'missing'", (), limit=limit)
+
+    async def verify_failure_count(self) -> int:
+        [(n,)] = await self.rows("SELECT count(*) FROM entries WHERE verify_error IS NOT NULL")
+        return int(n)
+
+    async def select(
+        self,
+        *,
+        ids: Sequence[int] = (),
+        unit: str | None = None,
+        sha_prefix: str | None = None,
+        mtime_from_ns: int | None = None,
+        mtime_before_ns: int | None = None,
+    ) -> list[Entry]:
+        """The entries matching every condition given (a restore's selection): ids,
+        unit, a prefix of the sha256 (lower-case hex), the source's mtime from
+        ``mtime_from_ns`` (inclusive) and before ``mtime_before_ns``; oldest path
+        first, each path's versions by mtime."""
+        where = ["status IN ('archived', 'stale', 'restored', 'missing')"]
+        params: list[Any] = []
+        if ids:
+            where.append(f"id IN ({', '.join('?' * len(ids))})")
+            params += ids
+        if unit:
+            where.append("unit = ?")
+            params.append(unit)
+        if sha_prefix:
+            where.append("sha256 LIKE ?")
+            params.append(sha_prefix + "%")
+        if mtime_from_ns is not None:
+            where.append("mtime_ns >= ?")
+            params.append(mtime_from_ns)
+        if mtime_before_ns is not None:
+            where.append("mtime_ns < ?")
+            params.append(mtime_before_ns)
+        clause = "WHERE " + " AND ".join(where)
+        return await self._select(clause, params, order="relpath, mtime_ns, id")
+
+    async def _select(
+        self, where: str, params: Iterable[Any], *, order: str = "id", limit: int | None = None
+    ) -> list[Entry]:
+        sql = f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries {where} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = await self.rows(sql, params)
+        return [_entry(r) for r in rows]
+
+    async def gz_statuses(self) -> dict[str, str]:
+        """Every entry's gzip path and status (one index-only read)."""
+        rows = await self.rows("SELECT gz_path, status FROM entries")
+        return {r[0]: r[1] for r in rows}
+
+    async def gz_statuses_of(self, gz_paths: Iterable[str]) -> list[tuple[str, str]]:
+        """The gzip path and status of every entry whose gzip is one of
+        ``gz_paths`` (a bundle's path has a row per member): one statement,
+        however many paths."""
+        rows = await self.rows(
+            "SELECT gz_path, status FROM entries WHERE gz_path IN (SELECT value FROM json_each(?))",
+            [json.dumps(list(gz_paths))],
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def entries_by_gz(self, gz_paths: list[str]) -> list[Entry]:
+        found: list[Entry] = []
+        for i in range(0, len(gz_paths), 900):
+            chunk = gz_paths[i : i + 900]
+            marks = ", ".join("?" * len(chunk))
+            found += await self._select(f"WHERE gz_path IN ({marks})", chunk)
+        return found
+
+    async def _update_ids(self, sql: str, params: Sequence[Any], ids: Iterable[int]) -> None:
+        """``sql`` ends in ``WHERE id IN``: one statement, so one commit, per
+        IDS_PER_STATEMENT ids (an executemany outside a transaction commits, and
+        fsyncs, once per row)."""
+        for statement, values in _id_statements(sql, params, ids):
+            await self.run(statement, values)
+
+    async def any_expired(self) -> bool:
+        return bool(await self.rows("SELECT 1 FROM entries WHERE status = 'expired' LIMIT 1"))
+
+    async def expired_under(self, prefix: str) -> list[str]:
+        """The gzip paths of tombstones starting with ``prefix`` (a range of the key)."""
+        rows = await self.rows(
+            "SELECT DISTINCT gz_path FROM entries WHERE gz_path >= ? AND gz_path < ? "
+            "AND status = 'expired'",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return [r[0] for r in rows]
+
+    async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
+        await self._update_ids("UPDATE entries SET status = ? WHERE id IN", [status], ids)
+
+    async def set_hold(
+        self, ids: Iterable[int], status: EntryStatus, hold_until: int | None
+    ) -> None:
+        await self._update_ids(
+            "UPDATE entries SET status = ?, hold_until = ? WHERE id IN", [status, hold_until], ids
+        )
+
+    async def mark_sources_gone(self, ids: Iterable[int]) -> None:
+        """Step 7 confirmed. Not critical to durability: if lost, recovery finds the
+        source gone and marks it again."""
+        await self._update_ids(_MARK_GONE, [], ids)
+
+    def sources_gone_later(self, ids: Iterable[int]) -> None:
+        """``mark_sources_gone``, written with the next entries' transaction (or
+        ``flush_sources_gone``, or on close): off the path of the file that
+        confirmed it, at the cost of nothing but a mark recovery would redo."""
+        self._gone += ids
+
+    async def flush_sources_gone(self) -> None:
+        gone, self._gone = self._gone, []
+        try:
+            await self.mark_sources_gone(gone)
+        except BaseException:
+            self._gone += gone
+            raise
+
+    async def _mark_gone(self, ids: list[int]) -> None:
+        """Inside a transaction the caller holds the gate for."""
+        for statement, values in _id_statements(_MARK_GONE, [], ids):
+            await self._run(statement, values)
+
+    # holds -------------------------------------------------------------------
+
+    async def held_relpaths(self, now: int) -> set[str]:
+        """Live paths restored in place whose hold has not run out."""
+        rows = await self.rows(
+            "SELECT relpath FROM entries WHERE status = 'restored' AND hold_until > ?", (now,)
+        )
+        return {str(r[0]) for r in rows}
+
+    async def status_counts(self) -> dict[str, tuple[int, int, int]]:
+        """status -> (entries, bytes, gz bytes)."""
+        rows = await self.rows(
+            "SELECT status, count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
+            "FROM entries GROUP BY status"
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    # verify ------------------------------------------------------------------
+
+    async def mark_verified(self, ids: Iterable[int], at: int) -> None:
+        await self._update_ids(
+            "UPDATE entries SET verified_at = ?, verify_error = NULL WHERE id IN", [at], ids
+        )
+
+    async def mark_verify_failed(self, entry_id: int, at: int, error: str) -> None:
+        await self.run(
+            "UPDATE entries SET verified_at = ?, verify_error = ? WHERE id = ?",
+            (at, error, entry_id),
+        )
+
+    async def verify_cursor(self) -> tuple[int, int] | None:
+        """(last entry id checked, when the round began), or None between rounds."""
+        with naming_db(self.path):
+            async with (
+                self._gate,
+                self._db.execute("SELECT cursor, round_started FROM verify_state") as cur,
+            ):
+                row = await cur.fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    async def set_verify_cursor(self, cursor: int | None, round_started: int = 0) -> None:
+        if cursor is None:
+            await self.run("DELETE FROM verify_state")
+        else:
+            await self.run(
+                "INSERT INTO verify_state (id, cursor, round_started) VALUES (1, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, "
+                "round_started = excluded.round_started",
+                (cursor, round_started),
+            )
+
+    # passes ------------------------------------------------------------------
+
+    async def start_pass(self, mode: str, origin: str, at: int) -> int:
+        return await self.insert(
+            "INSERT INTO passes (started_at, mode, origin) VALUES (?, ?, ?)", (at, mode, origin)
+        )
+
+    async def finish_pass(
+        self, pass_id: int, status: str, summary: dict[str, Any], at: int
+    ) -> None:
+        await self.run(
+            "UPDATE passes SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
+            (at, status, json.dumps(summary, sort_keys=True), pass_id),
+        )
+
+    async def interrupt_passes(self, current: int | None, at: int) -> list[PassRecord]:
+        """Settle every pass still ``running`` but ``current`` as ``interrupted``: only
+        a caller holding the archive lock may ask, and then no other pass can be
+        alive. Each one's summary says what the manifest shows it archived: the
+        entries recorded from its start until the next action took the lock (the
+        audit's next row; ``at`` when there is none)."""
+        stuck = [p for p in await self.passes(-1, "running") if p.id != current]
+        for p in stuck:
+            [(next_action,)] = await self.rows(
+                "SELECT min(at) FROM audit WHERE at > ?", (p.started_at,)
+            )
+            until = at if next_action is None else int(next_action)
+            [(files, size, gz_size)] = await self.rows(
+                "SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
+                "FROM entries WHERE archived_at >= ? AND archived_at < ?",
+                (p.started_at, until),
+            )
+            summary = {
+                **p.summary,
+                "files": {"archived": files, "bytes_in": size, "bytes_out": gz_size},
+                "problems": ["the process died mid-pass; recovery settled what it left behind"],
+            }
+            await self.finish_pass(p.id, "interrupted", summary, until)
+        return stuck
+
+    async def passes(self, limit: int = 20, status: str | None = None) -> list[PassRecord]:
+        rows = await self.rows(
+            "SELECT id, started_at, finished_at, mode, origin, status, summary FROM passes "
+            "WHERE coalesce(?, status) = status ORDER BY id DESC LIMIT ?",
+            (status, limit),
+        )
+        return [
+            PassRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {})
+            for r in rows
+        ]
+
+    # restore intents ---------------------------------------------------------
+
+    async def add_restore_intent(self, entry_id: int | None, target: Path) -> RestoreIntent:
+        created = now_ms()
+        row_id = await self.insert(
+            "INSERT INTO restore_intents (entry_id, target, created_at) VALUES (?, ?, ?)",
+            (entry_id, str(target), created),
+        )
+        return RestoreIntent(row_id, entry_id, target, created)
+
+    async def clear_restore_intent(self, intent_id: int) -> None:
+        await self.run("DELETE FROM restore_intents WHERE id = ?", (intent_id,))
+
+    async def restore_intents(self) -> list[RestoreIntent]:
+        rows = await self.rows(
+            "SELECT id, entry_id, target, created_at FROM restore_intents ORDER BY id"
+        )
+        return [RestoreIntent(r[0], r[1], Path(r[2]), r[3]) for r in rows]

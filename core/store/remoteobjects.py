@@ -1,0 +1,237 @@
+"""What the manifest knows about the remote tier: one row per object shipped
+(``remote_objects``), and what is still to ship.
+
+Invariants:
+- A row exists only for an object whose size and SHA-256 the server gave back
+  equal to the local file's: the row is the proof that the copy is there.
+- ``local_gone_at`` is set (committed) before the local copy is unlinked: a
+  crash between leaves a local copy that the next ship removes, never an entry
+  whose only copy nobody knows about.
+- A path whose local copy is gone is read from the remote by everything that
+  reads gzips; local checks (recovery's "missing", local verify) pass it by.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from .manifest import Manifest
+
+# Entries whose gzip is kept in the archive: what is shipped.
+_KEPT = "status IN ('archived', 'stale', 'restored')"
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    path: str  # under archive_root, and under <prefix>/<site>/
+    bytes: int
+    sha256: str
+    shipped_at: int  # ms since the epoch
+    verified_at: int | None = None
+    verify_error: str | None = None
+    local_gone_at: int | None = None  # the local copy's drop recorded
+    local_present: bool = True  # its unlink not yet confirmed
+    month: str | None = None  # an event month's snapshot
+    source_sig: str | None = None  # its database's size:mtime_ns when taken
+
+    @property
+    def local(self) -> bool:
+        """Its local copy is to be relied on (no drop recorded)."""
+        return self.local_gone_at is None
+
+
+_COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
+
+
+def _row(r: Any) -> RemoteObject:
+    obj = RemoteObject(*r)
+    return replace(obj, local_present=bool(obj.local_present))
+
+
+@dataclass(frozen=True)
+class RemoteTotals:
+    pending_files: int  # archive files (gzips and bundles) not yet shipped
+    pending_entries: int
+    shipped: int  # objects
+    shipped_bytes: int
+    remote_only: int  # objects whose local copy is dropped
+    remote_only_bytes: int
+    verify_failed: int
+
+
+class RemoteObjects:
+    """The remote tier's rows in an open manifest."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+
+    async def pending_files(self) -> list[str]:
+        """Archive files (a gzip, or a bundle once for all its members) with kept
+        entries and no remote copy, in path order."""
+        rows = await self.manifest.rows(
+            f"SELECT DISTINCT gz_path FROM entries WHERE {_KEPT} AND gz_path NOT IN "
+            "(SELECT path FROM remote_objects) ORDER BY gz_path"
+        )
+        return [r[0] for r in rows]
+
+    async def pending_bytes(self) -> int:
+        """The bytes ``pending_files`` holds (their entries' gzips)."""
+        rows = await self.manifest.rows(
+            f"SELECT coalesce(sum(gz_bytes), 0) FROM entries WHERE {_KEPT} AND gz_path NOT IN "
+            "(SELECT path FROM remote_objects)"
+        )
+        return int(rows[0][0])
+
+    async def record(self, obj: RemoteObject) -> None:
+        marks = ", ".join("?" * len(fields(RemoteObject)))
+        await self.manifest.run(
+            f"INSERT INTO remote_objects ({_COLUMNS}) VALUES ({marks})",
+            [getattr(obj, f.name) for f in fields(RemoteObject)],
+        )
+
+    async def get(self, path: str) -> RemoteObject | None:
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE path = ?", [path]
+        )
+        return _row(rows[0]) if rows else None
+
+    async def all(self) -> list[RemoteObject]:
+        rows = await self.manifest.rows(f"SELECT {_COLUMNS} FROM remote_objects ORDER BY path")
+        return [_row(r) for r in rows]
+
+    async def latest_months(self) -> dict[str, RemoteObject]:
+        """Each event month's newest snapshot."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE month IS NOT NULL "
+            "ORDER BY month, shipped_at"
+        )
+        return {obj.month: obj for obj in map(_row, rows) if obj.month}
+
+    async def of_month(self, month: str) -> list[RemoteObject]:
+        """Every snapshot shipped of event month ``month``."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE month = ? ORDER BY path", [month]
+        )
+        return [_row(r) for r in rows]
+
+    async def droppable(self, shipped_before: int) -> list[RemoteObject]:
+        """Archive files shipped before ``shipped_before`` whose local copy is still
+        there and whose remote copy has not failed a verify."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE local_gone_at IS NULL "
+            "AND month IS NULL AND path LIKE 'files/%' AND verify_error IS NULL "
+            "AND shipped_at <= ? ORDER BY path",
+            [shipped_before],
+        )
+        return [_row(r) for r in rows]
+
+    async def mark_local_gone(self, path: str, at: int) -> None:
+        await self.manifest.run(
+            "UPDATE remote_objects SET local_gone_at = ? WHERE path = ?", [at, path]
+        )
+
+    async def any_gone(self) -> bool:
+        rows = await self.manifest.rows(
+            "SELECT 1 FROM remote_objects WHERE local_gone_at IS NOT NULL LIMIT 1"
+        )
+        return bool(rows)
+
+    async def count_under(self, prefix: str) -> int:
+        """How many objects are recorded with paths starting with ``prefix``."""
+        [(n,)] = await self.manifest.rows(
+            "SELECT count(*) FROM remote_objects WHERE path >= ? AND path < ?",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return int(n)
+
+    async def gone_under(self, prefix: str) -> list[str]:
+        """The remote-only paths starting with ``prefix`` (a range of the key)."""
+        rows = await self.manifest.rows(
+            "SELECT path FROM remote_objects WHERE path >= ? AND path < ? "
+            "AND local_gone_at IS NOT NULL",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return [r[0] for r in rows]
+
+    async def mark_remote_only(self, paths: list[str], at: int) -> None:
+        """``paths`` have no local copy here (a new host after a disaster): their
+        drop recorded and confirmed at once, in one transaction."""
+        await self.manifest.run(
+            "UPDATE remote_objects SET local_gone_at = ?, local_present = 0 "
+            "WHERE path IN (SELECT value FROM json_each(?))",
+            [at, json.dumps(paths)],
+        )
+
+    async def confirm_local_gone(self, path: str) -> None:
+        await self.manifest.run(
+            "UPDATE remote_objects SET local_present = 0 WHERE path = ?", [path]
+        )
+
+    async def unconfirmed_drops(self) -> list[str]:
+        """Drops recorded whose unlink was never confirmed (a crash between)."""
+        rows = await self.manifest.rows(
+            "SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL AND local_present = 1"
+        )
+        return [r[0] for r in rows]
+
+    async def set_source_sig(self, path: str, sig: str) -> None:
+        await self.manifest.run(
+            "UPDATE remote_objects SET source_sig = ? WHERE path = ?", [sig, path]
+        )
+
+    async def gone_paths(self) -> set[str]:
+        """The paths whose only copy is remote."""
+        rows = await self.manifest.rows(
+            "SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL"
+        )
+        return {r[0] for r in rows}
+
+    async def mark_verified(self, path: str, at: int, error: str | None) -> None:
+        await self.manifest.run(
+            "UPDATE remote_objects SET verified_at = ?, verify_error = ? WHERE path = ?",
+            [at, error, path],
+        )
+
+    async def renew(self, path: str, at: int) -> None:
+        """Shipped again, read back: verified as of ``at``."""
+        await self.manifest.run(
+            "UPDATE remote_objects SET shipped_at = ?, verified_at = ?, verify_error = NULL "
+            "WHERE path = ?",
+            [at, at, path],
+        )
+
+    async def failed_verify(self) -> list[RemoteObject]:
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE verify_error IS NOT NULL ORDER BY path"
+        )
+        return [_row(r) for r in rows]
+
+    async def verify_cursor(self) -> str | None:
+        """The last path the previous sampled verify read (None: start over)."""
+        rows = await self.manifest.rows("SELECT verify_cursor FROM remote_state WHERE id = 1")
+        return str(rows[0][0]) if rows and rows[0][0] else None
+
+    async def set_verify_cursor(self, path: str | None) -> None:
+        await self.manifest.run(
+            "INSERT INTO remote_state (id, verify_cursor) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET verify_cursor = excluded.verify_cursor",
+            [path or ""],
+        )
+
+    async def forget(self, path: str) -> None:
+        """A remote copy found bad or missing, to be shipped again from local."""
+        await self.manifest.run("DELETE FROM remote_objects WHERE path = ?", [path])
+
+    async def totals(self) -> RemoteTotals:
+        [(files, entries)] = await self.manifest.rows(
+            f"SELECT count(DISTINCT gz_path), count(*) FROM entries WHERE {_KEPT} "
+            "AND gz_path NOT IN (SELECT path FROM remote_objects)"
+        )
+        [(n, size, gone, gone_bytes, bad)] = await self.manifest.rows(
+            "SELECT count(*), coalesce(sum(bytes), 0), count(local_gone_at), "
+            "coalesce(sum(CASE WHEN local_gone_at IS NOT NULL THEN bytes END), 0), "
+            "count(verify_error) FROM remote_objects"
+        )
+        return RemoteTotals(files, entries, n, size, gone, gone_bytes, bad)

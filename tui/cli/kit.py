@@ -1,0 +1,165 @@
+"""What every ``coldkeep`` command shares: its context (config, --json, --wait),
+the options, running its coroutine with progress and SIGINT/SIGTERM as a
+graceful stop, and mapping failures to one line and an exit code.
+
+Exit codes: 0 done, 1 failed or something needs attention, 2 bad usage or
+config, 3 the archive lock is held by another process (the message names it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import click
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.config import Settings, default_config_path, load_settings
+from coldkeep.core.base.errors import EXIT_LOCKED, explain
+from coldkeep.core.base.steps import StepInfo, StepName, no_step
+from coldkeep.core.base.stream import EventStream
+
+from ..text.fmt import parse_day
+from .progress import Reporter
+
+# Test seam: kill this process with SIGKILL when the named protocol step is
+# announced (``step`` or ``step:N`` for its N-th time). The crash tests use it on
+# the real CLI; it does nothing unless set.
+KILL_ENV = "COLDKEEP_TEST_KILL_AT"
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def kill_hook() -> Any:
+    spec = os.environ.get(KILL_ENV)
+    if not spec:
+        return no_step
+    name, _, nth = spec.partition(":")
+    seen = [0]
+
+    async def hook(step: StepName, info: StepInfo) -> None:
+        if step == name:
+            seen[0] += 1
+            if seen[0] >= int(nth or 1):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+class Context:
+    def __init__(self, config: Path | None, json_out: bool, wait: float) -> None:
+        self.config_path = config or default_config_path()
+        self.json = json_out
+        self.wait = wait
+        self.stream = EventStream()
+        self.cancel = CancelToken()
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config_path)
+            for warning in self._settings.warnings:
+                click.echo(f"coldkeep: warning: {warning}", err=True)
+        return self._settings
+
+    def archiver(self) -> Archiver:
+        return Archiver(self.settings, stream=self.stream, step=kill_hook(), wait=self.wait)
+
+    def emit(self, command: str, ok: bool, result: Any, text: Callable[[], str]) -> None:
+        """The result: a JSON document, or text for a person."""
+        if self.json:
+            doc = {"command": command, "ok": ok, "result": result}
+            click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
+        else:
+            click.echo(text())
+
+
+def run_command(coro: Awaitable[int], ctx: Context) -> None:
+    """Run a command's coroutine with progress on stderr; map failures to exit codes.
+    SIGINT / SIGTERM cancel gracefully at the next safe point."""
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(coro)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, ctx.cancel.cancel, f"signal {sig.name}")
+        async with Reporter(ctx.stream, quiet=False):
+            return await task
+
+    try:
+        code = asyncio.run(main())
+    except Exception as err:
+        known = explain(err)
+        if known is None:
+            raise
+        code, line = known
+        if code == EXIT_LOCKED:
+            line += "; try again when it finishes, or pass --wait SECONDS"
+        fail(line, code, ctx)
+    raise SystemExit(code)
+
+
+def fail(message: str, code: int, ctx: Context | None = None) -> None:
+    """One line on stderr; with --json, also the document stdout promises."""
+    click.echo(f"coldkeep: {message}", err=True)
+    if ctx is not None and ctx.json:
+        name = click.get_current_context().info_name
+        doc = {"command": name, "ok": False, "error": message, "result": None}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    raise SystemExit(code)
+
+
+def command(
+    *, json_opt: bool = True, wait_opt: bool = False
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """The options every command shares."""
+
+    def wrap(fn: Callable[P, T]) -> Callable[P, T]:
+        fn = click.option(
+            "--config",
+            "config",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="coldkeep.toml (default: $COLDKEEP_CONFIG or ./coldkeep.toml).",
+        )(fn)
+        if json_opt:
+            fn = click.option(
+                "--json", "json_out", is_flag=True, help="One JSON document on stdout."
+            )(fn)
+        if wait_opt:
+            fn = click.option(
+                "--wait",
+                type=float,
+                default=0.0,
+                show_default=True,
+                metavar="SECONDS",
+                help="Wait this long for another process's archive lock.",
+            )(fn)
+        return fn
+
+    return wrap
+
+
+def ctx_for(config: Path | None, json_out: bool = False, wait: float = 0.0) -> Context:
+    """A command's context; its own --config, else the one given before the command."""
+    if config is None:
+        root = click.get_current_context(silent=True)
+        config = root.find_root().params.get("config") if root else None
+    return Context(config, json_out, wait)
+
+
+def parse_when(value: str | None, option: str) -> int | None:
+    """A ``YYYY-MM-DD[THH:MM]`` option (local time) as ns since the epoch."""
+    if value is None:
+        return None
+    try:
+        return parse_day(value) * 1_000_000
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint=option) from None

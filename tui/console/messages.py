@@ -1,0 +1,154 @@
+"""What workers tell the app. Workers only post these; the app's handlers own the
+state the panes show.
+
+Bursts coalesce (Toolong's ``can_replace``): a newer file-progress message for the
+same file replaces one still waiting in the queue, and so does a newer
+"the live tree changed" notice, so a flood of events never backs the queue up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from coldkeep.core.archiver import Status
+from coldkeep.core.base.lock import Holder
+from coldkeep.core.base.stream import Event, FileStep
+from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.events.restore import ArchivedMonth
+from coldkeep.core.files.recovery import RecoveryReport
+from coldkeep.core.files.restore import Selection
+from coldkeep.core.ops.plan import Plan
+from coldkeep.core.remote.ship import ShipPlan
+from coldkeep.core.sched.jobs import JobInfo, JobRun
+
+from ..text.results import OperationResult
+
+
+@dataclass
+class CoreEvent(Message):
+    """One event from the core's stream."""
+
+    event: Event
+
+    def can_replace(self, message: Message) -> bool:
+        mine, theirs = self.event, getattr(message, "event", None)
+        return (
+            isinstance(mine, FileStep)
+            and isinstance(theirs, FileStep)
+            and mine.step == theirs.step == "reading"
+            and mine.relpath == theirs.relpath
+        )
+
+
+@dataclass
+class StatusLoaded(Message):
+    status: Status
+
+
+@dataclass
+class ShipPlanLoaded(Message):
+    """What a ship would send and drop now (read with the status)."""
+
+    plan: ShipPlan
+
+
+@dataclass
+class BacklogLoaded(Message):
+    plan: Plan
+
+
+@dataclass
+class FindingsLoaded(Message):
+    """What recovery would settle (a walk of the archive, loaded apart from the
+    backlog because it is slower on a big archive): sent as the walk goes, each
+    report holding everything the one before it did."""
+
+    recovery: RecoveryReport
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FindingsLoaded)
+
+
+@dataclass
+class CheckpointsLoaded(Message):
+    results: list[CheckpointResult]
+
+
+@dataclass
+class HolderChanged(Message):
+    holder: Holder | None
+    alive: bool
+    wal_bytes: int
+
+
+class LiveTreeChanged(Message):
+    """Files appeared, changed or went in the live tree (a burst is one message)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LiveTreeChanged)
+
+
+@dataclass
+class OperationFinished(Message):
+    """A mutating operation ran to its end (its result may still say "failed")."""
+
+    operation: str  # the label the operator saw: "pass", "job verify", …
+    result: OperationResult
+
+
+@dataclass
+class OperationFailed(Message):
+    """A mutating operation was refused or stopped by an error before a result."""
+
+    operation: str
+    error: str
+
+
+@dataclass
+class OperationStopped(Message):
+    """A mutating operation stopped at a safe point because it was asked to (the
+    stop key, or quitting), before a result."""
+
+    operation: str
+    reason: str
+
+
+@dataclass
+class LoadFailed(Message):
+    """A background read (the backlog, the findings) failed; nothing was running."""
+
+    what: str
+    error: str
+
+
+@dataclass
+class JobsLoaded(Message):
+    jobs: list[JobInfo]
+    runs: list[JobRun]
+
+
+@dataclass
+class RestoreRequested(Message):
+    """The restore browser's operator confirmed restoring these entries (to their
+    live paths, or under ``to``)."""
+
+    selection: Selection
+    to: Path | None
+
+
+@dataclass
+class EventsRestoreRequested(Message):
+    """The restore browser's operator confirmed putting these months' rows back."""
+
+    months: list[ArchivedMonth]
+
+
+@dataclass
+class Attached(Message):
+    """Watching another process's operation (None: that stopped)."""
+
+    hello: dict[str, Any] | None

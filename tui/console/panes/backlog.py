@@ -1,0 +1,68 @@
+"""Backlog: what a pass would take now: files per unit, rows per month, totals."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from coldkeep.core.ops.plan import Plan
+
+from ...text.fmt import age, human
+from ..tables import keyed_table, sync_table
+from .base import Pane
+
+
+class BacklogPane(Pane):
+    TITLE: ClassVar[str] = "Backlog"
+
+    def compose(self) -> ComposeResult:
+        yield Static("counting…", id="backlog-total", classes="pane-summary")
+        yield keyed_table(
+            "backlog-units",
+            [("Unit", "unit"), ("Files", "files"), ("Size", "size"), ("Oldest", "oldest")],
+            zebra_stripes=True,
+        )
+        yield keyed_table(
+            "backlog-months", [("Month", "month"), ("Rows", "rows"), ("~Size", "size")]
+        )
+
+    def show(self, plan: Plan, now_ms: int) -> None:
+        sync_table(
+            self.query_one("#backlog-units", DataTable),
+            {
+                u.unit: (
+                    u.unit,
+                    u.files,
+                    human(u.bytes),
+                    age(now_ms / 1000 - u.oldest_mtime_ns / 1e9),
+                )
+                for u in plan.units
+            },
+            sort_by="unit",
+        )
+        per_month: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        events = plan.events
+        for m in events.months if events else ():
+            per_month[m.month][0] += m.rows
+            per_month[m.month][1] += m.approx_bytes
+        sync_table(
+            self.query_one("#backlog-months", DataTable),
+            {
+                month: (month, rows, human(size))
+                for month, (rows, size) in sorted(per_month.items())
+            },
+            sort_by="month",
+        )
+        skipped = ", ".join(
+            f"{n} {why.replace('_', ' ')}" for why, n in sorted(plan.skipped.items())
+        )
+        rows = f"{events.rows:,} rows ~{human(events.approx_bytes)}" if events else "no state_db"
+        if plan.events_error:
+            rows = f"events: {plan.events_error}"
+        total = f"{plan.files} files {human(plan.bytes)} in {len(plan.units)} units · {rows}"
+        if skipped:
+            total += f"\nwaiting: {skipped}"
+        self.query_one("#backlog-total", Static).update(total)

@@ -1,0 +1,241 @@
+"""Remote: the off-host tier. Where it is and how long local copies stay; what is
+still to ship, what is shipped, what lives only there now, remote copies that
+failed their verify; the last ship; and, while a ship runs, its progress and
+transfer rate, and every problem it meets.
+
+The app tells the pane what the status and the ship plan say (``show``,
+``planned``) and hands it the ship's events as they arrive; the pane keeps the
+ship's tally (objects, bytes, the rate measured from them) and draws it at the
+next frame."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from coldkeep.core.base.stream import FileDone
+from coldkeep.core.ops.status import RemoteState
+from coldkeep.core.remote.ship import ShipPlan
+from coldkeep.core.store.audit import AuditRecord
+
+from ...text.fmt import clock_time, human
+from ..tables import Cell, sync_table
+from .base import Pane
+
+NO_REMOTE = "no remote tier: add [remote] to coldkeep.toml"
+PROBLEMS_SHOWN = 5
+ALERT = "bold red"
+
+
+def styled(text: str, style: str) -> Text:
+    """``text`` in ``style`` as a span: Text compares its spans, not its base
+    style, so a cell whose style alone changed would not be redrawn."""
+    return Text().append(text, style or None)
+
+
+def keep_text(keep_local_days: float) -> str:
+    """How long local copies stay once shipped, in words."""
+    if keep_local_days < 0:
+        return "local copies kept for ever"
+    if keep_local_days == 0:
+        return "local copies dropped on ship"
+    return f"local copies kept {keep_local_days:g} days"
+
+
+def audit_problems(record: AuditRecord) -> list[str]:
+    """The problems a finished ship recorded in its audit row (its report as
+    JSON, or one line when it ended in an error)."""
+    if record.detail is None:
+        return []
+    try:
+        detail = json.loads(record.detail)
+    except ValueError:
+        # Not JSON: the exception that ended it (or a report cut at its length cap).
+        return [] if record.outcome == "ok" else [record.detail]
+    problems = detail.get("problems") if isinstance(detail, dict) else None
+    return [str(p) for p in problems] if isinstance(problems, list) else []
+
+
+@dataclass
+class Transfer:
+    """One ship as its events tell it: objects sent, bytes, the rate."""
+
+    started: float
+    files: int = 0  # archive files the ship's files phase set out to send
+    done: int = 0  # of them sent or found there already
+    months: int = 0  # event month snapshots sent (not counted in ``done``)
+    sent: int = 0  # bytes uploaded
+    rate: float = 0.0  # bytes per second since the phase began
+    problems: list[str] = field(default_factory=list)
+    ended: float | None = None  # when it ended (None: still running)
+
+    @property
+    def running(self) -> bool:
+        return self.ended is None
+
+
+class RemotePane(Pane):
+    TITLE: ClassVar[str] = "Remote"
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.monotonic = monotonic
+        self.where: str | None = None  # None: no remote tier configured
+        self.keep_local_days = -1.0
+        self.state: RemoteState | None = None
+        self.plan: ShipPlan | None = None
+        self.transfer: Transfer | None = None  # the ship seen here (running or last)
+        self.dirty = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("reading…", id="remote-where", classes="pane-summary")
+        yield Static("", id="remote-problems", classes="pane-summary")
+        table: DataTable[Cell] = DataTable(id="remote-table", show_header=False, cursor_type="none")
+        table.add_column("What", key="what")
+        table.add_column("Value", key="value")
+        yield table
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#remote-problems").display = False
+
+    # what the app tells it -------------------------------------------------------
+
+    def show(self, where: str | None, keep_local_days: float, state: RemoteState | None) -> None:
+        """The status's word: ``where`` the remote is (None: none configured) and
+        its totals (None: nothing archived yet)."""
+        self.where, self.keep_local_days, self.state = where, keep_local_days, state
+        self._show()
+
+    def planned(self, plan: ShipPlan) -> None:
+        """What a ship would send and drop now."""
+        self.plan = plan
+        self._show()
+
+    def ship_started(self) -> None:
+        self.transfer = Transfer(self.monotonic())
+        self.dirty = True
+
+    def ship_phase(self, files: int) -> None:
+        """The files phase began: ``files`` archive files to send."""
+        if self.transfer is None:  # attached after the start
+            self.transfer = Transfer(self.monotonic())
+        self.transfer.started = self.monotonic()
+        self.transfer.files = files
+        self.dirty = True
+
+    def object_done(self, event: FileDone) -> None:
+        t = self.transfer
+        if t is None:
+            t = self.transfer = Transfer(self.monotonic())
+        if event.result == "error":
+            t.problems.append(event.detail or event.relpath)
+        elif event.relpath.startswith("events/"):
+            t.months += 1
+        elif not event.relpath.startswith("manifest/"):
+            t.done += 1
+        if event.result == "shipped":
+            t.sent += event.bytes
+        # Measured up to now, or to its end for the last events of a ship that
+        # arrive after it ended (the stream's reader runs apart from the ship).
+        elapsed = (t.ended or self.monotonic()) - t.started
+        t.rate = t.sent / elapsed if elapsed > 0 else 0.0
+        self.dirty = True
+
+    def ship_ended(self, problem: str | None = None, *, problems: list[str] | None = None) -> None:
+        """The ship is over. ``problems``: its report's, all of them (a local copy
+        that could not be dropped has no event of its own); ``problem``: the error
+        that ended it early."""
+        t = self.transfer
+        if t is None:
+            return
+        if problems is not None:
+            t.problems = list(problems)
+        if t.running:
+            t.ended = self.monotonic()
+            if problem:  # said only while it runs: another operation's error is not its
+                t.problems.append(problem)
+        self.dirty = True
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self._show()
+
+    # drawing ---------------------------------------------------------------------
+
+    def _show(self) -> None:
+        where = self.query_one("#remote-where", Static)
+        if self.where is None:
+            where.update(Text(NO_REMOTE))
+            self.border_subtitle = ""
+            self._problems([])
+            sync_table(self.query_one("#remote-table", DataTable), {})
+            return
+        where.update(Text(self.where))
+        self.border_subtitle = keep_text(self.keep_local_days)
+        t = self.transfer
+        last = self.state.last_ship if self.state else None
+        if t is not None:
+            self._problems(t.problems)
+        else:
+            self._problems(audit_problems(last) if last else [])
+        sync_table(self.query_one("#remote-table", DataTable), self._rows())
+
+    def _rows(self) -> dict[str, list[Cell]]:
+        rows: dict[str, list[Cell]] = {}
+        totals = self.state.totals if self.state else None
+        plan = self.plan
+        if plan is not None:
+            pending = f"{plan.pending_files} files, {human(plan.pending_bytes)}"
+        else:
+            pending = f"{totals.pending_files if totals else 0} files"
+        rows["pending"] = ["pending", pending]
+        shipped, shipped_bytes = (totals.shipped, totals.shipped_bytes) if totals else (0, 0)
+        rows["shipped"] = ["shipped", f"{shipped} objects, {human(shipped_bytes)}"]
+        only, only_bytes = (totals.remote_only, totals.remote_only_bytes) if totals else (0, 0)
+        rows["remote_only"] = ["remote only", f"{only} files, {human(only_bytes)}"]
+        failed = totals.verify_failed if totals else 0
+        style = ALERT if failed else ""
+        rows["verify_failed"] = [styled("verify failed", style), styled(str(failed), style)]
+        # One row for the last ship, or the one running: the pane's height holds
+        # every row at 120x36.
+        last = self.state.last_ship if self.state else None
+        t = self.transfer
+        if t is not None and t.running:
+            of = f"/{t.files}" if t.files else ""
+            rows["last"] = ["shipping", f"{t.done}{of}, {human(t.sent)}"]
+        elif last is None:
+            rows["last"] = ["last ship", "never"]
+        else:
+            style = {"ok": "", "cancelled": "yellow"}.get(last.outcome, ALERT)
+            outcome = styled(last.outcome, style)
+            rows["last"] = ["last ship", Text(f"{clock_time(last.at)} ") + outcome]
+        if t is not None:
+            # Measured from the ship's own events: bytes uploaded over the time
+            # since its files phase began (to its end, once over).
+            label = "rate" if t.running else "last rate"
+            rows["rate"] = [label, f"{human(t.rate)}/s"]
+        return rows
+
+    def _problems(self, problems: list[str]) -> None:
+        box = self.query_one("#remote-problems", Static)
+        if box.display != bool(problems):
+            box.display = bool(problems)
+        if not problems:
+            return
+        which = "this" if self.transfer is not None and self.transfer.running else "the last"
+        n = len(problems)
+        text = styled(f"{n} problem{'s' if n > 1 else ''} in {which} ship:", ALERT)
+        for p in problems[:PROBLEMS_SHOWN]:
+            text.append(f"\n{p}", "red")
+        if len(problems) > PROBLEMS_SHOWN:
+            text.append(f"\n… and {len(problems) - PROBLEMS_SHOWN} more (coldkeep history)", "red")
+        box.update(text)

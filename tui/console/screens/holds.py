@@ -1,0 +1,150 @@
+"""Legal holds: the ones in force, a form to place one, and releasing the
+selected one (asked first).
+
+Attributes down, messages up: the screen gets the holds to show and why nothing
+can be changed now (``blocked``: read-only) from the app, which places and
+releases them (``HoldRequested``, ``HoldReleaseRequested``) and sends the new list
+down through ``show``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Input, Select, Static
+
+from coldkeep.core.store.legalholds import SCOPES, Hold
+
+from ...text.fmt import day
+from ..tables import keyed_table, sync_table
+from .confirm import ConfirmScreen
+
+HELP = (
+    "Nothing a hold covers is expired, and no ship drops its local copy, until it is "
+    "released or its end date passes. A unit covers every file archived under it (the "
+    "unit 'events': every event month); a path is a glob (events/YYYY-MM for a month); "
+    "an entry is an id from the restore browser."
+)
+
+
+@dataclass
+class HoldRequested(Message):
+    scope: str
+    target: str
+    reason: str
+    until: str  # YYYY-MM-DD or empty
+
+
+@dataclass
+class HoldReleaseRequested(Message):
+    hold_id: int
+
+
+class HoldsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        ("escape", "app.pop_screen", "Back"),
+        ("d", "release", "Release selected"),
+    ]
+
+    def __init__(self, holds: list[Hold], *, blocked: str | None) -> None:
+        super().__init__()
+        self.holds = holds
+        self.blocked = blocked
+
+    def compose(self) -> ComposeResult:
+        yield Static("Legal holds", id="holds-title")
+        yield Static(HELP, id="holds-help")
+        with Horizontal(id="holds-form"):
+            yield Select([(s, s) for s in SCOPES], value="unit", allow_blank=False, id="hold-scope")
+            yield Input(placeholder="unit, glob or entry id", id="hold-target")
+            yield Input(placeholder="reason (required)", id="hold-reason")
+            yield Input(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
+            yield Button("Place hold", id="hold-place", disabled=self.blocked is not None)
+        yield Static(self.blocked or "", id="holds-status")
+        yield keyed_table(
+            "holds-table",
+            [
+                ("Id", "id"),
+                ("Covers", "covers"),
+                ("Reason", "reason"),
+                ("Until", "until"),
+                ("Placed", "placed"),
+            ],
+        )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show(self.holds)
+
+    def show(self, holds: list[Hold], said: str = "") -> None:
+        self.holds = holds
+        sync_table(
+            self.query_one("#holds-table", DataTable),
+            {
+                str(h.id): (
+                    h.id,
+                    f"{h.scope} {h.target}",
+                    h.reason,
+                    "(until released)" if h.until is None else day(h.until),
+                    f"{day(h.placed_at)} by {h.placed_by}",
+                )
+                for h in holds
+            },
+        )
+        if said:
+            self.query_one("#holds-status", Static).update(said)
+
+    @on(Button.Pressed, "#hold-place")
+    @on(Input.Submitted, "#holds-form Input")
+    def _place(self) -> None:
+        if self.blocked is not None:
+            self.notify(f"Holds: {self.blocked}", severity="warning")
+            return
+        target = self.query_one("#hold-target", Input).value.strip()
+        reason = self.query_one("#hold-reason", Input).value.strip()
+        if not target or not reason:
+            self.notify("a hold needs what it covers and a reason", severity="warning")
+            return
+        scope = self.query_one("#hold-scope", Select).value
+        until = self.query_one("#hold-until", Input).value.strip()
+        self.post_message(HoldRequested(str(scope), target, reason, until))
+
+    def placed(self) -> None:
+        """The app placed the hold: the form is cleared for the next one."""
+        for name in ("#hold-target", "#hold-reason", "#hold-until"):
+            self.query_one(name, Input).value = ""
+
+    def action_release(self) -> None:
+        if self.blocked is not None:
+            self.notify(f"Holds: {self.blocked}", severity="warning")
+            return
+        table = self.query_one("#holds-table", DataTable)
+        if not table.row_count:
+            self.notify("no hold is selected")
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        hold = next((h for h in self.holds if str(h.id) == key), None)
+        if hold is not None:
+            self.confirm_release(hold)
+
+    @work(exclusive=True, group="confirm")  # waits for the operator: the console is settled
+    async def confirm_release(self, hold: Hold) -> None:
+        ok = await self.app.push_screen_wait(
+            ConfirmScreen(
+                f"Release hold {hold.id}",
+                f"{hold.scope} {hold.target}: {hold.reason} (placed {day(hold.placed_at)} by "
+                f"{hold.placed_by})",
+                warning="What it covers may then be expired, or its local copy dropped, "
+                "by the next expire or ship.",
+                confirm="Release",
+            )
+        )
+        if ok:
+            self.post_message(HoldReleaseRequested(hold.id))

@@ -1,0 +1,432 @@
+"""The restore browser: find archived files as you type, select some, see where
+each would go and whether something is already there, restore them (to their
+live paths or under another directory) and see each result. Event rows restore
+by month and kind from the second tab.
+
+Everything slow runs in workers (loading the manifest, filtering a million
+entries, checking targets); the handlers here own the screen's state.
+
+Attributes down, messages up: the screen gets what it shows in its constructor
+(the settings, read-only or not, the folder paths are shown relative to) and
+``blocked`` (why nothing can change the archive now) from the app, which keeps it
+current; a confirmed restore goes up as ``RestoreRequested`` or
+``EventsRestoreRequested``, and the results come down through ``show_results``
+and ``show_events_result``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
+
+from coldkeep.core.base.config import Settings
+from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
+from coldkeep.core.events.restore import ArchivedMonth, archived_months
+from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_catalog
+from coldkeep.core.files.restore import Selection, check_restore_root
+
+from ...text.fmt import clock_time, human, short_path
+from ..messages import EventsRestoreRequested, RestoreRequested
+from ..tables import Cell, keyed_table, sync_table
+from .browse import FILTER_HINT, FilterInput, result_cell, search
+from .confirm import ConfirmScreen
+
+COPIES = {
+    "local": "local copy",
+    "remote": "remote copy only: read back from the remote tier",
+    "local + remote": "local copy, also on the remote tier",
+}
+
+
+def source(row: CatalogRow) -> str:
+    """Where a restore reads the file from: its gzip (or bundle member) and which
+    copies of it there are; what holds it."""
+    if row.status == "expired":
+        return "expired: no copy is left (its sha256 stays in the manifest)"
+    where = row.location.removesuffix(f" · {row.copies}")
+    held = f"  ·  HELD by {row.held}" if row.held else ""
+    return f"from {where} ({COPIES.get(row.copies, row.copies)}){held}"
+
+
+@dataclass
+class CatalogLoaded(Message):
+    catalog: Catalog
+
+
+@dataclass
+class Filtered(Message):
+    query: str
+    total: int
+    rows: list[CatalogRow]
+    error: str | None = None
+    capped: bool = False  # more than `total` match
+
+
+@dataclass
+class TargetChecked(Message):
+    entry_id: int
+    target: str
+    exists: bool | None  # None: the target is refused
+    detail: str = ""
+
+
+@dataclass
+class MonthsLoaded(Message):
+    months: list[ArchivedMonth]
+
+
+class RestoreScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        ("escape", "back", "Back"),
+        ("space", "select_row", "Select"),
+        ("r", "restore", "Restore"),
+        ("y", "copy", "Copy path"),
+        ("slash", "focus_filter", "Filter"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        base: Path,
+        read_only: bool = False,
+        blocked: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.archive = Layout(settings.archive_root)
+        self.base = base  # paths are shown relative to it (the config's folder)
+        # Browsing, previewing and copying a path change nothing; in read-only
+        # the restore controls are not shown at all (and refused if reached).
+        self.read_only = read_only
+        self.blocked = blocked  # why nothing can change the archive now (the app's word)
+        self.catalog: Catalog | None = None
+        self.rows: dict[int, CatalogRow] = {}
+        self.total = 0
+        self.capped = False
+        self.selected: set[int] = set()
+        self.month_rows: dict[str, ArchivedMonth] = {}
+        self.months_selected: set[str] = set()
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="restore-tabs"):
+            with TabPane("Files", id="restore-files"):
+                yield FilterInput(placeholder=FILTER_HINT, id="restore-filter")
+                yield Static("loading the manifest…", id="restore-count")
+                yield keyed_table(
+                    "restore-table",
+                    [
+                        ("✓", "sel"),
+                        ("Path", "path"),
+                        ("Status", "status"),
+                        ("Size", "size"),
+                        ("Archived", "archived"),
+                        ("Id", "id"),
+                    ],
+                )
+                yield Static("", id="restore-preview")
+                with Horizontal(id="restore-controls"):
+                    yield Input(
+                        placeholder="restore under this directory (empty: to the live paths)",
+                        id="restore-to",
+                        disabled=self.read_only,
+                    )
+                    if not self.read_only:
+                        yield Button("Restore \\[r]", id="restore-go", variant="warning")
+                    yield Button("Copy path \\[y]", id="restore-copy")
+                results: DataTable[Cell] = DataTable(id="restore-results", cursor_type="row")
+                results.add_columns("Result", "Path", "Detail")
+                yield results
+            with TabPane("Events", id="restore-events"):
+                yield Static("archived event rows, by month and kind", id="events-help")
+                yield keyed_table(
+                    "events-months",
+                    [("✓", "sel"), ("Month", "month"), ("Kind", "kind"), ("Rows", "rows")],
+                )
+                if not self.read_only:
+                    yield Button("Restore rows \\[r]", id="events-go", variant="warning")
+                yield Static("", id="events-result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#restore-results").display = False
+        self.load_catalog()
+        self.load_months()
+        self.query_one("#restore-filter", Input).focus()
+
+    # workers -----------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="catalog", exit_on_error=False)
+    def load_catalog(self) -> None:
+        self.post_message(CatalogLoaded(load_catalog(self.archive.manifest)))
+
+    @work(exclusive=True, group="months", exit_on_error=False)
+    async def load_months(self) -> None:
+        months = await archived_months(self.settings, self.archive.events)
+        self.post_message(MonthsLoaded(months))
+
+    @work(thread=True, exclusive=True, group="filter", exit_on_error=False)
+    def run_filter(self, text: str) -> None:
+        catalog = self.catalog
+        if catalog is None:
+            return
+        try:
+            total, hits, capped = search({"": catalog}, text)
+        except QueryError as err:
+            self.post_message(Filtered(text, 0, [], str(err)))
+            return
+        self.post_message(Filtered(text, total, [row for _, row in hits], capped=capped))
+
+    @work(thread=True, exclusive=True, group="target", exit_on_error=False)
+    def check_target(self, row: CatalogRow, to: str) -> None:
+        try:
+            root = self._root(to)
+            target = resolve_inside(root, row.relpath)
+        except UnsafePath as err:
+            self.post_message(TargetChecked(row.id, "", None, str(err)))
+            return
+        self.post_message(TargetChecked(row.id, str(target), os.path.lexists(target)))
+
+    def _root(self, to: str) -> Path:
+        if not to.strip():
+            return self.settings.live_root
+        return check_restore_root(Path(to.strip()).expanduser(), self.settings.archive_root)
+
+    # handlers ----------------------------------------------------------------
+
+    def on_catalog_loaded(self, message: CatalogLoaded) -> None:
+        self.catalog = message.catalog
+        self.run_filter(self.query_one("#restore-filter", Input).value)
+
+    @on(Input.Changed, "#restore-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.run_filter(event.value)
+
+    @on(Input.Submitted, "#restore-filter")
+    def action_focus_table(self) -> None:
+        self.query_one("#restore-table", DataTable).focus()
+
+    def on_filtered(self, message: Filtered) -> None:
+        # The filter runs in a thread no one can interrupt: a slower result for
+        # text the operator has since changed arrives late and is dropped, or it
+        # would replace the rows of the newer filter.
+        if message.query != self.query_one("#restore-filter", Input).value:
+            return
+        if message.error:
+            self.query_one("#restore-count", Static).update(Text(message.error, style="bold red"))
+            return
+        self.total = message.total
+        self.capped = message.capped
+        self.rows = {r.id: r for r in sorted(message.rows, key=lambda r: (r.relpath, r.id))}
+        sync_table(
+            self.query_one("#restore-table", DataTable),
+            {
+                str(r.id): (
+                    "✓" if r.id in self.selected else "",
+                    r.relpath,
+                    f"{r.status} · held" if r.held else r.status,
+                    human(r.bytes),
+                    clock_time(r.archived_at),
+                    r.id,
+                )
+                for r in self.rows.values()
+            },
+            sort_by="path",
+        )
+        self._show_count()
+        self._preview()
+
+    def _show_count(self) -> None:
+        size = len(self.catalog) if self.catalog else 0
+        shown = f" (first {len(self.rows)} shown)" if self.total > len(self.rows) else ""
+        picked = f" · {len(self.selected)} selected" if self.selected else ""
+        many = "more than " if self.capped else ""
+        self.query_one("#restore-count", Static).update(
+            f"{many}{self.total:,} of {size:,} entries match{shown}{picked}"
+        )
+
+    @on(DataTable.RowHighlighted, "#restore-table")
+    def _highlighted(self) -> None:
+        self._preview()
+
+    @on(Input.Changed, "#restore-to")
+    def _to_changed(self) -> None:
+        self._preview()
+
+    def _current(self) -> CatalogRow | None:
+        table = self.query_one("#restore-table", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.rows.get(int(key)) if key else None
+
+    def _preview(self) -> None:
+        row = self._current()
+        preview = self.query_one("#restore-preview", Static)
+        if row is None:
+            preview.update("")
+            return
+        preview.update(
+            f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+            f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
+            f"checking the target…  ·  {source(row)}"
+        )
+        self.check_target(row, self.query_one("#restore-to", Input).value)
+
+    def on_target_checked(self, message: TargetChecked) -> None:
+        row = self._current()
+        if row is None or row.id != message.entry_id:
+            return
+        if message.exists is None:
+            where = Text(f"refused: {message.detail}", style="bold red")
+        elif message.exists:
+            where = Text(
+                f"→ {short_path(Path(message.target), self.base)}  (EXISTS: left untouched)",
+                style="yellow",
+            )
+        else:
+            where = Text(f"→ {short_path(Path(message.target), self.base)}  (free)")
+        head = (
+            f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+            f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
+        )
+        whence = Text(f"  ·  {source(row)}", style="dim")
+        self.query_one("#restore-preview", Static).update(Text(head) + where + whence)
+
+    def action_select_row(self) -> None:
+        if self.query_one(TabbedContent).active == "restore-events":
+            self._toggle_month()
+            return
+        row = self._current()
+        if row is None:
+            return
+        self.selected ^= {row.id}
+        self.query_one("#restore-table", DataTable).update_cell(
+            str(row.id), "sel", "✓" if row.id in self.selected else ""
+        )
+        self._show_count()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#restore-filter", Input).focus()
+
+    @on(Button.Pressed, "#restore-copy")
+    def action_copy(self) -> None:
+        row = self._current()
+        if row is not None:
+            line = row.extract_command(self.archive.root)
+            self.app.copy_to_clipboard(line)
+            self.notify(f"copied {line}")
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Off the footer in read-only; ``action_restore`` still refuses it if reached.
+        return not (action == "restore" and self.read_only)
+
+    @on(Button.Pressed, "#restore-go")
+    @on(Button.Pressed, "#events-go")
+    def action_restore(self) -> None:
+        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
+        if why:
+            self.notify(why, severity="warning")
+            return
+        if self.query_one(TabbedContent).active == "restore-events":
+            self.confirm_events()
+        else:
+            self.confirm_files()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_files(self) -> None:
+        picked = [self.rows[i] for i in sorted(self.selected) if i in self.rows]
+        if not picked and (current := self._current()) is not None:
+            picked = [current]
+        if not picked:
+            self.notify("nothing selected: space selects, r restores", severity="warning")
+            return
+        to = self.query_one("#restore-to", Input).value.strip()
+        try:
+            root = self._root(to)
+        except UnsafePath as err:
+            self.notify(str(err), severity="error")
+            return
+        where = "their live paths, held from passes for the hold time" if not to else str(root)
+        ok = await self.app.push_screen_wait(
+            ConfirmScreen(
+                f"Restore {len(picked)} files",
+                f"to {where}; {human(sum(r.bytes for r in picked))} in all.",
+                columns=("Path", "Size", "Status"),
+                rows=[(r.relpath, human(r.bytes), r.status) for r in picked[:200]],
+                warning="Existing files are never overwritten: they are reported and left alone.",
+                confirm="Restore",
+            )
+        )
+        if ok:
+            selection = Selection(ids=tuple(r.id for r in picked))
+            self.post_message(RestoreRequested(selection, root if to else None))
+
+    def show_results(self, results: list[tuple[str, str, str]]) -> None:
+        table = self.query_one("#restore-results", DataTable)
+        table.display = True
+        table.clear()
+        for result, path, detail in results:
+            table.add_row(result_cell(result), path, detail)
+        self.selected.clear()
+        # The restore changed the entries' statuses in the manifest: reload it
+        # (on_catalog_loaded filters again with the operator's filter text).
+        self.load_catalog()
+
+    # events ------------------------------------------------------------------
+
+    def on_months_loaded(self, message: MonthsLoaded) -> None:
+        self.month_rows = {f"{m.month}|{m.kind}": m for m in message.months}
+        sync_table(
+            self.query_one("#events-months", DataTable),
+            {
+                key: ("✓" if key in self.months_selected else "", m.month, m.kind, m.rows)
+                for key, m in self.month_rows.items()
+            },
+        )
+
+    def _toggle_month(self) -> None:
+        table = self.query_one("#events-months", DataTable)
+        if not table.row_count:
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
+        self.months_selected ^= {key}
+        table.update_cell(key, "sel", "✓" if key in self.months_selected else "")
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_events(self) -> None:
+        picked = [self.month_rows[k] for k in sorted(self.months_selected) if k in self.month_rows]
+        if not picked:
+            self.notify("select months and kinds with space first", severity="warning")
+            return
+        ok = await self.app.push_screen_wait(
+            ConfirmScreen(
+                f"Restore {sum(m.rows for m in picked):,} event rows",
+                "into the live table, held from passes for the hold time.",
+                columns=("Month", "Kind", "Rows"),
+                rows=[(m.month, m.kind, m.rows) for m in picked],
+                warning="A live row with the same id is never overwritten: it is reported.",
+                confirm="Restore",
+            )
+        )
+        if ok:
+            self.post_message(EventsRestoreRequested(picked))
+
+    def show_events_result(self, text: str) -> None:
+        self.query_one("#events-result", Static).update(text)
+        self.months_selected.clear()
+        self.load_months()

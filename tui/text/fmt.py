@@ -1,0 +1,52 @@
+"""Numbers and times as an operator reads them, in as few columns as possible."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.space import human_bytes
+
+human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
+
+
+def age(seconds: float) -> str:
+    """A duration: ``45s``, ``12m``, ``5h``, ``3d``."""
+    for size, unit in ((86_400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{max(seconds, 0):.0f}s"
+
+
+def short_path(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` (the config's folder) when it is inside it."""
+    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+
+def clock_time(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+
+
+def day(ms: int) -> str:
+    """The local date of ``ms`` since the epoch: ``2026-12-01``."""
+    return time.strftime("%Y-%m-%d", time.localtime(ms / 1000))
+
+
+def remote_where(remote: RemoteSettings, base: Path) -> str:
+    """Where this site's objects go: a folder (``file://``) as a path, relative
+    to ``base`` when inside it, like the header's roots; else the URL."""
+    folder = remote.folder
+    if folder is not None:
+        return short_path(folder / remote.site, base) + "/"
+    return f"{remote.url}/{remote.site}"
+
+
+def parse_day(text: str) -> int:
+    """A local ``YYYY-MM-DD[THH:MM]`` as ms since the epoch; a ValueError says
+    what to write."""
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(f"{text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
