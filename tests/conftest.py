@@ -42,7 +42,7 @@ def codec(request: pytest.FixtureRequest) -> Codec:
 # and another worker mounting and unmounting at the same moment takes and frees
 # the numbers that relies on. Every other file is a group of its own, so
 # `--dist loadgroup` hands out files whole, as `--dist loadfile` would.
-MOUNTING = ("faults/", "test_faultfs.py")
+MOUNTING = ("faults/", "faultfs/")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks

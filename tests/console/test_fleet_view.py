@@ -4,7 +4,7 @@ are deleted, and the view lists them, searches both at once and restores one's
 files to a local folder, each checked against its entry's sha256. Also: a URL
 the CLI refuses in one line, and a prefix nothing has shipped to.
 
-(Named test_fleet_view, not test_fleet: tests/test_fleet.py has that module name,
+(Named test_fleet_view, not test_fleet: tests/core/ops/test_fleet.py has that module name,
 and the test folders are not packages.)"""
 
 from __future__ import annotations

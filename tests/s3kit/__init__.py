@@ -44,7 +44,7 @@ Actions: ``Respond(status, body)`` (``SLOW_DOWN``, ``INTERNAL_ERROR``),
 ``ResetRequest(after_bytes)``, ``ResetResponse(after_bytes)``,
 ``Truncate(keep_bytes)``, ``Delay(seconds)``, ``StripHeader(name)``.
 
-What moto (5.2) does and does not do, pinned by tests/test_s3kit.py:
+What moto (5.2) does and does not do, pinned by tests/s3kit/test_s3kit.py:
 
 * ``If-None-Match: *`` on PutObject is honoured: 412 PreconditionFailed if the key
   exists (``StripHeader("If-None-Match")`` plays a server that ignores it).

@@ -166,7 +166,7 @@ def test_not_toml_and_missing_file(site: Path) -> None:
 
 
 def test_the_readme_example_is_a_valid_config(site: Path) -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     cfg = load_settings(write(site, example))
     assert cfg.mode == "plan" and cfg.jobs.jobs["pass"].cron == "17 3 * * *"

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from coldkeep.core.base import fsutil
 from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 from faultfs.mount import is_mounted
-
-from coldkeep.core.base import fsutil
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from coldkeep.core.events.dbmove import move_events
 
 from helpers import ARCHIVABLE, Roots, all_event_rows, make_events_db
 
-WRITER = Path(__file__).with_name("appwriter.py")
+WRITER = Path(__file__).parents[2] / "appwriter.py"
 
 
 async def test_a_busy_writer_never_fails_and_loses_nothing(roots: Roots) -> None:
