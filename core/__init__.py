@@ -24,6 +24,7 @@ Read the base in this order and the protocol grows step by step:
     space      a full filesystem said in one line; the reserve that lets it be recorded
     cancel     the graceful-cancellation token checked at safe points
     ratelimit  the byte token bucket every archive/verify/restore read goes through
+    times      ms since the epoch (``now_ms``) and the constants that convert to it
     codec      streaming gzip (isal, zlib-ng, zlib) hashed in the same read
     steps      the step hook every protocol step is announced through
     stream     the events every operation reports, to any number of readers

@@ -60,6 +60,7 @@ from .base.ratelimit import RateLimiter
 from .base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
 from .base.stream import EventStream, FileStep
+from .base.times import now_ms
 from .events.checkpoint import CheckpointResult, checkpoint_now, record_checkpoint
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
@@ -106,7 +107,7 @@ from .remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
 from .remote.verify import RemoteVerifier, RemoteVerifyReport
 from .store import audit, legalholds
 from .store.legalholds import Hold
-from .store.manifest import Entry, Manifest, ManifestError, now_ms
+from .store.manifest import Entry, Manifest, ManifestError
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.config import CheckpointMode, EventsSettings
+from ..base.times import now_ms
 from ..store.manifest import Manifest
 from .eventschema import EventsError
 
@@ -200,7 +201,7 @@ class LiveCheckpointer:
 
     def _checkpoint(self, conn: sqlite3.Connection) -> CheckpointResult | None:
         before = wal_bytes(self.db)
-        at = time.time_ns() // 1_000_000
+        at = now_ms()
         t0 = time.perf_counter()
         finished = threading.Event()
         watchdog = threading.Timer(self.timeout_s, self._give_up, (conn, at, before, finished))

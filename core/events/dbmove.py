@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+from ..base import times
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.config import Settings
 from ..base.fsutil import ensure_dir, unlink_if_present
@@ -913,7 +914,7 @@ async def move_events(
     ``on_checkpoint`` are called on the event loop."""
     loop = asyncio.get_running_loop()
     cancel = cancel or CancelToken()
-    now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+    now = now_ms if now_ms is not None else times.now_ms()
     held = await held_event_rows(manifest, now) if manifest else set()
     records: list[futures.Future[None]] = []
 

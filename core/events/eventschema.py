@@ -22,8 +22,7 @@ from typing import Any, NamedTuple
 from ..base.config import EventsSettings, TsFormat
 from ..base.errors import ColdkeepError
 from ..base.ioerror import describe, is_io_error
-
-DAY_MS = 86_400_000
+from ..base.times import DAY_MS
 
 
 class EventsError(ColdkeepError):

@@ -22,7 +22,8 @@ from typing import Any
 from ..base.cancel import CancelToken, in_thread
 from ..base.config import Settings
 from ..base.space import OutOfSpace, out_of_space
-from ..store.manifest import Manifest, now_ms
+from ..base.times import DAY_MS, now_ms
+from ..store.manifest import Manifest
 from ..store.restoredrows import hold_event_rows
 from .dbmove import Conflict
 from .eventschema import (
@@ -34,8 +35,6 @@ from .eventschema import (
     q,
     rollback,
 )
-
-DAY_MS = 86_400_000
 
 
 @dataclass

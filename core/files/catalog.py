@@ -22,7 +22,6 @@ import bisect
 import itertools
 import shlex
 import sqlite3
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import get_args
 
 from ..base.errors import UsageError
+from ..base.times import now_ms
 from ..store.legalholds import ActiveHolds, compiled, read_active
 from ..store.manifest import EntryStatus
 
@@ -277,7 +277,7 @@ def load_catalog(manifest: Path) -> Catalog:
             "none" if st == "expired" else remote.get(p, "local")
             for p, st in zip(cat.gz_paths, cat.statuses, strict=True)
         ]
-        holds = read_active(db, time.time_ns() // 1_000_000)
+        holds = read_active(db, now_ms())
     finally:
         db.close()
     cat.index()

@@ -51,7 +51,8 @@ from ..base.layout import Layout, resolve_inside, restore_partial_of, unit_of
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
 from ..base.steps import StepHook, no_step
-from ..store.manifest import Entry, Manifest, NewEntry, now_ms
+from ..base.times import now_ms
+from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.remoteobjects import RemoteObjects
 from .gzfile import (
     ArchiveOk,

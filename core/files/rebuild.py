@@ -31,6 +31,7 @@ from ..base.codec import CorruptGzip, inflate, read_gzip_header
 from ..base.layout import Layout, UnsafePath, unit_of
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
+from ..base.times import NS_PER_MS
 from ..store.manifest import Manifest, ManifestError, NewEntry
 from .bundle import is_bundle_name, read_bundle
 from .orphanbundle import MAX_MTIME_NS, trusted_mode
@@ -68,7 +69,7 @@ def _describe(layout: Layout, gz: Path, limiter: RateLimiter, cancel: CancelToke
         dev=None,
         ino=None,
         mode=trusted_mode(header.mode, None),
-        archived_at=st.st_ctime_ns // 1_000_000,
+        archived_at=st.st_ctime_ns // NS_PER_MS,
         source_present=False,
     )
 
@@ -80,7 +81,7 @@ def _describe_bundle(
     headers and each member's gzip header when the index is damaged), and the
     members refused and unreadable, by name."""
     contents = read_bundle(bundle)
-    archived_at = bundle.lstat().st_ctime_ns // 1_000_000
+    archived_at = bundle.lstat().st_ctime_ns // NS_PER_MS
     found: list[NewEntry] = []
     unreadable: list[str] = []
     for m in contents.members:

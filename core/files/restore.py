@@ -36,12 +36,12 @@ from ..base.globs import GlobError, compile_globs
 from ..base.layout import UnsafePath, resolve_inside
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
+from ..base.times import DAY_MS
 from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
 
 RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error"]
-DAY_MS = 86_400_000
 
 
 class RemoteCopies(Protocol):

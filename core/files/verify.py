@@ -24,7 +24,8 @@ from ..base.cancel import CancelToken
 from ..base.codec import Digest
 from ..base.layout import UnsafePath
 from ..base.stream import EventStream, FileDone, FileStep, Phase, thread_progress
-from ..store.manifest import Entry, now_ms
+from ..base.times import now_ms
+from ..store.manifest import Entry
 from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
 

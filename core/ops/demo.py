@@ -22,15 +22,15 @@ import json
 import os
 import random
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..base import times
 from ..base.cancel import CancelToken
 from ..base.codec import Codec, compress_fd
 from ..base.config import DEFAULT_EVENT_KINDS
+from ..base.times import DAY_MS, NS_PER_MS
 
-DAY_MS = 86_400_000
 LIVE_KINDS = ("pr_closed", "verdict_applied", "head_push", "anomaly", "comment_sweep")
 _WORDS = [
     "queued",
@@ -100,7 +100,7 @@ def write_jsonl(path: Path, rnd: random.Random, unit: str, size: int, mtime_ms: 
         out.append(f'{{"ts":{ts},{tail}')
     data = "".join(out).encode()
     path.write_bytes(data)
-    os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    os.utime(path, ns=(mtime_ms * NS_PER_MS, mtime_ms * NS_PER_MS))
     return len(data)
 
 
@@ -262,7 +262,7 @@ def write_demo(
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty; give a new directory for the demo")
     rnd = random.Random(seed)
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = now_ms if now_ms is not None else times.now_ms()
     live, archive, state = root / "live", root / "archive", root / "state.db"
     live.mkdir(parents=True)
     archive.mkdir()

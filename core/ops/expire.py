@@ -47,7 +47,8 @@ from ..base.config import Settings
 from ..base.fsutil import fsync_dir, identity_or_none, unlink_if_identity
 from ..base.layout import Layout
 from ..base.steps import StepHook, StepName, no_step
-from ..events.eventschema import DAY_MS, month_end_ms
+from ..base.times import DAY_MS, NS_PER_MS
+from ..events.eventschema import month_end_ms
 from ..remote.objectstore import ObjectStore
 from ..store import audit
 from ..store.legalholds import active, held_paths
@@ -56,7 +57,6 @@ from ..store.remoteobjects import RemoteObject, RemoteObjects
 
 Kind = Literal["gzip", "bundle", "month"]
 _KEPT = "status IN ('archived', 'stale', 'restored', 'missing')"
-_NS_PER_MS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ async def _file_items(
         days = retention.files_days_for(unit)
         if days is None:
             continue
-        past_since = newest_ns // _NS_PER_MS + int(days * DAY_MS)
+        past_since = newest_ns // NS_PER_MS + int(days * DAY_MS)
         if past_since > now:
             continue
         obj = remote.get(gz_path)

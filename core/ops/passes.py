@@ -61,6 +61,7 @@ from ..base.stream import (
     Status,
     thread_progress,
 )
+from ..base.times import NS_PER_MS
 from ..events.checkpoint import CheckpointResult
 from ..events.dbmove import BatchDone, Conflict, MoveReport, move_events
 from ..events.eventschema import EventsError
@@ -460,7 +461,7 @@ class Pass:
         """The eligible files (restored files still held are left out), counted."""
         now = self.setup.clock()
         held = await self.mover.manifest.held_relpaths(now)
-        scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * 1_000_000, held=held)
+        scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * NS_PER_MS, held=held)
         totals = self.summary.files
         totals.skipped = {k: int(v) for k, v in scan.skipped.items()}
         totals.eligible = len(scan.eligible)

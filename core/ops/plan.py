@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..base import times
 from ..base.config import Settings
 from ..base.layout import Layout
+from ..base.times import NS_PER_MS
 from ..events.eventschema import EventSchema, EventsError, discover, open_live, q
 from ..files.recovery import RecoveryReport
 from ..files.scan import FileScan, SkipReason, scan_files
@@ -158,10 +159,10 @@ async def make_plan(
     settings: Settings, manifest: Manifest | None = None, *, now_ms: int | None = None
 ) -> Plan:
     """The whole backlog. Holds come from the manifest when one is given."""
-    now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+    now = now_ms if now_ms is not None else times.now_ms()
     held_files = await manifest.held_relpaths(now) if manifest else set()
     held_rows = await held_event_rows(manifest, now) if manifest else set()
-    scan = await asyncio.to_thread(scan_files, settings, now_ns=now * 1_000_000, held=held_files)
+    scan = await asyncio.to_thread(scan_files, settings, now_ns=now * NS_PER_MS, held=held_files)
     plan = Plan(units_of(scan), scan.skipped, None, scan=scan)
     if settings.state_db is not None:
         try:

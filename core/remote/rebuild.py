@@ -36,7 +36,8 @@ from ..base.fsutil import ensure_dir, fsync_dir, rename_noreplace
 from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
-from ..store.manifest import SCHEMA_VERSION, Manifest, now_ms
+from ..base.times import now_ms
+from ..store.manifest import SCHEMA_VERSION, Manifest
 from ..store.remoteobjects import RemoteObjects
 from .fetch import clear_scratch, downloaded
 from .objectstore import ObjectStore

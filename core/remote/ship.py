@@ -67,9 +67,10 @@ from ..base.layout import Layout
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.steps import StepHook, StepName, no_step
 from ..base.stream import EventStream, FileDone, Phase
-from ..events.eventschema import DAY_MS, month_end_ms
+from ..base.times import DAY_MS, now_ms
+from ..events.eventschema import month_end_ms
 from ..store.legalholds import Hold, active, held_paths
-from ..store.manifest import Manifest, now_ms
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .fetch import clear_scratch, scratch_path
 from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError

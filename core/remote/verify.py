@@ -29,7 +29,8 @@ from typing import Any
 from ..base.cancel import CancelToken
 from ..base.errors import RemoteError
 from ..base.stream import EventStream, FileDone, Phase
-from ..store.manifest import Manifest, now_ms
+from ..base.times import now_ms
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .objectstore import ObjectStore, RemoteMissing
 from .ship import Shipper

@@ -43,6 +43,7 @@ from ..base.config import JOB_NAMES, Settings
 from ..base.fsutil import fsync_dir
 from ..base.ioerror import naming
 from ..base.layout import Layout
+from ..base.times import now_ms
 from ..files.scan import ScanError
 from ..ops.plan import make_plan
 from ..ops.status import Status, read_status
@@ -117,7 +118,7 @@ async def _lifecycle(manifest: Manifest | None) -> tuple[int, int]:
     """Legal holds in force, and event months expired."""
     if manifest is None:
         return 0, 0
-    holds = await legalholds.listing(manifest, int(time.time() * 1000))
+    holds = await legalholds.listing(manifest, now_ms())
     [(months,)] = await manifest.rows("SELECT count(*) FROM expired_months")
     return len(holds), int(months)
 

@@ -29,7 +29,6 @@ import contextlib
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -40,6 +39,7 @@ import aiosqlite
 from ..base.codec import Span
 from ..base.errors import ColdkeepError
 from ..base.ioerror import naming_db
+from ..base.times import now_ms
 
 EntryStatus = Literal["archived", "stale", "restored", "missing", "expired"]
 # Ids (or rows) written by one statement: one commit each, within SQLite's
@@ -352,10 +352,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 class ManifestError(ColdkeepError):
     """The manifest cannot be used as it is; the message says why and what to do."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)

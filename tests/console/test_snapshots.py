@@ -7,9 +7,7 @@ with --snapshot-update."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -56,8 +54,7 @@ def test_ship_confirmation(
     # no pass toast or WAL sparkline, which depend on timing). The checkpoints
     # that pass ran are listed beside the dialog at the wall-clock time they ran
     # (core/events/checkpoint.py reads no injected clock): pinned here.
-    wall = SimpleNamespace(time_ns=lambda: NOW_MS * 1_000_000, perf_counter=time.perf_counter)
-    monkeypatch.setattr(checkpoint, "time", wall)
+    monkeypatch.setattr(checkpoint, "now_ms", lambda: NOW_MS)
     done = asyncio.run(Archiver(settings, clock=lambda: NOW_MS).run_pass())
     assert done.status == "ok"
     assert snap_compare(make_app(settings), terminal_size=size, run_before=steady("u"))

@@ -55,7 +55,7 @@ from faults.sites import copy_site, write_site
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.steps import StepInfo, StepName
-from coldkeep.core.store.manifest import now_ms
+from coldkeep.core.base.times import now_ms
 from coldkeep.tui.text.results import report
 
 from helpers import ck, ck_json, entries, live_files, report_line

@@ -51,6 +51,7 @@ from coldkeep.core.base.stream import (
     Progress,
     Started,
 )
+from coldkeep.core.base.times import now_ms
 from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
 from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
@@ -63,7 +64,7 @@ from coldkeep.core.sched.clock import SystemClock
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobRun, job_history, job_infos
 from coldkeep.core.store.legalholds import HoldError
-from coldkeep.core.store.manifest import Manifest, ManifestError, now_ms
+from coldkeep.core.store.manifest import Manifest, ManifestError
 
 from ..cli.progress import describe
 from ..text.fmt import age, human, parse_day, remote_where
