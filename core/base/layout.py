@@ -1,9 +1,16 @@
 """Where things live under ``archive_root``, and the containment rules for paths.
 
-    <archive_root>/coldkeep.db               manifest, passes, restore intents
+    <archive_root>/coldkeep.db               the manifest and every table of coldkeep's (store/)
     <archive_root>/.lock                     the mutex (see lock.py)
+    <archive_root>/.reserve                  room kept to record a full filesystem (space.py)
+    <archive_root>/.coldkeep.sock            the attach socket of the lock's holder (ops/attach.py)
+    <archive_root>/.remote-<what>-<hex>.partial
+                                             a copy read back from the remote tier (remote/fetch.py)
     <archive_root>/files/<relpath>.gz        one gzip per archived file version
     <archive_root>/events/<YYYY-MM>.db       moved event rows
+
+Every name under ``archive_root`` is spelled here, once: the others ask ``Layout``
+(or use a name this module defines).
 
 ``relpath`` is the live file's path relative to ``live_root``, ``/``-separated; its
 first segment is the unit (``.`` for files directly in ``live_root``). A second
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import stat
 import unicodedata
 from dataclasses import dataclass
@@ -32,6 +40,14 @@ from .errors import UsageError
 PARTIAL_SUFFIX = ".partial"
 RESTORE_PARTIAL_SUFFIX = ".restore-partial"
 GZ_SUFFIX = ".gz"
+MANIFEST_NAME = "coldkeep.db"
+LOCK_NAME = ".lock"
+RESERVE_NAME = ".reserve"
+SOCKET_NAME = ".coldkeep.sock"
+# A remote copy read back lies beside the archive while it is read, under a name
+# no walk of files/ or events/ sees: ``.remote-<what>-<hex>.partial``.
+SCRATCH_PREFIX = ".remote-"
+PROBE_PREFIX = ".coldkeep-doctor."  # doctor's write test
 _MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")  # an event month's database under events/
 
 
@@ -42,6 +58,12 @@ class UnsafePath(UsageError, ValueError):
 def is_temp_name(name: str) -> bool:
     """coldkeep's own temporary files: never archived, never taken for data."""
     return name.endswith((PARTIAL_SUFFIX, RESTORE_PARTIAL_SUFFIX))
+
+
+def is_scratch_name(name: str) -> bool:
+    """A remote copy's scratch file (``Layout.scratch``), or the rollback journal a
+    snapshot's database left beside one (``<scratch>.partial-journal``)."""
+    return name.startswith(SCRATCH_PREFIX) and PARTIAL_SUFFIX in name
 
 
 def partial_of(dest: Path) -> Path:
@@ -124,11 +146,28 @@ class Layout:
 
     @property
     def manifest(self) -> Path:
-        return self.root / "coldkeep.db"
+        return self.root / MANIFEST_NAME
 
     @property
     def lock(self) -> Path:
-        return self.root / ".lock"
+        return self.root / LOCK_NAME
+
+    @property
+    def reserve(self) -> Path:
+        return self.root / RESERVE_NAME
+
+    @property
+    def socket(self) -> Path:
+        return self.root / SOCKET_NAME
+
+    def scratch(self, what: str) -> Path:
+        """A new name for a scratch file (a remote copy read back, a snapshot
+        being taken) directly under the root."""
+        return self.root / f"{SCRATCH_PREFIX}{what}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}"
+
+    def probe(self) -> Path:
+        """A new name for doctor's test of writing under the root."""
+        return self.root / f"{PROBE_PREFIX}{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
     @property
     def files(self) -> Path:

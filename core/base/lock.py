@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .errors import EXIT_LOCKED, ColdkeepError
 from .fsutil import ensure_dir
+from .layout import Layout
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class ArchiveLock:
     def try_acquire(cls, archive_root: Path, command: str | None = None) -> ArchiveLock:
         """Take the lock now or raise ``LockHeld`` naming the holder."""
         ensure_dir(archive_root, root=archive_root)  # made on first use
-        path = archive_root / ".lock"
+        path = Layout(archive_root).lock
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         # Its holder record names commands and hosts: owner-only, even for a file
         # an older version (or someone's umask) left wider.

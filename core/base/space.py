@@ -27,8 +27,8 @@ from typing import Any
 
 from .errors import ColdkeepError
 from .fsutil import fsync_dir
+from .layout import Layout
 
-RESERVE_NAME = ".reserve"
 RESERVE_BYTES = 1 << 20
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
@@ -119,13 +119,13 @@ class OutOfSpace(ColdkeepError, OSError):
 def ensure_reserve(archive_root: Path) -> None:
     """Write the reserve if it is missing and there is room for it (a failure is
     not an error: the reserve is a margin, not a requirement)."""
-    path = archive_root / RESERVE_NAME
+    path = Layout(archive_root).reserve
     try:
         if path.stat().st_size == RESERVE_BYTES:
             return
     except FileNotFoundError:
         pass
-    tmp = path.with_name(f"{RESERVE_NAME}.tmp")
+    tmp = path.with_name(f"{path.name}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
@@ -141,13 +141,17 @@ def ensure_reserve(archive_root: Path) -> None:
         os.replace(tmp, path)
         fsync_dir(archive_root, root=archive_root)
     except OSError:
-        release_reserve(archive_root, name=tmp.name)
+        _unlink(tmp)
 
 
-def release_reserve(archive_root: Path, *, name: str = RESERVE_NAME) -> bool:
+def release_reserve(archive_root: Path) -> bool:
     """Delete the reserve, so what is needed to record a failure has room."""
+    return _unlink(Layout(archive_root).reserve)
+
+
+def _unlink(path: Path) -> bool:
     try:
-        (archive_root / name).unlink()
+        path.unlink()
     except FileNotFoundError:
         return False
     return True

@@ -37,19 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import ColdkeepError
+from ..base.layout import Layout
 from ..base.stream import Event, EventStream, as_dict, from_dict
 
-SOCKET_NAME = ".coldkeep.sock"
 MAX_LINE = 64 * 1024
 UNIX_PATH_MAX = 107  # bytes of a socket's path (sun_path holds 108 with its NUL)
 
 
 class NotAttachable(ColdkeepError):
     """Nothing serves events at the socket (no holder, or a stale socket)."""
-
-
-def socket_path(archive_root: Path) -> Path:
-    return archive_root / SOCKET_NAME
 
 
 @contextlib.contextmanager
@@ -107,7 +103,7 @@ class AttachServer:
         """A started server for the lock holder's operation; None, with a warning on
         the stream, when the socket cannot be served: attach is a convenience, and
         its failure never stops the work."""
-        server = cls(socket_path(archive_root), stream, hello, on_stop)
+        server = cls(Layout(archive_root).socket, stream, hello, on_stop)
         try:
             await server.start()
         except OSError as err:

@@ -29,6 +29,7 @@ from ..base import times
 from ..base.cancel import CancelToken
 from ..base.codec import Codec, compress_fd
 from ..base.config import DEFAULT_EVENT_KINDS
+from ..base.layout import Layout, partial_of
 from ..base.times import DAY_MS, NS_PER_MS
 
 LIVE_KINDS = ("pr_closed", "verdict_applied", "head_push", "anomaly", "comment_sweep")
@@ -209,10 +210,10 @@ def plant_leftovers(live: Path, archive: Path, rnd: random.Random) -> None:
     closed = sorted(p for p in live.glob("unit-*/*.jsonl") if (p.parent / ".closed").exists())
     small = [p for p in closed if p.stat().st_size < (1 << 18)]
     orphan, stale, corrupt = rnd.sample(small if len(small) >= 3 else closed, 3)
-    files = archive / "files"
+    layout = Layout(archive)
 
     def gz_of(p: Path) -> Path:
-        return files / (p.relative_to(live).as_posix() + ".gz")
+        return layout.gz_for(p.relative_to(live).as_posix())
 
     _plant_gzip(orphan, gz_of(orphan))  # an adoptable orphan: the live file's bytes
     _plant_gzip(stale, gz_of(stale), b'{"ts":0,"kind":"an earlier version"}\n')
@@ -222,7 +223,7 @@ def plant_leftovers(live: Path, archive: Path, rnd: random.Random) -> None:
         b = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0x55]))
-    partial = files / "unit-0000" / "interrupted.jsonl.gz.partial"
+    partial = partial_of(layout.gz_for("unit-0000/interrupted.jsonl"))
     partial.parent.mkdir(parents=True, exist_ok=True)
     partial.write_bytes(b"\x1f\x8b\x08\x08half a gzip")
 

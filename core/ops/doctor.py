@@ -224,7 +224,7 @@ def _archive_write(archive: Path) -> Finding:
         )
     if not archive.is_dir():
         return Finding("archive_write", "fail", f"{archive} is not a directory")
-    tmp = archive / f".coldkeep-doctor.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = Layout(archive).probe()
     try:
         fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=archive)
         try:

@@ -6,7 +6,7 @@ as a plain gzip and that is removed after.
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
   compares the SHA-256 with the entry's before anything is placed).
-- Scratch files are ``.remote-*.partial`` (and a snapshot's ``-journal``)
+- Scratch files are ``Layout.scratch`` names (and a snapshot's ``-journal``)
   directly under ``archive_root``; one a crash left behind is removed by the
   next operation that reads the remote (``clear_scratch``), and no walk of the
   archive takes one for data.
@@ -16,24 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ..base.cancel import CancelToken
 from ..base.fsutil import open_file, unlink_if_present
-from ..base.layout import PARTIAL_SUFFIX, Layout
+from ..base.layout import Layout, is_scratch_name
 from ..base.ratelimit import RateLimiter
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 from .objectstore import ObjectStore
-
-SCRATCH_PREFIX = ".remote-"
-
-
-def scratch_path(layout: Layout, what: str) -> Path:
-    return layout.root / f"{SCRATCH_PREFIX}{what}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}"
 
 
 def clear_scratch(layout: Layout) -> list[Path]:
@@ -41,9 +34,7 @@ def clear_scratch(layout: Layout) -> list[Path]:
     root = layout.root
     if not root.is_dir():
         return []
-    # A snapshot's database killed mid-backup leaves its rollback journal too
-    # (``<scratch>.partial-journal``).
-    names = [n for n in os.listdir(root) if n.startswith(SCRATCH_PREFIX) and PARTIAL_SUFFIX in n]
+    names = [n for n in os.listdir(root) if is_scratch_name(n)]
     return [root / n for n in names if unlink_if_present(root / n, root=root)]
 
 
@@ -104,7 +95,7 @@ async def scratch_file(layout: Layout, what: str) -> AsyncIterator[tuple[Path, i
     """A new scratch file under archive_root and its descriptor, for the life of
     the block (closed after); the file is removed after the block unless the
     block renamed it into place."""
-    tmp = scratch_path(layout, what)
+    tmp = layout.scratch(what)
     root = layout.root
     try:
         fd = await asyncio.to_thread(

@@ -72,7 +72,7 @@ from ..events.eventschema import month_end_ms
 from ..store.legalholds import Hold, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
-from .fetch import clear_scratch, scratch_path
+from .fetch import clear_scratch
 from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError
 
 KEEP_SNAPSHOTS = 10
@@ -487,7 +487,7 @@ class Shipper:
             await self._ship_month(month, db, sig, latest.get(month))
 
     async def _ship_month(self, month: str, db: Path, sig: str, last: RemoteObject | None) -> None:
-        tmp = scratch_path(self.layout, f"ship-{month}")
+        tmp = self.layout.scratch(f"ship-{month}")
         try:
             await asyncio.to_thread(_snapshot, db, tmp)
             size, sha = await self._hash(tmp)
@@ -507,7 +507,7 @@ class Shipper:
     async def ship_manifest(self) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock() / 1000))
         path = f"manifest/{stamp}.{self.clock() % 1000:03d}Z.db"
-        tmp = scratch_path(self.layout, "ship-manifest")
+        tmp = self.layout.scratch("ship-manifest")
         key = self.key(path)
         try:
             await asyncio.to_thread(_snapshot, self.layout.manifest, tmp)

@@ -57,7 +57,7 @@ from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.files.scan import ScanError
-from coldkeep.core.ops.attach import AttachClient, NotAttachable, socket_path
+from coldkeep.core.ops.attach import AttachClient, NotAttachable
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.sched.clock import SystemClock
@@ -340,7 +340,7 @@ class ColdkeepApp(App[None]):
         """Watch the lock holder's operation: its events drive the panes as if it
         ran here, until it ends."""
         try:
-            client = await AttachClient.connect(socket_path(self.archiver.settings.archive_root))
+            client = await AttachClient.connect(self.archiver.layout.socket)
         except (NotAttachable, OSError) as err:
             self.log_line("info", f"cannot attach: {err}")
             return
