@@ -59,9 +59,9 @@ from .base.lock import ArchiveLock
 from .base.ratelimit import RateLimiter
 from .base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from .base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
-from .base.stream import EventStream, FileStep
+from .base.stream import CheckpointRan, EventStream, FileStep
 from .base.times import now_ms
-from .events.checkpoint import CheckpointResult, checkpoint_now, record_checkpoint
+from .events.checkpoint import checkpoint_now, record_checkpoint
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
 from .files.filemove import FileMover
@@ -91,7 +91,6 @@ from .ops.passes import (
     Pass,
     PassSetup,
     PassSummary,
-    emit_checkpoint,
     emit_orphan,
     planned_summary,
     recovery_counts,
@@ -426,7 +425,7 @@ class Archiver:
             current.finish("ok", {"removed": [str(p) for p in removed]})
             return SweepReport(removed)
 
-    async def checkpoint(self) -> CheckpointResult:
+    async def checkpoint(self) -> CheckpointRan:
         """One live WAL checkpoint now (PASSIVE unless configured otherwise); told
         to the stream as the checkpoint it is, not as an operation."""
         db = self.settings.state_db
@@ -435,7 +434,7 @@ class Archiver:
         async with self.session("checkpoint") as current:
             result = await checkpoint_now(db, self.settings.events)
             await record_checkpoint(current.mover.manifest, result)
-            emit_checkpoint(self.stream, result)
+            self.stream.emit(result)
             return result
 
     async def restore(

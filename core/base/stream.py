@@ -77,6 +77,9 @@ class FileDone:
 
 @dataclass(frozen=True)
 class BatchMoved:
+    """One batch of event rows moved (events/dbmove.py): what was moved, and where
+    the live WAL stands."""
+
     kind: ClassVar[str] = "batch"
     number: int
     first_id: int
@@ -99,7 +102,13 @@ class OrphanSeen:
 
 @dataclass(frozen=True)
 class CheckpointRan:
+    """One live WAL checkpoint (events/checkpoint.py): when, SQLite's (busy, log,
+    checkpointed), the time it took, and the WAL's size before and after.
+    ``error`` is set when it failed or timed out. Also the ``checkpoint``
+    command's result and a row of the checkpoint log."""
+
     kind: ClassVar[str] = "checkpoint"
+    at_ms: int
     busy: int
     log: int
     checkpointed: int

@@ -32,29 +32,13 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.config import CheckpointMode, EventsSettings
+from ..base.stream import CheckpointRan
 from ..base.times import now_ms
 from ..store.manifest import Manifest
 from .eventschema import EventsError
-
-
-@dataclass(frozen=True)
-class CheckpointResult:
-    """SQLite's (busy, log, checkpointed), the time it took, and the WAL's size
-    before and after. ``error`` is set when the checkpoint failed or timed out."""
-
-    at_ms: int
-    busy: int
-    log: int
-    checkpointed: int
-    ms: float
-    wal_before: int
-    wal_after: int
-    mode: CheckpointMode = "PASSIVE"
-    error: str | None = None
 
 
 def wal_path(db: Path) -> Path:
@@ -105,7 +89,7 @@ class LiveCheckpointer:
     def __init__(
         self,
         db: Path,
-        on_result: Callable[[CheckpointResult], None],
+        on_result: Callable[[CheckpointRan], None],
         *,
         timeout_s: float = 30.0,
         busy_timeout_s: float = 2.0,
@@ -133,7 +117,7 @@ class LiveCheckpointer:
 
     @classmethod
     def configured(
-        cls, db: Path, cfg: EventsSettings, on_result: Callable[[CheckpointResult], None]
+        cls, db: Path, cfg: EventsSettings, on_result: Callable[[CheckpointRan], None]
     ) -> LiveCheckpointer:
         """A checkpointer as ``[events]`` says (timeout, busy timeout, mode)."""
         return cls(
@@ -199,7 +183,7 @@ class LiveCheckpointer:
         if self._conn is not None:
             self._conn.close()
 
-    def _checkpoint(self, conn: sqlite3.Connection) -> CheckpointResult | None:
+    def _checkpoint(self, conn: sqlite3.Connection) -> CheckpointRan | None:
         before = wal_bytes(self.db)
         at = now_ms()
         t0 = time.perf_counter()
@@ -220,7 +204,7 @@ class LiveCheckpointer:
             if self.dead:
                 return None  # given up on and already reported
         ms = (time.perf_counter() - t0) * 1000
-        return CheckpointResult(
+        return CheckpointRan(
             at, int(busy), int(log), int(done), ms, before, wal_bytes(self.db), self.mode, error
         )
 
@@ -240,7 +224,7 @@ class LiveCheckpointer:
         conn.interrupt()
         ms = self.timeout_s * 1000
         self.on_result(
-            CheckpointResult(at, 1, -1, -1, ms, before, wal_bytes(self.db), self.mode, self.dead)
+            CheckpointRan(at, 1, -1, -1, ms, before, wal_bytes(self.db), self.mode, self.dead)
         )
         self._idle.set()
 
@@ -252,14 +236,14 @@ class LiveCheckpointer:
         self._thread.join(timeout)
 
 
-async def checkpoint_now(db: Path, cfg: EventsSettings) -> CheckpointResult:
+async def checkpoint_now(db: Path, cfg: EventsSettings) -> CheckpointRan:
     """One checkpoint of ``db`` now, on a checkpointer of its own (the
     ``checkpoint`` command); EventsError when it cannot run."""
-    results: list[CheckpointResult] = []
+    results: list[CheckpointRan] = []
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
 
-    def arrived(r: CheckpointResult) -> None:
+    def arrived(r: CheckpointRan) -> None:
         results.append(r)
         loop.call_soon_threadsafe(done.set)
 
@@ -273,7 +257,7 @@ async def checkpoint_now(db: Path, cfg: EventsSettings) -> CheckpointResult:
     return results[0]
 
 
-async def record_checkpoint(manifest: Manifest, r: CheckpointResult) -> None:
+async def record_checkpoint(manifest: Manifest, r: CheckpointRan) -> None:
     """One row of the checkpoint log (``checkpoints`` in coldkeep.db)."""
     await manifest.run(
         "INSERT INTO checkpoints (at, mode, busy, log, checkpointed, ms, wal_before, "
@@ -282,11 +266,11 @@ async def record_checkpoint(manifest: Manifest, r: CheckpointResult) -> None:
     )
 
 
-async def recent_checkpoints(manifest: Manifest, limit: int = 50) -> list[CheckpointResult]:
+async def recent_checkpoints(manifest: Manifest, limit: int = 50) -> list[CheckpointRan]:
     """The last ``limit`` checkpoints, oldest first."""
     rows = await manifest.rows(
         "SELECT at, busy, log, checkpointed, ms, wal_before, wal_after, mode, error "
         "FROM checkpoints ORDER BY id DESC LIMIT ?",
         (limit,),
     )
-    return [CheckpointResult(*r) for r in reversed(rows)]
+    return [CheckpointRan(*r) for r in reversed(rows)]

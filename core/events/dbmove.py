@@ -83,10 +83,10 @@ from ..base.fsutil import ensure_dir, unlink_if_present
 from ..base.ioerror import DatabaseFailed, describe, naming_db
 from ..base.space import OutOfSpace, out_of_space
 from ..base.steps import StepHook, ThreadStep, no_step, thread_step
+from ..base.stream import BatchMoved, CheckpointRan
 from ..store.manifest import Manifest
 from ..store.restoredrows import held_event_rows
 from .checkpoint import (
-    CheckpointResult,
     LiveCheckpointer,
     record_checkpoint,
     wal_bytes,
@@ -136,20 +136,6 @@ class Conflict:
     row_id: int
     month: str
     detail: str
-
-
-@dataclass(frozen=True)
-class BatchDone:
-    """One batch, for progress: what was moved, and where the WAL stands."""
-
-    number: int
-    first_id: int
-    last_id: int
-    moved: int
-    already: int
-    months: tuple[str, ...]
-    wal_bytes: int
-    locked: bool
 
 
 @dataclass
@@ -397,8 +383,8 @@ class EventMover:
         held: set[int],
         cancel: CancelToken,
         step: ThreadStep,
-        on_batch: Callable[[BatchDone], None] = lambda _b: None,
-        on_checkpoint: Callable[[CheckpointResult], None] = lambda _r: None,
+        on_batch: Callable[[BatchMoved], None] = lambda _b: None,
+        on_checkpoint: Callable[[CheckpointRan], None] = lambda _r: None,
     ) -> None:
         if settings.state_db is None:
             raise EventsError("no state_db is configured: there is no event phase")
@@ -459,7 +445,7 @@ class EventMover:
             self.report.checkpointer = f"not applicable: {self.db} is in {mode} mode, not WAL"
             return None
 
-        def ran(result: CheckpointResult) -> None:
+        def ran(result: CheckpointRan) -> None:
             self.report.checkpoints += 1
             self.on_checkpoint(result)
 
@@ -529,7 +515,7 @@ class EventMover:
         wal = wal_bytes(self.db)
         self.report.wal_peak = max(self.report.wal_peak, wal)
         self.on_batch(
-            BatchDone(
+            BatchMoved(
                 batch.number,
                 batch.first_id,
                 batch.last_id,
@@ -906,8 +892,8 @@ async def move_events(
     now_ms: int | None = None,
     cancel: CancelToken | None = None,
     step: StepHook = no_step,
-    on_batch: Callable[[BatchDone], None] = lambda _b: None,
-    on_checkpoint: Callable[[CheckpointResult], None] = lambda _r: None,
+    on_batch: Callable[[BatchMoved], None] = lambda _b: None,
+    on_checkpoint: Callable[[CheckpointRan], None] = lambda _r: None,
 ) -> MoveReport:
     """Run the event phase on a worker thread. With a manifest, rows under a restore
     hold stay live and every checkpoint is recorded in it. ``on_batch`` and
@@ -918,7 +904,7 @@ async def move_events(
     held = await held_event_rows(manifest, now) if manifest else set()
     records: list[futures.Future[None]] = []
 
-    def checkpoint_done(result: CheckpointResult) -> None:
+    def checkpoint_done(result: CheckpointRan) -> None:
         # On the checkpointer's thread: everything goes to the loop's.
         if manifest is not None:
             records.append(

@@ -51,8 +51,6 @@ from ..base.layout import Layout
 from ..base.space import OutOfSpace, out_of_space, release_reserve
 from ..base.steps import StepHook
 from ..base.stream import (
-    BatchMoved,
-    CheckpointRan,
     EventStream,
     FileDone,
     FileStep,
@@ -62,8 +60,7 @@ from ..base.stream import (
     thread_progress,
 )
 from ..base.times import NS_PER_MS
-from ..events.checkpoint import CheckpointResult
-from ..events.dbmove import BatchDone, Conflict, MoveReport, move_events
+from ..events.dbmove import Conflict, MoveReport, move_events
 from ..events.eventschema import EventsError
 from ..files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
 from ..files.filemove import Archived, FileMover
@@ -204,22 +201,6 @@ def planned_summary(
 
 def emit_orphan(stream: EventStream, layout: Layout, o: Orphan) -> None:
     stream.emit(OrphanSeen(layout.rel(o.gz), o.relpath, o.outcome, o.detail))
-
-
-def emit_checkpoint(stream: EventStream, r: CheckpointResult) -> None:
-    stream.emit(
-        CheckpointRan(
-            r.busy, r.log, r.checkpointed, r.ms, r.wal_before, r.wal_after, r.mode, r.error
-        )
-    )
-
-
-def emit_batch(stream: EventStream, b: BatchDone) -> None:
-    stream.emit(
-        BatchMoved(
-            b.number, b.first_id, b.last_id, b.moved, b.already, b.months, b.wal_bytes, b.locked
-        )
-    )
 
 
 async def run_recovery(
@@ -538,8 +519,8 @@ class Pass:
             now_ms=self.setup.clock(),
             cancel=self.cancel,
             step=self.setup.step,
-            on_batch=lambda b: emit_batch(self.stream, b),
-            on_checkpoint=lambda r: emit_checkpoint(self.stream, r),
+            on_batch=self.stream.emit,
+            on_checkpoint=self.stream.emit,
         )
         self.summary.events = EventsMoved.of(report)
         if report.cancelled:

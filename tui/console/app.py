@@ -52,7 +52,7 @@ from coldkeep.core.base.stream import (
     Started,
 )
 from coldkeep.core.base.times import now_ms
-from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
+from coldkeep.core.events.checkpoint import recent_checkpoints, wal_bytes
 from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import RestoreReport
@@ -432,7 +432,7 @@ class ColdkeepApp(App[None]):
                 inflight.caught_up(event)
             case CheckpointRan():
                 self.query_one(CheckpointPane).add(
-                    CheckpointResult(
+                    CheckpointRan(
                         self.clock(),
                         event.busy,
                         event.log,

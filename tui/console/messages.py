@@ -16,8 +16,7 @@ from textual.message import Message
 
 from coldkeep.core.archiver import Status
 from coldkeep.core.base.lock import Holder
-from coldkeep.core.base.stream import Event, FileStep
-from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.base.stream import CheckpointRan, Event, FileStep
 from coldkeep.core.events.restore import ArchivedMonth
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import Selection
@@ -75,7 +74,7 @@ class FindingsLoaded(Message):
 
 @dataclass
 class CheckpointsLoaded(Message):
-    results: list[CheckpointResult]
+    results: list[CheckpointRan]
 
 
 @dataclass

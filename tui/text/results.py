@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import assert_never
 
-from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.rebuild import RebuildReport
 from coldkeep.core.files.recovery import AdoptReport, RecoveryReport, SweepReport
@@ -37,7 +37,7 @@ OperationResult = (
     | EventsRestoreReport
     | VerifyReport
     | RebuildReport
-    | CheckpointResult
+    | CheckpointRan
     | ShipReport
     | ExpireReport
     | FromRemoteReport
@@ -82,7 +82,7 @@ def headline(result: OperationResult) -> str:
             unreadable = f", {len(result.unreadable)} unreadable" if result.unreadable else ""
             refused = f", {len(result.refused)} refused" if result.refused else ""
             return f"{result.entries} entries written to {result.out}{unreadable}{refused}"
-        case CheckpointResult():
+        case CheckpointRan():
             if result.error:
                 return f"failed: {result.error}"
             return (

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.base.config import CheckpointMode
+from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.events.checkpoint import (
-    CheckpointResult,
     LiveCheckpointer,
     wal_bytes,
     wal_pending_bytes,
@@ -28,14 +28,14 @@ def wal_db(path: Path, rows: int = 2000) -> sqlite3.Connection:
 
 class Results:
     def __init__(self) -> None:
-        self.items: list[CheckpointResult] = []
+        self.items: list[CheckpointRan] = []
         self.arrived = threading.Semaphore(0)
 
-    def __call__(self, r: CheckpointResult) -> None:
+    def __call__(self, r: CheckpointRan) -> None:
         self.items.append(r)
         self.arrived.release()
 
-    def next(self) -> CheckpointResult:
+    def next(self) -> CheckpointRan:
         assert self.arrived.acquire(timeout=30), "no checkpoint result arrived"
         return self.items[-1]
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Sparkline, Static
 
-from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.base.stream import CheckpointRan
 
 from ...text.fmt import human
 from ..tables import Cell, keyed_table, sync_table
@@ -25,7 +25,7 @@ class CheckpointPane(Pane):
 
     def __init__(self) -> None:
         super().__init__()
-        self.results: deque[CheckpointResult] = deque(maxlen=50)
+        self.results: deque[CheckpointRan] = deque(maxlen=50)
         self.wal_history: deque[float] = deque(maxlen=HISTORY)
         self.wal_text = "WAL: -"
 
@@ -65,12 +65,12 @@ class CheckpointPane(Pane):
         self.query_one("#checkpoint-spark", Sparkline).data = list(self.wal_history)
         self._show_rows()
 
-    def show(self, results: list[CheckpointResult]) -> None:
+    def show(self, results: list[CheckpointRan]) -> None:
         self.results.clear()
         self.results.extend(results)
         self._show_rows()
 
-    def add(self, result: CheckpointResult) -> None:
+    def add(self, result: CheckpointRan) -> None:
         self.results.append(result)
         self.wal(result.wal_after, during_phase=True)
 
