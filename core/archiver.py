@@ -61,7 +61,7 @@ from .base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserv
 from .base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
 from .base.stream import CheckpointRan, EventStream, FileStep
 from .base.times import now_ms
-from .events.checkpoint import checkpoint_now, record_checkpoint
+from .events.checkpoint import checkpoint_now
 from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
 from .files.filemove import FileMover
@@ -105,6 +105,7 @@ from .remote.rebuild import FromRemoteReport, RemoteRebuild
 from .remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
 from .remote.verify import RemoteVerifier, RemoteVerifyReport
 from .store import audit, legalholds
+from .store.checkpointlog import record_checkpoint
 from .store.legalholds import Hold
 from .store.manifest import Entry, Manifest, ManifestError
 

@@ -2,10 +2,10 @@
 databases, and back.
 
     eventschema  the live events table, discovered; time stamps and months
-    checkpoint   the live WAL checkpoint on its own thread; the checkpoint log
-    holds        rows a restore put back, which passes leave alone for a while
+    checkpoint   the live WAL checkpoint on its own thread
     dbmove       old rows into month databases, batch by batch
     restore      rows back into the live table, never overwriting
 
-This family uses the base modules and nothing of ``files`` or ``sched``.
+This family uses ``base`` and ``store`` (the checkpoint log, the rows a restore
+put back, expired months) and nothing of ``files`` or the layers above.
 """

@@ -37,7 +37,6 @@ from pathlib import Path
 from ..base.config import CheckpointMode, EventsSettings
 from ..base.stream import CheckpointRan
 from ..base.times import now_ms
-from ..store.manifest import Manifest
 from .eventschema import EventsError
 
 
@@ -255,22 +254,3 @@ async def checkpoint_now(db: Path, cfg: EventsSettings) -> CheckpointRan:
     finally:
         await asyncio.to_thread(cp.close)
     return results[0]
-
-
-async def record_checkpoint(manifest: Manifest, r: CheckpointRan) -> None:
-    """One row of the checkpoint log (``checkpoints`` in coldkeep.db)."""
-    await manifest.run(
-        "INSERT INTO checkpoints (at, mode, busy, log, checkpointed, ms, wal_before, "
-        "wal_after, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (r.at_ms, r.mode, r.busy, r.log, r.checkpointed, r.ms, r.wal_before, r.wal_after, r.error),
-    )
-
-
-async def recent_checkpoints(manifest: Manifest, limit: int = 50) -> list[CheckpointRan]:
-    """The last ``limit`` checkpoints, oldest first."""
-    rows = await manifest.rows(
-        "SELECT at, busy, log, checkpointed, ms, wal_before, wal_after, mode, error "
-        "FROM checkpoints ORDER BY id DESC LIMIT ?",
-        (limit,),
-    )
-    return [CheckpointRan(*r) for r in reversed(rows)]

@@ -84,14 +84,10 @@ from ..base.ioerror import DatabaseFailed, describe, naming_db
 from ..base.space import OutOfSpace, out_of_space
 from ..base.steps import StepHook, ThreadStep, no_step, thread_step
 from ..base.stream import BatchMoved, CheckpointRan
+from ..store.checkpointlog import record_checkpoint
 from ..store.manifest import Manifest
 from ..store.restoredrows import held_event_rows
-from .checkpoint import (
-    LiveCheckpointer,
-    record_checkpoint,
-    wal_bytes,
-    wal_pending_bytes,
-)
+from .checkpoint import LiveCheckpointer, wal_bytes, wal_pending_bytes
 from .eventschema import (
     EventSchema,
     EventsError,

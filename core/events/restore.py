@@ -23,6 +23,7 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.config import Settings
 from ..base.space import OutOfSpace, out_of_space
 from ..base.times import DAY_MS, now_ms
+from ..store import expiry
 from ..store.manifest import Manifest
 from ..store.restoredrows import hold_event_rows
 from .dbmove import Conflict
@@ -157,12 +158,8 @@ def _put_back(
 
 async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str]]:
     """Which of ``months`` retention deleted, and the day it did."""
-    marks = ",".join("?" * len(months))
-    rows = await manifest.rows(
-        f"SELECT month, expired_at FROM expired_months WHERE month IN ({marks}) ORDER BY month",
-        months,
-    )
-    return [(m, datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d")) for m, at in rows]
+    expired = await expiry.expired_months(manifest, months)
+    return [(m, datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d")) for m, at in expired]
 
 
 async def restore_events(

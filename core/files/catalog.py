@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import shlex
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,7 +30,8 @@ from typing import get_args
 from ..base.errors import UsageError
 from ..base.times import now_ms
 from ..store.legalholds import ActiveHolds, compiled, read_active
-from ..store.manifest import EntryStatus
+from ..store.manifest import EntryStatus, read_entries, reading
+from ..store.remoteobjects import read_copies
 
 
 class QueryError(UsageError, ValueError):
@@ -240,13 +240,10 @@ class Catalog:
         return len(hits), hits[:limit], capped
 
 
-def _remote_copies(db: sqlite3.Connection) -> dict[str, str]:
-    """The gzip paths with a remote copy: "remote" when the local one is gone."""
-    try:
-        rows = db.execute("SELECT path, local_gone_at IS NULL FROM remote_objects").fetchall()
-    except sqlite3.OperationalError:  # a manifest from before the remote tier
-        return {}
-    return {path: "local + remote" if local else "remote" for path, local in rows}
+_COLUMNS = (
+    "id", "relpath", "unit", "sha256", "status", "bytes", "mtime_ns", "archived_at", "gz_path",
+    "member_offset",
+)  # fmt: skip
 
 
 def load_catalog(manifest: Path) -> Catalog:
@@ -254,13 +251,8 @@ def load_catalog(manifest: Path) -> Catalog:
     cat = Catalog()
     if not manifest.exists():
         return cat
-    db = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True)
-    try:
-        cur = db.execute(
-            "SELECT id, relpath, unit, sha256, status, bytes, mtime_ns, archived_at, gz_path, "
-            "member_offset FROM entries ORDER BY id"
-        )
-        while rows := cur.fetchmany(50_000):
+    with reading(manifest) as db:
+        for rows in read_entries(db, _COLUMNS):
             cols = list(zip(*rows, strict=True))
             cat.ids += cols[0]
             cat.relpaths += cols[1]
@@ -272,14 +264,14 @@ def load_catalog(manifest: Path) -> Catalog:
             cat.archived += cols[7]
             cat.gz_paths += cols[8]
             cat.offsets += cols[9]
-        remote = _remote_copies(db)
+        remote = {
+            p: "local + remote" if local else "remote" for p, local in read_copies(db).items()
+        }
         cat.copies = [
             "none" if st == "expired" else remote.get(p, "local")
             for p, st in zip(cat.gz_paths, cat.statuses, strict=True)
         ]
         holds = read_active(db, now_ms())
-    finally:
-        db.close()
     cat.index()
     cat.mark_held(holds)
     return cat

@@ -60,6 +60,7 @@ from ..base.layout import (
     unit_of,
 )
 from ..base.lock import read_holder
+from ..store import passlog
 from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
@@ -334,7 +335,7 @@ class Recovery:
         for entry in await self.manifest.entries_pending_unlink():
             if await self._still_archived(entry) is not None:
                 report.sources_unlinked.append(entry.relpath)
-        running = await self.manifest.passes(-1, "running")
+        running = await passlog.recent(self.manifest, -1, "running")
         report.interrupted = [p.id for p in running if p.id != self.current_pass]
         if progress is not None:
             progress(report.copy())
@@ -369,7 +370,7 @@ class Recovery:
 
     async def run(self) -> RecoveryReport:
         report = RecoveryReport()
-        stuck = await self.manifest.interrupt_passes(self.current_pass, self.mover.clock())
+        stuck = await passlog.interrupt(self.manifest, self.current_pass, self.mover.clock())
         report.interrupted = [p.id for p in stuck]
         files = await asyncio.to_thread(archive_files, self.mover.layout)
         archive = self.mover.layout.root

@@ -34,7 +34,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -50,13 +49,12 @@ from ..base.steps import StepHook, StepName, no_step
 from ..base.times import DAY_MS, NS_PER_MS
 from ..events.eventschema import month_end_ms
 from ..remote.objectstore import ObjectStore
-from ..store import audit
+from ..store import audit, expiry
 from ..store.legalholds import active, held_paths
-from ..store.manifest import Manifest
+from ..store.manifest import Manifest, tombstone
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 
 Kind = Literal["gzip", "bundle", "month"]
-_KEPT = "status IN ('archived', 'stale', 'restored', 'missing')"
 
 
 @dataclass(frozen=True)
@@ -155,27 +153,22 @@ async def _file_items(
     retention = settings.retention
     if retention.files_days is None and not retention.units:
         return []
-    rows = await manifest.rows(
-        "SELECT gz_path, unit, count(*), max(mtime_ns), sum(gz_bytes), "
-        "max(member_offset IS NOT NULL) FROM entries "
-        f"WHERE {_KEPT} GROUP BY gz_path ORDER BY gz_path"
-    )
     remote = {o.path: o for o in shipped if o.month is None}
     items = []
-    for gz_path, unit, n, newest_ns, gz_bytes, bundled in rows:
-        days = retention.files_days_for(unit)
+    for f in await manifest.archive_files():
+        days = retention.files_days_for(f.unit)
         if days is None:
             continue
-        past_since = newest_ns // NS_PER_MS + int(days * DAY_MS)
+        past_since = f.newest_mtime_ns // NS_PER_MS + int(days * DAY_MS)
         if past_since > now:
             continue
-        obj = remote.get(gz_path)
+        obj = remote.get(f.gz_path)
         items.append(
             ExpireItem(
-                "bundle" if bundled else "gzip",
-                gz_path,
-                n,
-                obj.bytes if obj is not None else gz_bytes,
+                "bundle" if f.bundled else "gzip",
+                f.gz_path,
+                f.entries,
+                obj.bytes if obj is not None else f.gz_bytes,
                 past_since,
                 local=obj is None or obj.local,
                 remote=int(obj is not None),
@@ -245,7 +238,7 @@ class Expirer:
         self.report = ExpireReport()
 
     async def run(self) -> ExpireReport:
-        for path in await self._interrupted():
+        for path in await expiry.interrupted(self.manifest):
             await self._finish(path)
             self.report.settled += 1
         plan = await expire_plan(self.settings, self.manifest, self.clock())
@@ -257,9 +250,6 @@ class Expirer:
             if await self._still_unheld(item):
                 await self._expire(item)
         return self.report
-
-    async def _interrupted(self) -> list[str]:
-        return [r[0] for r in await self.manifest.rows("SELECT path FROM expiring ORDER BY path")]
 
     async def _still_unheld(self, item: ExpireItem) -> bool:
         """A hold placed since the plan was read keeps the item."""
@@ -279,33 +269,16 @@ class Expirer:
         now = self.clock()
         if item.month is not None:
             sha = await self._month_sha(item)
-            tombstone: tuple[str, list[Any]] = (
-                "INSERT OR REPLACE INTO expired_months (month, bytes, sha256, expired_at) "
-                "VALUES (?, ?, ?, ?)",
-                [item.month, item.bytes, sha, now],
-            )
+            dead = expiry.month_tombstone(item.month, item.bytes, sha, now)
         else:
-            tombstone = (
-                "UPDATE entries SET status = 'expired', expired_at = ?, verify_error = NULL "
-                f"WHERE gz_path = ? AND {_KEPT}",
-                [now, item.path],
-            )
+            dead = tombstone(item.path, now)
         args = {"path": item.path, "kind": item.kind, "files": item.files, "bytes": item.bytes}
+        why = f"past its retention since {_day(item.past_since)}"
         await self.manifest.transaction(
             [
-                tombstone,
-                ("INSERT OR IGNORE INTO expiring (path) VALUES (?)", [item.path]),
-                (
-                    "INSERT INTO audit (at, user, host, pid, origin, action, args, outcome, "
-                    "detail) VALUES (?, ?, ?, ?, ?, 'expired', ?, 'ok', ?)",
-                    [
-                        now,
-                        *audit.who(),
-                        self.origin,
-                        json.dumps(args, sort_keys=True),
-                        f"past its retention since {_day(item.past_since)}",
-                    ],
-                ),
+                dead,
+                expiry.begun(item.path),
+                audit.expired(at=now, origin=self.origin, args=args, detail=why),
             ]
         )
         await self._announce("expire_recorded", item.path)
@@ -354,7 +327,7 @@ class Expirer:
                 continue
             await asyncio.to_thread(unlink_if_identity, target, ident, root=root)
         await asyncio.to_thread(fsync_dir, local.parent, root=root)
-        await self.manifest.run("DELETE FROM expiring WHERE path = ?", [path])
+        await expiry.finished(self.manifest, path)
         await self._announce("expire_local_deleted", path)
 
 

@@ -68,6 +68,7 @@ from ..files.gzfile import Unarchivable
 from ..files.orphanbundle import Orphan
 from ..files.recovery import Recovery, RecoveryReport
 from ..files.scan import Candidate, ScanError, scan_files
+from ..store import passlog
 from .plan import Plan
 
 
@@ -279,7 +280,7 @@ class Pass:
     async def run(self) -> PassSummary:
         summary, manifest = self.summary, self.mover.manifest
         t0 = time.monotonic()
-        summary.pass_id = await manifest.start_pass("on", self.setup.origin, summary.started_at)
+        summary.pass_id = await passlog.start(manifest, "on", self.setup.origin, summary.started_at)
         self.session.start(f"pass {summary.pass_id}")
         try:
             await self._phases()
@@ -297,7 +298,9 @@ class Pass:
             summary.seconds = time.monotonic() - t0
             document = summary.to_dict()
             await asyncio.shield(
-                manifest.finish_pass(summary.pass_id, summary.status, document, self.setup.clock())
+                passlog.finish(
+                    manifest, summary.pass_id, summary.status, document, self.setup.clock()
+                )
             )
             self.session.finish(summary.status, document)
             # The audit keeps the problems; the summary is in the passes row.

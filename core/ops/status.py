@@ -12,9 +12,12 @@ from typing import Any
 from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
+from ..store import passlog
 from ..store.audit import AuditRecord, last_of
-from ..store.manifest import SCHEMA_VERSION, Entry, Manifest, PassRecord
+from ..store.manifest import Entry, Manifest
+from ..store.passlog import PassRecord
 from ..store.remoteobjects import RemoteObjects, RemoteTotals
+from ..store.schema import SCHEMA_VERSION
 
 ATTENTION_LISTED = 500
 
@@ -102,7 +105,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
             attention = await manifest.entries_needing_attention(limit=ATTENTION_LISTED)
             failures = await manifest.verify_failure_count()
             intents = len(await manifest.restore_intents())
-            passes = await manifest.passes(5)
+            passes = await passlog.recent(manifest, 5)
             remote = await remote_state(settings, manifest)
     return Status(
         settings.config_path,

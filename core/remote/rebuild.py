@@ -37,8 +37,9 @@ from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
-from ..store.manifest import SCHEMA_VERSION, Manifest
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
+from ..store.schema import SCHEMA_VERSION
 from .fetch import clear_scratch, downloaded
 from .objectstore import ObjectStore
 
@@ -194,12 +195,10 @@ class RemoteRebuild:
         )
         await objects.mark_remote_only(gone, now_ms())
         recorded = {o.path for o in await objects.all()}
-        rows = await manifest.rows(
-            "SELECT DISTINCT gz_path FROM entries WHERE status IN ('archived', 'stale', 'restored')"
-        )
-        report.entries = (await manifest.rows("SELECT count(*) FROM entries"))[0][0]
+        kept = await manifest.kept_gz_paths()
+        report.entries = await manifest.entry_count()
         report.remote_only = len(await objects.gone_paths())
-        unrecorded = [path for (path,) in rows if path not in recorded]
+        unrecorded = [path for path in kept if path not in recorded]
         report.never_shipped = await asyncio.to_thread(
             lambda: [path for path in unrecorded if not self._exists(path)]
         )

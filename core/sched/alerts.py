@@ -16,8 +16,8 @@ Each poll (the ``alerts`` job) does two things:
 Invariants:
 - A delivery is marked sent only after it succeeded; a failed one is counted and
   retried at the next poll, and never holds back the others behind it.
-- Alerts are rows in coldkeep.db, so what came due while the process was down goes
-  out at the first poll after it starts (the job runs on boot).
+- Alerts are rows in coldkeep.db (store/alertqueue.py), so what came due while the
+  process was down goes out at the first poll after it starts (the job runs on boot).
 - A condition alerts once: its key is unique; the same failure seen by the next
   poll is not a new alert.
 """
@@ -32,29 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.config import AlertsSettings
-from ..store import audit
+from ..store import alertqueue, audit, jobruns, passlog
+from ..store.alertqueue import Alert
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
-from .jobs import failed_runs
-
-
-@dataclass(frozen=True)
-class Alert:
-    id: int
-    key: str
-    kind: str
-    message: str
-    payload: dict[str, Any]
-    created_at: int
-
-    def document(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "message": self.message,
-            "created_at": self.created_at,
-            **self.payload,
-        }
 
 
 @dataclass
@@ -90,7 +71,7 @@ async def conditions(manifest: Manifest) -> list[Condition]:
         message = f"the remote copy of {obj.path} failed verify: {obj.verify_error}"
         key = f"remote_verify_failed:{obj.path}:{obj.verified_at}"
         found.append(Condition(key, "remote_verify_failed", message, about))
-    for run in reversed(await failed_runs(manifest, 1000)):
+    for run in reversed(await jobruns.failed_runs(manifest, 1000)):
         about = {"job": run.job, "run_id": run.id, "started_at": run.started_at}
         message = f"job {run.job} ended in {run.status}: {run.error}"
         holder = run.summary.get("locked_by")
@@ -105,7 +86,7 @@ async def conditions(manifest: Manifest) -> list[Condition]:
     for r in await audit.out_of_space(manifest):
         about = {"audit_id": r.id, "action": r.action, "at": r.at, "origin": r.origin}
         found.append(Condition(f"space:{r.id}", "out_of_space", str(r.detail), about))
-    for p in await manifest.passes(20):
+    for p in await passlog.recent(manifest, 20):
         for c in (p.summary.get("events") or {}).get("conflicts", []):
             about = {"row_id": c["row_id"], "month": c["month"], "pass_id": p.id}
             key = f"conflict:{c['row_id']}:{c['month']}"
@@ -117,17 +98,15 @@ async def collect(manifest: Manifest, sinks: list[str], now: int) -> int:
     """Record an alert for every condition that has none yet; returns how many."""
     raised = 0
     for c in await conditions(manifest):
-        alert_id = await manifest.insert_if_new(
-            "INSERT INTO alerts (key, kind, message, payload, created_at) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (key) DO NOTHING",
-            (c.key, c.kind, c.message, json.dumps(c.payload, sort_keys=True, default=str), now),
+        raised += await alertqueue.raise_alert(
+            manifest,
+            key=c.key,
+            kind=c.kind,
+            message=c.message,
+            payload=c.payload,
+            at=now,
+            sinks=sinks,
         )
-        if alert_id is not None:
-            raised += 1
-            await manifest.run_many(
-                "INSERT INTO alert_deliveries (alert_id, sink) VALUES (?, ?)",
-                [(alert_id, sink) for sink in sinks],
-            )
     return raised
 
 
@@ -175,31 +154,17 @@ async def _send(sink: str, alert: Alert, settings: AlertsSettings) -> None:
 async def deliver(manifest: Manifest, settings: AlertsSettings, now: int) -> PollReport:
     """Every pending delivery, oldest first; each failure is recorded and skipped."""
     report = PollReport(errors=[])
-    pending = await manifest.rows(
-        "SELECT a.id, a.key, a.kind, a.message, a.payload, a.created_at, d.sink "
-        "FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id "
-        "WHERE d.sent_at IS NULL ORDER BY a.id, d.sink"
-    )
-    for aid, key, kind, message, payload, created, sink in pending:
-        alert = Alert(aid, key, kind, message, json.loads(payload), created)
+    for alert, sink in await alertqueue.pending_deliveries(manifest):
         try:
             await _send(sink, alert, settings)
         except (RuntimeError, OSError) as err:
             report.failed += 1
             assert report.errors is not None
-            report.errors.append(f"alert {aid} to {sink}: {err}")
-            await manifest.run(
-                "UPDATE alert_deliveries SET attempts = attempts + 1, last_error = ? "
-                "WHERE alert_id = ? AND sink = ?",
-                (str(err), aid, sink),
-            )
+            report.errors.append(f"alert {alert.id} to {sink}: {err}")
+            await alertqueue.delivery_failed(manifest, alert.id, sink, str(err))
             continue
         report.sent += 1
-        await manifest.run(
-            "UPDATE alert_deliveries SET sent_at = ?, attempts = attempts + 1, last_error = NULL "
-            "WHERE alert_id = ? AND sink = ?",
-            (now, aid, sink),
-        )
+        await alertqueue.delivered(manifest, alert.id, sink, now)
     return report
 
 
@@ -208,13 +173,3 @@ async def poll(manifest: Manifest, settings: AlertsSettings, now: int) -> PollRe
     report = await deliver(manifest, settings, now)
     report.raised = raised
     return report
-
-
-async def pending_alerts(manifest: Manifest) -> list[tuple[Alert, str, int, str | None]]:
-    """(alert, sink, attempts, last error) for every delivery not yet made."""
-    rows = await manifest.rows(
-        "SELECT a.id, a.key, a.kind, a.message, a.payload, a.created_at, d.sink, d.attempts, "
-        "d.last_error FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id "
-        "WHERE d.sent_at IS NULL ORDER BY a.id"
-    )
-    return [(Alert(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]), r[6], r[7], r[8]) for r in rows]

@@ -25,6 +25,7 @@ from ..archiver import Archiver
 from ..base.cancel import CancelToken
 from ..base.config import Settings
 from ..base.lock import LockHeld
+from ..store import stats
 from ..store.manifest import Manifest
 from . import alerts
 from .clock import Clock, SystemClock
@@ -121,11 +122,7 @@ async def record_stats(archiver: Archiver, manifest: Manifest, clock: Clock) -> 
         "backlog_bytes": plan.bytes,
         "backlog_rows": plan.events.rows if plan.events else 0,
     }
-    await manifest.run(
-        "INSERT INTO stats (at, entries, bytes, gz_bytes, backlog_files, backlog_bytes, "
-        "backlog_rows) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (int(clock.now() * 1000), *row.values()),
-    )
+    await stats.record(manifest, int(clock.now() * 1000), row)
     return row
 
 

@@ -1,5 +1,6 @@
 """The job runner (a runner, one polling job per schedule, a timeout per run):
-coldkeep's jobs on cron schedules or intervals, audited in coldkeep.db.
+coldkeep's jobs on cron schedules or intervals, audited in coldkeep.db (its rows:
+store/jobruns.py).
 
 Every run writes a ``job_runs`` row, ``running`` first, then ``ok``, ``error``,
 ``timeout`` or ``cancelled`` with the error text. Hardening, each for a reason:
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +48,8 @@ from croniter import croniter
 from ..base.cancel import Cancelled, CancelToken
 from ..base.config import JobSettings
 from ..base.errors import ColdkeepError
+from ..store import jobruns
+from ..store.jobruns import JobRun
 from ..store.manifest import Manifest
 from .clock import Clock, SystemClock
 
@@ -72,30 +74,6 @@ JobHandler = Callable[[CancelToken], Awaitable[Outcome]]
 
 class JobBusy(ColdkeepError):
     """The job is running already; runs of one job never overlap."""
-
-
-@dataclass(frozen=True)
-class JobRun:
-    id: int
-    job: str
-    trigger: str
-    started_at: int
-    ended_at: int | None
-    status: str
-    error: str | None
-    summary: dict[str, Any]
-
-    def describe(self) -> str:
-        """How it ended (or why it waits), in one line: ``ok (waited 12 s for pass)``."""
-        text = self.status
-        if self.status == "waiting":
-            text += f" for {self.summary.get('waiting_for', 'another job')}"
-        if self.error:
-            text += f": {self.error}"
-        if "waited_for" in self.summary:
-            waited = float(self.summary.get("waited_s", 0))
-            text += f" (waited {waited:.0f} s for {self.summary['waited_for']})"
-        return text
 
 
 @dataclass(frozen=True)
@@ -161,7 +139,7 @@ class JobRunner:
         return prev_fire(self.jobs[name], self.tz, t)
 
     async def last_ok(self, name: str) -> int | None:
-        return (await last_runs(self.manifest)).get(name)
+        return (await jobruns.last_runs(self.manifest)).get(name)
 
     async def info(self) -> list[JobInfo]:
         return await job_infos(
@@ -175,7 +153,7 @@ class JobRunner:
 
     async def _boot_schedule(self) -> None:
         now = self.clock.now()
-        latest = await latest_statuses(self.manifest)
+        latest = await jobruns.latest_statuses(self.manifest)
         for name, job in self.jobs.items():
             last = await self.last_ok(name)
             prev = self.prev_fire(name, now)
@@ -262,10 +240,7 @@ class JobRunner:
         self, name: str, trigger: Trigger, token: CancelToken | None = None
     ) -> JobRun:
         started = int(self.clock.now() * 1000)
-        run_id = await self.manifest.insert(
-            "INSERT INTO job_runs (job, trigger, started_at) VALUES (?, ?, ?)",
-            (name, trigger, started),
-        )
+        run_id = await jobruns.start_run(self.manifest, name, trigger, started)
         token = self.tokens[name] = token or CancelToken()
         waited: dict[str, Any] = {}
         async with contextlib.AsyncExitStack() as turn:
@@ -282,16 +257,11 @@ class JobRunner:
             status, error = "cancelled", "the runner stopped while this run was in flight"
         summary = {**summary, **waited}
         ended = int(self.clock.now() * 1000)
-        await self.manifest.run(
-            "UPDATE job_runs SET ended_at = ?, status = ?, error = ?, summary = ? WHERE id = ?",
-            (ended, status, error, json.dumps(summary, default=str), run_id),
+        await jobruns.end_run(
+            self.manifest, run_id, at=ended, status=status, error=error, summary=summary
         )
         if status == "ok":
-            await self.manifest.run(
-                "INSERT INTO job_state (job, last_run_at) VALUES (?, ?) "
-                "ON CONFLICT (job) DO UPDATE SET last_run_at = excluded.last_run_at",
-                (name, started),
-            )
+            await jobruns.set_last_ok(self.manifest, name, started)
         run = JobRun(run_id, name, trigger, started, ended, status, error, summary)
         self.on_event(JobEvent("run_finished", name, status, run))
         await self._maybe_prune()
@@ -310,10 +280,7 @@ class JobRunner:
             return {}
         ahead = self._turn_holder or "another job"
         t0 = self.clock.now()
-        await self.manifest.run(
-            "UPDATE job_runs SET status = 'waiting', summary = ? WHERE id = ?",
-            (json.dumps({"waiting_for": ahead}), run_id),
-        )
+        await jobruns.set_waiting(self.manifest, run_id, ahead)
         self.on_event(JobEvent("waiting", name, f"behind {ahead}, which holds the archive lock"))
         acquire = asyncio.ensure_future(self._turn.acquire())
         stop = asyncio.ensure_future(token.wait())
@@ -326,7 +293,7 @@ class JobRunner:
         if acquire.done() and not acquire.cancelled():
             turn.callback(self._release_turn)
             self._turn_holder = name
-        await self.manifest.run("UPDATE job_runs SET status = 'running' WHERE id = ?", (run_id,))
+        await jobruns.set_running(self.manifest, run_id)
         return {"waited_for": ahead, "waited_s": round(self.clock.now() - t0, 3)}
 
     def _release_turn(self) -> None:
@@ -411,16 +378,9 @@ class JobRunner:
     async def prune(self, now: float) -> None:
         if self.retention_days > 0:
             cutoff = int((now - self.retention_days * 86400) * 1000)
-            await self.manifest.run(
-                "DELETE FROM job_runs WHERE started_at < ? AND status != 'running'", (cutoff,)
-            )
+            await jobruns.prune_before(self.manifest, cutoff)
         if self.retention_rows > 0:
-            await self.manifest.run(
-                "DELETE FROM job_runs WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() "
-                "OVER (PARTITION BY job ORDER BY started_at DESC, id DESC) AS n FROM job_runs) "
-                "WHERE n > ?)",
-                (self.retention_rows,),
-            )
+            await jobruns.prune_beyond(self.manifest, self.retention_rows)
 
 
 def _dt(t: float, tz: ZoneInfo | None) -> datetime:
@@ -438,22 +398,6 @@ def prev_fire(job: JobSettings, tz: ZoneInfo | None, t: float) -> float | None:
     return float(croniter(job.cron, _dt(t, tz)).get_prev(float)) if job.cron else None
 
 
-async def last_runs(manifest: Manifest) -> dict[str, int]:
-    """Each job's last SUCCESSFUL run (its start, ms)."""
-    rows = await manifest.rows(
-        "SELECT job, last_run_at FROM job_state WHERE last_run_at IS NOT NULL"
-    )
-    return {str(r[0]): int(r[1]) for r in rows}
-
-
-async def latest_statuses(manifest: Manifest) -> dict[str, str]:
-    """Each job's most recent run's status (``running`` if the process died in it)."""
-    rows = await manifest.rows(
-        "SELECT job, status FROM job_runs WHERE id IN (SELECT max(id) FROM job_runs GROUP BY job)"
-    )
-    return {str(r[0]): str(r[1]) for r in rows}
-
-
 async def job_infos(
     manifest: Manifest,
     jobs: Mapping[str, JobSettings],
@@ -464,7 +408,7 @@ async def job_infos(
     running: set[str] | None = None,
 ) -> list[JobInfo]:
     """What the schedule looks like (works on a read-only manifest)."""
-    last = await last_runs(manifest)
+    last = await jobruns.last_runs(manifest)
     out = []
     for name, job in jobs.items():
         if not job.enabled:
@@ -473,44 +417,3 @@ async def job_infos(
         nxt = (next_due or {}).get(name) or next_fire_after(job, tz, now)
         out.append(JobInfo(name, schedule, nxt, name in (running or set()), last.get(name)))
     return out
-
-
-_RUN_COLUMNS = "id, job, trigger, started_at, ended_at, status, error, summary"
-
-
-def _run(r: Any) -> JobRun:
-    return JobRun(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
-
-
-async def job_history(manifest: Manifest, limit: int = 50) -> list[JobRun]:
-    rows = await manifest.rows(
-        f"SELECT {_RUN_COLUMNS} FROM job_runs ORDER BY id DESC LIMIT ?", (limit,)
-    )
-    return [_run(r) for r in rows]
-
-
-async def failed_runs(manifest: Manifest, limit: int) -> list[JobRun]:
-    """The last ``limit`` runs that ended in error or timeout, newest first."""
-    rows = await manifest.rows(
-        f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE status IN ('error', 'timeout') "
-        "ORDER BY id DESC LIMIT ?",
-        (limit,),
-    )
-    return [_run(r) for r in rows]
-
-
-async def latest_finished(manifest: Manifest) -> dict[str, JobRun]:
-    """Each job's most recent run that has ended, however it ended."""
-    rows = await manifest.rows(
-        f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE id IN "
-        "(SELECT max(id) FROM job_runs WHERE ended_at IS NOT NULL GROUP BY job)"
-    )
-    return {run.job: run for run in map(_run, rows)}
-
-
-async def run_counts(manifest: Manifest) -> dict[tuple[str, str], int]:
-    """(job, status) -> how many ended runs the audit still holds: pruning lowers it."""
-    rows = await manifest.rows(
-        "SELECT job, status, count(*) FROM job_runs WHERE ended_at IS NOT NULL GROUP BY job, status"
-    )
-    return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}

@@ -47,10 +47,10 @@ from ..base.times import now_ms
 from ..files.scan import ScanError
 from ..ops.plan import make_plan
 from ..ops.status import Status, read_status
-from ..store import audit, legalholds
+from ..store import audit, expiry, legalholds
+from ..store.jobruns import JobRun, last_runs, latest_finished, run_counts
 from ..store.manifest import Manifest, ManifestError
 from .daemon import job_names
-from .jobs import JobRun, last_runs, latest_finished, run_counts
 
 # What a read can fail with that says nothing about the metrics code itself: the
 # manifest or the live database unreadable, the live tree not walkable.
@@ -119,8 +119,7 @@ async def _lifecycle(manifest: Manifest | None) -> tuple[int, int]:
     if manifest is None:
         return 0, 0
     holds = await legalholds.listing(manifest, now_ms())
-    [(months,)] = await manifest.rows("SELECT count(*) FROM expired_months")
-    return len(holds), int(months)
+    return len(holds), await expiry.month_count(manifest)
 
 
 async def _jobs(settings: Settings, manifest: Manifest | None) -> dict[str, JobFacts]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .manifest import Manifest
+from .manifest import Manifest, Statement
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,16 @@ def _user() -> str:
 def who() -> tuple[str, str, int]:
     """The user (the one behind sudo, if any), the host and this process."""
     return _user(), socket.gethostname(), os.getpid()
+
+
+def expired(*, at: int, origin: str, args: dict[str, Any], detail: str) -> Statement:
+    """The row of one archive file or month expired: the statement, for the
+    expiry's own transaction (the tombstone, the note and this row together)."""
+    return (
+        "INSERT INTO audit (at, user, host, pid, origin, action, args, outcome, "
+        "detail) VALUES (?, ?, ?, ?, ?, 'expired', ?, 'ok', ?)",
+        [at, *who(), origin, json.dumps(args, sort_keys=True), detail],
+    )
 
 
 async def begin(
@@ -123,6 +133,12 @@ async def last_ok(manifest: Manifest) -> dict[str, int]:
         "SELECT action, max(at) FROM audit WHERE outcome = 'ok' GROUP BY action"
     )
     return {str(action): int(at) for action, at in rows}
+
+
+async def next_after(manifest: Manifest, at: int) -> int | None:
+    """When the first action after ``at`` began (None: none since)."""
+    [(when,)] = await manifest.rows("SELECT min(at) FROM audit WHERE at > ?", (at,))
+    return None if when is None else int(when)
 
 
 async def last_of(manifest: Manifest, action: str) -> AuditRecord | None:

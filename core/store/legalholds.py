@@ -115,7 +115,7 @@ async def place(
         raise HoldError("a hold needs a reason (--reason TEXT): it is what the next operator sees")
     if scope == "entry" and not target.isdigit():
         raise HoldError(f"--entry {target!r}: an entry is held by its id (a number)")
-    if scope == "entry" and not await manifest.rows("SELECT 1 FROM entries WHERE id = ?", [target]):
+    if scope == "entry" and await manifest.entry(int(target)) is None:
         raise HoldError(f"--entry {target}: there is no such entry (restore --list shows ids)")
     if scope == "path":
         try:
@@ -177,13 +177,7 @@ async def held_paths(manifest: Manifest, holds: ActiveHolds, paths: list[str]) -
     if not holds or not paths:
         return {}
     out: dict[str, Hold] = {}
-    for start in range(0, len(paths), 500):
-        chunk = paths[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = await manifest.rows(
-            f"SELECT gz_path, id, unit, relpath FROM entries WHERE gz_path IN ({marks})", chunk
-        )
-        for gz_path, entry_id, unit, relpath in rows:
-            if gz_path not in out and (hold := holds.for_entry(unit, relpath, entry_id)):
-                out[gz_path] = hold
+    for gz_path, entry_id, unit, relpath in await manifest.members_of(paths):
+        if gz_path not in out and (hold := holds.for_entry(unit, relpath, entry_id)):
+            out[gz_path] = hold
     return out

@@ -1,23 +1,27 @@
-"""``coldkeep.db``: the manifest of archived file versions, the pass log and the
-restore intents. SQLite in WAL mode with ``synchronous = FULL``, reached through
-aiosqlite so the event loop never waits on it.
+"""``coldkeep.db``'s connection, and the tables of archived file versions: the
+entries, the restore intents that guard a restore's writes in a live directory,
+and the verify cursor (``verify_state``) that walks the entries. SQLite in WAL
+mode with ``synchronous = FULL``, reached through aiosqlite so the event loop
+never waits on it; opening it checks and migrates the schema (schema.py) before
+anything else is written.
 
 Invariants:
+- Only this module holds a connection to coldkeep.db: the ``Manifest`` (one
+  thread, and one gate every trip to it takes, so no statement joins another
+  coroutine's transaction), and the plain read-only one ``reading`` lends a
+  worker thread for one bulk read.
+- Each table's statements come from the module of ``store`` that owns it, which
+  sends them through ``run``, ``rows``, ``insert``, ``run_many`` or
+  ``transaction``; this module owns the three tables above. Entries are read
+  through named queries (no caller's SQL condition is spliced into them).
 - An entry is committed (durably) before its source may be unlinked (step 6 before
   step 7): a crash can leave a source with an entry, never an entry-less gzip that
   recovery cannot explain, nor a lost source.
-- The schema is versioned by ``PRAGMA user_version``; each migration runs in one
-  transaction with the version bump, so a crash mid-migration leaves the previous
-  version intact. A database from a newer coldkeep is refused, never downgraded.
 - A restore intent is committed before a restore writes anything in a live
   directory, and cleared after, so a crash mid-restore leaves only names the
   intent lists (``<target>.restore-partial``), removed by recovery.
 - Stored paths are relative to ``archive_root`` (gzips) or to ``live_root``
   (relpaths); the archive can be moved as a whole.
-- Only this module holds the connection. Entries are read through named
-  queries (no caller's SQL condition is spliced into them); the tables other
-  modules own take those modules' whole statements (``run``, ``rows``,
-  ``insert``).
 - Every SQLite error it raises names this database (``ioerror.DatabaseFailed``):
   "disk I/O error" alone does not tell an operator which file to look at.
 """
@@ -40,314 +44,13 @@ from ..base.codec import Span
 from ..base.errors import ColdkeepError
 from ..base.ioerror import naming_db
 from ..base.times import now_ms
+from .schema import migration_scripts, version_problem
 
 EntryStatus = Literal["archived", "stale", "restored", "missing", "expired"]
 # Ids (or rows) written by one statement: one commit each, within SQLite's
 # default limit of 32,766 parameters.
 IDS_PER_STATEMENT = 500
 _MARK_GONE = "UPDATE entries SET source_present = 0 WHERE id IN"
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: entries, passes, restore intents
-    """
-    CREATE TABLE entries (
-        id              INTEGER PRIMARY KEY,
-        unit            TEXT    NOT NULL,
-        relpath         TEXT    NOT NULL,             -- relative to live_root
-        bytes           INTEGER NOT NULL,
-        sha256          TEXT    NOT NULL,
-        gz_path         TEXT    NOT NULL UNIQUE,      -- relative to archive_root
-        gz_bytes        INTEGER NOT NULL,
-        mtime_ns        INTEGER NOT NULL,
-        dev             INTEGER,
-        ino             INTEGER,
-        mode            INTEGER NOT NULL,
-        archived_at     INTEGER NOT NULL,             -- ms since the epoch
-        status          TEXT    NOT NULL DEFAULT 'archived'
-                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
-        hold_until      INTEGER,                      -- ms since the epoch
-        source_present  INTEGER NOT NULL DEFAULT 1    -- step 7 not yet confirmed
-    );
-    CREATE INDEX entries_relpath ON entries (relpath);
-    CREATE INDEX entries_unit ON entries (unit);
-    CREATE INDEX entries_sha256 ON entries (sha256);
-    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
-    CREATE TABLE passes (
-        id           INTEGER PRIMARY KEY,
-        started_at   INTEGER NOT NULL,
-        finished_at  INTEGER,
-        mode         TEXT    NOT NULL,
-        origin       TEXT    NOT NULL,
-        status       TEXT    NOT NULL DEFAULT 'running'
-                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled')),
-        summary      TEXT                             -- JSON
-    );
-    CREATE TABLE restore_intents (
-        id          INTEGER PRIMARY KEY,
-        entry_id    INTEGER,
-        target      TEXT    NOT NULL,                 -- absolute path of the file
-        created_at  INTEGER NOT NULL
-    );
-    """,
-    # 2: the live checkpoint log, restore holds on event rows
-    """
-    CREATE TABLE checkpoints (
-        id            INTEGER PRIMARY KEY,
-        at            INTEGER NOT NULL,               -- ms since the epoch
-        mode          TEXT    NOT NULL,
-        busy          INTEGER NOT NULL,
-        log           INTEGER NOT NULL,
-        checkpointed  INTEGER NOT NULL,
-        ms            REAL    NOT NULL,
-        wal_before    INTEGER NOT NULL,
-        wal_after     INTEGER NOT NULL,
-        error         TEXT
-    );
-    CREATE TABLE event_holds (
-        row_id      INTEGER PRIMARY KEY,              -- the live events table's id
-        hold_until  INTEGER NOT NULL                  -- ms since the epoch
-    );
-    """,
-    # 3: verify marks and the resumable verify cursor
-    """
-    ALTER TABLE entries ADD COLUMN verified_at INTEGER;   -- ms since the epoch
-    ALTER TABLE entries ADD COLUMN verify_error TEXT;     -- the last verify's failure
-    CREATE TABLE verify_state (
-        id             INTEGER PRIMARY KEY CHECK (id = 1),
-        cursor         INTEGER NOT NULL,              -- the last entry id checked
-        round_started  INTEGER NOT NULL               -- ms since the epoch
-    );
-    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
-    """,
-    # 4: status counts and the entries needing attention, without reading every row
-    """
-    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
-    """,
-    # 5: the scheduler's runs and state, alerts and their deliveries, the operator
-    # audit, and the stats time series
-    """
-    CREATE TABLE job_runs (
-        id          INTEGER PRIMARY KEY,
-        job         TEXT    NOT NULL,
-        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
-        started_at  INTEGER NOT NULL,                 -- ms since the epoch
-        ended_at    INTEGER,
-        status      TEXT    NOT NULL DEFAULT 'running'
-                    CHECK (status IN ('running', 'ok', 'error', 'timeout', 'cancelled')),
-        error       TEXT,
-        summary     TEXT                              -- JSON
-    );
-    CREATE INDEX job_runs_job ON job_runs (job, started_at);
-    CREATE TABLE job_state (
-        job          TEXT PRIMARY KEY,
-        last_run_at  INTEGER                          -- the last SUCCESSFUL run's start
-    );
-    CREATE TABLE alerts (
-        id          INTEGER PRIMARY KEY,
-        key         TEXT    NOT NULL UNIQUE,          -- one alert per condition
-        kind        TEXT    NOT NULL,
-        message     TEXT    NOT NULL,
-        payload     TEXT    NOT NULL,                 -- JSON
-        created_at  INTEGER NOT NULL
-    );
-    CREATE TABLE alert_deliveries (
-        alert_id    INTEGER NOT NULL REFERENCES alerts (id),
-        sink        TEXT    NOT NULL,
-        sent_at     INTEGER,
-        attempts    INTEGER NOT NULL DEFAULT 0,
-        last_error  TEXT,
-        PRIMARY KEY (alert_id, sink)
-    );
-    CREATE TABLE audit (
-        id       INTEGER PRIMARY KEY,
-        at       INTEGER NOT NULL,
-        user     TEXT    NOT NULL,
-        host     TEXT    NOT NULL,
-        pid      INTEGER NOT NULL,
-        origin   TEXT    NOT NULL,                    -- cli | console | scheduler
-        action   TEXT    NOT NULL,
-        args     TEXT    NOT NULL,                    -- JSON
-        outcome  TEXT    NOT NULL DEFAULT 'running',
-        detail   TEXT
-    );
-    CREATE TABLE stats (
-        at          INTEGER NOT NULL,
-        entries     INTEGER NOT NULL,
-        bytes       INTEGER NOT NULL,
-        gz_bytes    INTEGER NOT NULL,
-        backlog_files INTEGER NOT NULL,
-        backlog_bytes INTEGER NOT NULL,
-        backlog_rows  INTEGER NOT NULL
-    );
-    """,
-    # 6: a pass whose process died is settled as 'interrupted' by the next recovery;
-    # a scheduled job can be 'waiting' for another of its scheduler's jobs to let go
-    # of the archive lock. SQLite cannot widen a CHECK in place: both tables are
-    # copied into new ones.
-    """
-    CREATE TABLE passes_6 (
-        id           INTEGER PRIMARY KEY,
-        started_at   INTEGER NOT NULL,
-        finished_at  INTEGER,
-        mode         TEXT    NOT NULL,
-        origin       TEXT    NOT NULL,
-        status       TEXT    NOT NULL DEFAULT 'running'
-                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled', 'interrupted')),
-        summary      TEXT                             -- JSON
-    );
-    INSERT INTO passes_6 SELECT id, started_at, finished_at, mode, origin, status, summary
-        FROM passes;
-    DROP TABLE passes;
-    ALTER TABLE passes_6 RENAME TO passes;
-    CREATE TABLE job_runs_6 (
-        id          INTEGER PRIMARY KEY,
-        job         TEXT    NOT NULL,
-        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
-        started_at  INTEGER NOT NULL,                 -- ms since the epoch (queued)
-        ended_at    INTEGER,
-        status      TEXT    NOT NULL DEFAULT 'running'
-                    CHECK (status IN ('waiting', 'running', 'ok', 'error', 'timeout',
-                                      'cancelled')),
-        error       TEXT,
-        summary     TEXT                              -- JSON
-    );
-    INSERT INTO job_runs_6 SELECT id, job, trigger, started_at, ended_at, status, error, summary
-        FROM job_runs;
-    DROP TABLE job_runs;
-    ALTER TABLE job_runs_6 RENAME TO job_runs;
-    CREATE INDEX job_runs_job ON job_runs (job, started_at);
-    """,
-    # 7: bundle members. An entry's gzip may be one member of a bundle (a tar of
-    # small files' gzips): gz_path names the bundle, member_offset and
-    # member_length where its gzip lies in it (NULL for a gzip of its own). A
-    # gzip path is then unique only with its offset; SQLite cannot drop a UNIQUE
-    # constraint in place, so the table is copied.
-    """
-    CREATE TABLE entries_7 (
-        id              INTEGER PRIMARY KEY,
-        unit            TEXT    NOT NULL,
-        relpath         TEXT    NOT NULL,             -- relative to live_root
-        bytes           INTEGER NOT NULL,
-        sha256          TEXT    NOT NULL,
-        gz_path         TEXT    NOT NULL,             -- relative to archive_root
-        gz_bytes        INTEGER NOT NULL,
-        mtime_ns        INTEGER NOT NULL,
-        dev             INTEGER,
-        ino             INTEGER,
-        mode            INTEGER NOT NULL,
-        archived_at     INTEGER NOT NULL,             -- ms since the epoch
-        status          TEXT    NOT NULL DEFAULT 'archived'
-                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
-        hold_until      INTEGER,                      -- ms since the epoch
-        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
-        verified_at     INTEGER,
-        verify_error    TEXT,
-        member_offset   INTEGER,                      -- in the bundle gz_path names
-        member_length   INTEGER
-    );
-    INSERT INTO entries_7 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
-        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
-        verified_at, verify_error, NULL, NULL FROM entries;
-    DROP TABLE entries;
-    ALTER TABLE entries_7 RENAME TO entries;
-    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
-    CREATE INDEX entries_relpath ON entries (relpath);
-    CREATE INDEX entries_unit ON entries (unit);
-    CREATE INDEX entries_sha256 ON entries (sha256);
-    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
-    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
-    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
-    """,
-    # 8: the remote tier. One row per object shipped, recorded only once the
-    # server's size and checksum matched; a local copy's drop is recorded here
-    # before it is unlinked, and the unlink confirmed after. An event month's
-    # snapshots carry the month and the local database's size and mtime when it
-    # was taken (shipped again on change).
-    """
-    CREATE TABLE remote_objects (
-        path          TEXT    PRIMARY KEY,            -- under archive_root and <prefix>/<site>/
-        bytes         INTEGER NOT NULL,
-        sha256        TEXT    NOT NULL,
-        shipped_at    INTEGER NOT NULL,               -- ms since the epoch
-        verified_at   INTEGER,                        -- the last verify --remote that read it
-        verify_error  TEXT,
-        local_gone_at INTEGER,                        -- the local copy's drop recorded
-        local_present INTEGER NOT NULL DEFAULT 1,     -- its unlink not yet confirmed
-        month         TEXT,                           -- an event month's snapshot: YYYY-MM
-        source_sig    TEXT                            -- its database's size:mtime_ns
-    ) WITHOUT ROWID;
-    CREATE INDEX remote_objects_gone ON remote_objects (local_gone_at, local_present)
-        WHERE local_gone_at IS NOT NULL;
-    CREATE INDEX remote_objects_month ON remote_objects (month) WHERE month IS NOT NULL;
-    CREATE TABLE remote_state (
-        id             INTEGER PRIMARY KEY CHECK (id = 1),
-        verify_cursor  TEXT    NOT NULL               -- the last path verify --remote read
-    );
-    """,
-    # 9: retention and legal holds. An entry past its retention is marked
-    # 'expired' (its sha256 and gz_path kept as a tombstone, with when) before
-    # its gzip goes; an event month's database likewise in expired_months. The
-    # status CHECK cannot change in place, so entries is copied once more.
-    """
-    CREATE TABLE entries_9 (
-        id              INTEGER PRIMARY KEY,
-        unit            TEXT    NOT NULL,
-        relpath         TEXT    NOT NULL,             -- relative to live_root
-        bytes           INTEGER NOT NULL,
-        sha256          TEXT    NOT NULL,
-        gz_path         TEXT    NOT NULL,             -- relative to archive_root
-        gz_bytes        INTEGER NOT NULL,
-        mtime_ns        INTEGER NOT NULL,
-        dev             INTEGER,
-        ino             INTEGER,
-        mode            INTEGER NOT NULL,
-        archived_at     INTEGER NOT NULL,             -- ms since the epoch
-        status          TEXT    NOT NULL DEFAULT 'archived'
-                        CHECK (status IN ('archived', 'stale', 'restored', 'missing',
-                                          'expired')),
-        hold_until      INTEGER,                      -- ms since the epoch
-        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
-        verified_at     INTEGER,
-        verify_error    TEXT,
-        member_offset   INTEGER,                      -- in the bundle gz_path names
-        member_length   INTEGER,
-        expired_at      INTEGER                       -- ms since the epoch
-    );
-    INSERT INTO entries_9 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
-        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
-        verified_at, verify_error, member_offset, member_length, NULL FROM entries;
-    DROP TABLE entries;
-    ALTER TABLE entries_9 RENAME TO entries;
-    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
-    CREATE INDEX entries_relpath ON entries (relpath);
-    CREATE INDEX entries_unit ON entries (unit);
-    CREATE INDEX entries_sha256 ON entries (sha256);
-    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
-    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
-    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
-    CREATE TABLE expired_months (
-        month       TEXT    PRIMARY KEY,              -- YYYY-MM
-        bytes       INTEGER NOT NULL,                 -- its database's size
-        sha256      TEXT    NOT NULL,
-        expired_at  INTEGER NOT NULL                  -- ms since the epoch
-    ) WITHOUT ROWID;
-    CREATE TABLE expiring (                           -- recorded, its files not yet gone
-        path        TEXT    PRIMARY KEY               -- under archive_root
-    ) WITHOUT ROWID;
-    CREATE TABLE legal_holds (
-        id           INTEGER PRIMARY KEY,
-        scope        TEXT    NOT NULL CHECK (scope IN ('unit', 'path', 'entry')),
-        target       TEXT    NOT NULL,                -- a unit, a glob, an entry id
-        reason       TEXT    NOT NULL,
-        until        INTEGER,                         -- ms since the epoch; NULL: until released
-        placed_at    INTEGER NOT NULL,
-        placed_by    TEXT    NOT NULL,
-        released_at  INTEGER,
-        released_by  TEXT
-    );
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class ManifestError(ColdkeepError):
@@ -398,25 +101,42 @@ _ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
 _NEW_COLUMNS = tuple(f.name for f in fields(NewEntry))
 # The statuses whose gzip should be in the archive.
 _HAS_GZIP = "status IN ('archived', 'stale', 'restored')"
+# Every status but the tombstone's.
+_NOT_EXPIRED = "status IN ('archived', 'stale', 'restored', 'missing')"
 # Entries whose gzip has a local copy: not one dropped once it was shipped.
 _LOCAL = "gz_path NOT IN (SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL)"
+
+
+@dataclass(frozen=True)
+class ArchiveFile:
+    """One archive file (a gzip, or a bundle) and its entries, summed."""
+
+    gz_path: str
+    unit: str
+    entries: int
+    newest_mtime_ns: int
+    gz_bytes: int
+    bundled: bool
+
+
+# One statement and its parameters, for ``Manifest.transaction``.
+Statement = tuple[str, Sequence[Any]]
+
+
+def tombstone(gz_path: str, at: int) -> Statement:
+    """The entries of archive file ``gz_path`` made tombstones (``expired``, with
+    when; their sha256 and paths kept), for an expiry's transaction."""
+    return (
+        "UPDATE entries SET status = 'expired', expired_at = ?, verify_error = NULL "
+        f"WHERE gz_path = ? AND {_NOT_EXPIRED}",
+        [at, gz_path],
+    )
 
 
 def _entry(row: Sequence[Any]) -> Entry:
     values = dict(zip(_ENTRY_COLUMNS, row, strict=True))
     values["source_present"] = bool(values["source_present"])
     return Entry(**values)
-
-
-@dataclass(frozen=True)
-class PassRecord:
-    id: int
-    started_at: int
-    finished_at: int | None
-    mode: str
-    origin: str
-    status: str
-    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -438,13 +158,36 @@ def _id_statements(
         yield f"{sql} ({', '.join('?' * len(part))})", [*params, *part]
 
 
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain read-only connection to the manifest at ``path``, for one bulk read
+    in a worker thread (the restore browser's catalog: a million entries are
+    read faster there than through the event loop's connection)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def read_entries(
+    db: sqlite3.Connection, columns: Sequence[str], chunk: int = 50_000
+) -> Iterator[list[Any]]:
+    """Every entry's ``columns`` (entry fields), in id order, ``chunk`` rows at a
+    time, on a connection from ``reading``."""
+    unknown = set(columns) - set(_ENTRY_COLUMNS)
+    assert not unknown, f"not entry columns: {unknown}"
+    cur = db.execute(f"SELECT {', '.join(columns)} FROM entries ORDER BY id")
+    while rows := cur.fetchmany(chunk):
+        yield rows
+
+
 class Manifest:
     """An open ``coldkeep.db``. Use ``async with await Manifest.open(path)``.
 
-    The tables other modules own (job runs and state in sched/jobs, alerts in
-    sched/alerts, audit, stats in sched/daemon, checkpoints and event holds in
-    events/) keep their SQL in those modules and reach the database through
-    ``run``, ``rows``, ``run_many`` and ``insert``."""
+    Its entries, restore intents and verify cursor are its own methods; the other
+    tables' modules in ``store`` send their statements through ``run``,
+    ``rows``, ``insert``, ``insert_if_new``, ``run_many`` and ``transaction``."""
 
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
@@ -553,7 +296,7 @@ class Manifest:
             async with self._db.executemany(sql, rows):
                 pass
 
-    async def transaction(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    async def transaction(self, statements: Sequence[Statement]) -> None:
         """Statements with their parameters, committed together or not at all."""
         async with self._gate:
             await self._run("BEGIN IMMEDIATE")
@@ -584,26 +327,18 @@ class Manifest:
         return int(row[0]) if row else 0
 
     def _check_version(self, version: int, readonly: bool) -> None:
-        if version > SCHEMA_VERSION:
-            raise ManifestError(
-                f"{self.path} has schema version {version}, this coldkeep knows up to "
-                f"{SCHEMA_VERSION}: upgrade coldkeep (the database is left untouched)"
-            )
-        if version < SCHEMA_VERSION and readonly:
-            raise ManifestError(
-                f"{self.path} has schema version {version} and needs migrating: "
-                "run any mutating coldkeep command once"
-            )
+        why = version_problem(self.path, version, readonly)
+        if why is not None:
+            raise ManifestError(why)
 
     async def _migrate(self, version: int) -> None:
-        for n in range(version, SCHEMA_VERSION):
-            script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[n]}\nPRAGMA user_version = {n + 1};\nCOMMIT;"
+        for n, script in migration_scripts(version):
             try:
                 await self.run_script(script)
             except sqlite3.Error as err:
                 if self._db.in_transaction:
                     await self.run("ROLLBACK")
-                raise ManifestError(f"{self.path}: migration {n + 1} failed: {err}") from err
+                raise ManifestError(f"{self.path}: migration {n} failed: {err}") from err
 
     # entries -----------------------------------------------------------------
 
@@ -845,6 +580,48 @@ class Manifest:
         )
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
+    async def entry_count(self) -> int:
+        [(n,)] = await self.rows("SELECT count(*) FROM entries")
+        return int(n)
+
+    async def archived_between(self, start: int, until: int) -> tuple[int, int, int]:
+        """(entries, bytes, gz bytes) archived from ``start`` until before ``until``
+        (ms): what a pass that died in that time had done."""
+        [(files, size, gz_size)] = await self.rows(
+            "SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
+            "FROM entries WHERE archived_at >= ? AND archived_at < ?",
+            (start, until),
+        )
+        return int(files), int(size), int(gz_size)
+
+    async def kept_gz_paths(self) -> list[str]:
+        """Every archive file (a gzip, a bundle once) an entry keeps."""
+        rows = await self.rows(f"SELECT DISTINCT gz_path FROM entries WHERE {_HAS_GZIP}")
+        return [r[0] for r in rows]
+
+    async def members_of(self, gz_paths: Sequence[str]) -> list[tuple[str, int, str, str]]:
+        """(gz path, entry id, unit, relpath) of every entry in the archive files
+        ``gz_paths``: a bundle's every member."""
+        found: list[tuple[str, int, str, str]] = []
+        for start in range(0, len(gz_paths), IDS_PER_STATEMENT):
+            chunk = gz_paths[start : start + IDS_PER_STATEMENT]
+            marks = ",".join("?" * len(chunk))
+            rows = await self.rows(
+                f"SELECT gz_path, id, unit, relpath FROM entries WHERE gz_path IN ({marks})", chunk
+            )
+            found += [(r[0], r[1], r[2], r[3]) for r in rows]
+        return found
+
+    async def archive_files(self) -> list[ArchiveFile]:
+        """Every archive file with an entry not expired, in path order: what
+        retention judges (expire.py)."""
+        rows = await self.rows(
+            "SELECT gz_path, unit, count(*), max(mtime_ns), sum(gz_bytes), "
+            "max(member_offset IS NOT NULL) FROM entries "
+            f"WHERE {_NOT_EXPIRED} GROUP BY gz_path ORDER BY gz_path"
+        )
+        return [ArchiveFile(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
+
     # verify ------------------------------------------------------------------
 
     async def mark_verified(self, ids: Iterable[int], at: int) -> None:
@@ -878,57 +655,6 @@ class Manifest:
                 "round_started = excluded.round_started",
                 (cursor, round_started),
             )
-
-    # passes ------------------------------------------------------------------
-
-    async def start_pass(self, mode: str, origin: str, at: int) -> int:
-        return await self.insert(
-            "INSERT INTO passes (started_at, mode, origin) VALUES (?, ?, ?)", (at, mode, origin)
-        )
-
-    async def finish_pass(
-        self, pass_id: int, status: str, summary: dict[str, Any], at: int
-    ) -> None:
-        await self.run(
-            "UPDATE passes SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
-            (at, status, json.dumps(summary, sort_keys=True), pass_id),
-        )
-
-    async def interrupt_passes(self, current: int | None, at: int) -> list[PassRecord]:
-        """Settle every pass still ``running`` but ``current`` as ``interrupted``: only
-        a caller holding the archive lock may ask, and then no other pass can be
-        alive. Each one's summary says what the manifest shows it archived: the
-        entries recorded from its start until the next action took the lock (the
-        audit's next row; ``at`` when there is none)."""
-        stuck = [p for p in await self.passes(-1, "running") if p.id != current]
-        for p in stuck:
-            [(next_action,)] = await self.rows(
-                "SELECT min(at) FROM audit WHERE at > ?", (p.started_at,)
-            )
-            until = at if next_action is None else int(next_action)
-            [(files, size, gz_size)] = await self.rows(
-                "SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0) "
-                "FROM entries WHERE archived_at >= ? AND archived_at < ?",
-                (p.started_at, until),
-            )
-            summary = {
-                **p.summary,
-                "files": {"archived": files, "bytes_in": size, "bytes_out": gz_size},
-                "problems": ["the process died mid-pass; recovery settled what it left behind"],
-            }
-            await self.finish_pass(p.id, "interrupted", summary, until)
-        return stuck
-
-    async def passes(self, limit: int = 20, status: str | None = None) -> list[PassRecord]:
-        rows = await self.rows(
-            "SELECT id, started_at, finished_at, mode, origin, status, summary FROM passes "
-            "WHERE coalesce(?, status) = status ORDER BY id DESC LIMIT ?",
-            (status, limit),
-        )
-        return [
-            PassRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {})
-            for r in rows
-        ]
 
     # restore intents ---------------------------------------------------------
 

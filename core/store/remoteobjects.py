@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -59,6 +60,17 @@ class RemoteTotals:
     remote_only: int  # objects whose local copy is dropped
     remote_only_bytes: int
     verify_failed: int
+
+
+def read_copies(db: sqlite3.Connection) -> dict[str, bool]:
+    """Every path with a remote copy, and whether its local copy is still relied
+    on, read on a plain connection (``manifest.reading``; the restore browser's
+    catalog loads in a thread); none from a manifest older than the remote tier."""
+    try:
+        rows = db.execute("SELECT path, local_gone_at IS NULL FROM remote_objects").fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return {path: bool(local) for path, local in rows}
 
 
 class RemoteObjects:

@@ -41,8 +41,9 @@ from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.sched.daemon import Scheduler
-from coldkeep.core.sched.jobs import JobEvent, job_history
+from coldkeep.core.sched.jobs import JobEvent
 from coldkeep.core.store.audit import history as audit_history
+from coldkeep.core.store.jobruns import job_history
 from coldkeep.core.store.manifest import Manifest, ManifestError
 
 from ..text.fmt import human

@@ -52,7 +52,7 @@ from coldkeep.core.base.stream import (
     Started,
 )
 from coldkeep.core.base.times import now_ms
-from coldkeep.core.events.checkpoint import recent_checkpoints, wal_bytes
+from coldkeep.core.events.checkpoint import wal_bytes
 from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import RestoreReport
@@ -62,7 +62,9 @@ from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.sched.clock import SystemClock
 from coldkeep.core.sched.daemon import Scheduler
-from coldkeep.core.sched.jobs import JobRun, job_history, job_infos
+from coldkeep.core.sched.jobs import job_infos
+from coldkeep.core.store.checkpointlog import recent_checkpoints
+from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.legalholds import HoldError
 from coldkeep.core.store.manifest import Manifest, ManifestError
 

@@ -22,7 +22,8 @@ from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
-from coldkeep.core.sched.jobs import JobInfo, JobRun
+from coldkeep.core.sched.jobs import JobInfo
+from coldkeep.core.store.jobruns import JobRun
 
 from ..text.results import OperationResult
 

@@ -23,7 +23,7 @@ from coldkeep.core.ops.passes import EventsMoved, EventsPlanned, PassSummary, re
 from coldkeep.core.remote.rebuild import FromRemoteReport
 from coldkeep.core.remote.ship import ShipReport
 from coldkeep.core.remote.verify import RemoteVerifyReport
-from coldkeep.core.sched.jobs import JobRun
+from coldkeep.core.store.jobruns import JobRun
 
 from .fmt import human
 

@@ -14,6 +14,7 @@ import pytest
 
 from coldkeep.core.base.config import AlertsSettings
 from coldkeep.core.sched import alerts
+from coldkeep.core.store import alertqueue
 from coldkeep.core.store.manifest import Manifest, NewEntry
 
 NOW = 1_790_000_000_000
@@ -109,7 +110,7 @@ async def test_a_failing_delivery_is_retried_and_never_holds_back_the_others(
         first = await alerts.poll(m, settings, NOW)
         assert (first.sent, first.failed) == (4, 2)
         assert {d["kind"] for d in hook.received} == {"missing", "job_timeout"}
-        pending = await alerts.pending_alerts(m)
+        pending = await alertqueue.pending_alerts(m)
         assert {(a.kind, sink) for a, sink, _, _ in pending} == {
             ("verify_failed", "webhook"),
             ("missing", "command"),
@@ -120,7 +121,7 @@ async def test_a_failing_delivery_is_retried_and_never_holds_back_the_others(
         (tmp_path / "fail-missing").unlink()
         second = await alerts.poll(m, settings, NOW + 60_000)
         assert (second.sent, second.failed) == (2, 0)
-        assert await alerts.pending_alerts(m) == []
+        assert await alertqueue.pending_alerts(m) == []
         assert sorted(str(d["kind"]) for d in hook.received) == [
             "job_timeout",
             "missing",

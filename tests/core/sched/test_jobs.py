@@ -18,8 +18,8 @@ from coldkeep.core.sched.jobs import (
     JobHandler,
     JobRunner,
     Outcome,
-    job_history,
 )
+from coldkeep.core.store.jobruns import job_history
 from coldkeep.core.store.manifest import Manifest
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()  # a Monday, 10:00 UTC

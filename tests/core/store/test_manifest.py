@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.base.ioerror import DatabaseFailed
-from coldkeep.core.store.manifest import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Manifest,
-    ManifestError,
-    NewEntry,
-)
+from coldkeep.core.store import passlog
+from coldkeep.core.store.manifest import Manifest, ManifestError, NewEntry
+from coldkeep.core.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
 def entry(n: int = 1, **kw: object) -> NewEntry:
@@ -194,12 +190,12 @@ async def test_migrating_from_version_5_keeps_the_pass_log_and_the_job_runs(
             "VALUES ('pass', 'boot', 2, 'ok', '{}')"
         )
     async with await Manifest.open(path) as m:
-        [p] = await m.passes()
+        [p] = await passlog.recent(m)
         assert (p.id, p.status, p.origin) == (1, "running", "cli")
         assert await m.rows("SELECT job, status FROM job_runs") == [("pass", "ok")]
-        await m.finish_pass(p.id, "interrupted", {}, 3)
+        await passlog.finish(m, p.id, "interrupted", {}, 3)
         await m.run("UPDATE job_runs SET status = 'waiting'")
-        assert [x.status for x in await m.passes()] == ["interrupted"]
+        assert [x.status for x in await passlog.recent(m)] == ["interrupted"]
         [(sql,)] = await m.rows("SELECT sql FROM sqlite_master WHERE name = 'job_runs_job'")
         assert "job_runs (job, started_at)" in sql
 

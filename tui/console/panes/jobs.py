@@ -8,7 +8,8 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from coldkeep.core.sched.jobs import JobInfo, JobRun
+from coldkeep.core.sched.jobs import JobInfo
+from coldkeep.core.store.jobruns import JobRun
 
 from ...text.fmt import clock_time
 from ..tables import keyed_table, sync_table

@@ -1,0 +1,345 @@
+"""coldkeep.db's schema: the migrations that build every table of it, in order,
+and the version check each open makes before anything is written.
+
+Invariants:
+- The schema is versioned by ``PRAGMA user_version``: version N is the first N
+  migrations. A migration released is never edited; a change is a new one,
+  appended.
+- Each migration runs as one script, in one transaction with its version bump
+  (``migration_scripts``): a crash mid-migration leaves the previous version
+  intact.
+- A database from a newer coldkeep is refused, never downgraded; a read-only
+  open of an older one is refused too (it would need migrating first).
+- Every table of coldkeep.db is created here, whichever module of ``store``
+  owns its statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: entries, passes, restore intents
+    """
+    CREATE TABLE entries (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL UNIQUE,      -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1    -- step 7 not yet confirmed
+    );
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE TABLE passes (
+        id           INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER,
+        mode         TEXT    NOT NULL,
+        origin       TEXT    NOT NULL,
+        status       TEXT    NOT NULL DEFAULT 'running'
+                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled')),
+        summary      TEXT                             -- JSON
+    );
+    CREATE TABLE restore_intents (
+        id          INTEGER PRIMARY KEY,
+        entry_id    INTEGER,
+        target      TEXT    NOT NULL,                 -- absolute path of the file
+        created_at  INTEGER NOT NULL
+    );
+    """,
+    # 2: the live checkpoint log, restore holds on event rows
+    """
+    CREATE TABLE checkpoints (
+        id            INTEGER PRIMARY KEY,
+        at            INTEGER NOT NULL,               -- ms since the epoch
+        mode          TEXT    NOT NULL,
+        busy          INTEGER NOT NULL,
+        log           INTEGER NOT NULL,
+        checkpointed  INTEGER NOT NULL,
+        ms            REAL    NOT NULL,
+        wal_before    INTEGER NOT NULL,
+        wal_after     INTEGER NOT NULL,
+        error         TEXT
+    );
+    CREATE TABLE event_holds (
+        row_id      INTEGER PRIMARY KEY,              -- the live events table's id
+        hold_until  INTEGER NOT NULL                  -- ms since the epoch
+    );
+    """,
+    # 3: verify marks and the resumable verify cursor
+    """
+    ALTER TABLE entries ADD COLUMN verified_at INTEGER;   -- ms since the epoch
+    ALTER TABLE entries ADD COLUMN verify_error TEXT;     -- the last verify's failure
+    CREATE TABLE verify_state (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        cursor         INTEGER NOT NULL,              -- the last entry id checked
+        round_started  INTEGER NOT NULL               -- ms since the epoch
+    );
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    """,
+    # 4: status counts and the entries needing attention, without reading every row
+    """
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    """,
+    # 5: the scheduler's runs and state, alerts and their deliveries, the operator
+    # audit, and the stats time series
+    """
+    CREATE TABLE job_runs (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('running', 'ok', 'error', 'timeout', 'cancelled')),
+        error       TEXT,
+        summary     TEXT                              -- JSON
+    );
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    CREATE TABLE job_state (
+        job          TEXT PRIMARY KEY,
+        last_run_at  INTEGER                          -- the last SUCCESSFUL run's start
+    );
+    CREATE TABLE alerts (
+        id          INTEGER PRIMARY KEY,
+        key         TEXT    NOT NULL UNIQUE,          -- one alert per condition
+        kind        TEXT    NOT NULL,
+        message     TEXT    NOT NULL,
+        payload     TEXT    NOT NULL,                 -- JSON
+        created_at  INTEGER NOT NULL
+    );
+    CREATE TABLE alert_deliveries (
+        alert_id    INTEGER NOT NULL REFERENCES alerts (id),
+        sink        TEXT    NOT NULL,
+        sent_at     INTEGER,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        last_error  TEXT,
+        PRIMARY KEY (alert_id, sink)
+    );
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        user     TEXT    NOT NULL,
+        host     TEXT    NOT NULL,
+        pid      INTEGER NOT NULL,
+        origin   TEXT    NOT NULL,                    -- cli | console | scheduler
+        action   TEXT    NOT NULL,
+        args     TEXT    NOT NULL,                    -- JSON
+        outcome  TEXT    NOT NULL DEFAULT 'running',
+        detail   TEXT
+    );
+    CREATE TABLE stats (
+        at          INTEGER NOT NULL,
+        entries     INTEGER NOT NULL,
+        bytes       INTEGER NOT NULL,
+        gz_bytes    INTEGER NOT NULL,
+        backlog_files INTEGER NOT NULL,
+        backlog_bytes INTEGER NOT NULL,
+        backlog_rows  INTEGER NOT NULL
+    );
+    """,
+    # 6: a pass whose process died is settled as 'interrupted' by the next recovery;
+    # a scheduled job can be 'waiting' for another of its scheduler's jobs to let go
+    # of the archive lock. SQLite cannot widen a CHECK in place: both tables are
+    # copied into new ones.
+    """
+    CREATE TABLE passes_6 (
+        id           INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER,
+        mode         TEXT    NOT NULL,
+        origin       TEXT    NOT NULL,
+        status       TEXT    NOT NULL DEFAULT 'running'
+                     CHECK (status IN ('running', 'ok', 'failed', 'cancelled', 'interrupted')),
+        summary      TEXT                             -- JSON
+    );
+    INSERT INTO passes_6 SELECT id, started_at, finished_at, mode, origin, status, summary
+        FROM passes;
+    DROP TABLE passes;
+    ALTER TABLE passes_6 RENAME TO passes;
+    CREATE TABLE job_runs_6 (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch (queued)
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('waiting', 'running', 'ok', 'error', 'timeout',
+                                      'cancelled')),
+        error       TEXT,
+        summary     TEXT                              -- JSON
+    );
+    INSERT INTO job_runs_6 SELECT id, job, trigger, started_at, ended_at, status, error, summary
+        FROM job_runs;
+    DROP TABLE job_runs;
+    ALTER TABLE job_runs_6 RENAME TO job_runs;
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    """,
+    # 7: bundle members. An entry's gzip may be one member of a bundle (a tar of
+    # small files' gzips): gz_path names the bundle, member_offset and
+    # member_length where its gzip lies in it (NULL for a gzip of its own). A
+    # gzip path is then unique only with its offset; SQLite cannot drop a UNIQUE
+    # constraint in place, so the table is copied.
+    """
+    CREATE TABLE entries_7 (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL,             -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
+        verified_at     INTEGER,
+        verify_error    TEXT,
+        member_offset   INTEGER,                      -- in the bundle gz_path names
+        member_length   INTEGER
+    );
+    INSERT INTO entries_7 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
+        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
+        verified_at, verify_error, NULL, NULL FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_7 RENAME TO entries;
+    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    """,
+    # 8: the remote tier. One row per object shipped, recorded only once the
+    # server's size and checksum matched; a local copy's drop is recorded here
+    # before it is unlinked, and the unlink confirmed after. An event month's
+    # snapshots carry the month and the local database's size and mtime when it
+    # was taken (shipped again on change).
+    """
+    CREATE TABLE remote_objects (
+        path          TEXT    PRIMARY KEY,            -- under archive_root and <prefix>/<site>/
+        bytes         INTEGER NOT NULL,
+        sha256        TEXT    NOT NULL,
+        shipped_at    INTEGER NOT NULL,               -- ms since the epoch
+        verified_at   INTEGER,                        -- the last verify --remote that read it
+        verify_error  TEXT,
+        local_gone_at INTEGER,                        -- the local copy's drop recorded
+        local_present INTEGER NOT NULL DEFAULT 1,     -- its unlink not yet confirmed
+        month         TEXT,                           -- an event month's snapshot: YYYY-MM
+        source_sig    TEXT                            -- its database's size:mtime_ns
+    ) WITHOUT ROWID;
+    CREATE INDEX remote_objects_gone ON remote_objects (local_gone_at, local_present)
+        WHERE local_gone_at IS NOT NULL;
+    CREATE INDEX remote_objects_month ON remote_objects (month) WHERE month IS NOT NULL;
+    CREATE TABLE remote_state (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        verify_cursor  TEXT    NOT NULL               -- the last path verify --remote read
+    );
+    """,
+    # 9: retention and legal holds. An entry past its retention is marked
+    # 'expired' (its sha256 and gz_path kept as a tombstone, with when) before
+    # its gzip goes; an event month's database likewise in expired_months. The
+    # status CHECK cannot change in place, so entries is copied once more.
+    """
+    CREATE TABLE entries_9 (
+        id              INTEGER PRIMARY KEY,
+        unit            TEXT    NOT NULL,
+        relpath         TEXT    NOT NULL,             -- relative to live_root
+        bytes           INTEGER NOT NULL,
+        sha256          TEXT    NOT NULL,
+        gz_path         TEXT    NOT NULL,             -- relative to archive_root
+        gz_bytes        INTEGER NOT NULL,
+        mtime_ns        INTEGER NOT NULL,
+        dev             INTEGER,
+        ino             INTEGER,
+        mode            INTEGER NOT NULL,
+        archived_at     INTEGER NOT NULL,             -- ms since the epoch
+        status          TEXT    NOT NULL DEFAULT 'archived'
+                        CHECK (status IN ('archived', 'stale', 'restored', 'missing',
+                                          'expired')),
+        hold_until      INTEGER,                      -- ms since the epoch
+        source_present  INTEGER NOT NULL DEFAULT 1,   -- step 7 not yet confirmed
+        verified_at     INTEGER,
+        verify_error    TEXT,
+        member_offset   INTEGER,                      -- in the bundle gz_path names
+        member_length   INTEGER,
+        expired_at      INTEGER                       -- ms since the epoch
+    );
+    INSERT INTO entries_9 SELECT id, unit, relpath, bytes, sha256, gz_path, gz_bytes,
+        mtime_ns, dev, ino, mode, archived_at, status, hold_until, source_present,
+        verified_at, verify_error, member_offset, member_length, NULL FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_9 RENAME TO entries;
+    CREATE UNIQUE INDEX entries_location ON entries (gz_path, coalesce(member_offset, -1));
+    CREATE INDEX entries_relpath ON entries (relpath);
+    CREATE INDEX entries_unit ON entries (unit);
+    CREATE INDEX entries_sha256 ON entries (sha256);
+    CREATE INDEX entries_source_present ON entries (source_present) WHERE source_present = 1;
+    CREATE INDEX entries_verify_error ON entries (verify_error) WHERE verify_error IS NOT NULL;
+    CREATE INDEX entries_status ON entries (status, bytes, gz_bytes);
+    CREATE TABLE expired_months (
+        month       TEXT    PRIMARY KEY,              -- YYYY-MM
+        bytes       INTEGER NOT NULL,                 -- its database's size
+        sha256      TEXT    NOT NULL,
+        expired_at  INTEGER NOT NULL                  -- ms since the epoch
+    ) WITHOUT ROWID;
+    CREATE TABLE expiring (                           -- recorded, its files not yet gone
+        path        TEXT    PRIMARY KEY               -- under archive_root
+    ) WITHOUT ROWID;
+    CREATE TABLE legal_holds (
+        id           INTEGER PRIMARY KEY,
+        scope        TEXT    NOT NULL CHECK (scope IN ('unit', 'path', 'entry')),
+        target       TEXT    NOT NULL,                -- a unit, a glob, an entry id
+        reason       TEXT    NOT NULL,
+        until        INTEGER,                         -- ms since the epoch; NULL: until released
+        placed_at    INTEGER NOT NULL,
+        placed_by    TEXT    NOT NULL,
+        released_at  INTEGER,
+        released_by  TEXT
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def version_problem(path: Path, version: int, readonly: bool) -> str | None:
+    """Why the database at ``path``, at schema ``version``, cannot be opened as
+    asked (``readonly``), or None."""
+    if version > SCHEMA_VERSION:
+        return (
+            f"{path} has schema version {version}, this coldkeep knows up to "
+            f"{SCHEMA_VERSION}: upgrade coldkeep (the database is left untouched)"
+        )
+    if version < SCHEMA_VERSION and readonly:
+        return (
+            f"{path} has schema version {version} and needs migrating: "
+            "run any mutating coldkeep command once"
+        )
+    return None
+
+
+def migration_scripts(version: int) -> Iterator[tuple[int, str]]:
+    """Each migration a database at ``version`` still needs, with the version it
+    brings it to: its statements and the version bump, one transaction."""
+    for n in range(version, SCHEMA_VERSION):
+        yield n + 1, f"BEGIN IMMEDIATE;\n{MIGRATIONS[n]}\nPRAGMA user_version = {n + 1};\nCOMMIT;"
