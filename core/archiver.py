@@ -97,7 +97,7 @@ from .ops.passes import (
     run_recovery,
 )
 from .ops.plan import Plan, PlanReport, make_plan
-from .ops.session import Operation, Session, hold_lock
+from .ops.session import Operation, Session, locked
 from .ops.status import Status, read_status
 from .remote.connect import open_store
 from .remote.fetch import RemoteReader, clear_scratch
@@ -174,7 +174,7 @@ class Archiver:
         "stop" trips ``cancel``)."""
         args = args or {}
         async with (
-            hold_lock(
+            locked(
                 self.settings.archive_root,
                 self._holder(command),
                 wait=self.wait,
@@ -441,8 +441,8 @@ class Archiver:
     async def restore(
         self, selection: Selection, to: Path | None = None, cancel: CancelToken | None = None
     ) -> RestoreReport:
-        """Files back from the archive: to their live paths (held for hold_days),
-        or under ``to``."""
+        """Files back from the archive: to their live paths (left alone by passes
+        for hold_days, their restore grace), or under ``to``."""
         root = check_restore_root(to, self.settings.archive_root) if to else None
         args = {**asdict(selection), "to": str(root) if root else None}
         async with (
@@ -455,7 +455,7 @@ class Archiver:
                 current.mover,
                 entries,
                 to=root,
-                hold_days=self.settings.hold_days,
+                grace_days=self.settings.hold_days,
                 stream=self.stream,
                 cancel=cancel,
                 remote=remote,
@@ -469,7 +469,7 @@ class Archiver:
         months: list[str] | None = None,
         cancel: CancelToken | None = None,
     ) -> EventsRestoreReport:
-        """Event rows back into live, held for hold_days."""
+        """Event rows back into live, left alone by passes for hold_days."""
         args = {"kinds": sorted(kinds or []), "months": months}
         async with self.session("restore-events", args, cancel) as current:
             current.start()
@@ -480,7 +480,7 @@ class Archiver:
                 current.mover.manifest,
                 kinds=kinds,
                 months=months,
-                hold_days=self.settings.hold_days,
+                grace_days=self.settings.hold_days,
                 cancel=cancel,
             )
             summary = {
@@ -706,7 +706,7 @@ class Archiver:
         remote = self._remote()
         await asyncio.to_thread(self.layout.root.mkdir, parents=True, exist_ok=True)
         holder = self._holder("rebuild-manifest --from-remote")
-        async with hold_lock(self.settings.archive_root, holder, wait=self.wait):
+        async with locked(self.settings.archive_root, holder, wait=self.wait):
             op = Operation("rebuild-manifest", self.stream)
             op.start(f"from {remote.url}/{remote.site}")
             async with self._rebuilder(remote, cancel) as rebuild:
@@ -733,7 +733,7 @@ class Archiver:
         when there is none). The lock, but no session: there is no manifest to
         open (or it is the one being written), so nothing is audited."""
         holder = self._holder("rebuild-manifest")
-        async with hold_lock(self.settings.archive_root, holder, wait=self.wait):
+        async with locked(self.settings.archive_root, holder, wait=self.wait):
             op = Operation("rebuild-manifest", self.stream)
             op.start()
             report = await rebuild_manifest(

@@ -3,7 +3,7 @@ SQLite database into ``archive_root/events/<YYYY-MM>.db``, batch by batch, while
 the application keeps writing.
 
 One batch, oldest ids first (at most ``events.batch_rows`` rows, over an id span
-sized so that step 3 holds live's write lock about HOLD_TARGET_S):
+sized so that step 3 holds live's write lock about LOCK_TARGET_S):
 
   1. find the id range of the next eligible rows in live (kind in
      ``events.kinds``, time stamp parsable and older than ``events.min_age_days``,
@@ -14,7 +14,7 @@ sized so that step 3 holds live's write lock about HOLD_TARGET_S):
      nothing; the same id with OTHER content is a conflict: refused, reported,
      kept in both; the rest are copied (``INSERT … SELECT`` over the id range,
      eligibility and month checked again as they are copied) and committed
-     durably (WAL, synchronous=FULL). Rows under a restore hold are left out
+     durably (WAL, synchronous=FULL). Rows a restore put back are left out
      everywhere                                                ->  batch_archived
   3. per month, delete them from live in one short ``BEGIN IMMEDIATE``
      transaction, then leave live free until every writer it refused has
@@ -86,7 +86,7 @@ from ..base.steps import StepHook, ThreadStep, no_step, thread_step
 from ..base.stream import BatchMoved, CheckpointRan
 from ..store.checkpointlog import record_checkpoint
 from ..store.manifest import Manifest
-from ..store.restoredrows import held_event_rows
+from ..store.restoredrows import restored_row_ids
 from .checkpoint import LiveCheckpointer, wal_bytes, wal_pending_bytes
 from .eventschema import (
     EventSchema,
@@ -107,10 +107,10 @@ T = TypeVar("T")
 MAX_LOCKED_BATCHES = 3
 # Month DBs attached to the live connection at once (SQLite's limit is 10).
 MAX_ATTACHED = 8
-# A delete holds live's write lock about HOLD_TARGET_S; live is then left free
+# A delete holds live's write lock about LOCK_TARGET_S; live is then left free
 # long enough for every writer refused meanwhile to get in at its next retry
 # (``writer_gap_s``). Steps 1 and 2 of the next batch usually fill that gap.
-HOLD_TARGET_S = 0.005
+LOCK_TARGET_S = 0.005
 # SQLite's default busy handler (the one an application's busy_timeout installs)
 # retries a refused writer this long after its first try, then every 100 ms.
 BUSY_RETRIES_MS = (0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228)
@@ -141,7 +141,7 @@ class MoveReport:
     kept_changed: int = 0  # updated by the application between copy and delete
     conflicts: list[Conflict] = field(default_factory=list)
     unparsable: int = 0
-    held: int = 0
+    held: int = 0  # eligible rows left live because a restore put them back
     months_refused: dict[str, str] = field(default_factory=dict)
     locked_rows: int = 0  # archived, still live: the live DB stayed locked
     batches: int = 0
@@ -180,7 +180,7 @@ class _Batch:
     number: int
     first_id: int
     last_id: int
-    held: list[int]  # ids under a restore hold in [first_id, last_id]: never touched
+    restored: list[int]  # ids a restore put back in [first_id, last_id]: never touched
     months: dict[str, _Month] = field(default_factory=dict)  # the months archived
 
     @property
@@ -193,16 +193,17 @@ class _Batch:
         return sum(m.copied + len(m.already) for m in self.months.values())
 
 
-def writer_gap_s(held_s: float) -> float:
-    """How long live must stay free after a hold of ``held_s`` for every writer
-    it refused to find it free at its next retry. A writer refused at x ms into
-    a hold of H ms retries at x + 1, x + 3, x + 8, …; the first of those past H
-    comes at most one step of that schedule after H, and the longest such step
-    is the one H falls in (from x = 0): 5 ms for holds up to 8 ms, 10 ms up to
-    18 ms, and so on. A writer waits at most that step past the hold."""
-    held_ms = held_s * 1000
+def writer_gap_s(locked_s: float) -> float:
+    """How long live must stay free after its write lock was taken for
+    ``locked_s`` for every writer it refused to find it free at its next retry.
+    A writer refused at x ms into a lock of H ms retries at x + 1, x + 3, x + 8,
+    …; the first of those past H comes at most one step of that schedule after
+    H, and the longest such step is the one H falls in (from x = 0): 5 ms for
+    locks up to 8 ms, 10 ms up to 18 ms, and so on. A writer waits at most that
+    step past the lock."""
+    locked_ms = locked_s * 1000
     for before, after in itertools.pairwise(BUSY_RETRIES_MS):
-        if held_ms <= after:
+        if locked_ms <= after:
             return (after - before) / 1000 + GAP_MARGIN_S
     return 0.1 + GAP_MARGIN_S
 
@@ -376,7 +377,7 @@ class EventMover:
         events_dir: Path,
         *,
         now_ms: int,
-        held: set[int],
+        restored: set[int],
         cancel: CancelToken,
         step: ThreadStep,
         on_batch: Callable[[BatchMoved], None] = lambda _b: None,
@@ -388,7 +389,7 @@ class EventMover:
         self.db = settings.state_db
         self.events_dir = events_dir
         self.now_ms = now_ms
-        self._held = sorted(held)
+        self._restored = sorted(restored)
         self.cancel = cancel
         self.step = step
         self.on_batch = on_batch
@@ -396,7 +397,7 @@ class EventMover:
         self.report = MoveReport()
         self._kinds = sorted(self.cfg.kinds)
         # Ids a batch may span: the delete's time grows with the ids it walks as
-        # well as the rows it removes. Adapted to HOLD_TARGET_S.
+        # well as the rows it removes. Adapted to LOCK_TARGET_S.
         self._ids = 8 * self.cfg.batch_rows
         self._released = 0.0  # when the last delete let go of live (monotonic)
         self._gap = 0.0  # how long live stays free after it
@@ -490,9 +491,9 @@ class EventMover:
     def _batch(self, run: _Run, spans: list[_Span]) -> _Batch:
         first, last = min(s.lo for s in spans), max(s.hi for s in spans)
         self.report.batches += 1
-        batch = _Batch(self.report.batches, first, last, self._held_in(first, last))
-        if batch.held:
-            self.report.held += self._count_held(run, batch.held)
+        batch = _Batch(self.report.batches, first, last, self._restored_in(first, last))
+        if batch.restored:
+            self.report.held += self._count_restored(run, batch.restored)
         return batch
 
     def _archive_and_delete(self, run: _Run, batch: _Batch, spans: list[_Span]) -> bool:
@@ -582,12 +583,13 @@ class EventMover:
         params = [lo, hi, *run.eligible.params, *where.params]
         return bool(run.live.execute(sql, params).fetchone()[0])
 
-    def _held_in(self, lo: int, hi: int) -> list[int]:
-        return self._held[bisect.bisect_left(self._held, lo) : bisect.bisect_right(self._held, hi)]
+    def _restored_in(self, lo: int, hi: int) -> list[int]:
+        ids = self._restored
+        return ids[bisect.bisect_left(ids, lo) : bisect.bisect_right(ids, hi)]
 
-    def _count_held(self, run: _Run, held: list[int]) -> int:
-        held_ids = _skip(run.live, held, run.pk)
-        sql = f"SELECT count(*) FROM {run.table} WHERE {run.eligible.sql} AND {held_ids}"
+    def _count_restored(self, run: _Run, restored: list[int]) -> int:
+        restored_ids = _skip(run.live, restored, run.pk)
+        sql = f"SELECT count(*) FROM {run.table} WHERE {run.eligible.sql} AND {restored_ids}"
         return int(run.live.execute(sql, run.eligible.params).fetchone()[0])
 
     # step 2 --------------------------------------------------------------------
@@ -604,14 +606,14 @@ class EventMover:
             if alias is None:
                 continue
             m = _Month(span.lo, span.hi, where)
-            held = set(batch.held)
+            restored = set(batch.restored)
             # Deferred, never IMMEDIATE: that would take the write lock on every
             # attached database, live included. This takes it on the month DB only.
             path = run.months.path(span.month)
             try:
                 run.live.execute("BEGIN")
-                self._present(run, alias, m, held)
-                m.copied = self._copy(run, alias, m, [*held, *m.before])
+                self._present(run, alias, m, restored)
+                m.copied = self._copy(run, alias, m, [*restored, *m.before])
                 run.live.execute("COMMIT")
             except BaseException as err:
                 _undo(run.live)
@@ -638,7 +640,7 @@ class EventMover:
             for row_id in sorted(m.conflicts)
         ]
 
-    def _present(self, run: _Run, alias: str, m: _Month, held: set[int]) -> None:
+    def _present(self, run: _Run, alias: str, m: _Month, restored: set[int]) -> None:
         """Fill ``m.before``, ``m.already`` and ``m.conflicts``: the month DB's rows
         in this batch's range, and which of this month's eligible live rows they
         match. Usually there are none: one range probe says so."""
@@ -656,7 +658,7 @@ class EventMover:
         )
         params = [m.lo, m.hi, m.lo, m.hi, *run.eligible.params, *m.where.params]
         for row_id, equal in live.execute(sql, params):
-            if row_id not in held:
+            if row_id not in restored:
                 (m.already if equal else m.conflicts).add(row_id)
 
     def _copy(self, run: _Run, alias: str, m: _Month, skip_ids: list[int]) -> int:
@@ -684,11 +686,11 @@ class EventMover:
         so). The next batch is sized from how long these held the lock."""
         if not batch.archived:
             return True
-        held_s = 0.0
+        locked_s = 0.0
         conflicts = [i for m in batch.months.values() for i in m.conflicts]
-        # Held rows are never touched; rows archived with other content stay. The
-        # same for every month of the batch, and the checker needs them too.
-        untouched = [*batch.held, *conflicts]
+        # Restored rows are never touched; rows archived with other content stay.
+        # The same for every month of the batch, and the checker needs them too.
+        untouched = [*batch.restored, *conflicts]
         skip = _skip(run.live, untouched, run.pk)
         if run.checker is not None:
             _skip(run.checker.conn, untouched, run.pk)
@@ -697,11 +699,11 @@ class EventMover:
             if alias is None:  # refused since step 2: its rows stay in both places
                 m.copied, m.already = 0, set()
                 continue
-            held = self._delete_month(run, alias, m, skip)
-            if held is None:
+            locked = self._delete_month(run, alias, m, skip)
+            if locked is None:
                 return False
-            held_s += held
-        self._resize(batch.last_id - batch.first_id + 1, held_s)
+            locked_s += locked
+        self._resize(batch.last_id - batch.first_id + 1, locked_s)
         self._settle(run, batch)
         return True
 
@@ -712,7 +714,7 @@ class EventMover:
 
         Only rows identical to their archived copy may go, and that must hold on
         the very snapshot the DELETE runs on. Comparing inside the DELETE (a join
-        per row) would make the lock's hold longer, so while the DELETE runs, the
+        per row) would keep the lock longer, so while the DELETE runs, the
         checker counts on its own connection and thread the rows that are NOT
         identical. Its count is on the DELETE's snapshot: it starts after BEGIN
         IMMEDIATE gave the mover live's write lock and ends before the mover
@@ -733,7 +735,7 @@ class EventMover:
                 if _locked(err):
                     return None
                 raise DatabaseFailed(self.db, err, "starting a delete") from err
-            t0 = time.monotonic()  # the hold starts when the application let go
+            t0 = time.monotonic()  # the lock is ours from when the application let go
             deleted = self._delete_checked(run, where, archived, checker)
             if deleted is None:  # a row changed: redo, the check inside the DELETE
                 self._let_go(t0)
@@ -795,9 +797,9 @@ class EventMover:
         """Note that live's write lock, taken at ``locked_at``, is released now;
         returns how long it was held."""
         self._released = time.monotonic()
-        held = self._released - locked_at
-        self._gap = writer_gap_s(held)
-        return held
+        locked_s = self._released - locked_at
+        self._gap = writer_gap_s(locked_s)
+        return locked_s
 
     def _pause(self) -> None:
         """Leave live unlocked after each delete until every writer it refused
@@ -806,12 +808,12 @@ class EventMover:
         if wait > 0:
             time.sleep(wait)
 
-    def _resize(self, ids: int, held_s: float) -> None:
+    def _resize(self, ids: int, locked_s: float) -> None:
         """Size the next batch's id span so that its delete holds the lock about
-        HOLD_TARGET_S (growing at most twofold at a time: the rows may get
+        LOCK_TARGET_S (growing at most twofold at a time: the rows may get
         denser)."""
-        if held_s > 0:
-            want = ids * HOLD_TARGET_S / held_s
+        if locked_s > 0:
+            want = ids * LOCK_TARGET_S / locked_s
             self._ids = int(max(MIN_IDS, min((self._ids + want) / 2, 2 * self._ids)))
 
     def _settle(self, run: _Run, batch: _Batch) -> None:
@@ -820,15 +822,15 @@ class EventMover:
         goes, so the next pass archives the row as it is now. (A copy made earlier,
         by a pass that crashed, stays: the next pass reports the two as a
         conflict.) A row the application deleted meanwhile is simply gone."""
-        held = set(batch.held)
+        restored = set(batch.restored)
         for month, m in batch.months.items():
             alias = run.months.alias(month) if m.deleted < m.copied + len(m.already) else None
             if alias is not None:
-                self._drop_obsolete(run, alias, m, held)
+                self._drop_obsolete(run, alias, m, restored)
             self.report.moved += m.copied
             self.report.already_archived += len(m.already)
 
-    def _drop_obsolete(self, run: _Run, alias: str, m: _Month, held: set[int]) -> None:
+    def _drop_obsolete(self, run: _Run, alias: str, m: _Month, restored: set[int]) -> None:
         """The rows of the month's range still in both places after the delete."""
         pk, table = run.pk, run.table
         both = run.live.execute(
@@ -837,7 +839,7 @@ class EventMover:
             (m.lo, m.hi),
         ).fetchall()
         for (row_id,) in both:
-            if row_id in held or row_id in m.conflicts:
+            if row_id in restored or row_id in m.conflicts:
                 continue
             if row_id in m.already:
                 m.already.discard(row_id)
@@ -865,7 +867,7 @@ def _undo(conn: sqlite3.Connection) -> None:
 
 
 def _skip(conn: sqlite3.Connection, ids: Iterable[int], column: str) -> str:
-    """A condition true for the ids given (held rows, rows archived before),
+    """A condition true for the ids given (rows a restore put back, rows archived before),
     through a temporary table so that there is no limit on how many."""
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS coldkeep_skip (id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.coldkeep_skip")
@@ -891,13 +893,13 @@ async def move_events(
     on_batch: Callable[[BatchMoved], None] = lambda _b: None,
     on_checkpoint: Callable[[CheckpointRan], None] = lambda _r: None,
 ) -> MoveReport:
-    """Run the event phase on a worker thread. With a manifest, rows under a restore
-    hold stay live and every checkpoint is recorded in it. ``on_batch`` and
+    """Run the event phase on a worker thread. With a manifest, rows a restore put
+    back stay live and every checkpoint is recorded in it. ``on_batch`` and
     ``on_checkpoint`` are called on the event loop."""
     loop = asyncio.get_running_loop()
     cancel = cancel or CancelToken()
     now = now_ms if now_ms is not None else times.now_ms()
-    held = await held_event_rows(manifest, now) if manifest else set()
+    restored = await restored_row_ids(manifest, now) if manifest else set()
     records: list[futures.Future[None]] = []
 
     def checkpoint_done(result: CheckpointRan) -> None:
@@ -912,7 +914,7 @@ async def move_events(
         settings,
         events_dir,
         now_ms=now,
-        held=held,
+        restored=restored,
         cancel=cancel,
         step=thread_step(step, loop),
         on_batch=lambda b: _post(loop, on_batch, b),

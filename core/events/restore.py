@@ -2,8 +2,9 @@
 overwriting anything.
 
 Invariants:
-- Each row's hold (``hold_days``) is recorded BEFORE the row is inserted, so a
-  crash in between can never let a pass move it straight back.
+- Each row is recorded as restored (``store/restoredrows.py``, for ``grace_days``,
+  the config's ``hold_days``) BEFORE it is inserted, so a crash in between can
+  never let a pass move it straight back.
 - A row goes back only where live has no row with its id; a live row with the
   same content is counted as already there, one with other content is a
   conflict: reported, never overwritten.
@@ -25,7 +26,7 @@ from ..base.space import OutOfSpace, out_of_space
 from ..base.times import DAY_MS, now_ms
 from ..store import expiry
 from ..store.manifest import Manifest
-from ..store.restoredrows import hold_event_rows
+from ..store.restoredrows import keep_restored_rows
 from .dbmove import Conflict
 from .eventschema import (
     EventSchema,
@@ -169,12 +170,13 @@ async def restore_events(
     *,
     kinds: set[str] | None,
     months: list[str] | None,
-    hold_days: float,
+    grace_days: float,
     cancel: CancelToken | None = None,
     batch_rows: int = 2000,
 ) -> EventsRestoreReport:
     """Put archived event rows (of ``kinds`` in ``months``; None: all) back into
-    the live table, each under a hold first."""
+    the live table, each recorded as restored first (passes leave it alone for
+    ``grace_days``)."""
     if settings.state_db is None:
         raise EventsError("no state_db is configured: there are no event rows to restore")
     token = cancel or CancelToken()
@@ -190,7 +192,7 @@ async def restore_events(
             f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
         )
     report = EventsRestoreReport()
-    until = now_ms() + int(hold_days * DAY_MS)
+    until = now_ms() + int(grace_days * DAY_MS)
     for month in available if months is None else sorted(set(months)):
         try:
             rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)
@@ -201,6 +203,6 @@ async def restore_events(
         for i in range(0, len(rows), batch_rows):
             token.check()
             chunk = rows[i : i + batch_rows]
-            await hold_event_rows(manifest, [r[schema.pk_index] for r in chunk], until)
+            await keep_restored_rows(manifest, [r[schema.pk_index] for r in chunk], until)
             await in_thread(token, _put_back, settings, schema, chunk, month, report)
     return report

@@ -20,12 +20,13 @@ the gzip; after step 7 a proven prefix copy is removed, anything else is kept
 and reported.
 
 Restoring (``FileMover.restore``): the restore intent is committed first, then
-(in place) the entry's status and hold (``intent_recorded``), then
-``gzfile.restore_file`` (``restore_partial_written``, ``restored``), then the
-intent is cleared (``intent_cleared``; a restore that placed nothing gives the
-entry its status and hold back first). A crash anywhere leaves at most
-``<target>.restore-partial``, named by the intent, which recovery removes; a file
-placed before the crash is already under its hold.
+(in place) the entry's status and restore grace (``intent_recorded``: passes
+leave the restored file alone until it runs out), then ``gzfile.restore_file``
+(``restore_partial_written``, ``restored``), then the intent is cleared
+(``intent_cleared``; a restore that placed nothing gives the entry its status and
+grace back first). A crash anywhere leaves at most ``<target>.restore-partial``,
+named by the intent, which recovery removes; a file placed before the crash is
+already in its grace.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ class FileMover:
         target: Path,
         *,
         root: Path,
-        hold_until: int | None = None,
+        grace_until: int | None = None,
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
         fetched: Path | None = None,
@@ -236,15 +237,15 @@ class FileMover:
         """Restore ``entry`` to ``target`` (already checked to be inside ``root``,
         every name on the way reached beneath it), from its gzip in the archive
         or, ``fetched``, from that copy of it alone (read from the remote tier).
-        With ``hold_until``, the entry becomes ``restored`` and the next passes
+        With ``grace_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
         intent = await self.manifest.add_restore_intent(entry.id, target)
-        if hold_until is not None:
-            # The hold goes on before the file is placed, as event rows' holds do:
-            # set after the rename, a crash in between left the restored file
-            # unheld, and the next pass archived it again (a second gzip of the
-            # same bytes, the entry still "archived" beside a live file).
-            await self.manifest.set_hold([entry.id], "restored", hold_until)
+        if grace_until is not None:
+            # The grace is recorded before the file is placed, as restored event
+            # rows are: set after the rename, a crash in between left the restored
+            # file without one, and the next pass archived it again (a second gzip
+            # of the same bytes, the entry still "archived" beside a live file).
+            await self.manifest.set_status_and_grace([entry.id], "restored", grace_until)
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
         try:
             result = await restore_file(
@@ -259,23 +260,23 @@ class FileMover:
                 progress=progress,
             )
         except OSError:
-            await self._failed_restore(entry, target, root, intent.id, hold_until)
+            await self._failed_restore(entry, target, root, intent.id, grace_until)
             raise
-        if hold_until is not None and not isinstance(result, Restored):
+        if grace_until is not None and not isinstance(result, Restored):
             # Nothing was placed (a mismatch, or the target exists): the entry's
-            # status and hold as they were. (A crash or an I/O error leaves the
-            # hold: at worst a pass leaves a path alone until it runs out.)
-            await self.manifest.set_hold([entry.id], entry.status, entry.hold_until)
+            # status and grace as they were. (A crash or an I/O error leaves the
+            # grace: at worst a pass leaves a path alone until it runs out.)
+            await self.manifest.set_status_and_grace([entry.id], entry.status, entry.grace_until)
         await self.manifest.clear_restore_intent(intent.id)
         await self.step("intent_cleared", {"target": target, "entry": entry.id})
         return result
 
     async def _failed_restore(
-        self, entry: Entry, target: Path, root: Path, intent_id: int, hold_until: int | None
+        self, entry: Entry, target: Path, root: Path, intent_id: int, grace_until: int | None
     ) -> None:
         """An I/O error stopped the restore (reading the gzip, writing or fsyncing
         the partial). ``restore_file`` removed the partial before raising, so the
-        intent names nothing left: it goes, and the entry's status and hold are
+        intent names nothing left: it goes, and the entry's status and grace are
         given back if nothing was placed. A partial still there means its removal
         failed too: the intent stays, and recovery removes it by that name."""
 
@@ -287,8 +288,8 @@ class FileMover:
 
         if await asyncio.to_thread(there, restore_partial_of(target)):
             return
-        if hold_until is not None and not await asyncio.to_thread(there, target):
-            await self.manifest.set_hold([entry.id], entry.status, entry.hold_until)
+        if grace_until is not None and not await asyncio.to_thread(there, target):
+            await self.manifest.set_status_and_grace([entry.id], entry.status, entry.grace_until)
         await self.manifest.clear_restore_intent(intent_id)
 
     def live_path(self, entry: Entry) -> Path:

@@ -16,8 +16,8 @@ Invariants:
   recorded bytes is ``mismatch`` and nothing is placed.
 - Two versions of one path never share a target (``target_names``): under
   another directory the older ones are renamed, in place they are refused.
-- Restoring in place puts the entry under a hold (``hold_days``): passes leave the
-  file alone until it runs out.
+- Restoring in place gives the file a restore grace (``grace_days``, the config's
+  ``hold_days``): passes leave it alone until it runs out.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ async def restore_files(
     entries: list[Entry],
     *,
     to: Path | None,
-    hold_days: float,
+    grace_days: float,
     stream: EventStream,
     cancel: CancelToken | None = None,
     remote: RemoteCopies | None = None,
@@ -183,7 +183,7 @@ async def restore_files(
     report = RestoreReport()
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
-    hold_until = mover.clock() + int(hold_days * DAY_MS) if to is None else None
+    grace_until = mover.clock() + int(grace_days * DAY_MS) if to is None else None
     left = sum(e.bytes for e in entries)
     stream.emit(Phase("restore", len(entries), left))
     for entry in entries:
@@ -191,7 +191,7 @@ async def restore_files(
             cancel.check()
         try:
             one = await _restore_one(
-                mover, entry, root, names[entry.id], hold_until, cancel or CancelToken(), remote
+                mover, entry, root, names[entry.id], grace_until, cancel or CancelToken(), remote
             )
         except OSError as err:
             if not out_of_space(err):
@@ -212,7 +212,7 @@ async def _restore_one(
     entry: Entry,
     root: Path,
     name: str,
-    hold_until: int | None,
+    grace_until: int | None,
     cancel: CancelToken,
     remote: RemoteCopies | None,
 ) -> FileRestore:
@@ -232,11 +232,11 @@ async def _restore_one(
             assert remote is not None
             async with remote.fetched(entry, cancel) as gz:
                 done = await mover.restore(
-                    entry, target, root=root, hold_until=hold_until, cancel=cancel, fetched=gz
+                    entry, target, root=root, grace_until=grace_until, cancel=cancel, fetched=gz
                 )
         else:
             done = await mover.restore(
-                entry, target, root=root, hold_until=hold_until, cancel=cancel
+                entry, target, root=root, grace_until=grace_until, cancel=cancel
             )
     except RemoteError as err:
         return result("error", str(target), str(err))

@@ -4,7 +4,8 @@ A file is eligible when all hold: it is a regular file (``lstat``; links are nev
 followed, linked directories never entered); its path relative to ``live_root``
 matches an include glob and no exclude glob; its name is not one of coldkeep's
 temporaries; its mtime is older than ``files.min_age_days``; its unit is closed
-(when ``files.unit_closed`` is set); and no restore hold covers it.
+(when ``files.unit_closed`` is set); and it is not in a restore grace (put back by
+a restore in place less than ``hold_days`` ago).
 
 The scan reads only: it never writes, never takes the lock, and is the same for
 ``plan`` and for a pass. Synchronous: run it in a thread.
@@ -27,6 +28,8 @@ from ..base.fsutil import FileIdentity
 from ..base.globs import PathFilter
 from ..base.layout import is_temp_name, unit_of
 
+# "held": a file a restore put back, left alone for its restore grace (the
+# reason's name is in the JSON of plan and pass: docs/json.md).
 SkipReason = Literal["too_new", "unit_open", "held", "not_regular"]
 DAY_NS = 86_400 * 1_000_000_000
 
@@ -75,7 +78,7 @@ def closed_units(settings: Settings) -> set[str] | None:
         ) from err
 
 
-def scan_files(settings: Settings, *, now_ns: int, held: Container[str] = ()) -> FileScan:
+def scan_files(settings: Settings, *, now_ns: int, in_grace: Container[str] = ()) -> FileScan:
     """Walk ``live_root`` and sort every included file into eligible or skipped."""
     included = PathFilter(settings.files.include, settings.files.exclude)
     cutoff = now_ns - int(settings.files.min_age_days * DAY_NS)
@@ -102,7 +105,7 @@ def scan_files(settings: Settings, *, now_ns: int, held: Container[str] = ()) ->
                 scan.skipped["too_new"] += 1
             elif closed is not None and unit not in closed:
                 scan.skipped["unit_open"] += 1
-            elif relpath in held:
+            elif relpath in in_grace:
                 scan.skipped["held"] += 1
             else:
                 scan.eligible.append(Candidate(relpath, unit, FileIdentity.of_stat(st)))

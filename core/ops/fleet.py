@@ -140,5 +140,5 @@ class Fleet:
         async with self._mover(site) as (mover, reader):
             entries = [e for i in entry_ids if (e := await mover.manifest.entry(i)) is not None]
             return await restore_files(
-                mover, entries, to=to, hold_days=0, stream=stream, cancel=cancel, remote=reader
+                mover, entries, to=to, grace_days=0, stream=stream, cancel=cancel, remote=reader
             )

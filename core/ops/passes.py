@@ -442,10 +442,12 @@ class Pass:
             )
 
     async def _scan(self) -> list[Candidate]:
-        """The eligible files (restored files still held are left out), counted."""
+        """The eligible files (restored files in their grace left out), counted."""
         now = self.setup.clock()
-        held = await self.mover.manifest.held_relpaths(now)
-        scan = await asyncio.to_thread(scan_files, self.settings, now_ns=now * NS_PER_MS, held=held)
+        in_grace = await self.mover.manifest.relpaths_in_grace(now)
+        scan = await asyncio.to_thread(
+            scan_files, self.settings, now_ns=now * NS_PER_MS, in_grace=in_grace
+        )
         totals = self.summary.files
         totals.skipped = {k: int(v) for k, v in scan.skipped.items()}
         totals.eligible = len(scan.eligible)

@@ -25,7 +25,7 @@ from ..events.eventschema import EventSchema, EventsError, discover, open_live, 
 from ..files.recovery import RecoveryReport
 from ..files.scan import FileScan, SkipReason, scan_files
 from ..store.manifest import Manifest
-from ..store.restoredrows import held_event_rows
+from ..store.restoredrows import restored_row_ids
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class MonthBacklog:
 class EventsPlan:
     months: list[MonthBacklog] = field(default_factory=list)
     unparsable: int = 0
-    held: int = 0
+    held: int = 0  # eligible rows left live because a restore put them back
     index: str | None = None
     note: str = ""
 
@@ -105,7 +105,7 @@ def _avg_row_bytes(conn: sqlite3.Connection, schema: EventSchema) -> float:
     return (pages - free) * size / rows if rows else 0.0
 
 
-def plan_events(settings: Settings, *, now_ms: int, held: set[int]) -> EventsPlan:
+def plan_events(settings: Settings, *, now_ms: int, restored: set[int]) -> EventsPlan:
     """Eligible rows per kind and month, read-only. Raises ``EventsError``."""
     assert settings.state_db is not None
     cfg = settings.events
@@ -132,13 +132,13 @@ def plan_events(settings: Settings, *, now_ms: int, held: set[int]) -> EventsPla
                 f"CREATE INDEX ON {schema.table} ({schema.kind}, {schema.ts}) makes this fast"
             )
         counts = Counter({(k, m): n for k, m, n in conn.execute(sql, params)})
-        held_ids = sorted(held)
-        for i in range(0, len(held_ids), 500):
-            chunk = held_ids[i : i + 500]
+        restored_ids = sorted(restored)
+        for i in range(0, len(restored_ids), 500):
+            chunk = restored_ids[i : i + 500]
             marks = ", ".join(f":h{j}" for j in range(len(chunk)))
             hp = params | {f"h{j}": h for j, h in enumerate(chunk)}
-            held_sql = sql.replace(" WHERE ", f" WHERE {q(schema.pk)} IN ({marks}) AND ", 1)
-            for k, m, n in conn.execute(held_sql, hp):
+            restored_sql = sql.replace(" WHERE ", f" WHERE {q(schema.pk)} IN ({marks}) AND ", 1)
+            for k, m, n in conn.execute(restored_sql, hp):
                 counts[(k, m)] -= n
                 plan.held += n
         avg = _avg_row_bytes(conn, schema)
@@ -158,15 +158,18 @@ def plan_events(settings: Settings, *, now_ms: int, held: set[int]) -> EventsPla
 async def make_plan(
     settings: Settings, manifest: Manifest | None = None, *, now_ms: int | None = None
 ) -> Plan:
-    """The whole backlog. Holds come from the manifest when one is given."""
+    """The whole backlog. What a restore put back and passes leave alone comes
+    from the manifest when one is given."""
     now = now_ms if now_ms is not None else times.now_ms()
-    held_files = await manifest.held_relpaths(now) if manifest else set()
-    held_rows = await held_event_rows(manifest, now) if manifest else set()
-    scan = await asyncio.to_thread(scan_files, settings, now_ns=now * NS_PER_MS, held=held_files)
+    in_grace = await manifest.relpaths_in_grace(now) if manifest else set()
+    restored = await restored_row_ids(manifest, now) if manifest else set()
+    scan = await asyncio.to_thread(scan_files, settings, now_ns=now * NS_PER_MS, in_grace=in_grace)
     plan = Plan(units_of(scan), scan.skipped, None, scan=scan)
     if settings.state_db is not None:
         try:
-            plan.events = await asyncio.to_thread(plan_events, settings, now_ms=now, held=held_rows)
+            plan.events = await asyncio.to_thread(
+                plan_events, settings, now_ms=now, restored=restored
+            )
         except EventsError as err:
             plan.events_error = str(err)
     return plan

@@ -3,7 +3,7 @@ held around it.
 
 ``Operation.start`` tells the stream the operation began; ``finish`` tells it how
 it ended, with its summary, and settles the audit row the same way (an exception
-settles it on its own, in ``Archiver.session``). ``hold_lock`` takes the archive
+settles it on its own, in ``Archiver.session``). ``locked`` takes the archive
 lock for a block and reports a refusal before raising it.
 """
 
@@ -53,7 +53,7 @@ class Session(Operation):
 
 
 @asynccontextmanager
-async def hold_lock(
+async def locked(
     archive_root: Path,
     holder: str,
     *,

@@ -71,7 +71,7 @@ class NewEntry:
     mode: int
     archived_at: int
     status: EntryStatus = "archived"
-    hold_until: int | None = None
+    grace_until: int | None = None  # restored in place: passes leave it alone until then
     source_present: bool = True
     member_offset: int | None = None  # a bundle member: where its gzip lies in gz_path
     member_length: int | None = None
@@ -97,8 +97,14 @@ class Entry(NewEntry):
     verify_error: str | None = None
 
 
-_ENTRY_COLUMNS = tuple(f.name for f in fields(Entry))
-_NEW_COLUMNS = tuple(f.name for f in fields(NewEntry))
+# An entry's fields are its columns, but one: the restore grace is stored in the
+# column ``hold_until`` (its name since schema 1, on disk). This is the one place
+# the field and the column meet.
+_COLUMN_OF = {"grace_until": "hold_until"}
+_ENTRY_FIELDS = tuple(f.name for f in fields(Entry))
+_NEW_FIELDS = tuple(f.name for f in fields(NewEntry))
+_ENTRY_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in _ENTRY_FIELDS)
+_NEW_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in _NEW_FIELDS)
 # The statuses whose gzip should be in the archive.
 _HAS_GZIP = "status IN ('archived', 'stale', 'restored')"
 # Every status but the tombstone's.
@@ -134,7 +140,7 @@ def tombstone(gz_path: str, at: int) -> Statement:
 
 
 def _entry(row: Sequence[Any]) -> Entry:
-    values = dict(zip(_ENTRY_COLUMNS, row, strict=True))
+    values = dict(zip(_ENTRY_FIELDS, row, strict=True))
     values["source_present"] = bool(values["source_present"])
     return Entry(**values)
 
@@ -171,13 +177,14 @@ def reading(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def read_entries(
-    db: sqlite3.Connection, columns: Sequence[str], chunk: int = 50_000
+    db: sqlite3.Connection, names: Sequence[str], chunk: int = 50_000
 ) -> Iterator[list[Any]]:
-    """Every entry's ``columns`` (entry fields), in id order, ``chunk`` rows at a
-    time, on a connection from ``reading``."""
-    unknown = set(columns) - set(_ENTRY_COLUMNS)
-    assert not unknown, f"not entry columns: {unknown}"
-    cur = db.execute(f"SELECT {', '.join(columns)} FROM entries ORDER BY id")
+    """Every entry's fields ``names``, in id order, ``chunk`` rows at a time, on a
+    connection from ``reading``."""
+    unknown = set(names) - set(_ENTRY_FIELDS)
+    assert not unknown, f"not entry fields: {unknown}"
+    columns = ", ".join(_COLUMN_OF.get(n, n) for n in names)
+    cur = db.execute(f"SELECT {columns} FROM entries ORDER BY id")
     while rows := cur.fetchmany(chunk):
         yield rows
 
@@ -383,6 +390,7 @@ class Manifest:
         free ones, taken inside the transaction."""
         columns = ("id", *_NEW_COLUMNS)
         marks = ", ".join("?" * len(columns))
+        values = ("id", *_NEW_FIELDS)
         async with self._gate:
             await self._run("BEGIN IMMEDIATE")
             gone, self._gone = self._gone, []
@@ -390,12 +398,12 @@ class Manifest:
                 await self._mark_gone(gone)
                 [(last,)] = await self._rows("SELECT coalesce(max(id), 0) FROM entries")
                 added = [
-                    Entry(**{c: getattr(e, c) for c in _NEW_COLUMNS}, id=last + 1 + i)
+                    Entry(**{f: getattr(e, f) for f in _NEW_FIELDS}, id=last + 1 + i)
                     for i, e in enumerate(new)
                 ]
                 await self._run_many(
                     f"INSERT INTO entries ({', '.join(columns)}) VALUES ({marks})",
-                    [[getattr(e, c) for c in columns] for e in added],
+                    [[getattr(e, f) for f in values] for e in added],
                 )
                 await self._run("COMMIT")
             except BaseException:
@@ -532,11 +540,11 @@ class Manifest:
     async def set_status(self, ids: Iterable[int], status: EntryStatus) -> None:
         await self._update_ids("UPDATE entries SET status = ? WHERE id IN", [status], ids)
 
-    async def set_hold(
-        self, ids: Iterable[int], status: EntryStatus, hold_until: int | None
+    async def set_status_and_grace(
+        self, ids: Iterable[int], status: EntryStatus, grace_until: int | None
     ) -> None:
         await self._update_ids(
-            "UPDATE entries SET status = ?, hold_until = ? WHERE id IN", [status, hold_until], ids
+            "UPDATE entries SET status = ?, hold_until = ? WHERE id IN", [status, grace_until], ids
         )
 
     async def mark_sources_gone(self, ids: Iterable[int]) -> None:
@@ -563,10 +571,10 @@ class Manifest:
         for statement, values in _id_statements(_MARK_GONE, [], ids):
             await self._run(statement, values)
 
-    # holds -------------------------------------------------------------------
+    # the restore grace ---------------------------------------------------------
 
-    async def held_relpaths(self, now: int) -> set[str]:
-        """Live paths restored in place whose hold has not run out."""
+    async def relpaths_in_grace(self, now: int) -> set[str]:
+        """Live paths restored in place whose restore grace has not run out."""
         rows = await self.rows(
             "SELECT relpath FROM entries WHERE status = 'restored' AND hold_until > ?", (now,)
         )

@@ -1,8 +1,8 @@
 """``event_holds`` in coldkeep.db: live event rows a restore put back, which passes
-leave alone until their hold runs out.
+leave alone for ``hold_days`` (the table keeps its name: it is on disk).
 
-The hold is written before the row goes back into live (events.restore), and
-every reader of the eligible rows (the mover, the plan) skips held ids.
+The row ids are recorded before the rows go back into live (events.restore), and
+every reader of the eligible rows (the mover, the plan) skips them.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ from collections.abc import Iterable
 from .manifest import IDS_PER_STATEMENT, Manifest
 
 
-async def held_event_rows(manifest: Manifest, now: int) -> set[int]:
-    """Ids of live rows still under a hold at ``now`` (ms)."""
+async def restored_row_ids(manifest: Manifest, now: int) -> set[int]:
+    """Ids of live rows a restore put back that passes still leave alone at
+    ``now`` (ms)."""
     rows = await manifest.rows("SELECT row_id FROM event_holds WHERE hold_until > ?", (now,))
     return {int(r[0]) for r in rows}
 
 
-async def hold_event_rows(manifest: Manifest, ids: Iterable[int], until: int) -> None:
-    """Hold these rows until ``until`` (ms); an existing hold is moved to it."""
+async def keep_restored_rows(manifest: Manifest, ids: Iterable[int], until: int) -> None:
+    """Passes leave these rows alone until ``until`` (ms); a row already kept is
+    kept until then instead."""
     todo = list(ids)
     for at in range(0, len(todo), IDS_PER_STATEMENT):
         part = todo[at : at + IDS_PER_STATEMENT]

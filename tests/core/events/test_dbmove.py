@@ -20,7 +20,7 @@ from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events
 from coldkeep.core.events.eventschema import EventsError
 from coldkeep.core.events.restore import restore_events
 from coldkeep.core.store.manifest import Manifest
-from coldkeep.core.store.restoredrows import hold_event_rows
+from coldkeep.core.store.restoredrows import keep_restored_rows
 
 from helpers import ARCHIVABLE, DAY_MS, Roots, all_event_rows, make_events_db
 
@@ -151,7 +151,7 @@ async def test_same_id_other_content_is_refused_and_both_kept(roots: Roots, db: 
 async def test_held_rows_stay_live(roots: Roots, db: Path) -> None:
     first = live_rows(roots, f"kind = '{ARCHIVABLE[0]}'")[:3]
     async with await Manifest.open(roots.layout.manifest) as m:
-        await hold_event_rows(m, [int(str(r[0])) for r in first], until=NOW + DAY_MS)
+        await keep_restored_rows(m, [int(str(r[0])) for r in first], until=NOW + DAY_MS)
         report = await move(roots, manifest=m)
     assert report.held == 3
     assert [r for r in live_rows(roots) if r in first] == first
@@ -232,7 +232,7 @@ async def test_a_month_from_a_newer_coldkeep_is_refused_untouched_and_not_restor
     assert newer.read_bytes() == before, "never written"
     async with await Manifest.open(roots.layout.manifest) as m:
         back = await restore_events(
-            settings(roots), roots.layout.events, m, kinds=None, months=None, hold_days=1
+            settings(roots), roots.layout.events, m, kinds=None, months=None, grace_days=1
         )
     assert month in back.refused and "upgrade coldkeep" in back.refused[month]
     assert back.restored > 0, "the other months came back"

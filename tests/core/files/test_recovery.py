@@ -209,17 +209,17 @@ async def test_an_in_place_restore_holds_the_entry_only_if_it_placed_the_file(
         target = roots.live / "u" / "h.jsonl"
         target.write_bytes(b"the application's new file\n")
         assert (
-            await rec.mover.restore(done.entry, target, root=roots.live, hold_until=10**15)
+            await rec.mover.restore(done.entry, target, root=roots.live, grace_until=10**15)
         ).kind == "exists"
         entry = await m.entry(done.entry.id)
-        assert entry is not None and (entry.status, entry.hold_until) == ("archived", None)
+        assert entry is not None and (entry.status, entry.grace_until) == ("archived", None)
 
         target.unlink()
         assert (
-            await rec.mover.restore(done.entry, target, root=roots.live, hold_until=10**15)
+            await rec.mover.restore(done.entry, target, root=roots.live, grace_until=10**15)
         ).kind == "restored"
         entry = await m.entry(done.entry.id)
-        assert entry is not None and (entry.status, entry.hold_until) == ("restored", 10**15)
+        assert entry is not None and (entry.status, entry.grace_until) == ("restored", 10**15)
         assert await m.restore_intents() == []
 
 

@@ -36,7 +36,7 @@ def test_eligibility(roots: Roots) -> None:
     (roots.live / "linked-unit").symlink_to(roots.live / "closed")
 
     cfg = settings(roots, unit_closed="marker:.closed")
-    scan = scan_files(cfg, now_ns=time.time_ns(), held={"closed/held.jsonl"})
+    scan = scan_files(cfg, now_ns=time.time_ns(), in_grace={"closed/held.jsonl"})
 
     assert [c.relpath for c in scan.eligible] == ["closed/old.jsonl", "closed/deep/er/old.log"]
     assert dict(scan.skipped) == {"too_new": 1, "held": 1, "unit_open": 1, "not_regular": 2}

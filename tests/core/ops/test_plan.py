@@ -11,7 +11,7 @@ from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.events.dbmove import move_events
 from coldkeep.core.ops.plan import make_plan
 from coldkeep.core.store.manifest import Manifest
-from coldkeep.core.store.restoredrows import hold_event_rows
+from coldkeep.core.store.restoredrows import keep_restored_rows
 
 from helpers import ARCHIVABLE, DAY_MS, Roots, make_events_db
 
@@ -80,7 +80,7 @@ async def test_plan_leaves_out_held_rows_and_files(roots: Roots) -> None:
         ]
     async with await Manifest.open(roots.layout.manifest) as m:
         unheld = await make_plan(settings(roots), m, now_ms=NOW)
-        await hold_event_rows(m, old, until=NOW + DAY_MS)
+        await keep_restored_rows(m, old, until=NOW + DAY_MS)
         held = await make_plan(settings(roots), m, now_ms=NOW)
     assert unheld.events is not None and held.events is not None
     assert held.events.held == 4 and held.events.rows == unheld.events.rows - 4
