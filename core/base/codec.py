@@ -41,6 +41,7 @@ from .errors import ColdkeepError
 from .fsutil import open_file
 from .ioerror import naming
 from .ratelimit import UNLIMITED, RateLimiter
+from .times import NS_PER_S
 
 CHUNK = 1 << 20
 _FEXTRA = 0x04
@@ -135,7 +136,7 @@ _EXTRA = struct.Struct("<IQ")
 
 
 def gzip_header(name: bytes, mtime_ns: int, mode: int = 0) -> bytes:
-    mtime = mtime_ns // 1_000_000_000
+    mtime = mtime_ns // NS_PER_S
     if not 0 <= mtime < 2**32:
         mtime = 0  # the field cannot hold it; 0 means "no time stamp"
     extra = _EXTRA_ID + struct.pack("<H", _EXTRA.size) + _EXTRA.pack(mode, max(mtime_ns, 0))

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import time
 
+NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
-DAY_MS = 86_400_000
+DAY_S = 86_400
+DAY_MS = DAY_S * 1000
+DAY_NS = DAY_S * NS_PER_S
 
 
 def now_ms() -> int:

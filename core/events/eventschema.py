@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from ..base.config import EventsSettings, TsFormat
 from ..base.errors import ColdkeepError
 from ..base.ioerror import describe, is_io_error
-from ..base.times import DAY_MS
+from ..base.times import DAY_MS, DAY_S
 
 
 class EventsError(ColdkeepError):
@@ -110,8 +110,8 @@ def months_spanned(lo_s: float, hi_s: float, limit: int) -> list[str] | None:
     (seconds since the epoch); None when either cannot be placed or there are
     more than ``limit``."""
     try:
-        first = datetime.fromtimestamp(lo_s // 86_400 * 86_400, UTC)
-        last = datetime.fromtimestamp(hi_s // 86_400 * 86_400, UTC)
+        first = datetime.fromtimestamp(lo_s // DAY_S * DAY_S, UTC)
+        last = datetime.fromtimestamp(hi_s // DAY_S * DAY_S, UTC)
     except (ValueError, OverflowError, OSError):
         return None
     if (last.year - first.year) * 12 + last.month - first.month >= limit:

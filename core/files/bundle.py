@@ -40,6 +40,7 @@ from ..base.fsutil import FileIdentity, fsync_dir, identity_or_none, open_file, 
 from ..base.ioerror import naming
 from ..base.layout import UnsafePath, check_relpath, check_stored_name
 from ..base.ratelimit import RateLimiter
+from ..base.times import NS_PER_S
 from .gzfile import PlacedNotDurable, Roots, Unarchivable, open_regular
 
 BUNDLE_SUFFIX = ".tar"
@@ -99,7 +100,7 @@ def is_bundle_name(name: str) -> bool:
 def _tar_header(name: str, size: int, mtime_ns: int, mode: int) -> bytes:
     info = tarfile.TarInfo(name)
     info.size = size
-    info.mtime = max(mtime_ns, 0) // 1_000_000_000
+    info.mtime = max(mtime_ns, 0) // NS_PER_S
     info.mode = stat.S_IMODE(mode) & 0o777
     info.type = tarfile.REGTYPE
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
@@ -330,7 +331,7 @@ def read_bundle(path: Path) -> Contents:
             Member(
                 i.name.removesuffix(".gz"),
                 Span(i.offset_data, i.size),
-                int(i.mtime) * 1_000_000_000,
+                int(i.mtime) * NS_PER_S,
                 i.mode,
             )
             for i in infos

@@ -44,6 +44,7 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_identity, unlink_if_present
 from ..base.layout import PARTIAL_SUFFIX, unit_of
 from ..base.space import out_of_space
+from ..base.times import NS_PER_S
 from ..store.manifest import Entry, NewEntry
 from .bundle import (
     BUNDLE_SUFFIX,
@@ -74,7 +75,7 @@ class BundleGroup:
 def month_of(mtime_ns: int) -> str:
     """The UTC month of an mtime, ``YYYY-MM``: bundles group by it, so data past its
     retention can go a whole bundle at a time."""
-    return time.strftime("%Y-%m", time.gmtime(mtime_ns // 1_000_000_000))
+    return time.strftime("%Y-%m", time.gmtime(mtime_ns // NS_PER_S))
 
 
 def bundle_groups(

@@ -27,11 +27,11 @@ from ..base.errors import ColdkeepError
 from ..base.fsutil import FileIdentity
 from ..base.globs import PathFilter
 from ..base.layout import is_temp_name, unit_of
+from ..base.times import DAY_NS
 
 # "held": a file a restore put back, left alone for its restore grace (the
 # reason's name is in the JSON of plan and pass: docs/json.md).
 SkipReason = Literal["too_new", "unit_open", "held", "not_regular"]
-DAY_NS = 86_400 * 1_000_000_000
 
 
 class ScanError(ColdkeepError):

@@ -48,6 +48,7 @@ from croniter import croniter
 from ..base.cancel import Cancelled, CancelToken
 from ..base.config import JobSettings
 from ..base.errors import ColdkeepError
+from ..base.times import DAY_S
 from ..store import jobruns
 from ..store.jobruns import JobRun
 from ..store.manifest import Manifest
@@ -377,7 +378,7 @@ class JobRunner:
 
     async def prune(self, now: float) -> None:
         if self.retention_days > 0:
-            cutoff = int((now - self.retention_days * 86400) * 1000)
+            cutoff = int((now - self.retention_days * DAY_S) * 1000)
             await jobruns.prune_before(self.manifest, cutoff)
         if self.retention_rows > 0:
             await jobruns.prune_beyond(self.manifest, self.retention_rows)
