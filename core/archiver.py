@@ -183,7 +183,8 @@ class Archiver:
             await Manifest.open(self.layout.manifest) as manifest,
         ):
             audit_id = await self._begin(manifest, command, args)
-            current = Session(command, self.stream, mover=self._mover(manifest, step=self._hook()))
+            mover = self._mover(manifest, step=self._hook())
+            current = Session(command, self.stream, manifest=manifest, mover=mover)
             server = await self._serve(lock, command, cancel)
             try:
                 yield current
@@ -342,7 +343,7 @@ class Archiver:
     async def _recovery_scan(
         self, manifest: Manifest, progress: ScanProgress | None = None
     ) -> RecoveryReport:
-        return await Recovery(self._mover(manifest)).scan_unlocked(progress)
+        return await Recovery(manifest, self._mover(manifest)).scan_unlocked(progress)
 
     # mutating ----------------------------------------------------------------
 
@@ -380,7 +381,7 @@ class Archiver:
     async def recover(self, cancel: CancelToken | None = None) -> RecoveryReport:
         async with self.session("recover", cancel=cancel) as current:
             current.start()
-            report = await run_recovery(current.mover, self.stream, cancel)
+            report = await run_recovery(current.manifest, current.mover, self.stream, cancel)
             failed = report.errors or report.missing
             current.finish("failed" if failed else "ok", recovery_counts(report))
             return report
@@ -391,7 +392,7 @@ class Archiver:
         """Settle orphan gzips (paths relative to archive_root; None: all)."""
         async with self.session("adopt", {"gz": gz_paths or "all"}, cancel) as current:
             current.start()
-            recovery = Recovery(current.mover, cancel)
+            recovery = Recovery(current.manifest, current.mover, cancel)
             found = {self.layout.rel(o.gz): o.gz for o in (await recovery.scan()).orphans}
             wanted = list(found) if gz_paths is None else gz_paths
             done: list[Orphan] = []
@@ -412,16 +413,14 @@ class Archiver:
         the remote tier's scratch files."""
         async with self.session("sweep") as current:
             current.start()
-            report = await Recovery(current.mover).scan()
+            report = await Recovery(current.manifest, current.mover).scan()
             root = self.layout.root
             removed = [
                 p
                 for p in report.partials
                 if await asyncio.to_thread(partial(unlink_if_present, p, root=root))
             ]
-            removed += (
-                await clear_restore_intents(current.mover.manifest, current.mover.live_root)
-            )[0]
+            removed += (await clear_restore_intents(current.manifest, current.mover.live_root))[0]
             removed += await asyncio.to_thread(clear_scratch, self.layout)
             current.finish("ok", {"removed": [str(p) for p in removed]})
             return SweepReport(removed)
@@ -434,7 +433,7 @@ class Archiver:
             raise EventsError("no state_db is configured: there is nothing to checkpoint")
         async with self.session("checkpoint") as current:
             result = await checkpoint_now(db, self.settings.events)
-            await record_checkpoint(current.mover.manifest, result)
+            await record_checkpoint(current.manifest, result)
             self.stream.emit(result)
             return result
 
@@ -447,9 +446,9 @@ class Archiver:
         args = {**asdict(selection), "to": str(root) if root else None}
         async with (
             self.session("restore", args, cancel) as current,
-            self._remote_reader(current.mover.manifest) as remote,
+            self._remote_reader(current.manifest) as remote,
         ):
-            entries = await select_entries(current.mover.manifest, selection)
+            entries = await select_entries(current.manifest, selection)
             current.start(f"{len(entries)} files")
             report = await restore_files(
                 current.mover,
@@ -473,11 +472,11 @@ class Archiver:
         args = {"kinds": sorted(kinds or []), "months": months}
         async with self.session("restore-events", args, cancel) as current:
             current.start()
-            await self._fetch_lost_months(current.mover.manifest, cancel)
+            await self._fetch_lost_months(current.manifest, cancel)
             report = await restore_events(
                 self.settings,
                 self.layout.events,
-                current.mover.manifest,
+                current.manifest,
                 kinds=kinds,
                 months=months,
                 grace_days=self.settings.hold_days,
@@ -501,6 +500,7 @@ class Archiver:
         async with self.session("verify", args, cancel) as current:
             current.start()
             report = await verify_entries(
+                current.manifest,
                 current.mover,
                 self.stream,
                 sample=sample,
@@ -585,7 +585,7 @@ class Archiver:
             try:
                 report = await Shipper(
                     self.settings,
-                    current.mover.manifest,
+                    current.manifest,
                     store,
                     stream=self.stream,
                     step=self._hook(),
@@ -618,7 +618,7 @@ class Archiver:
             try:
                 report = await Expirer(
                     self.settings,
-                    current.mover.manifest,
+                    current.manifest,
                     store,
                     step=self._hook(),
                     clock=self.clock,
@@ -680,7 +680,7 @@ class Archiver:
             store = open_store(remote)
             try:
                 token = cancel or CancelToken()
-                manifest = current.mover.manifest
+                manifest = current.manifest
                 shipper = Shipper(
                     self.settings,
                     manifest,

@@ -45,7 +45,7 @@ from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_identity, unlink_if
 from ..base.layout import PARTIAL_SUFFIX, unit_of
 from ..base.space import out_of_space
 from ..base.times import NS_PER_S
-from ..store.manifest import Entry, NewEntry
+from ..store.manifest import Entry, Manifest, NewEntry
 from .bundle import (
     BUNDLE_SUFFIX,
     PackedBundle,
@@ -158,10 +158,11 @@ def _unlink_all(members: list[tuple[Path, FileIdentity]], root: Path) -> list[So
 
 
 class BundleMover:
-    """Archives bundles with a ``FileMover``'s roots, codec, cap, manifest and
-    step hook."""
+    """Archives bundles into ``manifest`` with a ``FileMover``'s roots, codec,
+    cap and step hook."""
 
-    def __init__(self, mover: FileMover) -> None:
+    def __init__(self, manifest: Manifest, mover: FileMover) -> None:
+        self.manifest = manifest
         self.mover = mover
         self.layout = mover.layout
         self.live_root = mover.live_root
@@ -222,7 +223,7 @@ class BundleMover:
         self, placed: Path, packed: PackedBundle, changed: set[str], label: str
     ) -> list[MemberDone]:
         """Steps 6 and 7."""
-        mover, manifest = self.mover, self.mover.manifest
+        mover, manifest = self.mover, self.manifest
         gz_path = self.layout.rel(placed)
         new = [self._new_entry(gz_path, m, m.relpath in changed) for m in packed.members]
         try:

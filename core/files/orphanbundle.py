@@ -42,7 +42,7 @@ from ..base.fsutil import (
 from ..base.ioerror import naming
 from ..base.layout import UnsafePath, resolve_inside, unit_of
 from ..base.ratelimit import RateLimiter
-from ..store.manifest import Entry, NewEntry
+from ..store.manifest import Entry, Manifest, NewEntry
 from .bundle import Member, read_bundle
 from .filemove import FileMover
 
@@ -105,7 +105,10 @@ def trusted_mode(recorded: int | None, source: FileIdentity | None) -> int:
 class OrphanBundle:
     """One orphan bundle, settled (the lock is the caller's)."""
 
-    def __init__(self, mover: FileMover, bundle: Path, cancel: CancelToken) -> None:
+    def __init__(
+        self, manifest: Manifest, mover: FileMover, bundle: Path, cancel: CancelToken
+    ) -> None:
+        self.manifest = manifest
         self.mover = mover
         self.bundle = bundle
         self.cancel = cancel
@@ -132,7 +135,7 @@ class OrphanBundle:
                 await asyncio.to_thread(make_durable, bundle, self.mover.layout.root)
             except OSError as err:
                 return [self._left(self.mover.layout.rel(bundle), err, "made durable")]
-            entries = await self.mover.manifest.add_entries(new)
+            entries = await self.manifest.add_entries(new)
             await self._unlink_adopted([e for e in entries if e.source_present])
         elif not contents.refused:
             await asyncio.to_thread(
@@ -209,4 +212,4 @@ class OrphanBundle:
             )
             if outcome != "changed":
                 gone.append(e.id)
-        await self.mover.manifest.mark_sources_gone(gone)
+        await self.manifest.mark_sources_gone(gone)

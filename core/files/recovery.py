@@ -283,13 +283,14 @@ class Recovery:
 
     def __init__(
         self,
+        manifest: Manifest,
         mover: FileMover,
         cancel: CancelToken | None = None,
         *,
         current_pass: int | None = None,
     ) -> None:
-        self.mover = mover
-        self.manifest = mover.manifest
+        self.manifest = manifest
+        self.mover = mover  # on ``manifest``: what adopts an orphan
         self.cancel = cancel or CancelToken()
         self.current_pass = current_pass  # the pass this recovery runs in: not a leftover
 
@@ -409,7 +410,7 @@ class Recovery:
     async def settle(self, gz: Path) -> list[Orphan]:
         """An orphan gzip, or each member of an orphan bundle, settled."""
         if is_bundle_name(gz.name):
-            return await OrphanBundle(self.mover, gz, self.cancel).settle()
+            return await OrphanBundle(self.manifest, self.mover, gz, self.cancel).settle()
         return [await self.settle_orphan(gz)]
 
     async def settle_orphan(self, gz: Path) -> Orphan:

@@ -25,7 +25,7 @@ from ..base.codec import Digest
 from ..base.layout import UnsafePath
 from ..base.stream import EventStream, FileDone, FileStep, Phase, thread_progress
 from ..base.times import now_ms
-from ..store.manifest import Entry
+from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
 
@@ -57,6 +57,7 @@ class VerifyReport:
 
 
 async def verify_entries(
+    manifest: Manifest,
     mover: FileMover,
     stream: EventStream,
     *,
@@ -66,7 +67,6 @@ async def verify_entries(
     workers: int = 2,
     rng: random.Random | None = None,
 ) -> VerifyReport:
-    manifest = mover.manifest
     token = cancel or CancelToken()
     report = VerifyReport()
     t0 = time.monotonic()

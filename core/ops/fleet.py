@@ -117,13 +117,13 @@ class Fleet:
         return dict(zip(usable, loaded, strict=True))
 
     @asynccontextmanager
-    async def _mover(self, site: str) -> AsyncIterator[tuple[FileMover, RemoteReader]]:
+    async def _mover(self, site: str) -> AsyncIterator[tuple[Manifest, FileMover, RemoteReader]]:
         layout = self.layout(site)
         async with await Manifest.open(layout.manifest) as manifest:
             limiter = RateLimiter(self.remote.bytes_per_s)
             # live_root is never written: a fleet restore always goes --to a folder.
             mover = FileMover(layout.root, layout, manifest, Codec("zlib", 6), limiter)
-            yield mover, RemoteReader(self.store, site, manifest, layout, limiter)
+            yield manifest, mover, RemoteReader(self.store, site, manifest, layout, limiter)
 
     async def restore(
         self,
@@ -137,8 +137,8 @@ class Fleet:
         """The entries of ``site`` named, from the remote, under ``to`` (checked as
         ``restore --to`` is, and outside the snapshot cache)."""
         to = check_restore_root(to, self.cache)
-        async with self._mover(site) as (mover, reader):
-            entries = [e for i in entry_ids if (e := await mover.manifest.entry(i)) is not None]
+        async with self._mover(site) as (manifest, mover, reader):
+            entries = [e for i in entry_ids if (e := await manifest.entry(i)) is not None]
             return await restore_files(
                 mover, entries, to=to, grace_days=0, stream=stream, cancel=cancel, remote=reader
             )

@@ -69,6 +69,7 @@ from ..files.orphanbundle import Orphan
 from ..files.recovery import Recovery, RecoveryReport
 from ..files.scan import Candidate, ScanError, scan_files
 from ..store import passlog
+from ..store.manifest import Manifest
 from .plan import Plan
 
 
@@ -205,6 +206,7 @@ def emit_orphan(stream: EventStream, layout: Layout, o: Orphan) -> None:
 
 
 async def run_recovery(
+    manifest: Manifest,
     mover: FileMover,
     stream: EventStream,
     cancel: CancelToken | None,
@@ -213,7 +215,7 @@ async def run_recovery(
     """Recovery (the caller holds the lock), each thing it settled told to the
     stream; the pass it runs in is no leftover."""
     stream.emit(Phase("recovery", 0))
-    report = await Recovery(mover, cancel, current_pass=current_pass).run()
+    report = await Recovery(manifest, mover, cancel, current_pass=current_pass).run()
     for pass_id in report.interrupted:
         stream.notice("warning", f"pass {pass_id} died with its process; recorded as interrupted")
     for p in report.partials:
@@ -239,9 +241,11 @@ def named(what: str, items: list[str], most: int = 5) -> str:
 
 
 class PassSession(Protocol):
-    """What a pass needs of the archiver's session: the mover under the lock, and
-    the stream and the audit told how the pass began and ended."""
+    """What a pass needs of the archiver's session: the manifest and the mover
+    under the lock, and the stream and the audit told how the pass began and
+    ended."""
 
+    manifest: Manifest
     mover: FileMover
 
     def start(self, detail: str = "") -> None: ...
@@ -271,6 +275,7 @@ class Pass:
         self.settings = setup.settings
         self.stream = setup.stream
         self.session = session
+        self.manifest = session.manifest
         self.mover = session.mover
         self.cancel = cancel
         self.summary = PassSummary("on", started_at=setup.clock())
@@ -278,7 +283,7 @@ class Pass:
         self.unsettled: list[str] = []  # archived, the source's removal not settled
 
     async def run(self) -> PassSummary:
-        summary, manifest = self.summary, self.mover.manifest
+        summary, manifest = self.summary, self.manifest
         t0 = time.monotonic()
         summary.pass_id = await passlog.start(manifest, "on", self.setup.origin, summary.started_at)
         self.session.start(f"pass {summary.pass_id}")
@@ -312,14 +317,16 @@ class Pass:
         line that says it, first among the problems."""
         if not isinstance(err, OutOfSpace):  # no step named it: a database write
             where = Path(err.filename) if isinstance(err, OSError) and err.filename else None
-            err = OutOfSpace(where or self.mover.manifest.path, err, doing="writing")
+            err = OutOfSpace(where or self.manifest.path, err, doing="writing")
         await asyncio.to_thread(release_reserve, self.settings.archive_root)
         self.summary.problems.insert(0, str(err))
         self.summary.out_of_space = err.to_dict()
 
     async def _phases(self) -> None:
         summary = self.summary
-        recovery = await run_recovery(self.mover, self.stream, self.cancel, summary.pass_id)
+        recovery = await run_recovery(
+            self.manifest, self.mover, self.stream, self.cancel, summary.pass_id
+        )
         summary.recovery = recovery_counts(recovery)
         if recovery.missing:
             summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")
@@ -397,7 +404,7 @@ class Pass:
             FileStep("bundle", label, "started", 0, sum(i.size for _, i in group.files))
         )
         try:
-            done = await BundleMover(self.mover).archive(group, cancel=self.cancel)
+            done = await BundleMover(self.manifest, self.mover).archive(group, cancel=self.cancel)
         except (OSError, sqlite3.Error) as err:
             if out_of_space(err):
                 raise self._full(label, err) from err
@@ -444,7 +451,7 @@ class Pass:
     async def _scan(self) -> list[Candidate]:
         """The eligible files (restored files in their grace left out), counted."""
         now = self.setup.clock()
-        in_grace = await self.mover.manifest.relpaths_in_grace(now)
+        in_grace = await self.manifest.relpaths_in_grace(now)
         scan = await asyncio.to_thread(
             scan_files, self.settings, now_ns=now * NS_PER_MS, in_grace=in_grace
         )
@@ -495,7 +502,7 @@ class Pass:
         ratio = totals.bytes_out / totals.bytes_in if totals.bytes_in else 0.3
         left = max(0, totals.eligible_bytes - totals.bytes_in)
         if isinstance(err, sqlite3.Error):
-            where, doing = self.mover.manifest.path, f"recording the entry of {rel} in"
+            where, doing = self.manifest.path, f"recording the entry of {rel} in"
         else:
             where = Path(err.filename) if err.filename else self.mover.layout.files
             doing = f"archiving {rel} to"
@@ -520,7 +527,7 @@ class Pass:
         report = await move_events(
             self.settings,
             self.mover.layout.events,
-            manifest=self.mover.manifest,
+            manifest=self.manifest,
             now_ms=self.setup.clock(),
             cancel=self.cancel,
             step=self.setup.step,

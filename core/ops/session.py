@@ -20,6 +20,7 @@ from ..base.lock import ArchiveLock, LockHeld
 from ..base.stream import EventStream, Finished, Started
 from ..base.stream import Status as Outcome
 from ..files.filemove import FileMover
+from ..store.manifest import Manifest
 
 
 @dataclass
@@ -47,8 +48,9 @@ class Operation:
 
 @dataclass
 class Session(Operation):
-    """An operation under the lock, with the manifest open: its mover."""
+    """An operation under the lock, with the manifest open, and a mover on it."""
 
+    manifest: Manifest = field(kw_only=True)
     mover: FileMover = field(kw_only=True)
 
 

@@ -67,7 +67,7 @@ def assert_data_safe(roots: Roots) -> None:
 
 async def recover(roots: Roots) -> None:
     async with await Manifest.open(roots.layout.manifest) as m:
-        await Recovery(FileMover(roots.live, roots.layout, m, Codec())).run()
+        await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
 
 
 async def archive_again(roots: Roots) -> None:

@@ -30,7 +30,7 @@ async def place_orphan(roots: Roots, relpath: str, data: bytes) -> Path:
 
 async def recover(roots: Roots) -> tuple[Manifest, Recovery]:
     m = await Manifest.open(roots.layout.manifest)
-    return m, Recovery(FileMover(roots.live, roots.layout, m, Codec()))
+    return m, Recovery(m, FileMover(roots.live, roots.layout, m, Codec()))
 
 
 async def test_each_kind_of_orphan(roots: Roots) -> None:
