@@ -43,7 +43,7 @@ from ..base.layout import Layout
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
 from ..events.eventschema import EventSchema, EventsError, discover, journal_mode, open_live, q
 from ..files.scan import ScanError
-from ..remote.connect import open_store
+from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
 from ..store.manifest import Manifest, ManifestError
 from .plan import Plan, make_plan
@@ -456,16 +456,14 @@ async def _remote(settings: Settings) -> Finding:
         missing = await asyncio.to_thread(_remote_folder, remote.folder)
         if missing is not None:
             return missing
-    store = open_store(remote)
-    try:
-        conditional = await store.refuses_overwrite()
-        await _probe_write(store)
-    except RemoteError as err:  # RemoteAuthError too: its line says what to do
-        return Finding("remote", "fail", str(err))
-    except OSError as err:  # the local probe file, before any request
-        return Finding("remote", "fail", f"the probe could not be prepared: {err}")
-    finally:
-        await store.close()
+    async with connected(remote) as store:
+        try:
+            conditional = await store.refuses_overwrite()
+            await _probe_write(store)
+        except RemoteError as err:  # RemoteAuthError too: its line says what to do
+            return Finding("remote", "fail", str(err))
+        except OSError as err:  # the local probe file, before any request
+            return Finding("remote", "fail", f"the probe could not be prepared: {err}")
     found = f"{store.url} answers: a probe object was written and deleted"
     if not conditional:
         return Finding(

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,11 +49,13 @@ from ..base.layout import Layout
 from ..base.steps import StepHook, StepName, no_step
 from ..base.times import DAY_MS, NS_PER_MS
 from ..events.eventschema import month_end_ms
+from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
 from ..store import audit, expiry
 from ..store.legalholds import active, held_paths
 from ..store.manifest import Manifest, tombstone
 from ..store.remoteobjects import RemoteObject, RemoteObjects
+from .session import Sessions
 
 Kind = Literal["gzip", "bundle", "month"]
 
@@ -208,6 +211,32 @@ async def _month_items(
             )
         )
     return items
+
+
+async def expire_archive(
+    sessions: Sessions, cancel: CancelToken | None, only: frozenset[str] | None
+) -> ExpireReport:
+    """One expiry, in its own session of the archiver's, over the store
+    ``[remote]`` names, open for it (none: remote copies are left, and said).
+    ``only``: of what is due, the paths an operator was shown and confirmed."""
+    settings = sessions.settings
+    async with sessions.open("expire", {}, cancel) as current:
+        current.start("archived data past its retention")
+        remote = settings.remote
+        async with connected(remote) if remote is not None else nullcontext() as store:
+            expirer = Expirer(
+                settings,
+                current.manifest,
+                store,
+                step=sessions.steps.hook(),
+                clock=sessions.clock,
+                origin=sessions.origin,
+                cancel=cancel,
+                only=only,
+            )
+            report = await expirer.run()
+        current.finish("failed" if report.failed else "ok", report.to_dict())
+        return report
 
 
 class Expirer:

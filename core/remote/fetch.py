@@ -21,11 +21,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ..base.cancel import CancelToken
+from ..base.config import RemoteSettings
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.layout import Layout, is_scratch_name
 from ..base.ratelimit import RateLimiter
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
+from .connect import connected
 from .objectstore import ObjectStore
 
 
@@ -88,6 +90,20 @@ class RemoteReader:
         async with scratch_file(self.layout, f"fetch-{entry.id}") as (tmp, fd):
             await asyncio.to_thread(_write_all, fd, data)
             yield tmp
+
+
+@asynccontextmanager
+async def remote_reader(
+    remote: RemoteSettings | None, manifest: Manifest, layout: Layout
+) -> AsyncIterator[RemoteReader | None]:
+    """The remote tier's copies, for reading, its store open for the block (None:
+    no remote configured). Scratch files a crash left are removed first."""
+    if remote is None:
+        yield None
+        return
+    await asyncio.to_thread(clear_scratch, layout)
+    async with connected(remote) as store:
+        yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
 
 
 @asynccontextmanager

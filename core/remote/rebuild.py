@@ -25,21 +25,26 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..base.cancel import CancelToken
 from ..base.codec import digest_path
+from ..base.config import RemoteSettings
 from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import ensure_dir, fsync_dir, rename_noreplace
 from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
+from ..files.rebuild import rebuild_manifest
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
 from ..store.schema import SCHEMA_VERSION
+from .connect import connected
 from .fetch import clear_scratch, downloaded
 from .objectstore import ObjectStore
 
@@ -251,3 +256,64 @@ class RemoteRebuild:
                     self.stream.emit(FileDone("fetch", path, "fetched", info.size))
             except (RemoteError, UnsafePath) as err:
                 report.problems.append(f"{info.key}: {err}")
+
+
+@asynccontextmanager
+async def rebuilding(
+    layout: Layout, remote: RemoteSettings, *, stream: EventStream, cancel: CancelToken | None
+) -> AsyncIterator[RemoteRebuild]:
+    """What reads a lost archive back from the remote, its store open for the block."""
+    async with connected(remote) as store:
+        yield RemoteRebuild(
+            layout,
+            store,
+            remote.site,
+            stream=stream,
+            limiter=RateLimiter(remote.bytes_per_s),
+            cancel=cancel or CancelToken(),
+        )
+
+
+async def rebuild_from_remote(
+    layout: Layout,
+    remote: RemoteSettings,
+    *,
+    stream: EventStream,
+    reads: RateLimiter,
+    cancel: CancelToken | None,
+) -> FromRemoteReport:
+    """This site's manifest, event months and the knowledge of what is remote,
+    back from the remote tier; without a manifest snapshot, every archive file
+    fetched and the manifest rebuilt from them (``reads``: the cap on reading
+    them back). The caller holds the lock."""
+    async with rebuilding(layout, remote, stream=stream, cancel=cancel) as rebuild:
+        report = await rebuild.run(layout.manifest)
+        if report.snapshot is None:
+            await rebuild.fetch_files(report)
+            local = await rebuild_manifest(
+                layout, layout.manifest, stream, limiter=reads, cancel=cancel
+            )
+            report.entries = local.entries
+            report.problems += [f"unreadable: {u}" for u in local.unreadable]
+            report.problems += [f"refused: {r}" for r in local.refused]
+    return report
+
+
+async def fetch_lost_months(
+    layout: Layout,
+    remote: RemoteSettings | None,
+    manifest: Manifest,
+    *,
+    stream: EventStream,
+    cancel: CancelToken | None,
+) -> None:
+    """Event month databases gone from here and shipped: fetched back (before a
+    restore of event rows), what happened told to the stream."""
+    if remote is None:
+        return
+    async with rebuilding(layout, remote, stream=stream, cancel=cancel) as rebuild:
+        fetched, problems = await rebuild.fetch_months(manifest)
+    if fetched:
+        stream.notice("info", f"{fetched} event months fetched from {remote.url}")
+    for problem in problems:
+        stream.notice("warning", problem)

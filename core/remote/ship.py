@@ -145,9 +145,13 @@ class ShipPlan:
     held: int = 0  # local copies past keep_local_days that legal holds keep
 
 
-async def ship_plan(settings: Settings, manifest: Manifest, now: int) -> ShipPlan:
+async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> ShipPlan:
+    """What a ship would do now (``manifest`` None: there is none yet, nothing to
+    ship)."""
     remote = settings.remote
     assert remote is not None
+    if manifest is None:
+        return ShipPlan(f"{remote.url}/{remote.site}", 0, 0, 0, 0, 0, remote.keep_local_days)
     objects = RemoteObjects(manifest)
     totals = await objects.totals()
     drops: list[RemoteObject] = []

@@ -10,8 +10,9 @@ Invariants:
 - A hold is never deleted: a released one keeps who released it and when.
 - Matching errs towards keeping: a bundle is held when any one of its members
   is, and a hold's glob that does not compile is refused when it is placed.
-- Placing and releasing are audited by the caller (the archiver), like every
-  other action that changes what coldkeep may delete.
+- Placing and releasing are audited (an ``audit`` row each, as soon as the
+  hold's row is written), like every other action that changes what coldkeep
+  may delete.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal, get_args
 
 from ..base.errors import UsageError
 from ..base.globs import GlobError, glob_to_regex
+from . import audit
 from .manifest import Manifest
 
 Scope = Literal["unit", "path", "entry"]
@@ -107,8 +109,9 @@ async def place(
     *,
     until: int | None,
     at: int,
-    by: str,
+    origin: str,
 ) -> Hold:
+    """A hold placed by whoever runs this (``audit.who``), and audited."""
     if scope not in SCOPES:
         raise HoldError(f"{scope!r} is not a hold scope: use one of {', '.join(SCOPES)}")
     if not reason.strip():
@@ -127,9 +130,11 @@ async def place(
     hold_id = await manifest.insert(
         "INSERT INTO legal_holds (scope, target, reason, until, placed_at, placed_by) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        (scope, target, reason.strip(), until, at, by),
+        (scope, target, reason.strip(), until, at, audit.who()[0]),
     )
-    return await get(manifest, hold_id)
+    hold = await get(manifest, hold_id)
+    await _audited(manifest, "hold", hold, at, origin)
+    return hold
 
 
 async def get(manifest: Manifest, hold_id: int) -> Hold:
@@ -139,15 +144,31 @@ async def get(manifest: Manifest, hold_id: int) -> Hold:
     return _hold(rows[0])
 
 
-async def release(manifest: Manifest, hold_id: int, *, at: int, by: str) -> Hold:
+async def release(manifest: Manifest, hold_id: int, *, at: int, origin: str) -> Hold:
+    """A hold released by whoever runs this (``audit.who``), and audited."""
     hold = await get(manifest, hold_id)
     if hold.released_at is not None:
         raise HoldError(f"hold {hold_id} was released already, by {hold.released_by}")
     await manifest.run(
         "UPDATE legal_holds SET released_at = ?, released_by = ? WHERE id = ?",
-        [at, by, hold_id],
+        [at, audit.who()[0], hold_id],
     )
-    return await get(manifest, hold_id)
+    hold = await get(manifest, hold_id)
+    await _audited(manifest, "hold-release", hold, at, origin)
+    return hold
+
+
+async def _audited(manifest: Manifest, action: str, hold: Hold, at: int, origin: str) -> None:
+    args = {"id": hold.id, "scope": hold.scope, "target": hold.target, "until": hold.until}
+    await audit.record(
+        manifest,
+        at=at,
+        origin=origin,
+        action=action,
+        args=args,
+        outcome="ok",
+        detail=hold.describe(),
+    )
 
 
 async def listing(manifest: Manifest, now: int, *, all_holds: bool = False) -> list[Hold]:

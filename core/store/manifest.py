@@ -246,6 +246,17 @@ class Manifest:
             raise
         return self
 
+    @classmethod
+    async def open_existing(cls, path: Path) -> Self | None:
+        """The manifest at ``path``, read-only; None when there is none yet (no
+        pass has run)."""
+        try:
+            return await cls.open(path, readonly=True)
+        except ManifestError:
+            if not await asyncio.to_thread(path.exists):
+                return None
+            raise
+
     async def close(self) -> None:
         try:
             # A mark that cannot be written is not lost: recovery finds those

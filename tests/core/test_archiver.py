@@ -79,14 +79,14 @@ async def test_cancel_stops_at_a_safe_point_and_the_next_pass_finishes(
         if name == "bundle_sources_unlinked":
             token.cancel("operator pressed stop")
 
-    archiver.user_step = stop_after_first_bundle
+    archiver.steps.user_step = stop_after_first_bundle
     first = await archiver.run_pass(token)
     assert first.status == "cancelled"
     # The jobs in flight finish their step; nothing new starts.
     assert 1 <= first.files.archived < first.files.eligible
     assert not list(archiver.settings.archive_root.rglob("*.partial"))
 
-    archiver.user_step = Archiver(archiver.settings).user_step
+    archiver.steps.user_step = Archiver(archiver.settings).steps.user_step
     second = await archiver.run_pass()
     assert second.status == "ok" and second.recovery["orphans_found"] == 0
     assert first.files.archived + second.files.archived == first.files.eligible

@@ -1,0 +1,99 @@
+"""The remote tier's operations as the archiver runs them: each opens its store
+for its own length (``remote.connect.connected``), inside a session of the
+archiver's (``Sessions``), and says how it went.
+
+    ship_plan            what a ship would send and drop now (read-only, no lock)
+    ship                 the archive to the remote tier, local copies dropped
+                         (remote/ship.py)
+    verify_remote        the remote copies read back; bad ones shipped again
+                         (remote/verify.py)
+    rebuild_from_remote  a lost host's archive back from its bucket (remote/rebuild.py):
+                         the lock alone, there is no manifest to open yet
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..base.cancel import CancelToken
+from ..base.config import RemoteSettings
+from ..remote.connect import connected
+from ..remote.rebuild import FromRemoteReport, rebuild_from_remote
+from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
+from ..remote.verify import RemoteVerifier, RemoteVerifyReport
+from ..store.manifest import Manifest
+from .session import Sessions
+
+
+async def plan(sessions: Sessions) -> ShipPlan:
+    """What ``ship`` would send and drop now, read without the lock."""
+    manifest = await Manifest.open_existing(sessions.layout.manifest)
+    if manifest is None:
+        return await ship_plan(sessions.settings, None, sessions.clock())
+    async with manifest:
+        return await ship_plan(sessions.settings, manifest, sessions.clock())
+
+
+async def ship(
+    sessions: Sessions, remote: RemoteSettings, cancel: CancelToken | None
+) -> ShipReport:
+    """What is archived and not yet remote, to ``remote``; then local copies past
+    ``keep_local_days`` dropped."""
+    async with sessions.open("ship", {"url": remote.url}, cancel) as current:
+        current.start(f"to {remote.url}/{remote.site}")
+        async with connected(remote) as store:
+            shipper = Shipper(
+                sessions.settings,
+                current.manifest,
+                store,
+                stream=sessions.stream,
+                step=sessions.steps.hook(),
+                clock=sessions.clock,
+                reads=sessions.limiter,
+                cancel=cancel,
+            )
+            report = await shipper.run()
+        current.finish("failed" if report.failed else "ok", report.to_dict())
+        return report
+
+
+async def verify(
+    sessions: Sessions, remote: RemoteSettings, sample: float | None, cancel: CancelToken | None
+) -> RemoteVerifyReport:
+    """The copies at ``remote`` read back (all, or ``sample`` of them, rotating);
+    a bad one shipped again from its local copy where there is one."""
+    args = {"sample": sample, "remote": True}
+    async with sessions.open("verify", args, cancel) as current:
+        current.start(f"remote copies at {remote.url}/{remote.site}")
+        async with connected(remote) as store:
+            token = cancel or CancelToken()
+            shipper = Shipper(
+                sessions.settings,
+                current.manifest,
+                store,
+                stream=sessions.stream,
+                clock=sessions.clock,
+                reads=sessions.limiter,
+                cancel=token,
+            )
+            verifier = RemoteVerifier(
+                current.manifest, store, shipper, stream=sessions.stream, cancel=token
+            )
+            report = await verifier.run(sample)
+        current.finish("failed" if report.failed else "ok", report.to_dict())
+        return report
+
+
+async def rebuild(
+    sessions: Sessions, remote: RemoteSettings, cancel: CancelToken | None
+) -> FromRemoteReport:
+    """This site's manifest, event months and the knowledge of what is remote,
+    back from ``remote``: for a fresh host after the old one was lost."""
+    await asyncio.to_thread(sessions.layout.root.mkdir, parents=True, exist_ok=True)
+    async with sessions.lock_only("rebuild-manifest", "rebuild-manifest --from-remote") as op:
+        op.start(f"from {remote.url}/{remote.site}")
+        report = await rebuild_from_remote(
+            sessions.layout, remote, stream=sessions.stream, reads=sessions.limiter, cancel=cancel
+        )
+        op.finish("failed" if report.failed else "ok", report.to_dict())
+        return report
