@@ -414,6 +414,9 @@ class Recovery:
         return [await self.settle_orphan(gz)]
 
     async def settle_orphan(self, gz: Path) -> Orphan:
+        """One orphan gzip settled: its source found by the name in its header,
+        the gzip re-verified against it (alone, when there is none), and what
+        that proved made durable and recorded."""
         try:
             relpath = await asyncio.to_thread(_orphan_relpath, self.mover, gz)
         except OSError as err:
@@ -425,43 +428,53 @@ class Recovery:
             guess = self.mover.layout.relpath_of_gz(gz)
             detail = f"its header names {err}; left as found (rename it by hand)"
             return Orphan(gz, guess, "refused", detail)
+        src, ident = await self._source(relpath)
         try:
-            src: Path | None = resolve_inside(self.mover.live_root, relpath)
-        except UnsafePath:
-            src = None
-        roots = self.mover.roots
-        ident = (
-            await asyncio.to_thread(functools.partial(identity_or_none, src, root=roots.src))
-            if src
-            else None
-        )
-        try:
-            if ident is None or not ident.is_regular:
-                # No source to compare with: whatever decompresses is the only copy.
-                verdict = await verify_gzip(gz, limiter=self.mover.limiter, cancel=self.cancel)
-                if isinstance(verdict, Corrupt):
-                    await asyncio.to_thread(
-                        functools.partial(unlink_if_present, gz, root=roots.dest)
-                    )
-                    return Orphan(gz, relpath, "corrupt", verdict.detail)
-                assert isinstance(verdict, Verified)  # no expectation: no mismatch
-                digest = Digest(verdict.bytes, verdict.sha256)
-                result: ArchiveOk | Stale | Corrupt | Changed = await stale_of(gz, digest)
-            else:
-                assert src is not None
-                result = await adopt_orphan(
-                    src,
-                    gz,
-                    roots=roots,
-                    identity=ident,
-                    limiter=self.mover.limiter,
-                    cancel=self.cancel,
-                )
+            result = await self._verdict(gz, src, ident)
         except OSError as err:
             return Orphan(gz, relpath, "error", f"could not be read ({err}); left as found")
+        return await self._settled(gz, relpath, result, ident)
+
+    async def _source(self, relpath: str) -> tuple[Path | None, FileIdentity | None]:
+        """An orphan's live source (None: its name would leave the live tree) and
+        what is there now (None: nothing)."""
+        try:
+            src = resolve_inside(self.mover.live_root, relpath)
+        except UnsafePath:
+            return None, None
+        root = self.mover.roots.src
+        return src, await asyncio.to_thread(functools.partial(identity_or_none, src, root=root))
+
+    async def _verdict(
+        self, gz: Path, src: Path | None, ident: FileIdentity | None
+    ) -> ArchiveOk | Stale | Corrupt | Changed:
+        """What the orphan is: re-verified against its source (adopt_orphan), or,
+        with no regular file there, alone."""
+        roots = self.mover.roots
+        if src is None or ident is None or not ident.is_regular:
+            # No source to compare with: whatever decompresses is the only copy.
+            verdict = await verify_gzip(gz, limiter=self.mover.limiter, cancel=self.cancel)
+            if isinstance(verdict, Corrupt):
+                await asyncio.to_thread(functools.partial(unlink_if_present, gz, root=roots.dest))
+                return verdict
+            assert isinstance(verdict, Verified)  # no expectation: no mismatch
+            return await stale_of(gz, Digest(verdict.bytes, verdict.sha256))
+        return await adopt_orphan(
+            src, gz, roots=roots, identity=ident, limiter=self.mover.limiter, cancel=self.cancel
+        )
+
+    async def _settled(
+        self,
+        gz: Path,
+        relpath: str,
+        result: ArchiveOk | Stale | Corrupt | Changed,
+        ident: FileIdentity | None,
+    ) -> Orphan:
+        """The verdict acted on: what is kept made durable, then entered (adopted,
+        its source unlinked as step 7 does; or stale, under its own entry)."""
         if isinstance(result, ArchiveOk | Stale):
             try:
-                await asyncio.to_thread(make_durable, gz, roots.dest)
+                await asyncio.to_thread(make_durable, gz, self.mover.roots.dest)
             except OSError as err:
                 return Orphan(
                     gz, relpath, "error", f"could not be made durable ({err}); left as found"
