@@ -1,17 +1,20 @@
 """coldkeep's core: an asyncio library that moves cold data out of a live tree.
 
-The layers, each using only the ones below it (import-linter checks it):
+The layers, each a folder (``archiver`` the one flat module), each using only the
+ones below it (import-linter checks it):
 
-    sched      clock, jobs, alerts, daemon: unattended mode, a client of the archiver
+    sched      clock, jobs, alerts, daemon, metrics: unattended mode, a client of
+               the archiver
     archiver   the core API: one session (lock, audit, events) per operation
-    passes     the pass engine: recovery, then files, then event rows
-    plan · status · attach · demo
-               the backlog counted without writing; the archive's state, read
-               without the lock; the event socket for consoles; a demo site
+    ops        the operations: each one's session, the pass engine, recovery's
+               commands, the remote tier's, expiry, the plan, status, doctor, the
+               event socket for consoles, the fleet view, a demo site
+    remote     the object stores, and what ships to, verifies and reads back from them
     files | events
                the two families of cold data, independent of each other
+    store      coldkeep.db: its schema, the one connection, a module per table family
     base       config, layout, beneath, globs, fsutil, ioerror, space, cancel,
-               ratelimit, codec, steps, stream, lock, manifest, audit
+               ratelimit, times, codec, steps, stream, lock
 
 Read the base in this order and the protocol grows step by step:
 
@@ -29,12 +32,10 @@ Read the base in this order and the protocol grows step by step:
     steps      the step hook every protocol step is announced through
     stream     the events every operation reports, to any number of readers
     lock       the archive mutex on archive_root/.lock
-    manifest   coldkeep.db: its schema, entries, passes, restore intents
-    audit      who did what to the archive (the ``audit`` table)
 
-then ``files`` (the per-file protocol and what reads its gzips), ``events`` (rows
-into month databases and back), and the layers above: each package's docstring
-lists its modules.
+then ``store`` (coldkeep.db), ``files`` (the per-file protocol and what reads its
+gzips), ``events`` (rows into month databases and back), and the layers above:
+each package's docstring lists its modules.
 
 Nothing here imports Textual or Rich's live display: the console, the CLI and the
 scheduler are clients of this package (a test and an import-linter contract hold
