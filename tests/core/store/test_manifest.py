@@ -207,3 +207,17 @@ async def test_a_manifest_that_cannot_be_opened_leaves_no_thread_behind(tmp_path
         await Manifest.open(tmp_path / "no-such-dir" / "coldkeep.db")
     workers = [t for t in threading.enumerate() if "_connection_worker_thread" in t.name]
     assert [t for t in workers if t.is_alive()] == []
+
+
+async def test_the_restore_grace_is_the_column_hold_until(tmp_path: Path) -> None:
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        e = await m.add_entry(entry(1, status="restored", grace_until=5000))
+        assert await m.relpaths_in_grace(4999) == {e.relpath}
+        await m.set_status_and_grace([e.id], "archived", None)
+        assert await m.relpaths_in_grace(0) == set()
+        await m.set_status_and_grace([e.id], "restored", 7000)
+        with sqlite3.connect(path) as other:  # on disk, the column keeps its name
+            assert other.execute("SELECT hold_until FROM entries").fetchone() == (7000,)
+        got = await m.entry(e.id)
+        assert got is not None and got.grace_until == 7000
