@@ -1,14 +1,13 @@
 """The remote tier's operations as the archiver runs them: each opens its store
 for its own length (``remote.connect.connected``), inside a session of the
-archiver's (``Sessions``), and says how it went.
+archiver's (``Sessions``), and says how it went. The archiver has checked that a
+``[remote]`` is configured.
 
-    ship_plan            what a ship would send and drop now (read-only, no lock)
-    ship                 the archive to the remote tier, local copies dropped
-                         (remote/ship.py)
-    verify_remote        the remote copies read back; bad ones shipped again
-                         (remote/verify.py)
-    rebuild_from_remote  a lost host's archive back from its bucket (remote/rebuild.py):
-                         the lock alone, there is no manifest to open yet
+    plan     what a ship would send and drop now (read-only, no lock)
+    ship     the archive to the remote tier, local copies dropped (remote/ship.py)
+    verify   the remote copies read back; bad ones shipped again (remote/verify.py)
+    rebuild  a lost host's archive back from its bucket (remote/rebuild.py): the
+             lock alone, there is no manifest to open yet
 """
 
 from __future__ import annotations
