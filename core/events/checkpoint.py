@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..base.config import CheckpointMode, EventsSettings
 from ..store.manifest import Manifest
@@ -54,6 +55,19 @@ class CheckpointResult:
     wal_after: int
     mode: CheckpointMode = "PASSIVE"
     error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at_ms": self.at_ms,
+            "busy": self.busy,
+            "log": self.log,
+            "checkpointed": self.checkpointed,
+            "ms": self.ms,
+            "wal_before": self.wal_before,
+            "wal_after": self.wal_after,
+            "mode": self.mode,
+            "error": self.error,
+        }
 
 
 def wal_path(db: Path) -> Path:

@@ -97,6 +97,18 @@ class JobRun:
             text += f" (waited {waited:.0f} s for {self.summary['waited_for']})"
         return text
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "job": self.job,
+            "trigger": self.trigger,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "status": self.status,
+            "error": self.error,
+            "summary": self.summary,
+        }
+
 
 @dataclass(frozen=True)
 class JobEvent:
