@@ -2,10 +2,16 @@
 
 Threading model (Harlequin's): everything slow runs in workers (async workers over
 the async core API, thread workers for plain blocking reads); workers only post
-messages (messages.py); the handlers here own the state and tell the panes what
-to show. The core's event stream is read by one long-lived worker. Every action
-comes from one registry (actions.py) that also makes the bindings, the buttons,
-the help screen and the command palette.
+messages (messages.py, or a pane's own to itself); the handlers own the state
+and tell the panes what to show. The core's event stream is read by one
+long-lived worker. Every action comes from one registry (actions.py) that also
+makes the bindings, the buttons, the help screen and the command palette.
+
+Every operation of the registry (tui/operations) runs through one path: its
+action is refused with the reason, or its entry's question is asked (its plan
+read first, in a worker), and a yes (``Confirmed``) starts it in the operation
+worker (``operate``); its result, failure or stop comes back as a message. A
+scheduled job run from here asks the same question as its operation.
 
 Mutating actions are refused (with the reason) in ``--read-only``, while another
 operation runs here, and while another process holds the archive lock (the
@@ -17,41 +23,29 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
+from typing import Any, ClassVar, cast
 
 from textual import on, work
+from textual.actions import ActionParseResult
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
+from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Static, Tab, Tabs
 from textual.worker import Worker
 from watchfiles import awatch
 
-from coldkeep.core.archiver import Archiver, NoRemote, PlanReport, Status
+from coldkeep.core.archiver import Archiver, PlanReport, Status
 from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import RemoteError, explain
 from coldkeep.core.base.lock import read_holder
-from coldkeep.core.base.stream import (
-    BatchMoved,
-    CheckpointRan,
-    Event,
-    EventStream,
-    FileDone,
-    FileStep,
-    Finished,
-    Notice,
-    OrphanSeen,
-    Phase,
-    Progress,
-    Started,
-)
-from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints, wal_bytes
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.events.checkpoint import wal_bytes
 from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import RestoreReport
@@ -61,23 +55,27 @@ from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.sched.clock import SystemClock
 from coldkeep.core.sched.daemon import Scheduler
-from coldkeep.core.sched.jobs import JobRun, job_history, job_infos
-from coldkeep.core.store.legalholds import HoldError
-from coldkeep.core.store.manifest import Manifest, ManifestError, now_ms
+from coldkeep.core.sched.jobs import JobRun
+from coldkeep.core.store.manifest import ManifestError, now_ms
 
-from ..cli.progress import describe
-from ..text.fmt import age, human, parse_day, remote_where
-from ..text.results import OperationResult, headline
-from .actions import ACTIONS, BY_NAME, ConsoleAction, bindings
+from ..operations import BY_ACTION, BY_NAME
+from ..operations.restore import restore_months
+from ..operations.retention import NO_RETENTION
+from ..operations.spec import ConsoleAction, Nothing, Operation, Run, Site
+from ..text.events import describe
+from ..text.fmt import age, remote_where
+from ..text.results import headline
+from .actions import ACTIONS, bindings
+from .actions import BY_NAME as ACTION
 from .messages import (
     Attached,
     BacklogLoaded,
-    CheckpointsLoaded,
+    Confirmed,
     CoreEvent,
     EventsRestoreRequested,
     FindingsLoaded,
     HolderChanged,
-    JobsLoaded,
+    HoldsChanged,
     LiveTreeChanged,
     LoadFailed,
     OperationFailed,
@@ -98,14 +96,14 @@ from .panes import (
     Pane,
     RemotePane,
 )
-from .panes.orphans import Finding
+from .panes.log import level
 from .panes.remote import NO_REMOTE
 from .priority import background_executor
 from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
-from .screens.holds import HoldReleaseRequested, HoldRequested
-from .tables import Cell
 
-NO_RETENTION = "no [retention] is configured: everything is kept for ever"
+# The console, and the reason it gives for expire being off (the entry's words).
+__all__ = ["NO_RETENTION", "ColdkeepApp"]
+
 HOLDER_POLL_S = 2.0
 # Worker groups that outlive a settle: they last as long as the console, or as
 # another process's operation that it watches.
@@ -154,7 +152,6 @@ class ColdkeepApp(App[None]):
         self.ready_at: float | None = None  # perf_counter when the first full paint had its data
         self.attached: AttachClient | None = None  # watching another process's operation
         self.browser: RestoreScreen | None = None  # the restore browser, while it is open
-        self.holds_screen: HoldsScreen | None = None  # the holds, while they are shown
 
     # layout ------------------------------------------------------------------
 
@@ -208,7 +205,7 @@ class ColdkeepApp(App[None]):
 
     def unavailable(self, name: str) -> str | None:
         """Why an action cannot run now (None: it can)."""
-        a = BY_NAME[name]
+        a = ACTION[name]
         if a.remote and self.archiver.settings.remote is None:
             return NO_REMOTE
         if a.retention and not self.archiver.settings.retention.configured:
@@ -237,7 +234,7 @@ class ColdkeepApp(App[None]):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        a = BY_NAME.get(action)
+        a = ACTION.get(action)
         if a is None:
             return True
         if self.screen is not self.screen_stack[0] and a.name not in ("help", "quit"):
@@ -246,13 +243,31 @@ class ColdkeepApp(App[None]):
         # configured); refused if reached another way.
         return self.offered(a)
 
+    async def run_action(
+        self,
+        action: str | ActionParseResult,
+        default_namespace: DOMNode | None = None,
+        namespaces: Mapping[str, DOMNode] | None = None,
+    ) -> bool:
+        """An operation's action (its key, its button, its name) has no method of
+        its own: it goes to ``start_operation``."""
+        if isinstance(action, str) and action in BY_ACTION and default_namespace in (None, self):
+            if not self.check_action(action, ()):
+                return False
+            self.start_operation(action)
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
+
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for a in ACTIONS:
             if self.offered(a):
-                yield SystemCommand(
-                    a.label, f"{a.help} \\[{a.key_label}]", getattr(self, f"action_{a.name}")
-                )
+                yield SystemCommand(a.label, f"{a.help} \\[{a.key_label}]", self._callback(a.name))
+
+    def _callback(self, name: str) -> Callable[[], object]:
+        if name in BY_ACTION:
+            return partial(self.start_operation, name)
+        return cast(Callable[[], object], getattr(self, f"action_{name}"))
 
     @on(Button.Pressed, ".action")
     async def _button(self, event: Button.Pressed) -> None:
@@ -261,8 +276,8 @@ class ColdkeepApp(App[None]):
     def _refuse(self, name: str) -> bool:
         why = self.unavailable(name)
         if why:
-            self.notify(f"{BY_NAME[name].label}: {why}", severity="warning", markup=False)
-            self.log_line("warning", f"{BY_NAME[name].label} refused: {why}")
+            self.notify(f"{ACTION[name].label}: {why}", severity="warning", markup=False)
+            self.log_line("warning", f"{ACTION[name].label} refused: {why}")
         return why is not None
 
     # workers -----------------------------------------------------------------
@@ -277,8 +292,9 @@ class ColdkeepApp(App[None]):
         self.load_status()
         self.load_backlog()
         self.load_findings()
-        self.load_checkpoints()
-        self.load_jobs()
+        manifest = self.archiver.layout.manifest
+        self.query_one(CheckpointPane).load(manifest)
+        self.query_one(JobsPane).load(self.archiver.settings.jobs, manifest, self.clock() / 1000)
         self.load_ship_plan()
 
     @work(exclusive=True, group="status", exit_on_error=False)
@@ -311,29 +327,6 @@ class ColdkeepApp(App[None]):
         except (ManifestError, OSError) as err:
             self.post_message(LoadFailed("the findings", str(err)))
 
-    @work(exclusive=True, group="checkpoints", exit_on_error=False)
-    async def load_checkpoints(self) -> None:
-        path = self.archiver.layout.manifest
-        if not await asyncio.to_thread(path.exists):
-            return
-        async with await Manifest.open(path, readonly=True) as manifest:
-            self.post_message(CheckpointsLoaded(await recent_checkpoints(manifest, 20)))
-
-    @work(exclusive=True, group="jobs", exit_on_error=False)
-    async def load_jobs(self) -> None:
-        settings = self.archiver.settings
-        path = self.archiver.layout.manifest
-        tz = ZoneInfo(settings.jobs.timezone) if settings.jobs.timezone else None
-        if not await asyncio.to_thread(path.exists):
-            empty = await Manifest.open(Path(":memory:"))
-            async with empty:
-                infos = await job_infos(empty, settings.jobs.jobs, tz, self.clock() / 1000)
-            self.post_message(JobsLoaded(infos, []))
-            return
-        async with await Manifest.open(path, readonly=True) as manifest:
-            infos = await job_infos(manifest, settings.jobs.jobs, tz, self.clock() / 1000)
-            self.post_message(JobsLoaded(infos, await job_history(manifest, 30)))
-
     @work(exclusive=True, group="attach", exit_on_error=False)
     async def attach(self) -> None:
         """Watch the lock holder's operation: its events drive the panes as if it
@@ -343,15 +336,13 @@ class ColdkeepApp(App[None]):
         except (NotAttachable, OSError) as err:
             self.log_line("info", f"cannot attach: {err}")
             return
-        self.attached = client
-        self.post_message(Attached(client.hello))
+        self.post_message(Attached(client))
         try:
             async for event in client.events():
                 self.post_message(CoreEvent(event))
         except (OSError, ValueError) as err:
             self.log_line("warning", f"the attached stream ended: {err}")
         finally:
-            self.attached = None
             await client.close()
             self.post_message(Attached(None))
 
@@ -380,16 +371,96 @@ class ColdkeepApp(App[None]):
             and not w.is_finished
         ]
 
-    def operate(self, name: str, call: Callable[[CancelToken], Awaitable[OperationResult]]) -> None:
+    def flush_panes(self) -> None:
+        with self.batch_update():
+            for pane in self.query(Pane):
+                pane.flush()
+
+    # operations ----------------------------------------------------------------
+
+    def start_operation(self, name: str) -> None:
+        """The action ``name`` of a registry operation: refused with the reason;
+        else, as its entry says, asked about first or started at once."""
+        if self._refuse(name):
+            return
+        op = BY_ACTION[name]
+        assert op.console is not None
+        gate = op.console.gate(self.archiver.settings)
+        if isinstance(gate, Nothing):
+            self._say(gate)
+        elif self._asks_first(op):
+            self.ask(op, name)
+        else:
+            self.operate(op.name, op.console.start(None))
+
+    def _asks_first(self, op: Operation) -> bool:
+        """Whether ``op`` asks before it starts, as the config stands."""
+        c = op.console
+        return c is not None and c.ask is not None and c.gate(self.archiver.settings) == "ask"
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def ask(self, op: Operation, action: str, job: str | None = None) -> None:
+        """``op``'s plan and question; a yes is ``Confirmed``. For ``job`` (the
+        scheduler's job of that name, run now) a yes starts the job, and a plan
+        with nothing to ask about starts it unasked."""
+        assert op.console is not None and op.console.ask is not None
+        site = Site(self.archiver, self._base(), self.query_one(OrphansPane).chosen())
+        try:
+            plan, question = await op.console.ask(site)
+        except Exception as err:
+            known = explain(err)
+            if known is None:
+                raise  # a bug: the worker's error shows it whole
+            self.notify(known[1], title=op.name, severity="error", markup=False)
+            return
+        self._plan_read(plan)
+        if job is not None:
+            confirmed = Confirmed(action, f"job {job}", self._job(job))
+        else:
+            confirmed = Confirmed(action, op.name, op.console.start(plan))
+        if isinstance(question, Nothing):
+            if job is not None:
+                self.post_message(confirmed)
+            else:
+                self._say(question)
+            return
+        screen = ConfirmScreen(
+            question.title,
+            question.summary,
+            columns=question.columns,
+            rows=question.rows,
+            warning=question.warning,
+            confirm=question.confirm,
+        )
+        if await self.push_screen_wait(screen):
+            self.post_message(confirmed)
+
+    def _plan_read(self, plan: object) -> None:
+        """A plan read to ask about tells the panes what it found too."""
+        match plan:
+            case PlanReport():
+                self.post_message(BacklogLoaded(plan.plan))
+                self.post_message(FindingsLoaded(plan.recovery))
+            case ShipPlan():
+                self.post_message(ShipPlanLoaded(plan))
+
+    def _say(self, nothing: Nothing) -> None:
+        self.notify(nothing.text, title=nothing.title, severity=nothing.severity, markup=False)
+
+    def on_confirmed(self, message: Confirmed) -> None:
+        if not self._refuse(message.action):
+            self.operate(message.operation, message.run)
+
+    def operate(self, name: str, run: Run) -> None:
         """Run one mutating operation in a worker; its result comes back as a message."""
         self.running = name
         token = self.cancel_token = CancelToken()
         self.query_one(InFlightPane).idle(f"{name}: starting…")
         self._status_line()
 
-        async def run() -> None:
+        async def operation() -> None:
             try:
-                self.post_message(OperationFinished(name, await call(token)))
+                self.post_message(OperationFinished(name, await run(self.archiver, token)))
             except Cancelled as stopped:  # an operation that ends by raising it (ship)
                 self.post_message(OperationStopped(name, str(stopped) or token.reason))
             except Exception as err:
@@ -398,96 +469,61 @@ class ColdkeepApp(App[None]):
                     raise  # a bug: the worker's error shows it whole
                 self.post_message(OperationFailed(name, known[1]))
 
-        self.run_worker(run(), group="operation", exclusive=True, exit_on_error=False)
+        self.run_worker(operation(), group="operation", exclusive=True, exit_on_error=False)
 
-    def flush_panes(self) -> None:
-        with self.batch_update():
-            for pane in self.query(Pane):
-                pane.flush()
+    def action_run_job(self) -> None:
+        if self._refuse("run_job"):
+            return
+        name = self.query_one(JobsPane).selected()
+        if name is None:
+            self.notify("select a job in the Jobs pane first", severity="warning")
+            return
+        op = BY_NAME.get(name)
+        if op is not None and self._asks_first(op):
+            # The job does what its operation does: the same plan and question first.
+            self.ask(op, "run_job", name)
+            return
+        self.operate(f"job {name}", self._job(name))
+
+    @staticmethod
+    def _job(name: str) -> Run:
+        async def run(archiver: Archiver, token: CancelToken) -> JobRun:
+            scheduler = Scheduler(archiver, clock=SystemClock())
+            runner = await scheduler.open()
+            try:
+                return await runner.run_now(name, token)
+            finally:
+                await scheduler.close()
+
+        return run
 
     # handlers ------------------------------------------------------------------
 
     def on_core_event(self, message: CoreEvent) -> None:
         event = message.event
-        inflight = self.query_one(InFlightPane)
         # A ship's events always reach its pane: the last ones can land after its
         # result, and they only add to the tally of the ship that sent them.
-        self._ship_event(event)
+        self.query_one(RemotePane).ship_event(event)
         # The stream's reader and the operation's worker post independently: the
         # last events of an operation can arrive after its result. Once nothing
         # runs (here or attached) they are only logged, or a late Phase would
         # empty the bar the result just filled.
-        live = self.running is not None or self.attached is not None
-        match event:
-            case _ if not live:
-                pass
-            case Phase():
-                inflight.phase_began(event)
-            case FileStep():
-                inflight.step(event)
-            case FileDone():
-                inflight.done(event)
-            case Progress():
-                inflight.caught_up(event)
-            case CheckpointRan():
-                self.query_one(CheckpointPane).add(
-                    CheckpointResult(
-                        self.clock(),
-                        event.busy,
-                        event.log,
-                        event.checkpointed,
-                        event.ms,
-                        event.wal_before,
-                        event.wal_after,
-                        event.mode,
-                        event.error,
-                    )
-                )
-            case BatchMoved():
-                self.query_one(CheckpointPane).wal(event.wal_bytes, during_phase=True)
-        level = event.level if isinstance(event, Notice) else "info"
-        if isinstance(event, FileDone) and event.result in (
-            "verify_failed",
-            "error",
-            "mismatch",
-            "corrupt",
-            "missing",
-        ):
-            level = "error"
-        if isinstance(event, OrphanSeen) and event.outcome in ("error",):
-            level = "error"
-        if isinstance(event, Finished) and event.status == "failed":
-            level = "warning"
+        if self.running is not None or self.attached is not None:
+            self.query_one(InFlightPane).event(event)
+            self.query_one(CheckpointPane).event(event, self.clock())
         text = describe(event)
         if text is not None:
-            self.log_line(level, text.strip())
-
-    def _ship_event(self, event: Event) -> None:
-        remote = self.query_one(RemotePane)
-        match event:
-            case Started(operation="ship"):
-                remote.ship_started()
-            case Phase(phase="ship", items=items):
-                remote.ship_phase(items)
-            case FileDone(op="ship"):
-                remote.object_done(event)
-            case Finished(operation="ship", summary=summary):
-                problems = summary.get("problems")
-                remote.ship_ended(problems=problems if isinstance(problems, list) else None)
+            self.log_line(level(event), text.strip())
 
     def on_status_loaded(self, message: StatusLoaded) -> None:
         self.status = message.status
         self._findings()
         self._status_line()
-        self._show_remote()
-        self._maybe_ready()
-
-    def _show_remote(self) -> None:
         remote = self.archiver.settings.remote
         where = remote_where(remote, self._base()) if remote is not None else None
-        state = self.status.remote if self.status is not None else None
         keep = remote.keep_local_days if remote is not None else -1.0
-        self.query_one(RemotePane).show(where, keep, state)
+        self.query_one(RemotePane).show(where, keep, self.status.remote)
+        self._maybe_ready()
 
     def on_ship_plan_loaded(self, message: ShipPlanLoaded) -> None:
         self.query_one(RemotePane).planned(message.plan)
@@ -505,9 +541,6 @@ class ColdkeepApp(App[None]):
     def on_findings_loaded(self, message: FindingsLoaded) -> None:
         self.recovery = message.recovery
         self._findings()
-
-    def on_checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
-        self.query_one(CheckpointPane).show(message.results)
 
     def on_holder_changed(self, message: HolderChanged) -> None:
         panes = self.query(CheckpointPane)
@@ -536,14 +569,12 @@ class ColdkeepApp(App[None]):
     def _attaching(self) -> bool:
         return any(w.group == "attach" and not w.is_finished for w in self.workers)
 
-    def on_jobs_loaded(self, message: JobsLoaded) -> None:
-        self.query_one(JobsPane).show(message.jobs, message.runs)
-
     def on_attached(self, message: Attached) -> None:
-        if message.hello is not None:
-            op = message.hello.get("operation", "?")
-            self.log_line("info", f"attached to pid {message.hello.get('pid')}: its {op}, live")
-            self.query_one(InFlightPane).idle(f"watching pid {message.hello.get('pid')}: {op}")
+        self.attached = message.client
+        if message.client is not None:
+            pid, op = message.client.hello.get("pid"), message.client.hello.get("operation", "?")
+            self.log_line("info", f"attached to pid {pid}: its {op}, live")
+            self.query_one(InFlightPane).idle(f"watching pid {pid}: {op}")
         else:
             self.log_line("info", "the attached operation ended")
             self.refresh_all()
@@ -599,6 +630,10 @@ class ColdkeepApp(App[None]):
         self.notify(message.error, title=f"reading {message.what}", severity="error", timeout=10)
         self.log_line("error", f"reading {message.what}: {message.error}")
 
+    def on_holds_changed(self, message: HoldsChanged) -> None:
+        self.log_line(message.level, message.said)
+        self.refresh_all()
+
     # what the header and the orphan pane show ---------------------------------
 
     def _base(self) -> Path:
@@ -636,92 +671,13 @@ class ColdkeepApp(App[None]):
             self.browser.blocked = self.why_unchangeable()
 
     def _findings(self) -> None:
-        findings: list[Finding] = []
-        rec = self.recovery
-        layout = self.archiver.layout
-        if rec is not None:
-            findings += [Finding(layout.rel(p), "partial", None, None) for p in rec.partials]
-            findings += [
-                Finding(str(p), "restore-partial", None, None) for p in rec.restore_partials
-            ]
-            findings += [Finding(layout.rel(o.gz), "orphan", None, None) for o in rec.orphans]
-            findings += [Finding(e.location, "MISSING", e.bytes, None) for e in rec.missing]
-        if self.status is not None:
-            now = self.clock() / 1000
-            for e in self.status.attention:
-                kind = "verify-failed" if e.verify_error else e.status
-                findings.append(Finding(e.location, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
-        unique = {f.path: f for f in findings}
-        walking = rec.walked if rec is not None and rec.walking else None
-        self.query_one(OrphansPane).show(list(unique.values()), walking)
+        orphans = self.query_one(OrphansPane)
+        orphans.show_found(self.recovery, self.status, self.archiver.layout, self.clock())
 
     def log_line(self, level: str, text: str) -> None:
         self.query_one(LogPane).write(level, text, self.clock())
 
-    # actions -------------------------------------------------------------------
-
-    def action_run_pass(self) -> None:
-        if self._refuse("run_pass"):
-            return
-        mode = self.archiver.settings.mode
-        if mode == "off":
-            self.notify('mode = "off" in the config: passes are disabled', severity="error")
-            return
-        if mode == "plan":
-            self.operate("pass", self.archiver.run_pass)
-            return
-        self.confirm_pass()
-
-    @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_pass(
-        self, action: str = "run_pass", go: Callable[[], None] | None = None
-    ) -> None:
-        """Show the plan and ask; on yes, ``go`` (by default: run the pass)."""
-        report = await self.archiver.plan()
-        self._loaded(report)
-        plan, rec = report.plan, report.recovery
-        months: dict[str, int] = defaultdict(int)
-        for m in plan.events.months if plan.events else ():
-            months[m.month] += m.rows
-        rows = [(u.unit, str(u.files), human(u.bytes)) for u in plan.units]
-        rows += [(f"rows {month}", f"{n:,}", "") for month, n in sorted(months.items())]
-        fixes = []
-        if rec.partials:
-            fixes.append(f"remove {len(rec.partials)} leftover partials")
-        if rec.orphans:
-            fixes.append(f"re-verify {len(rec.orphans)} orphan gzips (a corrupt one is deleted)")
-        if rec.sources_unlinked:
-            fixes.append(f"remove {len(rec.sources_unlinked)} live files already archived")
-        summary = (
-            f"{plan.files} files ({human(plan.bytes)}) in {len(plan.units)} units will be "
-            f"archived; {sum(months.values()):,} event rows in {len(months)} months will move."
-        )
-        if fixes:
-            summary += "\nRecovery will " + "; ".join(fixes) + "."
-        ok = await self.push_screen_wait(
-            ConfirmScreen(
-                "Run a pass (mode on)",
-                summary,
-                columns=("Unit / month", "Files / rows", "Size"),
-                rows=rows,
-                warning=(
-                    f"Each live file is REMOVED once its gzip is verified and recorded "
-                    f"({plan.files} files); event rows leave state.db once archived."
-                ),
-                confirm="Run the pass",
-            )
-        )
-        if ok:
-            if self._refuse(action):
-                return
-            if go is None:
-                self.operate("pass", self.archiver.run_pass)
-            else:
-                go()
-
-    def _loaded(self, report: PlanReport) -> None:
-        self.post_message(BacklogLoaded(report.plan))
-        self.post_message(FindingsLoaded(report.recovery))
+    # the console's own actions ------------------------------------------------
 
     def action_plan(self) -> None:
         self.load_backlog()
@@ -731,10 +687,9 @@ class ColdkeepApp(App[None]):
     def action_restore(self) -> None:
         if self._refuse("restore"):
             return
-        settings = self.archiver.settings
         self.browser = RestoreScreen(
-            settings,
-            base=settings.config_path.parent if settings.config_path else Path.cwd(),
+            self.archiver.settings,
+            base=self._base(),
             read_only=self.read_only,
             blocked=self.why_unchangeable(),
         )
@@ -757,240 +712,12 @@ class ColdkeepApp(App[None]):
         if self._refuse_restore():
             return
         selection, to = message.selection, message.to
-        self.operate("restore", lambda token: self.archiver.restore(selection, to, token))
+        self.operate("restore", lambda archiver, token: archiver.restore(selection, to, token))
 
     @on(EventsRestoreRequested)
     def _start_restore_events(self, message: EventsRestoreRequested) -> None:
-        if self._refuse_restore():
-            return
-        by_month: dict[str, set[str]] = defaultdict(set)
-        for m in message.months:
-            by_month[m.month].add(m.kind)
-
-        async def run(token: CancelToken) -> EventsRestoreReport:
-            # Each month with its own kinds: one restore_events call per month.
-            total = EventsRestoreReport()
-            for month, kinds in sorted(by_month.items()):
-                report = await self.archiver.restore_events(kinds, [month], token)
-                total.restored += report.restored
-                total.already_live += report.already_live
-                total.conflicts += report.conflicts
-                total.months += report.months
-            return total
-
-        self.operate("restore-events", run)
-
-    def action_adopt(self) -> None:
-        if self._refuse("adopt"):
-            return
-        self.confirm_adopt()
-
-    @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_adopt(self) -> None:
-        pane = self.query_one(OrphansPane)
-        chosen = pane.selected()
-        orphans = [f for f in pane.findings.values() if f.kind == "orphan"]
-        targets = [chosen] if chosen is not None and chosen.kind == "orphan" else orphans
-        if not targets:
-            self.notify(
-                "no orphan gzip to adopt (select one in Orphans & stale)", severity="warning"
-            )
-            return
-        ok = await self.push_screen_wait(
-            ConfirmScreen(
-                f"Adopt {len(targets)} orphan gzips",
-                "Each is re-read and compared with its live source: the same bytes → "
-                "entry written and the source removed; other bytes → kept as a stale version.",
-                columns=("Gzip",),
-                rows=[(t.path,) for t in targets],
-                warning="A gzip that does not decompress is DELETED (its live source stays).",
-                confirm="Adopt",
-            )
-        )
-        if ok and not self._refuse("adopt"):
-            paths = [t.path for t in targets]
-            self.operate("adopt", lambda token: self.archiver.adopt(paths, token))
-
-    def action_sweep(self) -> None:
-        if self._refuse("sweep"):
-            return
-        self.confirm_sweep()
-
-    @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_sweep(self) -> None:
-        report = await self.archiver.plan()
-        self._loaded(report)
-        rec, layout = report.recovery, self.archiver.layout
-        paths = [layout.rel(p) for p in rec.partials] + [str(p) for p in rec.restore_partials]
-        if not paths:
-            self.notify("nothing to sweep: no leftover partials")
-            return
-        ok = await self.push_screen_wait(
-            ConfirmScreen(
-                f"Sweep {len(paths)} leftovers",
-                "These temporary files were left by an interrupted write or restore:",
-                columns=("Path",),
-                rows=[(p,) for p in paths],
-                warning="They will be DELETED. None of them holds data found nowhere else.",
-                confirm="Delete them",
-            )
-        )
-        if ok and not self._refuse("sweep"):
-            self.operate("sweep", lambda token: self.archiver.sweep())
-
-    def action_ship(self) -> None:
-        if self._refuse("ship"):
-            return
-        self.confirm_ship()
-
-    @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_ship(
-        self, action: str = "ship", go: Callable[[], None] | None = None
-    ) -> None:
-        """What a ship would send and drop, then the question; on yes, ``go`` (by
-        default: the ship)."""
-        try:
-            plan = await self.archiver.ship_plan()
-        except (NoRemote, ManifestError, RemoteError, OSError) as err:
-            self.notify(str(err), title="ship", severity="error", markup=False)
-            return
-        self.post_message(ShipPlanLoaded(plan))
-        if not plan.pending_files and not plan.drops and not plan.months:
-            if go is not None:  # the job: nothing to ask about (no copy is dropped)
-                go()
-                return
-            self.notify(
-                "nothing to ship: no archived file or event month is waiting for the remote "
-                "tier, and no local copy is due to be dropped",
-                title="ship",
-            )
-            return
-        title, summary, rows, warning = self._ship_question(plan)
-        ok = await self.push_screen_wait(
-            ConfirmScreen(
-                title,
-                summary,
-                columns=("Step", "Files", "Size"),
-                rows=rows,
-                warning=warning,
-                confirm="Ship",
-            )
-        )
-        if ok and not self._refuse(action):
-            if go is None:
-                self.operate("ship", self.archiver.ship)
-            else:
-                go()
-
-    def _ship_question(self, plan: ShipPlan) -> tuple[str, str, list[tuple[str, str, str]], str]:
-        """The confirmation's title, summary, rows and warning for ``plan``."""
-        remote = self.archiver.settings.remote
-        assert remote is not None  # a plan exists only with a remote
-        where = remote_where(remote, self._base())
-        keep = plan.keep_local_days
-        send = (
-            f"Ship {plan.pending_files} archive files ({human(plan.pending_bytes)}, "
-            f"{plan.pending_entries} entries) to {where}"
-        )
-        rows = [(f"ship to {where}", f"{plan.pending_files}", human(plan.pending_bytes))]
-        if plan.months:
-            rows.append(("event month snapshots", f"{plan.months}", ""))
-        if keep < 0:
-            then = "local copies are kept for ever (keep_local_days < 0)"
-            warning = ""
-        elif keep == 0:
-            earlier = (
-                f" and the {plan.drops} ({human(plan.drop_bytes)}) shipped before"
-                if plan.drops
-                else ""
-            )
-            then = (
-                f"then drop the local copy of each file it ships once it reads back whole"
-                f"{earlier} (keep_local_days = 0)"
-            )
-            warning = (
-                "Every local copy shipped is DELETED from the archive: the remote "
-                "tier then holds the only copy (restores read it back from there)."
-            )
-            most = plan.pending_files + plan.drops
-            rows.append(
-                ("drop local copies", f"up to {most}", human(plan.pending_bytes + plan.drop_bytes))
-            )
-        elif not plan.drops:
-            then = f"no local copy is dropped: none was shipped more than {keep:g} days ago"
-            warning = ""
-            rows.append(("drop local copies", "0", ""))
-        else:
-            then = (
-                f"then drop {plan.drops} local copies ({human(plan.drop_bytes)}) "
-                f"shipped more than {keep:g} days ago"
-            )
-            warning = (
-                f"{plan.drops} local copies are DELETED from the archive: the remote tier "
-                "then holds the only copy (restores read it back from there)."
-            )
-            rows.append(("drop local copies", f"{plan.drops}", human(plan.drop_bytes)))
-        if plan.held:
-            then += f"; {plan.held} more local copies are kept by legal holds"
-        summary = (
-            f"{send}; {then}.\nClosed event months changed since their last snapshot, and "
-            "a snapshot of the manifest, go too. Each object is read back (size and "
-            "SHA-256) before it counts as shipped."
-        )
-        return "Ship to the remote tier", summary, rows, warning
-
-    # retention and legal holds --------------------------------------------------
-
-    def action_expire(self) -> None:
-        if self._refuse("expire"):
-            return
-        self.confirm_expire()
-
-    @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_expire(
-        self, action: str = "expire", go: Callable[[], None] | None = None
-    ) -> None:
-        """Exactly what an expiry would delete, and what holds keep, then the
-        question; on yes, ``go`` (by default: the expiry)."""
-        try:
-            plan = await self.archiver.expire_plan()
-        except (ManifestError, OSError) as err:
-            self.notify(str(err), title="expire", severity="error", markup=False)
-            return
-        if not plan.items:
-            if go is not None:  # the job: nothing to ask about (nothing is deleted)
-                go()
-                return
-            kept = f"; {len(plan.held)} kept by legal holds" if plan.held else ""
-            self.notify(f"nothing is past its retention{kept}", title="expire")
-            return
-        rows: list[tuple[Cell, ...]] = [
-            (i.path, i.kind, str(i.files) if i.kind != "month" else "", human(i.bytes), i.copies)
-            for i in plan.items
-        ]
-        rows += [(i.path, "HELD", "", human(i.bytes), i.held or "") for i in plan.held]
-        held = f" {len(plan.held)} more are past it but held (listed last)." if plan.held else ""
-        ok = await self.push_screen_wait(
-            ConfirmScreen(
-                f"Expire {len(plan.items)} archive files and event months",
-                f"Past their retention (files_days {plan.files_days or '-'}, events_days "
-                f"{plan.events_days or '-'}): {plan.files} files, {human(plan.bytes)}.{held} "
-                "Their entries stay as tombstones (sha256, when) and each deletion is in "
-                "the history.",
-                columns=("Path", "Kind", "Files", "Size", "Copies"),
-                rows=rows,
-                warning="These are DELETED from the archive"
-                + (" AND the remote tier" if any(i.remote for i in plan.items) else "")
-                + ": no copy of them is left anywhere.",
-                confirm="Delete them",
-            )
-        )
-        if ok and not self._refuse(action):
-            if go is None:
-                shown = frozenset(i.path for i in plan.items)
-                self.operate("expire", lambda token: self.archiver.expire(token, only=shown))
-            else:
-                go()
+        if not self._refuse_restore():
+            self.operate("restore-events", restore_months(message.months))
 
     def action_holds(self) -> None:
         self.open_holds()
@@ -1003,52 +730,7 @@ class ColdkeepApp(App[None]):
             self.notify(str(err), title="holds", severity="error", markup=False)
             return
         blocked = "the console is read-only (--read-only)" if self.read_only else None
-        self.holds_screen = HoldsScreen(holds, blocked=blocked)
-
-        def closed(_: None) -> None:
-            self.holds_screen = None
-
-        self.push_screen(self.holds_screen, closed)
-
-    @on(HoldRequested)
-    @work(exclusive=True, group="holds", exit_on_error=False)
-    async def _place_hold(self, message: HoldRequested) -> None:
-        try:
-            until = parse_day(message.until) if message.until else None
-            hold = await self.archiver.place_hold(
-                message.scope, message.target, message.reason, until
-            )
-        except (HoldError, ManifestError, OSError, ValueError) as err:
-            self.notify(str(err), title="holds", severity="error", markup=False)
-            return
-        self.log_line("info", f"placed {hold.describe()}")
-        if self.holds_screen is not None:
-            self.holds_screen.placed()
-            self.holds_screen.show(await self.archiver.holds(), f"placed {hold.describe()}")
-        self.refresh_all()
-
-    @on(HoldReleaseRequested)
-    @work(exclusive=True, group="holds", exit_on_error=False)
-    async def _release_hold(self, message: HoldReleaseRequested) -> None:
-        try:
-            hold = await self.archiver.release_hold(message.hold_id)
-        except (HoldError, ManifestError, OSError) as err:
-            self.notify(str(err), title="holds", severity="error", markup=False)
-            return
-        self.log_line("warning", f"released {hold.describe()}")
-        if self.holds_screen is not None:
-            self.holds_screen.show(await self.archiver.holds(), f"released {hold.describe()}")
-        self.refresh_all()
-
-    def action_verify(self) -> None:
-        if self._refuse("verify"):
-            return
-        self.operate("verify", lambda token: self.archiver.verify(cancel=token))
-
-    def action_checkpoint(self) -> None:
-        if self._refuse("checkpoint"):
-            return
-        self.operate("checkpoint", lambda token: self.archiver.checkpoint())
+        self.push_screen(HoldsScreen(self.archiver, holds, blocked=blocked))
 
     async def action_stop(self) -> None:
         if self.attached is not None and self.running is None:
@@ -1062,39 +744,6 @@ class ColdkeepApp(App[None]):
             return
         self.cancel_token.cancel("stopped from the console")
         self.log_line("warning", f"stopping {self.running} at its next safe point")
-
-    def action_run_job(self) -> None:
-        if self._refuse("run_job"):
-            return
-        name = self.query_one(JobsPane).selected()
-        if name is None:
-            self.notify("select a job in the Jobs pane first", severity="warning")
-            return
-
-        def go() -> None:
-            self.operate(f"job {name}", lambda token: self._run_job(name, token))
-
-        if name == "pass" and self.archiver.settings.mode == "on":
-            # The job removes what a pass removes: the same plan and question first.
-            self.confirm_pass("run_job", go)
-            return
-        if name == "ship" and self.archiver.settings.remote is not None:
-            # The job drops what a ship drops: the same plan and question first.
-            self.confirm_ship("run_job", go)
-            return
-        if name == "expire":
-            # The job deletes what an expiry deletes: the same plan and question first.
-            self.confirm_expire("run_job", go)
-            return
-        go()
-
-    async def _run_job(self, name: str, token: CancelToken) -> JobRun:
-        scheduler = Scheduler(self.archiver, clock=SystemClock())
-        runner = await scheduler.open()
-        try:
-            return await runner.run_now(name, token)
-        finally:
-            await scheduler.close()
 
     def action_refresh(self) -> None:
         self.refresh_all()

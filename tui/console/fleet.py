@@ -48,9 +48,10 @@ from coldkeep.core.files.restore import RestoreReport, check_restore_root, targe
 from coldkeep.core.ops.fleet import Fleet, FleetSite
 from coldkeep.core.store.manifest import Entry, ManifestError
 
+from ..operations.spec import ConsoleAction
 from ..text.fmt import clock_time, human
 from ..text.results import headline
-from .actions import ConsoleAction, bindings
+from .actions import bindings
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search
 from .tables import Cell, keyed_table, sync_table

@@ -1,5 +1,6 @@
-"""What workers tell the app. Workers only post these; the app's handlers own the
-state the panes show.
+"""What workers and screens tell the app. Workers only post these; the app's
+handlers own the state the panes show. (A pane or screen that reads for itself
+posts its own messages to itself: they live in its module.)
 
 Bursts coalesce (Toolong's ``can_replace``): a newer file-progress message for the
 same file replaces one still waiting in the queue, and so does a newer
@@ -10,22 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from textual.message import Message
 
 from coldkeep.core.archiver import Status
 from coldkeep.core.base.lock import Holder
 from coldkeep.core.base.stream import Event, FileStep
-from coldkeep.core.events.checkpoint import CheckpointResult
 from coldkeep.core.events.restore import ArchivedMonth
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.restore import Selection
+from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
-from coldkeep.core.sched.jobs import JobInfo, JobRun
 
-from ..text.results import OperationResult
+from ..operations.spec import Result, Run
 
 
 @dataclass
@@ -74,11 +73,6 @@ class FindingsLoaded(Message):
 
 
 @dataclass
-class CheckpointsLoaded(Message):
-    results: list[CheckpointResult]
-
-
-@dataclass
 class HolderChanged(Message):
     holder: Holder | None
     alive: bool
@@ -93,11 +87,22 @@ class LiveTreeChanged(Message):
 
 
 @dataclass
+class Confirmed(Message):
+    """The operator said yes to ``action``'s question (or a job had nothing to ask
+    about): ``run`` is to start, under the label ``operation``, unless the
+    action has become unavailable meanwhile."""
+
+    action: str
+    operation: str
+    run: Run
+
+
+@dataclass
 class OperationFinished(Message):
     """A mutating operation ran to its end (its result may still say "failed")."""
 
     operation: str  # the label the operator saw: "pass", "job verify", …
-    result: OperationResult
+    result: Result
 
 
 @dataclass
@@ -126,12 +131,6 @@ class LoadFailed(Message):
 
 
 @dataclass
-class JobsLoaded(Message):
-    jobs: list[JobInfo]
-    runs: list[JobRun]
-
-
-@dataclass
 class RestoreRequested(Message):
     """The restore browser's operator confirmed restoring these entries (to their
     live paths, or under ``to``)."""
@@ -148,7 +147,15 @@ class EventsRestoreRequested(Message):
 
 
 @dataclass
-class Attached(Message):
-    """Watching another process's operation (None: that stopped)."""
+class HoldsChanged(Message):
+    """The holds screen placed or released a hold: its line for the log."""
 
-    hello: dict[str, Any] | None
+    level: str
+    said: str
+
+
+@dataclass
+class Attached(Message):
+    """Watching another process's operation through ``client`` (None: that ended)."""
+
+    client: AttachClient | None

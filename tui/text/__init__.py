@@ -1,5 +1,8 @@
-"""What the CLI and the console both say: sizes, times and paths as an operator
-reads them, each operation's result in words, an event in one line.
+"""What the CLI and the console both say, written once: ``fmt`` (sizes, ages,
+times and paths as an operator reads them; ``LIST_MAX``), ``events`` (a core
+event in one line), ``plan`` (the backlog and what recovery would settle) and
+``results`` (any operation's result in words, as its entry in tui/operations
+declares them).
 
-The module map (docs/architecture.md) lists its modules.
+Nothing here imports the console, the CLI or Textual (an import-linter contract).
 """

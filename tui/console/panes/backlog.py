@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -11,6 +10,7 @@ from textual.widgets import DataTable, Static
 from coldkeep.core.ops.plan import Plan
 
 from ...text.fmt import age, human
+from ...text.plan import months
 from ..tables import keyed_table, sync_table
 from .base import Pane
 
@@ -43,17 +43,10 @@ class BacklogPane(Pane):
             },
             sort_by="unit",
         )
-        per_month: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         events = plan.events
-        for m in events.months if events else ():
-            per_month[m.month][0] += m.rows
-            per_month[m.month][1] += m.approx_bytes
         sync_table(
             self.query_one("#backlog-months", DataTable),
-            {
-                month: (month, rows, human(size))
-                for month, (rows, size) in sorted(per_month.items())
-            },
+            {month: (month, rows, human(size)) for month, (rows, size) in months(events).items()},
             sort_by="month",
         )
         skipped = ", ".join(

@@ -1,16 +1,27 @@
 """Checkpoint: the live WAL's size, the last checkpoints (busy, log, checkpointed,
-ms) and a sparkline of the WAL over the event phase."""
+ms) and a sparkline of the WAL over the event phase.
+
+The pane reads the recorded checkpoints itself (``load``, a worker that posts
+``CheckpointsLoaded`` to the pane); the app tells it the WAL's size and hands it
+the running operation's events (``event``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import DataTable, Sparkline, Static
 
-from coldkeep.core.events.checkpoint import CheckpointResult
+from coldkeep.core.base.stream import BatchMoved, CheckpointRan, Event
+from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints
+from coldkeep.core.store.manifest import Manifest
 
 from ...text.fmt import human
 from ..tables import Cell, keyed_table, sync_table
@@ -18,6 +29,11 @@ from .base import Pane
 
 HISTORY = 120
 SHOWN = 20  # checkpoints in the table
+
+
+@dataclass
+class CheckpointsLoaded(Message):
+    results: list[CheckpointResult]
 
 
 class CheckpointPane(Pane):
@@ -65,10 +81,38 @@ class CheckpointPane(Pane):
         self.query_one("#checkpoint-spark", Sparkline).data = list(self.wal_history)
         self._show_rows()
 
-    def show(self, results: list[CheckpointResult]) -> None:
+    @work(exclusive=True, group="checkpoints", exit_on_error=False)
+    async def load(self, manifest: Path) -> None:
+        """The last checkpoints recorded in ``manifest`` (none before there is one)."""
+        if not await asyncio.to_thread(manifest.exists):
+            return
+        async with await Manifest.open(manifest, readonly=True) as opened:
+            self.post_message(CheckpointsLoaded(await recent_checkpoints(opened, SHOWN)))
+
+    def on_checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
         self.results.clear()
-        self.results.extend(results)
+        self.results.extend(message.results)
         self._show_rows()
+
+    def event(self, event: Event, at_ms: int) -> None:
+        """An event of the operation running: a checkpoint it ran, a batch's WAL."""
+        match event:
+            case CheckpointRan():
+                self.add(
+                    CheckpointResult(
+                        at_ms,
+                        event.busy,
+                        event.log,
+                        event.checkpointed,
+                        event.ms,
+                        event.wal_before,
+                        event.wal_after,
+                        event.mode,
+                        event.error,
+                    )
+                )
+            case BatchMoved():
+                self.wal(event.wal_bytes, during_phase=True)
 
     def add(self, result: CheckpointResult) -> None:
         self.results.append(result)

@@ -10,7 +10,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
-from coldkeep.core.base.stream import FileDone, FileStep, Phase, Progress
+from coldkeep.core.base.stream import Event, FileDone, FileStep, Phase, Progress
 
 from ...text.fmt import human
 from ..tables import Cell, keyed_table, sync_table
@@ -78,6 +78,18 @@ class InFlightPane(Pane):
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=int(finished))
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()
+
+    def event(self, event: Event) -> None:
+        """An event of the operation running (here, or watched)."""
+        match event:
+            case Phase():
+                self.phase_began(event)
+            case FileStep():
+                self.step(event)
+            case FileDone():
+                self.done(event)
+            case Progress():
+                self.caught_up(event)
 
     def phase_began(self, event: Phase) -> None:
         # What the last phase left in flight is over (recovery reports an adopted

@@ -1,5 +1,9 @@
 """Orphans & stale: everything recovery found or kept that an operator may want to
-look at: leftover partials, orphan gzips, stale versions, missing gzips."""
+look at: leftover partials, orphan gzips, stale versions, missing gzips.
+
+The app hands the pane what recovery's scan found and what the status lists as
+needing attention (``show_found``); the pane says which orphans an adopt would
+take (``chosen``)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,10 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
+
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.files.recovery import RecoveryReport
+from coldkeep.core.ops.status import Status
 
 from ...text.fmt import age, human
 from ..tables import keyed_table, sync_table
@@ -36,6 +44,28 @@ class OrphansPane(Pane):
             [("Finding", "kind"), ("Path", "path"), ("Size", "size"), ("Age", "age")],
         )
 
+    def show_found(
+        self, rec: RecoveryReport | None, status: Status | None, layout: Layout, now_ms: int
+    ) -> None:
+        """What the recovery scan found (``rec``, perhaps still walking) and the
+        entries the status lists as needing attention, one row per path."""
+        findings: list[Finding] = []
+        if rec is not None:
+            findings += [Finding(layout.rel(p), "partial", None, None) for p in rec.partials]
+            findings += [
+                Finding(str(p), "restore-partial", None, None) for p in rec.restore_partials
+            ]
+            findings += [Finding(layout.rel(o.gz), "orphan", None, None) for o in rec.orphans]
+            findings += [Finding(e.location, "MISSING", e.bytes, None) for e in rec.missing]
+        if status is not None:
+            now = now_ms / 1000
+            for e in status.attention:
+                kind = "verify-failed" if e.verify_error else e.status
+                findings.append(Finding(e.location, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
+        unique = {f.path: f for f in findings}
+        walking = rec.walked if rec is not None and rec.walking else None
+        self.show(list(unique.values()), walking)
+
     def show(self, findings: list[Finding], walking: int | None = None) -> None:
         """``walking``: the archive walk is still going, this many gzips and
         bundles seen so far (what it finds is added as it goes)."""
@@ -60,6 +90,13 @@ class OrphansPane(Pane):
         if walking is not None:
             text += f" (walking the archive: {walking:,} seen so far)"
         self.query_one("#orphans-summary", Static).update(text)
+
+    def chosen(self) -> tuple[str, ...]:
+        """The orphan gzips an adopt takes: the selected one, else every one."""
+        chosen = self.selected()
+        if chosen is not None and chosen.kind == "orphan":
+            return (chosen.path,)
+        return tuple(f.path for f in self.findings.values() if f.kind == "orphan")
 
     def selected(self) -> Finding | None:
         table = self.query_one("#orphans-table", DataTable)

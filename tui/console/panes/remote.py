@@ -4,9 +4,9 @@ failed their verify; the last ship; and, while a ship runs, its progress and
 transfer rate, and every problem it meets.
 
 The app tells the pane what the status and the ship plan say (``show``,
-``planned``) and hands it the ship's events as they arrive; the pane keeps the
-ship's tally (objects, bytes, the rate measured from them) and draws it at the
-next frame."""
+``planned``) and hands it every event as it arrives (``ship_event``); the pane
+keeps the ship's tally (objects, bytes, the rate measured from them) and draws
+it at the next frame."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from coldkeep.core.base.stream import FileDone
+from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
 from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
@@ -118,6 +118,20 @@ class RemotePane(Pane):
         """What a ship would send and drop now."""
         self.plan = plan
         self._show()
+
+    def ship_event(self, event: Event) -> None:
+        """An event of any operation: a ship's are tallied (the last ones can land
+        after its result, and only add to the tally of the ship that sent them)."""
+        match event:
+            case Started(operation="ship"):
+                self.ship_started()
+            case Phase(phase="ship", items=items):
+                self.ship_phase(items)
+            case FileDone(op="ship"):
+                self.object_done(event)
+            case Finished(operation="ship", summary=summary):
+                problems = summary.get("problems")
+                self.ship_ended(problems=problems if isinstance(problems, list) else None)
 
     def ship_started(self) -> None:
         self.transfer = Transfer(self.monotonic())
