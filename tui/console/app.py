@@ -9,9 +9,10 @@ makes the bindings, the buttons, the help screen and the command palette.
 
 Every operation of the registry (tui/operations) runs through one path: its
 action is refused with the reason, or its entry's question is asked (its plan
-read first, in a worker), and a yes (``Confirmed``) starts it in the operation
-worker (``operate``); its result, failure or stop comes back as a message. A
-scheduled job run from here asks the same question as its operation.
+read first, in a worker), and a yes (``Confirmed``, which the restore browser
+sends too) starts it in the operation worker (``operate``); its result, failure
+or stop comes back as a message. A scheduled job run from here asks the same
+question as its operation.
 
 Mutating actions are refused (with the reason) in ``--read-only``, while another
 operation runs here, and while another process holds the archive lock (the
@@ -35,44 +36,38 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal
 from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Static, Tab, Tabs
+from textual.widgets import Button, Footer, Tab, Tabs
 from textual.worker import Worker
 from watchfiles import awatch
 
 from coldkeep.core.archiver import Archiver, PlanReport, Status
 from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.config import Settings
-from coldkeep.core.base.errors import RemoteError, explain
+from coldkeep.core.base.errors import explain
 from coldkeep.core.base.lock import read_holder
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.events.checkpoint import wal_bytes
-from coldkeep.core.events.restore import EventsRestoreReport
 from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.files.scan import ScanError
 from coldkeep.core.ops.attach import AttachClient, NotAttachable, socket_path
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
-from coldkeep.core.sched.clock import SystemClock
-from coldkeep.core.sched.daemon import Scheduler
-from coldkeep.core.sched.jobs import JobRun
 from coldkeep.core.store.manifest import ManifestError, now_ms
 
 from ..operations import BY_ACTION, BY_NAME
-from ..operations.restore import restore_months
+from ..operations.jobs import run_job
 from ..operations.retention import NO_RETENTION
 from ..operations.spec import ConsoleAction, Nothing, Operation, Run, Site
 from ..text.events import describe
-from ..text.fmt import age, remote_where
 from ..text.results import headline
 from .actions import ACTIONS, bindings
 from .actions import BY_NAME as ACTION
+from .header import StatusLine
 from .messages import (
     Attached,
     BacklogLoaded,
     Confirmed,
     CoreEvent,
-    EventsRestoreRequested,
     FindingsLoaded,
     HolderChanged,
     HoldsChanged,
@@ -81,8 +76,6 @@ from .messages import (
     OperationFailed,
     OperationFinished,
     OperationStopped,
-    RestoreRequested,
-    ShipPlanLoaded,
     StatusLoaded,
 )
 from .panes import (
@@ -97,7 +90,7 @@ from .panes import (
     RemotePane,
 )
 from .panes.log import level
-from .panes.remote import NO_REMOTE
+from .panes.remote import NO_REMOTE, ShipPlanLoaded
 from .priority import background_executor
 from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 
@@ -156,7 +149,7 @@ class ColdkeepApp(App[None]):
     # layout ------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static("coldkeep", id="status-line")
+        yield StatusLine("coldkeep", id="status-line")
         with Horizontal(id="actions"):
             for a in ACTIONS:
                 if a.button and self.offered(a):
@@ -273,8 +266,10 @@ class ColdkeepApp(App[None]):
     async def _button(self, event: Button.Pressed) -> None:
         await self.run_action((event.button.id or "").removeprefix("do-"))
 
-    def _refuse(self, name: str) -> bool:
-        why = self.unavailable(name)
+    def _refuse(self, name: str, *, changes: bool = False) -> bool:
+        """Whether ``name`` is refused now (said, and logged). ``changes``: it is
+        about to change the archive, whatever the action is (a browser's restore)."""
+        why = self.unavailable(name) or (self.why_unchangeable() if changes else None)
         if why:
             self.notify(f"{ACTION[name].label}: {why}", severity="warning", markup=False)
             self.log_line("warning", f"{ACTION[name].label} refused: {why}")
@@ -295,20 +290,11 @@ class ColdkeepApp(App[None]):
         manifest = self.archiver.layout.manifest
         self.query_one(CheckpointPane).load(manifest)
         self.query_one(JobsPane).load(self.archiver.settings.jobs, manifest, self.clock() / 1000)
-        self.load_ship_plan()
+        self.query_one(RemotePane).load(self.archiver)
 
     @work(exclusive=True, group="status", exit_on_error=False)
     async def load_status(self) -> None:
         self.post_message(StatusLoaded(await self.archiver.status()))
-
-    @work(exclusive=True, group="ship-plan", exit_on_error=False)
-    async def load_ship_plan(self) -> None:
-        if self.archiver.settings.remote is None:
-            return
-        try:
-            self.post_message(ShipPlanLoaded(await self.archiver.ship_plan()))
-        except (ManifestError, RemoteError, OSError) as err:
-            self.post_message(LoadFailed("what a ship would do", str(err)))
 
     @work(exclusive=True, group="backlog", exit_on_error=False)
     async def load_backlog(self) -> None:
@@ -385,18 +371,13 @@ class ColdkeepApp(App[None]):
             return
         op = BY_ACTION[name]
         assert op.console is not None
-        gate = op.console.gate(self.archiver.settings)
-        if isinstance(gate, Nothing):
-            self._say(gate)
-        elif self._asks_first(op):
+        first = op.console.first(self.archiver.settings)
+        if isinstance(first, Nothing):
+            self._say(first)
+        elif first == "ask":
             self.ask(op, name)
         else:
             self.operate(op.name, op.console.start(None))
-
-    def _asks_first(self, op: Operation) -> bool:
-        """Whether ``op`` asks before it starts, as the config stands."""
-        c = op.console
-        return c is not None and c.ask is not None and c.gate(self.archiver.settings) == "ask"
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def ask(self, op: Operation, action: str, job: str | None = None) -> None:
@@ -415,25 +396,16 @@ class ColdkeepApp(App[None]):
             return
         self._plan_read(plan)
         if job is not None:
-            confirmed = Confirmed(action, f"job {job}", self._job(job))
+            confirmed = Confirmed(action, f"job {job}", run_job(job))
         else:
             confirmed = Confirmed(action, op.name, op.console.start(plan))
-        if isinstance(question, Nothing):
-            if job is not None:
+        if not isinstance(question, Nothing):
+            if await self.push_screen_wait(ConfirmScreen.asking(question)):
                 self.post_message(confirmed)
-            else:
-                self._say(question)
-            return
-        screen = ConfirmScreen(
-            question.title,
-            question.summary,
-            columns=question.columns,
-            rows=question.rows,
-            warning=question.warning,
-            confirm=question.confirm,
-        )
-        if await self.push_screen_wait(screen):
+        elif job is not None:  # nothing to ask about: the job runs
             self.post_message(confirmed)
+        else:
+            self._say(question)
 
     def _plan_read(self, plan: object) -> None:
         """A plan read to ask about tells the panes what it found too."""
@@ -442,13 +414,13 @@ class ColdkeepApp(App[None]):
                 self.post_message(BacklogLoaded(plan.plan))
                 self.post_message(FindingsLoaded(plan.recovery))
             case ShipPlan():
-                self.post_message(ShipPlanLoaded(plan))
+                self.query_one(RemotePane).post_message(ShipPlanLoaded(plan))
 
     def _say(self, nothing: Nothing) -> None:
         self.notify(nothing.text, title=nothing.title, severity=nothing.severity, markup=False)
 
     def on_confirmed(self, message: Confirmed) -> None:
-        if not self._refuse(message.action):
+        if not self._refuse(message.action, changes=True):
             self.operate(message.operation, message.run)
 
     def operate(self, name: str, run: Run) -> None:
@@ -479,23 +451,11 @@ class ColdkeepApp(App[None]):
             self.notify("select a job in the Jobs pane first", severity="warning")
             return
         op = BY_NAME.get(name)
-        if op is not None and self._asks_first(op):
+        if op and op.console and op.console.first(self.archiver.settings) == "ask":
             # The job does what its operation does: the same plan and question first.
             self.ask(op, "run_job", name)
             return
-        self.operate(f"job {name}", self._job(name))
-
-    @staticmethod
-    def _job(name: str) -> Run:
-        async def run(archiver: Archiver, token: CancelToken) -> JobRun:
-            scheduler = Scheduler(archiver, clock=SystemClock())
-            runner = await scheduler.open()
-            try:
-                return await runner.run_now(name, token)
-            finally:
-                await scheduler.close()
-
-        return run
+        self.operate(f"job {name}", run_job(name))
 
     # handlers ------------------------------------------------------------------
 
@@ -519,14 +479,10 @@ class ColdkeepApp(App[None]):
         self.status = message.status
         self._findings()
         self._status_line()
-        remote = self.archiver.settings.remote
-        where = remote_where(remote, self._base()) if remote is not None else None
-        keep = remote.keep_local_days if remote is not None else -1.0
-        self.query_one(RemotePane).show(where, keep, self.status.remote)
+        self.query_one(RemotePane).show(
+            self.archiver.settings.remote, self._base(), self.status.remote
+        )
         self._maybe_ready()
-
-    def on_ship_plan_loaded(self, message: ShipPlanLoaded) -> None:
-        self.query_one(RemotePane).planned(message.plan)
 
     def on_backlog_loaded(self, message: BacklogLoaded) -> None:
         self.backlog = message.plan
@@ -590,13 +546,7 @@ class ColdkeepApp(App[None]):
         self.last_result = f"{message.operation}: {summary}"
         self.notify(summary, title=message.operation)
         if self.browser is not None:
-            match message.result:
-                case RestoreReport(files=files):
-                    self.browser.show_results(
-                        [(f.result, f.relpath, f.detail or f.target) for f in files]
-                    )
-                case EventsRestoreReport():
-                    self.browser.show_events_result(summary)
+            self.browser.finished(message.result, summary)
         self._settled()
 
     def on_operation_failed(self, message: OperationFailed) -> None:
@@ -605,7 +555,7 @@ class ColdkeepApp(App[None]):
         self.notify(message.error, title=message.operation, severity="error", timeout=10)
         self.log_line("error", f"{message.operation}: {message.error}")
         if self.browser is not None:
-            self.browser.show_events_result(f"{message.operation}: {message.error}")
+            self.browser.failed(f"{message.operation}: {message.error}")
         self._settled()
 
     def on_operation_stopped(self, message: OperationStopped) -> None:
@@ -634,7 +584,7 @@ class ColdkeepApp(App[None]):
         self.log_line(message.level, message.said)
         self.refresh_all()
 
-    # what the header and the orphan pane show ---------------------------------
+    # what the status line and the orphan pane show ---------------------------
 
     def _base(self) -> Path:
         """The folder paths are shown relative to: the config's."""
@@ -642,31 +592,16 @@ class ColdkeepApp(App[None]):
         return config.parent if config else Path.cwd()
 
     def _status_line(self) -> None:
-        s = self.archiver.settings
-        base = self._base()
-
-        def short(p: Path) -> str:
-            return str(p.relative_to(base)) + "/" if p.is_relative_to(base) else str(p)
-
-        # What needs the operator first: at 80 columns the end of the line is cut.
-        parts = []
-        if self.status and self.status.verify_failures:
-            parts.append(f"VERIFY FAILED {self.status.verify_failures}")
-        if self.status and self.status.remote and self.status.remote.totals.verify_failed:
-            parts.append(f"REMOTE VERIFY FAILED {self.status.remote.totals.verify_failed}")
-        parts.append(self.holder_text)
-        if self.attached is not None:
-            parts.append("attached: x stops it")
-        if self.read_only:
-            parts.append("READ-ONLY")
-        if self.running:
-            parts.append(f"running: {self.running}")
-        elif self.status and self.status.last_passes:
-            p = self.status.last_passes[0]
-            ago = age((self.clock() - (p.finished_at or p.started_at)) / 1000)
-            parts.append(f"last pass #{p.id} {p.status} {ago} ago")
-        parts += [f"mode {s.mode}", f"{short(s.live_root)} → {short(s.archive_root)}"]
-        self.query_one("#status-line", Static).update(" · ".join(parts))
+        self.query_one(StatusLine).show(
+            self.archiver.settings,
+            self._base(),
+            status=self.status,
+            lock=self.holder_text,
+            watching=self.attached is not None,
+            read_only=self.read_only,
+            running=self.running,
+            now_ms=self.clock(),
+        )
         if self.browser is not None:
             self.browser.blocked = self.why_unchangeable()
 
@@ -698,26 +633,6 @@ class ColdkeepApp(App[None]):
             self.browser = None
 
         self.push_screen(self.browser, closed)
-
-    def _refuse_restore(self) -> bool:
-        """Browsing is not mutating; restoring from the browser is."""
-        why = self.why_unchangeable()
-        if why:
-            self.notify(f"Restore: {why}", severity="warning")
-            self.log_line("warning", f"Restore refused: {why}")
-        return why is not None
-
-    @on(RestoreRequested)
-    def _start_restore(self, message: RestoreRequested) -> None:
-        if self._refuse_restore():
-            return
-        selection, to = message.selection, message.to
-        self.operate("restore", lambda archiver, token: archiver.restore(selection, to, token))
-
-    @on(EventsRestoreRequested)
-    def _start_restore_events(self, message: EventsRestoreRequested) -> None:
-        if not self._refuse_restore():
-            self.operate("restore-events", restore_months(message.months))
 
     def action_holds(self) -> None:
         self.open_holds()

@@ -10,19 +10,15 @@ same file replaces one still waiting in the queue, and so does a newer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from textual.message import Message
 
 from coldkeep.core.archiver import Status
 from coldkeep.core.base.lock import Holder
 from coldkeep.core.base.stream import Event, FileStep
-from coldkeep.core.events.restore import ArchivedMonth
 from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
-from coldkeep.core.remote.ship import ShipPlan
 
 from ..operations.spec import Result, Run
 
@@ -46,13 +42,6 @@ class CoreEvent(Message):
 @dataclass
 class StatusLoaded(Message):
     status: Status
-
-
-@dataclass
-class ShipPlanLoaded(Message):
-    """What a ship would send and drop now (read with the status)."""
-
-    plan: ShipPlan
 
 
 @dataclass
@@ -88,9 +77,9 @@ class LiveTreeChanged(Message):
 
 @dataclass
 class Confirmed(Message):
-    """The operator said yes to ``action``'s question (or a job had nothing to ask
-    about): ``run`` is to start, under the label ``operation``, unless the
-    action has become unavailable meanwhile."""
+    """The operator said yes to ``action``'s question (the app's, or the restore
+    browser's; or a job had nothing to ask about): ``run`` is to start, under
+    the label ``operation``, unless nothing can change the archive now."""
 
     action: str
     operation: str
@@ -128,22 +117,6 @@ class LoadFailed(Message):
 
     what: str
     error: str
-
-
-@dataclass
-class RestoreRequested(Message):
-    """The restore browser's operator confirmed restoring these entries (to their
-    live paths, or under ``to``)."""
-
-    selection: Selection
-    to: Path | None
-
-
-@dataclass
-class EventsRestoreRequested(Message):
-    """The restore browser's operator confirmed putting these months' rows back."""
-
-    months: list[ArchivedMonth]
 
 
 @dataclass

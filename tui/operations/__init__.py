@@ -15,16 +15,15 @@ module's ``OPERATIONS``).
 Modules, in reading order: ``spec`` (what an entry is made of), then the
 entries by family: ``archive`` (pass, recover, adopt, sweep), ``restore``
 (restore, restore-events), ``checks`` (verify, rebuild-manifest, checkpoint),
-``remote`` (ship), ``retention`` (expire).
+``remote`` (ship), ``retention`` (expire); and ``jobs``: a scheduled job run
+now from the console (the scheduler's, not an operation of its own).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from coldkeep.core.sched.jobs import JobRun
-
-from . import archive, checks, remote, restore, retention
+from . import archive, checks, jobs, remote, restore, retention
 from .spec import Operation, Result, Words
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -39,11 +38,9 @@ BY_ACTION = {op.console.action.name: op for op in OPERATIONS if op.console is no
 # By command name, which is also the name of the scheduler's job that runs it.
 BY_NAME = {op.name: op for op in OPERATIONS}
 
-# A scheduled job run now from the console ends in its run's record.
-_JOB_RUN = Words(JobRun, JobRun.describe)
 _WORDS: dict[type[Any], Words[Any]] = {
     **{w.kind: w for op in OPERATIONS for w in op.words},
-    JobRun: _JOB_RUN,
+    jobs.WORDS.kind: jobs.WORDS,  # a job run now from the console
 }
 
 

@@ -2,8 +2,8 @@
 paths or under ``--to``; with ``--list`` only what a selection names) and
 ``restore-events`` (event rows, never over a live row).
 
-In the console both start from the restore browser, which asks first: they have
-no action of their own here (``restore_months`` is the browser's call for rows).
+In the console both start from the restore browser, which asks first and sends
+the call up (``restore_files``, ``restore_months``): they have no action here.
 """
 
 from __future__ import annotations
@@ -59,6 +59,11 @@ async def _listing(archiver: Archiver, selection: Selection) -> Listing:
     return Listing(await archiver.select(selection))
 
 
+def restore_files(selection: Selection, to: Path | None) -> Run:
+    """Files back: to their live paths, or under ``to``."""
+    return lambda archiver, cancel: archiver.restore(selection, to, cancel)
+
+
 def _restore(options: Options) -> Run:
     selection = Selection(
         ids=options["ids"],
@@ -71,8 +76,7 @@ def _restore(options: Options) -> Run:
     )
     if options["list_only"]:
         return lambda archiver, cancel: _listing(archiver, selection)
-    to = options["to"]
-    return lambda archiver, cancel: archiver.restore(selection, to, cancel)
+    return restore_files(selection, options["to"])
 
 
 def _restore_line(r: RestoreReport) -> str:

@@ -154,6 +154,12 @@ class Console(Generic[P]):
     ask: Callable[[Site], Awaitable[tuple[P, Question | Nothing]]] | None = None
     gate: Callable[[Settings], Gate] = _ask
 
+    def first(self, settings: Settings) -> Gate:
+        """What comes first now: "ask" (its plan, then its question), "run" (it
+        starts at once), or what to say instead."""
+        gate = self.gate(settings)
+        return "run" if gate == "ask" and self.ask is None else gate
+
 
 @dataclass(frozen=True)
 class Operation:

@@ -1,0 +1,56 @@
+"""The status line at the top of the console, above the actions: what needs the
+operator first (verify failures, who holds the lock, an operation watched,
+read-only), then what runs here or how the last pass ended, the mode and the
+two roots. At 80 columns its end is cut: the order is the point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Static
+
+from coldkeep.core.base.config import Settings
+from coldkeep.core.ops.status import Status
+
+from ..text.fmt import age
+
+
+class StatusLine(Static):
+    def show(
+        self,
+        settings: Settings,
+        base: Path,
+        *,
+        status: Status | None,
+        lock: str,
+        watching: bool,
+        read_only: bool,
+        running: str | None,
+        now_ms: int,
+    ) -> None:
+        """``base``: the folder the roots are shown relative to (the config's)."""
+
+        def short(p: Path) -> str:
+            return str(p.relative_to(base)) + "/" if p.is_relative_to(base) else str(p)
+
+        parts = []
+        if status and status.verify_failures:
+            parts.append(f"VERIFY FAILED {status.verify_failures}")
+        if status and status.remote and status.remote.totals.verify_failed:
+            parts.append(f"REMOTE VERIFY FAILED {status.remote.totals.verify_failed}")
+        parts.append(lock)
+        if watching:
+            parts.append("attached: x stops it")
+        if read_only:
+            parts.append("READ-ONLY")
+        if running:
+            parts.append(f"running: {running}")
+        elif status and status.last_passes:
+            p = status.last_passes[0]
+            ago = age((now_ms - (p.finished_at or p.started_at)) / 1000)
+            parts.append(f"last pass #{p.id} {p.status} {ago} ago")
+        parts += [
+            f"mode {settings.mode}",
+            f"{short(settings.live_root)} → {short(settings.archive_root)}",
+        ]
+        self.update(" · ".join(parts))
