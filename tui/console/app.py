@@ -22,12 +22,11 @@ header names it).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.actions import ActionParseResult
@@ -49,7 +48,7 @@ from coldkeep.core.base.stream import EventStream
 from coldkeep.core.events.checkpoint import wal_bytes
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.files.scan import ScanError
-from coldkeep.core.ops.attach import AttachClient, NotAttachable, socket_path
+from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.store.manifest import ManifestError, now_ms
@@ -62,7 +61,7 @@ from ..text.events import describe
 from ..text.results import headline
 from .actions import ACTIONS, bindings
 from .actions import BY_NAME as ACTION
-from .header import StatusLine
+from .header import StatusLine, lock_words
 from .messages import (
     Attached,
     BacklogLoaded,
@@ -73,6 +72,7 @@ from .messages import (
     HoldsChanged,
     LiveTreeChanged,
     LoadFailed,
+    Logged,
     OperationFailed,
     OperationFinished,
     OperationStopped,
@@ -199,22 +199,23 @@ class ColdkeepApp(App[None]):
     def unavailable(self, name: str) -> str | None:
         """Why an action cannot run now (None: it can)."""
         a = ACTION[name]
-        if a.remote and self.archiver.settings.remote is None:
-            return NO_REMOTE
-        if a.retention and not self.archiver.settings.retention.configured:
-            return NO_RETENTION
-        return self.why_unchangeable() if a.mutating else None
+        return self._off(a) or (self.why_unchangeable() if a.mutating else None)
 
     def offered(self, a: ConsoleAction) -> bool:
         """Whether ``a`` has a button, a footer key and a palette entry: not the
-        mutating ones in read-only, not the remote tier's with none configured,
-        nor expiry without a retention (help still lists them, saying why)."""
+        mutating ones in read-only, nor those off in this console (help still
+        lists them, saying why)."""
+        return not ((a.mutating and self.read_only) or self._off(a))
+
+    def _off(self, a: ConsoleAction) -> str | None:
+        """Why ``a`` is off in this console at all: the remote tier's with none
+        configured, expiry without a retention."""
         settings = self.archiver.settings
-        return not (
-            (a.mutating and self.read_only)
-            or (a.remote and settings.remote is None)
-            or (a.retention and not settings.retention.configured)
-        )
+        if a.remote and settings.remote is None:
+            return NO_REMOTE
+        if a.retention and not settings.retention.configured:
+            return NO_RETENTION
+        return None
 
     def why_unchangeable(self) -> str | None:
         """Why nothing that changes the archive can run now (None: it can)."""
@@ -255,12 +256,9 @@ class ColdkeepApp(App[None]):
         yield from super().get_system_commands(screen)
         for a in ACTIONS:
             if self.offered(a):
-                yield SystemCommand(a.label, f"{a.help} \\[{a.key_label}]", self._callback(a.name))
-
-    def _callback(self, name: str) -> Callable[[], object]:
-        if name in BY_ACTION:
-            return partial(self.start_operation, name)
-        return cast(Callable[[], object], getattr(self, f"action_{name}"))
+                yield SystemCommand(
+                    a.label, f"{a.help} \\[{a.key_label}]", partial(self.run_action, a.name)
+                )
 
     @on(Button.Pressed, ".action")
     async def _button(self, event: Button.Pressed) -> None:
@@ -312,25 +310,6 @@ class ColdkeepApp(App[None]):
             self.post_message(FindingsLoaded(found))
         except (ManifestError, OSError) as err:
             self.post_message(LoadFailed("the findings", str(err)))
-
-    @work(exclusive=True, group="attach", exit_on_error=False)
-    async def attach(self) -> None:
-        """Watch the lock holder's operation: its events drive the panes as if it
-        ran here, until it ends."""
-        try:
-            client = await AttachClient.connect(socket_path(self.archiver.settings.archive_root))
-        except (NotAttachable, OSError) as err:
-            self.log_line("info", f"cannot attach: {err}")
-            return
-        self.post_message(Attached(client))
-        try:
-            async for event in client.events():
-                self.post_message(CoreEvent(event))
-        except (OSError, ValueError) as err:
-            self.log_line("warning", f"the attached stream ended: {err}")
-        finally:
-            await client.close()
-            self.post_message(Attached(None))
 
     @work(thread=True, exclusive=True, group="holder", exit_on_error=False)
     def poll_holder(self) -> None:
@@ -502,24 +481,10 @@ class ColdkeepApp(App[None]):
         panes = self.query(CheckpointPane)
         if not panes:
             return  # the app is closing: a poll posted before it can land after the panes go
-        holder = message.holder
-        mine = holder is not None and holder.pid == os.getpid()
-        if holder is None or not message.alive:
-            self.other_holder = None
-            self.holder_text = "lock free"
-        elif mine:
-            self.other_holder = None
-            self.holder_text = "lock: this console"
-        else:
-            self.other_holder = holder.describe()
-            self.holder_text = f"LOCKED by pid {holder.pid} ({holder.command})"
-            if self.attached is None and not self._attaching():
-                self.attach()
-        pane = panes.first()
-        if message.wal_bytes >= 0:
-            pane.wal(message.wal_bytes)
-        else:
-            pane.wal(0, applicable=False)
+        self.holder_text, self.other_holder = lock_words(message.holder, message.alive)
+        if self.other_holder and self.attached is None and not self._attaching():
+            self.query_one(InFlightPane).follow(self.archiver.settings.archive_root)
+        panes.first().wal_polled(message.wal_bytes)
         self._status_line()
 
     def _attaching(self) -> bool:
@@ -536,6 +501,9 @@ class ColdkeepApp(App[None]):
             self.refresh_all()
             self.poll_holder()
         self._status_line()
+
+    def on_logged(self, message: Logged) -> None:
+        self.log_line(message.level, message.text)
 
     def on_live_tree_changed(self) -> None:
         self.load_backlog()

@@ -5,14 +5,26 @@ two roots. At 80 columns its end is cut: the order is the point."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from textual.widgets import Static
 
 from coldkeep.core.base.config import Settings
+from coldkeep.core.base.lock import Holder
 from coldkeep.core.ops.status import Status
 
 from ..text.fmt import age
+
+
+def lock_words(holder: Holder | None, alive: bool) -> tuple[str, str | None]:
+    """The lock as the status line says it, and who holds it when that is
+    another live process (None: this console, or nobody)."""
+    if holder is None or not alive:
+        return "lock free", None
+    if holder.pid == os.getpid():
+        return "lock: this console", None
+    return f"LOCKED by pid {holder.pid} ({holder.command})", holder.describe()
 
 
 class StatusLine(Static):

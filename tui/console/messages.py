@@ -120,6 +120,14 @@ class LoadFailed(Message):
 
 
 @dataclass
+class Logged(Message):
+    """A line for the log, from a worker."""
+
+    level: str
+    text: str
+
+
+@dataclass
 class HoldsChanged(Message):
     """The holds screen placed or released a hold: its line for the log."""
 

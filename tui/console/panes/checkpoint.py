@@ -61,6 +61,13 @@ class CheckpointPane(Pane):
         # console's worst stall during a pass).
         self.dirty = False
 
+    def wal_polled(self, size: int) -> None:
+        """The WAL's size as the app polled it (negative: there is no state_db)."""
+        if size >= 0:
+            self.wal(size)
+        else:
+            self.wal(0, applicable=False)
+
     def wal(self, size: int, *, during_phase: bool = False, applicable: bool = True) -> None:
         """The WAL's size now; during an event phase it also joins the sparkline."""
         self.wal_text = f"WAL {human(size)}" if applicable else "WAL: not applicable (no state_db)"

@@ -1,18 +1,27 @@
 """In flight: each file in progress (its protocol step, bytes done, rate) and the
-operation's progress bar with an ETA."""
+operation's progress bar with an ETA.
+
+The app hands the pane the running operation's events (``event``). When another
+process holds the lock, the pane follows its operation (``follow``, a worker on
+the attach socket): it posts ``Attached`` and every event up to the app, as if
+the operation ran here, until it ends."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
 from coldkeep.core.base.stream import Event, FileDone, FileStep, Phase, Progress
+from coldkeep.core.ops.attach import AttachClient, NotAttachable, socket_path
 
 from ...text.fmt import human
+from ..messages import Attached, CoreEvent, Logged
 from ..tables import Cell, keyed_table, sync_table
 from .base import Pane
 
@@ -78,6 +87,24 @@ class InFlightPane(Pane):
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=int(finished))
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()
+
+    @work(exclusive=True, group="attach", exit_on_error=False)
+    async def follow(self, archive_root: Path) -> None:
+        """The lock holder's operation, through its attach socket."""
+        try:
+            client = await AttachClient.connect(socket_path(archive_root))
+        except (NotAttachable, OSError) as err:
+            self.post_message(Logged("info", f"cannot attach: {err}"))
+            return
+        self.post_message(Attached(client))
+        try:
+            async for event in client.events():
+                self.post_message(CoreEvent(event))
+        except (OSError, ValueError) as err:
+            self.post_message(Logged("warning", f"the attached stream ended: {err}"))
+        finally:
+            await client.close()
+            self.post_message(Attached(None))
 
     def event(self, event: Event) -> None:
         """An event of the operation running (here, or watched)."""
