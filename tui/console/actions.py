@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from textual.binding import Binding
 
 from ..operations import OPERATIONS
-from ..operations.spec import ConsoleAction
+from ..operations.spec import ConsoleAction, Question
 
 _OWN = (
     ConsoleAction(
@@ -84,3 +84,14 @@ def bindings(actions: Sequence[ConsoleAction] = ACTIONS) -> list[Binding]:
     every action in the footer but help and those kept out of it (help lists
     them all)."""
     return [Binding(a.keys, a.name, a.label, show=a.footer and a.name != "help") for a in actions]
+
+
+def quit_question(running: str | None) -> Question:
+    """What quitting asks while ``running`` runs."""
+    return Question(
+        f"Quit while {running} runs?",
+        f"{running} will stop at its next safe point (between files or batches, or "
+        "mid-file with its partial removed), then the console quits.",
+        warning="Nothing is lost: what is left is what the next pass's recovery handles.",
+        confirm="Stop and quit",
+    )

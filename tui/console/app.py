@@ -28,26 +28,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import work
 from textual.actions import ActionParseResult
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Container, Horizontal
+from textual.containers import Container
 from textual.dom import DOMNode
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Tab, Tabs
+from textual.screen import Screen
+from textual.widgets import Footer
 from textual.worker import Worker
 from watchfiles import awatch
 
 from coldkeep.core.archiver import Archiver, PlanReport, Status
-from coldkeep.core.base.cancel import Cancelled, CancelToken
+from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import explain
 from coldkeep.core.base.lock import read_holder
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.events.checkpoint import wal_bytes
 from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.files.scan import ScanError
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
@@ -59,9 +58,9 @@ from ..operations.retention import NO_RETENTION
 from ..operations.spec import ConsoleAction, Nothing, Operation, Run, Site
 from ..text.events import describe
 from ..text.results import headline
-from .actions import ACTIONS, bindings
+from .actions import ACTIONS, bindings, quit_question
 from .actions import BY_NAME as ACTION
-from .header import StatusLine, lock_words
+from .header import ActionBar, StatusLine, lock_words
 from .messages import (
     Attached,
     BacklogLoaded,
@@ -87,10 +86,12 @@ from .panes import (
     LogPane,
     OrphansPane,
     Pane,
+    PaneTabs,
     RemotePane,
 )
 from .panes.log import level
 from .panes.remote import NO_REMOTE, ShipPlanLoaded
+from .pilot import busy
 from .priority import background_executor
 from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 
@@ -144,17 +145,13 @@ class ColdkeepApp(App[None]):
         self.last_result = ""
         self.ready_at: float | None = None  # perf_counter when the first full paint had its data
         self.attached: AttachClient | None = None  # watching another process's operation
-        self.browser: RestoreScreen | None = None  # the restore browser, while it is open
 
     # layout ------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield StatusLine("coldkeep", id="status-line")
-        with Horizontal(id="actions"):
-            for a in ACTIONS:
-                if a.button and self.offered(a):
-                    yield Button(a.label, id=f"do-{a.name}", classes="action")
-        yield Tabs(*(Tab(p.TITLE, id=f"tab-{i}") for i, p in enumerate(PANES)), id="pane-tabs")
+        yield ActionBar([a for a in ACTIONS if a.button and self.offered(a)], id="actions")
+        yield PaneTabs(PANES, id="pane-tabs")
         # With no remote tier the wide grid gives the Remote pane's place to
         # Checkpoint; its tab (narrow) says there is none.
         no_remote = "-no-remote" if self.archiver.settings.remote is None else ""
@@ -170,7 +167,7 @@ class ColdkeepApp(App[None]):
         self.listen()
         self.refresh_all()
         self.set_interval(HOLDER_POLL_S, self.poll_holder)
-        self.set_interval(AGEING_S, self.load_backlog)  # files age into eligibility
+        self.set_interval(AGEING_S, self.recount)  # files age into eligibility
         self.set_interval(FRAME_S, self.flush_panes)
         self.poll_holder()
         if self.watch_live:
@@ -184,15 +181,9 @@ class ColdkeepApp(App[None]):
         for warning in self.archiver.settings.warnings:
             self.log_line("warning", warning)
 
-    @on(Tabs.TabActivated, "#pane-tabs")
-    def _tab(self, event: Tabs.TabActivated) -> None:
-        index = int((event.tab.id or "tab-0").split("-")[1])
-        for i, pane in enumerate(self.query(".pane")):
-            pane.set_class(i == index, "active")
-
     def action_show_pane(self, index: int) -> None:
-        """Digits 1–6 show a pane (in a narrow terminal, where panes are tabs)."""
-        self.query_one("#pane-tabs", Tabs).active = f"tab-{index}"
+        """Digits 1–7 show a pane (in a narrow terminal, where panes are tabs)."""
+        self.query_one(PaneTabs).choose(index)
 
     # the registry: availability, palette, help --------------------------------
 
@@ -228,7 +219,8 @@ class ColdkeepApp(App[None]):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        a = ACTION.get(action)
+        name = str(parameters[0]) if action == "operation" and parameters else action
+        a = ACTION.get(name)
         if a is None:
             return True
         if self.screen is not self.screen_stack[0] and a.name not in ("help", "quit"):
@@ -243,13 +235,10 @@ class ColdkeepApp(App[None]):
         default_namespace: DOMNode | None = None,
         namespaces: Mapping[str, DOMNode] | None = None,
     ) -> bool:
-        """An operation's action (its key, its button, its name) has no method of
-        its own: it goes to ``start_operation``."""
+        """A registry operation's action (its key, its button, its name) has no
+        method of its own: it runs as ``operation('<name>')``."""
         if isinstance(action, str) and action in BY_ACTION and default_namespace in (None, self):
-            if not self.check_action(action, ()):
-                return False
-            self.start_operation(action)
-            return True
+            action = f"operation({action!r})"
         return await super().run_action(action, default_namespace, namespaces)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
@@ -259,10 +248,6 @@ class ColdkeepApp(App[None]):
                 yield SystemCommand(
                     a.label, f"{a.help} \\[{a.key_label}]", partial(self.run_action, a.name)
                 )
-
-    @on(Button.Pressed, ".action")
-    async def _button(self, event: Button.Pressed) -> None:
-        await self.run_action((event.button.id or "").removeprefix("do-"))
 
     def _refuse(self, name: str, *, changes: bool = False) -> bool:
         """Whether ``name`` is refused now (said, and logged). ``changes``: it is
@@ -282,34 +267,18 @@ class ColdkeepApp(App[None]):
                 self.post_message(CoreEvent(event))
 
     def refresh_all(self) -> None:
+        """Everything read again: the status here, each pane's own data there."""
         self.load_status()
-        self.load_backlog()
-        self.load_findings()
-        manifest = self.archiver.layout.manifest
-        self.query_one(CheckpointPane).load(manifest)
-        self.query_one(JobsPane).load(self.archiver.settings.jobs, manifest, self.clock() / 1000)
-        self.query_one(RemotePane).load(self.archiver)
+        for pane in self.query(Pane):
+            pane.load(self.archiver)
 
     @work(exclusive=True, group="status", exit_on_error=False)
     async def load_status(self) -> None:
         self.post_message(StatusLoaded(await self.archiver.status()))
 
-    @work(exclusive=True, group="backlog", exit_on_error=False)
-    async def load_backlog(self) -> None:
-        try:
-            self.post_message(BacklogLoaded(await self.archiver.backlog()))
-        except (ManifestError, ScanError, OSError) as err:
-            self.post_message(LoadFailed("the backlog", str(err)))
-
-    @work(exclusive=True, group="findings", exit_on_error=False)
-    async def load_findings(self) -> None:
-        try:
-            found = await self.archiver.recovery_scan(
-                lambda so_far: self.post_message(FindingsLoaded(so_far))
-            )
-            self.post_message(FindingsLoaded(found))
-        except (ManifestError, OSError) as err:
-            self.post_message(LoadFailed("the findings", str(err)))
+    def recount(self) -> None:
+        """The backlog counted again (files age into eligibility; the tree changed)."""
+        self.query_one(BacklogPane).load(self.archiver)
 
     @work(thread=True, exclusive=True, group="holder", exit_on_error=False)
     def poll_holder(self) -> None:
@@ -325,16 +294,7 @@ class ColdkeepApp(App[None]):
             self.post_message(LiveTreeChanged())
 
     def busy_workers(self) -> list[Worker[Any]]:
-        """Workers still doing something (not the long-lived listeners, and not a
-        confirmation that is waiting for the operator's answer)."""
-        asking = isinstance(self.screen, ModalScreen)
-        return [
-            w
-            for w in self.workers
-            if w.group not in LONG_LIVED
-            and not (asking and w.group == "confirm")
-            and not w.is_finished
-        ]
+        return busy(self, LONG_LIVED)
 
     def flush_panes(self) -> None:
         with self.batch_update():
@@ -343,7 +303,7 @@ class ColdkeepApp(App[None]):
 
     # operations ----------------------------------------------------------------
 
-    def start_operation(self, name: str) -> None:
+    def action_operation(self, name: str) -> None:
         """The action ``name`` of a registry operation: refused with the reason;
         else, as its entry says, asked about first or started at once."""
         if self._refuse(name):
@@ -390,8 +350,8 @@ class ColdkeepApp(App[None]):
         """A plan read to ask about tells the panes what it found too."""
         match plan:
             case PlanReport():
-                self.post_message(BacklogLoaded(plan.plan))
-                self.post_message(FindingsLoaded(plan.recovery))
+                self.query_one(BacklogPane).post_message(BacklogLoaded(plan.plan))
+                self.query_one(OrphansPane).post_message(FindingsLoaded(plan.recovery))
             case ShipPlan():
                 self.query_one(RemotePane).post_message(ShipPlanLoaded(plan))
 
@@ -403,24 +363,14 @@ class ColdkeepApp(App[None]):
             self.operate(message.operation, message.run)
 
     def operate(self, name: str, run: Run) -> None:
-        """Run one mutating operation in a worker; its result comes back as a message."""
+        """Run one mutating operation (In flight's worker); how it ends comes back
+        as a message."""
         self.running = name
-        token = self.cancel_token = CancelToken()
-        self.query_one(InFlightPane).idle(f"{name}: starting…")
+        self.cancel_token = CancelToken()
+        inflight = self.query_one(InFlightPane)
+        inflight.idle(f"{name}: starting…")
+        inflight.run(name, run, self.archiver, self.cancel_token)
         self._status_line()
-
-        async def operation() -> None:
-            try:
-                self.post_message(OperationFinished(name, await run(self.archiver, token)))
-            except Cancelled as stopped:  # an operation that ends by raising it (ship)
-                self.post_message(OperationStopped(name, str(stopped) or token.reason))
-            except Exception as err:
-                known = explain(err)
-                if known is None:
-                    raise  # a bug: the worker's error shows it whole
-                self.post_message(OperationFailed(name, known[1]))
-
-        self.run_worker(operation(), group="operation", exclusive=True, exit_on_error=False)
 
     def action_run_job(self) -> None:
         if self._refuse("run_job"):
@@ -456,7 +406,7 @@ class ColdkeepApp(App[None]):
 
     def on_status_loaded(self, message: StatusLoaded) -> None:
         self.status = message.status
-        self._findings()
+        self.query_one(OrphansPane).attention(message.status)
         self._status_line()
         self.query_one(RemotePane).show(
             self.archiver.settings.remote, self._base(), self.status.remote
@@ -464,8 +414,7 @@ class ColdkeepApp(App[None]):
         self._maybe_ready()
 
     def on_backlog_loaded(self, message: BacklogLoaded) -> None:
-        self.backlog = message.plan
-        self.query_one(BacklogPane).show(message.plan, self.clock())
+        self.backlog = message.plan  # the Backlog pane showed it on its way up
         self._maybe_ready()
 
     def _maybe_ready(self) -> None:
@@ -474,8 +423,7 @@ class ColdkeepApp(App[None]):
             self.call_after_refresh(self.log_line, "info", "ready")
 
     def on_findings_loaded(self, message: FindingsLoaded) -> None:
-        self.recovery = message.recovery
-        self._findings()
+        self.recovery = message.recovery  # the Orphans pane showed it on its way up
 
     def on_holder_changed(self, message: HolderChanged) -> None:
         panes = self.query(CheckpointPane)
@@ -506,15 +454,15 @@ class ColdkeepApp(App[None]):
         self.log_line(message.level, message.text)
 
     def on_live_tree_changed(self) -> None:
-        self.load_backlog()
+        self.recount()
 
     def on_operation_finished(self, message: OperationFinished) -> None:
         summary = headline(message.result)
         self.query_one(InFlightPane).idle(f"{message.operation}: {summary}", finished=True)
         self.last_result = f"{message.operation}: {summary}"
         self.notify(summary, title=message.operation)
-        if self.browser is not None:
-            self.browser.finished(message.result, summary)
+        if (browser := self._browser()) is not None:
+            browser.finished(message.result, summary)
         self._settled()
 
     def on_operation_failed(self, message: OperationFailed) -> None:
@@ -522,8 +470,8 @@ class ColdkeepApp(App[None]):
         self.query_one(InFlightPane).idle(f"{message.operation}: {message.error}")
         self.notify(message.error, title=message.operation, severity="error", timeout=10)
         self.log_line("error", f"{message.operation}: {message.error}")
-        if self.browser is not None:
-            self.browser.failed(f"{message.operation}: {message.error}")
+        if (browser := self._browser()) is not None:
+            browser.failed(f"{message.operation}: {message.error}")
         self._settled()
 
     def on_operation_stopped(self, message: OperationStopped) -> None:
@@ -552,7 +500,7 @@ class ColdkeepApp(App[None]):
         self.log_line(message.level, message.said)
         self.refresh_all()
 
-    # what the status line and the orphan pane show ---------------------------
+    # what the status line shows -----------------------------------------------
 
     def _base(self) -> Path:
         """The folder paths are shown relative to: the config's."""
@@ -570,12 +518,8 @@ class ColdkeepApp(App[None]):
             running=self.running,
             now_ms=self.clock(),
         )
-        if self.browser is not None:
-            self.browser.blocked = self.why_unchangeable()
-
-    def _findings(self) -> None:
-        orphans = self.query_one(OrphansPane)
-        orphans.show_found(self.recovery, self.status, self.archiver.layout, self.clock())
+        if (browser := self._browser()) is not None:
+            browser.blocked = self.why_unchangeable()
 
     def log_line(self, level: str, text: str) -> None:
         self.query_one(LogPane).write(level, text, self.clock())
@@ -583,24 +527,21 @@ class ColdkeepApp(App[None]):
     # the console's own actions ------------------------------------------------
 
     def action_plan(self) -> None:
-        self.load_backlog()
-        self.load_findings()
+        self.recount()
+        self.query_one(OrphansPane).load(self.archiver)
         self.notify("recounting the backlog")
 
     def action_restore(self) -> None:
         if self._refuse("restore"):
             return
-        self.browser = RestoreScreen(
-            self.archiver.settings,
-            base=self._base(),
-            read_only=self.read_only,
-            blocked=self.why_unchangeable(),
+        settings, blocked = self.archiver.settings, self.why_unchangeable()
+        self.push_screen(
+            RestoreScreen(settings, base=self._base(), read_only=self.read_only, blocked=blocked)
         )
 
-        def closed(_: None) -> None:
-            self.browser = None
-
-        self.push_screen(self.browser, closed)
+    def _browser(self) -> RestoreScreen | None:
+        """The restore browser, while it is open."""
+        return next((s for s in self.screen_stack if isinstance(s, RestoreScreen)), None)
 
     def action_holds(self) -> None:
         self.open_holds()
@@ -645,17 +586,7 @@ class ColdkeepApp(App[None]):
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_quit(self) -> None:
-        running = self.running
-        ok = await self.push_screen_wait(
-            ConfirmScreen(
-                f"Quit while {running} runs?",
-                f"{running} will stop at its next safe point (between files or batches, or "
-                "mid-file with its partial removed), then the console quits.",
-                warning="Nothing is lost: what is left is what the next pass's recovery handles.",
-                confirm="Stop and quit",
-            )
-        )
-        if not ok:
+        if not await self.push_screen_wait(ConfirmScreen.asking(quit_question(self.running))):
             return
         if self.cancel_token is not None:
             self.cancel_token.cancel("the console is quitting")

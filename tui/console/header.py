@@ -1,19 +1,24 @@
-"""The status line at the top of the console, above the actions: what needs the
-operator first (verify failures, who holds the lock, an operation watched,
-read-only), then what runs here or how the last pass ended, the mode and the
-two roots. At 80 columns its end is cut: the order is the point."""
+"""The console's top two lines. The status line: what needs the operator first
+(verify failures, who holds the lock, an operation watched, read-only), then
+what runs here or how the last pass ended, the mode and the two roots; at 80
+columns its end is cut, so the order is the point. The action bar: a button per
+action offered (from the registry, actions.py); a press runs the action."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from textual.widgets import Static
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Button, Static
 
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.lock import Holder
 from coldkeep.core.ops.status import Status
 
+from ..operations.spec import ConsoleAction
 from ..text.fmt import age
 
 
@@ -66,3 +71,17 @@ class StatusLine(Static):
             f"{short(settings.live_root)} → {short(settings.archive_root)}",
         ]
         self.update(" · ".join(parts))
+
+
+class ActionBar(Horizontal):
+    def __init__(self, actions: list[ConsoleAction], *, id: str) -> None:
+        super().__init__(id=id)
+        self.actions = actions
+
+    def compose(self) -> ComposeResult:
+        for a in self.actions:
+            yield Button(a.label, id=f"do-{a.name}", classes="action")
+
+    @on(Button.Pressed, ".action")
+    async def _pressed(self, event: Button.Pressed) -> None:
+        await self.app.run_action((event.button.id or "").removeprefix("do-"))

@@ -1,6 +1,7 @@
-"""What workers and screens tell the app. Workers only post these; the app's
-handlers own the state the panes show. (A pane or screen that reads for itself
-posts its own messages to itself: they live in its module.)
+"""What workers, panes and screens tell the app. Workers only post these; the
+app's handlers own the state. A pane that reads for itself posts to itself and
+its message goes on up to the app: it lives here when the app keeps what it
+carries too (the backlog, the findings), else in the pane's module.
 
 Bursts coalesce (Toolong's ``can_replace``): a newer file-progress message for the
 same file replaces one still waiting in the queue, and so does a newer
@@ -46,6 +47,8 @@ class StatusLoaded(Message):
 
 @dataclass
 class BacklogLoaded(Message):
+    """What a pass would take now (the Backlog pane's count, or a plan read to ask)."""
+
     plan: Plan
 
 

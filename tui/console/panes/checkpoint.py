@@ -1,7 +1,7 @@
 """Checkpoint: the live WAL's size, the last checkpoints (busy, log, checkpointed,
 ms) and a sparkline of the WAL over the event phase.
 
-The pane reads the recorded checkpoints itself (``load``, a worker that posts
+The pane reads the recorded checkpoints itself (``load``: a worker that posts
 ``CheckpointsLoaded`` to the pane); the app tells it the WAL's size and hands it
 the running operation's events (``event``)."""
 
@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.widgets import DataTable, Sparkline, Static
 
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.stream import BatchMoved, CheckpointRan, Event
 from coldkeep.core.events.checkpoint import CheckpointResult, recent_checkpoints
 from coldkeep.core.store.manifest import Manifest
@@ -88,8 +89,11 @@ class CheckpointPane(Pane):
         self.query_one("#checkpoint-spark", Sparkline).data = list(self.wal_history)
         self._show_rows()
 
+    def load(self, archiver: Archiver) -> None:
+        self._read(archiver.layout.manifest)
+
     @work(exclusive=True, group="checkpoints", exit_on_error=False)
-    async def load(self, manifest: Path) -> None:
+    async def _read(self, manifest: Path) -> None:
         """The last checkpoints recorded in ``manifest`` (none before there is one)."""
         if not await asyncio.to_thread(manifest.exists):
             return

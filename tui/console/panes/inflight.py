@@ -1,10 +1,12 @@
 """In flight: each file in progress (its protocol step, bytes done, rate) and the
 operation's progress bar with an ETA.
 
-The app hands the pane the running operation's events (``event``). When another
-process holds the lock, the pane follows its operation (``follow``, a worker on
-the attach socket): it posts ``Attached`` and every event up to the app, as if
-the operation ran here, until it ends."""
+The operation shown is run here (``run``: a worker that posts how it ended up
+to the app: ``OperationFinished``, ``OperationStopped`` or ``OperationFailed``)
+or followed in the process that holds the lock (``follow``: a worker on the
+attach socket that posts ``Attached`` and every event up to the app, as if the
+operation ran here, until it ends). The app hands the pane the operation's
+events as they arrive (``event``)."""
 
 from __future__ import annotations
 
@@ -17,11 +19,22 @@ from textual import work
 from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.cancel import Cancelled, CancelToken
+from coldkeep.core.base.errors import explain
 from coldkeep.core.base.stream import Event, FileDone, FileStep, Phase, Progress
 from coldkeep.core.ops.attach import AttachClient, NotAttachable, socket_path
 
+from ...operations.spec import Run
 from ...text.fmt import human
-from ..messages import Attached, CoreEvent, Logged
+from ..messages import (
+    Attached,
+    CoreEvent,
+    Logged,
+    OperationFailed,
+    OperationFinished,
+    OperationStopped,
+)
 from ..tables import Cell, keyed_table, sync_table
 from .base import Pane
 
@@ -87,6 +100,19 @@ class InFlightPane(Pane):
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=int(finished))
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()
+
+    @work(exclusive=True, group="operation", exit_on_error=False)
+    async def run(self, name: str, run: Run, archiver: Archiver, token: CancelToken) -> None:
+        """The operation ``name`` (the label the operator sees), run here."""
+        try:
+            self.post_message(OperationFinished(name, await run(archiver, token)))
+        except Cancelled as stopped:  # an operation that ends by raising it (ship)
+            self.post_message(OperationStopped(name, str(stopped) or token.reason))
+        except Exception as err:
+            known = explain(err)
+            if known is None:
+                raise  # a bug: the worker's error shows it whole
+            self.post_message(OperationFailed(name, known[1]))
 
     @work(exclusive=True, group="attach", exit_on_error=False)
     async def follow(self, archive_root: Path) -> None:

@@ -1,7 +1,7 @@
 """Jobs: each scheduled job (its schedule, next fire, last success, running or not)
 and the history of their runs; ``j`` runs the selected job now.
 
-The pane reads them itself (``load``, a worker that posts ``JobsLoaded`` to the
+The pane reads them itself (``load``: a worker that posts ``JobsLoaded`` to the
 pane) from the config's [jobs] and the manifest's job runs."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.widgets import DataTable
 
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import JobsSettings
 from coldkeep.core.sched.jobs import JobInfo, JobRun, job_history, job_infos
 from coldkeep.core.store.manifest import Manifest
@@ -47,8 +48,12 @@ class JobsPane(Pane):
             [("Run", "id"), ("Job", "job"), ("Started", "started"), ("Result", "status")],
         )
 
+    def load(self, archiver: Archiver) -> None:
+        jobs, manifest = archiver.settings.jobs, archiver.layout.manifest
+        self._read(jobs, manifest, archiver.clock() / 1000)
+
     @work(exclusive=True, group="jobs", exit_on_error=False)
-    async def load(self, jobs: JobsSettings, manifest: Path, now_s: float) -> None:
+    async def _read(self, jobs: JobsSettings, manifest: Path, now_s: float) -> None:
         """The jobs as of ``now_s`` and their last runs (none before there is a
         manifest: an empty one in memory answers for it)."""
         tz = ZoneInfo(jobs.timezone) if jobs.timezone else None

@@ -3,7 +3,7 @@ still to ship, what is shipped, what lives only there now, remote copies that
 failed their verify; the last ship; and, while a ship runs, its progress and
 transfer rate, and every problem it meets.
 
-The pane reads what a ship would send and drop itself (``load``, a worker that
+The pane reads what a ship would send and drop itself (``load``: a worker that
 posts ``ShipPlanLoaded`` to the pane); the app tells it what the status says
 (``show``) and hands it every event as it arrives (``ship_event``). The pane
 keeps the ship's tally (objects, bytes, the rate measured from them) and draws
@@ -132,11 +132,13 @@ class RemotePane(Pane):
         self.state = state
         self._show()
 
+    def load(self, archiver: Archiver) -> None:
+        if archiver.settings.remote is not None:  # nothing to read without one
+            self._plan(archiver)
+
     @work(exclusive=True, group="ship-plan", exit_on_error=False)
-    async def load(self, archiver: Archiver) -> None:
-        """What a ship would send and drop now (nothing to read without a remote)."""
-        if archiver.settings.remote is None:
-            return
+    async def _plan(self, archiver: Archiver) -> None:
+        """What a ship would send and drop now."""
         try:
             self.post_message(ShipPlanLoaded(await archiver.ship_plan()))
         except (ManifestError, RemoteError, OSError) as err:
