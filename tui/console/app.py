@@ -10,13 +10,13 @@ makes the bindings, the buttons, the help screen and the command palette.
 Every operation of the registry (tui/operations) runs through one path: its
 action is refused with the reason, or its entry's question is asked (its plan
 read first, in a worker), and a yes (``Confirmed``, which the restore browser
-sends too) starts it in the operation worker (``operate``); its result, failure
-or stop comes back as a message. A scheduled job run from here asks the same
-question as its operation.
+sends too) starts it (``operate``: In flight's worker runs it); its result,
+failure or stop comes back as a message. A scheduled job run from here asks the
+same question as its operation.
 
 Mutating actions are refused (with the reason) in ``--read-only``, while another
 operation runs here, and while another process holds the archive lock (the
-header names it).
+status line names it).
 """
 
 from __future__ import annotations
