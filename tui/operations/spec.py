@@ -84,7 +84,7 @@ class Words(Generic[R]):
 class ConsoleAction:
     """A key of a console: its binding, button, help line and palette entry."""
 
-    name: str  # App.action_<name> (a registry operation's: the app's operation runner)
+    name: str  # App.action_<name>; an operation's runs as the app's operation('<name>')
     key: str
     label: str
     help: str
