@@ -118,6 +118,10 @@ class CheckpointRan:
     mode: CheckpointMode
     error: str | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The ``checkpoint`` command's JSON: the fields, without the event's kind."""
+        return dataclasses.asdict(self)
+
 
 @dataclass(frozen=True)
 class Progress:

@@ -47,6 +47,17 @@ class EventsRestoreReport:
     months: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # month -> why it was not read
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "restored": self.restored,
+            "already_live": self.already_live,
+            "conflicts": [
+                {"row_id": c.row_id, "month": c.month, "detail": c.detail} for c in self.conflicts
+            ],
+            "months": self.months,
+            "refused": self.refused,
+        }
+
 
 @dataclass(frozen=True)
 class ArchivedMonth:

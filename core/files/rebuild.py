@@ -25,6 +25,7 @@ import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, inflate, read_gzip_header
@@ -45,6 +46,15 @@ class RebuildReport:
     bytes: int = 0
     unreadable: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # headers that cannot be trusted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "unreadable": self.unreadable,
+            "refused": self.refused,
+        }
 
 
 def _describe(layout: Layout, gz: Path, limiter: RateLimiter, cancel: CancelToken) -> NewEntry:

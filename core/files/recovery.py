@@ -42,9 +42,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, Digest, read_gzip_header
@@ -139,6 +141,26 @@ class RecoveryReport:
             or self.interrupted
         )
 
+    def to_dict(self) -> dict[str, int]:
+        """What recovery settled, counted (docs/json.md: recover)."""
+        outcomes = Counter(o.outcome for o in self.orphans)
+        return {
+            "partials_removed": len(self.partials),
+            "restore_partials_removed": len(self.restore_partials),
+            "intents_cleared": self.intents,
+            "orphans_found": outcomes["found"],
+            "orphans_adopted": outcomes["adopted"],
+            "orphans_stale": outcomes["stale"],
+            "orphans_corrupt": outcomes["corrupt"],
+            "orphans_changed": outcomes["changed"],
+            "orphans_unreadable": outcomes["error"],
+            "orphans_refused": outcomes["refused"],
+            "orphans_dropped": outcomes["dropped"],  # bundle members the codec refuses
+            "missing": len(self.missing),
+            "sources_unlinked": len(self.sources_unlinked),
+            "passes_interrupted": len(self.interrupted),
+        }
+
 
 ScanProgress = Callable[[RecoveryReport], object]
 
@@ -155,12 +177,18 @@ class AdoptReport:
         """An orphan could not be read, or one asked for was not an orphan."""
         return any(o.outcome == "error" for o in self.orphans) or len(self.orphans) < self.asked
 
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [{"gz": str(o.gz), "relpath": o.relpath, "outcome": o.outcome} for o in self.orphans]
+
 
 @dataclass(frozen=True)
 class SweepReport:
     """The leftover partials ``sweep`` removed."""
 
     removed: list[Path]
+
+    def to_dict(self) -> list[str]:
+        return [str(p) for p in self.removed]
 
 
 def _intent_root(live_root: Path, target: Path) -> Path:

@@ -27,7 +27,7 @@ from collections import defaultdict
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ..base.beneath import Refused
 from ..base.cancel import CancelToken
@@ -128,6 +128,18 @@ class RestoreReport:
     @property
     def failed(self) -> bool:
         return any(f.result in ("mismatch", "missing", "refused", "error") for f in self.files)
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "entry_id": f.entry_id,
+                "relpath": f.relpath,
+                "target": f.target,
+                "result": f.result,
+                "detail": f.detail,
+            }
+            for f in self.files
+        ]
 
 
 def check_restore_root(to: Path, archive_root: Path) -> Path:

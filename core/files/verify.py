@@ -18,7 +18,7 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest
@@ -54,6 +54,26 @@ class VerifyReport:
     @property
     def failed(self) -> bool:
         return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "ok": self.ok,
+            "bytes": self.bytes,
+            "complete": self.complete,
+            "resumed_from": self.resumed_from,
+            "seconds": self.seconds,
+            "problems": [
+                {
+                    "entry_id": p.entry_id,
+                    "relpath": p.relpath,
+                    "gz_path": p.gz_path,
+                    "result": p.result,
+                    "detail": p.detail,
+                }
+                for p in self.problems
+            ],
+        }
 
 
 async def verify_entries(

@@ -1,7 +1,6 @@
-"""The operations the ``Archiver`` drives: the pass engine, one operation's
-session, recovery's own commands, the remote tier's operations, the plan,
-status, doctor, the attach socket, expiry, the fleet view's core and the demo
-site.
+"""The operations the ``Archiver`` drives: one operation's session, the pass
+engine, recovery's own commands, the remote tier's operations, expiry, the plan,
+status, doctor, the attach socket, the fleet view's core and the demo site.
 
-The module map (docs/architecture.md) lists its modules.
+Uses every layer below. Its modules, one line each, are in the module map of docs/architecture.md.
 """

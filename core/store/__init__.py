@@ -1,19 +1,7 @@
 """coldkeep.db: the one SQLite database of an archive. Each table is owned by one
 module here, and only ``manifest`` holds the connection; the layers above reach
-a table through the module that owns it (its statements, its row types).
+a table through the module that owns it (its statements, its row types), and
+``schema`` holds the migrations that build them all.
 
-    schema         the migrations that build every table; the version check
-    manifest       the connection; entries, restore_intents, verify_state
-    passlog        passes
-    audit          audit
-    legalholds     legal_holds
-    remoteobjects  remote_objects, remote_state
-    restoredrows   event_holds
-    checkpointlog  checkpoints
-    jobruns        job_runs, job_state
-    alertqueue     alerts, alert_deliveries
-    stats          stats
-    expiry         expired_months, expiring
-
-The module map (docs/architecture.md) says more of each.
+Uses only ``base``. Its modules, one line each, are in the module map of docs/architecture.md.
 """

@@ -43,6 +43,20 @@ class AuditRecord:
             if v not in (None, [], {}, "", False)
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "user": self.user,
+            "host": self.host,
+            "pid": self.pid,
+            "origin": self.origin,
+            "action": self.action,
+            "args": self.args,
+            "outcome": self.outcome,
+            "detail": self.detail,
+        }
+
 
 def _user() -> str:
     try:

@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,9 @@ class JobRun:
             waited = float(self.summary.get("waited_s", 0))
             text += f" (waited {waited:.0f} s for {self.summary['waited_for']})"
         return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def _run(r: Any) -> JobRun:

@@ -1,5 +1,7 @@
-"""The ``coldkeep`` command line: a client of ``coldkeep.core.archiver``, one
-module per family of commands over one kit (context, options, exit codes).
+"""The ``coldkeep`` command line: a client of ``coldkeep.core.archiver``. ``main``
+is the group; each family of commands is a module over one kit (context,
+options, progress, exit codes); the operations' commands are made from their
+entries in ``tui.operations``.
 
-The module map (docs/architecture.md) lists its modules.
+Its modules, one line each, are in the module map of docs/architecture.md.
 """

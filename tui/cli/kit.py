@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -25,7 +25,6 @@ from coldkeep.core.base.errors import EXIT_LOCKED, explain
 from coldkeep.core.base.steps import StepInfo, StepName, no_step
 from coldkeep.core.base.stream import EventStream
 
-from ..text.fmt import parse_day
 from .progress import Reporter
 
 # Test seam: kill this process with SIGKILL when the named protocol step is
@@ -107,7 +106,7 @@ def run_command(coro: Awaitable[int], ctx: Context) -> None:
     raise SystemExit(code)
 
 
-def fail(message: str, code: int, ctx: Context | None = None) -> None:
+def fail(message: str, code: int, ctx: Context | None = None) -> NoReturn:
     """One line on stderr; with --json, also the document stdout promises."""
     click.echo(f"coldkeep: {message}", err=True)
     if ctx is not None and ctx.json:
@@ -117,31 +116,46 @@ def fail(message: str, code: int, ctx: Context | None = None) -> None:
     raise SystemExit(code)
 
 
+# The options every command shares, as click's declarations and attributes.
+_Spec = tuple[tuple[str, ...], dict[str, Any]]
+_WAIT: _Spec = (
+    ("--wait",),
+    {
+        "type": float,
+        "default": 0.0,
+        "show_default": True,
+        "metavar": "SECONDS",
+        "help": "Wait this long for another process's archive lock.",
+    },
+)
+_JSON: _Spec = (("--json", "json_out"), {"is_flag": True, "help": "One JSON document on stdout."})
+_CONFIG: _Spec = (
+    ("--config", "config"),
+    {
+        "type": click.Path(path_type=Path, dir_okay=False),
+        "help": "coldkeep.toml (default: $COLDKEEP_CONFIG or ./coldkeep.toml).",
+    },
+)
+
+
+def _shared(json_opt: bool, wait_opt: bool) -> list[_Spec]:
+    """In the order --help lists them, after the command's own."""
+    return [*([_WAIT] if wait_opt else []), *([_JSON] if json_opt else []), _CONFIG]
+
+
+def shared_options(*, json_opt: bool = True, wait_opt: bool = False) -> list[click.Parameter]:
+    """The options every command shares, for a command made without decorators."""
+    return [click.Option(list(decls), **attrs) for decls, attrs in _shared(json_opt, wait_opt)]
+
+
 def command(
     *, json_opt: bool = True, wait_opt: bool = False
 ) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """The options every command shares."""
+    """The options every command shares, as a decorator."""
 
     def wrap(fn: Callable[P, T]) -> Callable[P, T]:
-        fn = click.option(
-            "--config",
-            "config",
-            type=click.Path(path_type=Path, dir_okay=False),
-            help="coldkeep.toml (default: $COLDKEEP_CONFIG or ./coldkeep.toml).",
-        )(fn)
-        if json_opt:
-            fn = click.option(
-                "--json", "json_out", is_flag=True, help="One JSON document on stdout."
-            )(fn)
-        if wait_opt:
-            fn = click.option(
-                "--wait",
-                type=float,
-                default=0.0,
-                show_default=True,
-                metavar="SECONDS",
-                help="Wait this long for another process's archive lock.",
-            )(fn)
+        for decls, attrs in reversed(_shared(json_opt, wait_opt)):
+            fn = click.option(*decls, **attrs)(fn)
         return fn
 
     return wrap
@@ -153,13 +167,3 @@ def ctx_for(config: Path | None, json_out: bool = False, wait: float = 0.0) -> C
         root = click.get_current_context(silent=True)
         config = root.find_root().params.get("config") if root else None
     return Context(config, json_out, wait)
-
-
-def parse_when(value: str | None, option: str) -> int | None:
-    """A ``YYYY-MM-DD[THH:MM]`` option (local time) as ns since the epoch."""
-    if value is None:
-        return None
-    try:
-        return parse_day(value) * 1_000_000
-    except ValueError as err:
-        raise click.BadParameter(str(err), param_hint=option) from None

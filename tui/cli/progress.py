@@ -1,7 +1,7 @@
 """How the CLI shows an operation while it runs: on a terminal, Rich progress bars
-on stderr; otherwise one plain line per thing worth a line (files that did not
-simply archive, batches every so often, orphans, failed checkpoints, notices). stdout is
-left to the result (or the ``--json`` document).
+on stderr, and on any stderr one plain line per event worth a line
+(``tui.text.events.describe``). stdout is left to the result (or the ``--json``
+document).
 """
 
 from __future__ import annotations
@@ -22,50 +22,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from coldkeep.core.base.stream import (
-    BatchMoved,
-    CheckpointRan,
-    Event,
-    EventStream,
-    FileDone,
-    Finished,
-    Notice,
-    OrphanSeen,
-    Phase,
-    Started,
-)
+from coldkeep.core.base.stream import Event, EventStream, FileDone, Phase
 
-from ..text.fmt import human
-
-
-def describe(event: Event) -> str | None:
-    """One line for the events worth one, else None."""
-    match event:
-        case Started(operation=op, detail=detail):
-            return f"{op}: started {detail}".rstrip()
-        case Phase(phase=phase, items=items, bytes=size):
-            extra = f", {human(size)}" if size else ""
-            return f"{phase}: {items} to do{extra}" if items else f"{phase}:"
-        case FileDone(op=op, relpath=rel, result=result, detail=detail):
-            if (op, result) in _ROUTINE:
-                return None
-            return f"  {op} {result:<13} {rel}" + (f"  ({detail})" if detail else "")
-        case BatchMoved(number=n, moved=moved, already=already, months=months, locked=locked):
-            if not locked and n % 25:
-                return None
-            state = "LOCKED, retried later" if locked else f"{moved} moved, {already} already"
-            return f"  events batch {n}: {state} ({', '.join(months)})"
-        case OrphanSeen(gz=gz, relpath=rel, outcome=outcome, detail=detail):
-            return f"  recovery {outcome:<9} {gz}" + (f"  ({detail})" if detail else "")
-        case CheckpointRan(error=error) if error:
-            # One that worked is routine (a pass runs dozens; the Checkpoints pane
-            # and the pass summary count them): only a failure is worth a line.
-            return f"  checkpoint failed: {error}"
-        case Notice(level=level, message=message):
-            return f"{level.upper()}: {message}"
-        case Finished(operation=op, status=status):
-            return f"{op}: {status}"
-    return None
+from ..text.events import describe
 
 
 class Reporter:
@@ -137,12 +96,4 @@ class Reporter:
                     progress.advance(task, size if by_bytes else 1)
 
 
-_PHASE_OF = {"archive": "files"}
-# A file's outcome that is what the operation is for: no line of its own.
-_ROUTINE = {
-    ("archive", "archived"),
-    ("verify", "ok"),
-    ("rebuild", "entered"),
-    ("ship", "shipped"),
-    ("ship", "exists"),
-}
+_PHASE_OF = {"archive": "files"}  # the bar a file's FileDone advances

@@ -34,7 +34,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 from textual.worker import Worker
 
@@ -48,9 +48,11 @@ from coldkeep.core.files.restore import RestoreReport, check_restore_root, targe
 from coldkeep.core.ops.fleet import Fleet, FleetSite
 from coldkeep.core.store.manifest import Entry, ManifestError
 
+from ..operations.spec import ConsoleAction
 from ..text.fmt import clock_time, human
 from ..text.results import headline
-from .actions import ConsoleAction, bindings
+from .actions import bindings
+from .pilot import busy
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search
 from .tables import Cell, keyed_table, sync_table
@@ -828,11 +830,7 @@ class FleetApp(App[None]):
             )
 
     def busy_workers(self) -> list[Worker[Any]]:
-        """Workers still doing something (not a confirmation waiting for its answer)."""
-        asking = isinstance(self.screen, ModalScreen)
-        return [
-            w for w in self.workers if not w.is_finished and not (asking and w.group == "confirm")
-        ]
+        return busy(self)
 
     def flush_panes(self) -> None:
         """Nothing waits for a frame here: every handler draws what it is told."""

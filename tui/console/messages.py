@@ -1,5 +1,7 @@
-"""What workers tell the app. Workers only post these; the app's handlers own the
-state the panes show.
+"""What workers, panes and screens tell the app. Workers only post these; the
+app's handlers own the state. A pane that reads for itself posts to itself and
+its message goes on up to the app: it lives here when the app keeps what it
+carries too (the backlog, the findings), else in the pane's module.
 
 Bursts coalesce (Toolong's ``can_replace``): a newer file-progress message for the
 same file replaces one still waiting in the queue, and so does a newer
@@ -9,23 +11,17 @@ same file replaces one still waiting in the queue, and so does a newer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from textual.message import Message
 
 from coldkeep.core.archiver import Status
 from coldkeep.core.base.lock import Holder
-from coldkeep.core.base.stream import CheckpointRan, Event, FileStep
-from coldkeep.core.events.restore import ArchivedMonth
+from coldkeep.core.base.stream import Event, FileStep
 from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.files.restore import Selection
+from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
-from coldkeep.core.remote.ship import ShipPlan
-from coldkeep.core.sched.jobs import JobInfo
-from coldkeep.core.store.jobruns import JobRun
 
-from ..text.results import OperationResult
+from ..operations.spec import Result, Run
 
 
 @dataclass
@@ -50,14 +46,9 @@ class StatusLoaded(Message):
 
 
 @dataclass
-class ShipPlanLoaded(Message):
-    """What a ship would send and drop now (read with the status)."""
-
-    plan: ShipPlan
-
-
-@dataclass
 class BacklogLoaded(Message):
+    """What a pass would take now (the Backlog pane's count, or a plan read to ask)."""
+
     plan: Plan
 
 
@@ -71,11 +62,6 @@ class FindingsLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, FindingsLoaded)
-
-
-@dataclass
-class CheckpointsLoaded(Message):
-    results: list[CheckpointRan]
 
 
 @dataclass
@@ -93,11 +79,22 @@ class LiveTreeChanged(Message):
 
 
 @dataclass
+class Confirmed(Message):
+    """The operator said yes to ``action``'s question (the app's, or the restore
+    browser's; or a job had nothing to ask about): ``run`` is to start, under
+    the label ``operation``, unless nothing can change the archive now."""
+
+    action: str
+    operation: str
+    run: Run
+
+
+@dataclass
 class OperationFinished(Message):
     """A mutating operation ran to its end (its result may still say "failed")."""
 
     operation: str  # the label the operator saw: "pass", "job verify", …
-    result: OperationResult
+    result: Result
 
 
 @dataclass
@@ -126,29 +123,23 @@ class LoadFailed(Message):
 
 
 @dataclass
-class JobsLoaded(Message):
-    jobs: list[JobInfo]
-    runs: list[JobRun]
+class Logged(Message):
+    """A line for the log, from a worker."""
+
+    level: str
+    text: str
 
 
 @dataclass
-class RestoreRequested(Message):
-    """The restore browser's operator confirmed restoring these entries (to their
-    live paths, or under ``to``)."""
+class HoldsChanged(Message):
+    """The holds screen placed or released a hold: its line for the log."""
 
-    selection: Selection
-    to: Path | None
-
-
-@dataclass
-class EventsRestoreRequested(Message):
-    """The restore browser's operator confirmed putting these months' rows back."""
-
-    months: list[ArchivedMonth]
+    level: str
+    said: str
 
 
 @dataclass
 class Attached(Message):
-    """Watching another process's operation (None: that stopped)."""
+    """Watching another process's operation through ``client`` (None: that ended)."""
 
-    hello: dict[str, Any] | None
+    client: AttachClient | None

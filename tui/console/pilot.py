@@ -4,10 +4,12 @@ settled, rather than sleeping and hoping."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from textual.app import App
 from textual.pilot import Pilot
+from textual.screen import ModalScreen
 from textual.widgets import DataTable
 from textual.worker import Worker
 
@@ -24,6 +26,18 @@ class Settling(Protocol):
     def flush_panes(self) -> None:
         """Draw now whatever waits for the next frame."""
         ...
+
+
+def busy(app: App[Any], long_lived: Collection[str] = ()) -> list[Worker[Any]]:
+    """``app``'s workers still doing something: not those of the ``long_lived``
+    groups (they last as long as the app), nor a confirmation (group
+    ``confirm``) waiting for the operator's answer."""
+    asking = isinstance(app.screen, ModalScreen)
+    return [
+        w
+        for w in app.workers
+        if w.group not in long_lived and not (asking and w.group == "confirm") and not w.is_finished
+    ]
 
 
 async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:

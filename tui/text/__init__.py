@@ -1,5 +1,7 @@
-"""What the CLI and the console both say: sizes, times and paths as an operator
-reads them, each operation's result in words, an event in one line.
+"""What the CLI and the console both say, written once: sizes, ages, times and
+paths; a core event in one line; the plan; any operation's result in words (as
+its entry in tui/operations declares them).
 
-The module map (docs/architecture.md) lists its modules.
+Nothing here imports the console, the CLI or Textual (an import-linter
+contract). Its modules, one line each, are in the module map of docs/architecture.md.
 """

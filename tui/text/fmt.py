@@ -1,4 +1,5 @@
-"""Numbers and times as an operator reads them, in as few columns as possible."""
+"""Numbers and times as an operator reads them, in as few columns as possible;
+how long a list of text runs before it is cut (``LIST_MAX``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.base.space import human_bytes
 
 human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
+# Lists longer than this are cut in the text (--json has them all).
+LIST_MAX = 20
 
 
 def age(seconds: float) -> str:

@@ -3,7 +3,7 @@ their tabs and digit keys in a narrow terminal). In a wide one the grid places
 them in this order; Remote sits under Checkpoint (app.tcss)."""
 
 from .backlog import BacklogPane
-from .base import Pane
+from .base import Pane, PaneTabs
 from .checkpoint import CheckpointPane
 from .inflight import InFlightPane
 from .jobs import JobsPane
@@ -30,5 +30,6 @@ __all__ = [
     "LogPane",
     "OrphansPane",
     "Pane",
+    "PaneTabs",
     "RemotePane",
 ]

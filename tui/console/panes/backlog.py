@@ -1,22 +1,51 @@
-"""Backlog: what a pass would take now: files per unit, rows per month, totals."""
+"""Backlog: what a pass would take now: files per unit, rows per month, totals.
+
+The pane counts it itself (``load``: a worker that posts ``BacklogLoaded``, which
+the app keeps too); the app asks again when files may have aged into
+eligibility or the live tree changed."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Callable
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.times import now_ms
+from coldkeep.core.files.scan import ScanError
 from coldkeep.core.ops.plan import Plan
+from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import age, human
+from ...text.plan import months
+from ..messages import BacklogLoaded, LoadFailed
 from ..tables import keyed_table, sync_table
 from .base import Pane
 
 
 class BacklogPane(Pane):
     TITLE: ClassVar[str] = "Backlog"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock: Callable[[], int] = now_ms  # ages are measured against it
+
+    def load(self, archiver: Archiver) -> None:
+        self.clock = archiver.clock
+        self._count(archiver)
+
+    @work(exclusive=True, group="backlog", exit_on_error=False)
+    async def _count(self, archiver: Archiver) -> None:
+        try:
+            self.post_message(BacklogLoaded(await archiver.backlog()))
+        except (ManifestError, ScanError, OSError) as err:
+            self.post_message(LoadFailed("the backlog", str(err)))
+
+    def on_backlog_loaded(self, message: BacklogLoaded) -> None:
+        self.show(message.plan, self.clock())
 
     def compose(self) -> ComposeResult:
         yield Static("counting…", id="backlog-total", classes="pane-summary")
@@ -43,17 +72,10 @@ class BacklogPane(Pane):
             },
             sort_by="unit",
         )
-        per_month: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         events = plan.events
-        for m in events.months if events else ():
-            per_month[m.month][0] += m.rows
-            per_month[m.month][1] += m.approx_bytes
         sync_table(
             self.query_one("#backlog-months", DataTable),
-            {
-                month: (month, rows, human(size))
-                for month, (rows, size) in sorted(per_month.items())
-            },
+            {month: (month, rows, human(size)) for month, (rows, size) in months(events).items()},
             sort_by="month",
         )
         skipped = ", ".join(

@@ -1,16 +1,29 @@
 """Checkpoint: the live WAL's size, the last checkpoints (busy, log, checkpointed,
-ms) and a sparkline of the WAL over the event phase."""
+ms) and a sparkline of the WAL over the event phase.
+
+The pane reads the recorded checkpoints itself (``load``: a worker that posts
+``CheckpointsLoaded`` to the pane); the app tells it the WAL's size and hands it
+the running operation's events (``event``)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import DataTable, Sparkline, Static
 
-from coldkeep.core.base.stream import CheckpointRan
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.stream import BatchMoved, CheckpointRan, Event
+from coldkeep.core.store.checkpointlog import recent_checkpoints
+from coldkeep.core.store.manifest import Manifest
 
 from ...text.fmt import human
 from ..tables import Cell, keyed_table, sync_table
@@ -18,6 +31,11 @@ from .base import Pane
 
 HISTORY = 120
 SHOWN = 20  # checkpoints in the table
+
+
+@dataclass
+class CheckpointsLoaded(Message):
+    results: list[CheckpointRan]
 
 
 class CheckpointPane(Pane):
@@ -45,6 +63,13 @@ class CheckpointPane(Pane):
         # console's worst stall during a pass).
         self.dirty = False
 
+    def wal_polled(self, size: int) -> None:
+        """The WAL's size as the app polled it (negative: there is no state_db)."""
+        if size >= 0:
+            self.wal(size)
+        else:
+            self.wal(0, applicable=False)
+
     def wal(self, size: int, *, during_phase: bool = False, applicable: bool = True) -> None:
         """The WAL's size now; during an event phase it also joins the sparkline."""
         self.wal_text = f"WAL {human(size)}" if applicable else "WAL: not applicable (no state_db)"
@@ -65,10 +90,30 @@ class CheckpointPane(Pane):
         self.query_one("#checkpoint-spark", Sparkline).data = list(self.wal_history)
         self._show_rows()
 
-    def show(self, results: list[CheckpointRan]) -> None:
+    def load(self, archiver: Archiver) -> None:
+        self._read(archiver.layout.manifest)
+
+    @work(exclusive=True, group="checkpoints", exit_on_error=False)
+    async def _read(self, manifest: Path) -> None:
+        """The last checkpoints recorded in ``manifest`` (none before there is one)."""
+        if not await asyncio.to_thread(manifest.exists):
+            return
+        async with await Manifest.open(manifest, readonly=True) as opened:
+            self.post_message(CheckpointsLoaded(await recent_checkpoints(opened, SHOWN)))
+
+    def on_checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
         self.results.clear()
-        self.results.extend(results)
+        self.results.extend(message.results)
         self._show_rows()
+
+    def event(self, event: Event, at_ms: int) -> None:
+        """An event of the operation running: a checkpoint it ran, a batch's WAL."""
+        match event:
+            case CheckpointRan():
+                # Stamped when the console saw it, as a read of the log would be.
+                self.add(dataclasses.replace(event, at_ms=at_ms))
+            case BatchMoved():
+                self.wal(event.wal_bytes, during_phase=True)
 
     def add(self, result: CheckpointRan) -> None:
         self.results.append(result)

@@ -1,18 +1,41 @@
 """In flight: each file in progress (its protocol step, bytes done, rate) and the
-operation's progress bar with an ETA."""
+operation's progress bar with an ETA.
+
+The operation shown is run here (``run``: a worker that posts how it ended up
+to the app: ``OperationFinished``, ``OperationStopped`` or ``OperationFailed``)
+or followed in the process that holds the lock (``follow``: a worker on the
+attach socket that posts ``Attached`` and every event up to the app, as if the
+operation ran here, until it ends). The app hands the pane the operation's
+events as they arrive (``event``)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
-from coldkeep.core.base.stream import FileDone, FileStep, Phase, Progress
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.cancel import Cancelled, CancelToken
+from coldkeep.core.base.errors import explain
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.stream import Event, FileDone, FileStep, Phase, Progress
+from coldkeep.core.ops.attach import AttachClient, NotAttachable
 
+from ...operations.spec import Run
 from ...text.fmt import human
+from ..messages import (
+    Attached,
+    CoreEvent,
+    Logged,
+    OperationFailed,
+    OperationFinished,
+    OperationStopped,
+)
 from ..tables import Cell, keyed_table, sync_table
 from .base import Pane
 
@@ -78,6 +101,49 @@ class InFlightPane(Pane):
         self.query_one("#inflight-bar", ProgressBar).update(total=1, progress=int(finished))
         self.query_one("#inflight-phase", Static).update(text)
         self._show_files()
+
+    @work(exclusive=True, group="operation", exit_on_error=False)
+    async def run(self, name: str, run: Run, archiver: Archiver, token: CancelToken) -> None:
+        """The operation ``name`` (the label the operator sees), run here."""
+        try:
+            self.post_message(OperationFinished(name, await run(archiver, token)))
+        except Cancelled as stopped:  # an operation that ends by raising it (ship)
+            self.post_message(OperationStopped(name, str(stopped) or token.reason))
+        except Exception as err:
+            known = explain(err)
+            if known is None:
+                raise  # a bug: the worker's error shows it whole
+            self.post_message(OperationFailed(name, known[1]))
+
+    @work(exclusive=True, group="attach", exit_on_error=False)
+    async def follow(self, archive_root: Path) -> None:
+        """The lock holder's operation, through its attach socket."""
+        try:
+            client = await AttachClient.connect(Layout(archive_root).socket)
+        except (NotAttachable, OSError) as err:
+            self.post_message(Logged("info", f"cannot attach: {err}"))
+            return
+        self.post_message(Attached(client))
+        try:
+            async for event in client.events():
+                self.post_message(CoreEvent(event))
+        except (OSError, ValueError) as err:
+            self.post_message(Logged("warning", f"the attached stream ended: {err}"))
+        finally:
+            await client.close()
+            self.post_message(Attached(None))
+
+    def event(self, event: Event) -> None:
+        """An event of the operation running (here, or watched)."""
+        match event:
+            case Phase():
+                self.phase_began(event)
+            case FileStep():
+                self.step(event)
+            case FileDone():
+                self.done(event)
+            case Progress():
+                self.caught_up(event)
 
     def phase_began(self, event: Phase) -> None:
         # What the last phase left in flight is over (recovery reports an adopted

@@ -1,19 +1,39 @@
 """Jobs: each scheduled job (its schedule, next fire, last success, running or not)
-and the history of their runs; ``j`` runs the selected job now."""
+and the history of their runs; ``j`` runs the selected job now.
+
+The pane reads them itself (``load``: a worker that posts ``JobsLoaded`` to the
+pane) from the config's [jobs] and the manifest's job runs."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
+from zoneinfo import ZoneInfo
 
+from textual import work
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import DataTable
 
-from coldkeep.core.sched.jobs import JobInfo
-from coldkeep.core.store.jobruns import JobRun
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import JobsSettings
+from coldkeep.core.sched.jobs import JobInfo, job_infos
+from coldkeep.core.store.jobruns import JobRun, job_history
+from coldkeep.core.store.manifest import Manifest
 
 from ...text.fmt import clock_time
 from ..tables import keyed_table, sync_table
 from .base import Pane
+
+RUNS_SHOWN = 30
+
+
+@dataclass
+class JobsLoaded(Message):
+    jobs: list[JobInfo]
+    runs: list[JobRun]
 
 
 class JobsPane(Pane):
@@ -28,6 +48,28 @@ class JobsPane(Pane):
             "jobs-runs",
             [("Run", "id"), ("Job", "job"), ("Started", "started"), ("Result", "status")],
         )
+
+    def load(self, archiver: Archiver) -> None:
+        jobs, manifest = archiver.settings.jobs, archiver.layout.manifest
+        self._read(jobs, manifest, archiver.clock() / 1000)
+
+    @work(exclusive=True, group="jobs", exit_on_error=False)
+    async def _read(self, jobs: JobsSettings, manifest: Path, now_s: float) -> None:
+        """The jobs as of ``now_s`` and their last runs (none before there is a
+        manifest: an empty one in memory answers for it)."""
+        tz = ZoneInfo(jobs.timezone) if jobs.timezone else None
+        if not await asyncio.to_thread(manifest.exists):
+            empty = await Manifest.open(Path(":memory:"))
+            async with empty:
+                infos = await job_infos(empty, jobs.jobs, tz, now_s)
+            self.post_message(JobsLoaded(infos, []))
+            return
+        async with await Manifest.open(manifest, readonly=True) as opened:
+            infos = await job_infos(opened, jobs.jobs, tz, now_s)
+            self.post_message(JobsLoaded(infos, await job_history(opened, RUNS_SHOWN)))
+
+    def on_jobs_loaded(self, message: JobsLoaded) -> None:
+        self.show(message.jobs, message.runs)
 
     def show(self, jobs: list[JobInfo], runs: list[JobRun]) -> None:
         sync_table(

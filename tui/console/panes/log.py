@@ -1,4 +1,4 @@
-"""Log: every event, levelled; type to search."""
+"""Log: every event worth a line, levelled (``level``); type to search."""
 
 from __future__ import annotations
 
@@ -13,10 +13,29 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widgets import Input, RichLog
 
+from coldkeep.core.base.stream import Event, FileDone, Finished, Notice, OrphanSeen
+
 from .base import Pane
 
 STYLE = {"info": "", "warning": "yellow", "error": "bold red"}
 KEEP = 5000
+# A file's outcome that needs a look: its line is an error.
+FILE_ERRORS = {"verify_failed", "error", "mismatch", "corrupt", "missing"}
+
+
+def level(event: Event) -> str:
+    """The level of an event's line: a notice's own; an error for a file or an
+    orphan that failed; a warning for an operation that failed."""
+    match event:
+        case Notice(level=notice):
+            return notice
+        case FileDone(result=result) if result in FILE_ERRORS:
+            return "error"
+        case OrphanSeen(outcome="error"):
+            return "error"
+        case Finished(status="failed"):
+            return "warning"
+    return "info"
 
 
 class StableLog(RichLog):

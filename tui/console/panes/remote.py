@@ -3,10 +3,11 @@ still to ship, what is shipped, what lives only there now, remote copies that
 failed their verify; the last ship; and, while a ship runs, its progress and
 transfer rate, and every problem it meets.
 
-The app tells the pane what the status and the ship plan say (``show``,
-``planned``) and hands it the ship's events as they arrive; the pane keeps the
-ship's tally (objects, bytes, the rate measured from them) and draws it at the
-next frame."""
+The pane reads what a ship would send and drop itself (``load``: a worker that
+posts ``ShipPlanLoaded`` to the pane); the app tells it what the status says
+(``show``) and hands it every event as it arrives (``ship_event``). The pane
+keeps the ship's tally (objects, bytes, the rate measured from them) and draws
+it at the next frame."""
 
 from __future__ import annotations
 
@@ -14,18 +15,26 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from coldkeep.core.base.stream import FileDone
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.errors import RemoteError
+from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
 from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
+from coldkeep.core.store.manifest import ManifestError
 
-from ...text.fmt import clock_time, human
+from ...text.fmt import clock_time, human, remote_where
+from ..messages import LoadFailed
 from ..tables import Cell, sync_table
 from .base import Pane
 
@@ -61,6 +70,13 @@ def audit_problems(record: AuditRecord) -> list[str]:
         return [] if record.outcome == "ok" else [record.detail]
     problems = detail.get("problems") if isinstance(detail, dict) else None
     return [str(p) for p in problems] if isinstance(problems, list) else []
+
+
+@dataclass
+class ShipPlanLoaded(Message):
+    """What a ship would send and drop now (read with the status, or to ask)."""
+
+    plan: ShipPlan
 
 
 @dataclass
@@ -108,16 +124,43 @@ class RemotePane(Pane):
 
     # what the app tells it -------------------------------------------------------
 
-    def show(self, where: str | None, keep_local_days: float, state: RemoteState | None) -> None:
-        """The status's word: ``where`` the remote is (None: none configured) and
-        its totals (None: nothing archived yet)."""
-        self.where, self.keep_local_days, self.state = where, keep_local_days, state
+    def show(self, remote: RemoteSettings | None, base: Path, state: RemoteState | None) -> None:
+        """The status's word: the remote configured (None: none), shown relative
+        to ``base`` when a folder, and its totals (None: nothing archived yet)."""
+        self.where = remote_where(remote, base) if remote is not None else None
+        self.keep_local_days = remote.keep_local_days if remote is not None else -1.0
+        self.state = state
         self._show()
 
-    def planned(self, plan: ShipPlan) -> None:
+    def load(self, archiver: Archiver) -> None:
+        if archiver.settings.remote is not None:  # nothing to read without one
+            self._plan(archiver)
+
+    @work(exclusive=True, group="ship-plan", exit_on_error=False)
+    async def _plan(self, archiver: Archiver) -> None:
         """What a ship would send and drop now."""
-        self.plan = plan
+        try:
+            self.post_message(ShipPlanLoaded(await archiver.ship_plan()))
+        except (ManifestError, RemoteError, OSError) as err:
+            self.post_message(LoadFailed("what a ship would do", str(err)))
+
+    def on_ship_plan_loaded(self, message: ShipPlanLoaded) -> None:
+        self.plan = message.plan
         self._show()
+
+    def ship_event(self, event: Event) -> None:
+        """An event of any operation: a ship's are tallied (the last ones can land
+        after its result, and only add to the tally of the ship that sent them)."""
+        match event:
+            case Started(operation="ship"):
+                self.ship_started()
+            case Phase(phase="ship", items=items):
+                self.ship_phase(items)
+            case FileDone(op="ship"):
+                self.object_done(event)
+            case Finished(operation="ship", summary=summary):
+                problems = summary.get("problems")
+                self.ship_ended(problems=problems if isinstance(problems, list) else None)
 
     def ship_started(self) -> None:
         self.transfer = Transfer(self.monotonic())

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
+from ...operations.spec import Question
 from ..tables import Cell
 
 
@@ -38,6 +39,18 @@ class ConfirmScreen(ModalScreen[bool]):
         self.rows = rows
         self.warning = warning
         self.confirm_label = confirm
+
+    @classmethod
+    def asking(cls, question: Question) -> ConfirmScreen:
+        """The dialog of an operation's question (tui/operations)."""
+        return cls(
+            question.title,
+            question.summary,
+            columns=question.columns,
+            rows=question.rows,
+            warning=question.warning,
+            confirm=question.confirm,
+        )
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):

@@ -14,7 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..actions import ACTIONS, ConsoleAction
+from ...operations.spec import ConsoleAction
+from ..actions import ACTIONS
 
 PANES_HELP = (
     "Panes: arrow keys move within a table; in a narrow terminal the tabs "

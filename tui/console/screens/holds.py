@@ -1,10 +1,11 @@
 """Legal holds: the ones in force, a form to place one, and releasing the
 selected one (asked first).
 
-Attributes down, messages up: the screen gets the holds to show and why nothing
-can be changed now (``blocked``: read-only) from the app, which places and
-releases them (``HoldRequested``, ``HoldReleaseRequested``) and sends the new list
-down through ``show``.
+Attributes down, messages up: the screen gets the archiver, the holds to show and
+why nothing can be changed now (``blocked``: read-only) from the app. It places
+and releases holds itself (workers that post ``HoldsRead`` to the screen, whose
+handler shows the new list), and tells the app what changed (``HoldsChanged``:
+its log line, and everything read again).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Select, Static
 
-from coldkeep.core.store.legalholds import SCOPES, Hold
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.store.legalholds import SCOPES, Hold, HoldError
+from coldkeep.core.store.manifest import ManifestError
 
-from ...text.fmt import day
+from ...text.fmt import day, parse_day
+from ..messages import HoldsChanged
 from ..tables import keyed_table, sync_table
 from .confirm import ConfirmScreen
 
@@ -35,16 +39,12 @@ HELP = (
 
 
 @dataclass
-class HoldRequested(Message):
-    scope: str
-    target: str
-    reason: str
-    until: str  # YYYY-MM-DD or empty
+class HoldsRead(Message):
+    """The holds in force, after one was placed (``placed``) or released."""
 
-
-@dataclass
-class HoldReleaseRequested(Message):
-    hold_id: int
+    holds: list[Hold]
+    said: str
+    placed: bool = False
 
 
 class HoldsScreen(Screen[None]):
@@ -53,8 +53,9 @@ class HoldsScreen(Screen[None]):
         ("d", "release", "Release selected"),
     ]
 
-    def __init__(self, holds: list[Hold], *, blocked: str | None) -> None:
+    def __init__(self, archiver: Archiver, holds: list[Hold], *, blocked: str | None) -> None:
         super().__init__()
+        self.archiver = archiver
         self.holds = holds
         self.blocked = blocked
 
@@ -114,12 +115,34 @@ class HoldsScreen(Screen[None]):
             return
         scope = self.query_one("#hold-scope", Select).value
         until = self.query_one("#hold-until", Input).value.strip()
-        self.post_message(HoldRequested(str(scope), target, reason, until))
+        self.place(str(scope), target, reason, until)
 
-    def placed(self) -> None:
-        """The app placed the hold: the form is cleared for the next one."""
-        for name in ("#hold-target", "#hold-reason", "#hold-until"):
-            self.query_one(name, Input).value = ""
+    @work(exclusive=True, group="holds", exit_on_error=False)
+    async def place(self, scope: str, target: str, reason: str, until: str) -> None:
+        try:
+            at = parse_day(until) if until else None
+            hold = await self.archiver.place_hold(scope, target, reason, at)
+        except (HoldError, ManifestError, OSError, ValueError) as err:
+            self.notify(str(err), title="holds", severity="error", markup=False)
+            return
+        said = f"placed {hold.describe()}"
+        self.post_message(HoldsRead(await self.archiver.holds(), said, placed=True))
+
+    @work(exclusive=True, group="holds", exit_on_error=False)
+    async def release(self, hold_id: int) -> None:
+        try:
+            hold = await self.archiver.release_hold(hold_id)
+        except (HoldError, ManifestError, OSError) as err:
+            self.notify(str(err), title="holds", severity="error", markup=False)
+            return
+        self.post_message(HoldsRead(await self.archiver.holds(), f"released {hold.describe()}"))
+
+    def on_holds_read(self, message: HoldsRead) -> None:
+        if message.placed:  # the form is cleared for the next one
+            for name in ("#hold-target", "#hold-reason", "#hold-until"):
+                self.query_one(name, Input).value = ""
+        self.show(message.holds, message.said)
+        self.post_message(HoldsChanged("info" if message.placed else "warning", message.said))
 
     def action_release(self) -> None:
         if self.blocked is not None:
@@ -147,4 +170,4 @@ class HoldsScreen(Screen[None]):
             )
         )
         if ok:
-            self.post_message(HoldReleaseRequested(hold.id))
+            self.release(hold.id)

@@ -9,9 +9,9 @@ entries, checking targets); the handlers here own the screen's state.
 Attributes down, messages up: the screen gets what it shows in its constructor
 (the settings, read-only or not, the folder paths are shown relative to) and
 ``blocked`` (why nothing can change the archive now) from the app, which keeps it
-current; a confirmed restore goes up as ``RestoreRequested`` or
-``EventsRestoreRequested``, and the results come down through ``show_results``
-and ``show_events_result``.
+current; a confirmed restore goes up as ``Confirmed`` with its call (from the
+registry's restore entries), and how it ended comes down through ``finished``
+(its result) or ``failed`` (the error).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedCont
 
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
-from coldkeep.core.events.restore import ArchivedMonth, archived_months
+from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, archived_months
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_catalog
-from coldkeep.core.files.restore import Selection, check_restore_root
+from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
 
+from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
 from ...text.fmt import clock_time, human, short_path
-from ..messages import EventsRestoreRequested, RestoreRequested
+from ..messages import Confirmed
 from ..tables import Cell, keyed_table, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search
 from .confirm import ConfirmScreen
@@ -374,7 +375,20 @@ class RestoreScreen(Screen[None]):
         )
         if ok:
             selection = Selection(ids=tuple(r.id for r in picked))
-            self.post_message(RestoreRequested(selection, root if to else None))
+            run = restore_files(selection, root if to else None)
+            self.post_message(Confirmed("restore", RESTORE.name, run))
+
+    def finished(self, result: object, headline: str) -> None:
+        """An operation ended with ``result`` (``headline``: it in one line)."""
+        match result:
+            case RestoreReport(files=files):
+                self.show_results([(f.result, f.relpath, f.detail or f.target) for f in files])
+            case EventsRestoreReport():
+                self.show_events_result(headline)
+
+    def failed(self, error: str) -> None:
+        """An operation ended in an error before its result."""
+        self.show_events_result(error)
 
     def show_results(self, results: list[tuple[str, str, str]]) -> None:
         table = self.query_one("#restore-results", DataTable)
@@ -424,7 +438,7 @@ class RestoreScreen(Screen[None]):
             )
         )
         if ok:
-            self.post_message(EventsRestoreRequested(picked))
+            self.post_message(Confirmed("restore", RESTORE_EVENTS.name, restore_months(picked)))
 
     def show_events_result(self, text: str) -> None:
         self.query_one("#events-result", Static).update(text)

@@ -1,77 +1,23 @@
-"""``coldkeep expire`` and ``coldkeep hold``: retention and legal holds from the
-command line (the console and the scheduler use the same archiver calls).
+"""``coldkeep hold``: legal holds placed, listed and released from the command
+line (the console and the scheduler use the same archiver calls).
 
-``expire`` shows its plan and changes nothing unless given ``--yes``; ``hold``
-places, lists and releases holds without the archive lock, so a hold can go on
-while a long pass runs.
+A hold is placed and released without the archive lock, so one can go on while
+a long pass runs; what it covers, neither expiry nor a ship's drop of local
+copies may delete.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import click
 
-from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from coldkeep.core.ops.expire import ExpireItem, ExpirePlan
+from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
 from coldkeep.core.store.legalholds import Hold, HoldError
 
-from ..text.fmt import day, human
-from ..text.results import report
-from .kit import command, ctx_for, fail, parse_when, run_command
-
-LIST_MAX = 20  # items of a plan shown as text; --json has them all
-
-
-def _item(i: ExpireItem) -> str:
-    what = f"{i.files} files" if i.kind != "month" else "event month"
-    line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {i.copies})"
-    return line + (f"  HELD by {i.held}" if i.held else "")
-
-
-def plan_text(plan: ExpirePlan) -> str:
-    if not plan.configured:
-        return "no [retention] is configured: everything is kept for ever"
-    days = f"files_days {plan.files_days or '-'}, events_days {plan.events_days or '-'}"
-    if not plan.items and not plan.held:
-        return f"nothing is past its retention ({days})"
-    lines = [
-        f"past retention ({days}): {len(plan.items)} to delete ({plan.files} files, "
-        f"{human(plan.bytes)}, every copy, local and remote); {len(plan.held)} kept by holds"
-    ]
-    lines += [_item(i) for i in plan.items[:LIST_MAX]]
-    if len(plan.items) > LIST_MAX:
-        lines.append(f"  … and {len(plan.items) - LIST_MAX} more (--json lists them all)")
-    lines += [_item(i) for i in plan.held[:LIST_MAX]]
-    return "\n".join(lines)
-
-
-@click.command()
-@click.option("--yes", is_flag=True, help="Delete what the plan lists (without it: the plan only).")
-@command(wait_opt=True)
-def expire(yes: bool, config: Path | None, json_out: bool, wait: float) -> None:
-    """Delete archived data past its retention ([retention]), locally and remotely.
-
-    Without --yes: the plan (what would go, what holds keep), nothing changed.
-    A gzip goes when its file's mtime is files_days old (or its unit's own); a
-    bundle when all its members are; an event month's database when the month
-    ended events_days ago. Entries stay as tombstones (status expired, their
-    sha256 and when); each deletion is in `coldkeep history`. Nothing a legal
-    hold covers goes. Resumable after a kill."""
-    ctx = ctx_for(config, json_out, wait)
-
-    async def go() -> int:
-        archiver = ctx.archiver()
-        if not yes:
-            plan = await archiver.expire_plan()
-            ctx.emit("expire", True, plan.to_dict(), lambda: plan_text(plan))
-            return EXIT_OK
-        result = await archiver.expire(ctx.cancel)
-        ctx.emit("expire", not result.failed, result.to_dict(), partial(report, "expire", result))
-        return EXIT_FAILED if result.failed else EXIT_OK
-
-    run_command(go(), ctx)
+from ..operations.spec import parse_when
+from ..text.fmt import day
+from .kit import command, ctx_for, fail, run_command
 
 
 def _hold_line(h: Hold) -> str:

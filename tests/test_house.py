@@ -1,0 +1,66 @@
+"""The house: the tree is the layer diagram, and docs/architecture.md's module map
+names exactly the modules there are.
+
+- every module under core/ and tui/ has its line in the map (one line a module,
+  ``| `core/files/gzfile` | ... |``), and every module the map names exists;
+- core/ holds no flat module but archiver.py: every other one lives in its
+  layer's folder (the layers contract in pyproject.toml names the folders);
+- no function over 60 lines in core/ or tui/: a longer one is two things.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("core", "tui")
+MAP = ROOT / "docs" / "architecture.md"
+LONGEST_FUNCTION = 60
+
+
+def _modules() -> set[str]:
+    return {
+        path.relative_to(ROOT).with_suffix("").as_posix()
+        for folder in SOURCES
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+
+
+def _mapped() -> list[str]:
+    text = MAP.read_text()
+    section = text.split("\n## Module map\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `((?:core|tui)/[\w/]+)` \|", section, flags=re.M)
+
+
+def test_the_module_map_names_every_module_and_only_those() -> None:
+    mapped = _mapped()
+    twice = sorted({m for m in mapped if mapped.count(m) > 1})
+    assert not twice, f"named twice in the module map: {twice}"
+    modules = _modules()
+    missing = sorted(modules - set(mapped))
+    gone = sorted(set(mapped) - modules)
+    assert not missing, f"modules the map in {MAP.name} does not name: {missing}"
+    assert not gone, f"the map in {MAP.name} names modules that do not exist: {gone}"
+
+
+def test_core_has_no_flat_module_but_the_archiver() -> None:
+    flat = sorted(p.name for p in (ROOT / "core").glob("*.py"))
+    assert flat == ["__init__.py", "archiver.py"], (
+        f"core/ modules outside a layer folder: {flat}: give each its layer's folder"
+    )
+
+
+def test_no_function_is_longer_than_sixty_lines() -> None:
+    long: list[str] = []
+    for folder in SOURCES:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > LONGEST_FUNCTION:
+                        where = path.relative_to(ROOT).as_posix()
+                        long.append(f"{where}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, f"functions over {LONGEST_FUNCTION} lines: {long}"

@@ -1,0 +1,152 @@
+"""The commands that read and change nothing, and take no lock: ``status`` (what
+is archived, who holds the lock, the last passes, the remote tier), ``plan``
+(the backlog and what recovery would settle) and ``history`` (the audit, or
+the scheduler's job runs).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+import click
+
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
+from coldkeep.core.ops.status import RemoteState, Status
+from coldkeep.core.store.audit import AuditRecord
+from coldkeep.core.store.audit import history as audit_history
+from coldkeep.core.store.jobruns import JobRun, job_history
+from coldkeep.core.store.manifest import Manifest
+
+from ..text.fmt import human
+from ..text.plan import plan_text
+from .kit import command, ctx_for, run_command
+
+
+@click.command()
+@command()
+def status(config: Path | None, json_out: bool) -> None:
+    """What is archived, who holds the lock, the last passes."""
+    ctx = ctx_for(config, json_out)
+
+    async def go() -> int:
+        st = await ctx.archiver().status()
+        bad = st.verify_failures > 0 or "missing" in st.entries
+        ctx.emit("status", not bad, st.to_dict(), lambda: _status_text(st))
+        return EXIT_FAILED if bad else EXIT_OK
+
+    run_command(go(), ctx)
+
+
+def _status_text(st: Status) -> str:
+    lines = [
+        f"config        {st.config}",
+        f"live_root     {st.live_root}",
+        f"archive_root  {st.archive_root}",
+        f"mode          {st.mode}",
+    ]
+    if st.holder:
+        state = "running" if st.holder_alive else "stale record, free"
+        lines.append(f"lock          {st.holder.describe()} [{state}]")
+    else:
+        lines.append("lock          free")
+    for name, (n, b, g) in sorted(st.entries.items()):
+        lines.append(f"{name:<13} {n:>8} files  {human(b)} -> {human(g)}")
+    if not st.entries:
+        lines.append("archive       empty (no pass has run)")
+    if st.verify_failures:
+        lines.append(f"VERIFY FAILED {st.verify_failures} entries (coldkeep verify)")
+    if st.restore_intents:
+        lines.append(f"unfinished restores: {st.restore_intents} (coldkeep recover)")
+    if st.remote is not None:
+        lines += _remote_lines(st.remote)
+    for p in st.last_passes[:3]:
+        when = datetime.fromtimestamp(p.started_at / 1000).strftime("%Y-%m-%d %H:%M")
+        files = p.summary.get("files", {})
+        lines.append(f"pass {p.id:<8} {when} {p.status:<9} {files.get('archived', 0)} files")
+    return "\n".join(lines)
+
+
+def _remote_lines(r: RemoteState) -> list[str]:
+    t = r.totals
+    lines = [
+        f"remote        {r.url}/{r.site}",
+        f"  shipped     {t.shipped:>8} objects  {human(t.shipped_bytes)}"
+        f" ({t.remote_only} only there, {human(t.remote_only_bytes)})",
+        f"  pending     {t.pending_files:>8} files  ({t.pending_entries} entries; coldkeep ship)",
+    ]
+    if t.verify_failed:
+        lines.append(f"  REMOTE VERIFY FAILED {t.verify_failed} objects (coldkeep verify --remote)")
+    if r.last_ship is not None:
+        when = datetime.fromtimestamp(r.last_ship.at / 1000).strftime("%Y-%m-%d %H:%M")
+        lines.append(f"  last ship   {when} {r.last_ship.outcome}")
+    return lines
+
+
+@click.command()
+@command()
+def plan(config: Path | None, json_out: bool) -> None:
+    """The backlog and what recovery would do. Writes nothing, takes no lock."""
+    ctx = ctx_for(config, json_out)
+
+    async def go() -> int:
+        archiver = ctx.archiver()
+        report = await archiver.plan()
+        text = partial(plan_text, report, archiver.layout)
+        ctx.emit("plan", True, report.to_dict(archiver.layout), text)
+        return EXIT_OK
+
+    run_command(go(), ctx)
+
+
+@click.command()
+@command()
+@click.option("--limit", default=50, show_default=True, help="How many records.")
+@click.option("--jobs", "jobs_", is_flag=True, help="The scheduler's job runs instead.")
+def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> None:
+    """Who did what to the archive, and how it ended (or the scheduler's runs)."""
+    ctx = ctx_for(config, json_out)
+
+    async def go() -> int:
+        path = ctx.settings.archive_root / "coldkeep.db"
+        if not path.exists():
+            ctx.emit("history", True, [], lambda: "no history yet (no manifest)")
+            return EXIT_OK
+        async with await Manifest.open(path, readonly=True) as manifest:
+            if jobs_:
+                runs = await job_history(manifest, limit)
+                result = [r.to_dict() for r in runs]
+                text = partial(_runs_text, runs)
+            else:
+                records = await audit_history(manifest, limit)
+                result = [r.to_dict() for r in records]
+                text = partial(_audit_text, records)
+        ctx.emit("history", True, result, text)
+        return EXIT_OK
+
+    run_command(go(), ctx)
+
+
+def _runs_text(runs: list[JobRun]) -> str:
+    return (
+        "\n".join(
+            f"{datetime.fromtimestamp(r.started_at / 1000):%Y-%m-%d %H:%M} "
+            f"{r.job:<7} {r.trigger:<8} {r.describe()}"
+            for r in runs
+        )
+        or "no job runs yet"
+    )
+
+
+def _audit_text(records: list[AuditRecord]) -> str:
+    return (
+        "\n".join(
+            f"{datetime.fromtimestamp(r.at / 1000):%Y-%m-%d %H:%M} "
+            f"{r.user}@{r.host} pid {r.pid} {r.origin:<9} {r.action:<15} "
+            f"{r.outcome:<9} {r.describe_args()}".rstrip()
+            + (f"  ({r.detail[:80]})" if r.detail and r.outcome != "ok" else "")
+            for r in records
+        )
+        or "no actions recorded yet"
+    )

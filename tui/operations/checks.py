@@ -1,0 +1,203 @@
+"""The operations that check and rebuild what the archive knows: ``verify``
+(gzips re-read against the manifest; with ``--remote`` the remote copies),
+``rebuild-manifest`` (a lost coldkeep.db from the gzips, or from the remote
+tier) and ``checkpoint`` (one checkpoint of the live database's WAL now).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, UsageError
+from coldkeep.core.base.stream import CheckpointRan
+from coldkeep.core.files.rebuild import RebuildReport
+from coldkeep.core.files.verify import VerifyReport
+from coldkeep.core.remote.rebuild import FromRemoteReport
+from coldkeep.core.remote.verify import RemoteVerifyReport
+
+from ..text.fmt import human
+from .spec import Console, ConsoleAction, Operation, Options, Run, Words
+
+# verify -----------------------------------------------------------------------
+
+
+def _verify(options: Options) -> Run:
+    sample, max_duration = options["sample"], options["max_duration"]
+    if options["remote"]:
+        return lambda archiver, cancel: archiver.verify_remote(sample, cancel)
+    return lambda archiver, cancel: archiver.verify(sample, max_duration, cancel)
+
+
+def _verified(r: VerifyReport) -> str:
+    # A gzip that could not be read proves nothing about its bytes: it is said
+    # apart from the ones that failed (and nothing is marked on it).
+    unread = sum(p.result == "error" for p in r.problems)
+    bad = len(r.problems) - unread
+    failed = (f", {bad} FAILED" if bad else "") + (
+        f", {unread} could not be read" if unread else ""
+    )
+    state = "" if r.complete else "; stopped at the deadline, resumes next run"
+    return f"{r.ok}/{r.checked} ok{failed}, {human(r.bytes)}{state}"
+
+
+def _remote_verified(r: RemoteVerifyReport) -> str:
+    text = f"{r.ok}/{r.checked} remote copies ok, {human(r.bytes)}"
+    if r.reshipped:
+        text += f", {len(r.reshipped)} shipped again"
+    return text + (f", {len(r.failed)} FAILED" if r.failed else "")
+
+
+VERIFY = Operation(
+    "verify",
+    "Re-read archived gzips and compare them with the manifest (or, with\n"
+    "--remote, the remote copies with what was shipped). --sample rotates: each\n"
+    "run starts where the last one stopped.",
+    bind=_verify,
+    params=(
+        click.Option(
+            ["--sample"],
+            type=click.FloatRange(0, 1, min_open=True),
+            help="Check this fraction.",
+        ),
+        click.Option(
+            ["--max-duration"],
+            type=float,
+            metavar="SECONDS",
+            help="Stop after this long; the next run resumes where this one stopped.",
+        ),
+        click.Option(
+            ["--remote"],
+            is_flag=True,
+            help="Read the remote tier's copies back instead (ranged GETs); a bad one is "
+            "shipped again from its local copy, else alerted.",
+        ),
+    ),
+    words=(
+        Words(
+            VerifyReport,
+            _verified,
+            failed=lambda r: r.failed,
+            detail=lambda r: [f"{p.result:<9} {p.gz_path}  {p.detail}" for p in r.problems],
+        ),
+        Words(
+            RemoteVerifyReport,
+            _remote_verified,
+            failed=lambda r: bool(r.failed),
+            detail=lambda r: [f"shipped again {p}" for p in r.reshipped] + list(r.failed),
+        ),
+    ),
+    console=Console(
+        ConsoleAction(
+            "verify",
+            "v",
+            "Verify",
+            "Re-read every gzip and compare it with the manifest",
+            mutating=True,
+            place=90,
+        ),
+        start=lambda _: lambda archiver, cancel: archiver.verify(cancel=cancel),
+    ),
+)
+
+# rebuild-manifest -------------------------------------------------------------
+
+
+def _rebuild(options: Options) -> Run:
+    out: Path | None = options["out"]
+    if not options["from_remote"]:
+        return lambda archiver, cancel: archiver.rebuild_manifest(out, cancel)
+    if out is not None:
+        raise UsageError("--out and --from-remote: the remote rebuilds this site's own coldkeep.db")
+    return lambda archiver, cancel: archiver.rebuild_from_remote(cancel)
+
+
+def _rebuilt(r: RebuildReport) -> str:
+    unreadable = f", {len(r.unreadable)} unreadable" if r.unreadable else ""
+    refused = f", {len(r.refused)} refused" if r.refused else ""
+    return f"{r.entries} entries written to {r.out}{unreadable}{refused}"
+
+
+def _rebuilt_from_remote(r: FromRemoteReport) -> str:
+    source = f"snapshot {r.snapshot}" if r.snapshot else f"{r.fetched} archive files fetched"
+    text = f"{r.entries} entries from {source}, {r.remote_only} files read "
+    text += f"from the remote, {r.months} event months fetched"
+    if r.never_shipped:
+        text += f"; {len(r.never_shipped)} archive files were NEVER SHIPPED"
+    return text + (f"; {len(r.problems)} problems" if r.problems else "")
+
+
+REBUILD_MANIFEST = Operation(
+    "rebuild-manifest",
+    "Rebuild the manifest from the gzips alone (when coldkeep.db is lost), or\n"
+    "with --from-remote from the remote tier (when the whole host is lost).",
+    bind=_rebuild,
+    params=(
+        click.Option(
+            ["--out"],
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="Write here (default: archive_root/coldkeep.db, only if it does not exist).",
+        ),
+        click.Option(
+            ["--from-remote"],
+            is_flag=True,
+            help="From the remote tier: the newest manifest snapshot (else every archive file "
+            "there), on a fresh host with only the bucket and credentials.",
+        ),
+    ),
+    words=(
+        Words(
+            RebuildReport,
+            _rebuilt,
+            failed=lambda r: bool(r.unreadable or r.refused),
+            detail=lambda r: (
+                [f"unreadable {u}" for u in r.unreadable] + [f"refused {x}" for x in r.refused]
+            ),
+        ),
+        Words(
+            FromRemoteReport,
+            _rebuilt_from_remote,
+            failed=lambda r: r.failed,
+            detail=lambda r: [f"never shipped {p}" for p in r.never_shipped] + list(r.problems),
+            # An archive file in neither place fails the rebuild's exit, not its "ok".
+            exit=lambda r: EXIT_FAILED if r.failed or r.never_shipped else EXIT_OK,
+        ),
+    ),
+)
+
+# checkpoint -------------------------------------------------------------------
+
+
+def _checkpointed(r: CheckpointRan) -> str:
+    if r.error:
+        return f"failed: {r.error}"
+    return (
+        f"busy={r.busy} log={r.log} checkpointed={r.checkpointed} "
+        f"{r.ms:.0f} ms, WAL {human(r.wal_before)} → {human(r.wal_after)}"
+    )
+
+
+def _checkpoint(_: object) -> Run:
+    return lambda archiver, cancel: archiver.checkpoint()
+
+
+CHECKPOINT = Operation(
+    "checkpoint",
+    "Run one checkpoint of the live database's WAL now (PASSIVE by default).",
+    bind=_checkpoint,
+    words=(Words(CheckpointRan, _checkpointed, failed=lambda r: r.error is not None),),
+    console=Console(
+        ConsoleAction(
+            "checkpoint",
+            "c",
+            "Checkpoint",
+            "Checkpoint the live database's WAL now (PASSIVE)",
+            mutating=True,
+            place=100,
+        ),
+        start=_checkpoint,
+    ),
+)
+
+OPERATIONS = (VERIFY, REBUILD_MANIFEST, CHECKPOINT)

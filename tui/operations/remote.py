@@ -1,0 +1,138 @@
+"""``ship``: what is archived copied to the remote tier, then local copies
+dropped. The console asks first with what a ship would send and drop (and says
+when nothing is waiting); without a [remote] the action is off.
+"""
+
+from __future__ import annotations
+
+from coldkeep.core.base.config import Settings
+from coldkeep.core.remote.ship import ShipPlan, ShipReport
+
+from ..text.fmt import human, remote_where
+from .spec import Console, ConsoleAction, Gate, Nothing, Operation, Question, Run, Site, Words
+
+NOTHING_TO_SHIP = (
+    "nothing to ship: no archived file or event month is waiting for the remote "
+    "tier, and no local copy is due to be dropped"
+)
+
+
+def _shipped(r: ShipReport) -> str:
+    parts = [f"{r.uploaded} objects shipped ({human(r.bytes)})"]
+    if r.already:
+        parts.append(f"{r.already} found there already")
+    if r.months:
+        parts.append(f"{r.months} event months")
+    if r.dropped:
+        parts.append(f"{r.dropped} local copies dropped ({human(r.dropped_bytes)})")
+    if r.pending:
+        parts.append(f"{r.pending} still to ship")
+    if r.problems:
+        parts.append(f"{len(r.problems)} PROBLEMS")
+    return ", ".join(parts)
+
+
+def _ship_gate(settings: Settings) -> Gate:
+    # Without a remote the action is off; the ship job then runs unasked (and says why).
+    return "ask" if settings.remote is not None else "run"
+
+
+async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
+    plan = await site.archiver.ship_plan()
+    if not plan.pending_files and not plan.drops and not plan.months:
+        return plan, Nothing(NOTHING_TO_SHIP, title="ship")
+    remote = site.archiver.settings.remote
+    assert remote is not None  # a plan exists only with a remote
+    where = remote_where(remote, site.base)
+    send = (
+        f"Ship {plan.pending_files} archive files ({human(plan.pending_bytes)}, "
+        f"{plan.pending_entries} entries) to {where}"
+    )
+    rows = [(f"ship to {where}", f"{plan.pending_files}", human(plan.pending_bytes))]
+    if plan.months:
+        rows.append(("event month snapshots", f"{plan.months}", ""))
+    then, warning, drop = _drops(plan)
+    rows += drop
+    if plan.held:
+        then += f"; {plan.held} more local copies are kept by legal holds"
+    summary = (
+        f"{send}; {then}.\nClosed event months changed since their last snapshot, and "
+        "a snapshot of the manifest, go too. Each object is read back (size and "
+        "SHA-256) before it counts as shipped."
+    )
+    return plan, Question(
+        "Ship to the remote tier",
+        summary,
+        columns=("Step", "Files", "Size"),
+        rows=list(rows),
+        warning=warning,
+        confirm="Ship",
+    )
+
+
+def _drops(plan: ShipPlan) -> tuple[str, str, list[tuple[str, str, str]]]:
+    """What happens to local copies: the summary's words for it, the warning, the row."""
+    keep = plan.keep_local_days
+    if keep < 0:
+        return "local copies are kept for ever (keep_local_days < 0)", "", []
+    if keep == 0:
+        earlier = (
+            f" and the {plan.drops} ({human(plan.drop_bytes)}) shipped before" if plan.drops else ""
+        )
+        most = plan.pending_files + plan.drops
+        return (
+            f"then drop the local copy of each file it ships once it reads back whole"
+            f"{earlier} (keep_local_days = 0)",
+            "Every local copy shipped is DELETED from the archive: the remote "
+            "tier then holds the only copy (restores read it back from there).",
+            [("drop local copies", f"up to {most}", human(plan.pending_bytes + plan.drop_bytes))],
+        )
+    if not plan.drops:
+        return (
+            f"no local copy is dropped: none was shipped more than {keep:g} days ago",
+            "",
+            [("drop local copies", "0", "")],
+        )
+    return (
+        f"then drop {plan.drops} local copies ({human(plan.drop_bytes)}) "
+        f"shipped more than {keep:g} days ago",
+        f"{plan.drops} local copies are DELETED from the archive: the remote tier "
+        "then holds the only copy (restores read it back from there).",
+        [("drop local copies", f"{plan.drops}", human(plan.drop_bytes))],
+    )
+
+
+def _ship(_: object) -> Run:
+    return lambda archiver, cancel: archiver.ship(cancel)
+
+
+SHIP = Operation(
+    "ship",
+    "Copy what is archived to the remote tier ([remote]), then drop local copies.\n\n"
+    "Each archive file (a bundle or a gzip) is uploaded create-only, read back and\n"
+    "recorded; closed event months follow as database snapshots, then a snapshot\n"
+    "of the manifest. Local copies whose remote copy was verified more than\n"
+    "remote.keep_local_days ago are dropped (recorded first, unlinked after).\n"
+    "Run it again after a failure or a kill: it resumes.",
+    bind=_ship,
+    words=(
+        Words(ShipReport, _shipped, failed=lambda r: r.failed, detail=lambda r: list(r.problems)),
+    ),
+    console=Console(
+        ConsoleAction(
+            "ship",
+            "u",
+            "Ship",
+            "Ship the archive to the remote tier, then drop local copies past keep_local_days "
+            "(shows both and asks first)",
+            mutating=True,
+            remote=True,
+            place=30,
+        ),
+        start=_ship,
+        ask=_ask_ship,
+        gate=_ship_gate,
+    ),
+)
+
+OPERATIONS = (SHIP,)

@@ -1,0 +1,131 @@
+"""``expire``: archived data past its retention deleted, locally and remotely.
+
+Without ``--yes`` the command shows the plan (what would go, what holds keep)
+and changes nothing; the console asks with the same plan and deletes exactly
+the items it showed. Without a [retention] the console's action is off, and the
+command says so (``NO_RETENTION``, the one wording of it).
+"""
+
+from __future__ import annotations
+
+import click
+
+from coldkeep.core.ops.expire import ExpireItem, ExpirePlan, ExpireReport
+
+from ..text.fmt import LIST_MAX, human
+from .spec import Console, ConsoleAction, Nothing, Operation, Options, Question, Run, Site, Words
+
+NO_RETENTION = "no [retention] is configured: everything is kept for ever"
+
+
+def _expire(options: Options) -> Run:
+    if options["yes"]:
+        return lambda archiver, cancel: archiver.expire(cancel)
+    return lambda archiver, cancel: archiver.expire_plan()
+
+
+def _expired(r: ExpireReport) -> str:
+    text = (
+        f"{len(r.expired)} deleted ({r.files} files, {r.months} event "
+        f"months, {human(r.bytes)}); {r.held} kept by holds"
+    )
+    if r.settled:
+        text += f"; {r.settled} interrupted expiries finished"
+    return text + (f", {len(r.problems)} PROBLEMS" if r.problems else "")
+
+
+def _planned(plan: ExpirePlan) -> str:
+    if not plan.configured:
+        return NO_RETENTION
+    days = f"files_days {plan.files_days or '-'}, events_days {plan.events_days or '-'}"
+    if not plan.items and not plan.held:
+        return f"nothing is past its retention ({days})"
+    return (
+        f"past retention ({days}): {len(plan.items)} to delete ({plan.files} files, "
+        f"{human(plan.bytes)}, every copy, local and remote); {len(plan.held)} kept by holds"
+    )
+
+
+def _item(i: ExpireItem) -> str:
+    what = f"{i.files} files" if i.kind != "month" else "event month"
+    line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {i.copies})"
+    return line + (f"  HELD by {i.held}" if i.held else "")
+
+
+def _plan_text(plan: ExpirePlan) -> str:
+    """The plan: what goes (the first ``LIST_MAX``), then what holds keep."""
+    lines = [_planned(plan)]
+    lines += [_item(i) for i in plan.items[:LIST_MAX]]
+    if len(plan.items) > LIST_MAX:
+        lines.append(f"  … and {len(plan.items) - LIST_MAX} more (--json lists them all)")
+    lines += [_item(i) for i in plan.held[:LIST_MAX]]
+    return "\n".join(lines)
+
+
+async def _ask_expire(site: Site) -> tuple[ExpirePlan, Question | Nothing]:
+    plan = await site.archiver.expire_plan()
+    if not plan.items:
+        kept = f"; {len(plan.held)} kept by legal holds" if plan.held else ""
+        return plan, Nothing(f"nothing is past its retention{kept}", title="expire")
+    rows: list[tuple[str, ...]] = [
+        (i.path, i.kind, str(i.files) if i.kind != "month" else "", human(i.bytes), i.copies)
+        for i in plan.items
+    ]
+    rows += [(i.path, "HELD", "", human(i.bytes), i.held or "") for i in plan.held]
+    held = f" {len(plan.held)} more are past it but held (listed last)." if plan.held else ""
+    remote = " AND the remote tier" if any(i.remote for i in plan.items) else ""
+    return plan, Question(
+        f"Expire {len(plan.items)} archive files and event months",
+        f"Past their retention (files_days {plan.files_days or '-'}, events_days "
+        f"{plan.events_days or '-'}): {plan.files} files, {human(plan.bytes)}.{held} "
+        "Their entries stay as tombstones (sha256, when) and each deletion is in "
+        "the history.",
+        columns=("Path", "Kind", "Files", "Size", "Copies"),
+        rows=rows,
+        warning=f"These are DELETED from the archive{remote}: no copy of them is left anywhere.",
+        confirm="Delete them",
+    )
+
+
+def _expire_shown(plan: ExpirePlan) -> Run:
+    """Exactly the items the question showed: none that became due since."""
+    shown = frozenset(i.path for i in plan.items)
+    return lambda archiver, cancel: archiver.expire(cancel, only=shown)
+
+
+EXPIRE = Operation(
+    "expire",
+    "Delete archived data past its retention ([retention]), locally and remotely.\n\n"
+    "Without --yes: the plan (what would go, what holds keep), nothing changed.\n"
+    "A gzip goes when its file's mtime is files_days old (or its unit's own); a\n"
+    "bundle when all its members are; an event month's database when the month\n"
+    "ended events_days ago. Entries stay as tombstones (status expired, their\n"
+    "sha256 and when); each deletion is in `coldkeep history`. Nothing a legal\n"
+    "hold covers goes. Resumable after a kill.",
+    bind=_expire,
+    params=(
+        click.Option(
+            ["--yes"], is_flag=True, help="Delete what the plan lists (without it: the plan only)."
+        ),
+    ),
+    words=(
+        Words(ExpireReport, _expired, failed=lambda r: r.failed, detail=lambda r: list(r.problems)),
+        Words(ExpirePlan, _planned, text=_plan_text),
+    ),
+    console=Console(
+        ConsoleAction(
+            "expire",
+            "e",
+            "Expire",
+            "Delete archived data past its retention, locally and remotely (shows exactly what "
+            "goes and what holds keep, and asks first)",
+            mutating=True,
+            retention=True,
+            place=40,
+        ),
+        start=_expire_shown,
+        ask=_ask_expire,
+    ),
+)
+
+OPERATIONS = (EXPIRE,)

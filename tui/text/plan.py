@@ -1,0 +1,119 @@
+"""The backlog and what recovery would settle, in words, written once:
+``coldkeep plan``'s text, what the console's pass confirmation says of its plan,
+and the months the Backlog pane lists all come from here.
+
+Event rows are counted per month, every kind together (``months``); a path
+recovery found is shown relative to archive_root.
+"""
+
+from __future__ import annotations
+
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.files.recovery import RecoveryReport
+from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
+
+from .fmt import LIST_MAX, human
+
+
+def months(events: EventsPlan | None) -> dict[str, tuple[int, int]]:
+    """Eligible rows per month, every kind together: (rows, approximate bytes),
+    oldest month first."""
+    per_month: dict[str, tuple[int, int]] = {}
+    for m in events.months if events else ():
+        rows, size = per_month.get(m.month, (0, 0))
+        per_month[m.month] = (rows + m.rows, size + m.approx_bytes)
+    return dict(sorted(per_month.items()))
+
+
+def plan_text(report: PlanReport, layout: Layout) -> str:
+    """``coldkeep plan``'s text: files per unit, rows per month, what recovery
+    would settle (the first ``LIST_MAX`` of each list)."""
+    plan = report.plan
+    lines = _files(plan) + _events(plan) + _recovery(report.recovery, layout)
+    return "\n".join(lines)
+
+
+def _files(p: Plan) -> list[str]:
+    lines = [f"files: {p.files} eligible, {human(p.bytes)}"]
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(p.skipped.items()))
+    if skipped:
+        lines.append(f"  skipped: {skipped}")
+    for u in p.units[:LIST_MAX]:
+        lines.append(f"  {u.unit:<30} {u.files:>6} files {human(u.bytes):>10}")
+    if len(p.units) > LIST_MAX:
+        lines.append(f"  … and {len(p.units) - LIST_MAX} more units (--json for all)")
+    return lines
+
+
+def _events(p: Plan) -> list[str]:
+    lines = []
+    if p.events is not None:
+        ev = p.events
+        lines.append(f"events: {ev.rows} rows eligible (~{human(ev.approx_bytes)})")
+        lines += [f"  {month} {rows:>10} rows" for month, (rows, _) in months(ev).items()]
+        if ev.unparsable:
+            lines.append(f"  {ev.unparsable} rows with unparsable time stamps stay live")
+        lines.append(f"  index: {ev.index}" if ev.index else f"  note: {ev.note}")
+    if p.events_error:
+        lines.append(f"events: {p.events_error}")
+    return lines
+
+
+def _recovery(rec: RecoveryReport, layout: Layout) -> list[str]:
+    lines = []
+    if rec.busy:
+        lines.append(
+            f"in flight: the archive is locked by {rec.busy}; its {rec.in_flight} "
+            "partials are work in progress, not leftovers"
+        )
+    if not rec.anything:
+        return lines
+    interrupted = f", {len(rec.interrupted)} passes to mark interrupted" if rec.interrupted else ""
+    lines.append(
+        f"recovery: {len(rec.partials)} partials, {len(rec.orphans)} orphans, "
+        f"{len(rec.missing)} MISSING, {len(rec.sources_unlinked)} sources to unlink{interrupted}"
+    )
+    found = [
+        *(("partial", layout.rel(x)) for x in rec.partials),
+        *(("orphan", layout.rel(o.gz)) for o in rec.orphans),
+        *(("MISSING", e.gz_path) for e in rec.missing),
+    ]
+    lines += [f"  {what:<8} {path}" for what, path in found[:LIST_MAX]]
+    if len(found) > LIST_MAX:
+        lines.append(f"  … and {len(found) - LIST_MAX} more (--json for all)")
+    return lines
+
+
+def pass_summary(report: PlanReport) -> str:
+    """What a pass in mode on will do, for its confirmation: the files, the rows,
+    and what its recovery will settle first."""
+    plan, rec = report.plan, report.recovery
+    per_month = months(plan.events)
+    rows = sum(n for n, _ in per_month.values())
+    summary = (
+        f"{plan.files} files ({human(plan.bytes)}) in {len(plan.units)} units will be "
+        f"archived; {rows:,} event rows in {len(per_month)} months will move."
+    )
+    fixes = []
+    if rec.partials:
+        fixes.append(f"remove {len(rec.partials)} leftover partials")
+    if rec.orphans:
+        fixes.append(f"re-verify {len(rec.orphans)} orphan gzips (a corrupt one is deleted)")
+    if rec.sources_unlinked:
+        fixes.append(f"remove {len(rec.sources_unlinked)} live files already archived")
+    if fixes:
+        summary += "\nRecovery will " + "; ".join(fixes) + "."
+    return summary
+
+
+def pass_rows(plan: Plan) -> list[tuple[str, str, str]]:
+    """The confirmation's rows: each unit's files, then each month's rows."""
+    rows = [(u.unit, str(u.files), human(u.bytes)) for u in plan.units]
+    return rows + [(f"rows {month}", f"{n:,}", "") for month, (n, _) in months(plan.events).items()]
+
+
+def pass_warning(plan: Plan) -> str:
+    return (
+        f"Each live file is REMOVED once its gzip is verified and recorded "
+        f"({plan.files} files); event rows leave state.db once archived."
+    )
