@@ -85,7 +85,6 @@ from .ops.passes import (
     PassSetup,
     PassSummary,
     planned_summary,
-    recovery_counts,
 )
 from .ops.plan import Plan, PlanReport, make_plan
 from .ops.session import Operation, Session, Sessions, StepFeed
@@ -110,7 +109,6 @@ __all__ = [
     "PlanReport",
     "Session",
     "Status",
-    "recovery_counts",
 ]
 
 

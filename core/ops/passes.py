@@ -39,7 +39,6 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -164,32 +163,12 @@ class PassSummary:
         return out
 
 
-def recovery_counts(report: RecoveryReport) -> dict[str, int]:
-    outcomes = Counter(o.outcome for o in report.orphans)
-    return {
-        "partials_removed": len(report.partials),
-        "restore_partials_removed": len(report.restore_partials),
-        "intents_cleared": report.intents,
-        "orphans_found": outcomes["found"],
-        "orphans_adopted": outcomes["adopted"],
-        "orphans_stale": outcomes["stale"],
-        "orphans_corrupt": outcomes["corrupt"],
-        "orphans_changed": outcomes["changed"],
-        "orphans_unreadable": outcomes["error"],
-        "orphans_refused": outcomes["refused"],
-        "orphans_dropped": outcomes["dropped"],  # bundle members the codec refuses
-        "missing": len(report.missing),
-        "sources_unlinked": len(report.sources_unlinked),
-        "passes_interrupted": len(report.interrupted),
-    }
-
-
 def planned_summary(
     plan: Plan, recovery: RecoveryReport, *, started_at: int, seconds: float
 ) -> PassSummary:
     """Mode plan: what a pass would do, from the backlog and a recovery scan."""
     summary = PassSummary("plan", started_at=started_at, seconds=seconds)
-    summary.recovery = recovery_counts(recovery)
+    summary.recovery = recovery.to_dict()
     summary.files.skipped = {k: int(v) for k, v in plan.skipped.items()}
     summary.files.eligible = plan.files
     summary.files.eligible_bytes = plan.bytes
@@ -327,7 +306,7 @@ class Pass:
         recovery = await run_recovery(
             self.manifest, self.mover, self.stream, self.cancel, summary.pass_id
         )
-        summary.recovery = recovery_counts(recovery)
+        summary.recovery = recovery.to_dict()
         if recovery.missing:
             summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")
         if recovery.errors:

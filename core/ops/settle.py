@@ -26,7 +26,7 @@ from ..files.recovery import (
     clear_restore_intents,
 )
 from ..remote.fetch import clear_scratch
-from .passes import emit_orphan, recovery_counts, run_recovery
+from .passes import emit_orphan, run_recovery
 from .session import Sessions
 
 
@@ -35,7 +35,7 @@ async def recover(sessions: Sessions, cancel: CancelToken | None) -> RecoveryRep
         current.start()
         report = await run_recovery(current.manifest, current.mover, sessions.stream, cancel)
         failed = report.errors or report.missing
-        current.finish("failed" if failed else "ok", recovery_counts(report))
+        current.finish("failed" if failed else "ok", report.to_dict())
         return report
 
 

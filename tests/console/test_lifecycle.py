@@ -13,8 +13,9 @@ from textual.widgets import DataTable, Input, Select, Static
 from coldkeep.core.base.config import Settings, load_settings
 from coldkeep.core.store.audit import history
 from coldkeep.core.store.manifest import Manifest
-from coldkeep.tui.console.app import NO_RETENTION, ColdkeepApp
+from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
+from coldkeep.tui.operations.retention import NO_RETENTION
 
 from consolekit import archive_all, current_screen, make_app, settle
 

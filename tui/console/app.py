@@ -96,9 +96,6 @@ from .pilot import busy
 from .priority import background_executor
 from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 
-# The console, and the reason it gives for expire being off (the entry's words).
-__all__ = ["NO_RETENTION", "ColdkeepApp"]
-
 HOLDER_POLL_S = 2.0
 # Worker groups that outlive a settle: they last as long as the console, or as
 # another process's operation that it watches.
