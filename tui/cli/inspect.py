@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
+from coldkeep.core.base.layout import Layout
 from coldkeep.core.ops.status import RemoteState, Status
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.audit import history as audit_history
@@ -109,11 +110,11 @@ def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> Non
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
-        path = ctx.settings.archive_root / "coldkeep.db"
-        if not path.exists():
+        opened = await Manifest.open_existing(Layout(ctx.settings.archive_root).manifest)
+        if opened is None:
             ctx.emit("history", True, [], lambda: "no history yet (no manifest)")
             return EXIT_OK
-        async with await Manifest.open(path, readonly=True) as manifest:
+        async with opened as manifest:
             if jobs_:
                 runs = await job_history(manifest, limit)
                 result = [r.to_dict() for r in runs]
