@@ -4,8 +4,9 @@ focus, and a restore shows up in the browser without reopening it."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Static, TabbedContent
 
 from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.app import ColdkeepApp
@@ -135,3 +136,63 @@ async def test_a_superseded_filter_result_never_replaces_the_newer_one(
         await settle(pilot)
         assert shown(screen) == current
         assert count_line(screen).startswith(f"{len(current)} of")
+
+
+def offered(screen: RestoreScreen) -> set[str]:
+    """The actions the footer offers now."""
+    return {b.binding.action for b in screen.active_bindings.values() if b.binding.show}
+
+
+async def test_an_invalid_filter_lists_nothing_and_says_why(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        assert len(shown(screen)) == 21
+        app.post_message(events.Paste("after:notadate"))  # pasted: no valid text on the way
+        await settle(pilot)
+        assert screen.query_one("#restore-filter", Input).value == "after:notadate"
+        assert shown(screen) == [], "an error lists nothing, not what came before"
+        line = count_line(screen)
+        assert "after:notadate" in line and "nothing listed" in line
+        await pilot.press("down", "r")  # nothing listed: nothing to restore
+        await settle(pilot)
+        assert nothing_fired(app, screen)
+
+
+async def test_slash_is_offered_where_it_leads_to_the_filter(settings: Settings) -> None:
+    """In the filter `/` is a character and the footer does not offer it; from the
+    table (or the Events tab) it leads back to the filter, its text selected."""
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        field = screen.query_one("#restore-filter", Input)
+        assert app.focused is field and "focus_filter" not in offered(screen)
+        await pilot.press(*"runs/")
+        assert field.value == "runs/"
+        await pilot.press("down")
+        await settle(pilot)
+        assert "focus_filter" in offered(screen)
+        await pilot.press("slash", *"part-03")
+        await settle(pilot)
+        assert field.value == "part-03", "typing after / starts a new filter"
+
+        screen.query_one("#restore-tabs", TabbedContent).active = "restore-events"
+        screen.query_one("#events-months", DataTable).focus()
+        await settle(pilot)
+        await pilot.press("slash", "end", *" runs")
+        await settle(pilot)
+        assert app.focused is field and field.value == "part-03 runs"
+        assert screen.query_one("#restore-tabs", TabbedContent).active == "restore-files"
+
+
+async def test_r_in_the_log_search_is_a_letter(settings: Settings) -> None:
+    """r opens the browser at once (a priority key), except where a text field
+    takes letters."""
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        search = app.query_one("#log-search", Input)
+        search.focus()
+        await pilot.press(*"error")
+        await settle(pilot)
+        assert search.value == "error" and not isinstance(app.screen, RestoreScreen)

@@ -3,6 +3,8 @@ in with send-keys, the screen read back with capture-pane."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.files.catalog import load_catalog
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.tui.console.screens.browse import search
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -103,3 +110,40 @@ def test_coldkeep_demo_opens_the_console_on_the_site_it_wrote(tmp_path: Path) ->
     finally:
         term.close()
     assert list(site.rglob("*.partial")), "the console changed nothing on its own"
+
+
+def filter_field(screen: str) -> str:
+    """The restore browser's filter as the screen shows it: its first field."""
+    match = re.search(r"^▊ {2}(.*?) *▎$", screen, re.MULTILINE)
+    assert match, screen
+    return match.group(1)
+
+
+def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: Path) -> None:
+    """Keys sent in one burst (a paste, tmux send-keys, an operator typing ahead):
+    r opens the browser and every key after it is the filter; from the table, /
+    goes back to the filter and every key after it is the new filter."""
+    site = write_demo(tmp_path / "demo", seed=3, scale=0.02)
+    assert asyncio.run(Archiver(load_settings(site.config)).run_pass()).status == "ok"
+    catalog = load_catalog(Layout(site.archive).manifest)
+    term = Terminal(
+        [sys.executable, "-m", "coldkeep.tui.cli.main", "--config", str(site.config)],
+        width=120,
+        height=36,
+    )
+    try:
+        term.wait_for("lock free", "last pass #1 ok")
+        for keys, text in (("r", "unit:unit-0005"), ("/", "unit:unit-0004 logs/")):
+            term.keys("-l", keys + text)
+            total, rows, _ = search({"": catalog}, text)
+            assert 0 < total < len(catalog)
+            screen = term.wait_for(f"{total} of {len(catalog)} entries match")
+            assert filter_field(screen) == text
+            listed = re.findall(r"^ {4}(\S+) +(?:archived|stale) ", screen, re.MULTILINE)
+            assert sorted(listed) == sorted(row.relpath for _, row in rows)
+            term.keys("Down")  # to the table: / goes back to the filter
+            term.wait_for("/ Filter")
+        term.keys("q")
+        assert term.wait_gone("entries match"), "q quits from the browser's table"
+    finally:
+        term.close()

@@ -39,6 +39,7 @@ _OWN = (
         "r",
         "Restore",
         "Open the restore browser: find and preview files and rows; restoring asks first",
+        at_once=True,  # what is typed right after r is the filter
         place=60,
     ),
     ConsoleAction(
@@ -82,8 +83,13 @@ BY_NAME = {a.name: a for a in ACTIONS}
 def bindings(actions: Sequence[ConsoleAction] = ACTIONS) -> list[Binding]:
     """The key bindings of a registry (the main console's, or the fleet view's):
     every action in the footer but help and those kept out of it (help lists
-    them all)."""
-    return [Binding(a.keys, a.name, a.label, show=a.footer and a.name != "help") for a in actions]
+    them all). An ``at_once`` action's key is a priority binding: Textual acts on it
+    before it routes the next key (and not while a text field, which takes the
+    letter, has focus)."""
+    return [
+        Binding(a.keys, a.name, a.label, show=a.footer and a.name != "help", priority=a.at_once)
+        for a in actions
+    ]
 
 
 def quit_question(running: str | None) -> Question:

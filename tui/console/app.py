@@ -529,11 +529,13 @@ class ColdkeepApp(App[None]):
         self.query_one(OrphansPane).load(self.archiver)
         self.notify("recounting the backlog")
 
-    def action_restore(self) -> None:
+    async def action_restore(self) -> None:
         if self._refuse("restore"):
             return
         settings, blocked = self.archiver.settings, self.why_unchangeable()
-        self.push_screen(
+        # Awaited (r is acted on as it is read): no key is routed until the browser
+        # is mounted with its filter focused, so what is typed after r lands there.
+        await self.push_screen(
             RestoreScreen(settings, base=self._base(), read_only=self.read_only, blocked=blocked)
         )
 

@@ -94,6 +94,10 @@ class ConsoleAction:
     remote: bool = False  # works on the remote tier: off where no [remote] is configured
     retention: bool = False  # deletes by retention: off where no [retention] is configured
     footer: bool = True  # its key in the footer (room there is short: help lists every key)
+    # Acted on as soon as its key is read (a priority binding), before the next key
+    # is routed: it opens a field that takes typing, so what is typed right after
+    # it (type-ahead, a paste) lands in that field, not on the screen it left.
+    at_once: bool = False
     place: int = 0  # where it sits among the main console's actions (keys, buttons, help)
 
     @property

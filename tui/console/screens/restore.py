@@ -24,7 +24,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
@@ -93,7 +93,10 @@ class RestoreScreen(Screen[None]):
         ("space", "select_row", "Select"),
         ("r", "restore", "Restore"),
         ("y", "copy", "Copy path"),
-        ("slash", "focus_filter", "Filter"),
+        # Acted on as it is read (priority), so that what is typed right after it
+        # lands in the filter; in a text field it is a character (paths have
+        # slashes), and the footer does not offer it there.
+        Binding("slash", "focus_filter", "Filter", priority=True),
     ]
 
     def __init__(
@@ -164,7 +167,9 @@ class RestoreScreen(Screen[None]):
         self.query_one("#restore-results").display = False
         self.load_catalog()
         self.load_months()
-        self.query_one("#restore-filter", Input).focus()
+        # Focused now, not later (``focus()`` waits a turn): the app awaits this
+        # mount before it routes the next key, which must find the filter.
+        self.set_focus(self.query_one("#restore-filter", Input))
 
     # workers -----------------------------------------------------------------
 
@@ -224,9 +229,8 @@ class RestoreScreen(Screen[None]):
         # would replace the rows of the newer filter.
         if message.query != self.query_one("#restore-filter", Input).value:
             return
-        if message.error:
-            self.query_one("#restore-count", Static).update(Text(message.error, style="bold red"))
-            return
+        # A filter that cannot be understood lists nothing (not what an earlier
+        # text matched, which would look like its result); the count line says why.
         self.total = message.total
         self.capped = message.capped
         self.rows = {r.id: r for r in sorted(message.rows, key=lambda r: (r.relpath, r.id))}
@@ -245,7 +249,12 @@ class RestoreScreen(Screen[None]):
             },
             sort_by="path",
         )
-        self._show_count()
+        if message.error:
+            self.query_one("#restore-count", Static).update(
+                Text(f"{message.error} (nothing listed)", style="bold red")
+            )
+        else:
+            self._show_count()
         self._preview()
 
     def _show_count(self) -> None:
@@ -319,7 +328,11 @@ class RestoreScreen(Screen[None]):
         self._show_count()
 
     def action_focus_filter(self) -> None:
-        self.query_one("#restore-filter", Input).focus()
+        """``/``: to the filter (from the Events tab too), at once: the keys
+        typed right after it land there. Its text is selected, so that typing
+        starts a new filter (End keeps it)."""
+        self.query_one(TabbedContent).active = "restore-files"
+        self.set_focus(self.query_one("#restore-filter", Input))
 
     @on(Button.Pressed, "#restore-copy")
     def action_copy(self) -> None:
@@ -333,6 +346,9 @@ class RestoreScreen(Screen[None]):
         self.dismiss(None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_filter":
+            # In a text field `/` is typed (and the footer does not offer it).
+            return not isinstance(self.focused, Input)
         # Off the footer in read-only; ``action_restore`` still refuses it if reached.
         return not (action == "restore" and self.read_only)
 
