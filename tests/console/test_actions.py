@@ -99,11 +99,17 @@ async def test_running_the_pass_job_asks_first_like_a_pass(settings: Settings) -
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
+        await pilot.press("j")  # no job chosen: nothing runs, the Jobs table to choose one
+        await settle(pilot)
         jobs = app.query_one(JobsPane).query_one("#jobs-table", DataTable)
+        assert app.focused is jobs and app.running is None
+        assert not isinstance(current_screen(app), ConfirmScreen)
         jobs.move_cursor(row=jobs.get_row_index("pass"))
         await pilot.press("j")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen), "the job removes files: it asks"
+        title = str(app.screen.query_one("#confirm-title", Static).render())
+        assert title.startswith("Job pass: "), "the question says which job runs"
         assert "REMOVED" in str(app.screen.query_one("#confirm-warning", Static).render())
         await pilot.press("n")
         await settle(pilot)

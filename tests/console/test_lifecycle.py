@@ -14,6 +14,7 @@ from coldkeep.core.base.config import Settings, load_settings
 from coldkeep.core.store.audit import history
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
@@ -38,6 +39,11 @@ def archive_files(settings: Settings) -> set[str]:
 def table_rows(screen: Screen[Any], table_id: str) -> list[list[str]]:
     table = screen.query_one(table_id, DataTable)
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def logged(app: ColdkeepApp) -> str:
+    """Every line the Log pane was told."""
+    return "\n".join(line for _, line in app.query_one(LogPane).lines)
 
 
 def held(app: ColdkeepApp) -> list[str]:
@@ -138,21 +144,25 @@ async def test_holds_are_placed_listed_and_released_from_their_screen(
         assert "hold" in actions and "hold-release" in actions
 
 
-async def test_read_only_shows_holds_and_places_none(settings: Settings) -> None:
+async def test_read_only_shows_holds_and_no_way_to_change_them(settings: Settings) -> None:
+    await make_app(settings).archiver.place_hold("unit", "unit-0001", "case 114")
     app = make_app(settings, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("h")
         await settle(pilot)
-        assert isinstance(app.screen, HoldsScreen)
-        assert app.screen.query_one("#hold-place").disabled
-        app.screen.query_one("#hold-target", Input).value = "unit-0001"
-        reason = app.screen.query_one("#hold-reason", Input)
-        reason.value = "why"
-        reason.focus()
-        await pilot.press("enter")
+        screen = current_screen(app)
+        assert isinstance(screen, HoldsScreen)
+        assert held(app) == ["unit unit-0001"]
+        assert not screen.query(Input) and not screen.query("#hold-place"), "no form"
+        status = str(screen.query_one("#holds-status", Static).render())
+        assert "read-only" in status
+        offered = {b.binding.action for b in screen.active_bindings.values() if b.binding.show}
+        assert "release" not in offered, offered
+        screen.query_one("#holds-table", DataTable).focus()
+        await pilot.press("d")
         await settle(pilot)
-        assert await app.archiver.holds() == []
+        assert current_screen(app) is screen and len(await app.archiver.holds()) == 1
 
 
 async def test_without_a_retention_expire_is_off_and_help_says_why(settings: Settings) -> None:
@@ -160,7 +170,10 @@ async def test_without_a_retention_expire_is_off_and_help_says_why(settings: Set
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert "do-expire" not in {b.id for b in app.query(".action")}
-        await pilot.press("e")
+        await pilot.press("e")  # off, and it says why (as a key refused for a lock does)
+        await settle(pilot)
+        assert f"Expire refused: {NO_RETENTION}" in logged(app)
+        assert not isinstance(current_screen(app), ConfirmScreen) and app.running is None
         await app.run_action("expire")  # reached another way (the palette): refused
         await settle(pilot)
         assert not isinstance(current_screen(app), ConfirmScreen) and app.running is None

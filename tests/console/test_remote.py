@@ -106,6 +106,7 @@ async def test_running_the_ship_job_asks_first_like_a_ship(settings: Settings) -
     async with app.run_test(size=SIZE) as pilot:
         await archive_all(app, pilot)
         jobs = app.query_one(JobsPane).query_one("#jobs-table", DataTable)
+        jobs.focus()  # the job is chosen in its table
         jobs.move_cursor(row=jobs.get_row_index("ship"))
         await pilot.press("j")
         await settle(pilot)

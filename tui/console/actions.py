@@ -46,7 +46,8 @@ _OWN = (
         "run_job",
         "j",
         "Run job",
-        "Run the job selected in Jobs now (audited; never two at once)",
+        "Run the job chosen in the Jobs table now (anywhere else: go there to choose one; "
+        "audited; never two at once)",
         mutating=True,
         place=110,
     ),

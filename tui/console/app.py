@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,7 +57,7 @@ from coldkeep.core.store.manifest import ManifestError
 from ..operations import BY_ACTION, BY_NAME
 from ..operations.jobs import run_job
 from ..operations.retention import NO_RETENTION
-from ..operations.spec import ConsoleAction, Nothing, Operation, Run, Site
+from ..operations.spec import ConsoleAction, Nothing, Operation, Question, Run, Site
 from ..text.events import describe
 from ..text.results import headline
 from .actions import ACTIONS, bindings, quit_question
@@ -113,6 +114,8 @@ class ColdkeepApp(App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual's own
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
         *bindings(),
+        # Each key again, tried when its action is off (check_action): it says why.
+        *(Binding(a.keys, f"refused({a.name!r})", show=False) for a in ACTIONS),
         *(Binding(str(i + 1), f"show_pane({i})", show=False) for i in range(len(PANES))),
     ]
 
@@ -180,8 +183,10 @@ class ColdkeepApp(App[None]):
             self.log_line("warning", warning)
 
     def action_show_pane(self, index: int) -> None:
-        """Digits 1–7 show a pane (in a narrow terminal, where panes are tabs)."""
-        self.query_one(PaneTabs).choose(index)
+        """Digits 1–7 show a pane (in a narrow terminal, where panes are tabs) and
+        focus it (its first table: the Jobs pane's is what ``j`` runs from)."""
+        pane = self.query_one(PaneTabs).choose(index)
+        self.screen.set_focus(pane.query(pane.FOCUS).first())
 
     # the registry: availability, palette, help --------------------------------
 
@@ -217,12 +222,14 @@ class ColdkeepApp(App[None]):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        name = str(parameters[0]) if action == "operation" and parameters else action
+        name = str(parameters[0]) if action in ("operation", "refused") and parameters else action
         a = ACTION.get(name)
         if a is None:
             return True
         if self.screen is not self.screen_stack[0] and a.name not in ("help", "quit"):
             return False  # the main screen's actions stay with the main screen
+        if action == "refused":
+            return not self.offered(a)  # its key, pressed while it is off
         # Hidden from the footer in read-only (and the remote tier's with none
         # configured); refused if reached another way.
         return self.offered(a)
@@ -246,6 +253,11 @@ class ColdkeepApp(App[None]):
                 yield SystemCommand(
                     a.label, f"{a.help} \\[{a.key_label}]", partial(self.run_action, a.name)
                 )
+
+    def action_refused(self, name: str) -> None:
+        """The key of an action that is off here (read-only, no [remote], no
+        [retention]): hidden from the footer, and pressed it says why."""
+        self._refuse(name)
 
     def _refuse(self, name: str, *, changes: bool = False) -> bool:
         """Whether ``name`` is refused now (said, and logged). ``changes``: it is
@@ -334,6 +346,8 @@ class ColdkeepApp(App[None]):
         self._plan_read(plan)
         if job is not None:
             confirmed = Confirmed(action, f"job {job}", run_job(job))
+            if isinstance(question, Question):  # it says which job runs
+                question = replace(question, title=f"Job {job}: {question.title}")
         else:
             confirmed = Confirmed(action, op.name, op.console.start(plan))
         if not isinstance(question, Nothing):
@@ -371,11 +385,18 @@ class ColdkeepApp(App[None]):
         self._status_line()
 
     def action_run_job(self) -> None:
+        """The job chosen in the Jobs pane (its table focused). From anywhere else
+        nothing runs: the Jobs pane is shown and focused, to choose one."""
         if self._refuse("run_job"):
             return
-        name = self.query_one(JobsPane).selected()
+        pane = self.query_one(JobsPane)
+        name = pane.chosen()
         if name is None:
-            self.notify("select a job in the Jobs pane first", severity="warning")
+            if not pane.jobs():
+                self._say(Nothing("no job is configured ([jobs])", "Run job", "warning"))
+                return
+            self.action_show_pane(PANES.index(JobsPane))
+            self._say(Nothing("choose the job to run here (↑ ↓), then j", "Run job", "warning"))
             return
         op = BY_NAME.get(name)
         if op and op.console and op.console.first(self.archiver.settings) == "ask":

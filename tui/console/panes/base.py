@@ -18,6 +18,9 @@ class Pane(Vertical):
 
     TITLE: ClassVar[str] = ""
     DEFAULT_CLASSES = "pane"
+    # What its digit key focuses: its first table (not a text field, which would
+    # take the next digit as a character).
+    FOCUS: ClassVar[str] = "DataTable"
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
@@ -41,9 +44,14 @@ class PaneTabs(Tabs):
         super().__init__(*(Tab(p.TITLE, id=f"tab-{i}") for i, p in enumerate(panes)), id=id)
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
-        index = int((event.tab.id or "tab-0").split("-")[1])
+        self._show(int((event.tab.id or "tab-0").split("-")[1]))
+
+    def _show(self, index: int) -> None:
         for i, pane in enumerate(self.screen.query(".pane")):
             pane.set_class(i == index, "active")
 
-    def choose(self, index: int) -> None:
+    def choose(self, index: int) -> Pane:
+        """Show the pane ``index`` now (its tab chosen) and return it."""
         self.active = f"tab-{index}"
+        self._show(index)
+        return self.screen.query(Pane)[index]

@@ -1,5 +1,5 @@
 """Jobs: each scheduled job (its schedule, next fire, last success, running or not)
-and the history of their runs; ``j`` runs the selected job now.
+and the history of their runs; ``j`` runs the job chosen in its table now.
 
 The pane reads them itself (``load``: a worker that posts ``JobsLoaded`` to the
 pane) from the config's [jobs] and the manifest's job runs."""
@@ -100,8 +100,14 @@ class JobsPane(Pane):
             reverse=True,
         )
 
-    def selected(self) -> str | None:
+    def jobs(self) -> int:
+        """How many jobs the table lists."""
+        return self.query_one("#jobs-table", DataTable).row_count
+
+    def chosen(self) -> str | None:
+        """The job the operator chose: the highlighted one while the table has
+        focus (its cursor sits on the first row until someone moves it)."""
         table = self.query_one("#jobs-table", DataTable)
-        if not table.row_count:
+        if not table.row_count or not table.has_focus:
             return None
         return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value

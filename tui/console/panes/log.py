@@ -57,6 +57,7 @@ class StableLog(RichLog):
 
 class LogPane(Pane):
     TITLE: ClassVar[str] = "Log"
+    FOCUS: ClassVar[str] = "StableLog"
 
     def __init__(self) -> None:
         super().__init__()

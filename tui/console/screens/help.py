@@ -18,8 +18,8 @@ from ...operations.spec import ConsoleAction
 from ..actions import ACTIONS
 
 PANES_HELP = (
-    "Panes: arrow keys move within a table; in a narrow terminal the tabs "
-    "above the panes choose which one shows. esc closes this."
+    "Panes: 1-7 show a pane and focus its table (in a narrow terminal the panes "
+    "are tabs); arrow keys move within a table. esc closes this."
 )
 
 

@@ -1,5 +1,5 @@
 """Legal holds: the ones in force, a form to place one, and releasing the
-selected one (asked first).
+selected one (asked first). Read-only, only the list: no form, no release key.
 
 Attributes down, messages up: the screen gets the archiver, the holds to show and
 why nothing can be changed now (``blocked``: read-only) from the app. It places
@@ -62,13 +62,17 @@ class HoldsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("Legal holds", id="holds-title")
         yield Static(HELP, id="holds-help")
-        with Horizontal(id="holds-form"):
-            yield Select([(s, s) for s in SCOPES], value="unit", allow_blank=False, id="hold-scope")
-            yield Input(placeholder="unit, glob or entry id", id="hold-target")
-            yield Input(placeholder="reason (required)", id="hold-reason")
-            yield Input(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
-            yield Button("Place hold", id="hold-place", disabled=self.blocked is not None)
-        yield Static(self.blocked or "", id="holds-status")
+        if self.blocked is None:
+            with Horizontal(id="holds-form"):
+                yield Select(
+                    [(s, s) for s in SCOPES], value="unit", allow_blank=False, id="hold-scope"
+                )
+                yield Input(placeholder="unit, glob or entry id", id="hold-target")
+                yield Input(placeholder="reason (required)", id="hold-reason")
+                yield Input(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
+                yield Button("Place hold", id="hold-place")
+        blocked = f"{self.blocked}: holds are listed, not placed or released"
+        yield Static(blocked if self.blocked else "", id="holds-status")
         yield keyed_table(
             "holds-table",
             [
@@ -143,6 +147,10 @@ class HoldsScreen(Screen[None]):
                 self.query_one(name, Input).value = ""
         self.show(message.holds, message.said)
         self.post_message(HoldsChanged("info" if message.placed else "warning", message.said))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # No release key where nothing can change (nor in the footer).
+        return not (action == "release" and self.blocked is not None)
 
     def action_release(self) -> None:
         if self.blocked is not None:
