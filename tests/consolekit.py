@@ -15,7 +15,15 @@ from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.pilot import settle
 
-__all__ = ["NOW_MS", "archive_all", "current_screen", "make_app", "settle", "watching"]
+__all__ = [
+    "NOW_MS",
+    "archive_all",
+    "current_screen",
+    "make_app",
+    "notices",
+    "settle",
+    "watching",
+]
 
 # 2026-11-01 12:00 UTC: the demo's files and rows are aged against this, and the
 # console shows times in UTC.
@@ -47,3 +55,17 @@ async def archive_all(app: ColdkeepApp, pilot: Pilot[None]) -> None:
     await settle(pilot)
     await pilot.press("y")
     await settle(pilot)
+
+
+def notices(app: ColdkeepApp) -> list[str]:
+    """What ``app`` tells the operator in a notice from now on ("title: text"),
+    kept (the toasts themselves time out)."""
+    said: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, *, title: str = "", **options: Any) -> None:
+        said.append(f"{title}: {message}" if title else message)
+        notify(message, title=title, **options)
+
+    setattr(app, "notify", recording)  # noqa: B010 - an instance's method, wrapped
+    return said

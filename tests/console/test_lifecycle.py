@@ -18,7 +18,7 @@ from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, current_screen, make_app, notices, settle
 
 SIZE = (120, 36)
 
@@ -182,3 +182,48 @@ async def test_without_a_retention_expire_is_off_and_help_says_why(settings: Set
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
         assert app.screen.unavailable["expire"] == NO_RETENTION
+
+
+async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) -> None:
+    """Expired by retention, a file's entry is a tombstone: the browser shows it
+    gone, and restoring it says there is no copy left instead of asking."""
+    settings = with_retention(settings, "files_days = 20\n")
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await archive_all(app, pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        said = notices(app)
+        await pilot.press("r", *"status:expired", "enter")
+        await settle(pilot)
+        browser = current_screen(app)
+        assert isinstance(browser, RestoreScreen)
+        expired = table_rows(browser, "#restore-table")
+        assert expired and all(r[2] == "expired" for r in expired)
+        await pilot.press("r")  # the highlighted one
+        await settle(pilot)
+        assert current_screen(app) is browser and app.running is None, "nothing asked"
+        assert f"{expired[0][1]}: expired by retention, no copy is left to restore" in said[-1]
+
+        # One expired among those selected: the question is about the others only.
+        await pilot.press("slash", "backspace", "enter")  # every entry
+        await settle(pilot)
+        rows = table_rows(browser, "#restore-table")
+        statuses = [r[2] for r in rows]
+        table = browser.query_one("#restore-table", DataTable)
+        for status in ("expired", "archived"):
+            table.move_cursor(row=statuses.index(status))
+            await pilot.press("space")
+        await pilot.press("r")
+        await settle(pilot)
+        question = current_screen(app)
+        assert isinstance(question, ConfirmScreen)
+        assert [r[0] for r in table_rows(question, "#confirm-table")] == [
+            rows[statuses.index("archived")][1]
+        ]
+        summary = str(question.query_one("#confirm-summary", Static).render())
+        assert "1 selected expired by retention: no copy is left, not restored." in summary
+        await pilot.press("n")
+        await settle(pilot)

@@ -372,6 +372,24 @@ class RestoreScreen(Screen[None]):
         if not picked:
             self.notify("nothing selected: space selects, r restores", severity="warning")
             return
+        # Expired by retention: only the tombstone is left (the browser shows it
+        # as gone), so there is nothing to ask about restoring it.
+        gone = [r for r in picked if r.status == "expired"]
+        picked = [r for r in picked if r.status != "expired"]
+        if not picked:
+            what = gone[0].relpath if len(gone) == 1 else f"{len(gone)} files"
+            self.notify(
+                f"{what}: expired by retention, no copy is left to restore "
+                "(only its sha256, in the manifest)",
+                severity="warning",
+                markup=False,
+            )
+            return
+        left_out = (
+            f"\n{len(gone)} selected expired by retention: no copy is left, not restored."
+            if gone
+            else ""
+        )
         to = self.query_one("#restore-to", Input).value.strip()
         try:
             root = self._root(to)
@@ -382,7 +400,7 @@ class RestoreScreen(Screen[None]):
         ok = await self.app.push_screen_wait(
             ConfirmScreen(
                 f"Restore {len(picked)} files",
-                f"to {where}; {human(sum(r.bytes for r in picked))} in all.",
+                f"to {where}; {human(sum(r.bytes for r in picked))} in all.{left_out}",
                 columns=("Path", "Size", "Status"),
                 rows=[(r.relpath, human(r.bytes), r.status) for r in picked[:200]],
                 warning="Existing files are never overwritten: they are reported and left alone.",
