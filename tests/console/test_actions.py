@@ -21,7 +21,7 @@ from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.stream import FileDone
 from coldkeep.core.files import recovery
 from coldkeep.core.files.recovery import ArchiveFiles
-from coldkeep.tui.console.panes import InFlightPane, JobsPane, OrphansPane
+from coldkeep.tui.console.panes import InFlightPane, JobsPane, LogPane, OrphansPane
 from coldkeep.tui.console.panes.log import StableLog
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, RestoreScreen
 
@@ -389,3 +389,14 @@ async def test_quitting_during_a_pass_asks_then_stops_cleanly(settings: Settings
     assert recovered.errors == [] and recovered.missing == []
     done = await after.run_pass()
     assert done.status == "ok" and done.recovery["orphans_found"] == 0
+
+
+async def test_the_log_has_no_empty_phase_line(settings: Settings) -> None:
+    """A phase with nothing counted ("recovery", "events") says nothing: no
+    "recovery:" with nothing after it."""
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await archive_all(app, pilot)
+        lines = [line for _, line in app.query_one(LogPane).lines]
+        assert any("pass: ok" in line for line in lines), lines
+        assert not [line for line in lines if line.rstrip().endswith(":")], lines
