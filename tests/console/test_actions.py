@@ -57,7 +57,7 @@ async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
         assert isinstance(app.screen, ConfirmScreen)
         summary = str(app.screen.query_one("#confirm-summary", Static).render())
         assert (
-            f"{eligible} files" in summary and "Recovery will remove 1 leftover partials" in summary
+            f"{eligible} files" in summary and "Recovery will remove 1 leftover partial;" in summary
         )
         assert "REMOVED" in str(app.screen.query_one("#confirm-warning", Static).render())
 
@@ -206,6 +206,7 @@ async def test_adopt_the_selected_orphan(settings: Settings) -> None:
         await pilot.press("a")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)
+        assert text_of(app.screen, "#confirm-title") == "Adopt 1 orphan gzip"
         listed = app.screen.query_one("#confirm-table", DataTable)
         chosen = str(listed.get_row_at(0)[0])
         assert listed.row_count == 1 and chosen in orphans
@@ -242,7 +243,7 @@ async def test_findings_show_as_the_archive_walk_finds_them(
         release.set()
         await settle(pilot)
         summary = text_of(app, "#orphans-summary")
-        assert "walking" not in summary and "3 orphan" in summary, summary
+        assert "walking" not in summary and "3 orphans" in summary, summary
 
 
 async def test_sweep_shows_the_exact_paths_first(settings: Settings) -> None:
@@ -253,6 +254,7 @@ async def test_sweep_shows_the_exact_paths_first(settings: Settings) -> None:
         await pilot.press("s")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)
+        assert text_of(app.screen, "#confirm-title") == "Sweep 1 leftover"
         rows = app.screen.query_one("#confirm-table", DataTable)
         assert [str(rows.get_row_at(i)[0]) for i in range(rows.row_count)] == [
             partial.relative_to(settings.archive_root).as_posix()

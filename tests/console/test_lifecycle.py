@@ -65,6 +65,8 @@ async def test_expire_asks_with_what_goes_and_what_holds_keep_then_deletes(
         await pilot.press("e")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)
+        title = str(app.screen.query_one("#confirm-title", Static).render())
+        assert title == f"Expire {len(plan.items)} archive files", "files only: no month is due"
         rows = table_rows(app.screen, "#confirm-table")
         assert [r[0] for r in rows] == [i.path for i in plan.items] + [i.path for i in plan.held]
         assert all(r[1] == "HELD" and "case 114" in r[4] for r in rows[len(plan.items) :])
@@ -224,6 +226,6 @@ async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) ->
             rows[statuses.index("archived")][1]
         ]
         summary = str(question.query_one("#confirm-summary", Static).render())
-        assert "1 selected expired by retention: no copy is left, not restored." in summary
+        assert "1 selected file expired by retention: no copy is left, not restored." in summary
         await pilot.press("n")
         await settle(pilot)

@@ -145,7 +145,7 @@ async def test_a_ship_problem_is_shown_in_the_pane(settings: Settings) -> None:
         problems = str(app.query_one("#remote-problems", Static).render())
         assert problems.startswith("1 problem in the last ship:"), problems
         assert rel in problems and "nothing replaced" in problems
-        assert remote_row(app, "pending").startswith("pending  1 files, ")
+        assert remote_row(app, "pending").startswith("pending  1 file, ")
         assert remote_row(app, "last").endswith(" failed")
         assert squatter.read_bytes() == b"not the archive's bytes"
 

@@ -70,6 +70,8 @@ async def test_typing_filters_and_fires_no_binding(settings: Settings) -> None:
         await pilot.press("r")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)
+        title = str(app.screen.query_one("#confirm-title", Static).render())
+        assert title == "Restore 1 file"
         listed = app.screen.query_one("#confirm-table", DataTable)
         assert [str(listed.get_row_at(i)[0]) for i in range(listed.row_count)] == [WANTED]
         await pilot.press("n")

@@ -80,7 +80,7 @@ def test_pressing_p_in_a_real_terminal_shows_the_plan_then_runs_the_pass(tmp_pat
         term.wait_for(
             "Run a pass (mode on)",
             "will be archived",
-            "Recovery will remove 1 leftover partials",
+            "Recovery will remove 1 leftover partial",
             "REMOVED",
         )
         term.keys("y")

@@ -18,7 +18,7 @@ from coldkeep.core.files.recovery import AdoptReport, RecoveryReport, SweepRepor
 from coldkeep.core.ops.passes import EventsMoved, EventsPlanned, PassSummary
 from coldkeep.core.ops.plan import PlanReport
 
-from ..text.fmt import LIST_MAX, human
+from ..text.fmt import LIST_MAX, human, plural
 from ..text.plan import pass_rows, pass_summary, pass_warning
 from .spec import (
     Console,
@@ -199,7 +199,7 @@ async def _ask_adopt(site: Site) -> tuple[tuple[str, ...], Question | Nothing]:
             "no orphan gzip to adopt (select one in Orphans & stale)", severity="warning"
         )
     return targets, Question(
-        f"Adopt {len(targets)} orphan gzips",
+        f"Adopt {plural(len(targets), 'orphan gzip')}",
         "Each is re-read and compared with its live source: the same bytes → "
         "entry written and the source removed; other bytes → kept as a stale version.",
         columns=("Gzip",),
@@ -256,7 +256,7 @@ async def _ask_sweep(site: Site) -> tuple[PlanReport, Question | Nothing]:
     if not paths:
         return report, Nothing("nothing to sweep: no leftover partials")
     return report, Question(
-        f"Sweep {len(paths)} leftovers",
+        f"Sweep {plural(len(paths), 'leftover')}",
         "These temporary files were left by an interrupted write or restore:",
         columns=("Path",),
         rows=[(p,) for p in paths],

@@ -8,7 +8,7 @@ from __future__ import annotations
 from coldkeep.core.base.config import Settings
 from coldkeep.core.remote.ship import ShipPlan, ShipReport
 
-from ..text.fmt import human, remote_where
+from ..text.fmt import human, plural, remote_where
 from .spec import Console, ConsoleAction, Gate, Nothing, Operation, Question, Run, Site, Words
 
 NOTHING_TO_SHIP = (
@@ -45,8 +45,8 @@ async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
     assert remote is not None  # a plan exists only with a remote
     where = remote_where(remote, site.base)
     send = (
-        f"Ship {plan.pending_files} archive files ({human(plan.pending_bytes)}, "
-        f"{plan.pending_entries} entries) to {where}"
+        f"Ship {plural(plan.pending_files, 'archive file')} ({human(plan.pending_bytes)}, "
+        f"{plural(plan.pending_entries, 'entry', 'entries')}) to {where}"
     )
     rows = [(f"ship to {where}", f"{plan.pending_files}", human(plan.pending_bytes))]
     if plan.months:
@@ -54,7 +54,8 @@ async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
     then, warning, drop = _drops(plan)
     rows += drop
     if plan.held:
-        then += f"; {plan.held} more local copies are kept by legal holds"
+        kept = plural(plan.held, "more local copy", "more local copies")
+        then += f"; {kept} {'is' if plan.held == 1 else 'are'} kept by legal holds"
     summary = (
         f"{send}; {then}.\nClosed event months changed since their last snapshot, and "
         "a snapshot of the manifest, go too. Each object is read back (size and "
@@ -93,11 +94,12 @@ def _drops(plan: ShipPlan) -> tuple[str, str, list[tuple[str, str, str]]]:
             "",
             [("drop local copies", "0", "")],
         )
+    copies = plural(plan.drops, "local copy", "local copies")
     return (
-        f"then drop {plan.drops} local copies ({human(plan.drop_bytes)}) "
-        f"shipped more than {keep:g} days ago",
-        f"{plan.drops} local copies are DELETED from the archive: the remote tier "
-        "then holds the only copy (restores read it back from there).",
+        f"then drop {copies} ({human(plan.drop_bytes)}) shipped more than {keep:g} days ago",
+        f"{copies} {'is' if plan.drops == 1 else 'are'} DELETED from the archive: the "
+        f"remote tier then holds the only {'copy' if plan.drops == 1 else 'copies'} "
+        "(restores read it back from there).",
         [("drop local copies", f"{plan.drops}", human(plan.drop_bytes))],
     )
 

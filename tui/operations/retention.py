@@ -12,7 +12,7 @@ import click
 
 from coldkeep.core.ops.expire import ExpireItem, ExpirePlan, ExpireReport
 
-from ..text.fmt import LIST_MAX, human
+from ..text.fmt import LIST_MAX, human, plural
 from .spec import Console, ConsoleAction, Nothing, Operation, Options, Question, Run, Site, Words
 
 NO_RETENTION = "no [retention] is configured: everything is kept for ever"
@@ -72,12 +72,19 @@ async def _ask_expire(site: Site) -> tuple[ExpirePlan, Question | Nothing]:
         for i in plan.items
     ]
     rows += [(i.path, "HELD", "", human(i.bytes), i.held or "") for i in plan.held]
-    held = f" {len(plan.held)} more are past it but held (listed last)." if plan.held else ""
+    n_held = len(plan.held)
+    held = (
+        f" {n_held} more {'is' if n_held == 1 else 'are'} past it but held (listed last)."
+        if n_held
+        else ""
+    )
     remote = " AND the remote tier" if any(i.remote for i in plan.items) else ""
+    months = sum(i.kind == "month" for i in plan.items)
+    what = [plural(len(plan.items) - months, "archive file"), plural(months, "event month")]
     return plan, Question(
-        f"Expire {len(plan.items)} archive files and event months",
+        f"Expire {' and '.join(w for w in what if not w.startswith('0 '))}",
         f"Past their retention (files_days {plan.files_days or '-'}, events_days "
-        f"{plan.events_days or '-'}): {plan.files} files, {human(plan.bytes)}.{held} "
+        f"{plan.events_days or '-'}): {plural(plan.files, 'file')}, {human(plan.bytes)}.{held} "
         "Their entries stay as tombstones (sha256, when) and each deletion is in "
         "the history.",
         columns=("Path", "Kind", "Files", "Size", "Copies"),

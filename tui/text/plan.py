@@ -12,7 +12,7 @@ from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
 
-from .fmt import LIST_MAX, human
+from .fmt import LIST_MAX, human, plural
 
 
 def months(events: EventsPlan | None) -> dict[str, tuple[int, int]]:
@@ -91,16 +91,19 @@ def pass_summary(report: PlanReport) -> str:
     per_month = months(plan.events)
     rows = sum(n for n, _ in per_month.values())
     summary = (
-        f"{plan.files} files ({human(plan.bytes)}) in {len(plan.units)} units will be "
-        f"archived; {rows:,} event rows in {len(per_month)} months will move."
+        f"{plural(plan.files, 'file')} ({human(plan.bytes)}) in "
+        f"{plural(len(plan.units), 'unit')} will be archived; {rows:,} event "
+        f"{'row' if rows == 1 else 'rows'} in {plural(len(per_month), 'month')} will move."
     )
     fixes = []
     if rec.partials:
-        fixes.append(f"remove {len(rec.partials)} leftover partials")
+        fixes.append(f"remove {plural(len(rec.partials), 'leftover partial')}")
     if rec.orphans:
-        fixes.append(f"re-verify {len(rec.orphans)} orphan gzips (a corrupt one is deleted)")
+        orphans = plural(len(rec.orphans), "orphan gzip")
+        fixes.append(f"re-verify {orphans} (a corrupt one is deleted)")
     if rec.sources_unlinked:
-        fixes.append(f"remove {len(rec.sources_unlinked)} live files already archived")
+        live = plural(len(rec.sources_unlinked), "live file")
+        fixes.append(f"remove {live} already archived")
     if fixes:
         summary += "\nRecovery will " + "; ".join(fixes) + "."
     return summary

@@ -19,7 +19,7 @@ from coldkeep.core.files.scan import ScanError
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.store.manifest import ManifestError
 
-from ...text.fmt import age, human
+from ...text.fmt import age, human, plural
 from ...text.plan import months
 from ..messages import BacklogLoaded, LoadFailed
 from ..tables import keyed_table, sync_table
@@ -81,10 +81,14 @@ class BacklogPane(Pane):
         skipped = ", ".join(
             f"{n} {why.replace('_', ' ')}" for why, n in sorted(plan.skipped.items())
         )
-        rows = f"{events.rows:,} rows ~{human(events.approx_bytes)}" if events else "no state_db"
+        rows = "no state_db"
+        if events:
+            n = events.rows
+            rows = f"{n:,} {'row' if n == 1 else 'rows'} ~{human(events.approx_bytes)}"
         if plan.events_error:
             rows = f"events: {plan.events_error}"
-        total = f"{plan.files} files {human(plan.bytes)} in {len(plan.units)} units · {rows}"
+        files, units = plural(plan.files, "file"), plural(len(plan.units), "unit")
+        total = f"{files} {human(plan.bytes)} in {units} · {rows}"
         if skipped:
             total += f"\nwaiting: {skipped}"
         self.query_one("#backlog-total", Static).update(total)

@@ -20,10 +20,13 @@ from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.status import Status
 from coldkeep.core.store.manifest import ManifestError
 
-from ...text.fmt import age, human
+from ...text.fmt import age, human, plural
 from ..messages import FindingsLoaded, LoadFailed
 from ..tables import keyed_table, sync_table
 from .base import Pane
+
+# The kinds that are things (3 orphans); the others say what a thing is (3 stale).
+NOUNS = {"partial", "orphan", "restore-partial"}
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,10 @@ class OrphansPane(Pane):
         counts: dict[str, int] = {}
         for f in findings:
             counts[f.kind] = counts.get(f.kind, 0) + 1
-        text = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing found"
+        text = ", ".join(
+            plural(n, k) if k in NOUNS else f"{n} {k}" for k, n in sorted(counts.items())
+        )
+        text = text or "nothing found"
         if walking is not None:
             text += f" (walking the archive: {walking:,} seen so far)"
         self.query_one("#orphans-summary", Static).update(text)

@@ -33,7 +33,7 @@ from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.manifest import ManifestError
 
-from ...text.fmt import clock_time, human, remote_where
+from ...text.fmt import clock_time, human, plural, remote_where
 from ..messages import LoadFailed
 from ..tables import Cell, sync_table
 from .base import Pane
@@ -237,14 +237,14 @@ class RemotePane(Pane):
         totals = self.state.totals if self.state else None
         plan = self.plan
         if plan is not None:
-            pending = f"{plan.pending_files} files, {human(plan.pending_bytes)}"
+            pending = f"{plural(plan.pending_files, 'file')}, {human(plan.pending_bytes)}"
         else:
-            pending = f"{totals.pending_files if totals else 0} files"
+            pending = plural(totals.pending_files if totals else 0, "file")
         rows["pending"] = ["pending", pending]
         shipped, shipped_bytes = (totals.shipped, totals.shipped_bytes) if totals else (0, 0)
-        rows["shipped"] = ["shipped", f"{shipped} objects, {human(shipped_bytes)}"]
+        rows["shipped"] = ["shipped", f"{plural(shipped, 'object')}, {human(shipped_bytes)}"]
         only, only_bytes = (totals.remote_only, totals.remote_only_bytes) if totals else (0, 0)
-        rows["remote_only"] = ["remote only", f"{only} files, {human(only_bytes)}"]
+        rows["remote_only"] = ["remote only", f"{plural(only, 'file')}, {human(only_bytes)}"]
         failed = totals.verify_failed if totals else 0
         style = ALERT if failed else ""
         rows["verify_failed"] = [styled("verify failed", style), styled(str(failed), style)]

@@ -37,7 +37,7 @@ from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_ca
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
-from ...text.fmt import clock_time, human, short_path
+from ...text.fmt import clock_time, human, plural, short_path
 from ..messages import Confirmed
 from ..tables import Cell, keyed_table, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search
@@ -377,7 +377,7 @@ class RestoreScreen(Screen[None]):
         gone = [r for r in picked if r.status == "expired"]
         picked = [r for r in picked if r.status != "expired"]
         if not picked:
-            what = gone[0].relpath if len(gone) == 1 else f"{len(gone)} files"
+            what = gone[0].relpath if len(gone) == 1 else plural(len(gone), "file")
             self.notify(
                 f"{what}: expired by retention, no copy is left to restore "
                 "(only its sha256, in the manifest)",
@@ -386,7 +386,8 @@ class RestoreScreen(Screen[None]):
             )
             return
         left_out = (
-            f"\n{len(gone)} selected expired by retention: no copy is left, not restored."
+            f"\n{plural(len(gone), 'selected file')} expired by retention: no copy is left, "
+            "not restored."
             if gone
             else ""
         )
@@ -399,7 +400,7 @@ class RestoreScreen(Screen[None]):
         where = "their live paths, held from passes for the hold time" if not to else str(root)
         ok = await self.app.push_screen_wait(
             ConfirmScreen(
-                f"Restore {len(picked)} files",
+                f"Restore {plural(len(picked), 'file')}",
                 f"to {where}; {human(sum(r.bytes for r in picked))} in all.{left_out}",
                 columns=("Path", "Size", "Status"),
                 rows=[(r.relpath, human(r.bytes), r.status) for r in picked[:200]],
@@ -461,9 +462,10 @@ class RestoreScreen(Screen[None]):
         if not picked:
             self.notify("select months and kinds with space first", severity="warning")
             return
+        rows = sum(m.rows for m in picked)
         ok = await self.app.push_screen_wait(
             ConfirmScreen(
-                f"Restore {sum(m.rows for m in picked):,} event rows",
+                f"Restore {rows:,} event {'row' if rows == 1 else 'rows'}",
                 "into the live table, held from passes for the hold time.",
                 columns=("Month", "Kind", "Rows"),
                 rows=[(m.month, m.kind, m.rows) for m in picked],
