@@ -36,7 +36,6 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.dom import DOMNode
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import Worker
 from watchfiles import awatch
 
@@ -62,6 +61,7 @@ from ..text.events import describe
 from ..text.results import headline
 from .actions import ACTIONS, bindings, quit_question
 from .actions import BY_NAME as ACTION
+from .footer import FittedFooter
 from .header import ActionBar, StatusLine, lock_words
 from .messages import (
     Attached,
@@ -159,8 +159,8 @@ class ColdkeepApp(App[None]):
         with Container(id="panes", classes=no_remote):
             for pane in PANES:
                 yield pane()
-        # Compact: every key fits in one line at 120 columns.
-        yield Footer(compact=True)
+        # Compact, and only the keys that fit (Quit and Stop always; help has all).
+        yield FittedFooter(compact=True, help_hint=True)
 
     def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(background_executor())

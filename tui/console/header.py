@@ -2,16 +2,19 @@
 (verify failures, who holds the lock, an operation watched, read-only), then
 what runs here or how the last pass ended, the mode and the two roots; at 80
 columns its end is cut, so the order is the point. The action bar: a button per
-action offered (from the registry, actions.py); a press runs the action."""
+action offered (from the registry, actions.py), those that fit its width (as the
+footer's keys: Quit and Stop always, footer.py); a press runs the action."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.widgets import Button, Static
 
 from coldkeep.core.base.config import Settings
@@ -20,6 +23,7 @@ from coldkeep.core.ops.status import Status
 
 from ..operations.spec import ConsoleAction
 from ..text.fmt import age
+from .footer import fit
 
 
 def lock_words(holder: Holder | None, alive: bool) -> tuple[str, str | None]:
@@ -81,6 +85,12 @@ class ActionBar(Horizontal):
     def compose(self) -> ComposeResult:
         for a in self.actions:
             yield Button(a.label, id=f"do-{a.name}", classes="action")
+
+    def on_resize(self, event: Resize) -> None:
+        # A button is its label padded by a space each side, then a space.
+        shown = fit([(a.name, cell_len(a.label) + 3) for a in self.actions], event.size.width)
+        for a in self.actions:
+            self.query_one(f"#do-{a.name}").display = a.name in shown
 
     @on(Button.Pressed, ".action")
     async def _pressed(self, event: Button.Pressed) -> None:

@@ -19,13 +19,14 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Select, Static
+from textual.widgets import Button, DataTable, Input, Select, Static
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.store.legalholds import SCOPES, Hold, HoldError
 from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import day, parse_day
+from ..footer import FittedFooter
 from ..messages import HoldsChanged
 from ..tables import keyed_table, sync_table
 from .confirm import ConfirmScreen
@@ -83,7 +84,7 @@ class HoldsScreen(Screen[None]):
                 ("Placed", "placed"),
             ],
         )
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.show(self.holds)

@@ -28,7 +28,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import Button, DataTable, Input, Static, TabbedContent, TabPane
 
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
@@ -38,6 +38,7 @@ from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
 from ...text.fmt import clock_time, human, plural, short_path
+from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, keyed_table, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search
@@ -161,7 +162,7 @@ class RestoreScreen(Screen[None]):
                 if not self.read_only:
                     yield Button("Restore rows \\[r]", id="events-go", variant="warning")
                 yield Static("", id="events-result")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.query_one("#restore-results").display = False
