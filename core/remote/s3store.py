@@ -4,7 +4,7 @@ botocore; why this client and not obstore is measured in docs/performance.md).
 Invariants:
 - Create-only writes are ``PutObject`` with ``If-None-Match: *``: 412 means the
   key exists. Whether the server honours the header is probed once per store,
-  on a key of coldkeep's own (``<prefix>.coldkeep-probe/…``); one that ignores
+  on a key of coldkeep's own (``<prefix>/.coldkeep-probe/…``); one that ignores
   it or refuses it is used with ``conditional = False`` (the shipper then asks
   with HEAD first, under the archive lock) and the store says so once.
 - Every PUT names SHA-256 as its checksum and sends the value: the server checks
@@ -165,7 +165,8 @@ class S3Store(ObjectStore):
         """Whether the server refuses a second create of the same key. Known only
         once the probe has an answer: a probe that failed is tried again."""
         s3 = await self._s3()
-        key = self._key(f".coldkeep-probe/{secrets.token_hex(8)}")
+        probe = f".coldkeep-probe/{secrets.token_hex(8)}"  # messages name it (where: the URL)
+        key = self._key(probe)
         created = False
         try:
             await s3.put_object(Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
@@ -182,17 +183,19 @@ class S3Store(ObjectStore):
             self._probed = True
         except ClientError as err:
             if _code(err) not in _NO_CONDITIONAL and _status(err) not in _NO_CONDITIONAL:
-                raise self._error(key, err, "probing for conditional writes") from err
+                raise self._error(probe, err, "probing for conditional writes") from err
             self.conditional = False
             self._probed = True
         except BotoCoreError as err:
-            raise self._error(key, err, "probing for conditional writes") from err
+            raise self._error(probe, err, "probing for conditional writes") from err
         finally:
             if created:
                 try:
                     await s3.delete_object(Bucket=self.bucket, Key=key)
                 except (ClientError, BotoCoreError):
-                    self.notices.append(f"{self.where(key)}: the probe object could not be removed")
+                    self.notices.append(
+                        f"{self.where(probe)}: the probe object could not be removed"
+                    )
         if not self.conditional:
             self.notices.append(
                 f"{self.url}: the server does not refuse an existing key (If-None-Match); "

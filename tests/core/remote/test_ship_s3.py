@@ -3,6 +3,7 @@ each fault's outcome in one line, and zero bytes lost in every one of them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import sqlite3
@@ -283,3 +284,15 @@ def test_a_ship_to_s3_killed_at_a_step_resumes_without_loss(
     check(site, s3, tally)
     tally.faults += 1
     tally.by_kind[f"SIGKILL at {step}"] += 1
+
+
+def test_the_probe_is_named_at_its_one_key(archived: Path, tmp_path: Path, s3: S3Site) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    s3.proxy.fail(INTERNAL_ERROR, method="PUT", path=r"\.coldkeep-probe/")
+    where = f"s3://{s3.bucket}/{PREFIX}/.coldkeep-probe/"
+    env = {"AWS_MAX_ATTEMPTS": "1"}
+    doctor = json.loads(ck(site, "doctor", "--json", check=1, env=env).stdout)
+    [finding] = [f for f in doctor["result"]["findings"] if f["check"] == "remote"]
+    assert finding["level"] == "fail" and where in finding["found"], finding
+    shipped = ck(site, "ship", check=1, env=env)
+    assert where in shipped.stdout and f"{PREFIX}/{PREFIX}/" not in shipped.stdout, shipped.stdout
