@@ -13,7 +13,11 @@ Invariants:
   it and the caller reads the bytes back instead.
 - Credentials come from botocore's standard chain only; a missing or refused one
   is a ``RemoteAuthError`` saying where credentials are looked for, and no
-  message carries a key.
+  message carries a key. An endpoint no connection reaches is a
+  ``RemoteUnreachable`` (after botocore's retries), a missing bucket a
+  ``RemoteNoBucket``: both stop the operation (``RemoteFatal``).
+- Messages name an object by its key under the URL's prefix (``where``), the
+  prefix once.
 - Over plain http (a local test server, an internal MinIO) botocore's SigV4
   signs the body's sha256, which it computes by reading the file on the event
   loop: 47 ms per 64 MiB bundle here (warm cache). Over https (S3, R2, B2) it signs
@@ -41,14 +45,22 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    EndpointConnectionError,
     NoCredentialsError,
     PartialCredentialsError,
 )
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
-from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError, RemoteMissing
+from .objectstore import (
+    ObjectInfo,
+    ObjectStore,
+    Put,
+    RemoteAuthError,
+    RemoteMissing,
+    RemoteNoBucket,
+    RemoteUnreachable,
+)
 
 # A single PUT carries at most this much (S3's limit); bigger objects are refused
 # with the reason rather than sent in parts whose checksum is not the file's.
@@ -144,14 +156,14 @@ class S3Store(ObjectStore):
                     f"{_CREDENTIALS_HELP}, with access to bucket {self.bucket})"
                 )
             if code == "NoSuchBucket":
-                return RemoteError(
-                    f"{self.url}: the bucket {self.bucket} does not exist (create it, or fix "
-                    "remote.url)"
-                )
+                return RemoteNoBucket(self.url, self.bucket)
             message = err.response.get("Error", {}).get("Message", "")
             return RemoteError(f"{where}: {code} while {doing}: {message}".rstrip(": "))
-        if isinstance(err, EndpointConnectionError):
-            return RemoteError(f"{where}: cannot reach the endpoint while {doing} ({err})")
+        if isinstance(err, BotoConnectionError):  # refused, timed out, no such host, a proxy
+            return RemoteUnreachable(
+                f"{where}: cannot reach the endpoint while {doing} ({err}); check the "
+                "endpoint and the network, nothing more was tried"
+            )
         return RemoteError(f"{where}: {type(err).__name__} while {doing}: {err}")
 
     # create-only writes --------------------------------------------------------

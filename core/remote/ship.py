@@ -36,6 +36,9 @@ Invariants:
   ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``); a crash
   anywhere is settled by the next ship: an uploaded object not recorded is found
   at its key (same bytes) and recorded; a drop recorded and not done is done.
+- A remote that cannot be used at all (``RemoteFatal``: unreachable,
+  credentials, no bucket) stops the ship at the first object that meets it, in
+  one line; what was not shipped stays pending, nothing is recorded for it.
 - Cancelled, it stops between objects.
 """
 
@@ -73,7 +76,7 @@ from ..store.legalholds import Hold, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .fetch import clear_scratch
-from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError
+from .objectstore import ObjectInfo, ObjectStore, Put, RemoteFatal
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -332,7 +335,7 @@ class Shipper:
             return None
         try:
             return await self._upload(path, local, size, sha)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             self._problem(path, str(err))
@@ -341,7 +344,7 @@ class Shipper:
     async def _confirm_one(self, sent: _Sent) -> None:
         try:
             why = await self._read_back(sent)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             why = str(err)
@@ -368,7 +371,7 @@ class Shipper:
                         sizes[info.key] = info.size
                         if len(sizes) == len(wanted):
                             break
-            except RemoteAuthError:
+            except RemoteFatal:
                 raise
             except RemoteError:
                 sizes.clear()  # each read back by HEAD instead, which says what fails
@@ -385,7 +388,7 @@ class Shipper:
         try:
             sent = await self._upload(path, local, size, sha)
             why = await self._read_back(sent)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             why = str(err)
@@ -454,7 +457,7 @@ class Shipper:
         try:
             await self.store.delete(self.key(obj.path))
             why = await self._read_back(await self._upload(obj.path, local, size, sha))
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)
@@ -523,6 +526,8 @@ class Shipper:
                     path, f"{self.store.where(key)}: the snapshot did not read back whole"
                 )
                 return
+        except RemoteFatal:
+            raise
         except RemoteError as err:
             self._problem(path, str(err))
             return
@@ -585,7 +590,7 @@ class Shipper:
         key = self.key(obj.path)
         try:
             info = await self.store.head(key)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)

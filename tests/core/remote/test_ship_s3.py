@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -284,6 +285,29 @@ def test_a_ship_to_s3_killed_at_a_step_resumes_without_loss(
     check(site, s3, tally)
     tally.faults += 1
     tally.by_kind[f"SIGKILL at {step}"] += 1
+
+
+def test_an_unreachable_endpoint_stops_the_ship_at_once_in_one_line(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    with socket.socket() as closed:  # bound, never listening: every connect is refused
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        text = (site / "coldkeep.toml").read_text().replace(s3.endpoint, dead)
+        (site / "coldkeep.toml").write_text(text)
+        pending = ck_json(site, "status")["result"]["remote"]["pending_files"]
+        assert pending > 1
+        run = ck(site, "ship", check=1, env={"AWS_MAX_ATTEMPTS": "1"})
+    said = [ln for ln in (run.stdout + run.stderr).splitlines() if "cannot reach" in ln]
+    assert len(said) == 1, run.stdout + run.stderr
+    assert said[0].startswith("coldkeep: ") and dead in said[0]
+    assert remote_rows(site) == {}, "nothing recorded"
+    after = ck_json(site, "status")["result"]["remote"]
+    assert after["pending_files"] == pending and after["last_ship"]["outcome"] == "error"
+    assert [p for p in (site / "archive" / "files").rglob("*") if p.is_file()], "nothing dropped"
+    tally.faults += 1
+    tally.by_kind["endpoint unreachable"] += 1
 
 
 def test_the_probe_is_named_at_its_one_key(archived: Path, tmp_path: Path, s3: S3Site) -> None:
