@@ -25,6 +25,8 @@ def _shipped(r: ShipReport) -> str:
         parts.append(f"{r.months} event months")
     if r.dropped:
         parts.append(f"{r.dropped} local copies dropped ({human(r.dropped_bytes)})")
+    if r.held:
+        parts.append(f"{r.held} local copies kept by legal holds")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.problems:
