@@ -47,6 +47,10 @@ SOCKET_NAME = ".coldkeep.sock"
 # A remote copy read back lies beside the archive while it is read, under a name
 # no walk of files/ or events/ sees: ``.remote-<what>-<hex>.partial``.
 SCRATCH_PREFIX = ".remote-"
+# What SQLite leaves beside a database it opened: a snapshot's rollback journal,
+# and the WAL and its index of a database in WAL mode opened read-only to check it
+# (a manifest snapshot is one: ``<scratch>.partial-wal``, ``-shm``).
+SQLITE_SIDECARS = ("-journal", "-wal", "-shm")
 PROBE_PREFIX = ".coldkeep-doctor."  # doctor's write test
 _MONTH_DB = re.compile(r"(\d{4}-\d{2})\.db")  # an event month's database under events/
 
@@ -61,9 +65,14 @@ def is_temp_name(name: str) -> bool:
 
 
 def is_scratch_name(name: str) -> bool:
-    """A remote copy's scratch file (``Layout.scratch``), or the rollback journal a
-    snapshot's database left beside one (``<scratch>.partial-journal``)."""
+    """A remote copy's scratch file (``Layout.scratch``), or what SQLite left
+    beside one (``<scratch>.partial-journal``, ``-wal``, ``-shm``)."""
     return name.startswith(SCRATCH_PREFIX) and PARTIAL_SUFFIX in name
+
+
+def sidecars_of(db: Path) -> list[Path]:
+    """The files SQLite may leave beside the database ``db`` (``SQLITE_SIDECARS``)."""
+    return [db.with_name(db.name + s) for s in SQLITE_SIDECARS]
 
 
 def partial_of(dest: Path) -> Path:

@@ -8,6 +8,9 @@ the remote (``RemoteReader``) into a folder the operator names, never in place.
 
 Invariants:
 - Read-only towards the remote: nothing is written under the prefix.
+- The cache holds each site's snapshot and the marker naming it; the scratch
+  files of a fetch (and what SQLite left beside one while checking it) are
+  removed after it, and those a killed view left at the site's next load.
 - A snapshot is used only if it reads back whole (the server's checksum) and
   passes ``integrity_check``; a site without a usable one is listed with why.
 - A restored file's sha256 is checked against its entry before it is placed,
@@ -34,8 +37,8 @@ from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
 from ..files.restore import RestoreReport, check_restore_root, restore_files
 from ..remote.connect import open_store
-from ..remote.fetch import RemoteReader, downloaded
-from ..remote.objectstore import ObjectStore
+from ..remote.fetch import RemoteReader, clear_scratch, downloaded
+from ..remote.objectstore import ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_problem
 from ..store.manifest import Manifest
 
@@ -69,7 +72,11 @@ class Fleet:
     async def load(self) -> list[FleetSite]:
         """Every site and its newest usable snapshot, fetched when not cached."""
         await asyncio.to_thread(self.cache.mkdir, parents=True, exist_ok=True)
-        self.sites = [await self._site(name) for name in await self.store.list_dirs("")]
+        try:
+            names = await self.store.list_dirs("")
+        except RemoteNoBucket as err:  # the URL came from --remote, not a remote.url
+            raise err.said_for("check the URL given to --remote") from err
+        self.sites = [await self._site(name) for name in names]
         return self.sites
 
     async def _site(self, site: str) -> FleetSite:
@@ -80,6 +87,7 @@ class Fleet:
             return FleetSite(site, None, "no manifest snapshot (has it shipped yet?)")
         layout = self.layout(site)
         await asyncio.to_thread(layout.root.mkdir, exist_ok=True)
+        await asyncio.to_thread(clear_scratch, layout)  # what a view killed mid-fetch left
         marker = layout.root / "snapshot"
         cached = await asyncio.to_thread(lambda: marker.read_text() if marker.exists() else None)
         problems = []

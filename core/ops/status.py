@@ -5,13 +5,14 @@ without writing (the manifest is opened read-only, the lock file only read).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
+from ..remote.months import PendingEvents, pending_events
 from ..store import passlog
 from ..store.audit import AuditRecord, last_of
 from ..store.manifest import Entry, Manifest
@@ -31,6 +32,7 @@ class RemoteState:
     keep_local_days: float
     totals: RemoteTotals
     last_ship: AuditRecord | None
+    pending_events: PendingEvents = field(default_factory=PendingEvents)  # rows no snapshot holds
 
     def to_dict(self) -> dict[str, Any]:
         last = self.last_ship
@@ -39,6 +41,8 @@ class RemoteState:
             "site": self.site,
             "keep_local_days": self.keep_local_days,
             **asdict(self.totals),
+            "pending_event_months": len(self.pending_events.months),
+            "pending_event_rows": self.pending_events.rows,
             "last_ship": (
                 {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
             ),
@@ -106,7 +110,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
             failures = await manifest.verify_failure_count()
             intents = len(await manifest.restore_intents())
             passes = await passlog.recent(manifest, 5)
-            remote = await remote_state(settings, manifest)
+            remote = await remote_state(settings, manifest, layout)
     return Status(
         settings.config_path,
         settings.live_root,
@@ -124,10 +128,16 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
     )
 
 
-async def remote_state(settings: Settings, manifest: Manifest) -> RemoteState | None:
-    """What is shipped, pending and dropped, and the last ship (None: no remote)."""
+async def remote_state(
+    settings: Settings, manifest: Manifest, layout: Layout
+) -> RemoteState | None:
+    """What is shipped, pending and dropped, the event rows no snapshot holds yet,
+    and the last ship (None: no remote)."""
     if settings.remote is None:
         return None
     r = settings.remote
-    totals = await RemoteObjects(manifest).totals()
-    return RemoteState(r.url, r.site, r.keep_local_days, totals, await last_of(manifest, "ship"))
+    objects = RemoteObjects(manifest)
+    totals = await objects.totals()
+    last = await last_of(manifest, "ship")
+    pending = await pending_events(layout, objects)
+    return RemoteState(r.url, r.site, r.keep_local_days, totals, last, pending)

@@ -6,10 +6,12 @@ as a plain gzip and that is removed after.
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
   compares the SHA-256 with the entry's before anything is placed).
-- Scratch files are ``Layout.scratch`` names (and a snapshot's ``-journal``)
-  directly under ``archive_root``; one a crash left behind is removed by the
-  next operation that reads the remote (``clear_scratch``), and no walk of the
-  archive takes one for data.
+- Scratch files are ``Layout.scratch`` names directly under ``archive_root`` (or
+  a fleet site's cache), and what SQLite leaves beside one it opened (a
+  snapshot's ``-journal``; a checked snapshot's ``-wal`` and ``-shm``): removed
+  with it (``remove_scratch``, also when it was renamed into place); one a crash
+  left behind is removed by the next operation that reads the remote
+  (``clear_scratch``), and no walk of the archive takes one for data.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..base.fsutil import open_file, unlink_if_present
-from ..base.layout import Layout, is_scratch_name
+from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
@@ -38,6 +40,12 @@ def clear_scratch(layout: Layout) -> list[Path]:
         return []
     names = [n for n in os.listdir(root) if is_scratch_name(n)]
     return [root / n for n in names if unlink_if_present(root / n, root=root)]
+
+
+def remove_scratch(tmp: Path, layout: Layout) -> None:
+    """The scratch file ``tmp`` (if still there) and what SQLite left beside it."""
+    for path in (tmp, *sidecars_of(tmp)):
+        unlink_if_present(path, root=layout.root)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -110,7 +118,7 @@ async def remote_reader(
 async def scratch_file(layout: Layout, what: str) -> AsyncIterator[tuple[Path, int]]:
     """A new scratch file under archive_root and its descriptor, for the life of
     the block (closed after); the file is removed after the block unless the
-    block renamed it into place."""
+    block renamed it into place, and what SQLite left beside it either way."""
     tmp = layout.scratch(what)
     root = layout.root
     try:
@@ -122,7 +130,7 @@ async def scratch_file(layout: Layout, what: str) -> AsyncIterator[tuple[Path, i
         finally:
             os.close(fd)
     finally:
-        await asyncio.to_thread(unlink_if_present, tmp, root=root)
+        await asyncio.to_thread(remove_scratch, tmp, layout)
 
 
 @asynccontextmanager

@@ -15,7 +15,9 @@ Invariants:
   as remote on the strength of a PUT's answer alone (the shipper reads the size
   back by HEAD or by listing).
 - Every failure is a ``RemoteError`` whose message is one line naming the URL and
-  key and what to do; credentials never appear in it.
+  key and what to do; credentials never appear in it. One that no retry of
+  another object would get past (``RemoteFatal``: unreachable, credentials, no
+  bucket) stops the operation rather than being counted against each object.
 """
 
 from __future__ import annotations
@@ -28,8 +30,34 @@ from pathlib import Path
 from ..base.errors import RemoteError
 
 
-class RemoteAuthError(RemoteError):
+class RemoteFatal(RemoteError):
+    """The remote cannot be used at all until the operator fixes something (the
+    endpoint unreachable, the credentials missing or refused, the bucket not
+    there): an operation stops at the first one, in one line, instead of failing
+    every object the same way."""
+
+
+class RemoteAuthError(RemoteFatal):
     """The credentials are missing or refused: nothing will work until fixed."""
+
+
+class RemoteUnreachable(RemoteFatal):
+    """No connection to the endpoint could be made (refused, timed out, no such
+    host)."""
+
+
+class RemoteNoBucket(RemoteFatal):
+    """The bucket the URL names does not exist. ``fix`` says what to do where the
+    URL came from (a config's ``remote.url``, or a command's option)."""
+
+    def __init__(self, url: str, bucket: str, fix: str = "create it, or fix remote.url") -> None:
+        super().__init__(f"{url}: the bucket {bucket} does not exist ({fix})")
+        self.url = url
+        self.bucket = bucket
+
+    def said_for(self, fix: str) -> RemoteNoBucket:
+        """The same error, with what to do where the URL came from elsewhere."""
+        return RemoteNoBucket(self.url, self.bucket, fix)
 
 
 class RemoteMissing(RemoteError):

@@ -8,7 +8,10 @@ on a fresh host with only the bucket, the credentials and ``coldkeep.toml``.
                dropped: restore reads it from the remote. An entry with neither
                was never shipped; it is listed, and recovery marks it missing
     events     each event month's newest snapshot, fetched into ``events/`` where
-               no database for the month is, checked against its recorded sha256
+               no database for the month is, checked against its recorded sha256;
+               a month the snapshot says held more rows than its newest month
+               snapshot (or that has none) is listed: those rows were never
+               shipped (``remote/months.py``)
 
 Without any snapshot, every archive file under ``<site>/files/`` is fetched into
 ``files/`` (each written to a partial, fsynced, renamed without replacing) and
@@ -46,6 +49,7 @@ from ..store.remoteobjects import RemoteObjects
 from ..store.schema import SCHEMA_VERSION
 from .connect import connected
 from .fetch import clear_scratch, downloaded
+from .months import MonthLost, months_lost
 from .objectstore import ObjectStore
 
 
@@ -63,11 +67,17 @@ class FromRemoteReport:
     months: int = 0  # event month databases fetched
     fetched: int = 0  # archive files fetched (no snapshot)
     never_shipped: list[str] = field(default_factory=list)  # entries' gzips in neither place
+    events_never_shipped: list[MonthLost] = field(default_factory=list)  # rows in no snapshot
     problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return bool(self.problems)
+
+    @property
+    def lost(self) -> bool:
+        """Something the lost host archived is known to be in no copy."""
+        return bool(self.never_shipped or self.events_never_shipped)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +88,7 @@ class FromRemoteReport:
             "months": self.months,
             "fetched": self.fetched,
             "never_shipped": self.never_shipped,
+            "events_never_shipped": [m.to_dict() for m in self.events_never_shipped],
             "problems": self.problems,
         }
 
@@ -165,6 +176,8 @@ class RemoteRebuild:
             return report  # rebuilt from the files by the caller
         async with await Manifest.open(out) as manifest:
             await self._mark_remote_only(manifest, report)
+            # Before the fetch: a month database already here is not lost.
+            report.events_never_shipped = await months_lost(self.layout, manifest)
             report.months, problems = await self.fetch_months(manifest)
             report.problems += problems
         return report

@@ -4,7 +4,7 @@ botocore; why this client and not obstore is measured in docs/performance.md).
 Invariants:
 - Create-only writes are ``PutObject`` with ``If-None-Match: *``: 412 means the
   key exists. Whether the server honours the header is probed once per store,
-  on a key of coldkeep's own (``<prefix>.coldkeep-probe/…``); one that ignores
+  on a key of coldkeep's own (``<prefix>/.coldkeep-probe/…``); one that ignores
   it or refuses it is used with ``conditional = False`` (the shipper then asks
   with HEAD first, under the archive lock) and the store says so once.
 - Every PUT names SHA-256 as its checksum and sends the value: the server checks
@@ -13,7 +13,11 @@ Invariants:
   it and the caller reads the bytes back instead.
 - Credentials come from botocore's standard chain only; a missing or refused one
   is a ``RemoteAuthError`` saying where credentials are looked for, and no
-  message carries a key.
+  message carries a key. An endpoint no connection reaches is a
+  ``RemoteUnreachable`` (after botocore's retries), a missing bucket a
+  ``RemoteNoBucket``: both stop the operation (``RemoteFatal``).
+- Messages name an object by its key under the URL's prefix (``where``), the
+  prefix once.
 - Over plain http (a local test server, an internal MinIO) botocore's SigV4
   signs the body's sha256, which it computes by reading the file on the event
   loop: 47 ms per 64 MiB bundle here (warm cache). Over https (S3, R2, B2) it signs
@@ -41,14 +45,22 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    EndpointConnectionError,
     NoCredentialsError,
     PartialCredentialsError,
 )
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
-from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError, RemoteMissing
+from .objectstore import (
+    ObjectInfo,
+    ObjectStore,
+    Put,
+    RemoteAuthError,
+    RemoteMissing,
+    RemoteNoBucket,
+    RemoteUnreachable,
+)
 
 # A single PUT carries at most this much (S3's limit); bigger objects are refused
 # with the reason rather than sent in parts whose checksum is not the file's.
@@ -144,14 +156,14 @@ class S3Store(ObjectStore):
                     f"{_CREDENTIALS_HELP}, with access to bucket {self.bucket})"
                 )
             if code == "NoSuchBucket":
-                return RemoteError(
-                    f"{self.url}: the bucket {self.bucket} does not exist (create it, or fix "
-                    "remote.url)"
-                )
+                return RemoteNoBucket(self.url, self.bucket)
             message = err.response.get("Error", {}).get("Message", "")
             return RemoteError(f"{where}: {code} while {doing}: {message}".rstrip(": "))
-        if isinstance(err, EndpointConnectionError):
-            return RemoteError(f"{where}: cannot reach the endpoint while {doing} ({err})")
+        if isinstance(err, BotoConnectionError):  # refused, timed out, no such host, a proxy
+            return RemoteUnreachable(
+                f"{where}: cannot reach the endpoint while {doing} ({err}); check the "
+                "endpoint and the network, nothing more was tried"
+            )
         return RemoteError(f"{where}: {type(err).__name__} while {doing}: {err}")
 
     # create-only writes --------------------------------------------------------
@@ -165,7 +177,8 @@ class S3Store(ObjectStore):
         """Whether the server refuses a second create of the same key. Known only
         once the probe has an answer: a probe that failed is tried again."""
         s3 = await self._s3()
-        key = self._key(f".coldkeep-probe/{secrets.token_hex(8)}")
+        probe = f".coldkeep-probe/{secrets.token_hex(8)}"  # messages name it (where: the URL)
+        key = self._key(probe)
         created = False
         try:
             await s3.put_object(Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
@@ -182,17 +195,19 @@ class S3Store(ObjectStore):
             self._probed = True
         except ClientError as err:
             if _code(err) not in _NO_CONDITIONAL and _status(err) not in _NO_CONDITIONAL:
-                raise self._error(key, err, "probing for conditional writes") from err
+                raise self._error(probe, err, "probing for conditional writes") from err
             self.conditional = False
             self._probed = True
         except BotoCoreError as err:
-            raise self._error(key, err, "probing for conditional writes") from err
+            raise self._error(probe, err, "probing for conditional writes") from err
         finally:
             if created:
                 try:
                     await s3.delete_object(Bucket=self.bucket, Key=key)
                 except (ClientError, BotoCoreError):
-                    self.notices.append(f"{self.where(key)}: the probe object could not be removed")
+                    self.notices.append(
+                        f"{self.where(probe)}: the probe object could not be removed"
+                    )
         if not self.conditional:
             self.notices.append(
                 f"{self.url}: the server does not refuse an existing key (If-None-Match); "

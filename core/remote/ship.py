@@ -9,14 +9,19 @@ One ship, under the archive lock:
     files      each archive file with kept entries and no remote copy (a bundle
                once, for all its members): hashed, uploaded create-only, read
                back (size and SHA-256), recorded
-    events     each closed event month whose database changed since its last
-               snapshot: a consistent copy (SQLite's backup API) shipped as
-               ``events/<YYYY-MM>.<sha12>.db``
+    events     each event month whose database changed since its last snapshot,
+               the month passes still add rows to as well: a consistent copy
+               (SQLite's backup API) shipped as ``events/<YYYY-MM>.<sha12>.db``
+               (a new name each time it changed; earlier snapshots stay until
+               the month expires), its rows counted and recorded for the
+               manifest snapshot (``remote/months.py``)
     drop       local copies shipped more than ``keep_local_days`` ago: the remote
                copy re-checked (HEAD), the drop recorded, the file unlinked
                (identity re-checked), its directory fsynced
     manifest   a snapshot of the manifest as ``manifest/<UTC time>.db`` when
-               anything changed (or none is there); the newest KEEP_SNAPSHOTS kept
+               anything changed (or none is there); the newest KEEP_SNAPSHOTS kept.
+               It records each month's rows as counted: a rebuild from the bucket
+               names what it cannot give back
 
 Every object lives at ``<prefix>/<site>/<path>``, ``path`` being its place under
 ``archive_root``.
@@ -36,6 +41,9 @@ Invariants:
   ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``); a crash
   anywhere is settled by the next ship: an uploaded object not recorded is found
   at its key (same bytes) and recorded; a drop recorded and not done is done.
+- A remote that cannot be used at all (``RemoteFatal``: unreachable,
+  credentials, no bucket) stops the ship at the first object that meets it, in
+  one line; what was not shipped stays pending, nothing is recorded for it.
 - Cancelled, it stops between objects.
 """
 
@@ -43,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import posixpath
 import sqlite3
 import time
@@ -61,19 +68,18 @@ from ..base.fsutil import (
     fsync_dir,
     identity_or_none,
     unlink_if_identity,
-    unlink_if_present,
 )
 from ..base.layout import Layout
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.steps import StepHook, StepName, no_step
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import DAY_MS, now_ms
-from ..events.eventschema import month_end_ms
 from ..store.legalholds import Hold, active, held_paths
 from ..store.manifest import Manifest
-from ..store.remoteobjects import RemoteObject, RemoteObjects
-from .fetch import clear_scratch
-from .objectstore import ObjectInfo, ObjectStore, Put, RemoteAuthError
+from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects
+from .fetch import clear_scratch, remove_scratch
+from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
+from .objectstore import ObjectInfo, ObjectStore, Put, RemoteFatal
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -131,6 +137,16 @@ class _Sent:
 
 
 @dataclass(frozen=True)
+class _Month:
+    """An event month's snapshot: its month, its database's signature when taken,
+    its rows."""
+
+    month: str
+    sig: str
+    rows: int
+
+
+@dataclass(frozen=True)
 class ShipPlan:
     """What a ship would do now, read without the lock: the console's confirm."""
 
@@ -141,7 +157,7 @@ class ShipPlan:
     drops: int  # local copies past keep_local_days that it would drop
     drop_bytes: int
     keep_local_days: float
-    months: int = 0  # closed event months changed since their last snapshot
+    months: int = 0  # event months changed since their last snapshot
     held: int = 0  # local copies past keep_local_days that legal holds keep
 
 
@@ -162,7 +178,8 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
         drops = [o for o in drops if o.path not in held]
     layout = Layout(settings.archive_root)
     latest = await objects.latest_months()
-    months = await asyncio.to_thread(months_due, layout, latest, now, settings.events.min_age_days)
+    local = await asyncio.to_thread(local_months, layout)
+    months = [m for m, month in local.items() if is_due(month, latest.get(m))]
     return ShipPlan(
         f"{remote.url}/{remote.site}",
         totals.pending_files,
@@ -179,47 +196,6 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
 async def _held(manifest: Manifest, objs: list[RemoteObject], now: int) -> dict[str, Hold]:
     """Which of ``objs`` a legal hold keeps local."""
     return await held_paths(manifest, await active(manifest, now), [o.path for o in objs])
-
-
-def months_due(
-    layout: Layout, latest: dict[str, RemoteObject], now_ms: int, min_age_days: float
-) -> list[tuple[str, Path, str]]:
-    """The closed event months (no pass adds rows to them any more: their last
-    day is older than the events' minimum age) whose database changed since its
-    last snapshot, or has none: (month, database, its signature now). Runs in a
-    thread."""
-    due = []
-    for month, db in layout.event_months().items():
-        if month_end_ms(month) + int(min_age_days * DAY_MS) > now_ms:
-            continue
-        sig = _signature(db)
-        last = latest.get(month)
-        if last is None or last.source_sig != sig:
-            due.append((month, db, sig))
-    return due
-
-
-def _signature(db: Path) -> str:
-    """What changes when a month database's content may have: its size and
-    mtime, and its WAL's while that holds frames. (Reading a database in WAL mode,
-    as the snapshot does, leaves an empty WAL behind: that is no change.)"""
-    parts = []
-    for p in (db, db.with_name(db.name + "-wal")):
-        try:
-            st = p.stat()
-        except FileNotFoundError:
-            continue
-        if st.st_size:
-            parts.append(f"{st.st_size}:{st.st_mtime_ns}")
-    return "/".join(parts)
-
-
-def _snapshot(src: Path, dest: Path) -> None:
-    """A consistent copy of the database ``src`` at ``dest``, fsynced."""
-    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(dest) as out:
-        source.backup(out)
-    with open(dest, "rb") as f:
-        os.fsync(f.fileno())
 
 
 class Shipper:
@@ -252,6 +228,7 @@ class Shipper:
         self.cancel = cancel or CancelToken()
         self.report = ShipReport()
         self._probing = asyncio.Lock()
+        self._counted = False  # a month's row count changed: the manifest snapshot says it
 
     def key(self, path: str) -> str:
         return f"{self.remote.site}/{path}"
@@ -274,7 +251,8 @@ class Shipper:
             self.stream.notice("warning", notice)
         await self.drop_local()
         r = self.report
-        if r.uploaded or r.already or r.months or r.dropped or not await self._any_snapshot():
+        changed = r.uploaded or r.already or r.months or r.dropped or self._counted
+        if changed or not await self._any_snapshot():
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())
         return r
@@ -332,7 +310,7 @@ class Shipper:
             return None
         try:
             return await self._upload(path, local, size, sha)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             self._problem(path, str(err))
@@ -341,7 +319,7 @@ class Shipper:
     async def _confirm_one(self, sent: _Sent) -> None:
         try:
             why = await self._read_back(sent)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             why = str(err)
@@ -368,7 +346,7 @@ class Shipper:
                         sizes[info.key] = info.size
                         if len(sizes) == len(wanted):
                             break
-            except RemoteAuthError:
+            except RemoteFatal:
                 raise
             except RemoteError:
                 sizes.clear()  # each read back by HEAD instead, which says what fails
@@ -379,23 +357,24 @@ class Shipper:
                 await self._confirm_one(sent)
 
     async def ship_object(
-        self, path: str, local: Path, size: int, sha: str, **extra: str | None
+        self, path: str, local: Path, size: int, sha: str, month: _Month | None = None
     ) -> bool:
-        """``local`` at ``path``'s key, read back, recorded; True if recorded."""
+        """``local`` at ``path``'s key, read back, recorded (``month``: the event
+        month whose snapshot it is); True if recorded."""
         try:
             sent = await self._upload(path, local, size, sha)
             why = await self._read_back(sent)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             why = str(err)
         if why is not None:
             self._problem(path, why)
             return False
-        await self._accept(sent, **extra)
+        await self._accept(sent, month)
         return True
 
-    async def _accept(self, sent: _Sent, **extra: str | None) -> None:
+    async def _accept(self, sent: _Sent, month: _Month | None = None) -> None:
         """An object the server was shown to hold: recorded as remote."""
         await self.objects.record(
             RemoteObject(
@@ -403,8 +382,9 @@ class Shipper:
                 sent.size,
                 sent.sha,
                 self.clock(),
-                month=extra.get("month"),
-                source_sig=extra.get("sig"),
+                month=month.month if month else None,
+                source_sig=month.sig if month else None,
+                row_count=month.rows if month else None,
             )
         )
         await self._announce("object_recorded", sent.path)
@@ -454,7 +434,7 @@ class Shipper:
         try:
             await self.store.delete(self.key(obj.path))
             why = await self._read_back(await self._upload(obj.path, local, size, sha))
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)
@@ -482,29 +462,60 @@ class Shipper:
     # event months -------------------------------------------------------------
 
     async def ship_months(self) -> None:
+        """Every month whose database changed since its newest snapshot, then the
+        counts of the others where none is recorded for what they hold now."""
         latest = await self.objects.latest_months()
-        due = await asyncio.to_thread(
-            months_due, self.layout, latest, self.clock(), self.settings.events.min_age_days
-        )
-        for month, db, sig in due:
+        counted = await self.objects.month_counts()
+        local = await asyncio.to_thread(local_months, self.layout)
+        for month, db in local.items():
             self.cancel.check()
-            await self._ship_month(month, db, sig, latest.get(month))
+            last, count = latest.get(month), counted.get(month)
+            if is_due(db, last):
+                await self._ship_month(month, db, last, count)
+            elif count is None or count.sig != db.sig:
+                await self._count_month(month, db, last, count)
 
-    async def _ship_month(self, month: str, db: Path, sig: str, last: RemoteObject | None) -> None:
+    async def _ship_month(
+        self, month: str, db: LocalMonth, last: RemoteObject | None, counted: MonthCount | None
+    ) -> None:
         tmp = self.layout.scratch(f"ship-{month}")
         try:
-            await asyncio.to_thread(_snapshot, db, tmp)
+            await asyncio.to_thread(snapshot_db, db.db, tmp)
+            snap = _Month(month, db.sig, await asyncio.to_thread(count_rows, tmp))
             size, sha = await self._hash(tmp)
+            # Counted before it ships: a snapshot the server refuses still leaves
+            # the manifest snapshot knowing what the month holds.
+            await self._record_count(snap, counted)
             if last is not None and last.sha256 == sha:
-                await self.objects.set_source_sig(last.path, sig)
+                await self.objects.set_source_sig(last.path, db.sig, snap.rows)
                 return
             path = f"events/{month}.{sha[:12]}.db"
-            if await self.ship_object(path, tmp, size, sha, month=month, sig=sig):
+            if await self.ship_object(path, tmp, size, sha, snap):
                 self.report.months += 1
         except (OSError, sqlite3.Error) as err:
-            self._problem(f"events/{month}.db", f"{db}: cannot be snapshotted: {err}")
+            self._problem(f"events/{month}.db", f"{db.db}: cannot be snapshotted: {err}")
         finally:
-            await asyncio.to_thread(unlink_if_present, tmp, root=self.layout.root)
+            await asyncio.to_thread(remove_scratch, tmp, self.layout)
+
+    async def _count_month(
+        self, month: str, db: LocalMonth, last: RemoteObject | None, counted: MonthCount | None
+    ) -> None:
+        """A month unchanged since its newest snapshot whose rows are not recorded
+        for what it holds now (it shipped before ships counted rows): counted,
+        and its snapshot's count filled in (the same content)."""
+        try:
+            snap = _Month(month, db.sig, await asyncio.to_thread(count_rows, db.db))
+        except (OSError, sqlite3.Error) as err:
+            self._problem(f"events/{month}.db", f"{db.db}: its rows cannot be counted: {err}")
+            return
+        await self._record_count(snap, counted)
+        if last is not None and last.row_count is None:
+            await self.objects.set_source_sig(last.path, db.sig, snap.rows)
+
+    async def _record_count(self, snap: _Month, counted: MonthCount | None) -> None:
+        await self.objects.count_month(snap.month, snap.rows, snap.sig, self.clock())
+        if counted is None or counted.rows != snap.rows:
+            self._counted = True
 
     # the manifest snapshot ------------------------------------------------------
 
@@ -514,7 +525,7 @@ class Shipper:
         tmp = self.layout.scratch("ship-manifest")
         key = self.key(path)
         try:
-            await asyncio.to_thread(_snapshot, self.layout.manifest, tmp)
+            await asyncio.to_thread(snapshot_db, self.layout.manifest, tmp)
             size, sha = await self._hash(tmp)
             await self._put(key, tmp, size, sha)
             info = await self.store.head(key)
@@ -523,11 +534,13 @@ class Shipper:
                     path, f"{self.store.where(key)}: the snapshot did not read back whole"
                 )
                 return
+        except RemoteFatal:
+            raise
         except RemoteError as err:
             self._problem(path, str(err))
             return
         finally:
-            await asyncio.to_thread(unlink_if_present, tmp, root=self.layout.root)
+            await asyncio.to_thread(remove_scratch, tmp, self.layout)
         self.report.snapshot = key
         await self._announce("manifest_shipped", path)
         await self._prune_snapshots()
@@ -585,7 +598,7 @@ class Shipper:
         key = self.key(obj.path)
         try:
             info = await self.store.head(key)
-        except RemoteAuthError:
+        except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)

@@ -32,7 +32,7 @@ from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
-from .objectstore import ObjectStore, RemoteMissing
+from .objectstore import ObjectStore, RemoteFatal, RemoteMissing
 from .ship import Shipper
 
 RANGE = 8 << 20
@@ -120,6 +120,8 @@ class RemoteVerifier:
                 why = None if got == obj.sha256 else f"sha256 {got}, not the {obj.sha256} shipped"
         except RemoteMissing:
             why = "not there"
+        except RemoteFatal:
+            raise  # no copy can be read: the verify stops, nothing marked
         except RemoteError as err:
             # Unreadable proves nothing about the bytes: said, nothing marked.
             self.report.failed.append(f"{self.store.where(key)}: could not be read: {err}")

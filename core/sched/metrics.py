@@ -255,6 +255,17 @@ def remote_families(s: Snapshot) -> Iterator[Metric]:
         ("coldkeep_remote_pending_files", "Archive files not shipped yet.", t.pending_files),
     ):
         yield _gauge(name, doc, value)
+    pending = s.status.remote.pending_events
+    yield _gauge(
+        "coldkeep_remote_pending_event_rows",
+        "Archived event rows no month snapshot on the remote holds yet.",
+        pending.rows,
+    )
+    yield _gauge(
+        "coldkeep_remote_pending_event_months",
+        "Event months whose archived rows are not all on the remote yet.",
+        len(pending.months),
+    )
 
 
 def live_families(s: Snapshot) -> Iterator[Metric]:

@@ -36,6 +36,7 @@ class RemoteObject:
     local_present: bool = True  # its unlink not yet confirmed
     month: str | None = None  # an event month's snapshot
     source_sig: str | None = None  # its database's size:mtime_ns when taken
+    row_count: int | None = None  # a month snapshot's rows (None: shipped before they were counted)
 
     @property
     def local(self) -> bool:
@@ -49,6 +50,14 @@ _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 def _row(r: Any) -> RemoteObject:
     obj = RemoteObject(*r)
     return replace(obj, local_present=bool(obj.local_present))
+
+
+@dataclass(frozen=True)
+class MonthCount:
+    """A local event month database as the last ship counted it."""
+
+    rows: int
+    sig: str  # its signature then
 
 
 @dataclass(frozen=True)
@@ -188,9 +197,29 @@ class RemoteObjects:
         )
         return [r[0] for r in rows]
 
-    async def set_source_sig(self, path: str, sig: str) -> None:
+    async def set_source_sig(self, path: str, sig: str, rows: int) -> None:
+        """A month snapshot found to hold what its database holds now (signature
+        ``sig``, ``rows`` rows)."""
         await self.manifest.run(
-            "UPDATE remote_objects SET source_sig = ? WHERE path = ?", [sig, path]
+            "UPDATE remote_objects SET source_sig = ?, row_count = ? WHERE path = ?",
+            [sig, rows, path],
+        )
+
+    async def month_counts(self) -> dict[str, MonthCount]:
+        """Each event month's local database as the last ship counted it."""
+        rows = await self.manifest.rows(
+            "SELECT month, row_count, source_sig FROM event_months ORDER BY month"
+        )
+        return {str(m): MonthCount(int(n), str(sig)) for m, n, sig in rows}
+
+    async def count_month(self, month: str, rows: int, sig: str, at: int) -> None:
+        """Event month ``month``'s local database holds ``rows`` rows (signature
+        ``sig``) as of ``at``: what the next manifest snapshot tells the bucket."""
+        await self.manifest.run(
+            "INSERT INTO event_months (month, row_count, source_sig, counted_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (month) DO UPDATE SET row_count = excluded.row_count, "
+            "source_sig = excluded.source_sig, counted_at = excluded.counted_at",
+            [month, rows, sig, at],
         )
 
     async def gone_paths(self) -> set[str]:

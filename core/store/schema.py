@@ -318,6 +318,18 @@ MIGRATIONS: tuple[str, ...] = (
         released_by  TEXT
     );
     """,
+    # 10: event months against the remote tier. Each month snapshot's rows; and
+    # each local month database's rows as the last ship counted them, which every
+    # manifest snapshot carries: what a rebuild from the bucket cannot give back.
+    """
+    ALTER TABLE remote_objects ADD COLUMN row_count INTEGER;  -- a month snapshot's rows
+    CREATE TABLE event_months (
+        month       TEXT    PRIMARY KEY,              -- YYYY-MM
+        row_count   INTEGER NOT NULL,                 -- rows in its local database
+        source_sig  TEXT    NOT NULL,                 -- the database's size:mtime_ns then
+        counted_at  INTEGER NOT NULL                  -- ms since the epoch
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

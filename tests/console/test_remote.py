@@ -27,6 +27,11 @@ def remote_row(app: ColdkeepApp, key: str) -> str:
     return "  ".join(str(cell) for cell in table.get_row(key))
 
 
+def row_keys(app: ColdkeepApp) -> list[str | None]:
+    table = app.query_one(RemotePane).query_one("#remote-table", DataTable)
+    return [key.value for key in table.rows]
+
+
 def running(app: ColdkeepApp) -> str | None:
     """What runs now (read through a call, so that a type checker does not carry
     an earlier comparison past the keys pressed since)."""
@@ -59,6 +64,13 @@ async def test_ship_asks_with_the_plan_then_ships_and_the_pane_shows_it(
         pending = app.query_one(RemotePane).plan
         assert pending is not None and pending.pending_files > 5
         assert remote_row(app, "pending").startswith(f"pending  {pending.pending_files} files, ")
+        # The event rows the pass moved: only this host holds them until the ship.
+        status = await app.archiver.status()
+        assert status.remote is not None and status.remote.pending_events.rows > 0
+        events = status.remote.pending_events
+        assert remote_row(app, "pending_events") == (
+            f"pending rows  {events.rows} in {len(events.months)} months"
+        )
 
         await pilot.press("u")
         await settle(pilot)
@@ -81,6 +93,7 @@ async def test_ship_asks_with_the_plan_then_ships_and_the_pane_shows_it(
         assert remote_row(app, "last") == "last ship  2026-11-01 12:00 ok"
         assert remote_row(app, "rate").startswith("last rate  ")
         assert not app.query_one("#remote-problems").display
+        assert "pending_events" not in row_keys(app), "every archived row is shipped"
 
         await pilot.press("u")  # all shipped: said, nothing asked
         await settle(pilot)

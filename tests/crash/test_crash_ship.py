@@ -2,7 +2,8 @@
 ship step and at random moments, then run again. Right after the kill and after
 the ship that resumes: every entry's bytes are readable whole from a local copy
 or a recorded remote copy, every recorded remote copy is there with its recorded
-sha256, no local copy is gone without one, and nothing temporary is left."""
+sha256, no local copy is gone without one, and nothing temporary is left; after
+the ship that resumes, nothing is pending (archive files nor event rows)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, report_line
+from helpers import COLDKEEP, ck, ck_json, report_line
 from remotecheck import check_remote_site, demo_after_pass, folder_fetch, remote_rows, set_remote
 from sitecheck import Tally
 
@@ -62,9 +63,12 @@ def check(site: Path, tally: Tally, *, settled: bool = True) -> None:
 
 
 def settled(site: Path, tally: Tally) -> None:
-    """The ship run again finishes the job: everything remote, no local copy."""
+    """The ship run again finishes the job: everything remote (every archived event
+    row too, the month passes still add to included), no local copy."""
     ck(site, "ship")
     check(site, tally)
+    remote = ck_json(site, "status")["result"]["remote"]
+    assert (remote["pending_files"], remote["pending_event_rows"]) == (0, 0), remote
     rows = remote_rows(site)
     assert rows and all(r["local_present"] == 0 for r in rows.values() if r["month"] is None)
     assert not [p for p in (site / "archive" / "files").rglob("*") if p.is_file()]

@@ -20,7 +20,7 @@ from coldkeep.core.store.audit import history as audit_history
 from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
-from ..text.fmt import human
+from ..text.fmt import LIST_MAX, event_rows, human
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 
@@ -69,6 +69,14 @@ def _status_text(st: Status) -> str:
     return "\n".join(lines)
 
 
+def _months_named(r: RemoteState) -> str:
+    months = list(r.pending_events.months)
+    if not months:
+        return ""
+    more = f", … {len(months) - LIST_MAX} more" if len(months) > LIST_MAX else ""
+    return f" ({', '.join(months[:LIST_MAX])}{more}; coldkeep ship)"
+
+
 def _remote_lines(r: RemoteState) -> list[str]:
     t = r.totals
     lines = [
@@ -76,6 +84,7 @@ def _remote_lines(r: RemoteState) -> list[str]:
         f"  shipped     {t.shipped:>8} objects  {human(t.shipped_bytes)}"
         f" ({t.remote_only} only there, {human(t.remote_only_bytes)})",
         f"  pending     {t.pending_files:>8} files  ({t.pending_entries} entries; coldkeep ship)",
+        f"  pending     {event_rows(r.pending_events, 8)}{_months_named(r)}",
     ]
     if t.verify_failed:
         lines.append(f"  REMOTE VERIFY FAILED {t.verify_failed} objects (coldkeep verify --remote)")

@@ -14,6 +14,7 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, UsageError
 from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.files.rebuild import RebuildReport
 from coldkeep.core.files.verify import VerifyReport
+from coldkeep.core.remote.months import MonthLost
 from coldkeep.core.remote.rebuild import FromRemoteReport
 from coldkeep.core.remote.verify import RemoteVerifyReport
 
@@ -125,7 +126,17 @@ def _rebuilt_from_remote(r: FromRemoteReport) -> str:
     text += f"from the remote, {r.months} event months fetched"
     if r.never_shipped:
         text += f"; {len(r.never_shipped)} archive files were NEVER SHIPPED"
+    if r.events_never_shipped:
+        rows = sum(m.lost for m in r.events_never_shipped)
+        text += f"; {rows} event rows of {len(r.events_never_shipped)} months were NEVER SHIPPED"
     return text + (f"; {len(r.problems)} problems" if r.problems else "")
+
+
+def _month_lost(m: MonthLost) -> str:
+    line = f"event month {m.month}: {m.lost} archived rows were NEVER SHIPPED"
+    if m.shipped_rows:
+        line += f" (its newest snapshot holds {m.shipped_rows} of its {m.rows})"
+    return line
 
 
 REBUILD_MANIFEST = Operation(
@@ -159,9 +170,14 @@ REBUILD_MANIFEST = Operation(
             FromRemoteReport,
             _rebuilt_from_remote,
             failed=lambda r: r.failed,
-            detail=lambda r: [f"never shipped {p}" for p in r.never_shipped] + list(r.problems),
-            # An archive file in neither place fails the rebuild's exit, not its "ok".
-            exit=lambda r: EXIT_FAILED if r.failed or r.never_shipped else EXIT_OK,
+            detail=lambda r: [
+                *(f"never shipped {p}" for p in r.never_shipped),
+                *map(_month_lost, r.events_never_shipped),
+                *r.problems,
+            ],
+            # Data in neither place (an archive file, event rows) fails the
+            # rebuild's exit, not its "ok".
+            exit=lambda r: EXIT_FAILED if r.failed or r.lost else EXIT_OK,
         ),
     ),
 )

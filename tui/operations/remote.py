@@ -25,6 +25,8 @@ def _shipped(r: ShipReport) -> str:
         parts.append(f"{r.months} event months")
     if r.dropped:
         parts.append(f"{r.dropped} local copies dropped ({human(r.dropped_bytes)})")
+    if r.held:
+        parts.append(f"{r.held} local copies kept by legal holds")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.problems:
@@ -57,9 +59,9 @@ async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
         kept = plural(plan.held, "more local copy", "more local copies")
         then += f"; {kept} {'is' if plan.held == 1 else 'are'} kept by legal holds"
     summary = (
-        f"{send}; {then}.\nClosed event months changed since their last snapshot, and "
-        "a snapshot of the manifest, go too. Each object is read back (size and "
-        "SHA-256) before it counts as shipped."
+        f"{send}; {then}.\nEvent months changed since their last snapshot (the one "
+        "passes still add rows to as well), and a snapshot of the manifest, go too. "
+        "Each object is read back (size and SHA-256) before it counts as shipped."
     )
     return plan, Question(
         "Ship to the remote tier",
@@ -112,9 +114,10 @@ SHIP = Operation(
     "ship",
     "Copy what is archived to the remote tier ([remote]), then drop local copies.\n\n"
     "Each archive file (a bundle or a gzip) is uploaded create-only, read back and\n"
-    "recorded; closed event months follow as database snapshots, then a snapshot\n"
-    "of the manifest. Local copies whose remote copy was verified more than\n"
-    "remote.keep_local_days ago are dropped (recorded first, unlinked after).\n"
+    "recorded; event months changed since their last snapshot follow as database\n"
+    "snapshots (the current month too), then a snapshot of the manifest. Local\n"
+    "copies whose remote copy was verified more than remote.keep_local_days ago\n"
+    "are dropped (recorded first, unlinked after), unless a legal hold keeps them.\n"
     "Run it again after a failure or a kill: it resumes.",
     bind=_ship,
     words=(

@@ -1,5 +1,6 @@
 """Numbers and times as an operator reads them, in as few columns as possible;
-how long a list of text runs before it is cut (``LIST_MAX``)."""
+how long a list of text runs before it is cut (``LIST_MAX``); the remote tier's
+where and what waits for it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.base.space import human_bytes
+from coldkeep.core.remote.months import PendingEvents
 
 human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
 # Lists longer than this are cut in the text (--json has them all).
@@ -50,6 +52,13 @@ def remote_where(remote: RemoteSettings, base: Path) -> str:
     if folder is not None:
         return short_path(folder / remote.site, base) + "/"
     return f"{remote.url}/{remote.site}"
+
+
+def event_rows(pending: PendingEvents, width: int = 0) -> str:
+    """Archived event rows no month snapshot holds: ``1234 event rows in 2 months``
+    (the count right-aligned in ``width`` columns)."""
+    n = len(pending.months)
+    return f"{pending.rows:>{width}} event rows in {n} month{'' if n == 1 else 's'}"
 
 
 def parse_day(text: str) -> int:

@@ -21,6 +21,7 @@ from coldkeep.core.events.eventschema import EventsError, month_end_ms
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.store.legalholds import HoldError
+from coldkeep.tui.text.results import headline
 
 DAY_MS = 86_400_000
 
@@ -238,6 +239,8 @@ async def test_a_held_copy_is_never_dropped_by_a_ship(site: Path) -> None:
     await ck.place_hold("path", "**", "litigation")
     report = await ck.ship()
     assert report.dropped == 0 and report.held > 0
+    # The ship says so, as its JSON does.
+    assert f"{report.held} local copies kept by legal holds" in headline(report)
     plan = await ck.ship_plan()
     assert plan.drops == 0 and plan.held > 0
 

@@ -7,12 +7,20 @@ import hashlib
 import shutil
 from pathlib import Path
 
+import pytest
+
 from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.catalog import parse_query
 from coldkeep.core.ops.fleet import Fleet
 
 from remotecheck import ship_site
+from s3kit import S3Site
+
+
+def scratch_left(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.rglob(".remote-*"))
 
 
 async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path: Path) -> None:
@@ -41,8 +49,31 @@ async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path
         for f in report.files:
             row = next(r for r in wanted if r.id == f.entry_id)
             assert hashlib.sha256(Path(f.target).read_bytes()).hexdigest() == row.sha256
-        # A second open uses the cached snapshots: nothing is fetched again.
+        cache = tmp_path / "cache"
+        assert scratch_left(cache) == [], "nothing of a snapshot's check is left beside it"
+        # A second open uses the cached snapshots: nothing is fetched again, and
+        # what an earlier view left behind (killed mid-check) is removed.
+        for name in ("wal", "shm", "journal"):
+            (cache / "web-1" / f".remote-fleet-0badc0de.partial-{name}").write_bytes(b"")
         again = {s.site: s.snapshot for s in await fleet.load()}
         assert again["web-2"] == sites["web-2"].snapshot
+        assert scratch_left(cache) == []
     finally:
         await fleet.close()
+
+
+async def test_a_bucket_that_is_not_there_is_said_for_the_fleet_view(
+    tmp_path: Path, s3: S3Site
+) -> None:
+    remote = RemoteSettings(
+        "s3://no-such-bucket/fleet", endpoint_url=s3.endpoint, region="us-east-1"
+    )
+    fleet = Fleet(remote, tmp_path / "cache")
+    try:
+        with pytest.raises(RemoteError) as err:
+            await fleet.load()
+    finally:
+        await fleet.close()
+    line = str(err.value)
+    assert "the bucket no-such-bucket does not exist" in line, line
+    assert "remote.url" not in line and "--remote" in line, line

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,12 @@ import pytest
 
 from coldkeep.core.archiver import Archiver, NoRemote
 from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.lock import LockHeld
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.remote.months import snapshot_db
 from coldkeep.core.sched import alerts
 from coldkeep.core.store.manifest import Manifest
 
@@ -279,3 +283,124 @@ async def test_restore_events_fetches_a_lost_month_back_from_the_remote(site: Pa
     db.unlink()
     report = await ck.restore_events(months=[month])
     assert db.exists() and report.restored == archived > 0
+
+
+def month_rows(db: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return sorted(conn.execute("SELECT * FROM events"))
+
+
+@pytest.fixture
+def pinned(tmp_path: Path) -> tuple[Path, Clock]:
+    """A demo site written on the test's clock: its event rows end today, so the
+    month rows are moved into this pass is still open (a pass adds to it)."""
+    clock = Clock()
+    return write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config, clock
+
+
+async def test_rows_moved_into_an_open_month_are_shipped_and_counted_until_then(
+    pinned: tuple[Path, Clock],
+) -> None:
+    site, clock = pinned
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    events = site.parent / "archive" / "events"
+    local = {db.stem: month_rows(db) for db in sorted(events.glob("*.db"))}
+    assert "2026-12" in local, "rows of the month a pass still adds to are archived"
+    before = await ck.status()
+    assert before.remote is not None
+    assert before.remote.pending_events.rows == sum(map(len, local.values())) > 0
+    assert before.remote.pending_events.months == {m: len(r) for m, r in local.items()}
+    report = await ck.ship()
+    assert not report.problems and report.months == len(local)
+    latest = dict(
+        rows(site, "SELECT month, path FROM remote_objects WHERE month IS NOT NULL ORDER BY month")
+    )
+    assert sorted(latest) == sorted(local), "every month goes, the open one too"
+    remote = site.parent / "remote" / "web-1"
+    assert {m: month_rows(remote / p) for m, p in latest.items()} == local
+    after = await ck.status()
+    assert after.remote is not None and after.remote.pending_events.rows == 0
+    assert after.remote.to_dict()["pending_event_rows"] == 0
+    assert after.remote.to_dict()["pending_event_months"] == 0
+
+    # Days later, a pass adds to the open month: counted until the next ship sends it.
+    clock.now += 5 * DAY_MS
+    moved = await ck.run_pass()
+    assert moved.events is not None and getattr(moved.events, "moved", 0) > 0
+    grown = len(month_rows(events / "2026-12.db")) - len(local["2026-12"])
+    assert grown > 0
+    st = await ck.status()
+    assert st.remote is not None and st.remote.pending_events.months == {"2026-12": grown}
+    assert (await ck.ship_plan()).months == 1
+    clock.now += 60_000
+    again = await ck.ship()
+    assert again.months == 1 and not again.problems
+    snapshots = rows(
+        site, "SELECT path FROM remote_objects WHERE month = '2026-12' ORDER BY shipped_at"
+    )
+    assert len(snapshots) == 2 and all((remote / p).exists() for (p,) in snapshots)
+    assert month_rows(remote / snapshots[-1][0]) == month_rows(events / "2026-12.db")
+    done = await ck.status()
+    assert done.remote is not None and done.remote.pending_events.rows == 0
+
+
+async def test_a_ship_waits_for_no_pass_moving_rows_into_a_month(
+    pinned: tuple[Path, Clock],
+) -> None:
+    """The mover writes month databases only under the archive lock, and a ship
+    snapshots them only under it: a ship while a pass moves rows is refused."""
+    site, clock = pinned
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    refused: list[BaseException] = []
+
+    async def ship_mid_batch(name: StepName, info: StepInfo) -> None:
+        if name == "batch_archived" and not refused:
+            try:
+                await ck.ship()
+            except LockHeld as err:
+                refused.append(err)
+
+    ck.steps.user_step = ship_mid_batch
+    summary = await ck.run_pass()
+    assert summary.status == "ok" and len(refused) == 1
+    assert "pass" in str(refused[0])
+
+
+def test_a_month_snapshot_is_consistent_while_another_connection_writes(tmp_path: Path) -> None:
+    """The snapshot (SQLite's backup API, one step) reads one transaction's state
+    of the month database, whatever a writer commits meanwhile."""
+    db = tmp_path / "2026-12.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, payload TEXT)")
+    stop = threading.Event()
+
+    def write() -> None:
+        conn = sqlite3.connect(db, isolation_level=None)
+        n = 0
+        while not stop.is_set():
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO events (id, payload) VALUES (?, ?)",
+                ((n + i, "x" * 200) for i in range(100)),
+            )
+            conn.execute("COMMIT")
+            n += 100
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        counts = []
+        for i in range(20):
+            out = tmp_path / f"snap-{i}.db"
+            snapshot_db(db, out)
+            with sqlite3.connect(out) as conn:
+                assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+                counts.append(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    finally:
+        stop.set()
+        writer.join()
+    assert all(n % 100 == 0 for n in counts), counts
+    assert counts == sorted(counts)

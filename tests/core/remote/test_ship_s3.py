@@ -3,8 +3,10 @@ each fault's outcome in one line, and zero bytes lost in every one of them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import socket
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,9 +195,11 @@ def test_disaster_recovery_from_the_bucket_alone(
         p.relative_to(out).as_posix(): sha(p.read_bytes()) for p in out.rglob("*") if p.is_file()
     }
     assert back == expected
+    # Every month comes back, the one passes were still adding to as well.
     fetched = {p.name: event_rows_of(p) for p in (site / "archive" / "events").glob("*.db")}
-    closed = {name for name in months if name in fetched}
-    assert closed and all(fetched[n] == months[n] for n in closed)
+    assert fetched == months and doc["result"]["events_never_shipped"] == []
+    events = ck_json(site, "restore-events")
+    assert events["ok"] and events["result"]["restored"] == sum(map(len, months.values())) > 0
     check(site, s3, tally)
     tally.faults += 1
     tally.by_kind["whole archive_root lost"] += 1
@@ -283,3 +287,72 @@ def test_a_ship_to_s3_killed_at_a_step_resumes_without_loss(
     check(site, s3, tally)
     tally.faults += 1
     tally.by_kind[f"SIGKILL at {step}"] += 1
+
+
+def test_a_month_that_never_shipped_is_said_by_status_and_by_the_rebuild(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    """A month whose snapshot the server refused: status counts its rows, and
+    once the host is lost the rebuild names it, from what the manifest snapshot
+    recorded, and exits 1."""
+    site = with_remote(archived, tmp_path, s3, keep_local_days=-1)
+    months = {p.stem: event_rows_of(p) for p in (site / "archive" / "events").glob("*.db")}
+    lost = max(months)
+    s3.proxy.fail(INTERNAL_ERROR, method="PUT", path=rf"/events/{lost}\.")
+    shipped = ck_json(site, "ship", check=1)["result"]
+    assert len(shipped["problems"]) == 1 and lost in shipped["problems"][0]
+    assert shipped["snapshot"] is not None, "the manifest snapshot went, knowing the month"
+    remote = ck_json(site, "status")["result"]["remote"]
+    assert remote["pending_event_months"] == 1
+    assert remote["pending_event_rows"] == len(months[lost])
+    text = ck(site, "status").stdout
+    assert f"{len(months[lost])} event rows in 1 month" in text, text
+    s3.proxy.clear()
+    shutil.rmtree(site / "archive")
+
+    run = ck(site, "rebuild-manifest", "--from-remote", check=1)
+    line = f"event month {lost}: {len(months[lost])} archived rows were NEVER SHIPPED"
+    assert line in run.stdout, run.stdout
+    doc = ck_json(site, "rebuild-manifest", "--from-remote", check=1)
+    assert doc["result"]["events_never_shipped"] == [
+        {"month": lost, "rows": len(months[lost]), "shipped_rows": 0}
+    ]
+    events = ck_json(site, "restore-events")["result"]
+    assert events["restored"] == sum(len(r) for m, r in months.items() if m != lost)
+    tally.faults += 1
+    tally.by_kind["an event month's snapshot refused"] += 1
+
+
+def test_an_unreachable_endpoint_stops_the_ship_at_once_in_one_line(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    with socket.socket() as closed:  # bound, never listening: every connect is refused
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        text = (site / "coldkeep.toml").read_text().replace(s3.endpoint, dead)
+        (site / "coldkeep.toml").write_text(text)
+        pending = ck_json(site, "status")["result"]["remote"]["pending_files"]
+        assert pending > 1
+        run = ck(site, "ship", check=1, env={"AWS_MAX_ATTEMPTS": "1"})
+    said = [ln for ln in (run.stdout + run.stderr).splitlines() if "cannot reach" in ln]
+    assert len(said) == 1, run.stdout + run.stderr
+    assert said[0].startswith("coldkeep: ") and dead in said[0]
+    assert remote_rows(site) == {}, "nothing recorded"
+    after = ck_json(site, "status")["result"]["remote"]
+    assert after["pending_files"] == pending and after["last_ship"]["outcome"] == "error"
+    assert [p for p in (site / "archive" / "files").rglob("*") if p.is_file()], "nothing dropped"
+    tally.faults += 1
+    tally.by_kind["endpoint unreachable"] += 1
+
+
+def test_the_probe_is_named_at_its_one_key(archived: Path, tmp_path: Path, s3: S3Site) -> None:
+    site = with_remote(archived, tmp_path, s3)
+    s3.proxy.fail(INTERNAL_ERROR, method="PUT", path=r"\.coldkeep-probe/")
+    where = f"s3://{s3.bucket}/{PREFIX}/.coldkeep-probe/"
+    env = {"AWS_MAX_ATTEMPTS": "1"}
+    doctor = json.loads(ck(site, "doctor", "--json", check=1, env=env).stdout)
+    [finding] = [f for f in doctor["result"]["findings"] if f["check"] == "remote"]
+    assert finding["level"] == "fail" and where in finding["found"], finding
+    shipped = ck(site, "ship", check=1, env=env)
+    assert where in shipped.stdout and f"{PREFIX}/{PREFIX}/" not in shipped.stdout, shipped.stdout

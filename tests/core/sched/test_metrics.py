@@ -105,6 +105,9 @@ async def test_a_pass_run_as_a_job_shows_in_the_metrics(config: Path) -> None:
     # The demo's [remote] (a folder): nothing shipped yet, everything pending.
     assert value(after, "coldkeep_remote_files") == 0
     assert value(after, "coldkeep_remote_pending_files") > 0
+    # The rows the pass moved into month databases are not remote yet either.
+    assert value(after, "coldkeep_remote_pending_event_months") > 0
+    assert value(after, "coldkeep_remote_pending_event_rows") > 0
     assert value(after, "coldkeep_verify_failures", tier="local") == 0
     assert value(after, "coldkeep_verify_failures", tier="remote") == 0
 

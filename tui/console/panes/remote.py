@@ -1,5 +1,6 @@
 """Remote: the off-host tier. Where it is and how long local copies stay; what is
-still to ship, what is shipped, what lives only there now, remote copies that
+still to ship (archive files, and archived event rows no month snapshot holds
+yet), what is shipped, what lives only there now, remote copies that
 failed their verify; the last ship; and, while a ship runs, its progress and
 transfer rate, and every problem it meets.
 
@@ -29,6 +30,7 @@ from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
 from coldkeep.core.ops.status import RemoteState
+from coldkeep.core.remote.months import PendingEvents
 from coldkeep.core.remote.ship import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.manifest import ManifestError
@@ -249,7 +251,8 @@ class RemotePane(Pane):
         style = ALERT if failed else ""
         rows["verify_failed"] = [styled("verify failed", style), styled(str(failed), style)]
         # One row for the last ship, or the one running: the pane's height holds
-        # every row at 120x36.
+        # every row at 120x36 (with archived event rows pending too, all but the
+        # last ship's rate).
         last = self.state.last_ship if self.state else None
         t = self.transfer
         if t is not None and t.running:
@@ -266,6 +269,15 @@ class RemotePane(Pane):
             # since its files phase began (to its end, once over).
             label = "rate" if t.running else "last rate"
             rows["rate"] = [label, f"{human(t.rate)}/s"]
+        events = self.state.pending_events if self.state else PendingEvents()
+        if events.rows and not (t is not None and t.running):
+            # Archived event rows only this host holds, until a ship sends their
+            # months: said while there are any (a row added later comes last).
+            n = len(events.months)
+            rows["pending_events"] = [
+                styled("pending rows", "yellow"),
+                styled(f"{events.rows} in {n} month{'' if n == 1 else 's'}", "yellow"),
+            ]
         return rows
 
     def _problems(self, problems: list[str]) -> None:
