@@ -54,7 +54,7 @@ def test_mode_off_refuses_and_mode_plan_only_counts(site: Path) -> None:
     assert result["files"]["eligible"] == plan["files"]["eligible"] > 0, "the backlog, counted"
     text = ck(site, "pass").stdout
     assert f"files: {plan['files']['eligible']} eligible" in text and "nothing archived" in text
-    assert "recovery, not done: 1 partials, 3 orphans" in text
+    assert "recovery, not done: 1 partial, 3 orphans" in text
     assert live_files(site) == before and not (site / "archive" / "coldkeep.db").exists()
     assert list(site.rglob("*.partial")), "plan mode removed nothing"
 

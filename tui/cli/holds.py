@@ -99,10 +99,7 @@ def hold_release(hold_id: int, config: Path | None, json_out: bool) -> None:
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
-        try:
-            h = await ctx.archiver().release_hold(hold_id)
-        except HoldError as err:
-            fail(str(err), EXIT_USAGE, ctx)
+        h = await ctx.archiver().release_hold(hold_id)  # a HoldError: exit 2, its line
         ctx.emit("hold", True, h.to_dict(), lambda: f"released {_hold_line(h).strip()}")
         return EXIT_OK
 

@@ -18,7 +18,7 @@ from coldkeep.core.files.recovery import AdoptReport, RecoveryReport, SweepRepor
 from coldkeep.core.ops.passes import EventsMoved, EventsPlanned, PassSummary
 from coldkeep.core.ops.plan import PlanReport
 
-from ..text.fmt import LIST_MAX, human
+from ..text.fmt import LIST_MAX, human, plural
 from ..text.plan import pass_rows, pass_summary, pass_warning
 from .spec import (
     Console,
@@ -40,12 +40,16 @@ def _pass_headline(s: PassSummary) -> str:
     f = s.files
     if s.mode == "plan":
         text = (
-            f"{s.status}: {f.eligible} files eligible, {human(f.eligible_bytes)}; nothing archived"
+            f"{s.status}: {plural(f.eligible, 'file')} eligible, {human(f.eligible_bytes)}; "
+            "nothing archived"
         )
     else:
-        text = f"{s.status}: {f.archived} files {human(f.bytes_in)} → {human(f.bytes_out)}"
+        text = (
+            f"{s.status}: {plural(f.archived, 'file')} {human(f.bytes_in)} → {human(f.bytes_out)}"
+        )
     if isinstance(s.events, EventsMoved):
-        text += f", {s.events.moved:,} rows"
+        moved = s.events.moved
+        text += f", {moved:,} {'row' if moved == 1 else 'rows'}"
     return text + "".join(f"; {p}" for p in s.problems[:2])
 
 
@@ -61,7 +65,8 @@ def _pass_text(s: PassSummary) -> str:
     else:
         lines.append(
             f"  files: {f.archived} archived, {human(f.bytes_in)} -> {human(f.bytes_out)}; "
-            f"{f.changed} changed, {f.verify_failed} verify failures, {f.errors} errors"
+            f"{f.changed} changed, {plural(f.verify_failed, 'verify failure')}, "
+            f"{plural(f.errors, 'error')}"
         )
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(f.skipped.items()))
     if skipped:
@@ -77,24 +82,28 @@ def _pass_recovery(s: PassSummary) -> list[str]:
     if s.mode != "plan":
         return ["  recovery: " + ", ".join(f"{k} {v}" for k, v in rec.items())]
     todo = {
-        "partials": rec.get("partials_removed", 0),
-        "orphans": rec.get("orphans_found", 0),
+        "partial": rec.get("partials_removed", 0),
+        "orphan": rec.get("orphans_found", 0),
         "MISSING": rec.get("missing", 0),
-        "sources to unlink": rec.get("sources_unlinked", 0),
+        "source to unlink": rec.get("sources_unlinked", 0),
     }
-    return ["  recovery, not done: " + ", ".join(f"{n} {w}" for w, n in todo.items() if n)]
+    said = {"MISSING": "MISSING", "source to unlink": "sources to unlink"}
+    return [
+        "  recovery, not done: "
+        + ", ".join(plural(n, w, said.get(w)) for w, n in todo.items() if n)
+    ]
 
 
 def _pass_events(s: PassSummary) -> list[str]:
     ev = s.events
     if isinstance(ev, EventsPlanned):
-        return [f"  events: {ev.eligible_rows} rows eligible"]
+        return [f"  events: {plural(ev.eligible_rows, 'row')} eligible"]
     if not isinstance(ev, EventsMoved):
         return []
     lines = [
-        f"  events: {ev.moved} rows moved, {ev.already_archived} already archived, "
-        f"{len(ev.conflicts)} conflicts, WAL peak {human(ev.wal_peak)}, "
-        f"{ev.checkpoints} checkpoints"
+        f"  events: {plural(ev.moved, 'row')} moved, {ev.already_archived} already archived, "
+        f"{plural(len(ev.conflicts), 'conflict')}, WAL peak {human(ev.wal_peak)}, "
+        f"{plural(ev.checkpoints, 'checkpoint')}"
     ]
     lines += [f"    conflict: {c.detail}" for c in ev.conflicts[:LIST_MAX]]
     if len(ev.conflicts) > LIST_MAX:

@@ -17,7 +17,7 @@ from coldkeep.core.files.verify import VerifyReport
 from coldkeep.core.remote.rebuild import FromRemoteReport
 from coldkeep.core.remote.verify import RemoteVerifyReport
 
-from ..text.fmt import human
+from ..text.fmt import human, plural
 from .spec import Console, ConsoleAction, Operation, Options, Run, Words
 
 # verify -----------------------------------------------------------------------
@@ -116,16 +116,19 @@ def _rebuild(options: Options) -> Run:
 def _rebuilt(r: RebuildReport) -> str:
     unreadable = f", {len(r.unreadable)} unreadable" if r.unreadable else ""
     refused = f", {len(r.refused)} refused" if r.refused else ""
-    return f"{r.entries} entries written to {r.out}{unreadable}{refused}"
+    return f"{plural(r.entries, 'entry', 'entries')} written to {r.out}{unreadable}{refused}"
 
 
 def _rebuilt_from_remote(r: FromRemoteReport) -> str:
-    source = f"snapshot {r.snapshot}" if r.snapshot else f"{r.fetched} archive files fetched"
-    text = f"{r.entries} entries from {source}, {r.remote_only} files read "
-    text += f"from the remote, {r.months} event months fetched"
+    fetched = plural(r.fetched, "archive file")
+    source = f"snapshot {r.snapshot}" if r.snapshot else f"{fetched} fetched"
+    text = f"{plural(r.entries, 'entry', 'entries')} from {source}, "
+    text += f"{plural(r.remote_only, 'file')} read from the remote, "
+    text += f"{plural(r.months, 'event month')} fetched"
     if r.never_shipped:
-        text += f"; {len(r.never_shipped)} archive files were NEVER SHIPPED"
-    return text + (f"; {len(r.problems)} problems" if r.problems else "")
+        never = len(r.never_shipped)
+        text += f"; {plural(never, 'archive file')} {'was' if never == 1 else 'were'} NEVER SHIPPED"
+    return text + (f"; {plural(len(r.problems), 'problem')}" if r.problems else "")
 
 
 REBUILD_MANIFEST = Operation(

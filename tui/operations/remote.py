@@ -8,7 +8,7 @@ from __future__ import annotations
 from coldkeep.core.base.config import Settings
 from coldkeep.core.remote.ship import ShipPlan, ShipReport
 
-from ..text.fmt import human, remote_where
+from ..text.fmt import human, plural, remote_where
 from .spec import Console, ConsoleAction, Gate, Nothing, Operation, Question, Run, Site, Words
 
 NOTHING_TO_SHIP = (
@@ -18,17 +18,18 @@ NOTHING_TO_SHIP = (
 
 
 def _shipped(r: ShipReport) -> str:
-    parts = [f"{r.uploaded} objects shipped ({human(r.bytes)})"]
+    parts = [f"{plural(r.uploaded, 'object')} shipped ({human(r.bytes)})"]
     if r.already:
         parts.append(f"{r.already} found there already")
     if r.months:
-        parts.append(f"{r.months} event months")
+        parts.append(plural(r.months, "event month"))
     if r.dropped:
-        parts.append(f"{r.dropped} local copies dropped ({human(r.dropped_bytes)})")
+        copies = plural(r.dropped, "local copy", "local copies")
+        parts.append(f"{copies} dropped ({human(r.dropped_bytes)})")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.problems:
-        parts.append(f"{len(r.problems)} PROBLEMS")
+        parts.append(plural(len(r.problems), "PROBLEM"))
     return ", ".join(parts)
 
 

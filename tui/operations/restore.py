@@ -21,7 +21,7 @@ from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
 from coldkeep.core.store.manifest import Entry
 
-from ..text.fmt import human
+from ..text.fmt import human, plural
 from .spec import Operation, Options, Run, Words, parse_when
 
 # restore ----------------------------------------------------------------------
@@ -42,7 +42,7 @@ class Listing:
 
 
 def _listed(listing: Listing) -> str:
-    return f"{len(listing.entries)} entries"
+    return plural(len(listing.entries), "entry", "entries")
 
 
 def _listing_text(listing: Listing) -> str:
@@ -135,8 +135,8 @@ RESTORE = Operation(
 
 def _events_restored(r: EventsRestoreReport) -> str:
     return (
-        f"{r.restored:,} rows restored, {r.already_live:,} already live, "
-        f"{len(r.conflicts)} conflicts"
+        f"{r.restored:,} {'row' if r.restored == 1 else 'rows'} restored, "
+        f"{r.already_live:,} already live, {plural(len(r.conflicts), 'conflict')}"
     )
 
 

@@ -2,8 +2,9 @@
 ``coldkeep run``'s log and the console's Log pane all say it the same way.
 
 A file that simply did what the operation is for (archived, verified ok,
-shipped) gets no line of its own; a batch of event rows gets one every 25
-batches, or when it met a lock; a checkpoint only when it failed.
+shipped) gets no line of its own, nor does a phase with nothing counted; a
+batch of event rows gets one every 25 batches, or when it met a lock; a
+checkpoint only when it failed.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ def describe(event: Event) -> str | None:
     match event:
         case Started(operation=op, detail=detail):
             return f"{op}: started {detail}".rstrip()
-        case Phase(phase=phase, items=items, bytes=size):
+        case Phase(phase=phase, items=items, bytes=size) if items:
+            # A phase with nothing counted (recovery, events: they count as they
+            # go, and their lines say what they did) has nothing to say yet.
             extra = f", {human(size)}" if size else ""
-            return f"{phase}: {items} to do{extra}" if items else f"{phase}:"
+            return f"{phase}: {items} to do{extra}"
         case FileDone(op=op, relpath=rel, result=result, detail=detail):
             if (op, result) in _ROUTINE:
                 return None

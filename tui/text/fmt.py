@@ -15,6 +15,12 @@ human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the
 LIST_MAX = 20
 
 
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and its noun, singular for one: ``1 file``, ``2 files``, ``0 files``
+    (``words``: a plural that is not ``word`` + s, e.g. ``entry``/``entries``)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
 def age(seconds: float) -> str:
     """A duration: ``45s``, ``12m``, ``5h``, ``3d``."""
     for size, unit in ((86_400, "d"), (3600, "h"), (60, "m")):

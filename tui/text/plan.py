@@ -12,7 +12,7 @@ from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
 
-from .fmt import LIST_MAX, human
+from .fmt import LIST_MAX, human, plural
 
 
 def months(events: EventsPlan | None) -> dict[str, tuple[int, int]]:
@@ -39,9 +39,11 @@ def _files(p: Plan) -> list[str]:
     if skipped:
         lines.append(f"  skipped: {skipped}")
     for u in p.units[:LIST_MAX]:
-        lines.append(f"  {u.unit:<30} {u.files:>6} files {human(u.bytes):>10}")
+        files = "file " if u.files == 1 else "files"
+        lines.append(f"  {u.unit:<30} {u.files:>6} {files} {human(u.bytes):>10}")
     if len(p.units) > LIST_MAX:
-        lines.append(f"  … and {len(p.units) - LIST_MAX} more units (--json for all)")
+        more = plural(len(p.units) - LIST_MAX, "more unit")
+        lines.append(f"  … and {more} (--json for all)")
     return lines
 
 
@@ -49,10 +51,13 @@ def _events(p: Plan) -> list[str]:
     lines = []
     if p.events is not None:
         ev = p.events
-        lines.append(f"events: {ev.rows} rows eligible (~{human(ev.approx_bytes)})")
-        lines += [f"  {month} {rows:>10} rows" for month, (rows, _) in months(ev).items()]
+        lines.append(f"events: {plural(ev.rows, 'row')} eligible (~{human(ev.approx_bytes)})")
+        lines += [
+            f"  {month} {rows:>10} {'row' if rows == 1 else 'rows'}"
+            for month, (rows, _) in months(ev).items()
+        ]
         if ev.unparsable:
-            lines.append(f"  {ev.unparsable} rows with unparsable time stamps stay live")
+            lines.append(f"  {plural(ev.unparsable, 'row')} with unparsable time stamps stay live")
         lines.append(f"  index: {ev.index}" if ev.index else f"  note: {ev.note}")
     if p.events_error:
         lines.append(f"events: {p.events_error}")
@@ -63,15 +68,21 @@ def _recovery(rec: RecoveryReport, layout: Layout) -> list[str]:
     lines = []
     if rec.busy:
         lines.append(
-            f"in flight: the archive is locked by {rec.busy}; its {rec.in_flight} "
-            "partials are work in progress, not leftovers"
+            f"in flight: the archive is locked by {rec.busy}; its "
+            f"{plural(rec.in_flight, 'partial')} {'is' if rec.in_flight == 1 else 'are'} "
+            "work in progress, not leftovers"
         )
     if not rec.anything:
         return lines
-    interrupted = f", {len(rec.interrupted)} passes to mark interrupted" if rec.interrupted else ""
+    interrupted = (
+        f", {plural(len(rec.interrupted), 'pass', 'passes')} to mark interrupted"
+        if rec.interrupted
+        else ""
+    )
+    unlink = plural(len(rec.sources_unlinked), "source", "sources")
     lines.append(
-        f"recovery: {len(rec.partials)} partials, {len(rec.orphans)} orphans, "
-        f"{len(rec.missing)} MISSING, {len(rec.sources_unlinked)} sources to unlink{interrupted}"
+        f"recovery: {plural(len(rec.partials), 'partial')}, {plural(len(rec.orphans), 'orphan')}, "
+        f"{len(rec.missing)} MISSING, {unlink} to unlink{interrupted}"
     )
     found = [
         *(("partial", layout.rel(x)) for x in rec.partials),

@@ -1,0 +1,108 @@
+"""What the CLI says, as an operator reads it: one of a thing is singular, the
+progress display ends before the result prints, a phase with nothing to say
+gets no line, and history shows each detail whole."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.base.lock import ArchiveLock
+from coldkeep.tui.text.fmt import plural
+
+from helpers import COLDKEEP, DAY_NS, ck
+
+CONFIG = """\
+live_root = "live"
+archive_root = "archive"
+mode = "on"
+"""
+
+
+@pytest.fixture
+def one_file(tmp_path: Path) -> Path:
+    """A site with one eligible file, one unit, nothing archived yet."""
+    site = tmp_path / "site"
+    path = site / "live" / "u1" / "a.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"a": 1}\n' * 100)
+    old = path.stat().st_mtime_ns - 60 * DAY_NS
+    os.utime(path, ns=(old, old))
+    (site / "coldkeep.toml").write_text(CONFIG)
+    return site
+
+
+def test_plural() -> None:
+    assert [plural(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
+    assert plural(1, "entry", "entries") == "1 entry"
+    assert plural(3, "entry", "entries") == "3 entries"
+
+
+def test_one_of_a_thing_is_singular(one_file: Path) -> None:
+    plan = ck(one_file, "plan").stdout
+    assert "1 files" not in plan and " 1 file " in plan, plan
+    done = ck(one_file, "pass").stdout
+    assert "1 archived" in done and "0 verify failures, 0 errors" in done, done
+    status = ck(one_file, "status").stdout
+    assert "1 files" not in status and "1 file " in status, status
+    assert ck(one_file, "restore", "--list", "--unit", "u1").stdout.endswith("1 entry\n")
+    assert "1 entry written" in ck(one_file, "rebuild-manifest", "--out", "x.db").stdout
+
+
+def test_no_phase_line_with_nothing_to_say(one_file: Path) -> None:
+    run = ck(one_file, "pass")
+    lines = run.stderr.splitlines()
+    assert "recovery:" not in lines and "files: 1 to do, 900 B" in lines, run.stderr
+    assert not [line for line in lines if line.endswith(":")], run.stderr
+
+
+def _on_a_terminal(site: Path, *args: str) -> bytes:
+    """The command's stdout and stderr, both on one pseudo-terminal, as an operator sees them."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real CLI, its output on the terminal
+        os.execv(COLDKEEP[0], [*COLDKEEP, *args, "--config", str(site / "coldkeep.toml")])
+    out = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 120)
+        assert ready, "the command hung"
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    return out
+
+
+def test_the_progress_bar_ends_before_the_result_prints(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.05", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    out = _on_a_terminal(site, "pass")
+    assert "━".encode() in out, "a bar was drawn"
+    at = out.index(b"pass 1 (on): ok")
+    # The bar was erased (ESC [2K) or its line ended: the result starts a line.
+    before = out[:at]
+    assert before.endswith((b"\n", b"\x1b[2K", b"\r")), before[-200:]
+
+
+def test_history_shows_a_detail_whole(one_file: Path) -> None:
+    ck(one_file, "pass")
+    command = "a very long command line " * 8
+    with ArchiveLock.try_acquire(one_file / "archive", command=command.strip()):
+        refused = ck(one_file, "recover", check=3)
+    why = refused.stderr.removeprefix("coldkeep: ").split("; try again")[0]
+    assert len(why) > 200
+    line = next(x for x in ck(one_file, "history").stdout.splitlines() if "refused" in x)
+    assert why in line, line
