@@ -58,7 +58,6 @@ from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
-from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
 from .files.rebuild import RebuildReport
 from .files.recovery import (
@@ -120,6 +119,11 @@ class ModeOff(UsageError):
     """``mode = "off"``: passes are disabled by the config."""
 
 
+class NoStateDb(UsageError):
+    """An operation on the live database's event rows with no ``state_db``
+    configured: the config lacks what the command needs (exit 2, as ``NoRemote``)."""
+
+
 class Archiver:
     def __init__(
         self,
@@ -168,6 +172,16 @@ class Archiver:
         start to end, and its events served to attached consoles meanwhile (their
         "stop" trips ``cancel``): ``ops.session.Sessions.open``."""
         return self.sessions.open(command, args, cancel)
+
+    def _state_db(self, what: str) -> Path:
+        db = self.settings.state_db
+        if db is None:
+            where = self.settings.config_path or "coldkeep.toml"
+            raise NoStateDb(
+                f"{where}: no state_db is configured: {what} "
+                '(add state_db = "path/to/the/application.db")'
+            )
+        return db
 
     def _remote(self) -> RemoteSettings:
         if self.settings.remote is None:
@@ -285,9 +299,7 @@ class Archiver:
     async def checkpoint(self) -> CheckpointRan:
         """One live WAL checkpoint now (PASSIVE unless configured otherwise); told
         to the stream as the checkpoint it is, not as an operation."""
-        db = self.settings.state_db
-        if db is None:
-            raise EventsError("no state_db is configured: there is nothing to checkpoint")
+        db = self._state_db("there is no live WAL to checkpoint")
         async with self.session("checkpoint") as current:
             result = await checkpoint_now(db, self.settings.events)
             await record_checkpoint(current.manifest, result)
@@ -326,6 +338,7 @@ class Archiver:
         cancel: CancelToken | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live, left alone by passes for hold_days."""
+        self._state_db("there is no live table to restore event rows into")
         args = {"kinds": sorted(kinds or []), "months": months}
         async with self.session("restore-events", args, cancel) as current:
             current.start()

@@ -110,7 +110,9 @@ def plan(config: Path | None, json_out: bool) -> None:
 
 @click.command()
 @command()
-@click.option("--limit", default=50, show_default=True, help="How many records.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="How many records."
+)
 @click.option("--jobs", "jobs_", is_flag=True, help="The scheduler's job runs instead.")
 def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> None:
     """Who did what to the archive, and how it ended (or the scheduler's runs)."""
