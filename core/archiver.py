@@ -71,8 +71,10 @@ from .files.restore import (
     RestoreReport,
     Selection,
     check_restore_root,
+    check_selection,
     restore_files,
     select_entries,
+    unknown_ids_error,
 )
 from .files.verify import VerifyReport, verify_entries
 from .ops import settle, tier
@@ -205,9 +207,13 @@ class Archiver:
         return await read_status(self.settings, self.layout, manifest)
 
     async def select(self, selection: Selection) -> list[Entry]:
-        """The entries a restore of ``selection`` would take (read-only, no lock)."""
+        """The entries a restore of ``selection`` would take, tombstones included
+        (read-only, no lock)."""
+        check_selection(selection)
         manifest = await Manifest.open_existing(self.layout.manifest)
         if manifest is None:
+            if selection.ids:
+                raise unknown_ids_error(list(selection.ids), ": nothing is archived yet")
             return []
         async with manifest:
             return await select_entries(manifest, selection)

@@ -14,6 +14,10 @@ Invariants:
   reached through no symlink.
 - A target that exists is ``exists`` and untouched; a gzip that does not give the
   recorded bytes is ``mismatch`` and nothing is placed.
+- A tombstone (an entry retention expired) is selected like any entry and
+  reported ``expired``, with when and its sha256: nothing is left to restore,
+  and the operator is told so rather than shown an empty selection. An id no
+  entry has is a usage error.
 - Two versions of one path never share a target (``target_names``): under
   another directory the older ones are renamed, in place they are refused.
 - Restoring in place gives the file a restore grace (``grace_days``, the config's
@@ -26,6 +30,7 @@ import os
 from collections import defaultdict
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -41,7 +46,7 @@ from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
 
-RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error"]
+RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error", "expired"]
 
 
 class RemoteCopies(Protocol):
@@ -78,12 +83,29 @@ class Selection:
         )
 
 
-async def select_entries(manifest: Manifest, sel: Selection) -> list[Entry]:
-    """The entries a selection names, oldest path first."""
+def check_selection(sel: Selection) -> None:
+    """A selection that names something, in words the manifest can search."""
     if sel.empty:
         raise SelectionError("select something: ids, --unit, --path, --sha or a time range")
     if sel.sha and not all(c in "0123456789abcdef" for c in sel.sha.lower()):
         raise SelectionError(f"--sha {sel.sha!r} is not hexadecimal")
+
+
+def unknown_ids_error(ids: list[int], why: str = "") -> SelectionError:
+    said = ", ".join(str(i) for i in ids)
+    return SelectionError(
+        f"no entry {said}{why} (restore --list --unit U or --path GLOB shows entry ids)"
+    )
+
+
+async def select_entries(manifest: Manifest, sel: Selection) -> list[Entry]:
+    """The entries a selection names, oldest path first; tombstones (``expired``)
+    included. An id no entry has is a ``SelectionError``."""
+    check_selection(sel)
+    if sel.ids:
+        unknown = await manifest.unknown_ids(sel.ids)
+        if unknown:
+            raise unknown_ids_error(unknown)
     entries = await manifest.select(
         ids=sel.ids,
         unit=sel.unit,
@@ -127,7 +149,10 @@ class RestoreReport:
 
     @property
     def failed(self) -> bool:
-        return any(f.result in ("mismatch", "missing", "refused", "error") for f in self.files)
+        """Something selected did not come back: a gzip gone or bad, a path
+        refused, or an entry whose data retention deleted (``expired``)."""
+        bad = ("mismatch", "missing", "refused", "error", "expired")
+        return any(f.result in bad for f in self.files)
 
     def to_dict(self) -> list[dict[str, Any]]:
         return [
@@ -193,6 +218,11 @@ async def restore_files(
     """``entries`` back, one at a time, each from its gzip in the archive or, when
     that is gone and ``remote`` holds it, from the remote tier."""
     report = RestoreReport()
+    gone = [e for e in entries if e.status == "expired"]
+    entries = [e for e in entries if e.status != "expired"]
+    for e in gone:  # a tombstone: no copy is left anywhere to restore from
+        report.files.append(FileRestore(e.id, e.relpath, "", "expired", expired_detail(e)))
+        stream.emit(FileDone("restore", e.relpath, "expired", e.bytes, 0, expired_detail(e)))
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
     grace_until = mover.clock() + int(grace_days * DAY_MS) if to is None else None
@@ -217,6 +247,17 @@ async def restore_files(
         report.files.append(one)
         stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
     return report
+
+
+def expired_detail(entry: Entry) -> str:
+    """Why a tombstone cannot be restored, and when it became one."""
+    when = ""
+    if entry.expired_at is not None:
+        day = datetime.fromtimestamp(entry.expired_at / 1000, UTC).strftime("%Y-%m-%d")
+        when = f" on {day}"
+    return (
+        f"expired{when} (past [retention]): no copy is left anywhere; its sha256 was {entry.sha256}"
+    )
 
 
 async def _restore_one(
