@@ -40,6 +40,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
@@ -94,10 +95,11 @@ from .remote.fetch import remote_reader
 from .remote.rebuild import FromRemoteReport, fetch_lost_months
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
-from .store import legalholds
+from .store import expiry, legalholds
 from .store.checkpointlog import record_checkpoint
 from .store.legalholds import Hold
 from .store.manifest import Entry, Manifest
+from .store.remoteobjects import RemoteObjects
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [
@@ -417,13 +419,33 @@ class Archiver:
         return await expire_archive(self.sessions, cancel, only)
 
     async def place_hold(
-        self, scope: str, target: str, reason: str, until: int | None = None
+        self,
+        scope: str,
+        target: str,
+        reason: str,
+        until: int | None = None,
+        *,
+        ahead: bool = False,
     ) -> Hold:
         """A legal hold placed and audited. No lock: a hold must go on even
-        while a long pass or an expiry runs (the expiry checks each item)."""
+        while a long pass or an expiry runs (the expiry checks each item). A
+        unit or path hold that covers nothing archived now is refused unless
+        placed ``ahead`` (store/legalholds.py)."""
         async with await Manifest.open(self.layout.manifest) as manifest:
+            local = await asyncio.to_thread(self.layout.event_months)
+            shipped = await RemoteObjects(manifest).latest_months()
+            candidates = sorted(local.keys() | shipped.keys())
+            gone = {m for m, _ in await expiry.expired_months(manifest, candidates)}
             return await legalholds.place(
-                manifest, scope, target, reason, until=until, at=self.clock(), origin=self.origin
+                manifest,
+                scope,
+                target,
+                reason,
+                until=until,
+                at=self.clock(),
+                origin=self.origin,
+                months=[m for m in candidates if m not in gone],
+                ahead=ahead,
             )
 
     async def release_hold(self, hold_id: int) -> Hold:

@@ -64,3 +64,32 @@ def test_restoring_an_unknown_id_is_a_usage_error(expired_site: Path, tmp_path: 
     run = ck(expired_site, "restore", "987654", "--to", str(tmp_path / "out"), check=2)
     assert "no entry 987654" in run.stderr and run.stdout == ""
     assert "no entry 987654" in ck(expired_site, "restore", "--list", "987654", check=2).stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        (("--unit", "nosuchunit"), "--unit nosuchunit: no archived file is in this unit now"),
+        (("--path", "nomatch/**"), "--path 'nomatch/**': it matches no archived file"),
+    ],
+)
+def test_a_hold_on_nothing_is_refused_unless_placed_ahead(
+    expired_site: Path, target: tuple[str, str], says: str
+) -> None:
+    before = ck_json(expired_site, "hold", "list", "--all")["result"]
+    refused = ck(expired_site, "hold", "add", *target, "--reason", "typo?", check=2)
+    assert says in refused.stderr and "--ahead" in refused.stderr, refused.stderr
+    assert "placed" not in refused.stdout
+    assert ck_json(expired_site, "hold", "list", "--all")["result"] == before
+    placed = ck_json(expired_site, "hold", "add", *target, "--reason", "next year", "--ahead")
+    assert placed["result"]["target"] == target[1]
+
+
+def test_a_hold_on_what_only_expired_is_refused_and_on_event_months_placed(
+    expired_site: Path,
+) -> None:
+    [gone, *_] = listed(expired_site, "--path", "**")
+    unit = gone["relpath"].split("/")[0]
+    ck(expired_site, "hold", "add", "--unit", unit, "--reason", "too late", check=2)
+    ck(expired_site, "hold", "add", "--path", "events/*", "--reason", "tax year")
+    ck(expired_site, "hold", "add", "--unit", "events", "--reason", "every month")
