@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import pty
 import select
+import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.tui.text.fmt import plural
 
-from helpers import COLDKEEP, DAY_NS, ck
+from helpers import COLDKEEP, DAY_NS, ck, ck_json
 
 CONFIG = """\
 live_root = "live"
@@ -107,3 +109,49 @@ def test_history_shows_a_detail_whole(one_file: Path) -> None:
     assert len(why) > 200
     line = next(x for x in ck(one_file, "history").stdout.splitlines() if "refused" in x)
     assert why in line, line
+
+
+def a_site_with_its_own_kinds(site: Path, kinds: str = "") -> Path:
+    """A live DB whose kinds are no demo's (``click``, ``view``), old enough to move."""
+    db = site / "state.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts INTEGER, kind TEXT)")
+        conn.execute("CREATE INDEX events_kind_ts ON events (kind, ts)")
+        old = int(time.time() * 1000) - 90 * 86_400_000
+        conn.executemany(
+            "INSERT INTO events (ts, kind) VALUES (?, ?)",
+            [(old + i, ("click", "view")[i % 2]) for i in range(200)],
+        )
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text() + 'state_db = "state.db"\n' + kinds)
+    return site
+
+
+def test_every_kind_is_archived_by_default(one_file: Path) -> None:
+    site = a_site_with_its_own_kinds(one_file)
+    events = ck_json(site, "plan")["result"]["events"]
+    assert events["rows"] == 199, "every kind but the last row's id (it never moves)"
+    assert events["kinds"] == {"in_table": ["click", "view"], "archived": None}
+    [found] = [
+        f for f in ck_json(site, "doctor")["result"]["findings"] if f["check"] == "events_kinds"
+    ]
+    assert found["level"] == "ok" and "every kind" in found["found"]
+    assert ck_json(site, "pass")["result"]["events"]["moved"] == 199
+
+
+def test_plan_and_doctor_say_which_kinds_exist_when_the_config_names_others(
+    one_file: Path,
+) -> None:
+    site = a_site_with_its_own_kinds(one_file, '[events]\nkinds = ["webhook_event", "view"]\n')
+    text = ck(site, "plan").stdout
+    assert "kinds: the table has 2 kinds (click, view); events.kinds archives view" in text, text
+    assert "kinds staying live: click" in text
+    assert "events.kinds names kinds with no row in the table: webhook_event" in text
+    doctor = ck(site, "doctor").stdout
+    line = next(x for x in doctor.splitlines() if "events_kinds" in x)
+    assert line.startswith("warn") and "webhook_event" in line, line
+    set_kinds = (site / "coldkeep.toml").read_text().replace('"webhook_event", "view"', '"x"')
+    (site / "coldkeep.toml").write_text(set_kinds)
+    line = next(x for x in ck(site, "doctor").stdout.splitlines() if "events_kinds" in x)
+    assert "no event row would move" in line, line

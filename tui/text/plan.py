@@ -9,6 +9,7 @@ recovery found is shown relative to archive_root.
 from __future__ import annotations
 
 from coldkeep.core.base.layout import Layout
+from coldkeep.core.events.eventschema import KindsSeen
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
 
@@ -59,8 +60,33 @@ def _events(p: Plan) -> list[str]:
         if ev.unparsable:
             lines.append(f"  {plural(ev.unparsable, 'row')} with unparsable time stamps stay live")
         lines.append(f"  index: {ev.index}" if ev.index else f"  note: {ev.note}")
+        if ev.kinds is not None:
+            lines += kinds_lines(ev.kinds)
     if p.events_error:
         lines.append(f"events: {p.events_error}")
+    return lines
+
+
+def _some(kinds: list[str], most: int = 8) -> str:
+    shown = ", ".join(kinds[:most])
+    return shown + (f", … ({len(kinds) - most} more)" if len(kinds) > most else "")
+
+
+def kinds_lines(kinds: KindsSeen) -> list[str]:
+    """The kinds the table has and those events.kinds archives, where they differ."""
+    if not kinds.differ:
+        return []
+    lines = [
+        f"  kinds: the table has {plural(len(kinds.in_table), 'kind')}"
+        + (f" ({_some(list(kinds.in_table))})" if kinds.in_table else "")
+        + f"; events.kinds archives {_some(kinds.moving) or 'none of them'}"
+    ]
+    if kinds.staying:
+        lines.append(f"  kinds staying live: {_some(kinds.staying)}")
+    if kinds.not_in_table:
+        lines.append(
+            f"  events.kinds names kinds with no row in the table: {_some(kinds.not_in_table)}"
+        )
     return lines
 
 
