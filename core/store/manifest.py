@@ -443,6 +443,15 @@ class Manifest:
         ``after_id``, in id order."""
         return await self._select(f"WHERE {_HAS_GZIP} AND {_LOCAL} AND id > ?", (after_id,))
 
+    async def remote_only_count(self, *, after_id: int = 0) -> int:
+        """The entries ``verifiable_entries`` leaves out because their gzip's local
+        copy was dropped once it was shipped (``verify --remote`` reads those)."""
+        [(n,)] = await self.rows(
+            f"SELECT count(*) FROM entries WHERE {_HAS_GZIP} AND NOT {_LOCAL} AND id > ?",
+            [after_id],
+        )
+        return int(n)
+
     async def entries_pending_unlink(self) -> list[Entry]:
         """Committed entries whose live source has not been seen gone (a crash
         between steps 6 and 7)."""

@@ -155,3 +155,52 @@ def test_plan_and_doctor_say_which_kinds_exist_when_the_config_names_others(
     (site / "coldkeep.toml").write_text(set_kinds)
     line = next(x for x in ck(site, "doctor").stdout.splitlines() if "events_kinds" in x)
     assert "no event row would move" in line, line
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    site = tmp_path / "demo"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--no-console"],
+        check=True,
+        capture_output=True,
+    )
+    return site
+
+
+def test_verify_help_says_what_sample_does() -> None:
+    run = subprocess.run(
+        [*COLDKEEP, "verify", "--help"], capture_output=True, text=True, check=True
+    )
+    said = " ".join(run.stdout.split())
+    assert "--sample rotates: each run starts" not in said  # it never did, locally
+    assert "--sample checks a random fraction, drawn afresh each run" in said
+    assert "With --remote, --sample rotates instead" in said
+
+
+def test_verify_says_how_many_entries_it_left_to_the_remote(demo: Path) -> None:
+    config = demo / "coldkeep.toml"
+    config.write_text(
+        config.read_text().replace('site = "demo"', 'site = "demo"\nkeep_local_days = 0')
+    )
+    ck(demo, "pass")
+    shipped = ck_json(demo, "ship")["result"]
+    assert shipped["dropped"] > 0
+    status = ck_json(demo, "status")["result"]["entries"]
+    result = ck_json(demo, "verify")["result"]
+    assert result["remote_only"] > 0
+    assert result["checked"] + result["remote_only"] == sum(
+        status[s]["entries"] for s in ("archived", "stale", "restored") if s in status
+    )
+    text = ck(demo, "verify").stdout
+    n = result["remote_only"]
+    assert f"{n} entries only on the remote, not read (verify --remote reads them)" in text, text
+
+
+def test_the_pass_and_status_say_what_recovery_adopted(demo: Path) -> None:
+    eligible = ck_json(demo, "plan")["result"]["files"]["eligible"]
+    done = ck(demo, "pass").stdout
+    archived = eligible - 1  # the demo's adoptable orphan: its source was counted eligible
+    assert f"files: {archived} archived (+1 adopted by recovery)" in done, done
+    line = next(x for x in ck(demo, "status").stdout.splitlines() if x.startswith("pass 1 "))
+    assert line.endswith(f"{archived} files (+1 adopted by recovery)"), line

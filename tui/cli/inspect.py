@@ -20,6 +20,7 @@ from coldkeep.core.store.audit import history as audit_history
 from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
+from ..operations.archive import adopted
 from ..text.fmt import human, plural
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
@@ -66,10 +67,9 @@ def _status_text(st: Status) -> str:
         lines += _remote_lines(st.remote)
     for p in st.last_passes[:3]:
         when = datetime.fromtimestamp(p.started_at / 1000).strftime("%Y-%m-%d %H:%M")
-        files = p.summary.get("files", {})
-        lines.append(
-            f"pass {p.id:<8} {when} {p.status:<9} {plural(files.get('archived', 0), 'file')}"
-        )
+        files = plural(p.summary.get("files", {}).get("archived", 0), "file")
+        more = adopted(p.summary.get("recovery", {}))  # entered, not archived by the pass
+        lines.append(f"pass {p.id:<8} {when} {p.status:<9} {files}{more}")
     return "\n".join(lines)
 
 

@@ -36,6 +36,14 @@ from .spec import (
 # pass -------------------------------------------------------------------------
 
 
+def adopted(recovery: dict[str, int]) -> str:
+    """What recovery entered besides the files the pass archived: a planted or
+    crashed-out gzip whose live source it matched (its source is one of the
+    files ``plan`` counted eligible, so a pass archives that many fewer)."""
+    n = recovery.get("orphans_adopted", 0)
+    return f" (+{n} adopted by recovery)" if n else ""
+
+
 def _pass_headline(s: PassSummary) -> str:
     f = s.files
     if s.mode == "plan":
@@ -45,7 +53,8 @@ def _pass_headline(s: PassSummary) -> str:
         )
     else:
         text = (
-            f"{s.status}: {plural(f.archived, 'file')} {human(f.bytes_in)} → {human(f.bytes_out)}"
+            f"{s.status}: {plural(f.archived, 'file')}{adopted(s.recovery)} "
+            f"{human(f.bytes_in)} → {human(f.bytes_out)}"
         )
     if isinstance(s.events, EventsMoved):
         moved = s.events.moved
@@ -64,7 +73,8 @@ def _pass_text(s: PassSummary) -> str:
         )
     else:
         lines.append(
-            f"  files: {f.archived} archived, {human(f.bytes_in)} -> {human(f.bytes_out)}; "
+            f"  files: {f.archived} archived{adopted(s.recovery)}, "
+            f"{human(f.bytes_in)} -> {human(f.bytes_out)}; "
             f"{f.changed} changed, {plural(f.verify_failed, 'verify failure')}, "
             f"{plural(f.errors, 'error')}"
         )

@@ -39,7 +39,13 @@ def _verified(r: VerifyReport) -> str:
         f", {unread} could not be read" if unread else ""
     )
     state = "" if r.complete else "; stopped at the deadline, resumes next run"
-    return f"{r.ok}/{r.checked} ok{failed}, {human(r.bytes)}{state}"
+    remote = (
+        f"; {plural(r.remote_only, 'entry', 'entries')} only on the remote, not read "
+        "(verify --remote reads them)"
+        if r.remote_only
+        else ""
+    )
+    return f"{r.ok}/{r.checked} ok{failed}, {human(r.bytes)}{state}{remote}"
 
 
 def _remote_verified(r: RemoteVerifyReport) -> str:
@@ -52,14 +58,19 @@ def _remote_verified(r: RemoteVerifyReport) -> str:
 VERIFY = Operation(
     "verify",
     "Re-read archived gzips and compare them with the manifest (or, with\n"
-    "--remote, the remote copies with what was shipped). --sample rotates: each\n"
-    "run starts where the last one stopped.",
+    "--remote, the remote copies with what was shipped).\n\n"
+    "--max-duration stops at the deadline and the next run with it resumes where\n"
+    "this one stopped; --sample checks a random fraction, drawn afresh each run.\n"
+    "With --remote, --sample rotates instead: each run starts where the last one\n"
+    "stopped. Entries whose local copy was dropped once shipped are read by\n"
+    "--remote only; a local verify says how many it left out.",
     bind=_verify,
     params=(
         click.Option(
             ["--sample"],
             type=click.FloatRange(0, 1, min_open=True),
-            help="Check this fraction.",
+            help="Check this fraction, chosen at random each run (with --remote: the next "
+            "fraction, rotating).",
         ),
         click.Option(
             ["--max-duration"],
