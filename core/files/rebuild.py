@@ -4,7 +4,8 @@ A bundle's members are read from its index, or, when the index is damaged, from
 its tar headers and each member's own gzip header. Every gzip under ``files/``
 describes itself: where it sits gives the directory of
 its live path, its header the file name, the exact mtime and the mode (coldkeep's
-extra field), and inflating it gives the length and sha256. The rebuilt entries
+comment; an older coldkeep's extra field), and inflating it gives the length and
+sha256. The rebuilt entries
 are written into a NEW database (never over an existing one); a gzip that does
 not inflate is reported and left where it is.
 
