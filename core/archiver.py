@@ -203,6 +203,12 @@ class Archiver:
         existing = await Manifest.open_existing(self.layout.manifest)
         return existing or await Manifest.open(Path(":memory:"))
 
+    async def _nothing_archived(self) -> bool:
+        """No coldkeep.db yet: a site no pass has run on (or one whose manifest
+        was lost: rebuild-manifest). A command that would only read the archive
+        says so and writes nothing: not the archive_root, not the lock."""
+        return not await asyncio.to_thread(self.layout.manifest.exists)
+
     async def status(self) -> Status:
         """What is archived, who holds the lock, the last passes."""
         manifest = await Manifest.open_existing(self.layout.manifest)
@@ -211,14 +217,26 @@ class Archiver:
     async def select(self, selection: Selection) -> list[Entry]:
         """The entries a restore of ``selection`` would take, tombstones included
         (read-only, no lock)."""
-        check_selection(selection)
+        await self._check_selection(selection)
         manifest = await Manifest.open_existing(self.layout.manifest)
         if manifest is None:
-            if selection.ids:
-                raise unknown_ids_error(list(selection.ids), ": nothing is archived yet")
             return []
         async with manifest:
             return await select_entries(manifest, selection)
+
+    async def _check_selection(self, selection: Selection) -> None:
+        """A selection that names something, every id of it an entry's (read-only):
+        else a ``SelectionError``, before anything takes the lock."""
+        check_selection(selection)
+        if not selection.ids:
+            return
+        manifest = await Manifest.open_existing(self.layout.manifest)
+        if manifest is None:
+            raise unknown_ids_error(list(selection.ids), ": nothing is archived yet")
+        async with manifest:
+            unknown = await manifest.unknown_ids(selection.ids)
+        if unknown:
+            raise unknown_ids_error(unknown)
 
     async def plan(self) -> PlanReport:
         """The backlog, and what recovery would settle; nothing is written."""
@@ -319,7 +337,16 @@ class Archiver:
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to``."""
-        root = check_restore_root(to, self.settings.archive_root) if to else None
+        root = (
+            check_restore_root(to, self.settings.archive_root, self.settings.live_root)
+            if to
+            else None
+        )
+        # A selection that cannot be used (none, an id no entry has) is refused
+        # before the lock is taken: a usage error writes nothing.
+        await self._check_selection(selection)
+        if await self._nothing_archived():
+            return RestoreReport(nothing_archived=True)
         args = {**asdict(selection), "to": str(root) if root else None}
         async with (
             self.session("restore", args, cancel) as current,
@@ -380,6 +407,8 @@ class Archiver:
         max_duration: float | None = None,
         cancel: CancelToken | None = None,
     ) -> VerifyReport:
+        if await self._nothing_archived():
+            return VerifyReport(nothing_archived=True)
         args = {"sample": sample, "max_duration": max_duration}
         async with self.session("verify", args, cancel) as current:
             current.start()
@@ -408,7 +437,10 @@ class Archiver:
     ) -> RemoteVerifyReport:
         """The remote copies read back (all, or ``sample`` of them, rotating);
         a bad one shipped again from its local copy where there is one."""
-        return await tier.verify(self.sessions, self._remote(), sample, cancel)
+        remote = self._remote()
+        if await self._nothing_archived():
+            return RemoteVerifyReport(nothing_archived=True)
+        return await tier.verify(self.sessions, remote, sample, cancel)
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None

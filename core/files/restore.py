@@ -10,7 +10,8 @@ another directory.
 Invariants:
 - Every target is checked before anything is written: the entry's relpath and gz
   path must stay inside their roots (no absolute path, no ``..``, no symlinked
-  parent), and a ``--to`` directory must be a real directory outside the archive,
+  parent), and a ``--to`` directory must be a real directory outside the archive
+  and outside the live tree (where it would become new files to archive),
   reached through no symlink.
 - A target that exists is ``exists`` and untouched; a gzip that does not give the
   recorded bytes is ``mismatch`` and nothing is placed.
@@ -139,6 +140,7 @@ class FileRestore:
 @dataclass
 class RestoreReport:
     files: list[FileRestore] = field(default_factory=list)
+    nothing_archived: bool = False  # no coldkeep.db yet: nothing read, nothing written
 
     @property
     def counts(self) -> dict[str, int]:
@@ -167,13 +169,20 @@ class RestoreReport:
         ]
 
 
-def check_restore_root(to: Path, archive_root: Path) -> Path:
-    """A ``--to`` directory: absolute, reached through no symlink, outside the archive."""
+def check_restore_root(to: Path, archive_root: Path, live_root: Path | None = None) -> Path:
+    """A ``--to`` directory: absolute, reached through no symlink, outside the
+    archive and outside the live tree (``live_root``, when given)."""
     absolute = Path(os.path.abspath(to))
     if absolute.resolve() != absolute:
         raise UnsafePath(f"{to} goes through a symlink; give the real directory")
     if absolute == archive_root or archive_root in absolute.parents:
         raise UnsafePath(f"{to} is inside the archive; restore somewhere else")
+    lives = {live_root, live_root.resolve()} if live_root is not None else set()
+    if any(absolute == live or live in absolute.parents for live in lives):
+        raise UnsafePath(
+            f"{to} is inside live_root ({live_root}): the next pass would archive what is "
+            "restored there as new files; restore in place (without --to) or outside it"
+        )
     if absolute.exists() and not absolute.is_dir():
         raise UnsafePath(f"{to} is not a directory")
     return absolute

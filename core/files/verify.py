@@ -54,6 +54,7 @@ class VerifyReport:
     resumed_from: int | None = None
     seconds: float = 0.0
     remote_only: int = 0  # entries left out: only the remote holds their gzip
+    nothing_archived: bool = False  # no coldkeep.db yet: nothing read, nothing written
 
     @property
     def failed(self) -> bool:

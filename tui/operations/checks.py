@@ -30,7 +30,12 @@ def _verify(options: Options) -> Run:
     return lambda archiver, cancel: archiver.verify(sample, max_duration, cancel)
 
 
+NOTHING_ARCHIVED = "nothing archived yet (no coldkeep.db): nothing to verify"
+
+
 def _verified(r: VerifyReport) -> str:
+    if r.nothing_archived:
+        return NOTHING_ARCHIVED
     # A gzip that could not be read proves nothing about its bytes: it is said
     # apart from the ones that failed (and nothing is marked on it).
     unread = sum(p.result == "error" for p in r.problems)
@@ -49,6 +54,8 @@ def _verified(r: VerifyReport) -> str:
 
 
 def _remote_verified(r: RemoteVerifyReport) -> str:
+    if r.nothing_archived:
+        return NOTHING_ARCHIVED
     text = f"{r.ok}/{r.checked} remote copies ok, {human(r.bytes)}"
     if r.reshipped:
         text += f", {len(r.reshipped)} shipped again"

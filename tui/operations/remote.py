@@ -29,7 +29,7 @@ def _shipped(r: ShipReport) -> str:
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.problems:
-        parts.append(plural(len(r.problems), "PROBLEM"))
+        parts.append(plural(len(r.problems), "PROBLEM", "PROBLEMS"))
     return ", ".join(parts)
 
 

@@ -31,7 +31,7 @@ def _expired(r: ExpireReport) -> str:
     )
     if r.settled:
         text += f"; {plural(r.settled, 'interrupted expiry', 'interrupted expiries')} finished"
-    return text + (f", {plural(len(r.problems), 'PROBLEM')}" if r.problems else "")
+    return text + (f", {plural(len(r.problems), 'PROBLEM', 'PROBLEMS')}" if r.problems else "")
 
 
 def _planned(plan: ExpirePlan) -> str:
