@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from .base.cancel import CancelToken
 from .base.codec import Codec
 from .base.config import RemoteSettings, Settings
 from .base.errors import UsageError
+from .base.fsutil import ensure_dir
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter
 from .base.steps import StepHook, no_step
@@ -463,17 +465,21 @@ class Archiver:
         while a long pass or an expiry runs (the expiry checks each item). A
         unit or path hold that covers nothing archived now is refused unless
         placed ``ahead`` (store/legalholds.py)."""
+        place = partial(legalholds.place, scope=scope, target=target, reason=reason, until=until)
+        local = await asyncio.to_thread(self.layout.event_months)
+        if await self._nothing_archived():
+            # No coldkeep.db yet: a hold that is refused (all but one placed ahead)
+            # is refused on an empty manifest in memory, and creates nothing.
+            async with await Manifest.open(Path(":memory:")) as empty:
+                await place(empty, at=self.clock(), origin=self.origin, months=local, ahead=ahead)
+            root = self.settings.archive_root
+            await asyncio.to_thread(ensure_dir, root, root=root)  # made on first use
         async with await Manifest.open(self.layout.manifest) as manifest:
-            local = await asyncio.to_thread(self.layout.event_months)
             shipped = await RemoteObjects(manifest).latest_months()
             candidates = sorted(local.keys() | shipped.keys())
             gone = {m for m, _ in await expiry.expired_months(manifest, candidates)}
-            return await legalholds.place(
+            return await place(
                 manifest,
-                scope,
-                target,
-                reason,
-                until=until,
                 at=self.clock(),
                 origin=self.origin,
                 months=[m for m in candidates if m not in gone],
@@ -481,6 +487,8 @@ class Archiver:
             )
 
     async def release_hold(self, hold_id: int) -> Hold:
+        if await self._nothing_archived():  # no hold was placed: nothing to create
+            raise legalholds.HoldError(f"there is no hold {hold_id} (no hold was ever placed here)")
         async with await Manifest.open(self.layout.manifest) as manifest:
             return await legalholds.release(manifest, hold_id, at=self.clock(), origin=self.origin)
 
