@@ -53,8 +53,7 @@ def _pass_headline(s: PassSummary) -> str:
         )
     else:
         text = (
-            f"{s.status}: {plural(f.archived, 'file')}{adopted(s.recovery)} "
-            f"{human(f.bytes_in)} → {human(f.bytes_out)}"
+            f"{s.status}: {plural(f.archived, 'file')} {human(f.bytes_in)} → {human(f.bytes_out)}"
         )
     if isinstance(s.events, EventsMoved):
         moved = s.events.moved
