@@ -38,10 +38,10 @@ WRITER = ROOT / "tests" / "appwriter.py"
 
 from report import Row, met, pct, print_table  # noqa: E402
 
-from coldkeep.core.base.config import DEFAULT_EVENT_KINDS, parse_settings  # noqa: E402
+from coldkeep.core.base.config import parse_settings  # noqa: E402
 from coldkeep.core.events.checkpoint import wal_bytes  # noqa: E402
 from coldkeep.core.events.dbmove import move_events  # noqa: E402
-from coldkeep.core.ops.demo import write_state_db  # noqa: E402
+from coldkeep.core.ops.demo import ARCHIVED_KINDS, write_state_db  # noqa: E402
 
 MIN_AGE_DAYS = 30
 
@@ -103,7 +103,7 @@ class WalWatch:
 
 
 def eligible_where(now_ms: int) -> str:
-    kinds = ", ".join(f"'{k}'" for k in sorted(DEFAULT_EVENT_KINDS))
+    kinds = ", ".join(f"'{k}'" for k in ARCHIVED_KINDS)
     cutoff = now_ms - MIN_AGE_DAYS * 86_400_000
     return f"kind IN ({kinds}) AND ts < {cutoff} AND id < (SELECT max(id) FROM events)"
 
@@ -124,7 +124,7 @@ def run_coldkeep(
             "live_root": str(base / "live"),
             "archive_root": str(base / "archive"),
             "state_db": str(db),
-            "events": {"min_age_days": MIN_AGE_DAYS, **events},
+            "events": {"min_age_days": MIN_AGE_DAYS, "kinds": list(ARCHIVED_KINDS), **events},
         },
         base / "coldkeep.toml",
     )

@@ -40,11 +40,13 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +54,13 @@ from .base.cancel import CancelToken
 from .base.codec import Codec
 from .base.config import RemoteSettings, Settings
 from .base.errors import UsageError
+from .base.fsutil import ensure_dir
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter
 from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
-from .events.eventschema import EventsError
 from .events.restore import EventsRestoreReport, restore_events
 from .files.rebuild import RebuildReport
 from .files.recovery import (
@@ -72,8 +74,10 @@ from .files.restore import (
     RestoreReport,
     Selection,
     check_restore_root,
+    check_selection,
     restore_files,
     select_entries,
+    unknown_ids_error,
 )
 from .files.verify import VerifyReport, verify_entries
 from .ops import settle, tier
@@ -93,10 +97,11 @@ from .remote.fetch import remote_reader
 from .remote.rebuild import FromRemoteReport, fetch_lost_months
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
-from .store import legalholds
+from .store import expiry, legalholds
 from .store.checkpointlog import record_checkpoint
 from .store.legalholds import Hold
 from .store.manifest import Entry, Manifest
+from .store.remoteobjects import RemoteObjects
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [
@@ -118,6 +123,11 @@ class NoRemote(UsageError):
 
 class ModeOff(UsageError):
     """``mode = "off"``: passes are disabled by the config."""
+
+
+class NoStateDb(UsageError):
+    """An operation on the live database's event rows with no ``state_db``
+    configured: the config lacks what the command needs (exit 2, as ``NoRemote``)."""
 
 
 class Archiver:
@@ -169,6 +179,16 @@ class Archiver:
         "stop" trips ``cancel``): ``ops.session.Sessions.open``."""
         return self.sessions.open(command, args, cancel)
 
+    def _state_db(self, what: str) -> Path:
+        db = self.settings.state_db
+        if db is None:
+            where = self.settings.config_path or "coldkeep.toml"
+            raise NoStateDb(
+                f"{where}: no state_db is configured: {what} "
+                '(add state_db = "path/to/the/application.db")'
+            )
+        return db
+
     def _remote(self) -> RemoteSettings:
         if self.settings.remote is None:
             where = self.settings.config_path or "coldkeep.toml"
@@ -185,18 +205,40 @@ class Archiver:
         existing = await Manifest.open_existing(self.layout.manifest)
         return existing or await Manifest.open(Path(":memory:"))
 
+    async def _nothing_archived(self) -> bool:
+        """No coldkeep.db yet: a site no pass has run on (or one whose manifest
+        was lost: rebuild-manifest). A command that would only read the archive
+        says so and writes nothing: not the archive_root, not the lock."""
+        return not await asyncio.to_thread(self.layout.manifest.exists)
+
     async def status(self) -> Status:
         """What is archived, who holds the lock, the last passes."""
         manifest = await Manifest.open_existing(self.layout.manifest)
         return await read_status(self.settings, self.layout, manifest)
 
     async def select(self, selection: Selection) -> list[Entry]:
-        """The entries a restore of ``selection`` would take (read-only, no lock)."""
+        """The entries a restore of ``selection`` would take, tombstones included
+        (read-only, no lock)."""
+        await self._check_selection(selection)
         manifest = await Manifest.open_existing(self.layout.manifest)
         if manifest is None:
             return []
         async with manifest:
             return await select_entries(manifest, selection)
+
+    async def _check_selection(self, selection: Selection) -> None:
+        """A selection that names something, every id of it an entry's (read-only):
+        else a ``SelectionError``, before anything takes the lock."""
+        check_selection(selection)
+        if not selection.ids:
+            return
+        manifest = await Manifest.open_existing(self.layout.manifest)
+        if manifest is None:
+            raise unknown_ids_error(list(selection.ids), ": nothing is archived yet")
+        async with manifest:
+            unknown = await manifest.unknown_ids(selection.ids)
+        if unknown:
+            raise unknown_ids_error(unknown)
 
     async def plan(self) -> PlanReport:
         """The backlog, and what recovery would settle; nothing is written."""
@@ -285,9 +327,7 @@ class Archiver:
     async def checkpoint(self) -> CheckpointRan:
         """One live WAL checkpoint now (PASSIVE unless configured otherwise); told
         to the stream as the checkpoint it is, not as an operation."""
-        db = self.settings.state_db
-        if db is None:
-            raise EventsError("no state_db is configured: there is nothing to checkpoint")
+        db = self._state_db("there is no live WAL to checkpoint")
         async with self.session("checkpoint") as current:
             result = await checkpoint_now(db, self.settings.events)
             await record_checkpoint(current.manifest, result)
@@ -299,7 +339,16 @@ class Archiver:
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to``."""
-        root = check_restore_root(to, self.settings.archive_root) if to else None
+        root = (
+            check_restore_root(to, self.settings.archive_root, self.settings.live_root)
+            if to
+            else None
+        )
+        # A selection that cannot be used (none, an id no entry has) is refused
+        # before the lock is taken: a usage error writes nothing.
+        await self._check_selection(selection)
+        if await self._nothing_archived():
+            return RestoreReport(nothing_archived=True)
         args = {**asdict(selection), "to": str(root) if root else None}
         async with (
             self.session("restore", args, cancel) as current,
@@ -326,6 +375,7 @@ class Archiver:
         cancel: CancelToken | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live, left alone by passes for hold_days."""
+        self._state_db("there is no live table to restore event rows into")
         args = {"kinds": sorted(kinds or []), "months": months}
         async with self.session("restore-events", args, cancel) as current:
             current.start()
@@ -359,6 +409,8 @@ class Archiver:
         max_duration: float | None = None,
         cancel: CancelToken | None = None,
     ) -> VerifyReport:
+        if await self._nothing_archived():
+            return VerifyReport(nothing_archived=True)
         args = {"sample": sample, "max_duration": max_duration}
         async with self.session("verify", args, cancel) as current:
             current.start()
@@ -387,7 +439,10 @@ class Archiver:
     ) -> RemoteVerifyReport:
         """The remote copies read back (all, or ``sample`` of them, rotating);
         a bad one shipped again from its local copy where there is one."""
-        return await tier.verify(self.sessions, self._remote(), sample, cancel)
+        remote = self._remote()
+        if await self._nothing_archived():
+            return RemoteVerifyReport(nothing_archived=True)
+        return await tier.verify(self.sessions, remote, sample, cancel)
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None
@@ -398,16 +453,42 @@ class Archiver:
         return await expire_archive(self.sessions, cancel, only)
 
     async def place_hold(
-        self, scope: str, target: str, reason: str, until: int | None = None
+        self,
+        scope: str,
+        target: str,
+        reason: str,
+        until: int | None = None,
+        *,
+        ahead: bool = False,
     ) -> Hold:
         """A legal hold placed and audited. No lock: a hold must go on even
-        while a long pass or an expiry runs (the expiry checks each item)."""
+        while a long pass or an expiry runs (the expiry checks each item). A
+        unit or path hold that covers nothing archived now is refused unless
+        placed ``ahead`` (store/legalholds.py)."""
+        place = partial(legalholds.place, scope=scope, target=target, reason=reason, until=until)
+        local = await asyncio.to_thread(self.layout.event_months)
+        if await self._nothing_archived():
+            # No coldkeep.db yet: a hold that is refused (all but one placed ahead)
+            # is refused on an empty manifest in memory, and creates nothing.
+            async with await Manifest.open(Path(":memory:")) as empty:
+                await place(empty, at=self.clock(), origin=self.origin, months=local, ahead=ahead)
+            root = self.settings.archive_root
+            await asyncio.to_thread(ensure_dir, root, root=root)  # made on first use
         async with await Manifest.open(self.layout.manifest) as manifest:
-            return await legalholds.place(
-                manifest, scope, target, reason, until=until, at=self.clock(), origin=self.origin
+            shipped = await RemoteObjects(manifest).latest_months()
+            candidates = sorted(local.keys() | shipped.keys())
+            gone = {m for m, _ in await expiry.expired_months(manifest, candidates)}
+            return await place(
+                manifest,
+                at=self.clock(),
+                origin=self.origin,
+                months=[m for m in candidates if m not in gone],
+                ahead=ahead,
             )
 
     async def release_hold(self, hold_id: int) -> Hold:
+        if await self._nothing_archived():  # no hold was placed: nothing to create
+            raise legalholds.HoldError(f"there is no hold {hold_id} (no hold was ever placed here)")
         async with await Manifest.open(self.layout.manifest) as manifest:
             return await legalholds.release(manifest, hold_id, at=self.clock(), origin=self.origin)
 

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coldkeep.core.base.codec import gzip_header
+from coldkeep.core.base.codec import gzip_header, read_gzip_header
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.gzfile import Roots as FileRoots
 
@@ -187,6 +188,35 @@ def entries(site: Path) -> list[dict[str, Any]]:
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM entries ORDER BY id")]
+
+
+def legacy_gzip_header(name: bytes, mtime_ns: int, mode: int) -> bytes:
+    """The header coldkeep wrote before its gzips carried their mode and exact
+    mtime in the comment: in a FEXTRA subfield ``CK`` (mode u32, mtime ns u64)."""
+    extra = b"CK" + struct.pack("<H", 12) + struct.pack("<IQ", mode, mtime_ns)
+    mtime = mtime_ns // 1_000_000_000
+    return (
+        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, 0x08 | 0x04, mtime, 0, 3)
+        + struct.pack("<H", len(extra))
+        + extra
+        + name
+        + b"\0"
+    )
+
+
+def as_legacy_gzip(gz: Path, offset: int = 0) -> int:
+    """Rewrites the coldkeep gzip at ``gz`` (the whole file) with the header an
+    older coldkeep wrote, the same deflate stream and trailer; its new size."""
+    data = gz.read_bytes()[offset:]
+    assert data[3] == 0x08 | 0x10, "a gzip with a name and a comment"
+    name_end = data.index(b"\0", 10)
+    comment_end = data.index(b"\0", name_end + 1)
+    header = read_gzip_header(gz)
+    assert header.mtime_ns is not None and header.mode is not None
+    legacy = legacy_gzip_header(data[10:name_end], header.mtime_ns, header.mode)
+    rewritten = legacy + data[comment_end + 1 :]
+    gz.write_bytes(rewritten)
+    return len(rewritten)
 
 
 def planted(layout: Layout, rel: str, name: bytes, data: bytes, mode: int, mtime_ns: int) -> Path:

@@ -3,10 +3,11 @@
 Three deflate engines behind one small interface (``Codec``): ISA-L (``isal``),
 ``zlib-ng`` and the standard library's ``zlib``. Whatever the engine, the output
 is one standard gzip member whose header carries the source's file name (FNAME)
-and mtime, so ``gzip -l`` shows the name and ``gunzip -N`` restores both; an extra
-field (which gzip skips) adds the exact mtime and the mode, so the archive can be
-rebuilt from its gzips alone. Inflating always uses the fastest
-inflater available (ISA-L), whatever engine wrote the file.
+and mtime, so ``gzip -l`` shows the name and ``gunzip -N`` restores both; its
+comment (FCOMMENT, which every gzip reader skips in silence) adds the exact mtime
+and the mode, so the archive can be rebuilt from its gzips alone. Inflating
+always uses the fastest inflater available (ISA-L), whatever engine wrote the
+file.
 
 Invariants:
 - Each source byte is read once: the same 1 MiB chunk feeds sha256, CRC-32 and the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -46,6 +48,7 @@ from .times import NS_PER_S
 CHUNK = 1 << 20
 _FEXTRA = 0x04
 _FNAME = 0x08
+_FCOMMENT = 0x10
 _OS_UNIX = 3
 
 Progress = Callable[[int], None]
@@ -119,8 +122,9 @@ class Packed(Digest):
 @dataclass(frozen=True)
 class GzipHeader:
     """What a coldkeep gzip says about its source: the file name (FNAME), the
-    mtime in seconds (MTIME), and from coldkeep's extra field the exact mtime in
-    ns and the mode (None in a gzip that coldkeep did not write)."""
+    mtime in seconds (MTIME), and from coldkeep's comment (or, in a gzip an older
+    coldkeep wrote, its extra field) the exact mtime in ns and the mode (None in
+    a gzip that coldkeep did not write)."""
 
     name: str | None
     mtime: int
@@ -128,23 +132,29 @@ class GzipHeader:
     mode: int | None = None
 
 
-# coldkeep's FEXTRA subfield: SI1 'C', SI2 'K', then the source's mode (u32) and
-# mtime in ns (u64), little-endian. gzip and gunzip skip subfields they do not
-# know; it makes the archive rebuildable without losing mode or mtime precision.
+# What makes the archive rebuildable without losing mode or mtime precision: the
+# source's mode (octal) and mtime in ns, in the gzip's comment (FCOMMENT, after
+# the name: ``coldkeep mode=100644 mtime_ns=1700000000123456789``). Every reader
+# skips a comment in silence; GNU gzip -v warns of every extra field it skips
+# ("extra field of 16 bytes ignored"), so coldkeep no longer writes one.
+_COMMENT = re.compile(rb"coldkeep mode=([0-7]{1,7}) mtime_ns=([0-9]{1,20})")
+# Read only, from the gzips an older coldkeep wrote: a FEXTRA subfield SI1 'C',
+# SI2 'K', then the mode (u32) and the mtime in ns (u64), little-endian.
 _EXTRA_ID = b"CK"
 _EXTRA = struct.Struct("<IQ")
+_FIELD_MAX = 4096  # a name or a comment longer than this is not coldkeep's
 
 
 def gzip_header(name: bytes, mtime_ns: int, mode: int = 0) -> bytes:
     mtime = mtime_ns // NS_PER_S
     if not 0 <= mtime < 2**32:
         mtime = 0  # the field cannot hold it; 0 means "no time stamp"
-    extra = _EXTRA_ID + struct.pack("<H", _EXTRA.size) + _EXTRA.pack(mode, max(mtime_ns, 0))
+    comment = b"coldkeep mode=%o mtime_ns=%d" % (mode & 0o7777777, max(mtime_ns, 0))
     return (
-        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME | _FEXTRA, mtime, 0, _OS_UNIX)
-        + struct.pack("<H", len(extra))
-        + extra
+        struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME | _FCOMMENT, mtime, 0, _OS_UNIX)
         + name.replace(b"\0", b"")
+        + b"\0"
+        + comment
         + b"\0"
     )
 
@@ -399,25 +409,41 @@ def read_gzip_header(gz: Path, offset: int = 0) -> GzipHeader:
             raise CorruptGzip(f"{gz}: not a gzip file")
         flags, mtime = head[3], struct.unpack("<I", head[4:8])[0]
         mode = mtime_ns = None
-        if flags & _FEXTRA:
+        if flags & _FEXTRA:  # an older coldkeep's
             size = f.read(2)
             if len(size) < 2:
                 raise CorruptGzip(f"{gz}: truncated in the gzip header's extra field")
             (xlen,) = struct.unpack("<H", size)
-            extra = f.read(xlen)
-            at = 0
-            while at + 4 <= len(extra):
-                sub_id, (sub_len,) = extra[at : at + 2], struct.unpack("<H", extra[at + 2 : at + 4])
-                data = extra[at + 4 : at + 4 + sub_len]
-                if sub_id == _EXTRA_ID and len(data) == _EXTRA.size:
-                    mode, mtime_ns = _EXTRA.unpack(data)
-                at += 4 + sub_len
+            found = _extra(f.read(xlen))
+            if found is not None:
+                mode, mtime_ns = found
         name: str | None = None
         if flags & _FNAME:
-            raw = bytearray()
-            while (b := f.read(1)) not in (b"", b"\0"):
-                raw += b
-                if len(raw) > 4096:
-                    raise CorruptGzip(f"{gz}: gzip file name field does not end")
-            name = os.fsdecode(bytes(raw))
+            name = os.fsdecode(_zero_ended(f, gz, "file name"))
+        if flags & _FCOMMENT:
+            said = _COMMENT.fullmatch(_zero_ended(f, gz, "comment"))
+            if said is not None:
+                mode, mtime_ns = int(said[1], 8), int(said[2])
     return GzipHeader(name, mtime, mtime_ns, mode)
+
+
+def _extra(extra: bytes) -> tuple[int, int] | None:
+    """coldkeep's subfield of a gzip's extra field: (mode, mtime in ns)."""
+    at, found = 0, None
+    while at + 4 <= len(extra):
+        sub_id, (sub_len,) = extra[at : at + 2], struct.unpack("<H", extra[at + 2 : at + 4])
+        data = extra[at + 4 : at + 4 + sub_len]
+        if sub_id == _EXTRA_ID and len(data) == _EXTRA.size:
+            found = _EXTRA.unpack(data)
+        at += 4 + sub_len
+    return found
+
+
+def _zero_ended(f: BinaryIO, gz: Path, field: str) -> bytes:
+    """A zero-terminated header field (FNAME, FCOMMENT), read to its end."""
+    raw = bytearray()
+    while (b := f.read(1)) not in (b"", b"\0"):
+        raw += b
+        if len(raw) > _FIELD_MAX:
+            raise CorruptGzip(f"{gz}: gzip {field} field does not end")
+    return bytes(raw)

@@ -36,20 +36,6 @@ TsFormat = Literal["ms", "s", "iso"]
 # RESTART and TRUNCATE wait on the application's readers and writers: never the default.
 CheckpointMode = Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
 
-# The kinds nothing reads back and that come in volume. Every other kind stays live.
-DEFAULT_EVENT_KINDS: frozenset[str] = frozenset(
-    {
-        "pingpong_decision_failed",
-        "webhook_event",
-        "recheck_noop",
-        "ci_completed",
-        "wakes_stranded",
-        "reconcile_pass",
-        "base_advanced",
-        "exec_policy_violation",
-    }
-)
-
 # Measured on the 2-core reference machine (docs/performance.md): ISA-L level 1
 # compresses JSONL ~4x faster than zlib -6 at a ratio within 4 % of gzip -6's.
 DEFAULT_ENGINE: Engine = "isal"
@@ -103,7 +89,7 @@ class EventsSettings:
     kind_column: str = "kind"
     ts_column: str = "ts"
     ts_format: TsFormat = "ms"
-    kinds: frozenset[str] = DEFAULT_EVENT_KINDS
+    kinds: frozenset[str] | None = None  # the kinds archived; None: every kind
     min_age_days: float = 30.0
     batch_rows: int = 2000
     busy_timeout_ms: int = 5000
@@ -407,13 +393,27 @@ def _files(t: _Table, state_db: Path | None) -> FilesSettings:
     return files
 
 
+def _kinds(t: _Table) -> frozenset[str] | None:
+    """``events.kinds``: the kinds archived (every other one stays live), or None
+    for every kind (the key left out)."""
+    kinds = t.strings("kinds", ())
+    if "kinds" in t.data and not kinds:
+        raise ConfigError(
+            t.file,
+            t.key("kinds"),
+            "an empty list archives no event row",
+            "name the kinds to archive, or leave the key out to archive every kind",
+        )
+    return frozenset(kinds) if kinds else None
+
+
 def _events(t: _Table) -> EventsSettings:
     events = EventsSettings(
         table=t.identifier("table", EventsSettings.table),
         kind_column=t.identifier("kind_column", EventsSettings.kind_column),
         ts_column=t.identifier("ts_column", EventsSettings.ts_column),
         ts_format=t.choice("ts_format", EventsSettings.ts_format, get_args(TsFormat)),
-        kinds=frozenset(t.strings("kinds", tuple(sorted(DEFAULT_EVENT_KINDS)))),
+        kinds=_kinds(t),
         min_age_days=t.number("min_age_days", EventsSettings.min_age_days, minimum=0),
         batch_rows=t.integer("batch_rows", EventsSettings.batch_rows, minimum=1),
         busy_timeout_ms=t.integer("busy_timeout_ms", EventsSettings.busy_timeout_ms, minimum=0),

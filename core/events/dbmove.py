@@ -5,8 +5,9 @@ the application keeps writing.
 One batch, oldest ids first (at most ``events.batch_rows`` rows, over an id span
 sized so that step 3 holds live's write lock about LOCK_TARGET_S):
 
-  1. find the id range of the next eligible rows in live (kind in
-     ``events.kinds``, time stamp parsable and older than ``events.min_age_days``,
+  1. find the id range of the next eligible rows in live (of a kind
+     ``events.kinds`` names, any kind without it; time stamp parsable and older
+     than ``events.min_age_days``,
      never the row with the largest id) and the months they fall in: aggregate
      SELECTs, no transaction left open;
   2. per month, in one transaction on the live connection with the month DB
@@ -395,7 +396,7 @@ class EventMover:
         self.on_batch = on_batch
         self.on_checkpoint = on_checkpoint
         self.report = MoveReport()
-        self._kinds = sorted(self.cfg.kinds)
+        self._kinds = None if self.cfg.kinds is None else sorted(self.cfg.kinds)
         # Ids a batch may span: the delete's time grows with the ids it walks as
         # well as the rows it removes. Adapted to LOCK_TARGET_S.
         self._ids = 8 * self.cfg.batch_rows
@@ -453,16 +454,18 @@ class EventMover:
     def _eligible(self, schema: EventSchema) -> SqlCondition:
         """The SQL condition a row must meet to move, and its parameters (all
         positional: binding hundreds of named parameters is measurably slower)."""
+        cutoff = schema.cutoff(self.now_ms, self.cfg.min_age_days)
+        if self._kinds is None:  # every kind
+            return SqlCondition(schema.eligible_sql("?"), [cutoff])
         sql = f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND {schema.eligible_sql('?')}"
-        return SqlCondition(sql, [*self._kinds, schema.cutoff(self.now_ms, self.cfg.min_age_days)])
+        return SqlCondition(sql, [*self._kinds, cutoff])
 
     def _count_unparsable(self, live: sqlite3.Connection, schema: EventSchema) -> None:
-        sql = (
-            f"SELECT count(*) FROM {q(schema.table)} "
-            f"WHERE {q(schema.kind)} IN ({_marks(len(self._kinds))}) "
-            f"AND {schema.unparsable_sql()}"
+        kinds = (
+            "" if self._kinds is None else f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND "
         )
-        self.report.unparsable = int(live.execute(sql, self._kinds).fetchone()[0])
+        sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {kinds}{schema.unparsable_sql()}"
+        self.report.unparsable = int(live.execute(sql, self._kinds or []).fetchone()[0])
 
     # the batches ---------------------------------------------------------------
 

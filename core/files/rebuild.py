@@ -4,7 +4,8 @@ A bundle's members are read from its index, or, when the index is damaged, from
 its tar headers and each member's own gzip header. Every gzip under ``files/``
 describes itself: where it sits gives the directory of
 its live path, its header the file name, the exact mtime and the mode (coldkeep's
-extra field), and inflating it gives the length and sha256. The rebuilt entries
+comment; an older coldkeep's extra field), and inflating it gives the length and
+sha256. The rebuilt entries
 are written into a NEW database (never over an existing one); a gzip that does
 not inflate is reported and left where it is.
 
@@ -29,11 +30,12 @@ from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, inflate, read_gzip_header
+from ..base.errors import UsageError
 from ..base.layout import Layout, UnsafePath, unit_of
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import NS_PER_MS
-from ..store.manifest import Manifest, ManifestError, NewEntry
+from ..store.manifest import Manifest, NewEntry
 from .bundle import is_bundle_name, read_bundle
 from .orphanbundle import MAX_MTIME_NS, trusted_mode
 from .recovery import archive_files
@@ -128,6 +130,18 @@ def _describe_bundle(
     return found, contents.refused, unreadable
 
 
+class RebuildTargetExists(UsageError):
+    """The rebuild's output is already there: it writes a new database only."""
+
+
+def check_rebuild_target(out: Path) -> None:
+    """Refuse an output that exists (a rebuild never writes over a database)."""
+    if os.path.lexists(out):
+        raise RebuildTargetExists(
+            f"{out} exists; rebuild writes a new database (give --out PATH, a new file)"
+        )
+
+
 async def rebuild_manifest(
     layout: Layout,
     out: Path,
@@ -136,8 +150,7 @@ async def rebuild_manifest(
     limiter: RateLimiter,
     cancel: CancelToken | None = None,
 ) -> RebuildReport:
-    if await asyncio.to_thread(os.path.lexists, out):
-        raise ManifestError(f"{out} exists; rebuild writes a new database (give --out PATH)")
+    await asyncio.to_thread(check_rebuild_target, out)
     token = cancel or CancelToken()
     report = RebuildReport(out)
     walked = await asyncio.to_thread(archive_files, layout)

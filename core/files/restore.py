@@ -10,10 +10,15 @@ another directory.
 Invariants:
 - Every target is checked before anything is written: the entry's relpath and gz
   path must stay inside their roots (no absolute path, no ``..``, no symlinked
-  parent), and a ``--to`` directory must be a real directory outside the archive,
+  parent), and a ``--to`` directory must be a real directory outside the archive
+  and outside the live tree (where it would become new files to archive),
   reached through no symlink.
 - A target that exists is ``exists`` and untouched; a gzip that does not give the
   recorded bytes is ``mismatch`` and nothing is placed.
+- A tombstone (an entry retention expired) is selected like any entry and
+  reported ``expired``, with when and its sha256: nothing is left to restore,
+  and the operator is told so rather than shown an empty selection. An id no
+  entry has is a usage error.
 - Two versions of one path never share a target (``target_names``): under
   another directory the older ones are renamed, in place they are refused.
 - Restoring in place gives the file a restore grace (``grace_days``, the config's
@@ -26,6 +31,7 @@ import os
 from collections import defaultdict
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -41,7 +47,7 @@ from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
 
-RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error"]
+RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error", "expired"]
 
 
 class RemoteCopies(Protocol):
@@ -78,12 +84,29 @@ class Selection:
         )
 
 
-async def select_entries(manifest: Manifest, sel: Selection) -> list[Entry]:
-    """The entries a selection names, oldest path first."""
+def check_selection(sel: Selection) -> None:
+    """A selection that names something, in words the manifest can search."""
     if sel.empty:
         raise SelectionError("select something: ids, --unit, --path, --sha or a time range")
     if sel.sha and not all(c in "0123456789abcdef" for c in sel.sha.lower()):
         raise SelectionError(f"--sha {sel.sha!r} is not hexadecimal")
+
+
+def unknown_ids_error(ids: list[int], why: str = "") -> SelectionError:
+    said = ", ".join(str(i) for i in ids)
+    return SelectionError(
+        f"no entry {said}{why} (restore --list --unit U or --path GLOB shows entry ids)"
+    )
+
+
+async def select_entries(manifest: Manifest, sel: Selection) -> list[Entry]:
+    """The entries a selection names, oldest path first; tombstones (``expired``)
+    included. An id no entry has is a ``SelectionError``."""
+    check_selection(sel)
+    if sel.ids:
+        unknown = await manifest.unknown_ids(sel.ids)
+        if unknown:
+            raise unknown_ids_error(unknown)
     entries = await manifest.select(
         ids=sel.ids,
         unit=sel.unit,
@@ -117,6 +140,7 @@ class FileRestore:
 @dataclass
 class RestoreReport:
     files: list[FileRestore] = field(default_factory=list)
+    nothing_archived: bool = False  # no coldkeep.db yet: nothing read, nothing written
 
     @property
     def counts(self) -> dict[str, int]:
@@ -127,7 +151,10 @@ class RestoreReport:
 
     @property
     def failed(self) -> bool:
-        return any(f.result in ("mismatch", "missing", "refused", "error") for f in self.files)
+        """Something selected did not come back: a gzip gone or bad, a path
+        refused, or an entry whose data retention deleted (``expired``)."""
+        bad = ("mismatch", "missing", "refused", "error", "expired")
+        return any(f.result in bad for f in self.files)
 
     def to_dict(self) -> list[dict[str, Any]]:
         return [
@@ -142,13 +169,20 @@ class RestoreReport:
         ]
 
 
-def check_restore_root(to: Path, archive_root: Path) -> Path:
-    """A ``--to`` directory: absolute, reached through no symlink, outside the archive."""
+def check_restore_root(to: Path, archive_root: Path, live_root: Path | None = None) -> Path:
+    """A ``--to`` directory: absolute, reached through no symlink, outside the
+    archive and outside the live tree (``live_root``, when given)."""
     absolute = Path(os.path.abspath(to))
     if absolute.resolve() != absolute:
         raise UnsafePath(f"{to} goes through a symlink; give the real directory")
     if absolute == archive_root or archive_root in absolute.parents:
         raise UnsafePath(f"{to} is inside the archive; restore somewhere else")
+    lives = {live_root, live_root.resolve()} if live_root is not None else set()
+    if any(absolute == live or live in absolute.parents for live in lives):
+        raise UnsafePath(
+            f"{to} is inside live_root ({live_root}): the next pass would archive what is "
+            "restored there as new files; restore in place (without --to) or outside it"
+        )
     if absolute.exists() and not absolute.is_dir():
         raise UnsafePath(f"{to} is not a directory")
     return absolute
@@ -193,6 +227,11 @@ async def restore_files(
     """``entries`` back, one at a time, each from its gzip in the archive or, when
     that is gone and ``remote`` holds it, from the remote tier."""
     report = RestoreReport()
+    gone = [e for e in entries if e.status == "expired"]
+    entries = [e for e in entries if e.status != "expired"]
+    for e in gone:  # a tombstone: no copy is left anywhere to restore from
+        report.files.append(FileRestore(e.id, e.relpath, "", "expired", expired_detail(e)))
+        stream.emit(FileDone("restore", e.relpath, "expired", e.bytes, 0, expired_detail(e)))
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
     grace_until = mover.clock() + int(grace_days * DAY_MS) if to is None else None
@@ -217,6 +256,17 @@ async def restore_files(
         report.files.append(one)
         stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
     return report
+
+
+def expired_detail(entry: Entry) -> str:
+    """Why a tombstone cannot be restored, and when it became one."""
+    when = ""
+    if entry.expired_at is not None:
+        day = datetime.fromtimestamp(entry.expired_at / 1000, UTC).strftime("%Y-%m-%d")
+        when = f" on {day}"
+    return (
+        f"expired{when} (past [retention]): no copy is left anywhere; its sha256 was {entry.sha256}"
+    )
 
 
 async def _restore_one(

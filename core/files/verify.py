@@ -9,7 +9,10 @@ the bytes.
 Large archives verify over several nights: with ``max_duration`` the walk goes
 in entry-id order from where the last run stopped (a cursor in coldkeep.db) and
 stops at the deadline; the round is complete when it reaches the end. With
-``sample`` a random fraction is checked instead (the cursor is left alone).
+``sample`` a random fraction is checked instead, drawn afresh each run (the
+cursor is left alone). Entries whose local copy was dropped once shipped are
+not read here (``verify --remote`` reads the remote copies); the report counts
+them (``remote_only``) so a total that leaves them out says so.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class VerifyReport:
     complete: bool = True  # the whole round (or sample) was checked
     resumed_from: int | None = None
     seconds: float = 0.0
+    remote_only: int = 0  # entries left out: only the remote holds their gzip
+    nothing_archived: bool = False  # no coldkeep.db yet: nothing read, nothing written
 
     @property
     def failed(self) -> bool:
@@ -63,6 +68,7 @@ class VerifyReport:
             "complete": self.complete,
             "resumed_from": self.resumed_from,
             "seconds": self.seconds,
+            "remote_only": self.remote_only,
             "problems": [
                 {
                     "entry_id": p.entry_id,
@@ -92,17 +98,18 @@ async def verify_entries(
     t0 = time.monotonic()
     deadline = t0 + max_duration if max_duration else None
     round_started = now_ms()
+    after = 0
     if sample is not None:
         pool = await manifest.verifiable_entries()
         k = max(1, round(len(pool) * sample)) if pool else 0
         entries = sorted((rng or random.Random()).sample(pool, k), key=lambda e: e.id)
     else:
         cursor = await manifest.verify_cursor() if max_duration else None
-        after = 0
         if cursor is not None:
             after, round_started = cursor
             report.resumed_from = after
         entries = await manifest.verifiable_entries(after_id=after)
+    report.remote_only = await manifest.remote_only_count(after_id=after)
     stream.emit(Phase("verify", len(entries), sum(e.bytes for e in entries)))
     for i in range(0, len(entries), workers):
         token.check()

@@ -6,7 +6,8 @@ live_root and archive_root are directories, and on which filesystem; the process
 can write where a pass writes (archive_root) and unlinks (the folders of the
 eligible files); the free space on archive_root against the backlog (the plan's
 own count, ``plan.make_plan``); the live DB is in WAL mode with an index on
-(kind, ts); a ``[remote]`` answers and takes a write; pigz and gzip are at hand.
+(kind, ts), and which of its kinds ``events.kinds`` archives; a ``[remote]``
+answers and takes a write; pigz and gzip are at hand.
 
 Invariants:
 - It never takes the archive lock and changes nothing but its own probes: a
@@ -41,7 +42,16 @@ from ..base.fsutil import open_file, unlink_if_present
 from ..base.ioerror import describe
 from ..base.layout import Layout
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
-from ..events.eventschema import EventSchema, EventsError, discover, journal_mode, open_live, q
+from ..events.eventschema import (
+    EventSchema,
+    EventsError,
+    KindsSeen,
+    discover,
+    journal_mode,
+    open_live,
+    q,
+    table_kinds,
+)
 from ..files.scan import ScanError
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
@@ -368,6 +378,7 @@ def _live_db(settings: Settings, db: Path) -> list[Finding]:
         schema = discover(conn, db, cfg)
         mode = journal_mode(conn)
         index = _kind_ts_index(conn, schema)
+        kinds = KindsSeen(tuple(table_kinds(conn, schema)), cfg.kinds)
     except EventsError as err:
         return [Finding("live_db", "fail", str(err))]
     except sqlite3.Error as err:
@@ -396,7 +407,40 @@ def _live_db(settings: Settings, db: Path) -> list[Finding]:
             f"CREATE INDEX {schema.table}_{schema.kind}_{schema.ts} ON {cols} "
             "(it holds the write lock while it builds: at a quiet time)",
         )
-    return [mode_finding, index_finding]
+    return [mode_finding, index_finding, _kinds(schema, kinds)]
+
+
+def _kinds(schema: EventSchema, kinds: KindsSeen) -> Finding:
+    """The kinds the events table has beside those ``events.kinds`` archives."""
+    table = f"table {schema.table}"
+    have = f"{len(kinds.in_table)} kinds in {table} ({_listed(list(kinds.in_table))})"
+    if kinds.archived is None:
+        return Finding("events_kinds", "ok", f"every kind is archived: {have}")
+    if kinds.in_table and not kinds.moving:
+        return Finding(
+            "events_kinds",
+            "warn",
+            f"events.kinds names {_listed(sorted(kinds.archived))}: none of them has a row in "
+            f"{table}, so no event row would move; it has {_listed(list(kinds.in_table))}",
+            "name the table's kinds to archive in events.kinds, or leave the key out to "
+            "archive every kind",
+        )
+    said = f"events.kinds archives {_listed(kinds.moving) or 'none'} of {have}"
+    if kinds.staying:
+        said += f"; staying live: {_listed(kinds.staying)}"
+    if kinds.not_in_table:
+        return Finding(
+            "events_kinds",
+            "warn",
+            f"{said}; it also names {_listed(kinds.not_in_table)}, with no row in {table}",
+            "check those names against the table's kinds (a typo archives nothing)",
+        )
+    return Finding("events_kinds", "ok", said)
+
+
+def _listed(items: list[str], most: int = 8) -> str:
+    shown = ", ".join(items[:most])
+    return shown + (f", … ({len(items) - most} more)" if len(items) > most else "")
 
 
 # the remote -------------------------------------------------------------------

@@ -21,7 +21,15 @@ from ..base import times
 from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.times import NS_PER_MS
-from ..events.eventschema import EventSchema, EventsError, discover, open_live, q
+from ..events.eventschema import (
+    EventSchema,
+    EventsError,
+    KindsSeen,
+    discover,
+    open_live,
+    q,
+    table_kinds,
+)
 from ..files.recovery import RecoveryReport
 from ..files.scan import FileScan, SkipReason, scan_files
 from ..store.manifest import Manifest
@@ -51,6 +59,7 @@ class EventsPlan:
     held: int = 0  # eligible rows left live because a restore put them back
     index: str | None = None
     note: str = ""
+    kinds: KindsSeen | None = None  # the table's kinds beside those archived
 
     @property
     def rows(self) -> int:
@@ -112,13 +121,18 @@ def plan_events(settings: Settings, *, now_ms: int, restored: set[int]) -> Event
     conn = open_live(settings.state_db, busy_timeout_s=cfg.busy_timeout_ms / 1000, readonly=True)
     try:
         schema = discover(conn, settings.state_db, cfg)
-        kinds = sorted(cfg.kinds)
+        kinds = sorted(cfg.kinds) if cfg.kinds is not None else []
         params: dict[str, object] = {f"k{i}": k for i, k in enumerate(kinds)}
         params["cutoff"] = schema.cutoff(now_ms, cfg.min_age_days)
-        kind_marks = ", ".join(f":k{i}" for i in range(len(kinds)))
+        # None: every kind is archived, and the condition has no kind in it.
+        of_kinds = (
+            f"{q(schema.kind)} IN ({', '.join(f':k{i}' for i in range(len(kinds)))}) AND "
+            if cfg.kinds is not None
+            else ""
+        )
         table, pk = q(schema.table), q(schema.pk)
         where = (
-            f"{q(schema.kind)} IN ({kind_marks}) AND {schema.eligible_sql()} "
+            f"{of_kinds}{schema.eligible_sql()} "
             f"AND {pk} < (SELECT max({pk}) FROM {table})"  # as dbmove: the last row stays
         )
         sql = (
@@ -126,6 +140,7 @@ def plan_events(settings: Settings, *, now_ms: int, restored: set[int]) -> Event
             f"FROM {q(schema.table)} WHERE {where} GROUP BY 1, 2 ORDER BY 2, 1"
         )
         plan = EventsPlan(index=_index_used(conn, sql, params))
+        plan.kinds = KindsSeen(tuple(table_kinds(conn, schema)), cfg.kinds)
         if plan.index is None:
             plan.note = (
                 f"no index on ({schema.kind}, {schema.ts}): the whole table was scanned; "
@@ -146,8 +161,7 @@ def plan_events(settings: Settings, *, now_ms: int, restored: set[int]) -> Event
             MonthBacklog(k, m, n, int(n * avg)) for (k, m), n in sorted(counts.items()) if n > 0
         ]
         plan.unparsable = conn.execute(
-            f"SELECT count(*) FROM {q(schema.table)} "
-            f"WHERE {q(schema.kind)} IN ({kind_marks}) AND {schema.unparsable_sql()}",
+            f"SELECT count(*) FROM {q(schema.table)} WHERE {of_kinds}{schema.unparsable_sql()}",
             params,
         ).fetchone()[0]
         return plan
@@ -193,6 +207,7 @@ class PlanReport:
                 "held": p.events.held,
                 "index": p.events.index,
                 "note": p.events.note,
+                "kinds": None if p.events.kinds is None else p.events.kinds.to_dict(),
                 "months": [asdict(m) for m in p.events.months],
             }
         rec = self.recovery

@@ -17,7 +17,7 @@ from typing import Any
 from ..base.cancel import CancelToken
 from ..base.fsutil import unlink_if_present
 from ..files.orphanbundle import Orphan
-from ..files.rebuild import RebuildReport, rebuild_manifest
+from ..files.rebuild import RebuildReport, check_rebuild_target, rebuild_manifest
 from ..files.recovery import (
     AdoptReport,
     Recovery,
@@ -87,6 +87,7 @@ async def rebuild(
     """A new manifest from the gzips alone, at ``out`` (default: coldkeep.db, when
     there is none)."""
     layout = sessions.layout
+    check_rebuild_target(out or layout.manifest)  # before the lock: a usage error writes nothing
     async with sessions.lock_only("rebuild-manifest", "rebuild-manifest") as op:
         op.start()
         report = await rebuild_manifest(

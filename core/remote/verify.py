@@ -46,6 +46,7 @@ class RemoteVerifyReport:
     reshipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # one line each: what and why
     complete: bool = True  # every object of this run's share was checked
+    nothing_archived: bool = False  # no coldkeep.db yet: nothing read, nothing written
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,6 +10,10 @@ Invariants:
 - A hold is never deleted: a released one keeps who released it and when.
 - Matching errs towards keeping: a bundle is held when any one of its members
   is, and a hold's glob that does not compile is refused when it is placed.
+- A hold that covers nothing archived now (a unit or a glob that matches no
+  entry and no event month: most often a typo) is refused unless it is placed
+  ahead, on purpose, for what will be archived; an entry must exist. Both
+  clients place holds through ``place``: the check is here once.
 - Placing and releasing are audited (an ``audit`` row each, as soon as the
   hold's row is written), like every other action that changes what coldkeep
   may delete.
@@ -20,8 +24,9 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from ..base.errors import UsageError
 from ..base.globs import GlobError, glob_to_regex
@@ -101,17 +106,41 @@ def _hold(row: Any) -> Hold:
     return Hold(*row)
 
 
-async def place(
-    manifest: Manifest,
-    scope: str,
-    target: str,
-    reason: str,
-    *,
-    until: int | None,
-    at: int,
-    origin: str,
-) -> Hold:
-    """A hold placed by whoever runs this (``audit.who``), and audited."""
+async def covers_now(manifest: Manifest, scope: Scope, target: str, months: Iterable[str]) -> bool:
+    """Whether a unit or path hold would cover anything archived now: an entry
+    that is not a tombstone, or one of the event ``months`` (``YYYY-MM``)."""
+    live = "status != 'expired'"
+    if scope == "unit":
+        if target == EVENTS_UNIT:
+            return any(True for _ in months)
+        return bool(
+            await manifest.rows(
+                f"SELECT 1 FROM entries WHERE unit = ? AND {live} LIMIT 1", [target]
+            )
+        )
+    match = compiled(target).fullmatch
+    if any(match(f"events/{m}") for m in months):
+        return True
+    rows = await manifest.rows(f"SELECT DISTINCT relpath FROM entries WHERE {live}")
+    return any(match(relpath) for (relpath,) in rows)
+
+
+def _covers_nothing(scope: Scope, target: str) -> HoldError:
+    what = (
+        f"--unit {target}: no archived file is in this unit"
+        if scope == "unit"
+        else f"--path {target!r}: it matches no archived file or event month"
+    )
+    return HoldError(
+        f"{what} now (restore --list shows what is archived); to hold what will be "
+        "archived under it, place it with --ahead"
+    )
+
+
+async def _check_new(
+    manifest: Manifest, scope: str, target: str, reason: str, *, until: int | None, at: int
+) -> None:
+    """A hold as given is one that can be placed, or a ``HoldError`` says why."""
     if scope not in SCOPES:
         raise HoldError(f"{scope!r} is not a hold scope: use one of {', '.join(SCOPES)}")
     if not reason.strip():
@@ -127,6 +156,31 @@ async def place(
             raise HoldError(f"--path {target!r}: {err}") from None
     if until is not None and until <= at:
         raise HoldError("--until is in the past: a hold must end after it is placed")
+
+
+async def place(
+    manifest: Manifest,
+    scope: str,
+    target: str,
+    reason: str,
+    *,
+    until: int | None,
+    at: int,
+    origin: str,
+    months: Iterable[str] = (),
+    ahead: bool = False,
+) -> Hold:
+    """A hold placed by whoever runs this (``audit.who``), and audited. A unit or
+    path hold must cover something archived now (an entry, or one of the event
+    ``months``) unless it is placed ``ahead``."""
+    await _check_new(manifest, scope, target, reason, until=until, at=at)
+    in_scope = cast(Scope, scope)
+    if (
+        in_scope in ("unit", "path")
+        and not ahead
+        and not await covers_now(manifest, in_scope, target, months)
+    ):
+        raise _covers_nothing(in_scope, target)
     hold_id = await manifest.insert(
         "INSERT INTO legal_holds (scope, target, reason, until, placed_at, placed_by) "
         "VALUES (?, ?, ?, ?, ?, ?)",

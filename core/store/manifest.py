@@ -95,6 +95,7 @@ class Entry(NewEntry):
     id: int = 0
     verified_at: int | None = None
     verify_error: str | None = None
+    expired_at: int | None = None  # a tombstone: when retention deleted its gzip
 
 
 # An entry's fields are its columns, but one: the restore grace is stored in the
@@ -442,6 +443,15 @@ class Manifest:
         ``after_id``, in id order."""
         return await self._select(f"WHERE {_HAS_GZIP} AND {_LOCAL} AND id > ?", (after_id,))
 
+    async def remote_only_count(self, *, after_id: int = 0) -> int:
+        """The entries ``verifiable_entries`` leaves out because their gzip's local
+        copy was dropped once it was shipped (``verify --remote`` reads those)."""
+        [(n,)] = await self.rows(
+            f"SELECT count(*) FROM entries WHERE {_HAS_GZIP} AND NOT {_LOCAL} AND id > ?",
+            [after_id],
+        )
+        return int(n)
+
     async def entries_pending_unlink(self) -> list[Entry]:
         """Committed entries whose live source has not been seen gone (a crash
         between steps 6 and 7)."""
@@ -476,8 +486,9 @@ class Manifest:
         """The entries matching every condition given (a restore's selection): ids,
         unit, a prefix of the sha256 (lower-case hex), the source's mtime from
         ``mtime_from_ns`` (inclusive) and before ``mtime_before_ns``; oldest path
-        first, each path's versions by mtime."""
-        where = ["status IN ('archived', 'stale', 'restored', 'missing')"]
+        first, each path's versions by mtime. Tombstones (``expired``) too: what
+        retention deleted is still found, and said to be gone."""
+        where = ["1"]
         params: list[Any] = []
         if ids:
             where.append(f"id IN ({', '.join('?' * len(ids))})")
@@ -496,6 +507,14 @@ class Manifest:
             params.append(mtime_before_ns)
         clause = "WHERE " + " AND ".join(where)
         return await self._select(clause, params, order="relpath, mtime_ns, id")
+
+    async def unknown_ids(self, ids: Sequence[int]) -> list[int]:
+        """Those of ``ids`` that no entry has, in the order given."""
+        rows = await self.rows(
+            "SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM entries)",
+            [json.dumps(list(ids))],
+        )
+        return [int(r[0]) for r in rows]
 
     async def _select(
         self, where: str, params: Iterable[Any], *, order: str = "id", limit: int | None = None

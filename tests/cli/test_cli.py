@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, ck_json, entries, live_files, sha
+from helpers import COLDKEEP, as_legacy_gzip, ck, ck_json, entries, live_files, sha
 
 SCALE = "0.02"
 
@@ -54,7 +54,7 @@ def test_mode_off_refuses_and_mode_plan_only_counts(site: Path) -> None:
     assert result["files"]["eligible"] == plan["files"]["eligible"] > 0, "the backlog, counted"
     text = ck(site, "pass").stdout
     assert f"files: {plan['files']['eligible']} eligible" in text and "nothing archived" in text
-    assert "recovery, not done: 1 partials, 3 orphans" in text
+    assert "recovery, not done: 1 partial, 3 orphans" in text
     assert live_files(site) == before and not (site / "archive" / "coldkeep.db").exists()
     assert list(site.rglob("*.partial")), "plan mode removed nothing"
 
@@ -302,3 +302,35 @@ def test_history_text_shows_each_actions_arguments(site: Path) -> None:
     ck(site, "restore-events", "--month", month, "--kind", "ci_completed", check=None)
     line = next(x for x in ck(site, "history").stdout.splitlines() if "restore-events" in x)
     assert f'months=["{month}"]' in line and 'kinds=["ci_completed"]' in line, line
+
+
+def test_a_gzip_an_older_coldkeep_wrote_still_verifies_rebuilds_and_restores(
+    site: Path, tmp_path: Path
+) -> None:
+    """Its mode and exact mtime were in an extra field (FEXTRA), before they moved
+    to the comment: such gzips stay readable, with everything they carry."""
+    ck(site, "pass")
+    entry = next(
+        e for e in entries(site) if e["member_offset"] is None and e["status"] == "archived"
+    )
+    gz = site / "archive" / entry["gz_path"]
+    size = as_legacy_gzip(gz)
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.execute("UPDATE entries SET gz_bytes = ? WHERE id = ?", (size, entry["id"]))
+    verified = ck_json(site, "verify")["result"]
+    assert verified["ok"] == verified["checked"] and not verified["problems"]
+
+    rebuilt = tmp_path / "rebuilt.db"
+    ck(site, "rebuild-manifest", "--out", str(rebuilt))
+    with sqlite3.connect(rebuilt) as db:
+        mode, mtime_ns = db.execute(
+            "SELECT mode, mtime_ns FROM entries WHERE gz_path = ?", (entry["gz_path"],)
+        ).fetchone()
+    assert (mode, mtime_ns) == (entry["mode"], entry["mtime_ns"])
+
+    out = tmp_path / "out"
+    [done] = ck_json(site, "restore", str(entry["id"]), "--to", str(out))["result"]
+    assert done["result"] == "restored"
+    restored = out / entry["relpath"]
+    assert sha(restored.read_bytes()) == entry["sha256"]
+    assert restored.stat().st_mtime_ns == entry["mtime_ns"]

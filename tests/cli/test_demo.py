@@ -36,5 +36,6 @@ def test_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     run = subprocess.run(
         [*COLDKEEP, "demo", str(tmp_path)], capture_output=True, text=True, check=False
     )
-    assert run.returncode == 1 and "is not empty" in run.stderr
+    assert run.returncode == 2 and "is not empty" in run.stderr
+    assert "Writing" not in run.stdout
     assert (tmp_path / "precious.txt").read_text() == "keep me"

@@ -69,7 +69,7 @@ def test_the_json_documents_keep_their_keys(site: Path, tmp_path: Path) -> None:
     }  # fmt: skip
     verified = ck_json(site, "verify")["result"]
     assert set(verified) == {
-        "checked", "ok", "bytes", "complete", "resumed_from", "seconds", "problems",
+        "checked", "ok", "bytes", "complete", "resumed_from", "seconds", "problems", "remote_only",
     }  # fmt: skip
     rebuilt = ck_json(site, "rebuild-manifest", "--out", str(tmp_path / "rebuilt.db"))["result"]
     assert set(rebuilt) == {"out", "entries", "bytes", "unreadable", "refused"}

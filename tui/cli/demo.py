@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from coldkeep.core.base.errors import EXIT_USAGE
 from coldkeep.core.ops.demo import write_demo
 
 from ..text.fmt import human
 from .console import console
+from .kit import fail
 
 
 @click.command()
@@ -29,11 +31,13 @@ def demo(directory: Path, seed: int, scale: float, no_console: bool) -> None:
     if config.exists():
         click.echo(f"Using the existing demo in {directory} (remove it for a fresh one).")
     else:
+        if directory.is_dir() and any(directory.iterdir()):  # before a word of "Writing"
+            fail(f"{directory} is not empty; give a new directory for the demo", EXIT_USAGE)
         click.echo(f"Writing a demo site into {directory} (seed {seed}, scale {scale}) ...")
         try:
             site = write_demo(directory, seed=seed, scale=scale)
-        except FileExistsError as err:
-            raise click.ClickException(str(err)) from err
+        except FileExistsError as err:  # filled meanwhile
+            fail(str(err), EXIT_USAGE)
         click.echo(
             f"  {site.files} live files ({human(site.bytes)}), {site.events:,} events in "
             f"{site.state_db.name}, crash leftovers planted in {site.archive.name}/"

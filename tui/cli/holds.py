@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
-from coldkeep.core.store.legalholds import Hold, HoldError
+from coldkeep.core.store.legalholds import Hold
 
 from ..operations.spec import parse_when
 from ..text.fmt import day
@@ -43,6 +43,11 @@ def hold() -> None:
 @click.option("--entry", type=int, help="One entry, by id (coldkeep restore --list shows ids).")
 @click.option("--reason", required=True, help="Why: what the next operator sees.")
 @click.option("--until", metavar="DATE", help="The hold ends by itself then (local time).")
+@click.option(
+    "--ahead",
+    is_flag=True,
+    help="Place a --unit or --path hold that covers nothing archived yet (for what will be).",
+)
 @command()
 def hold_add(
     unit: str | None,
@@ -50,10 +55,14 @@ def hold_add(
     entry: int | None,
     reason: str,
     until: str | None,
+    ahead: bool,
     config: Path | None,
     json_out: bool,
 ) -> None:
-    """Place a hold on a unit, a path glob or one entry."""
+    """Place a hold on a unit, a path glob or one entry.
+
+    A unit or path that covers nothing archived now (a typo, most often) is
+    refused; --ahead places it for what will be archived under it."""
     ctx = ctx_for(config, json_out)
     named = (("unit", unit), ("path", glob), ("entry", entry))
     chosen = [(scope, value) for scope, value in named if value is not None]
@@ -63,12 +72,9 @@ def hold_add(
     until_ns = parse_when(until, "--until")
 
     async def go() -> int:
-        try:
-            h = await ctx.archiver().place_hold(
-                scope, str(target), reason, None if until_ns is None else until_ns // 1_000_000
-            )
-        except HoldError as err:
-            fail(str(err), EXIT_USAGE, ctx)
+        until_ms = None if until_ns is None else until_ns // 1_000_000
+        # A HoldError (nothing covered, no such entry, …): exit 2, its one line.
+        h = await ctx.archiver().place_hold(scope, str(target), reason, until_ms, ahead=ahead)
         ctx.emit("hold", True, h.to_dict(), lambda: f"placed {_hold_line(h).strip()}")
         return EXIT_OK
 
@@ -99,10 +105,7 @@ def hold_release(hold_id: int, config: Path | None, json_out: bool) -> None:
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
-        try:
-            h = await ctx.archiver().release_hold(hold_id)
-        except HoldError as err:
-            fail(str(err), EXIT_USAGE, ctx)
+        h = await ctx.archiver().release_hold(hold_id)  # a HoldError: exit 2, its line
         ctx.emit("hold", True, h.to_dict(), lambda: f"released {_hold_line(h).strip()}")
         return EXIT_OK
 

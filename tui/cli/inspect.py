@@ -20,7 +20,8 @@ from coldkeep.core.store.audit import history as audit_history
 from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
-from ..text.fmt import LIST_MAX, event_rows, human
+from ..operations.archive import adopted
+from ..text.fmt import LIST_MAX, event_rows, human, plural
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 
@@ -53,19 +54,22 @@ def _status_text(st: Status) -> str:
     else:
         lines.append("lock          free")
     for name, (n, b, g) in sorted(st.entries.items()):
-        lines.append(f"{name:<13} {n:>8} files  {human(b)} -> {human(g)}")
+        files = "file " if n == 1 else "files"
+        lines.append(f"{name:<13} {n:>8} {files}  {human(b)} -> {human(g)}")
     if not st.entries:
         lines.append("archive       empty (no pass has run)")
     if st.verify_failures:
-        lines.append(f"VERIFY FAILED {st.verify_failures} entries (coldkeep verify)")
+        failed = plural(st.verify_failures, "entry", "entries")
+        lines.append(f"VERIFY FAILED {failed} (coldkeep verify)")
     if st.restore_intents:
         lines.append(f"unfinished restores: {st.restore_intents} (coldkeep recover)")
     if st.remote is not None:
         lines += _remote_lines(st.remote)
     for p in st.last_passes[:3]:
         when = datetime.fromtimestamp(p.started_at / 1000).strftime("%Y-%m-%d %H:%M")
-        files = p.summary.get("files", {})
-        lines.append(f"pass {p.id:<8} {when} {p.status:<9} {files.get('archived', 0)} files")
+        files = plural(p.summary.get("files", {}).get("archived", 0), "file")
+        more = adopted(p.summary.get("recovery", {}))  # entered, not archived by the pass
+        lines.append(f"pass {p.id:<8} {when} {p.status:<9} {files}{more}")
     return "\n".join(lines)
 
 
@@ -81,13 +85,16 @@ def _remote_lines(r: RemoteState) -> list[str]:
     t = r.totals
     lines = [
         f"remote        {r.url}/{r.site}",
-        f"  shipped     {t.shipped:>8} objects  {human(t.shipped_bytes)}"
+        f"  shipped     {t.shipped:>8} {'object ' if t.shipped == 1 else 'objects'}  "
+        f"{human(t.shipped_bytes)}"
         f" ({t.remote_only} only there, {human(t.remote_only_bytes)})",
-        f"  pending     {t.pending_files:>8} files  ({t.pending_entries} entries; coldkeep ship)",
+        f"  pending     {t.pending_files:>8} {'file ' if t.pending_files == 1 else 'files'}  "
+        f"({plural(t.pending_entries, 'entry', 'entries')}; coldkeep ship)",
         f"  pending     {event_rows(r.pending_events, 8)}{_months_named(r)}",
     ]
     if t.verify_failed:
-        lines.append(f"  REMOTE VERIFY FAILED {t.verify_failed} objects (coldkeep verify --remote)")
+        failed = plural(t.verify_failed, "object")
+        lines.append(f"  REMOTE VERIFY FAILED {failed} (coldkeep verify --remote)")
     if r.last_ship is not None:
         when = datetime.fromtimestamp(r.last_ship.at / 1000).strftime("%Y-%m-%d %H:%M")
         lines.append(f"  last ship   {when} {r.last_ship.outcome}")
@@ -112,7 +119,9 @@ def plan(config: Path | None, json_out: bool) -> None:
 
 @click.command()
 @command()
-@click.option("--limit", default=50, show_default=True, help="How many records.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="How many records."
+)
 @click.option("--jobs", "jobs_", is_flag=True, help="The scheduler's job runs instead.")
 def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> None:
     """Who did what to the archive, and how it ended (or the scheduler's runs)."""
@@ -155,7 +164,7 @@ def _audit_text(records: list[AuditRecord]) -> str:
             f"{datetime.fromtimestamp(r.at / 1000):%Y-%m-%d %H:%M} "
             f"{r.user}@{r.host} pid {r.pid} {r.origin:<9} {r.action:<15} "
             f"{r.outcome:<9} {r.describe_args()}".rstrip()
-            + (f"  ({r.detail[:80]})" if r.detail and r.outcome != "ok" else "")
+            + (f"  ({r.detail})" if r.detail and r.outcome != "ok" else "")  # whole: it says why
             for r in records
         )
         or "no actions recorded yet"

@@ -60,6 +60,7 @@ class Context:
         self.stream = EventStream()
         self.cancel = CancelToken()
         self._settings: Settings | None = None
+        self._results: list[str] = []  # printed once the progress display is gone
 
     @property
     def settings(self) -> Settings:
@@ -73,17 +74,26 @@ class Context:
         return Archiver(self.settings, stream=self.stream, step=kill_hook(), wait=self.wait)
 
     def emit(self, command: str, ok: bool, result: Any, text: Callable[[], str]) -> None:
-        """The result: a JSON document, or text for a person."""
+        """The result: a JSON document, or text for a person. It is printed when
+        the command's progress has ended (``run_command``): a bar still drawn on
+        the terminal would otherwise run into its first line."""
         if self.json:
             doc = {"command": command, "ok": ok, "result": result}
-            click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
+            self._results.append(json.dumps(doc, indent=2, sort_keys=True, default=str))
         else:
-            click.echo(text())
+            self._results.append(text())
+
+    def print_results(self) -> None:
+        for out in self._results:
+            click.echo(out)
+        self._results.clear()
 
 
 def run_command(coro: Awaitable[int], ctx: Context) -> None:
     """Run a command's coroutine with progress on stderr; map failures to exit codes.
-    SIGINT / SIGTERM cancel gracefully at the next safe point."""
+    SIGINT / SIGTERM cancel gracefully at the next safe point. What the command
+    emitted is printed after the progress display has closed (its bars erased,
+    its last line ended)."""
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
@@ -102,7 +112,9 @@ def run_command(coro: Awaitable[int], ctx: Context) -> None:
         code, line = known
         if code == EXIT_LOCKED:
             line += "; try again when it finishes, or pass --wait SECONDS"
+        ctx.print_results()
         fail(line, code, ctx)
+    ctx.print_results()
     raise SystemExit(code)
 
 

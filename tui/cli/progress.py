@@ -1,7 +1,8 @@
 """How the CLI shows an operation while it runs: on a terminal, Rich progress bars
 on stderr, and on any stderr one plain line per event worth a line
 (``tui.text.events.describe``). stdout is left to the result (or the ``--json``
-document).
+document), which the command prints once the Reporter has closed: the bars are
+transient, so closing erases them and leaves the cursor at the start of a line.
 """
 
 from __future__ import annotations

@@ -36,16 +36,28 @@ from .spec import (
 # pass -------------------------------------------------------------------------
 
 
+def adopted(recovery: dict[str, int]) -> str:
+    """What recovery entered besides the files the pass archived: a planted or
+    crashed-out gzip whose live source it matched (its source is one of the
+    files ``plan`` counted eligible, so a pass archives that many fewer)."""
+    n = recovery.get("orphans_adopted", 0)
+    return f" (+{n} adopted by recovery)" if n else ""
+
+
 def _pass_headline(s: PassSummary) -> str:
     f = s.files
     if s.mode == "plan":
         text = (
-            f"{s.status}: {f.eligible} files eligible, {human(f.eligible_bytes)}; nothing archived"
+            f"{s.status}: {plural(f.eligible, 'file')} eligible, {human(f.eligible_bytes)}; "
+            "nothing archived"
         )
     else:
-        text = f"{s.status}: {f.archived} files {human(f.bytes_in)} → {human(f.bytes_out)}"
+        text = (
+            f"{s.status}: {plural(f.archived, 'file')} {human(f.bytes_in)} → {human(f.bytes_out)}"
+        )
     if isinstance(s.events, EventsMoved):
-        text += f", {s.events.moved:,} rows"
+        moved = s.events.moved
+        text += f", {moved:,} {'row' if moved == 1 else 'rows'}"
     return text + "".join(f"; {p}" for p in s.problems[:2])
 
 
@@ -60,8 +72,10 @@ def _pass_text(s: PassSummary) -> str:
         )
     else:
         lines.append(
-            f"  files: {f.archived} archived, {human(f.bytes_in)} -> {human(f.bytes_out)}; "
-            f"{f.changed} changed, {f.verify_failed} verify failures, {f.errors} errors"
+            f"  files: {f.archived} archived{adopted(s.recovery)}, "
+            f"{human(f.bytes_in)} -> {human(f.bytes_out)}; "
+            f"{f.changed} changed, {plural(f.verify_failed, 'verify failure')}, "
+            f"{plural(f.errors, 'error')}"
         )
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(f.skipped.items()))
     if skipped:
@@ -77,24 +91,28 @@ def _pass_recovery(s: PassSummary) -> list[str]:
     if s.mode != "plan":
         return ["  recovery: " + ", ".join(f"{k} {v}" for k, v in rec.items())]
     todo = {
-        "partials": rec.get("partials_removed", 0),
-        "orphans": rec.get("orphans_found", 0),
+        "partial": rec.get("partials_removed", 0),
+        "orphan": rec.get("orphans_found", 0),
         "MISSING": rec.get("missing", 0),
-        "sources to unlink": rec.get("sources_unlinked", 0),
+        "source to unlink": rec.get("sources_unlinked", 0),
     }
-    return ["  recovery, not done: " + ", ".join(f"{n} {w}" for w, n in todo.items() if n)]
+    said = {"MISSING": "MISSING", "source to unlink": "sources to unlink"}
+    return [
+        "  recovery, not done: "
+        + ", ".join(plural(n, w, said.get(w)) for w, n in todo.items() if n)
+    ]
 
 
 def _pass_events(s: PassSummary) -> list[str]:
     ev = s.events
     if isinstance(ev, EventsPlanned):
-        return [f"  events: {ev.eligible_rows} rows eligible"]
+        return [f"  events: {plural(ev.eligible_rows, 'row')} eligible"]
     if not isinstance(ev, EventsMoved):
         return []
     lines = [
-        f"  events: {ev.moved} rows moved, {ev.already_archived} already archived, "
-        f"{len(ev.conflicts)} conflicts, WAL peak {human(ev.wal_peak)}, "
-        f"{ev.checkpoints} checkpoints"
+        f"  events: {plural(ev.moved, 'row')} moved, {ev.already_archived} already archived, "
+        f"{plural(len(ev.conflicts), 'conflict')}, WAL peak {human(ev.wal_peak)}, "
+        f"{plural(ev.checkpoints, 'checkpoint')}"
     ]
     lines += [f"    conflict: {c.detail}" for c in ev.conflicts[:LIST_MAX]]
     if len(ev.conflicts) > LIST_MAX:

@@ -18,7 +18,7 @@ from coldkeep.core.remote.months import MonthLost
 from coldkeep.core.remote.rebuild import FromRemoteReport
 from coldkeep.core.remote.verify import RemoteVerifyReport
 
-from ..text.fmt import human
+from ..text.fmt import human, plural
 from .spec import Console, ConsoleAction, Operation, Options, Run, Words
 
 # verify -----------------------------------------------------------------------
@@ -31,7 +31,12 @@ def _verify(options: Options) -> Run:
     return lambda archiver, cancel: archiver.verify(sample, max_duration, cancel)
 
 
+NOTHING_ARCHIVED = "nothing archived yet (no coldkeep.db): nothing to verify"
+
+
 def _verified(r: VerifyReport) -> str:
+    if r.nothing_archived:
+        return NOTHING_ARCHIVED
     # A gzip that could not be read proves nothing about its bytes: it is said
     # apart from the ones that failed (and nothing is marked on it).
     unread = sum(p.result == "error" for p in r.problems)
@@ -40,10 +45,18 @@ def _verified(r: VerifyReport) -> str:
         f", {unread} could not be read" if unread else ""
     )
     state = "" if r.complete else "; stopped at the deadline, resumes next run"
-    return f"{r.ok}/{r.checked} ok{failed}, {human(r.bytes)}{state}"
+    remote = (
+        f"; {plural(r.remote_only, 'entry', 'entries')} only on the remote, not read "
+        "(verify --remote reads them)"
+        if r.remote_only
+        else ""
+    )
+    return f"{r.ok}/{r.checked} ok{failed}, {human(r.bytes)}{state}{remote}"
 
 
 def _remote_verified(r: RemoteVerifyReport) -> str:
+    if r.nothing_archived:
+        return NOTHING_ARCHIVED
     text = f"{r.ok}/{r.checked} remote copies ok, {human(r.bytes)}"
     if r.reshipped:
         text += f", {len(r.reshipped)} shipped again"
@@ -53,14 +66,19 @@ def _remote_verified(r: RemoteVerifyReport) -> str:
 VERIFY = Operation(
     "verify",
     "Re-read archived gzips and compare them with the manifest (or, with\n"
-    "--remote, the remote copies with what was shipped). --sample rotates: each\n"
-    "run starts where the last one stopped.",
+    "--remote, the remote copies with what was shipped).\n\n"
+    "--max-duration stops at the deadline and the next run with it resumes where\n"
+    "this one stopped; --sample checks a random fraction, drawn afresh each run.\n"
+    "With --remote, --sample rotates instead: each run starts where the last one\n"
+    "stopped. Entries whose local copy was dropped once shipped are read by\n"
+    "--remote only; a local verify says how many it left out.",
     bind=_verify,
     params=(
         click.Option(
             ["--sample"],
             type=click.FloatRange(0, 1, min_open=True),
-            help="Check this fraction.",
+            help="Check this fraction, chosen at random each run (with --remote: the next "
+            "fraction, rotating).",
         ),
         click.Option(
             ["--max-duration"],
@@ -117,19 +135,24 @@ def _rebuild(options: Options) -> Run:
 def _rebuilt(r: RebuildReport) -> str:
     unreadable = f", {len(r.unreadable)} unreadable" if r.unreadable else ""
     refused = f", {len(r.refused)} refused" if r.refused else ""
-    return f"{r.entries} entries written to {r.out}{unreadable}{refused}"
+    return f"{plural(r.entries, 'entry', 'entries')} written to {r.out}{unreadable}{refused}"
 
 
 def _rebuilt_from_remote(r: FromRemoteReport) -> str:
-    source = f"snapshot {r.snapshot}" if r.snapshot else f"{r.fetched} archive files fetched"
-    text = f"{r.entries} entries from {source}, {r.remote_only} files read "
-    text += f"from the remote, {r.months} event months fetched"
+    fetched = plural(r.fetched, "archive file")
+    source = f"snapshot {r.snapshot}" if r.snapshot else f"{fetched} fetched"
+    text = f"{plural(r.entries, 'entry', 'entries')} from {source}, "
+    text += f"{plural(r.remote_only, 'file')} read from the remote, "
+    text += f"{plural(r.months, 'event month')} fetched"
     if r.never_shipped:
-        text += f"; {len(r.never_shipped)} archive files were NEVER SHIPPED"
+        never = len(r.never_shipped)
+        text += f"; {plural(never, 'archive file')} {'was' if never == 1 else 'were'} NEVER SHIPPED"
     if r.events_never_shipped:
         rows = sum(m.lost for m in r.events_never_shipped)
-        text += f"; {rows} event rows of {len(r.events_never_shipped)} months were NEVER SHIPPED"
-    return text + (f"; {len(r.problems)} problems" if r.problems else "")
+        months = plural(len(r.events_never_shipped), "month")
+        were = "was" if rows == 1 else "were"
+        text += f"; {plural(rows, 'event row')} of {months} {were} NEVER SHIPPED"
+    return text + (f"; {plural(len(r.problems), 'problem')}" if r.problems else "")
 
 
 def _month_lost(m: MonthLost) -> str:

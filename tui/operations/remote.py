@@ -18,19 +18,20 @@ NOTHING_TO_SHIP = (
 
 
 def _shipped(r: ShipReport) -> str:
-    parts = [f"{r.uploaded} objects shipped ({human(r.bytes)})"]
+    parts = [f"{plural(r.uploaded, 'object')} shipped ({human(r.bytes)})"]
     if r.already:
         parts.append(f"{r.already} found there already")
     if r.months:
-        parts.append(f"{r.months} event months")
+        parts.append(plural(r.months, "event month"))
     if r.dropped:
-        parts.append(f"{r.dropped} local copies dropped ({human(r.dropped_bytes)})")
+        copies = plural(r.dropped, "local copy", "local copies")
+        parts.append(f"{copies} dropped ({human(r.dropped_bytes)})")
     if r.held:
-        parts.append(f"{r.held} local copies kept by legal holds")
+        parts.append(f"{plural(r.held, 'local copy', 'local copies')} kept by legal holds")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.problems:
-        parts.append(f"{len(r.problems)} PROBLEMS")
+        parts.append(plural(len(r.problems), "PROBLEM", "PROBLEMS"))
     return ", ".join(parts)
 
 

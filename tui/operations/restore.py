@@ -21,7 +21,7 @@ from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
 from coldkeep.core.store.manifest import Entry
 
-from ..text.fmt import human
+from ..text.fmt import day, human, plural
 from .spec import Operation, Options, Run, Words, parse_when
 
 # restore ----------------------------------------------------------------------
@@ -36,23 +36,31 @@ class Listing:
     def to_dict(self) -> list[dict[str, Any]]:
         fields = (
             "id", "status", "bytes", "mtime_ns", "relpath", "sha256",
-            "gz_path", "member_offset", "member_length",
+            "gz_path", "member_offset", "member_length", "expired_at",
         )  # fmt: skip
         return [{k: getattr(e, k) for k in fields} for e in self.entries]
 
 
 def _listed(listing: Listing) -> str:
-    return f"{len(listing.entries)} entries"
+    text = plural(len(listing.entries), "entry", "entries")
+    expired = sum(e.status == "expired" for e in listing.entries)
+    return text + (f" ({expired} expired)" if expired else "")
 
 
-def _listing_text(listing: Listing) -> str:
-    lines = [
+def _listed_line(e: Entry) -> str:
+    line = (
         f"{e.id:>8}  {e.status:<9} {human(e.bytes):>10}  "
         f"{datetime.fromtimestamp(e.mtime_ns / 1e9).isoformat(timespec='seconds')}  "
         f"{e.relpath}"
-        for e in listing.entries
-    ]
-    return "\n".join([*lines, _listed(listing)])
+    )
+    if e.status != "expired":
+        return line
+    when = f" {day(e.expired_at)}" if e.expired_at is not None else ""
+    return f"{line}  (expired{when}, no copy left; sha256 {e.sha256})"
+
+
+def _listing_text(listing: Listing) -> str:
+    return "\n".join([*map(_listed_line, listing.entries), _listed(listing)])
 
 
 async def _listing(archiver: Archiver, selection: Selection) -> Listing:
@@ -80,6 +88,8 @@ def _restore(options: Options) -> Run:
 
 
 def _restore_line(r: RestoreReport) -> str:
+    if r.nothing_archived:
+        return "nothing archived yet (no coldkeep.db): nothing to restore"
     return ", ".join(f"{n} {k}" for k, n in sorted(r.counts.items())) or "nothing selected"
 
 
@@ -135,8 +145,8 @@ RESTORE = Operation(
 
 def _events_restored(r: EventsRestoreReport) -> str:
     return (
-        f"{r.restored:,} rows restored, {r.already_live:,} already live, "
-        f"{len(r.conflicts)} conflicts"
+        f"{r.restored:,} {'row' if r.restored == 1 else 'rows'} restored, "
+        f"{r.already_live:,} already live, {plural(len(r.conflicts), 'conflict')}"
     )
 
 

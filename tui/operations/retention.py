@@ -26,12 +26,12 @@ def _expire(options: Options) -> Run:
 
 def _expired(r: ExpireReport) -> str:
     text = (
-        f"{len(r.expired)} deleted ({r.files} files, {r.months} event "
-        f"months, {human(r.bytes)}); {r.held} kept by holds"
+        f"{len(r.expired)} deleted ({plural(r.files, 'file')}, "
+        f"{plural(r.months, 'event month')}, {human(r.bytes)}); {r.held} kept by holds"
     )
     if r.settled:
-        text += f"; {r.settled} interrupted expiries finished"
-    return text + (f", {len(r.problems)} PROBLEMS" if r.problems else "")
+        text += f"; {plural(r.settled, 'interrupted expiry', 'interrupted expiries')} finished"
+    return text + (f", {plural(len(r.problems), 'PROBLEM', 'PROBLEMS')}" if r.problems else "")
 
 
 def _planned(plan: ExpirePlan) -> str:
@@ -41,13 +41,13 @@ def _planned(plan: ExpirePlan) -> str:
     if not plan.items and not plan.held:
         return f"nothing is past its retention ({days})"
     return (
-        f"past retention ({days}): {len(plan.items)} to delete ({plan.files} files, "
+        f"past retention ({days}): {len(plan.items)} to delete ({plural(plan.files, 'file')}, "
         f"{human(plan.bytes)}, every copy, local and remote); {len(plan.held)} kept by holds"
     )
 
 
 def _item(i: ExpireItem) -> str:
-    what = f"{i.files} files" if i.kind != "month" else "event month"
+    what = plural(i.files, "file") if i.kind != "month" else "event month"
     line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {i.copies})"
     return line + (f"  HELD by {i.held}" if i.held else "")
 

@@ -57,8 +57,8 @@ def remote_where(remote: RemoteSettings, base: Path) -> str:
 def event_rows(pending: PendingEvents, width: int = 0) -> str:
     """Archived event rows no month snapshot holds: ``1234 event rows in 2 months``
     (the count right-aligned in ``width`` columns)."""
-    n = len(pending.months)
-    return f"{pending.rows:>{width}} event rows in {n} month{'' if n == 1 else 's'}"
+    rows = "event row" if pending.rows == 1 else "event rows"
+    return f"{pending.rows:>{width}} {rows} in {plural(len(pending.months), 'month')}"
 
 
 def parse_day(text: str) -> int:

@@ -9,6 +9,7 @@ recovery found is shown relative to archive_root.
 from __future__ import annotations
 
 from coldkeep.core.base.layout import Layout
+from coldkeep.core.events.eventschema import KindsSeen
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
 
@@ -39,9 +40,11 @@ def _files(p: Plan) -> list[str]:
     if skipped:
         lines.append(f"  skipped: {skipped}")
     for u in p.units[:LIST_MAX]:
-        lines.append(f"  {u.unit:<30} {u.files:>6} files {human(u.bytes):>10}")
+        files = "file " if u.files == 1 else "files"
+        lines.append(f"  {u.unit:<30} {u.files:>6} {files} {human(u.bytes):>10}")
     if len(p.units) > LIST_MAX:
-        lines.append(f"  … and {len(p.units) - LIST_MAX} more units (--json for all)")
+        more = plural(len(p.units) - LIST_MAX, "more unit")
+        lines.append(f"  … and {more} (--json for all)")
     return lines
 
 
@@ -49,13 +52,41 @@ def _events(p: Plan) -> list[str]:
     lines = []
     if p.events is not None:
         ev = p.events
-        lines.append(f"events: {ev.rows} rows eligible (~{human(ev.approx_bytes)})")
-        lines += [f"  {month} {rows:>10} rows" for month, (rows, _) in months(ev).items()]
+        lines.append(f"events: {plural(ev.rows, 'row')} eligible (~{human(ev.approx_bytes)})")
+        lines += [
+            f"  {month} {rows:>10} {'row' if rows == 1 else 'rows'}"
+            for month, (rows, _) in months(ev).items()
+        ]
         if ev.unparsable:
-            lines.append(f"  {ev.unparsable} rows with unparsable time stamps stay live")
+            lines.append(f"  {plural(ev.unparsable, 'row')} with unparsable time stamps stay live")
         lines.append(f"  index: {ev.index}" if ev.index else f"  note: {ev.note}")
+        if ev.kinds is not None:
+            lines += kinds_lines(ev.kinds)
     if p.events_error:
         lines.append(f"events: {p.events_error}")
+    return lines
+
+
+def _some(kinds: list[str], most: int = 8) -> str:
+    shown = ", ".join(kinds[:most])
+    return shown + (f", … ({len(kinds) - most} more)" if len(kinds) > most else "")
+
+
+def kinds_lines(kinds: KindsSeen) -> list[str]:
+    """The kinds the table has and those events.kinds archives, where they differ."""
+    if not kinds.differ:
+        return []
+    lines = [
+        f"  kinds: the table has {plural(len(kinds.in_table), 'kind')}"
+        + (f" ({_some(list(kinds.in_table))})" if kinds.in_table else "")
+        + f"; events.kinds archives {_some(kinds.moving) or 'none of them'}"
+    ]
+    if kinds.staying:
+        lines.append(f"  kinds staying live: {_some(kinds.staying)}")
+    if kinds.not_in_table:
+        lines.append(
+            f"  events.kinds names kinds with no row in the table: {_some(kinds.not_in_table)}"
+        )
     return lines
 
 
@@ -63,15 +94,21 @@ def _recovery(rec: RecoveryReport, layout: Layout) -> list[str]:
     lines = []
     if rec.busy:
         lines.append(
-            f"in flight: the archive is locked by {rec.busy}; its {rec.in_flight} "
-            "partials are work in progress, not leftovers"
+            f"in flight: the archive is locked by {rec.busy}; its "
+            f"{plural(rec.in_flight, 'partial')} {'is' if rec.in_flight == 1 else 'are'} "
+            "work in progress, not leftovers"
         )
     if not rec.anything:
         return lines
-    interrupted = f", {len(rec.interrupted)} passes to mark interrupted" if rec.interrupted else ""
+    interrupted = (
+        f", {plural(len(rec.interrupted), 'pass', 'passes')} to mark interrupted"
+        if rec.interrupted
+        else ""
+    )
+    unlink = plural(len(rec.sources_unlinked), "source", "sources")
     lines.append(
-        f"recovery: {len(rec.partials)} partials, {len(rec.orphans)} orphans, "
-        f"{len(rec.missing)} MISSING, {len(rec.sources_unlinked)} sources to unlink{interrupted}"
+        f"recovery: {plural(len(rec.partials), 'partial')}, {plural(len(rec.orphans), 'orphan')}, "
+        f"{len(rec.missing)} MISSING, {unlink} to unlink{interrupted}"
     )
     found = [
         *(("partial", layout.rel(x)) for x in rec.partials),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coldkeep.core.base.codec import CHUNK, Codec
+from coldkeep.core.base.codec import CHUNK, Codec, read_gzip_header
 from coldkeep.core.base.fsutil import identity_of
 from coldkeep.core.files.gzfile import (
     ArchiveOk,
@@ -23,7 +24,7 @@ from coldkeep.core.files.gzfile import (
     restore_file,
 )
 
-from helpers import gunzip
+from helpers import as_legacy_gzip, gunzip
 
 ENGINES = [Codec("isal", 1), Codec("isal", 3), Codec("zlib-ng", 6), Codec("zlib", 6)]
 EDGE_SIZES = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7]
@@ -87,3 +88,35 @@ def test_every_engine_passes_gzip_t_at_the_edge_sizes(tmp_path: Path) -> None:
             asyncio.run(round_trip(base, data, codec))
             gz = base / "files" / "u" / "f.jsonl.gz"
             subprocess.run(["gzip", "-t", str(gz)], check=True)
+
+
+def test_gzip_reads_a_new_gzip_without_a_word(tmp_path: Path) -> None:
+    """GNU gzip -v warned "extra field of 16 bytes ignored" on every gzip
+    coldkeep wrote; the mode and exact mtime now ride in the comment, which
+    every reader skips in silence."""
+    data = payload(5000, 1, compressible=True)
+    asyncio.run(round_trip(tmp_path, data, Codec("isal", 1)))
+    gz = tmp_path / "files" / "u" / "f.jsonl.gz"
+    for argv in (["gzip", "-tv"], ["gunzip", "-Nvc"], ["gzip", "-lv"]):
+        run = subprocess.run([*argv, str(gz)], capture_output=True, check=True)
+        said = (run.stderr + run.stdout[-2000:]).decode(errors="replace")
+        assert "extra field" not in said and "ignored" not in said, (argv, said)
+    if shutil.which("pigz"):
+        run = subprocess.run(["pigz", "-tv", str(gz)], capture_output=True, check=True)
+        assert b"extra" not in run.stderr, run.stderr
+    src = tmp_path / "live" / "u" / "f.jsonl"
+    header = read_gzip_header(gz)
+    assert header.name == "f.jsonl"
+    assert (header.mtime_ns, header.mode) == (src.stat().st_mtime_ns, src.stat().st_mode)
+
+
+def test_an_older_coldkeeps_gzip_with_the_extra_field_still_reads(tmp_path: Path) -> None:
+    data = payload(5000, 2, compressible=True)
+    asyncio.run(round_trip(tmp_path, data, Codec("isal", 1)))
+    gz = tmp_path / "files" / "u" / "f.jsonl.gz"
+    src = tmp_path / "live" / "u" / "f.jsonl"
+    as_legacy_gzip(gz)
+    header = read_gzip_header(gz)
+    assert header.name == "f.jsonl"
+    assert (header.mtime_ns, header.mode) == (src.stat().st_mtime_ns, src.stat().st_mode)
+    assert gunzip(gz) == data

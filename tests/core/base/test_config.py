@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.base.config import (
-    DEFAULT_EVENT_KINDS,
     ConfigError,
     UnitClosedMarker,
     UnitClosedSql,
@@ -35,7 +34,8 @@ def test_a_minimal_config_gets_the_defaults(site: Path) -> None:
     assert cfg.archive_root == site / "archive"  # created on first use
     assert cfg.mode == "plan" and cfg.state_db is None
     assert cfg.files.include == ("**/*.jsonl", "**/*.log") and cfg.files.min_age_days == 14
-    assert cfg.events.kinds == DEFAULT_EVENT_KINDS and cfg.events.batch_rows == 2000
+    # Every kind: no default list fits only one application's schema.
+    assert cfg.events.kinds is None and cfg.events.batch_rows == 2000
     assert cfg.gzip.engine == "isal" and cfg.io.bytes_per_s == 0 and cfg.hold_days == 7
 
 
@@ -116,6 +116,7 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (ROOTS + "[events]\nbatch_rows = 0\n", "events.batch_rows", "use 1 or more"),
         (ROOTS + "[events]\nbatch_rows = 1.5\n", "events.batch_rows", "expected an integer"),
         (ROOTS + "[events]\ntable = 'ev; drop'\n", "events.table", "plain SQL identifier"),
+        (ROOTS + "[events]\nkinds = []\n", "events.kinds", "leave the key out"),
         (ROOTS + "[gzip]\nengine = 'isal'\nlevel = 6\n", "gzip.level", "use 0–3"),
         (ROOTS + "[files]\ninclude = ['/abs/*.log']\n", "files.include", "relative to live_root"),
         (ROOTS + "[files]\ninclude = ['[a']\n", "files.include", "unclosed ["),
@@ -173,6 +174,7 @@ def test_the_readme_example_is_a_valid_config(site: Path) -> None:
     assert cfg.alerts.sinks == ["command", "webhook"]
     assert cfg.retention.files_days_for("debug-logs") == 30
     assert cfg.retention.files_days_for("web") == 365 and "expire" in cfg.jobs.jobs
+    assert cfg.events.kinds == frozenset({"webhook_event", "ci_completed"}), "it shows kinds"
 
 
 ALERTING = 'live_root = "live"\narchive_root = "archive"\n'

@@ -39,6 +39,7 @@ CHECKS = [
     "space",
     "live_db",
     "events_index",
+    "events_kinds",
     "remote",
     "tools",
 ]

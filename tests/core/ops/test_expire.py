@@ -178,6 +178,8 @@ async def test_a_hold_with_an_end_date_ends_by_itself(site: Path) -> None:
         ("entry", "999999", "no such entry"),
         ("path", "a/[bc", "--path"),
         ("unit", "u", "needs a reason"),
+        ("unit", "nosuchunit", "no archived file is in this unit now.*--ahead"),
+        ("path", "nomatch/**", "matches no archived file or event month now.*--ahead"),
     ],
 )
 async def test_a_bad_hold_is_refused_in_one_line(
@@ -187,6 +189,8 @@ async def test_a_bad_hold_is_refused_in_one_line(
     reason = "" if says == "needs a reason" else "why"
     with pytest.raises(HoldError, match=says):
         await ck.place_hold(scope, target, reason)
+    if "--ahead" in says:  # placed ahead, on purpose, it goes on
+        assert (await ck.place_hold(scope, target, reason, ahead=True)).target == target
 
 
 async def test_an_event_month_expires_when_its_last_day_is_past_retention(site: Path) -> None:
