@@ -147,7 +147,7 @@ async def test_holds_are_placed_listed_and_released_from_their_screen(
 
 
 async def test_read_only_shows_holds_and_no_way_to_change_them(settings: Settings) -> None:
-    await make_app(settings).archiver.place_hold("unit", "unit-0001", "case 114")
+    await make_app(settings).archiver.place_hold("unit", "unit-0001", "case 114", ahead=True)
     app = make_app(settings, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
