@@ -94,9 +94,7 @@ async def read_site(settings: Settings, *, backlog: Backlog | None = None) -> Sn
     """Everything the metrics say, read once. ``backlog``: a recent count to reuse
     (None: the live tree is walked and the live database counted now)."""
     layout = Layout(settings.archive_root)
-    manifest = None
-    if await asyncio.to_thread(layout.manifest.exists):
-        manifest = await Manifest.open(layout.manifest, readonly=True)
+    manifest = await Manifest.open_existing(layout.manifest)
     async with contextlib.AsyncExitStack() as on_error:
         if manifest is not None:
             on_error.push_async_callback(manifest.close)

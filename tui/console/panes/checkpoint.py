@@ -7,7 +7,6 @@ the running operation's events (``event``)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections import deque
@@ -96,9 +95,10 @@ class CheckpointPane(Pane):
     @work(exclusive=True, group="checkpoints", exit_on_error=False)
     async def _read(self, manifest: Path) -> None:
         """The last checkpoints recorded in ``manifest`` (none before there is one)."""
-        if not await asyncio.to_thread(manifest.exists):
+        opened = await Manifest.open_existing(manifest)
+        if opened is None:
             return
-        async with await Manifest.open(manifest, readonly=True) as opened:
+        async with opened:
             self.post_message(CheckpointsLoaded(await recent_checkpoints(opened, SHOWN)))
 
     def on_checkpoints_loaded(self, message: CheckpointsLoaded) -> None:

@@ -6,7 +6,6 @@ pane) from the config's [jobs] and the manifest's job runs."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -58,13 +57,14 @@ class JobsPane(Pane):
         """The jobs as of ``now_s`` and their last runs (none before there is a
         manifest: an empty one in memory answers for it)."""
         tz = ZoneInfo(jobs.timezone) if jobs.timezone else None
-        if not await asyncio.to_thread(manifest.exists):
+        opened = await Manifest.open_existing(manifest)
+        if opened is None:
             empty = await Manifest.open(Path(":memory:"))
             async with empty:
                 infos = await job_infos(empty, jobs.jobs, tz, now_s)
             self.post_message(JobsLoaded(infos, []))
             return
-        async with await Manifest.open(manifest, readonly=True) as opened:
+        async with opened:
             infos = await job_infos(opened, jobs.jobs, tz, now_s)
             self.post_message(JobsLoaded(infos, await job_history(opened, RUNS_SHOWN)))
 
