@@ -72,10 +72,14 @@ def _measuring(app: App[Any]) -> list[DataTable[Any]]:
     """Tables whose new rows or cells are not measured yet: a DataTable sizes its
     columns when its own message queue next runs empty (its Idle handler), and a
     busy machine took a snapshot before that, columns cut at their headers'
-    widths (the flake hunt's main-screen snapshot)."""
+    widths (the flake hunt's main-screen snapshot). Every screen on the stack:
+    the main screen's tables show, dimmed, behind a dialog or help, and a frame
+    flushed after the dialog opened left them cut at 120x36 (CI's help and ship
+    confirmation snapshots)."""
     return [
         t
-        for t in app.screen.query(DataTable)
+        for screen in app.screen_stack
+        for t in screen.query(DataTable)
         # Textual's own pending-work flags: it offers no public "measured" state.
         if t._require_update_dimensions or t._updated_cells
     ]
