@@ -154,9 +154,10 @@ class Catalog:
             self.by_unit.setdefault(unit, []).append(i)
             self.by_status.setdefault(status, []).append(i)
             self.by_sha2.setdefault(sha[:2], []).append(i)
-        # Every path on one line of one string: a word is found by the C-level
-        # str.find over it, and its row by bisecting the line starts.
-        self.blob = "\n".join(self.relpaths)
+        # Every path in one string, NUL between (the one character no name has; a
+        # newline may be in one): a word is found by the C-level str.find over it,
+        # and its row by bisecting the starts.
+        self.blob = "\0".join(self.relpaths)
         self.starts = list(itertools.accumulate((len(p) + 1 for p in self.relpaths), initial=0))
 
     def mark_held(self, holds: ActiveHolds) -> None:

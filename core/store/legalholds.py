@@ -21,7 +21,6 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -29,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast, get_args
 
 from ..base.errors import UsageError
-from ..base.globs import GlobError, glob_to_regex
+from ..base.globs import GlobError, compile_glob
 from . import audit
 from .manifest import Manifest
 
@@ -39,10 +38,10 @@ EVENTS_UNIT = "events"  # the unit name that holds every event month
 _COLUMNS = "id, scope, target, reason, until, placed_at, placed_by, released_at, released_by"
 
 
-@functools.lru_cache(maxsize=256)
 def compiled(glob: str) -> re.Pattern[str]:
-    """A hold's glob, compiled once (it is matched against every entry it may cover)."""
-    return re.compile(glob_to_regex(glob))
+    """A hold's glob, compiled once by the one glob engine (it is matched against
+    every entry it may cover)."""
+    return compile_glob(glob)
 
 
 class HoldError(UsageError, ValueError):
@@ -151,7 +150,7 @@ async def _check_new(
         raise HoldError(f"--entry {target}: there is no such entry (restore --list shows ids)")
     if scope == "path":
         try:
-            glob_to_regex(target)
+            compile_glob(target)
         except GlobError as err:
             raise HoldError(f"--path {target!r}: {err}") from None
     if until is not None and until <= at:

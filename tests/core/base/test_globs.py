@@ -40,3 +40,30 @@ def test_exclude_wins() -> None:
 def test_bad_globs(bad: str) -> None:
     with pytest.raises(GlobError):
         PathFilter([bad], [])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("**", "legal/mail\n2026.log", True),
+        ("legal/**", "legal/mail\n2026.log", True),
+        ("keep/**", "keep/a\nb", True),
+        ("*", "a\nb", True),
+        ("?", "\n", True),
+        ("a/*", "a/\x1b[31m\r\x7f", True),
+        ("[!a]", "\n", True),
+        ("[!a]", "/", False),
+        ("*", "r\udce9sum\udce9.log", True),
+        ("r?sum?.log", "r\udce9sum\udce9.log", True),
+        ("**/x", "a\n/b\n/x", True),
+        ("[[]x", "[x", True),
+        ("[a-]", "-", True),
+        ("[]]", "]", True),
+        ("[&&]", "&", True),
+    ],
+)
+def test_every_byte_of_a_name_is_matched_like_any_other(
+    pattern: str, path: str, matches: bool
+) -> None:
+    assert PathFilter([pattern], [])(path) is matches
+    assert PathFilter(["**"], [pattern])(path) is not matches, "exclude"
