@@ -137,7 +137,7 @@ class GzipHeader:
 # the name: ``coldkeep mode=100644 mtime_ns=1700000000123456789``). Every reader
 # skips a comment in silence; GNU gzip -v warns of every extra field it skips
 # ("extra field of 16 bytes ignored"), so coldkeep no longer writes one.
-_COMMENT = re.compile(rb"coldkeep mode=([0-7]{1,7}) mtime_ns=([0-9]{1,20})")
+_COMMENT = re.compile(rb"coldkeep mode=([0-7]{1,7}) mtime_ns=(-?[0-9]{1,20})")
 # Read only, from the gzips an older coldkeep wrote: a FEXTRA subfield SI1 'C',
 # SI2 'K', then the mode (u32) and the mtime in ns (u64), little-endian.
 _EXTRA_ID = b"CK"
@@ -149,7 +149,8 @@ def gzip_header(name: bytes, mtime_ns: int, mode: int = 0) -> bytes:
     mtime = mtime_ns // NS_PER_S
     if not 0 <= mtime < 2**32:
         mtime = 0  # the field cannot hold it; 0 means "no time stamp"
-    comment = b"coldkeep mode=%o mtime_ns=%d" % (mode & 0o7777777, max(mtime_ns, 0))
+    # Before 1970 too: the comment keeps a negative mtime exactly (MTIME cannot).
+    comment = b"coldkeep mode=%o mtime_ns=%d" % (mode & 0o7777777, mtime_ns)
     return (
         struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, _FNAME | _FCOMMENT, mtime, 0, _OS_UNIX)
         + name.replace(b"\0", b"")

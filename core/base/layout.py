@@ -22,16 +22,17 @@ Invariants:
 - A relpath that comes from outside (the manifest, a restore selection) is checked
   before it becomes a path: no absolute path, no ``..``, no empty segment, and no
   symlink among the parents between the root and the target. A name read from a
-  gzip header must also be printable and fit in a file name (``check_stored_name``).
+  gzip header must also be one segment that fits in a file name
+  (``check_stored_name``); any byte but ``/`` and NUL is a name's own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
 import stat
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +81,34 @@ def partial_of(dest: Path) -> Path:
 
 
 def restore_partial_of(target: Path) -> Path:
-    return target.with_name(target.name + RESTORE_PARTIAL_SUFFIX)
+    """The temporary a restore writes ``target`` under, beside it: a name that
+    fits in NAME_MAX even when ``target``'s own name is 255 bytes long."""
+    stem = fitted_name(target.name, len(os.fsencode(RESTORE_PARTIAL_SUFFIX)))
+    return target.with_name(stem + RESTORE_PARTIAL_SUFFIX)
+
+
+NAME_MAX = 255  # bytes in one path segment, on every filesystem coldkeep meets
+PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included (Linux)
+# Bytes a gzip's name may add to its file's: ``.<sha12>-999`` (a second
+# version), ``.gz``, then ``.partial`` while it is written.
+GZ_NAME_ROOM = len(".0123456789ab-999") + len(GZ_SUFFIX) + len(PARTIAL_SUFFIX)
+_HASH_CHARS = 16
+
+
+def fitted_name(name: str, room: int) -> str:
+    """``name`` itself when ``room`` more bytes still fit in NAME_MAX; else its
+    first bytes (cut at a character boundary), ``~`` and 16 hex digits of the
+    sha256 of the whole name: the same name always gives the same result, and
+    two names that share their first 200 bytes do not. The real name is kept
+    where the archive records names (the gzip header, the manifest, a bundle's
+    index), never taken back from this one."""
+    raw = os.fsencode(name)
+    if len(raw) + room <= NAME_MAX:
+        return name
+    keep = NAME_MAX - room - _HASH_CHARS - 1
+    while keep > 0 and raw[keep] & 0xC0 == 0x80:  # not inside a UTF-8 character
+        keep -= 1
+    return f"{os.fsdecode(raw[:keep])}~{hashlib.sha256(raw).hexdigest()[:_HASH_CHARS]}"
 
 
 def unit_of(relpath: str) -> str:
@@ -107,18 +135,15 @@ def check_relpath(relpath: str) -> str:
     return relpath
 
 
-NAME_MAX = 255  # bytes in one path segment, on every filesystem coldkeep meets
-
-
 def check_stored_name(name: str) -> str:
     """A file name read back from the archive (a gzip header's FNAME), which may
-    come from a copied archive or a bucket: one plain segment that can be shown on
-    a terminal and written to a disk, or ``UnsafePath`` saying why not."""
+    come from a copied archive or a bucket: one plain segment that can be written
+    to a disk, or ``UnsafePath`` saying why not. Any other byte is a name's own
+    (a tab, an ESC, a byte that is not UTF-8): a file system takes it, so the
+    archive gives it back; it is escaped where it is shown, never refused."""
     shown = repr(name) if len(name) <= 60 else f"{name[:40]!r}… ({len(name)} characters)"
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise UnsafePath(f"{shown} is not a plain file name")
-    if any(unicodedata.category(c) == "Cc" for c in name):
-        raise UnsafePath(f"{shown} contains control characters")
     if len(os.fsencode(name)) > NAME_MAX:
         raise UnsafePath(f"{shown} is longer than a file name can be ({NAME_MAX} bytes)")
     return name
@@ -194,8 +219,21 @@ class Layout:
         return {m[1]: folder / name for name in names if (m := _MONTH_DB.fullmatch(name))}
 
     def gz_for(self, relpath: str) -> Path:
-        """The first-choice gzip path of a live relpath (checked)."""
-        return self.files / (check_relpath(relpath) + GZ_SUFFIX)
+        """The first-choice gzip path of a live relpath (checked). A name too long
+        to take ``.gz``, a version tag and ``.partial`` within NAME_MAX is
+        shortened (``fitted_name``); its gzip header keeps the real one."""
+        head, _, name = check_relpath(relpath).rpartition("/")
+        fitted = fitted_name(name, GZ_NAME_ROOM)
+        return (
+            self.files / head / (fitted + GZ_SUFFIX) if head else self.files / (fitted + GZ_SUFFIX)
+        )
+
+    def too_long(self, relpath: str) -> bool:
+        """Whether the gzip of ``relpath`` (while written: its ``.partial`` with a
+        version tag) would be a path longer than the kernel takes: that file is
+        refused alone (``path_too_long``), never half archived."""
+        gz = self.gz_for(relpath)
+        return len(os.fsencode(str(gz))) + GZ_NAME_ROOM - len(GZ_SUFFIX) >= PATH_MAX
 
     def rel(self, path: Path) -> str:
         """A path under the archive as the manifest stores it."""
@@ -211,7 +249,7 @@ class Layout:
         The directory comes from where the gzip sits; the file name from its gzip
         header when known (a versioned ``x.<sha12>.gz`` cannot be undone from its
         name alone), else from its name without ``.gz``. A header's name is not
-        trusted: one that is not a plain, printable file name raises
+        trusted: one that is not a plain file name that fits a disk raises
         ``UnsafePath``.
         """
         rel_dir = gz.parent.relative_to(self.files).as_posix()

@@ -17,3 +17,14 @@ DAY_NS = DAY_S * NS_PER_S
 def now_ms() -> int:
     """Now, in ms since the epoch."""
     return time.time_ns() // NS_PER_MS
+
+
+# A file's mtime read back from the archive (a copied one, maybe) is kept when it
+# is within ±2**62 ns of the epoch (1824 to 2116): before 1970 is a time too, and
+# is kept exactly; beyond that it is not a clock's.
+MTIME_LIMIT_NS = 1 << 62
+
+
+def is_mtime(ns: int) -> bool:
+    """Whether ``ns`` (since the epoch) can be a file's mtime, before 1970 included."""
+    return -MTIME_LIMIT_NS < ns < MTIME_LIMIT_NS

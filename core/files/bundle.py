@@ -16,7 +16,7 @@ Invariants:
   headers and the gzips (``read_bundle`` falls back to walking the headers when
   the index is missing, damaged or disagrees with them).
 - Everything read back is untrusted (a bundle may be copied from anywhere): a
-  member name that could leave the live root, or is not printable, a span outside
+  member name that could leave the live root or is too long for a disk, a span outside
   the file, a relpath twice: that member is refused, by name; the rest is read.
 - The name ``<month>.<sha12>.tar`` is the sha256 of the index: two bundles with
   different contents never take each other's name.
@@ -100,7 +100,7 @@ def is_bundle_name(name: str) -> bool:
 def _tar_header(name: str, size: int, mtime_ns: int, mode: int) -> bytes:
     info = tarfile.TarInfo(name)
     info.size = size
-    info.mtime = max(mtime_ns, 0) // NS_PER_S
+    info.mtime = mtime_ns // NS_PER_S  # pax keeps one before 1970
     info.mode = stat.S_IMODE(mode) & 0o777
     info.type = tarfile.REGTYPE
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
@@ -303,7 +303,10 @@ def _from_index(raw: bytes) -> list[Member]:
     for listed in doc.get("members", []):
         item = listed if isinstance(listed, dict) else {}
         n = [item.get(k) for k in ("offset", "length", "bytes", "mtime_ns", "mode")]
-        ints = [v for v in n if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        ints = [v for v in n if isinstance(v, int) and not isinstance(v, bool)]
+        mtime_at = 3  # an mtime before 1970 is negative; every other number is not
+        if any(v < 0 for i, v in enumerate(ints) if i != mtime_at):
+            ints = []
         rel, sha = item.get("relpath"), item.get("sha256")
         if len(ints) < len(n) or not isinstance(rel, str) or not isinstance(sha, str):
             raise ValueError(f"a member is not what an index lists: {item!r:.80}")

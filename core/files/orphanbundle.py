@@ -42,6 +42,7 @@ from ..base.fsutil import (
 from ..base.ioerror import naming
 from ..base.layout import UnsafePath, resolve_inside, unit_of
 from ..base.ratelimit import RateLimiter
+from ..base.times import is_mtime
 from ..store.manifest import Entry, Manifest, NewEntry
 from .bundle import Member, read_bundle
 from .filemove import FileMover
@@ -49,7 +50,6 @@ from .filemove import FileMover
 OrphanOutcome = Literal[
     "found", "adopted", "stale", "corrupt", "changed", "error", "refused", "dropped"
 ]
-MAX_MTIME_NS = 1 << 62  # year 2116: later than any file coldkeep archived
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ class OrphanBundle:
             sha256=digest.sha256,
             gz_path=self.mover.layout.rel(self.bundle),
             gz_bytes=m.span.length,
-            mtime_ns=mtime_ns if 0 <= mtime_ns < MAX_MTIME_NS else 0,
+            mtime_ns=mtime_ns if is_mtime(mtime_ns) else 0,
             dev=adopted.dev if adopted else None,
             ino=adopted.ino if adopted else None,
             mode=adopted.mode if adopted else trusted_mode(m.mode, source),

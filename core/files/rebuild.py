@@ -10,7 +10,7 @@ are written into a NEW database (never over an existing one); a gzip that does
 not inflate is reported and left where it is.
 
 A gzip's header is not trusted (the archive may have been copied from anywhere): a
-name that is not one plain, printable file name or an impossible mtime refuses
+name that is not one plain file name or an impossible mtime refuses
 that gzip, reported by name, and the rest is rebuilt; only the permission bits of
 its mode are kept.
 
@@ -34,10 +34,10 @@ from ..base.errors import UsageError
 from ..base.layout import Layout, UnsafePath, unit_of
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
-from ..base.times import NS_PER_MS
+from ..base.times import NS_PER_MS, is_mtime
 from ..store.manifest import Manifest, NewEntry
 from .bundle import is_bundle_name, read_bundle
-from .orphanbundle import MAX_MTIME_NS, trusted_mode
+from .orphanbundle import trusted_mode
 from .recovery import archive_files
 
 
@@ -66,7 +66,7 @@ def _describe(layout: Layout, gz: Path, limiter: RateLimiter, cancel: CancelToke
     (a restore by root must never make a set-user-id file)."""
     header = read_gzip_header(gz)
     relpath = layout.relpath_of_gz(gz, header.name)
-    if header.mtime_ns is not None and not 0 <= header.mtime_ns < MAX_MTIME_NS:
+    if header.mtime_ns is not None and not is_mtime(header.mtime_ns):
         raise UnsafePath(f"its header's mtime {header.mtime_ns} ns is not a time")
     digest = inflate(gz, limiter=limiter, cancel=cancel)
     st = gz.lstat()
@@ -106,7 +106,7 @@ def _describe_bundle(
             continue
         mtime_ns = m.mtime_ns if header is None or header.mtime_ns is None else header.mtime_ns
         mode = m.mode if header is None or header.mode is None else header.mode
-        if not 0 <= mtime_ns < MAX_MTIME_NS:
+        if not is_mtime(mtime_ns):
             contents.refused.append(f"member {m.relpath}: its mtime {mtime_ns} ns is not a time")
             continue
         found.append(

@@ -40,6 +40,7 @@ nothing: only one a committed intent names is removed.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import os
 from collections import Counter
@@ -62,6 +63,7 @@ from ..base.layout import (
     unit_of,
 )
 from ..base.lock import read_holder
+from ..base.times import is_mtime
 from ..store import passlog
 from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.remoteobjects import RemoteObjects
@@ -78,7 +80,6 @@ from .gzfile import (
     verify_gzip,
 )
 from .orphanbundle import (
-    MAX_MTIME_NS,
     Orphan,
     OrphanBundle,
     digest_if_identity,
@@ -229,6 +230,9 @@ class ArchiveFiles:
 
     gzips: dict[str, str] = field(default_factory=dict)
     partials: list[Path] = field(default_factory=list)
+    # Folders whose path is over PATH_MAX (an older coldkeep's, from a live path
+    # deeper than its archive could hold): not listed, never a reason to stop.
+    too_deep: list[str] = field(default_factory=list)
 
 
 # The statuses of entries whose gzip must be there (not "missing", not restored
@@ -252,6 +256,11 @@ def walk_archive(layout: Layout, piece: int | None) -> Iterator[ArchiveFiles]:
         try:
             entries = list(os.scandir(folder))
         except FileNotFoundError:
+            continue
+        except OSError as err:
+            if err.errno != errno.ENAMETOOLONG:
+                raise
+            found.too_deep.append(rel)
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
@@ -527,7 +536,7 @@ class Recovery:
             sha256=stale.sha256,
             gz_path=self.mover.layout.rel(gz),
             gz_bytes=stale.gz_bytes,
-            mtime_ns=stale.mtime_ns if 0 <= stale.mtime_ns < MAX_MTIME_NS else 0,
+            mtime_ns=stale.mtime_ns if is_mtime(stale.mtime_ns) else 0,
             dev=None,
             ino=None,
             mode=trusted_mode(stale.mode, source),

@@ -43,6 +43,7 @@ import aiosqlite
 from ..base.codec import Span
 from ..base.errors import ColdkeepError
 from ..base.ioerror import naming_db
+from ..base.names import db_params, db_row
 from ..base.times import now_ms
 from .schema import migration_scripts, version_problem
 
@@ -171,6 +172,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection]:
     in a worker thread (the restore browser's catalog: a million entries are
     read faster there than through the event loop's connection)."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.row_factory = db_row
     try:
         yield db
     finally:
@@ -233,6 +235,7 @@ class Manifest:
                 if isinstance(thread, threading.Thread):
                     await asyncio.to_thread(thread.join, 10)
                 raise
+        db.row_factory = db_row  # names that are not UTF-8 come back (names.py)
         self = cls(db, path)
         try:
             await self.run("PRAGMA busy_timeout = 10000")
@@ -281,7 +284,7 @@ class Manifest:
 
     async def _run(self, sql: str, params: Iterable[Any] = ()) -> None:
         with naming_db(self.path):
-            await self._db.execute_fetchall(sql, tuple(params))
+            await self._db.execute_fetchall(sql, db_params(params))
 
     async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Every row of one query: one trip to the connection's thread, where its
@@ -291,7 +294,7 @@ class Manifest:
 
     async def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         with naming_db(self.path):
-            return list(await self._db.execute_fetchall(sql, tuple(params)))
+            return list(await self._db.execute_fetchall(sql, db_params(params)))
 
     async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
         """Execute one ``INSERT`` of one row; returns the new row's id."""
@@ -303,7 +306,7 @@ class Manifest:
         """Execute one ``INSERT … ON CONFLICT DO NOTHING``; returns the new row's id,
         or None when the row was there already."""
         with naming_db(self.path):
-            async with self._gate, self._db.execute(sql, tuple(params)) as cur:
+            async with self._gate, self._db.execute(sql, db_params(params)) as cur:
                 return cur.lastrowid if cur.rowcount == 1 else None
 
     async def run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
@@ -312,7 +315,7 @@ class Manifest:
 
     async def _run_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         with naming_db(self.path):
-            async with self._db.executemany(sql, rows):
+            async with self._db.executemany(sql, (db_params(r) for r in rows)):
                 pass
 
     async def transaction(self, statements: Sequence[Statement]) -> None:
@@ -532,12 +535,17 @@ class Manifest:
 
     async def gz_statuses_of(self, gz_paths: Iterable[str]) -> list[tuple[str, str]]:
         """The gzip path and status of every entry whose gzip is one of
-        ``gz_paths`` (a bundle's path has a row per member): one statement,
-        however many paths."""
-        rows = await self.rows(
-            "SELECT gz_path, status FROM entries WHERE gz_path IN (SELECT value FROM json_each(?))",
-            [json.dumps(list(gz_paths))],
-        )
+        ``gz_paths`` (a bundle's path has a row per member). Bound as
+        parameters, never as JSON: a path that is not UTF-8 is a BLOB (names.py),
+        and JSON would turn it into other bytes."""
+        todo = list(gz_paths)
+        rows: list[Any] = []
+        for i in range(0, len(todo), IDS_PER_STATEMENT):
+            chunk = todo[i : i + IDS_PER_STATEMENT]
+            marks = ", ".join("?" * len(chunk))
+            rows += await self.rows(
+                f"SELECT gz_path, status FROM entries WHERE gz_path IN ({marks})", chunk
+            )
         return [(r[0], r[1]) for r in rows]
 
     async def entries_by_gz(self, gz_paths: list[str]) -> list[Entry]:

@@ -13,7 +13,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -179,10 +178,16 @@ class RemoteObjects:
     async def mark_remote_only(self, paths: list[str], at: int) -> None:
         """``paths`` have no local copy here (a new host after a disaster): their
         drop recorded and confirmed at once, in one transaction."""
-        await self.manifest.run(
-            "UPDATE remote_objects SET local_gone_at = ?, local_present = 0 "
-            "WHERE path IN (SELECT value FROM json_each(?))",
-            [at, json.dumps(paths)],
+        # Bound as parameters, never as JSON: a path that is not UTF-8 is a BLOB.
+        await self.manifest.transaction(
+            [
+                (
+                    "UPDATE remote_objects SET local_gone_at = ?, local_present = 0 "
+                    f"WHERE path IN ({', '.join('?' * len(chunk))})",
+                    [at, *chunk],
+                )
+                for chunk in (paths[i : i + 500] for i in range(0, len(paths), 500))
+            ]
         )
 
     async def confirm_local_gone(self, path: str) -> None:
