@@ -16,7 +16,6 @@ import pytest
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import Settings, load_settings
-from coldkeep.core.base.layout import PATH_MAX
 from coldkeep.core.base.ratelimit import UNLIMITED
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.rebuild import rebuild_manifest
@@ -24,6 +23,7 @@ from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.passes import PassSummary
 
 DAY_NS = 86_400 * 1_000_000_000
+PATH_MAX = os.pathconf("/", "PC_PATH_MAX")  # 4096 on Linux
 OLD_NS = 1_600_000_000_123_456_789  # 2020-09-13, to the ns
 BEFORE_1970_NS = -86_400 * 400 * 1_000_000_000 + 987_654_321  # 1968-11, to the ns
 
@@ -89,9 +89,7 @@ async def round_trip(site: Path, tmp_path: Path, files: dict[bytes, tuple[bytes,
     assert not report.failed, report.counts
     assert live_bytes(out) == files
     rebuilt = tmp_path / "rebuilt.db"
-    done = await rebuild_manifest(
-        archiver(site).layout, rebuilt, EventStream(), limiter=UNLIMITED
-    )
+    done = await rebuild_manifest(archiver(site).layout, rebuilt, EventStream(), limiter=UNLIMITED)
     assert not done.refused and not done.unreadable, (done.refused, done.unreadable)
     assert entry_rows(rebuilt) == entry_rows(site / "archive" / "coldkeep.db")
     again = await archive_all(site)
