@@ -235,7 +235,9 @@ class Manifest:
                 if isinstance(thread, threading.Thread):
                     await asyncio.to_thread(thread.join, 10)
                 raise
-        db.row_factory = db_row  # names that are not UTF-8 come back (names.py)
+        # Names that are not UTF-8 are BLOBs of their bytes, made names again
+        # on the way out (names.py; aiosqlite types row_factory too narrowly).
+        db.row_factory = db_row  # type: ignore[assignment]
         self = cls(db, path)
         try:
             await self.run("PRAGMA busy_timeout = 10000")

@@ -25,6 +25,7 @@ from coldkeep.core.base.errors import EXIT_LOCKED, explain
 from coldkeep.core.base.steps import StepInfo, StepName, no_step
 from coldkeep.core.base.stream import EventStream
 
+from ..text.fmt import shown, terminal_text
 from .progress import Reporter
 
 # Test seam: kill this process with SIGKILL when the named protocol step is
@@ -85,7 +86,9 @@ class Context:
 
     def print_results(self) -> None:
         for out in self._results:
-            click.echo(out)
+            # JSON escapes what it must itself; text is made safe for a terminal
+            # (a name's ESC or undecodable byte shown as \x1b, \xe9).
+            click.echo(out if self.json else terminal_text(out))
         self._results.clear()
 
 
@@ -120,7 +123,7 @@ def run_command(coro: Awaitable[int], ctx: Context) -> None:
 
 def fail(message: str, code: int, ctx: Context | None = None) -> NoReturn:
     """One line on stderr; with --json, also the document stdout promises."""
-    click.echo(f"coldkeep: {message}", err=True)
+    click.echo(f"coldkeep: {shown(message)}", err=True)
     if ctx is not None and ctx.json:
         name = click.get_current_context().info_name
         doc = {"command": name, "ok": False, "error": message, "result": None}

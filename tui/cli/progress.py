@@ -74,7 +74,9 @@ class Reporter:
 
     def _line(self) -> Callable[[str], None]:
         if self._progress is not None:
-            return self._progress.console.print
+            console = self._progress.console
+            # A name's "[bold]" is its own: never read as markup.
+            return lambda text: console.print(text, markup=False)
         return lambda text: print(text, file=self.out, flush=True)
 
     def _show(self, event: Event) -> None:

@@ -49,13 +49,13 @@ from coldkeep.core.ops.fleet import Fleet, FleetSite
 from coldkeep.core.store.manifest import Entry, ManifestError
 
 from ..operations.spec import ConsoleAction
-from ..text.fmt import clock_time, human
+from ..text.fmt import clock_time, human, shown
 from ..text.results import headline
 from .actions import bindings
 from .pilot import busy
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search
-from .tables import Cell, keyed_table, sync_table
+from .tables import Cell, keyed_table, name_cell, sync_table
 
 # The fleet view's own registry: browsing, selecting and restoring --to a folder;
 # nothing that changes a site or the remote (no pass, ship, sweep…) exists here.
@@ -489,16 +489,16 @@ class FleetScreen(Screen[None]):
         self._preview()
 
     def _cells(self, key: str, site: str, row: CatalogRow) -> tuple[Cell, ...]:
-        where: Cell = row.gz_path
+        where: Cell = name_cell(row.gz_path)
         if row.member_offset is not None:
-            where = f"{row.gz_path} (member at byte {row.member_offset})"
+            where = name_cell(f"{row.gz_path} (member at byte {row.member_offset})")
         if row.copies == "local":
             # The snapshot says its ship never sent it: a restore reports it missing.
-            where = Text(f"{where} · NOT SHIPPED", style="yellow")
+            where = Text(f"{shown(row.gz_path)} · NOT SHIPPED", style="yellow")
         return (
             "✓" if key in self.selected else "",
             site,
-            row.relpath,
+            name_cell(row.relpath),
             human(row.bytes),
             row.status,
             clock_time(row.mtime_ns // 1_000_000),
@@ -551,7 +551,8 @@ class FleetScreen(Screen[None]):
 
     def _head(self, site: str, row: CatalogRow) -> str:
         return (
-            f"{site}  ·  {row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+            f"{site}  ·  {shown(row.relpath)}  ·  {human(row.bytes)}  ·  "
+            f"sha256 {row.sha256[:16]}…  ·  "
             f"modified {clock_time(row.mtime_ns // 1_000_000)}  ·  {row.status}\n"
         )
 
@@ -689,7 +690,7 @@ class FleetScreen(Screen[None]):
                 rows=[
                     (
                         p.site,
-                        p.row.relpath,
+                        name_cell(p.row.relpath),
                         human(p.row.bytes),
                         Text("EXISTS", style="bold yellow") if p.exists else "free",
                         str(p.target),
@@ -759,7 +760,9 @@ class FleetScreen(Screen[None]):
         table.display = bool(report.files)
         table.clear()
         for site, f in zip(sites, report.files, strict=True):
-            table.add_row(result_cell(f.result), site, f.relpath, f.detail or f.target)
+            table.add_row(
+                result_cell(f.result), site, name_cell(f.relpath), name_cell(f.detail or f.target)
+            )
         shown = self.query_one("#fleet-table", DataTable)
         for key in self.selected & self.rows.keys():
             shown.update_cell(key, "sel", "")

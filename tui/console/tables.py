@@ -11,7 +11,21 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
+from ..text.fmt import shown
+
 Cell = str | Text | int | float
+
+
+def name_cell(name: str) -> Text:
+    """A file's name (or a line holding names) for a cell or a preview: its
+    control characters and undecodable bytes escaped (``shown``), and never read
+    as Rich markup (a ``str`` cell would be: ``[bold]`` in a name is the name's)."""
+    return Text(shown(name))
+
+
+def _plain(cell: object) -> object:
+    """A cell's sort key: a ``Text`` sorts by its text, like a ``str``."""
+    return cell.plain if isinstance(cell, Text) else cell
 
 
 def keyed_table(
@@ -60,4 +74,4 @@ def sync_table(
                 added = True
         if added and sort_by is not None:
             column = next(k for k in table.columns if k.value == sort_by)
-            table.sort(column, reverse=reverse)
+            table.sort(column, key=_plain, reverse=reverse)

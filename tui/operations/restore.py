@@ -21,7 +21,7 @@ from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
 from coldkeep.core.store.manifest import Entry
 
-from ..text.fmt import day, human, plural
+from ..text.fmt import day, human, plural, shown
 from .spec import Operation, Options, Run, Words, parse_when
 
 # restore ----------------------------------------------------------------------
@@ -51,7 +51,7 @@ def _listed_line(e: Entry) -> str:
     line = (
         f"{e.id:>8}  {e.status:<9} {human(e.bytes):>10}  "
         f"{datetime.fromtimestamp(e.mtime_ns / 1e9).isoformat(timespec='seconds')}  "
-        f"{e.relpath}"
+        f"{shown(e.relpath)}"
     )
     if e.status != "expired":
         return line

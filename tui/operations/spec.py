@@ -26,7 +26,7 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
-from ..text.fmt import parse_day
+from ..text.fmt import parse_day, shown, terminal_text
 
 
 class Result(Protocol):
@@ -71,8 +71,9 @@ class Words(Generic[R]):
     def report(self, command: str, result: R) -> str:
         """The CLI's text for ``command``'s result."""
         if self.text is not None:
-            return self.text(result)
-        return "\n".join([*self.detail(result), f"{command}: {self.headline(result)}"])
+            return terminal_text(self.text(result))
+        lines = [*self.detail(result), f"{command}: {self.headline(result)}"]
+        return "\n".join(shown(line) for line in lines)
 
     def exit_code(self, result: R) -> int:
         if self.exit is not None:

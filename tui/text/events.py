@@ -21,7 +21,7 @@ from coldkeep.core.base.stream import (
     Started,
 )
 
-from .fmt import human
+from .fmt import human, shown
 
 # A file's outcome that is what the operation is for: no line of its own.
 _ROUTINE = {
@@ -34,7 +34,13 @@ _ROUTINE = {
 
 
 def describe(event: Event) -> str | None:
-    """One line for the events worth one, else None."""
+    """One line for the events worth one, else None: its names (and whatever
+    else) shown safely (``shown``), as one line whatever they hold."""
+    line = _describe(event)
+    return None if line is None else shown(line)
+
+
+def _describe(event: Event) -> str | None:
     match event:
         case Started(operation=op, detail=detail):
             return f"{op}: started {detail}".rstrip()

@@ -1,9 +1,15 @@
 """Numbers and times as an operator reads them, in as few columns as possible;
 how long a list of text runs before it is cut (``LIST_MAX``); the remote tier's
-where and what waits for it."""
+where and what waits for it; names made safe to show (``shown``).
+
+Invariant: every name and line the CLI and the console show passes through
+``shown`` (one line) or ``terminal_text`` (lines): a file's name is the
+operator's data, never a terminal's instruction.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +21,40 @@ from coldkeep.core.remote.months import PendingEvents
 human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
 # Lists longer than this are cut in the text (--json has them all).
 LIST_MAX = 20
+
+
+# What a terminal takes for an instruction or a line's end, or cannot encode:
+# C0 controls, DEL, C1 controls, the undecodable bytes of a name (lone
+# surrogates, from os.fsdecode), line and paragraph separators, and the
+# direction marks that reorder what follows them.
+_MARKS = "\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{_MARKS}]")
+_UNSAFE_KEEPING_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff{_MARKS}]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match[0]
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode gives it
+        return f"\\x{code - 0xDC00:02x}"
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def shown(name: str) -> str:
+    """``name`` on one line of a terminal: every control character (ESC, tab,
+    newline, DEL, C1), every byte that is not UTF-8 and every direction mark
+    written as an escape (``\\x1b``, ``\\xe9``, ``\\u202e``); ordinary text,
+    any script's, left alone. Rich markup is not read from it either: give the
+    result to Rich as ``Text``, never as markup."""
+    return _UNSAFE.sub(_escape, name)
+
+
+def terminal_text(text: str) -> str:
+    """Lines for a terminal: ``shown`` on each, its newlines and tabs kept."""
+    return _UNSAFE_KEEPING_LINES.sub(_escape, text)
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

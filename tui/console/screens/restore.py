@@ -37,10 +37,10 @@ from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_ca
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
-from ...text.fmt import clock_time, human, plural, short_path
+from ...text.fmt import clock_time, human, plural, short_path, shown
 from ..footer import FittedFooter
 from ..messages import Confirmed
-from ..tables import Cell, keyed_table, sync_table
+from ..tables import Cell, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search
 from .confirm import ConfirmScreen
 
@@ -240,7 +240,7 @@ class RestoreScreen(Screen[None]):
             {
                 str(r.id): (
                     "✓" if r.id in self.selected else "",
-                    r.relpath,
+                    name_cell(r.relpath),
                     f"{r.status} · held" if r.held else r.status,
                     human(r.bytes),
                     clock_time(r.archived_at),
@@ -289,9 +289,12 @@ class RestoreScreen(Screen[None]):
             preview.update("")
             return
         preview.update(
-            f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
-            f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
-            f"checking the target…  ·  {source(row)}"
+            name_cell(row.relpath)
+            + Text(
+                f"  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+                f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
+                f"checking the target…  ·  {source(row)}"
+            )
         )
         self.check_target(row, self.query_one("#restore-to", Input).value)
 
@@ -300,7 +303,7 @@ class RestoreScreen(Screen[None]):
         if row is None or row.id != message.entry_id:
             return
         if message.exists is None:
-            where = Text(f"refused: {message.detail}", style="bold red")
+            where = Text(f"refused: {shown(message.detail)}", style="bold red")
         elif message.exists:
             where = Text(
                 f"→ {short_path(Path(message.target), self.base)}  (EXISTS: left untouched)",
@@ -308,12 +311,12 @@ class RestoreScreen(Screen[None]):
             )
         else:
             where = Text(f"→ {short_path(Path(message.target), self.base)}  (free)")
-        head = (
-            f"{row.relpath}  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
+        head = name_cell(row.relpath) + Text(
+            f"  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
         )
         whence = Text(f"  ·  {source(row)}", style="dim")
-        self.query_one("#restore-preview", Static).update(Text(head) + where + whence)
+        self.query_one("#restore-preview", Static).update(head + where + whence)
 
     def action_select_row(self) -> None:
         if self.query_one(TabbedContent).active == "restore-events":
@@ -404,7 +407,7 @@ class RestoreScreen(Screen[None]):
                 f"Restore {plural(len(picked), 'file')}",
                 f"to {where}; {human(sum(r.bytes for r in picked))} in all.{left_out}",
                 columns=("Path", "Size", "Status"),
-                rows=[(r.relpath, human(r.bytes), r.status) for r in picked[:200]],
+                rows=[(name_cell(r.relpath), human(r.bytes), r.status) for r in picked[:200]],
                 warning="Existing files are never overwritten: they are reported and left alone.",
                 confirm="Restore",
             )
@@ -431,7 +434,7 @@ class RestoreScreen(Screen[None]):
         table.display = True
         table.clear()
         for result, path, detail in results:
-            table.add_row(result_cell(result), path, detail)
+            table.add_row(result_cell(result), name_cell(path), name_cell(detail))
         self.selected.clear()
         # The restore changed the entries' statuses in the manifest: reload it
         # (on_catalog_loaded filters again with the operator's filter text).
