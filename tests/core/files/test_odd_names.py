@@ -7,7 +7,9 @@ alone with a reason; no pass fails for one."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +22,7 @@ from coldkeep.core.base.ratelimit import UNLIMITED
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.rebuild import rebuild_manifest
 from coldkeep.core.files.restore import Selection
+from coldkeep.core.files.scan import scan_files
 from coldkeep.core.ops.passes import PassSummary
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -265,3 +268,37 @@ async def test_recovery_walks_past_a_folder_under_files_deeper_than_path_max(
     os.utime(site / "live" / "u" / "b.log", ns=(OLD_NS, OLD_NS))
     summary = await archive_all(site)
     assert summary.files.archived == 1
+
+
+@contextmanager
+def as_nobody() -> Iterator[None]:
+    """This process without root's right to read any folder, for the block (the
+    saved uid stays root's, so it comes back)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def test_a_folder_that_cannot_be_listed_is_counted_not_passed_over(tmp_path: Path) -> None:
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="coldkeep-unreadable-"))
+    try:
+        base.chmod(0o755)
+        site = make_site(base, {b"u/a.log": (b"a", OLD_NS), b"u/locked/b.log": (b"b", OLD_NS)})
+        for path in [site, *site.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (site / "live" / "u" / "locked").chmod(0)
+        settings = load_settings(site / "coldkeep.toml")
+        with as_nobody():
+            scan = scan_files(settings, now_ns=OLD_NS + 10 * DAY_NS)
+        assert [c.relpath for c in scan.eligible] == ["u/a.log"]
+        assert scan.skipped == {"unreadable": 1}
+    finally:
+        (base / "site" / "live" / "u" / "locked").chmod(0o755)
+        shutil.rmtree(base)
