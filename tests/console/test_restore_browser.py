@@ -4,9 +4,13 @@ focus, and a restore shows up in the browser without reopening it."""
 
 from __future__ import annotations
 
+import os
+
+from rich.text import Text
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static, TabbedContent
+from textual.widgets._data_table import default_cell_formatter
 
 from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.app import ColdkeepApp
@@ -198,3 +202,24 @@ async def test_r_in_the_log_search_is_a_letter(settings: Settings) -> None:
         await pilot.press(*"error")
         await settle(pilot)
         assert search.value == "error" and not isinstance(app.screen, RestoreScreen)
+
+
+async def test_names_are_shown_escaped_and_never_read_as_markup(settings: Settings) -> None:
+    """A name's ESC would reach the terminal, its "[bold]" would style the row
+    and vanish: the browser shows both as written."""
+    odd = "unit-0000/esc\x1b[2J[bold]x\udce9.log"
+    path = os.fsencode(settings.live_root / odd)
+    with open(path, "wb") as f:
+        f.write(b"odd\n")
+    os.utime(path, ns=(0, 0))
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"esc")
+        await settle(pilot)
+        table = screen.query_one("#restore-table", DataTable)
+        [row] = [table.get_row_at(i) for i in range(table.row_count)]
+        drawn = default_cell_formatter(row[1])
+        assert isinstance(drawn, Text)
+        assert drawn.plain == "unit-0000/esc\\x1b[2J[bold]x\\xe9.log", drawn.plain
+        assert not drawn.spans, "no style from the name"
