@@ -6,6 +6,7 @@ alone with a reason; no pass fails for one."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -19,6 +20,7 @@ import pytest
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import Settings, load_settings
 from coldkeep.core.base.ratelimit import UNLIMITED
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.rebuild import rebuild_manifest
 from coldkeep.core.files.restore import Selection
@@ -302,3 +304,31 @@ def test_a_folder_that_cannot_be_listed_is_counted_not_passed_over(tmp_path: Pat
     finally:
         (base / "site" / "live" / "u" / "locked").chmod(0o755)
         shutil.rmtree(base)
+
+
+class Crash(Exception):
+    """Stands in for the process dying at a protocol step."""
+
+
+async def test_an_orphan_bundle_with_a_name_that_is_not_utf8_is_adopted(tmp_path: Path) -> None:
+    """A bundle placed, its entries never written (a crash): recovery enters its
+    members by their exact names, and every later pass runs."""
+    files = {b"u/r\xe9sum\xe9.log": (b"r" * 100, OLD_NS), b"u/plain": (b"t" * 100, OLD_NS)}
+    site = make_site(tmp_path, files)
+
+    async def crash_after_placing(name: StepName, info: StepInfo) -> None:
+        if name == "bundle_placed":
+            raise Crash(name)
+
+    crashing = Archiver(load_settings(site / "coldkeep.toml"), step=crash_after_placing)
+    with pytest.raises(Crash):
+        await crashing.run_pass()
+    assert list((site / "archive" / "files" / "u").glob("*.tar")), "an orphan bundle"
+    summary = await archive_all(site)
+    assert summary.recovery["orphans_adopted"] == 2, summary.recovery
+    assert entry_rows(site / "archive" / "coldkeep.db") == {
+        (os.fsdecode(raw), hashlib.sha256(data).hexdigest(), mtime)
+        for raw, (data, mtime) in files.items()
+    }
+    assert live_bytes(site / "live") == {}
+    assert (await archive_all(site)).status == "ok"
