@@ -56,6 +56,7 @@ from ..base.ioerror import naming
 from ..base.layout import (
     GZ_SUFFIX,
     PARTIAL_SUFFIX,
+    PATH_MAX,
     Layout,
     UnsafePath,
     resolve_inside,
@@ -279,6 +280,21 @@ def walk_archive(layout: Layout, piece: int | None) -> Iterator[ArchiveFiles]:
     yield found
 
 
+def too_deep(layout: Layout, found: ArchiveFiles) -> list[Orphan]:
+    """Each folder the walk could not list (over PATH_MAX), said as an error to
+    look at: never a reason to stop, never passed over in silence."""
+    return [
+        Orphan(
+            layout.root / rel,
+            rel,
+            "error",
+            f"a folder deeper than PATH_MAX ({PATH_MAX} bytes) under files/: not read; "
+            "move it to a shorter path by hand (its gzips are then found)",
+        )
+        for rel in found.too_deep
+    ]
+
+
 def archive_files(layout: Layout) -> ArchiveFiles:
     """Everything under ``files/``, in one walk."""
     return next(walk_archive(layout, None))
@@ -391,6 +407,7 @@ class Recovery:
                     entered = await self.manifest.gz_statuses()
                 known = piece.gzips.keys() & entered.keys()
             report.partials += piece.partials
+            report.orphans += too_deep(self.mover.layout, piece)
             report.walked += len(piece.gzips)
             on_disk |= piece.gzips
             for rel in sorted(piece.gzips.keys() - known):
@@ -411,6 +428,7 @@ class Recovery:
         stuck = await passlog.interrupt(self.manifest, self.current_pass, self.mover.clock())
         report.interrupted = [p.id for p in stuck]
         files = await asyncio.to_thread(archive_files, self.mover.layout)
+        report.orphans += too_deep(self.mover.layout, files)
         archive = self.mover.layout.root
         report.partials = [
             p
