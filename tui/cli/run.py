@@ -30,6 +30,7 @@ from coldkeep.core.sched.jobs import JobEvent
 from coldkeep.core.store.manifest import ManifestError
 
 from ..text.events import describe
+from ..text.fmt import shown
 from .kit import command, ctx_for, fail, kill_hook
 from .metrics import Exporter
 
@@ -75,7 +76,9 @@ class Log:
     def __call__(self, record: dict[str, Any], text: str) -> None:
         stamp = datetime.now().isoformat(timespec="seconds")
         line = (
-            json.dumps({"at": stamp, **record}, default=str) if self.as_json else f"{stamp} {text}"
+            json.dumps({"at": stamp, **record}, default=str)
+            if self.as_json
+            else f"{stamp} {shown(text)}"  # a journal line: names never split or steer it
         )
         print(line, file=sys.stderr, flush=True)
 
