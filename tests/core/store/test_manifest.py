@@ -221,3 +221,23 @@ async def test_the_restore_grace_is_the_column_hold_until(tmp_path: Path) -> Non
             assert other.execute("SELECT hold_until FROM entries").fetchone() == (7000,)
         got = await m.entry(e.id)
         assert got is not None and got.grace_until == 7000
+
+
+async def test_a_name_that_is_not_utf8_is_kept_as_its_bytes_and_comes_back(
+    tmp_path: Path,
+) -> None:
+    """Python gives such a name with lone surrogates, which SQLite refuses: it
+    is stored as a BLOB of its bytes; a UTF-8 name stays TEXT, as before."""
+    latin1 = "u/r\udce9sum\udce9.log"
+    async with await Manifest.open(tmp_path / "m.db") as m:
+        await m.add_entries([entry(1, relpath=latin1, gz_path="files/" + latin1 + ".gz")])
+        await m.add_entries([entry(2, relpath="u/résumé.log")])
+        back = {e.relpath: e for e in await m.entries()}
+        assert set(back) == {latin1, "u/résumé.log"}
+        assert [e.id for e in await m.entries_by_gz([back[latin1].gz_path])] == [back[latin1].id]
+        assert await m.gz_statuses_of([back[latin1].gz_path]) == [
+            (back[latin1].gz_path, "archived")
+        ]
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        stored = dict(db.execute("SELECT relpath, typeof(relpath) FROM entries").fetchall())
+    assert stored == {b"u/r\xe9sum\xe9.log": "blob", "u/résumé.log": "text"}
