@@ -52,6 +52,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
+from ..base.names import is_text
 from .objectstore import (
     ObjectInfo,
     ObjectStore,
@@ -141,6 +142,13 @@ class S3Store(ObjectStore):
             return self._client
 
     def _key(self, key: str) -> str:
+        # An S3 key is UTF-8 text; a file name need not be (names.py). Such an
+        # object is refused alone, by name: it stays local, the rest ships.
+        if not is_text(key):
+            raise RemoteError(
+                f"{self.where(key)!r}: the name is not UTF-8 and S3 keys must be; "
+                "it stays local only (rename the file, or use a file:// remote)"
+            )
         return self.prefix + key
 
     def _error(self, key: str, err: Exception, doing: str) -> RemoteError:

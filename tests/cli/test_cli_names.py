@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from helpers import DAY_NS, ck
+from s3kit import S3Site
 
 NAMES = [
     b"u/esc\x1b]0;owned\x07\x1b[2J.log",
@@ -66,3 +67,25 @@ def test_names_are_escaped_in_text_and_exact_in_json(tmp_path: Path) -> None:
         for n in ns
     }
     assert back == set(NAMES)
+
+
+def test_an_s3_remote_refuses_a_name_that_is_not_utf8_alone(tmp_path: Path, s3: S3Site) -> None:
+    """S3 keys are UTF-8: that one file stays local, said by name; the rest ships."""
+    site = make_site(tmp_path)
+    with (site / "coldkeep.toml").open("a") as config:
+        config.write(
+            f'bundle_below = 0\n[remote]\nurl = "s3://{s3.bucket}/p"\n'
+            f'endpoint_url = "{s3.endpoint}"\nregion = "us-east-1"\nsite = "s"\n'
+        )
+    ck(site, "pass")
+    uploaded = []
+    for _ in range(2):  # the same, ship after ship: never a crash
+        run = ck(site, "ship", "--json", check=1)
+        assert_safe(run.stderr)
+        result = json.loads(run.stdout)["result"]
+        said = " ".join(str(p) for p in result["problems"])
+        assert "r\\udce9sum\\udce9.log.gz': the name is not UTF-8 and S3 keys must be" in said
+        assert said.count("not UTF-8") == 1, "only the one file"
+        uploaded.append(result["uploaded"])
+    # The others went (the newline's key is the test server's to take or not).
+    assert uploaded[0] >= 3 and uploaded[1] == 0, uploaded
