@@ -232,8 +232,13 @@ class Layout:
         """Whether the gzip of ``relpath`` (while written: its ``.partial`` with a
         version tag) would be a path longer than the kernel takes: that file is
         refused alone (``path_too_long``), never half archived."""
-        gz = self.gz_for(relpath)
-        return len(os.fsencode(str(gz))) + GZ_NAME_ROOM - len(GZ_SUFFIX) >= PATH_MAX
+        room = GZ_NAME_ROOM - len(GZ_SUFFIX)
+        # The relpath's own length bounds the gzip's (a fitted name is shorter):
+        # the exact path is built only for the rare one near the limit.
+        files = len(os.fsencode(str(self.files))) + 1
+        if files + len(relpath.encode("utf-8", "surrogateescape")) + room + 4 < PATH_MAX:
+            return False
+        return len(os.fsencode(str(self.gz_for(relpath)))) + room >= PATH_MAX
 
     def rel(self, path: Path) -> str:
         """A path under the archive as the manifest stores it."""
