@@ -334,3 +334,22 @@ def test_a_gzip_an_older_coldkeep_wrote_still_verifies_rebuilds_and_restores(
     restored = out / entry["relpath"]
     assert sha(restored.read_bytes()) == entry["sha256"]
     assert restored.stat().st_mtime_ns == entry["mtime_ns"]
+
+
+def test_a_pass_stopped_by_an_unexpected_error_exits_1_and_is_recorded_failed(
+    site: Path,
+) -> None:
+    fault = {"COLDKEEP_TEST_RAISE_AT": "batch_archived"}
+    run = ck(site, "pass", check=1, env=fault)
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("coldkeep: stopped on an unexpected error: InjectedFault:"), last
+    assert "Traceback" in run.stderr  # the bug's report, above the line
+    said = json.loads(ck(site, "pass", "--json", check=1, env=fault).stdout)
+    assert said["ok"] is False and "InjectedFault" in said["error"]
+
+    passes = ck_json(site, "status")["result"]["last_passes"]
+    assert [p["status"] for p in passes[:2]] == ["failed", "failed"]
+    assert "InjectedFault" in passes[0]["summary"]["problems"][-1]
+    history = ck(site, "history").stdout
+    assert "pass" in history and "error" in history
+    assert ck_json(site, "pass")["result"]["status"] == "ok"

@@ -23,6 +23,7 @@ from coldkeep.core.base.stream import (
     Started,
 )
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store import audit
 
 from helpers import Roots, jsonl
 
@@ -135,3 +136,28 @@ async def test_while_the_lock_is_held_partials_are_work_in_progress(archiver: Ar
     assert busy.partials == [] and busy.restore_partials == []
     assert busy.in_flight == len(free.recovery.partials)
     assert busy.busy is not None and "coldkeep pass (cli)" in busy.busy
+
+
+async def test_a_pass_that_dies_on_an_unexpected_error_is_recorded_failed(
+    archiver: Archiver,
+) -> None:
+    async def crash_in_the_event_phase(name: StepName, info: StepInfo) -> None:
+        if name == "batch_archived":
+            raise RuntimeError("the step hook broke")
+
+    archiver.steps.user_step = crash_in_the_event_phase
+    watch = archiver.stream.subscribe()
+    with pytest.raises(RuntimeError, match="the step hook broke"):
+        await archiver.run_pass()
+    [last, *_] = (await archiver.status()).last_passes
+    assert last.status == "failed"
+    assert any("RuntimeError: the step hook broke" in p for p in last.summary["problems"])
+    [finished] = [e for e in watch.pending() if isinstance(e, Finished)]
+    assert finished.status == "failed"
+    async with archiver.session("test") as current:
+        audited = await audit.last_of(current.manifest, "pass")
+    assert audited is not None and audited.outcome == "error"
+
+    # Nothing was lost: the next pass settles the batch left in both places.
+    archiver.steps.user_step = Archiver(archiver.settings).steps.user_step
+    assert (await archiver.run_pass()).status == "ok"
