@@ -7,7 +7,10 @@ safely: no such table, no single INTEGER PRIMARY KEY, a missing kind or ts colum
 
 Time stamps are read as configured (``events.ts_format``): ``ms`` or ``s`` since the
 epoch (numbers), or ``iso`` (ISO-8601 text). A value that is not one of those is
-"unparsable": such rows are counted and never moved. Months are UTC ``YYYY-MM``.
+"unparsable": such rows are counted and never moved. So is a time stamp outside
+the months Python's datetime can place (0001-01 to 9999-11: INT64_MIN ms, -inf,
+year 10000): one definition, in SQL, for the mover, the plan, doctor and the
+metrics, so that every month any of them sees is a real ``YYYY-MM`` (UTC).
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from ..base.config import EventsSettings, TsFormat
 from ..base.errors import ColdkeepError
 from ..base.ioerror import describe, is_io_error
 from ..base.times import DAY_MS, DAY_S
+
+# The seconds of the first month a month DB can be named for (0001-01) and of
+# the month after the last (9999-12: Python's datetime has no month after it).
+FIRST_S = -62_135_596_800
+END_S = 253_399_622_400
 
 
 class EventsError(ColdkeepError):
@@ -66,14 +74,26 @@ class EventSchema:
         return ms if self.ts_format == "ms" else ms / 1000
 
     def ts_seconds_sql(self) -> str:
-        """SQL for the time stamp in seconds, NULL when unparsable."""
+        """SQL for the time stamp in seconds, NULL when unparsable (no month
+        can be found for it)."""
         ts = q(self.ts)
         if self.ts_format == "iso":
+            secs = f"CAST(strftime('%s', {ts}) AS INTEGER)"
             return (
-                f"(CASE WHEN typeof({ts}) = 'text' THEN CAST(strftime('%s', {ts}) AS INTEGER) END)"
+                f"(CASE WHEN typeof({ts}) = 'text' AND {secs} >= {FIRST_S} "
+                f"AND {secs} < {END_S} THEN {secs} END)"
             )
         div = " / 1000" if self.ts_format == "ms" else ""
-        return f"(CASE WHEN typeof({ts}) IN ('integer', 'real') THEN {ts}{div} END)"
+        return f"(CASE WHEN {self._in_range()} THEN {ts}{div} END)"
+
+    def _in_range(self) -> str:
+        """A number, in the months a month DB can be named for (the column
+        itself compared, so that an index on it can be used)."""
+        ts, unit = q(self.ts), 1000 if self.ts_format == "ms" else 1
+        return (
+            f"typeof({ts}) IN ('integer', 'real') AND {ts} >= {FIRST_S * unit} "
+            f"AND {ts} < {END_S * unit}"
+        )
 
     def eligible_sql(self, cutoff: str = ":cutoff") -> str:
         """A condition on the time stamp: parsable and older than the ``cutoff``
@@ -82,7 +102,7 @@ class EventSchema:
         ts = q(self.ts)
         if self.ts_format == "iso":
             return f"{self.ts_seconds_sql()} < {cutoff}"
-        return f"typeof({ts}) IN ('integer', 'real') AND {ts} < {cutoff}"
+        return f"{self._in_range()} AND {ts} < {cutoff}"
 
     def unparsable_sql(self) -> str:
         return f"{self.ts_seconds_sql()} IS NULL"
