@@ -35,6 +35,13 @@ Engine = Literal["isal", "zlib-ng", "zlib"]
 TsFormat = Literal["ms", "s", "iso"]
 # RESTART and TRUNCATE wait on the application's readers and writers: never the default.
 CheckpointMode = Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
+# What the event move does when the application's triggers on its events table,
+# or foreign keys of other tables referencing it, would act on its DELETE:
+# "refuse" the event phase (the default), or "fire" them (the operator accepts
+# that they run). Foreign keys may also be "ignore"d: enforcement stays off on
+# coldkeep's connection and the referencing rows keep their values.
+TriggerPolicy = Literal["refuse", "fire"]
+ForeignKeyPolicy = Literal["refuse", "fire", "ignore"]
 
 # Measured on the 2-core reference machine (docs/performance.md): ISA-L level 1
 # compresses JSONL ~4x faster than zlib -6 at a ratio within 4 % of gzip -6's.
@@ -97,6 +104,8 @@ class EventsSettings:
     checkpoint_wal_bytes: int = 16 << 20
     checkpoint_timeout_s: float = 30.0
     checkpoint_mode: CheckpointMode = "PASSIVE"
+    triggers: TriggerPolicy = "refuse"
+    foreign_keys: ForeignKeyPolicy = "refuse"
 
 
 @dataclass(frozen=True)
@@ -426,6 +435,10 @@ def _events(t: _Table) -> EventsSettings:
         ),
         checkpoint_mode=t.choice(
             "checkpoint_mode", EventsSettings.checkpoint_mode, get_args(CheckpointMode)
+        ),
+        triggers=t.choice("triggers", EventsSettings.triggers, get_args(TriggerPolicy)),
+        foreign_keys=t.choice(
+            "foreign_keys", EventsSettings.foreign_keys, get_args(ForeignKeyPolicy)
         ),
     )
     t.done()

@@ -16,6 +16,7 @@ metrics, so that every month any of them sees is a real ``YYYY-MM`` (UTC).
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -197,6 +198,85 @@ def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSc
         ts_format=cfg.ts_format,
         create_sql=create_sql,
     )
+
+
+# A trigger's timing and event in its CREATE TRIGGER: "AFTER DELETE", "UPDATE OF x ON".
+_TRIGGER_EVENT = re.compile(
+    r"\b(?:(BEFORE|AFTER|INSTEAD\s+OF)\s+)?(DELETE|INSERT|UPDATE)\b(?=(?:\s+OF\s[^;]*?)?\s+ON\s)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class DeleteEffects:
+    """What the application's schema attaches to deleting rows of its events
+    table: its triggers (``name (AFTER DELETE)``), the ones among them that a
+    DELETE fires, and the foreign keys referencing it from any table
+    (``table.column (ON DELETE CASCADE)``)."""
+
+    triggers: tuple[str, ...]
+    on_delete: tuple[str, ...]
+    foreign_keys: tuple[str, ...]
+
+    def refusal(self, db: Path, table: str, cfg: EventsSettings) -> str | None:
+        """The one line that refuses the event move, or None when the config
+        says how to treat what there is."""
+        what = []
+        if self.on_delete and cfg.triggers == "refuse":
+            what.append(f"{_listed('trigger', self.on_delete)} that its DELETE fires")
+        if self.foreign_keys and cfg.foreign_keys == "refuse":
+            what.append(f"{_listed('foreign key', self.foreign_keys)} referencing it")
+        if not what:
+            return None
+        return (
+            f"{db}: table {table!r} has {' and '.join(what)}: the event move deletes archived "
+            "rows, and these would change or orphan rows coldkeep does not archive; the event "
+            'phase is refused (drop them, or set events.triggers = "fire" to let the '
+            'triggers run, events.foreign_keys = "fire" to let the keys\' ON DELETE '
+            'actions run or "ignore" to leave the referencing rows as they are)'
+        )
+
+
+def _listed(what: str, items: tuple[str, ...]) -> str:
+    return f"{what}{'s' if len(items) > 1 else ''} {', '.join(items)}"
+
+
+def delete_effects(conn: sqlite3.Connection, table: str) -> DeleteEffects:
+    """Read the triggers on ``table`` and the foreign keys that reference it."""
+    triggers, on_delete = [], []
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+        "AND lower(tbl_name) = lower(?) ORDER BY name",
+        (table,),
+    )
+    for name, sql in rows:
+        found = _TRIGGER_EVENT.search(str(sql or ""))
+        if found is None:  # unreadable: counted as one a DELETE fires
+            said = f"{name} (event unknown)"
+        else:
+            timing = " ".join((found.group(1) or "BEFORE").upper().split())
+            said = f"{name} ({timing} {found.group(2).upper()})"
+        triggers.append(said)
+        if found is None or found.group(2).upper() == "DELETE":
+            on_delete.append(said)
+    keys = []
+    tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    for (child,) in tables.fetchall():
+        for fk in conn.execute(f"PRAGMA foreign_key_list({q(str(child))})"):
+            if str(fk[2]).lower() == table.lower():
+                keys.append(f"{child}.{fk[3]} (ON DELETE {fk[6]})")
+    return DeleteEffects(tuple(triggers), tuple(on_delete), tuple(keys))
+
+
+def check_delete_effects(
+    conn: sqlite3.Connection, schema: EventSchema, cfg: EventsSettings
+) -> None:
+    """Refuse (``EventsError``) an events table whose triggers or referencing
+    foreign keys would act on the move's DELETE, unless the config says how to
+    treat them."""
+    line = delete_effects(conn, schema.table).refusal(schema.db, schema.table, cfg)
+    if line is not None:
+        raise EventsError(line)
 
 
 def open_live(

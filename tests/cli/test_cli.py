@@ -353,3 +353,35 @@ def test_a_pass_stopped_by_an_unexpected_error_exits_1_and_is_recorded_failed(
     history = ck(site, "history").stdout
     assert "pass" in history and "error" in history
     assert ck_json(site, "pass")["result"]["status"] == "ok"
+
+
+def test_a_trigger_on_the_events_table_refuses_the_event_phase_and_deletes_nothing(
+    site: Path,
+) -> None:
+    db = site / "state.db"
+    with sqlite3.connect(db) as live:
+        live.execute("CREATE TABLE deliveries (event_id INTEGER)")
+        live.execute("INSERT INTO deliveries SELECT id FROM events")
+        live.execute(
+            "CREATE TRIGGER events_cleanup AFTER DELETE ON events "
+            "BEGIN DELETE FROM deliveries WHERE event_id = old.id; END"
+        )
+
+    def counts() -> tuple[int, int]:
+        with sqlite3.connect(db) as live:
+            return (
+                live.execute("SELECT count(*) FROM events").fetchone()[0],
+                live.execute("SELECT count(*) FROM deliveries").fetchone()[0],
+            )
+
+    before = counts()
+    assert "events_cleanup (AFTER DELETE)" in ck(site, "plan").stdout
+    done = ck_json(site, "pass", check=1)["result"]
+    assert done["status"] == "failed" and done["files"]["archived"] > 0
+    [line] = [p for p in done["problems"] if "events_cleanup" in p]
+    assert 'events.triggers = "fire"' in line
+    assert counts() == before and not list((site / "archive" / "events").glob("*.db"))
+
+    set_config(site, "[events]\n", '[events]\ntriggers = "fire"\n')
+    moved = ck_json(site, "pass")["result"]["events"]["moved"]
+    assert moved > 0 and counts() == (before[0] - moved, before[1] - moved)

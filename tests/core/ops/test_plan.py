@@ -148,3 +148,17 @@ async def test_rows_whose_time_stamp_has_no_month_are_unparsable_everywhere(
     assert still == odd, "never moved"
     again = await make_plan(cfg, now_ms=NOW)
     assert again.events is not None and again.events.rows == 0
+
+
+async def test_a_trigger_the_move_would_fire_is_the_plans_events_error(roots: Roots) -> None:
+    db = roots.base / "state.db"
+    make_events_db(db, 300, now_ms=NOW)
+    with sqlite3.connect(db) as live:
+        live.execute("CREATE TABLE seen (event_id INTEGER)")
+        live.execute(
+            "CREATE TRIGGER forget BEFORE DELETE ON events "
+            "BEGIN DELETE FROM seen WHERE event_id = old.id; END"
+        )
+    plan = await make_plan(settings(roots), now_ms=NOW)
+    assert plan.events is None and plan.events_error is not None
+    assert "trigger forget (BEFORE DELETE) that its DELETE fires" in plan.events_error
