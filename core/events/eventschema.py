@@ -260,7 +260,12 @@ def delete_effects(conn: sqlite3.Connection, table: str) -> DeleteEffects:
         if found is None or found.group(2).upper() == "DELETE":
             on_delete.append(said)
     keys = []
-    tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    # Virtual tables have no foreign keys, and asking one whose module this
+    # SQLite lacks is an error.
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND coalesce(sql, '') NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+    )
     for (child,) in tables.fetchall():
         for fk in conn.execute(f"PRAGMA foreign_key_list({q(str(child))})"):
             if str(fk[2]).lower() == table.lower():
