@@ -22,10 +22,12 @@ from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.config import Settings
+from ..base.errors import UsageError
 from ..base.space import OutOfSpace, out_of_space
 from ..base.times import DAY_MS, now_ms
 from ..store import expiry
 from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObjects
 from ..store.restoredrows import keep_restored_rows
 from .dbmove import Conflict
 from .eventschema import (
@@ -37,6 +39,11 @@ from .eventschema import (
     q,
     rollback,
 )
+
+
+class NothingToRestore(UsageError):
+    """A restore of event rows whose months or kinds no archive holds: refused
+    before anything is written; the message lists what is archived."""
 
 
 @dataclass
@@ -174,6 +181,62 @@ async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str
     return [(m, datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d")) for m, at in expired]
 
 
+async def _unknown_months(
+    manifest: Manifest | None, months: list[str], available: list[str]
+) -> NothingToRestore | None:
+    """The error for the months asked for that no archive holds (here, or
+    shipped), saying when retention deleted any of them; None if there are none."""
+    unknown = sorted(set(months) - set(available))
+    if not unknown:
+        return None
+    have = ", ".join(available) or "none"
+    expired = await _expired(manifest, unknown) if manifest is not None else []
+    why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
+    return NothingToRestore(
+        f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
+    )
+
+
+async def check_selection(
+    settings: Settings,
+    events_dir: Path,
+    manifest: Manifest | None,
+    *,
+    kinds: set[str] | None,
+    months: list[str] | None,
+) -> None:
+    """Refuse (``NothingToRestore``, read-only, before the lock) months that
+    neither the month DBs here nor the remote tier hold, and kinds that no month
+    asked for has a row of. A month whose kinds cannot be read here (shipped
+    only, or damaged) is left to the restore to say."""
+    paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
+    shipped = set(await RemoteObjects(manifest).latest_months()) if manifest else set()
+    available = sorted({p.stem for p in paths} | shipped)
+    error = await _unknown_months(manifest, months or [], available)
+    if error is not None:
+        raise error
+    if not kinds:
+        return
+    chosen = set(months or available)
+    have: set[str] = set()
+    for path in paths:
+        if path.stem in chosen:
+            try:
+                counts = await asyncio.to_thread(
+                    _count_month, path, settings.events.kind_column, settings.events.table
+                )
+            except sqlite3.DatabaseError:
+                return
+            have |= {kind for kind, _ in counts}
+    if chosen - {p.stem for p in paths} or kinds & have:
+        return
+    where = f"in {', '.join(sorted(chosen))}" if months else "in any archived month"
+    raise NothingToRestore(
+        f"no archived row of kind {', '.join(sorted(kinds))} {where} "
+        f"(archived kinds there: {', '.join(sorted(have)) or 'none'})"
+    )
+
+
 async def restore_events(
     settings: Settings,
     events_dir: Path,
@@ -194,14 +257,9 @@ async def restore_events(
     schema = await in_thread(token, _live_schema, settings)
     paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
     available = [p.stem for p in paths]
-    unknown = sorted(set(months or ()) - set(available))
-    if unknown:
-        have = ", ".join(available) or "none"
-        expired = await _expired(manifest, unknown)
-        why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
-        raise EventsError(
-            f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
-        )
+    error = await _unknown_months(manifest, months or [], available)
+    if error is not None:  # shipped, and the fetch before this could not bring it back
+        raise error
     report = EventsRestoreReport()
     until = now_ms() + int(grace_days * DAY_MS)
     for month in available if months is None else sorted(set(months)):

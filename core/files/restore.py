@@ -99,6 +99,21 @@ def unknown_ids_error(ids: list[int], why: str = "") -> SelectionError:
     )
 
 
+def nothing_matched_error(sel: Selection) -> SelectionError:
+    """A selection that names no archived file, in the words it was given."""
+    said = [f"entries {', '.join(map(str, sel.ids))}"] if sel.ids else []
+    said += [f"--unit {sel.unit}"] if sel.unit else []
+    said += [f"--path {sel.glob}"] if sel.glob else []
+    said += [f"--sha {sel.sha}"] if sel.sha else []
+    for flag, ns in (("--after", sel.after_ns), ("--before", sel.before_ns)):
+        if ns is not None:
+            said.append(f"{flag} {datetime.fromtimestamp(ns / 1e9).isoformat(timespec='seconds')}")
+    return SelectionError(
+        f"nothing archived matches {' '.join(said)} "
+        "(restore --list --path '**' lists every archived file)"
+    )
+
+
 async def select_entries(manifest: Manifest, sel: Selection) -> list[Entry]:
     """The entries a selection names, oldest path first; tombstones (``expired``)
     included. An id no entry has is a ``SelectionError``."""
