@@ -24,7 +24,7 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.config import Settings
 from ..base.errors import UsageError
 from ..base.space import OutOfSpace, out_of_space
-from ..base.times import DAY_MS, now_ms
+from ..base.times import days_after, now_ms
 from ..store import expiry
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
@@ -261,7 +261,7 @@ async def restore_events(
     if error is not None:  # shipped, and the fetch before this could not bring it back
         raise error
     report = EventsRestoreReport()
-    until = now_ms() + int(grace_days * DAY_MS)
+    until = days_after(now_ms(), grace_days, "hold_days")
     for month in available if months is None else sorted(set(months)):
         try:
             rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)

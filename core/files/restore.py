@@ -42,7 +42,7 @@ from ..base.globs import GlobError, compile_globs
 from ..base.layout import UnsafePath, resolve_inside
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
-from ..base.times import DAY_MS
+from ..base.times import days_after
 from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
@@ -249,7 +249,7 @@ async def restore_files(
         stream.emit(FileDone("restore", e.relpath, "expired", e.bytes, 0, expired_detail(e)))
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
-    grace_until = mover.clock() + int(grace_days * DAY_MS) if to is None else None
+    grace_until = days_after(mover.clock(), grace_days, "hold_days") if to is None else None
     left = sum(e.bytes for e in entries)
     stream.emit(Phase("restore", len(entries), left))
     for entry in entries:

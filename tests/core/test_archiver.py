@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import load_settings, parse_settings
+from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.lock import ArchiveLock, LockHeld
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import (
@@ -22,6 +24,7 @@ from coldkeep.core.base.stream import (
     Phase,
     Started,
 )
+from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.store import audit
 
@@ -161,3 +164,20 @@ async def test_a_pass_that_dies_on_an_unexpected_error_is_recorded_failed(
     # Nothing was lost: the next pass settles the batch left in both places.
     archiver.steps.user_step = Archiver(archiver.settings).steps.user_step
     assert (await archiver.run_pass()).status == "ok"
+
+
+@pytest.mark.parametrize("hold_days", [1e15, float("inf"), float("nan")])
+async def test_a_hold_too_long_to_record_restores_nothing_and_leaves_no_intent(
+    archiver: Archiver, hold_days: float
+) -> None:
+    await archiver.run_pass()
+    # The config refuses such a value at load time; this is the line behind it.
+    odd = Archiver(replace(archiver.settings, hold_days=hold_days), stream=EventStream())
+    selection = Selection(
+        unit=(await archiver.select(Selection(glob="**")))[0].relpath.split("/")[0]
+    )
+    with pytest.raises(UsageError, match="hold_days"):
+        await odd.restore(selection)
+    status = await archiver.status()
+    assert status.restore_intents == 0
+    assert "restored" not in status.entries
