@@ -183,18 +183,19 @@ async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str
 
 async def _unknown_months(
     manifest: Manifest | None, months: list[str], available: list[str]
-) -> NothingToRestore | None:
+) -> EventsError | NothingToRestore | None:
     """The error for the months asked for that no archive holds (here, or
-    shipped), saying when retention deleted any of them; None if there are none."""
+    shipped), saying when retention deleted any of them; None if there are none.
+    Months never archived are a usage error; a month retention deleted is a
+    failure to restore what was archived (as an expired file is)."""
     unknown = sorted(set(months) - set(available))
     if not unknown:
         return None
     have = ", ".join(available) or "none"
     expired = await _expired(manifest, unknown) if manifest is not None else []
     why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
-    return NothingToRestore(
-        f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
-    )
+    said = f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
+    return EventsError(said) if expired else NothingToRestore(said)
 
 
 async def check_selection(
