@@ -210,13 +210,26 @@ _TRIGGER_EVENT = re.compile(
 @dataclass(frozen=True)
 class DeleteEffects:
     """What the application's schema attaches to deleting rows of its events
-    table: its triggers (``name (AFTER DELETE)``), the ones among them that a
-    DELETE fires, and the foreign keys referencing it from any table
+    table (the move) and inserting them (a restore): its triggers (``name
+    (AFTER DELETE)``), the ones among them that a DELETE fires and that an
+    INSERT fires, and the foreign keys referencing it from any table
     (``table.column (ON DELETE CASCADE)``)."""
 
     triggers: tuple[str, ...]
     on_delete: tuple[str, ...]
     foreign_keys: tuple[str, ...]
+    on_insert: tuple[str, ...] = ()
+
+    def restore_refusal(self, db: Path, table: str, cfg: EventsSettings) -> str | None:
+        """The one line that refuses putting rows back, or None."""
+        if not self.on_insert or cfg.triggers != "refuse":
+            return None
+        return (
+            f"{db}: table {table!r} has {_listed('trigger', self.on_insert)} that an INSERT "
+            "fires: putting archived rows back would run them (a second notification, a "
+            'counter counted twice); refused (drop them, or set events.triggers = "fire" '
+            "to let them run)"
+        )
 
     def refusal(self, db: Path, table: str, cfg: EventsSettings) -> str | None:
         """The one line that refuses the event move, or None when the config
@@ -243,7 +256,7 @@ def _listed(what: str, items: tuple[str, ...]) -> str:
 
 def delete_effects(conn: sqlite3.Connection, table: str) -> DeleteEffects:
     """Read the triggers on ``table`` and the foreign keys that reference it."""
-    triggers, on_delete = [], []
+    triggers, on_delete, on_insert = [], [], []
     rows = conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
         "AND lower(tbl_name) = lower(?) ORDER BY name",
@@ -259,6 +272,8 @@ def delete_effects(conn: sqlite3.Connection, table: str) -> DeleteEffects:
         triggers.append(said)
         if found is None or found.group(2).upper() == "DELETE":
             on_delete.append(said)
+        if found is None or found.group(2).upper() == "INSERT":
+            on_insert.append(said)
     keys = []
     # Virtual tables have no foreign keys, and asking one whose module this
     # SQLite lacks is an error.
@@ -270,7 +285,7 @@ def delete_effects(conn: sqlite3.Connection, table: str) -> DeleteEffects:
         for fk in conn.execute(f"PRAGMA foreign_key_list({q(str(child))})"):
             if str(fk[2]).lower() == table.lower():
                 keys.append(f"{child}.{fk[3]} (ON DELETE {fk[6]})")
-    return DeleteEffects(tuple(triggers), tuple(on_delete), tuple(keys))
+    return DeleteEffects(tuple(triggers), tuple(on_delete), tuple(keys), tuple(on_insert))
 
 
 def check_delete_effects(

@@ -34,6 +34,7 @@ from .eventschema import (
     EventSchema,
     EventsError,
     check_month_version,
+    delete_effects,
     discover,
     open_live,
     q,
@@ -98,10 +99,17 @@ async def archived_months(settings: Settings, events_dir: Path) -> list[Archived
 
 
 def _live_schema(settings: Settings) -> EventSchema:
+    """The live table, refused (``EventsError``) when its INSERT triggers would
+    run on the rows put back and the config does not say to let them."""
     assert settings.state_db is not None
     live = open_live(settings.state_db, busy_timeout_s=settings.events.busy_timeout_ms / 1000)
     try:
-        return discover(live, settings.state_db, settings.events)
+        schema = discover(live, settings.state_db, settings.events)
+        effects = delete_effects(live, schema.table)
+        refused = effects.restore_refusal(schema.db, schema.table, settings.events)
+        if refused is not None:
+            raise EventsError(refused)
+        return schema
     finally:
         live.close()
 

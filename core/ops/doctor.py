@@ -413,22 +413,33 @@ def _live_db(settings: Settings, db: Path) -> list[Finding]:
     return [mode_finding, index_finding, _kinds(schema, kinds), *_effects(schema, effects, cfg)]
 
 
+def _triggers(table: str, effects: DeleteEffects, cfg: EventsSettings, fix: str) -> Finding:
+    """The triggers on the events table: which fire on the move's DELETE and
+    which on a restore's INSERT, and what the config says of them."""
+    if not effects.triggers:
+        return Finding("events_triggers", "ok", f"no trigger on {table}")
+    said, refused = [], []
+    if effects.on_delete:
+        said.append(f"{_listed(list(effects.on_delete))} fire on the move's DELETE")
+        refused.append("the event phase")
+    if effects.on_insert:
+        said.append(f"{_listed(list(effects.on_insert))} on a restore's INSERT")
+        refused.append("restore-events")
+    if not said:
+        found = f"{_listed(list(effects.triggers))} on {table}: none fires on the move or a restore"
+        return Finding("events_triggers", "ok", found)
+    found = f"on {table}, {'; '.join(said)}"
+    if cfg.triggers == "refuse":
+        return Finding("events_triggers", "fail", f"{found}: {' and '.join(refused)} refused", fix)
+    return Finding("events_triggers", "warn", f'{found} (events.triggers = "fire")')
+
+
 def _effects(schema: EventSchema, effects: DeleteEffects, cfg: EventsSettings) -> list[Finding]:
     """The triggers on the events table and the foreign keys referencing it:
     what the move's DELETE would set off, and what the config says of it."""
     table = f"table {schema.table}"
-    fix = "drop them, or say in the config how to treat them (coldkeep plan says the same)"
-    if not effects.triggers:
-        triggers = Finding("events_triggers", "ok", f"no trigger on {table}")
-    elif not effects.on_delete:
-        said = f"{_listed(list(effects.triggers))} on {table}: none fires on the move's DELETE"
-        triggers = Finding("events_triggers", "ok", said)
-    elif cfg.triggers == "refuse":
-        said = f"{_listed(list(effects.on_delete))} on {table} fire on the move's DELETE"
-        triggers = Finding("events_triggers", "fail", f"{said}: the event phase is refused", fix)
-    else:
-        said = f"{_listed(list(effects.on_delete))} on {table} fire on the move's DELETE"
-        triggers = Finding("events_triggers", "warn", f'{said} (events.triggers = "fire")')
+    fix = "drop them, or say how to treat them: events.triggers, events.foreign_keys"
+    triggers = _triggers(table, effects, cfg, fix)
     keys = _listed(list(effects.foreign_keys))
     if not effects.foreign_keys:
         fks = Finding("events_foreign_keys", "ok", f"no foreign key references {table}")

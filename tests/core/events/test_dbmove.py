@@ -469,3 +469,32 @@ async def test_foreign_keys_told_to_fire_run_their_on_delete_actions(
     report = await move(roots, settings(roots, foreign_keys="fire"))
     assert report.moved > 0
     assert _counts(db, "events", "replies") == [before[0] - report.moved] * 2
+
+
+async def test_an_insert_trigger_refuses_a_restore_of_rows_unless_told_to_fire(
+    roots: Roots, db: Path
+) -> None:
+    moved = (await move(roots)).moved
+    with sqlite3.connect(db) as live:
+        live.execute("CREATE TABLE outbox (event_id INTEGER)")
+        live.execute(
+            "CREATE TRIGGER notify AFTER INSERT ON events "
+            "BEGIN INSERT INTO outbox VALUES (new.id); END"
+        )
+    before = _counts(db, "events", "outbox")
+    async with await Manifest.open(roots.layout.manifest) as m:
+        with pytest.raises(EventsError, match=r"trigger notify \(AFTER INSERT\)"):
+            await restore_events(
+                settings(roots), roots.layout.events, m, kinds=None, months=None, grace_days=1
+            )
+        assert _counts(db, "events", "outbox") == before, "nothing inserted, nothing sent"
+        back = await restore_events(
+            settings(roots, triggers="fire"),
+            roots.layout.events,
+            m,
+            kinds=None,
+            months=None,
+            grace_days=1,
+        )
+    assert back.restored == moved
+    assert _counts(db, "events", "outbox") == [before[0] + moved, moved]

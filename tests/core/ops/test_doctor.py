@@ -242,8 +242,9 @@ async def test_triggers_and_foreign_keys_on_the_events_table_are_reported(site: 
     assert set(f) == {"events_triggers", "events_foreign_keys"}
     assert f["events_triggers"].level == f["events_foreign_keys"].level == "fail"
     assert f["events_triggers"].found == (
-        "events_cleanup (AFTER DELETE) on table events fire on the move's DELETE: "
-        "the event phase is refused"
+        "on table events, events_cleanup (AFTER DELETE) fire on the move's DELETE; "
+        "events_count (AFTER INSERT) on a restore's INSERT: the event phase and "
+        "restore-events refused"
     )
     assert "deliveries.event_id (ON DELETE NO ACTION)" in f["events_foreign_keys"].found
     assert exit_code(findings) == 1
