@@ -723,6 +723,11 @@ def _check_roots_apart(file: Path, live: Path, archive: Path) -> None:
         )
 
 
+def _plain(x: float) -> str:
+    """A bound as an operator writes it: 36500, 0.1, 31536000."""
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
 class _Table:
     """One TOML table being read: each key taken once, leftovers are unknown keys."""
 
@@ -809,8 +814,11 @@ class _Table:
         return value
 
     def _out_of_range(self, name: str, value: float, lo: float, hi: float) -> ConfigError:
-        said = f"below {lo:g}" if value < lo else f"above {hi:g}" if value > hi else "not a number"
-        return ConfigError(self.file, self.key(name), f"{value} is {said}", f"use {lo:g} to {hi:g}")
+        said = f"below {_plain(lo)}" if value < lo else "not a number"
+        said = f"above {_plain(hi)}" if value > hi else said
+        return ConfigError(
+            self.file, self.key(name), f"{value} is {said}", f"use {_plain(lo)} to {_plain(hi)}"
+        )
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self._get(name)
