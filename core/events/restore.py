@@ -9,6 +9,10 @@ Invariants:
   same content is counted as already there, one with other content is a
   conflict: reported, never overwritten.
 - Each batch goes back in one short ``BEGIN IMMEDIATE`` transaction.
+- Months or kinds no archive holds are refused before the lock
+  (``check_selection``), and a live table whose INSERT triggers would run on the
+  rows put back is refused unless ``events.triggers = "fire"``: nothing is
+  recorded or inserted then.
 """
 
 from __future__ import annotations
