@@ -133,8 +133,9 @@ def _unexpected(err: BaseException) -> tuple[int, str]:
     """A bug: its traceback on stderr for the report, and the one line that
     says what it means for the operator."""
     traceback.print_exception(err)
+    first = (str(err).strip().splitlines() or [""])[0]
     return EXIT_FAILED, (
-        f"stopped on an unexpected error: {type(err).__name__}: {err} "
+        f"stopped on an unexpected error: {type(err).__name__}: {first} "
         "(a bug: please report it with the traceback above)"
     )
 
