@@ -41,6 +41,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -62,6 +63,7 @@ from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
 from .events.restore import EventsRestoreReport, restore_events
+from .events.restore import check_selection as check_events_selection
 from .files.rebuild import RebuildReport
 from .files.recovery import (
     AdoptReport,
@@ -75,6 +77,7 @@ from .files.restore import (
     Selection,
     check_restore_root,
     check_selection,
+    nothing_matched_error,
     restore_files,
     select_entries,
     unknown_ids_error,
@@ -224,7 +227,10 @@ class Archiver:
         if manifest is None:
             return []
         async with manifest:
-            return await select_entries(manifest, selection)
+            entries = await select_entries(manifest, selection)
+        if not entries:
+            raise nothing_matched_error(selection)
+        return entries
 
     async def _check_selection(self, selection: Selection) -> None:
         """A selection that names something, every id of it an entry's (read-only):
@@ -349,6 +355,7 @@ class Archiver:
         await self._check_selection(selection)
         if await self._nothing_archived():
             return RestoreReport(nothing_archived=True)
+        await self.select(selection)  # a selection that matches nothing is refused here
         args = {**asdict(selection), "to": str(root) if root else None}
         async with (
             self.session("restore", args, cancel) as current,
@@ -376,6 +383,15 @@ class Archiver:
     ) -> EventsRestoreReport:
         """Event rows back into live, left alone by passes for hold_days."""
         self._state_db("there is no live table to restore event rows into")
+        # Months or kinds no archive holds are refused before the lock: a usage
+        # error writes nothing.
+        existing = await Manifest.open_existing(self.layout.manifest)
+        async with contextlib.AsyncExitStack() as stack:
+            if existing is not None:
+                await stack.enter_async_context(existing)
+            await check_events_selection(
+                self.settings, self.layout.events, existing, kinds=kinds, months=months
+            )
         args = {"kinds": sorted(kinds or []), "months": months}
         async with self.session("restore-events", args, cancel) as current:
             current.start()

@@ -35,12 +35,28 @@ Engine = Literal["isal", "zlib-ng", "zlib"]
 TsFormat = Literal["ms", "s", "iso"]
 # RESTART and TRUNCATE wait on the application's readers and writers: never the default.
 CheckpointMode = Literal["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
+# What the event move does when the application's triggers on its events table,
+# or foreign keys of other tables referencing it, would act on its DELETE:
+# "refuse" the event phase (the default), or "fire" them (the operator accepts
+# that they run). Foreign keys may also be "ignore"d: enforcement stays off on
+# coldkeep's connection and the referencing rows keep their values.
+TriggerPolicy = Literal["refuse", "fire"]
+ForeignKeyPolicy = Literal["refuse", "fire", "ignore"]
 
 # Measured on the 2-core reference machine (docs/performance.md): ISA-L level 1
 # compresses JSONL ~4x faster than zlib -6 at a ratio within 4 % of gzip -6's.
 DEFAULT_ENGINE: Engine = "isal"
 DEFAULT_LEVEL = 1
 LEVEL_RANGE: Mapping[Engine, tuple[int, int]] = {"isal": (0, 3), "zlib-ng": (1, 9), "zlib": (1, 9)}
+
+# The largest numbers a config may hold: day counts up to a century, seconds up
+# to a year, integers up to 2**53 (exact as floats, far from SQLite's int64 after
+# any arithmetic on them). Larger ones (and nan, inf) are typos or tests of the
+# parser, and refused at load time: converted to milliseconds or dates later they
+# overflow, after something was written.
+MAX_DAYS = 36_500.0
+MAX_SECONDS = 365 * 86_400.0
+MAX_INTEGER = 2**53
 
 CONFIG_ENV = "COLDKEEP_CONFIG"
 DEFAULT_CONFIG_NAME = "coldkeep.toml"
@@ -97,6 +113,8 @@ class EventsSettings:
     checkpoint_wal_bytes: int = 16 << 20
     checkpoint_timeout_s: float = 30.0
     checkpoint_mode: CheckpointMode = "PASSIVE"
+    triggers: TriggerPolicy = "refuse"
+    foreign_keys: ForeignKeyPolicy = "refuse"
 
 
 @dataclass(frozen=True)
@@ -309,7 +327,7 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     archive_root = top.path("archive_root", base, required=True, want="creatable_dir")
     state_db = top.path("state_db", base, want="file")
     mode = top.choice("mode", "plan", get_args(Mode))
-    hold_days = top.number("hold_days", 7.0, minimum=0)
+    hold_days = top.number("hold_days", 7.0, minimum=0, maximum=MAX_DAYS)
     assert live_root is not None and archive_root is not None
 
     files = _files(top.table("files"), state_db)
@@ -352,7 +370,7 @@ def _retention(t: _Table) -> RetentionSettings:
         if name not in table.data:
             table.taken.add(name)
             return None
-        return table.number(name, 0.0, minimum=1)
+        return table.number(name, 0.0, minimum=1, maximum=MAX_DAYS)
 
     files_days = days(t, "files_days")
     events_days = days(t, "events_days")
@@ -377,7 +395,9 @@ def _files(t: _Table, state_db: Path | None) -> FilesSettings:
     files = FilesSettings(
         include=include,
         exclude=exclude,
-        min_age_days=t.number("min_age_days", FilesSettings.min_age_days, minimum=0),
+        min_age_days=t.number(
+            "min_age_days", FilesSettings.min_age_days, minimum=0, maximum=MAX_DAYS
+        ),
         unit_closed=unit_closed,
         bundle_below=t.integer("bundle_below", FilesSettings.bundle_below, minimum=0),
         bundle_bytes=t.integer("bundle_bytes", FilesSettings.bundle_bytes, minimum=1 << 20),
@@ -414,9 +434,13 @@ def _events(t: _Table) -> EventsSettings:
         ts_column=t.identifier("ts_column", EventsSettings.ts_column),
         ts_format=t.choice("ts_format", EventsSettings.ts_format, get_args(TsFormat)),
         kinds=_kinds(t),
-        min_age_days=t.number("min_age_days", EventsSettings.min_age_days, minimum=0),
+        min_age_days=t.number(
+            "min_age_days", EventsSettings.min_age_days, minimum=0, maximum=MAX_DAYS
+        ),
         batch_rows=t.integer("batch_rows", EventsSettings.batch_rows, minimum=1),
-        busy_timeout_ms=t.integer("busy_timeout_ms", EventsSettings.busy_timeout_ms, minimum=0),
+        busy_timeout_ms=t.integer(
+            "busy_timeout_ms", EventsSettings.busy_timeout_ms, minimum=0, maximum=86_400_000
+        ),
         checkpoint_every=t.integer("checkpoint_every", EventsSettings.checkpoint_every, minimum=1),
         checkpoint_wal_bytes=t.integer(
             "checkpoint_wal_bytes", EventsSettings.checkpoint_wal_bytes, minimum=0
@@ -426,6 +450,10 @@ def _events(t: _Table) -> EventsSettings:
         ),
         checkpoint_mode=t.choice(
             "checkpoint_mode", EventsSettings.checkpoint_mode, get_args(CheckpointMode)
+        ),
+        triggers=t.choice("triggers", EventsSettings.triggers, get_args(TriggerPolicy)),
+        foreign_keys=t.choice(
+            "foreign_keys", EventsSettings.foreign_keys, get_args(ForeignKeyPolicy)
         ),
     )
     t.done()
@@ -493,7 +521,7 @@ def _jobs(t: _Table) -> JobsSettings:
         j.done()
     settings = JobsSettings(
         timezone=timezone,
-        retention_days=t.number("retention_days", 90.0, minimum=0),
+        retention_days=t.number("retention_days", 90.0, minimum=0, maximum=MAX_DAYS),
         retention_rows=t.integer("retention_rows", 500, minimum=0),
         jobs=jobs,
     )
@@ -560,7 +588,7 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
             f"{site!r} is not a plain folder name",
             "use letters, digits, '.', '_' and '-'",
         )
-    keep = t.number("keep_local_days", 30.0, minimum=-1)
+    keep = t.number("keep_local_days", 30.0, minimum=-1, maximum=MAX_DAYS)
     if -1 < keep < 0:
         raise ConfigError(
             t.file,
@@ -695,6 +723,11 @@ def _check_roots_apart(file: Path, live: Path, archive: Path) -> None:
         )
 
 
+def _plain(x: float) -> str:
+    """A bound as an operator writes it: 36500, 0.1, 31536000."""
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
 class _Table:
     """One TOML table being read: each key taken once, leftovers are unknown keys."""
 
@@ -758,29 +791,34 @@ class _Table:
             )
         return value
 
-    def number(self, name: str, default: float, *, minimum: float) -> float:
+    def number(
+        self, name: str, default: float, *, minimum: float, maximum: float = MAX_SECONDS
+    ) -> float:
         value = self._get(name)
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self._wrong(name, value, "a number")
-        if value < minimum:
-            raise ConfigError(
-                self.file, self.key(name), f"{value} is below {minimum}", f"use {minimum} or more"
-            )
+        if not minimum <= value <= maximum:  # nan compares false: refused here too
+            raise self._out_of_range(name, value, minimum, maximum)
         return float(value)
 
-    def integer(self, name: str, default: int, *, minimum: int) -> int:
+    def integer(self, name: str, default: int, *, minimum: int, maximum: int = MAX_INTEGER) -> int:
         value = self._get(name)
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._wrong(name, value, "an integer")
-        if value < minimum:
-            raise ConfigError(
-                self.file, self.key(name), f"{value} is below {minimum}", f"use {minimum} or more"
-            )
+        if not minimum <= value <= maximum:
+            raise self._out_of_range(name, value, minimum, maximum)
         return value
+
+    def _out_of_range(self, name: str, value: float, lo: float, hi: float) -> ConfigError:
+        said = f"below {_plain(lo)}" if value < lo else "not a number"
+        said = f"above {_plain(hi)}" if value > hi else said
+        return ConfigError(
+            self.file, self.key(name), f"{value} is {said}", f"use {_plain(lo)} to {_plain(hi)}"
+        )
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self._get(name)

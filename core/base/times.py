@@ -5,7 +5,10 @@ the audit's, the job runs') is in these units unless its name says otherwise.
 
 from __future__ import annotations
 
+import math
 import time
+
+from .errors import UsageError
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
@@ -28,3 +31,18 @@ MTIME_LIMIT_NS = 1 << 62
 def is_mtime(ns: int) -> bool:
     """Whether ``ns`` (since the epoch) can be a file's mtime, before 1970 included."""
     return -MTIME_LIMIT_NS < ns < MTIME_LIMIT_NS
+
+
+# The latest time stamp coldkeep records: 9999-12-31, well inside SQLite's
+# int64 and Python's datetime.
+LATEST_MS = 253_402_300_799_000
+
+
+def days_after(at_ms: int, days: float, what: str) -> int:
+    """``days`` after ``at_ms``, in ms; a ``UsageError`` naming ``what`` (the
+    config key) for a count that is not finite or ends past ``LATEST_MS``, so
+    that a caller computes it before it writes anything (a grace recorded
+    after its intent, then failing to convert, left the intent behind)."""
+    if not math.isfinite(days) or at_ms + days * DAY_MS > LATEST_MS:
+        raise UsageError(f"{what} = {days}: that many days cannot be recorded (use 0 to 36500)")
+    return at_ms + int(days * DAY_MS)

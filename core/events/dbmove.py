@@ -55,6 +55,12 @@ Invariants:
   copy, which the next pass settles; the month DBs stay FULL.
 - A month DB that cannot be opened or fails its quick check is refused for this
   pass (its rows stay live); the other months go on.
+- The application's triggers that a DELETE on the events table fires, and the
+  foreign keys referencing it, would change or orphan rows coldkeep does not
+  archive: they refuse the phase before anything is copied, unless
+  ``events.triggers`` / ``events.foreign_keys`` say how to treat them. Foreign
+  keys are enforced on the mover's connection only when told to fire, and then
+  only around the DELETE.
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
 that), the checker on one more; steps are announced through the async step hook
@@ -70,9 +76,9 @@ import itertools
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -93,6 +99,7 @@ from .eventschema import (
     EventSchema,
     EventsError,
     SqlCondition,
+    check_delete_effects,
     check_month_version,
     discover,
     journal_mode,
@@ -424,6 +431,13 @@ class EventMover:
         live.execute("PRAGMA synchronous = NORMAL")
         live.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         schema = discover(live, self.db, self.cfg)
+        # Before anything is copied: the application's triggers and foreign keys
+        # that would act on the DELETE refuse the phase unless the config says
+        # how to treat them. Enforcement of foreign keys is off on this
+        # connection whatever SQLite's build default, but for the DELETE when
+        # they are told to fire (step 3).
+        check_delete_effects(live, schema, self.cfg)
+        live.execute("PRAGMA foreign_keys = OFF")
         self._count_unparsable(live, schema)
         mode = journal_mode(live)
         checkpointer = self._checkpointer(mode)
@@ -702,13 +716,28 @@ class EventMover:
             if alias is None:  # refused since step 2: its rows stay in both places
                 m.copied, m.already = 0, set()
                 continue
-            locked = self._delete_month(run, alias, m, skip)
+            with self._keys_enforced(run.live):
+                locked = self._delete_month(run, alias, m, skip)
             if locked is None:
                 return False
             locked_s += locked
         self._resize(batch.last_id - batch.first_id + 1, locked_s)
         self._settle(run, batch)
         return True
+
+    @contextmanager
+    def _keys_enforced(self, live: sqlite3.Connection) -> Iterator[None]:
+        """With ``events.foreign_keys = "fire"``, foreign keys enforced around a
+        delete (never around the copy: the month DB's table has the keys of the
+        live one, and their parents are not there)."""
+        if self.cfg.foreign_keys != "fire":
+            yield
+            return
+        live.execute("PRAGMA foreign_keys = ON")
+        try:
+            yield
+        finally:
+            live.execute("PRAGMA foreign_keys = OFF")
 
     def _delete_month(self, run: _Run, alias: str, m: _Month, skip: str) -> float | None:
         """Delete this month's archived rows of the batch from live in one short

@@ -7,12 +7,16 @@ safely: no such table, no single INTEGER PRIMARY KEY, a missing kind or ts colum
 
 Time stamps are read as configured (``events.ts_format``): ``ms`` or ``s`` since the
 epoch (numbers), or ``iso`` (ISO-8601 text). A value that is not one of those is
-"unparsable": such rows are counted and never moved. Months are UTC ``YYYY-MM``.
+"unparsable": such rows are counted and never moved. So is a time stamp outside
+the months Python's datetime can place (0001-01 to 9999-11: INT64_MIN ms, -inf,
+year 10000): one definition, in SQL, for the mover, the plan, doctor and the
+metrics, so that every month any of them sees is a real ``YYYY-MM`` (UTC).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +27,11 @@ from ..base.config import EventsSettings, TsFormat
 from ..base.errors import ColdkeepError
 from ..base.ioerror import describe, is_io_error
 from ..base.times import DAY_MS, DAY_S
+
+# The seconds of the first month a month DB can be named for (0001-01) and of
+# the month after the last (9999-12: Python's datetime has no month after it).
+FIRST_S = -62_135_596_800
+END_S = 253_399_622_400
 
 
 class EventsError(ColdkeepError):
@@ -66,14 +75,26 @@ class EventSchema:
         return ms if self.ts_format == "ms" else ms / 1000
 
     def ts_seconds_sql(self) -> str:
-        """SQL for the time stamp in seconds, NULL when unparsable."""
+        """SQL for the time stamp in seconds, NULL when unparsable (no month
+        can be found for it)."""
         ts = q(self.ts)
         if self.ts_format == "iso":
+            secs = f"CAST(strftime('%s', {ts}) AS INTEGER)"
             return (
-                f"(CASE WHEN typeof({ts}) = 'text' THEN CAST(strftime('%s', {ts}) AS INTEGER) END)"
+                f"(CASE WHEN typeof({ts}) = 'text' AND {secs} >= {FIRST_S} "
+                f"AND {secs} < {END_S} THEN {secs} END)"
             )
         div = " / 1000" if self.ts_format == "ms" else ""
-        return f"(CASE WHEN typeof({ts}) IN ('integer', 'real') THEN {ts}{div} END)"
+        return f"(CASE WHEN {self._in_range()} THEN {ts}{div} END)"
+
+    def _in_range(self) -> str:
+        """A number, in the months a month DB can be named for (the column
+        itself compared, so that an index on it can be used)."""
+        ts, unit = q(self.ts), 1000 if self.ts_format == "ms" else 1
+        return (
+            f"typeof({ts}) IN ('integer', 'real') AND {ts} >= {FIRST_S * unit} "
+            f"AND {ts} < {END_S * unit}"
+        )
 
     def eligible_sql(self, cutoff: str = ":cutoff") -> str:
         """A condition on the time stamp: parsable and older than the ``cutoff``
@@ -82,7 +103,7 @@ class EventSchema:
         ts = q(self.ts)
         if self.ts_format == "iso":
             return f"{self.ts_seconds_sql()} < {cutoff}"
-        return f"typeof({ts}) IN ('integer', 'real') AND {ts} < {cutoff}"
+        return f"{self._in_range()} AND {ts} < {cutoff}"
 
     def unparsable_sql(self) -> str:
         return f"{self.ts_seconds_sql()} IS NULL"
@@ -177,6 +198,105 @@ def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSc
         ts_format=cfg.ts_format,
         create_sql=create_sql,
     )
+
+
+# A trigger's timing and event in its CREATE TRIGGER: "AFTER DELETE", "UPDATE OF x ON".
+_TRIGGER_EVENT = re.compile(
+    r"\b(?:(BEFORE|AFTER|INSTEAD\s+OF)\s+)?(DELETE|INSERT|UPDATE)\b(?=(?:\s+OF\s[^;]*?)?\s+ON\s)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class DeleteEffects:
+    """What the application's schema attaches to deleting rows of its events
+    table (the move) and inserting them (a restore): its triggers (``name
+    (AFTER DELETE)``), the ones among them that a DELETE fires and that an
+    INSERT fires, and the foreign keys referencing it from any table
+    (``table.column (ON DELETE CASCADE)``)."""
+
+    triggers: tuple[str, ...]
+    on_delete: tuple[str, ...]
+    foreign_keys: tuple[str, ...]
+    on_insert: tuple[str, ...] = ()
+
+    def restore_refusal(self, db: Path, table: str, cfg: EventsSettings) -> str | None:
+        """The one line that refuses putting rows back, or None."""
+        if not self.on_insert or cfg.triggers != "refuse":
+            return None
+        return (
+            f"{db}: table {table!r} has {_listed('trigger', self.on_insert)} that an INSERT "
+            "fires: putting archived rows back would run them (a second notification, a "
+            'counter counted twice); refused (drop them, or set events.triggers = "fire" '
+            "to let them run)"
+        )
+
+    def refusal(self, db: Path, table: str, cfg: EventsSettings) -> str | None:
+        """The one line that refuses the event move, or None when the config
+        says how to treat what there is."""
+        what = []
+        if self.on_delete and cfg.triggers == "refuse":
+            what.append(f"{_listed('trigger', self.on_delete)} that its DELETE fires")
+        if self.foreign_keys and cfg.foreign_keys == "refuse":
+            what.append(f"{_listed('foreign key', self.foreign_keys)} referencing it")
+        if not what:
+            return None
+        return (
+            f"{db}: table {table!r} has {' and '.join(what)}: the event move deletes archived "
+            "rows, and these would change or orphan rows coldkeep does not archive; the event "
+            'phase is refused (drop them, or set events.triggers = "fire" to let the '
+            'triggers run, events.foreign_keys = "fire" to let the keys\' ON DELETE '
+            'actions run or "ignore" to leave the referencing rows as they are)'
+        )
+
+
+def _listed(what: str, items: tuple[str, ...]) -> str:
+    return f"{what}{'s' if len(items) > 1 else ''} {', '.join(items)}"
+
+
+def delete_effects(conn: sqlite3.Connection, table: str) -> DeleteEffects:
+    """Read the triggers on ``table`` and the foreign keys that reference it."""
+    triggers, on_delete, on_insert = [], [], []
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+        "AND lower(tbl_name) = lower(?) ORDER BY name",
+        (table,),
+    )
+    for name, sql in rows:
+        found = _TRIGGER_EVENT.search(str(sql or ""))
+        if found is None:  # unreadable: counted as one a DELETE fires
+            said = f"{name} (event unknown)"
+        else:
+            timing = " ".join((found.group(1) or "BEFORE").upper().split())
+            said = f"{name} ({timing} {found.group(2).upper()})"
+        triggers.append(said)
+        if found is None or found.group(2).upper() == "DELETE":
+            on_delete.append(said)
+        if found is None or found.group(2).upper() == "INSERT":
+            on_insert.append(said)
+    keys = []
+    # Virtual tables have no foreign keys, and asking one whose module this
+    # SQLite lacks is an error.
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND coalesce(sql, '') NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+    )
+    for (child,) in tables.fetchall():
+        for fk in conn.execute(f"PRAGMA foreign_key_list({q(str(child))})"):
+            if str(fk[2]).lower() == table.lower():
+                keys.append(f"{child}.{fk[3]} (ON DELETE {fk[6]})")
+    return DeleteEffects(tuple(triggers), tuple(on_delete), tuple(keys), tuple(on_insert))
+
+
+def check_delete_effects(
+    conn: sqlite3.Connection, schema: EventSchema, cfg: EventsSettings
+) -> None:
+    """Refuse (``EventsError``) an events table whose triggers or referencing
+    foreign keys would act on the move's DELETE, unless the config says how to
+    treat them."""
+    line = delete_effects(conn, schema.table).refusal(schema.db, schema.table, cfg)
+    if line is not None:
+        raise EventsError(line)
 
 
 def open_live(

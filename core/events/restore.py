@@ -9,6 +9,10 @@ Invariants:
   same content is counted as already there, one with other content is a
   conflict: reported, never overwritten.
 - Each batch goes back in one short ``BEGIN IMMEDIATE`` transaction.
+- Months or kinds no archive holds are refused before the lock
+  (``check_selection``), and a live table whose INSERT triggers would run on the
+  rows put back is refused unless ``events.triggers = "fire"``: nothing is
+  recorded or inserted then.
 """
 
 from __future__ import annotations
@@ -22,21 +26,29 @@ from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.config import Settings
+from ..base.errors import UsageError
 from ..base.space import OutOfSpace, out_of_space
-from ..base.times import DAY_MS, now_ms
+from ..base.times import days_after, now_ms
 from ..store import expiry
 from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObjects
 from ..store.restoredrows import keep_restored_rows
 from .dbmove import Conflict
 from .eventschema import (
     EventSchema,
     EventsError,
     check_month_version,
+    delete_effects,
     discover,
     open_live,
     q,
     rollback,
 )
+
+
+class NothingToRestore(UsageError):
+    """A restore of event rows whose months or kinds no archive holds: refused
+    before anything is written; the message lists what is archived."""
 
 
 @dataclass
@@ -91,10 +103,17 @@ async def archived_months(settings: Settings, events_dir: Path) -> list[Archived
 
 
 def _live_schema(settings: Settings) -> EventSchema:
+    """The live table, refused (``EventsError``) when its INSERT triggers would
+    run on the rows put back and the config does not say to let them."""
     assert settings.state_db is not None
     live = open_live(settings.state_db, busy_timeout_s=settings.events.busy_timeout_ms / 1000)
     try:
-        return discover(live, settings.state_db, settings.events)
+        schema = discover(live, settings.state_db, settings.events)
+        effects = delete_effects(live, schema.table)
+        refused = effects.restore_refusal(schema.db, schema.table, settings.events)
+        if refused is not None:
+            raise EventsError(refused)
+        return schema
     finally:
         live.close()
 
@@ -174,6 +193,63 @@ async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str
     return [(m, datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d")) for m, at in expired]
 
 
+async def _unknown_months(
+    manifest: Manifest | None, months: list[str], available: list[str]
+) -> EventsError | NothingToRestore | None:
+    """The error for the months asked for that no archive holds (here, or
+    shipped), saying when retention deleted any of them; None if there are none.
+    Months never archived are a usage error; a month retention deleted is a
+    failure to restore what was archived (as an expired file is)."""
+    unknown = sorted(set(months) - set(available))
+    if not unknown:
+        return None
+    have = ", ".join(available) or "none"
+    expired = await _expired(manifest, unknown) if manifest is not None else []
+    why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
+    said = f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
+    return EventsError(said) if expired else NothingToRestore(said)
+
+
+async def check_selection(
+    settings: Settings,
+    events_dir: Path,
+    manifest: Manifest | None,
+    *,
+    kinds: set[str] | None,
+    months: list[str] | None,
+) -> None:
+    """Refuse (``NothingToRestore``, read-only, before the lock) months that
+    neither the month DBs here nor the remote tier hold, and kinds that no month
+    asked for has a row of. A month whose kinds cannot be read here (shipped
+    only, or damaged) is left to the restore to say."""
+    paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
+    shipped = set(await RemoteObjects(manifest).latest_months()) if manifest else set()
+    available = sorted({p.stem for p in paths} | shipped)
+    error = await _unknown_months(manifest, months or [], available)
+    if error is not None:
+        raise error
+    if not kinds:
+        return
+    chosen = set(months or available)
+    have: set[str] = set()
+    for path in paths:
+        if path.stem in chosen:
+            try:
+                counts = await asyncio.to_thread(
+                    _count_month, path, settings.events.kind_column, settings.events.table
+                )
+            except sqlite3.DatabaseError:
+                return
+            have |= {kind for kind, _ in counts}
+    if chosen - {p.stem for p in paths} or kinds & have:
+        return
+    where = f"in {', '.join(sorted(chosen))}" if months else "in any archived month"
+    raise NothingToRestore(
+        f"no archived row of kind {', '.join(sorted(kinds))} {where} "
+        f"(archived kinds there: {', '.join(sorted(have)) or 'none'})"
+    )
+
+
 async def restore_events(
     settings: Settings,
     events_dir: Path,
@@ -194,16 +270,11 @@ async def restore_events(
     schema = await in_thread(token, _live_schema, settings)
     paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
     available = [p.stem for p in paths]
-    unknown = sorted(set(months or ()) - set(available))
-    if unknown:
-        have = ", ".join(available) or "none"
-        expired = await _expired(manifest, unknown)
-        why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
-        raise EventsError(
-            f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
-        )
+    error = await _unknown_months(manifest, months or [], available)
+    if error is not None:  # shipped, and the fetch before this could not bring it back
+        raise error
     report = EventsRestoreReport()
-    until = now_ms() + int(grace_days * DAY_MS)
+    until = days_after(now_ms(), grace_days, "hold_days")
     for month in available if months is None else sorted(set(months)):
         try:
             rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)

@@ -42,7 +42,7 @@ from ..base.globs import GlobError, compile_globs
 from ..base.layout import UnsafePath, resolve_inside
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
-from ..base.times import DAY_MS
+from ..base.times import days_after
 from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
@@ -96,6 +96,21 @@ def unknown_ids_error(ids: list[int], why: str = "") -> SelectionError:
     said = ", ".join(str(i) for i in ids)
     return SelectionError(
         f"no entry {said}{why} (restore --list --unit U or --path GLOB shows entry ids)"
+    )
+
+
+def nothing_matched_error(sel: Selection) -> SelectionError:
+    """A selection that names no archived file, in the words it was given."""
+    said = [f"entries {', '.join(map(str, sel.ids))}"] if sel.ids else []
+    said += [f"--unit {sel.unit}"] if sel.unit else []
+    said += [f"--path {sel.glob}"] if sel.glob else []
+    said += [f"--sha {sel.sha}"] if sel.sha else []
+    for flag, ns in (("--after", sel.after_ns), ("--before", sel.before_ns)):
+        if ns is not None:
+            said.append(f"{flag} {datetime.fromtimestamp(ns / 1e9).isoformat(timespec='seconds')}")
+    return SelectionError(
+        f"nothing archived matches {' '.join(said)} "
+        "(restore --list --path '**' lists every archived file)"
     )
 
 
@@ -234,7 +249,7 @@ async def restore_files(
         stream.emit(FileDone("restore", e.relpath, "expired", e.bytes, 0, expired_detail(e)))
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
-    grace_until = mover.clock() + int(grace_days * DAY_MS) if to is None else None
+    grace_until = days_after(mover.clock(), grace_days, "hold_days") if to is None else None
     left = sum(e.bytes for e in entries)
     stream.emit(Phase("restore", len(entries), left))
     for entry in entries:

@@ -36,16 +36,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from ..base.config import ConfigError, Settings, load_settings
+from ..base.config import ConfigError, EventsSettings, Settings, load_settings
 from ..base.errors import RemoteError
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.ioerror import describe
 from ..base.layout import Layout
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
 from ..events.eventschema import (
+    DeleteEffects,
     EventSchema,
     EventsError,
     KindsSeen,
+    delete_effects,
     discover,
     journal_mode,
     open_live,
@@ -379,6 +381,7 @@ def _live_db(settings: Settings, db: Path) -> list[Finding]:
         mode = journal_mode(conn)
         index = _kind_ts_index(conn, schema)
         kinds = KindsSeen(tuple(table_kinds(conn, schema)), cfg.kinds)
+        effects = delete_effects(conn, schema.table)
     except EventsError as err:
         return [Finding("live_db", "fail", str(err))]
     except sqlite3.Error as err:
@@ -407,7 +410,53 @@ def _live_db(settings: Settings, db: Path) -> list[Finding]:
             f"CREATE INDEX {schema.table}_{schema.kind}_{schema.ts} ON {cols} "
             "(it holds the write lock while it builds: at a quiet time)",
         )
-    return [mode_finding, index_finding, _kinds(schema, kinds)]
+    return [mode_finding, index_finding, _kinds(schema, kinds), *_effects(schema, effects, cfg)]
+
+
+def _triggers(table: str, effects: DeleteEffects, cfg: EventsSettings, fix: str) -> Finding:
+    """The triggers on the events table: which fire on the move's DELETE and
+    which on a restore's INSERT, and what the config says of them."""
+    if not effects.triggers:
+        return Finding("events_triggers", "ok", f"no trigger on {table}")
+    said, refused = [], []
+    if effects.on_delete:
+        said.append(f"{_listed(list(effects.on_delete))} fire on the move's DELETE")
+        refused.append("the event phase")
+    if effects.on_insert:
+        said.append(f"{_listed(list(effects.on_insert))} on a restore's INSERT")
+        refused.append("restore-events")
+    if not said:
+        found = f"{_listed(list(effects.triggers))} on {table}: none fires on the move or a restore"
+        return Finding("events_triggers", "ok", found)
+    found = f"on {table}, {'; '.join(said)}"
+    if cfg.triggers == "refuse":
+        return Finding("events_triggers", "fail", f"{found}: {' and '.join(refused)} refused", fix)
+    return Finding("events_triggers", "warn", f'{found} (events.triggers = "fire")')
+
+
+def _effects(schema: EventSchema, effects: DeleteEffects, cfg: EventsSettings) -> list[Finding]:
+    """The triggers on the events table and the foreign keys referencing it:
+    what the move's DELETE would set off, and what the config says of it."""
+    table = f"table {schema.table}"
+    fix = "drop them, or say how to treat them: events.triggers, events.foreign_keys"
+    triggers = _triggers(table, effects, cfg, fix)
+    keys = _listed(list(effects.foreign_keys))
+    if not effects.foreign_keys:
+        fks = Finding("events_foreign_keys", "ok", f"no foreign key references {table}")
+    elif cfg.foreign_keys == "refuse":
+        said = f"foreign keys {keys} reference {table}: the event phase is refused"
+        fks = Finding("events_foreign_keys", "fail", said, fix)
+    elif cfg.foreign_keys == "fire":
+        said = f"foreign keys {keys} reference {table}; their ON DELETE actions run on the move"
+        fks = Finding("events_foreign_keys", "warn", said + ' (events.foreign_keys = "fire")')
+    else:
+        said = f"foreign keys {keys} reference {table}; the rows that reference archived rows "
+        fks = Finding(
+            "events_foreign_keys",
+            "warn",
+            said + 'keep their values (events.foreign_keys = "ignore")',
+        )
+    return [triggers, fks]
 
 
 def _kinds(schema: EventSchema, kinds: KindsSeen) -> Finding:

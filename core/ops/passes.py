@@ -209,6 +209,16 @@ async def run_recovery(
     return report
 
 
+def unexpected(err: BaseException) -> str:
+    """The problem line of a pass stopped by an error nothing expected (a bug):
+    its type and first line."""
+    text = str(err).strip().splitlines()
+    return (
+        f"the pass stopped on an unexpected error: {type(err).__name__}"
+        f"{': ' + text[0] if text else ''} (a bug: report it with the traceback)"
+    )
+
+
 def named(what: str, items: list[str], most: int = 5) -> str:
     """``what`` followed by the first ``most`` of ``items`` (a problem line names
     the files it is about; a failing disk does not make it a thousand lines)."""
@@ -276,6 +286,15 @@ class Pass:
                 await self._out_of_space(err)
             else:
                 summary.problems.append(str(err))
+        except BaseException as err:
+            # A bug, or the task itself cancelled: the pass did not end well, and
+            # its row must never say ok. The error goes on to the caller, whose
+            # traceback says where.
+            cancelled = isinstance(err, asyncio.CancelledError)
+            summary.status = "cancelled" if cancelled else "failed"
+            if not cancelled:
+                summary.problems.append(unexpected(err))
+            raise
         finally:
             if summary.status == "ok" and summary.problems:
                 summary.status = "failed"

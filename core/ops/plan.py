@@ -25,6 +25,7 @@ from ..events.eventschema import (
     EventSchema,
     EventsError,
     KindsSeen,
+    check_delete_effects,
     discover,
     open_live,
     q,
@@ -121,6 +122,7 @@ def plan_events(settings: Settings, *, now_ms: int, restored: set[int]) -> Event
     conn = open_live(settings.state_db, busy_timeout_s=cfg.busy_timeout_ms / 1000, readonly=True)
     try:
         schema = discover(conn, settings.state_db, cfg)
+        check_delete_effects(conn, schema, cfg)  # a pass would refuse: so does the plan
         kinds = sorted(cfg.kinds) if cfg.kinds is not None else []
         params: dict[str, object] = {f"k{i}": k for i, k in enumerate(kinds)}
         params["cutoff"] = schema.cutoff(now_ms, cfg.min_age_days)

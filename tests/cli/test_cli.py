@@ -243,7 +243,7 @@ def test_restored_event_rows_stay_live_and_never_overwrite(site: Path) -> None:
     assert again["events"]["held"] == result["restored"] + 1, "restored rows are held"
     assert (
         "no archived events for 1999-01"
-        in ck(site, "restore-events", "--month", "1999-01", check=1).stderr
+        in ck(site, "restore-events", "--month", "1999-01", check=2).stderr
     )
 
 
@@ -334,3 +334,54 @@ def test_a_gzip_an_older_coldkeep_wrote_still_verifies_rebuilds_and_restores(
     restored = out / entry["relpath"]
     assert sha(restored.read_bytes()) == entry["sha256"]
     assert restored.stat().st_mtime_ns == entry["mtime_ns"]
+
+
+def test_a_pass_stopped_by_an_unexpected_error_exits_1_and_is_recorded_failed(
+    site: Path,
+) -> None:
+    fault = {"COLDKEEP_TEST_RAISE_AT": "batch_archived"}
+    run = ck(site, "pass", check=1, env=fault)
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("coldkeep: stopped on an unexpected error: InjectedFault:"), last
+    assert "Traceback" in run.stderr  # the bug's report, above the line
+    said = json.loads(ck(site, "pass", "--json", check=1, env=fault).stdout)
+    assert said["ok"] is False and "InjectedFault" in said["error"]
+
+    passes = ck_json(site, "status")["result"]["last_passes"]
+    assert [p["status"] for p in passes[:2]] == ["failed", "failed"]
+    assert "InjectedFault" in passes[0]["summary"]["problems"][-1]
+    history = ck(site, "history").stdout
+    assert "pass" in history and "error" in history
+    assert ck_json(site, "pass")["result"]["status"] == "ok"
+
+
+def test_a_trigger_on_the_events_table_refuses_the_event_phase_and_deletes_nothing(
+    site: Path,
+) -> None:
+    db = site / "state.db"
+    with sqlite3.connect(db) as live:
+        live.execute("CREATE TABLE deliveries (event_id INTEGER)")
+        live.execute("INSERT INTO deliveries SELECT id FROM events")
+        live.execute(
+            "CREATE TRIGGER events_cleanup AFTER DELETE ON events "
+            "BEGIN DELETE FROM deliveries WHERE event_id = old.id; END"
+        )
+
+    def counts() -> tuple[int, int]:
+        with sqlite3.connect(db) as live:
+            return (
+                live.execute("SELECT count(*) FROM events").fetchone()[0],
+                live.execute("SELECT count(*) FROM deliveries").fetchone()[0],
+            )
+
+    before = counts()
+    assert "events_cleanup (AFTER DELETE)" in ck(site, "plan").stdout
+    done = ck_json(site, "pass", check=1)["result"]
+    assert done["status"] == "failed" and done["files"]["archived"] > 0
+    [line] = [p for p in done["problems"] if "events_cleanup" in p]
+    assert 'events.triggers = "fire"' in line
+    assert counts() == before and not list((site / "archive" / "events").glob("*.db"))
+
+    set_config(site, "[events]\n", '[events]\ntriggers = "fire"\n')
+    moved = ck_json(site, "pass")["result"]["events"]["moved"]
+    assert moved > 0 and counts() == (before[0] - moved, before[1] - moved)

@@ -18,6 +18,7 @@ from textual.widgets import Button, DataTable, ProgressBar, Static
 
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import FileDone
 from coldkeep.core.files import recovery
 from coldkeep.core.files.recovery import ArchiveFiles
@@ -402,3 +403,22 @@ async def test_the_log_has_no_empty_phase_line(settings: Settings) -> None:
         lines = [line for _, line in app.query_one(LogPane).lines]
         assert any("pass: ok" in line for line in lines), lines
         assert not [line for line in lines if line.rstrip().endswith(":")], lines
+
+
+async def test_a_pass_stopped_by_an_unexpected_error_says_so(settings: Settings) -> None:
+    app = make_app(settings)
+
+    async def crash(name: StepName, info: StepInfo) -> None:
+        if name == "batch_archived":
+            raise RuntimeError("the step hook broke")
+
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.archiver.steps.user_step = crash
+        await pilot.press("p")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        said = text_of(app, "#inflight-phase")
+        assert "unexpected error: RuntimeError: the step hook broke" in said, said
+        assert "last pass #1 failed" in text_of(app, "#status-line")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import load_settings, parse_settings
+from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.lock import ArchiveLock, LockHeld
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import (
@@ -22,7 +24,9 @@ from coldkeep.core.base.stream import (
     Phase,
     Started,
 )
+from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store import audit
 
 from helpers import Roots, jsonl
 
@@ -135,3 +139,45 @@ async def test_while_the_lock_is_held_partials_are_work_in_progress(archiver: Ar
     assert busy.partials == [] and busy.restore_partials == []
     assert busy.in_flight == len(free.recovery.partials)
     assert busy.busy is not None and "coldkeep pass (cli)" in busy.busy
+
+
+async def test_a_pass_that_dies_on_an_unexpected_error_is_recorded_failed(
+    archiver: Archiver,
+) -> None:
+    async def crash_in_the_event_phase(name: StepName, info: StepInfo) -> None:
+        if name == "batch_archived":
+            raise RuntimeError("the step hook broke")
+
+    archiver.steps.user_step = crash_in_the_event_phase
+    watch = archiver.stream.subscribe()
+    with pytest.raises(RuntimeError, match="the step hook broke"):
+        await archiver.run_pass()
+    [last, *_] = (await archiver.status()).last_passes
+    assert last.status == "failed"
+    assert any("RuntimeError: the step hook broke" in p for p in last.summary["problems"])
+    [finished] = [e for e in watch.pending() if isinstance(e, Finished)]
+    assert finished.status == "failed"
+    async with archiver.session("test") as current:
+        audited = await audit.last_of(current.manifest, "pass")
+    assert audited is not None and audited.outcome == "error"
+
+    # Nothing was lost: the next pass settles the batch left in both places.
+    archiver.steps.user_step = Archiver(archiver.settings).steps.user_step
+    assert (await archiver.run_pass()).status == "ok"
+
+
+@pytest.mark.parametrize("hold_days", [1e15, float("inf"), float("nan")])
+async def test_a_hold_too_long_to_record_restores_nothing_and_leaves_no_intent(
+    archiver: Archiver, hold_days: float
+) -> None:
+    await archiver.run_pass()
+    # The config refuses such a value at load time; this is the line behind it.
+    odd = Archiver(replace(archiver.settings, hold_days=hold_days), stream=EventStream())
+    selection = Selection(
+        unit=(await archiver.select(Selection(glob="**")))[0].relpath.split("/")[0]
+    )
+    with pytest.raises(UsageError, match="hold_days"):
+        await odd.restore(selection)
+    status = await archiver.status()
+    assert status.restore_intents == 0
+    assert "restored" not in status.entries

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn, ParamSpec, TypeVar
@@ -21,34 +22,47 @@ import click
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import Settings, default_config_path, load_settings
-from coldkeep.core.base.errors import EXIT_LOCKED, explain
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_LOCKED, explain
 from coldkeep.core.base.steps import StepInfo, StepName, no_step
 from coldkeep.core.base.stream import EventStream
 
 from ..text.fmt import shown, terminal_text
 from .progress import Reporter
 
-# Test seam: kill this process with SIGKILL when the named protocol step is
-# announced (``step`` or ``step:N`` for its N-th time). The crash tests use it on
-# the real CLI; it does nothing unless set.
+# Test seams: kill this process with SIGKILL (``KILL_ENV``), or raise an error
+# nothing expects (``RAISE_ENV``: a bug, as the pass and the CLI must report it),
+# when the named protocol step is announced (``step`` or ``step:N`` for its N-th
+# time). The crash and failure tests use them on the real CLI; they do nothing
+# unless set.
 KILL_ENV = "COLDKEEP_TEST_KILL_AT"
+RAISE_ENV = "COLDKEEP_TEST_RAISE_AT"
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
+class InjectedFault(RuntimeError):
+    """The error ``RAISE_ENV`` raises: one no code path expects."""
+
+
 def kill_hook() -> Any:
-    spec = os.environ.get(KILL_ENV)
-    if not spec:
+    kill, fault = os.environ.get(KILL_ENV), os.environ.get(RAISE_ENV)
+    if not kill and not fault:
         return no_step
-    name, _, nth = spec.partition(":")
-    seen = [0]
+    seen: dict[str, int] = {}
+
+    def due(spec: str | None, step: StepName) -> bool:
+        name, _, nth = (spec or "").partition(":")
+        if step != name:
+            return False
+        seen[spec or ""] = seen.get(spec or "", 0) + 1
+        return seen[spec or ""] >= int(nth or 1)
 
     async def hook(step: StepName, info: StepInfo) -> None:
-        if step == name:
-            seen[0] += 1
-            if seen[0] >= int(nth or 1):
-                os.kill(os.getpid(), signal.SIGKILL)
+        if due(kill, step):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if due(fault, step):
+            raise InjectedFault(f"injected at step {step} ({RAISE_ENV})")
 
     return hook
 
@@ -108,17 +122,25 @@ def run_command(coro: Awaitable[int], ctx: Context) -> None:
 
     try:
         code = asyncio.run(main())
-    except Exception as err:
-        known = explain(err)
-        if known is None:
-            raise
-        code, line = known
+    except Exception as err:  # noqa: BLE001 - every error ends in one line and its code
+        code, line = explain(err) or _unexpected(err)
         if code == EXIT_LOCKED:
             line += "; try again when it finishes, or pass --wait SECONDS"
         ctx.print_results()
         fail(line, code, ctx)
     ctx.print_results()
     raise SystemExit(code)
+
+
+def _unexpected(err: BaseException) -> tuple[int, str]:
+    """A bug: its traceback on stderr for the report, and the one line that
+    says what it means for the operator."""
+    traceback.print_exception(err)
+    first = (str(err).strip().splitlines() or [""])[0]
+    return EXIT_FAILED, (
+        f"stopped on an unexpected error: {type(err).__name__}: {first} "
+        "(a bug: please report it with the traceback above)"
+    )
 
 
 def fail(message: str, code: int, ctx: Context | None = None) -> NoReturn:

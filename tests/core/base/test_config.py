@@ -3,9 +3,13 @@ line that names the file, the key and the fix."""
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from coldkeep.core.base.config import (
     ConfigError,
@@ -113,7 +117,7 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (ROOTS + "[files]\ninclde = []\n", "files.inclde", "did you mean files.include?"),
         (ROOTS + "mode = 'sometimes'\n", "mode", "is not one of 'off', 'plan', 'on'"),
         (ROOTS + "hold_days = 'seven'\n", "hold_days", "expected a number"),
-        (ROOTS + "[events]\nbatch_rows = 0\n", "events.batch_rows", "use 1 or more"),
+        (ROOTS + "[events]\nbatch_rows = 0\n", "events.batch_rows", "0 is below 1"),
         (ROOTS + "[events]\nbatch_rows = 1.5\n", "events.batch_rows", "expected an integer"),
         (ROOTS + "[events]\ntable = 'ev; drop'\n", "events.table", "plain SQL identifier"),
         (ROOTS + "[events]\nkinds = []\n", "events.kinds", "leave the key out"),
@@ -144,7 +148,15 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (REMOTE + "keep_local_days = -2\n", "remote.keep_local_days", "below -1"),
         (REMOTE + "site = 'a/b'\n", "remote.site", "plain folder name"),
         (REMOTE + "bytes_per_sec = 1\n", "remote.bytes_per_sec", "did you mean remote.bytes_per_s"),
-        (ROOTS + "[retention]\nfiles_days = 0\n", "retention.files_days", "use 1 or more"),
+        (ROOTS + "[retention]\nfiles_days = 0\n", "retention.files_days", "use 1 to 36500"),
+        (ROOTS + "hold_days = nan\n", "hold_days", "nan is not a number (use 0 to 36500)"),
+        (ROOTS + "hold_days = 1e15\n", "hold_days", "is above 36500"),
+        (ROOTS + "[files]\nmin_age_days = inf\n", "files.min_age_days", "inf is above 36500"),
+        (
+            ROOTS + "[events]\nbusy_timeout_ms = 9223372036854775807\n",
+            "events.busy_timeout_ms",
+            "use 0 to 86400000",
+        ),
         (ROOTS + "[retention]\nevent_days = 9\n", "retention.event_days", "retention.events_days"),
         (ROOTS + "[retention.units]\nlogs = '7d'\n", "retention.units.logs", "a number"),
     ],
@@ -221,3 +233,85 @@ def test_a_world_readable_credential_is_warned_about_and_plain_configs_are_left_
     plain = write(site, ALERTING + '[alerts]\nwebhook = "https://hooks.example.com/coldkeep"\n')
     plain.chmod(0o666)  # nothing to run and nothing secret: not coldkeep's business
     assert load_settings(plain).warnings == ()
+
+
+# Every number the config holds, as TOML can write it: a key and the table it is in.
+NUMBERS = {
+    "hold_days": "",
+    "files.min_age_days": "",
+    "events.min_age_days": "",
+    "events.checkpoint_timeout_s": "",
+    "retention.files_days": "",
+    "retention.events_days": "",
+    "retention.units.logs": "",
+    "jobs.retention_days": "",
+    "jobs.stats.interval": "",
+    "jobs.verify.max_duration": "",
+    "jobs.pass.timeout": "",
+    "alerts.timeout": "",
+    "remote.keep_local_days": "url = 'file:remote'\n",
+}
+INTEGERS = {
+    "files.bundle_below": "",
+    "files.bundle_bytes": "",
+    "events.batch_rows": "",
+    "events.busy_timeout_ms": "",
+    "events.checkpoint_every": "",
+    "events.checkpoint_wal_bytes": "",
+    "io.bytes_per_s": "",
+    "io.workers": "",
+    "jobs.retention_rows": "",
+    "remote.bytes_per_s": "url = 'file:remote'\n",
+}
+
+
+def _with(key: str, value: str, extra: str) -> str:
+    table, _, name = key.rpartition(".")
+    head = f"[{table}]\n{extra}" if table else ""
+    return f'live_root = "live"\narchive_root = "archive"\n{head}{name} = {value}\n'
+
+
+def _toml(value: float) -> str:
+    return "nan" if math.isnan(value) else repr(value)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(NUMBERS)), value=st.floats() | st.floats(1e5, 1e308))
+@example(key="hold_days", value=1e15)
+@example(key="remote.keep_local_days", value=math.nan)
+def test_every_number_is_finite_and_bounded_or_refused_in_one_line(
+    site: Path, key: str, value: float
+) -> None:
+    path = write(site, _with(key, _toml(value), NUMBERS[key]))
+    try:
+        cfg = load_settings(path)
+    except ConfigError as err:
+        said = str(err)
+        assert "\n" not in said and said.startswith(f"{path}: {key}: "), said
+        if not math.isfinite(value) or abs(value) > 36_500:
+            assert " to 36500)" in said or " to 31536000)" in said, said  # the range
+        return
+    assert math.isfinite(value)
+    days = abs(value) if key.endswith(("_days", ".logs")) else abs(value) / 86_400
+    assert days <= 36_500, f"{key} = {value} accepted"
+    # What it is turned into later: milliseconds in SQLite, a date.
+    assert days * 86_400_000 < 2**62
+    assert (datetime.now(UTC) + timedelta(days=days)).year <= 9999
+    assert cfg is not None
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    key=st.sampled_from(sorted(INTEGERS)),
+    value=st.integers(-(2**63), 2**63 - 1) | st.integers(2**53, 2**63 - 1),
+)
+@example(key="events.batch_rows", value=2**60)
+def test_every_integer_is_bounded_or_refused_in_one_line(site: Path, key: str, value: int) -> None:
+    path = write(site, _with(key, str(value), INTEGERS[key]))
+    try:
+        load_settings(path)
+    except ConfigError as err:
+        said = str(err)
+        assert "\n" not in said and said.startswith(f"{path}: {key}: "), said
+        return
+    assert 0 <= value <= 2**53, f"{key} = {value} accepted"

@@ -390,3 +390,111 @@ async def test_the_size_trigger_counts_frames_not_yet_checkpointed(roots: Roots)
     # Each batch writes ~64 KiB of WAL: about one checkpoint every four batches.
     assert report.batches >= 40 and report.wal_peak > 256 * 1024
     assert 2 <= len(ran) <= report.batches // 3, (len(ran), report.batches)
+
+
+def _counts(db: Path, *tables: str) -> list[int]:
+    with sqlite3.connect(db) as live:
+        return [live.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables]
+
+
+def _with_a_cleanup_trigger(db: Path) -> None:
+    """An application's table of rows that belong to events, and the trigger that
+    cleans it when the application deletes an event."""
+    with sqlite3.connect(db) as live:
+        live.execute("CREATE TABLE deliveries (id INTEGER PRIMARY KEY, event_id INTEGER)")
+        live.execute("INSERT INTO deliveries (event_id) SELECT id FROM events")
+        live.execute(
+            "CREATE TRIGGER events_cleanup AFTER DELETE ON events "
+            "BEGIN DELETE FROM deliveries WHERE event_id = old.id; END"
+        )
+
+
+async def test_a_trigger_on_the_events_table_refuses_the_move_unless_told_to_fire(
+    roots: Roots, db: Path
+) -> None:
+    _with_a_cleanup_trigger(db)
+    before = _counts(db, "events", "deliveries")
+    with pytest.raises(EventsError) as refused:
+        await move(roots)
+    line = str(refused.value)
+    assert "\n" not in line and "events_cleanup (AFTER DELETE)" in line, line
+    assert 'events.triggers = "fire"' in line, line
+    assert _counts(db, "events", "deliveries") == before, "nothing deleted anywhere"
+    assert not list(roots.layout.events.glob("*.db")), "nothing copied"
+
+    report = await move(roots, settings(roots, triggers="fire"))
+    assert report.moved > 0
+    events, deliveries = _counts(db, "events", "deliveries")
+    assert events == deliveries == before[0] - report.moved, "the operator's triggers ran"
+
+
+@pytest.mark.parametrize("action", ["CASCADE", "SET NULL", "NO ACTION"])
+async def test_a_foreign_key_to_the_events_table_refuses_the_move_unless_told(
+    roots: Roots, db: Path, action: str
+) -> None:
+    with sqlite3.connect(db) as live:
+        live.execute(
+            "CREATE TABLE replies (id INTEGER PRIMARY KEY, event_id INTEGER "
+            f"REFERENCES events (id) ON DELETE {action})"
+        )
+        live.execute("INSERT INTO replies (event_id) SELECT id FROM events")
+    before = _counts(db, "events", "replies")
+    with pytest.raises(EventsError) as refused:
+        await move(roots)
+    line = str(refused.value)
+    assert f"replies.event_id (ON DELETE {action})" in line, line
+    assert _counts(db, "events", "replies") == before
+    assert not list(roots.layout.events.glob("*.db"))
+
+    # Ignored: enforcement stays off, the referencing rows keep their values.
+    report = await move(roots, settings(roots, foreign_keys="ignore"))
+    assert report.moved > 0
+    assert _counts(db, "events", "replies") == [before[0] - report.moved, before[1]]
+    with sqlite3.connect(db) as live:
+        assert live.execute("SELECT count(*) FROM replies WHERE event_id IS NULL").fetchone() == (
+            0,
+        )
+
+
+async def test_foreign_keys_told_to_fire_run_their_on_delete_actions(
+    roots: Roots, db: Path
+) -> None:
+    with sqlite3.connect(db) as live:
+        live.execute(
+            "CREATE TABLE replies (id INTEGER PRIMARY KEY, event_id INTEGER "
+            "REFERENCES events (id) ON DELETE CASCADE)"
+        )
+        live.execute("INSERT INTO replies (event_id) SELECT id FROM events")
+    before = _counts(db, "events", "replies")
+    report = await move(roots, settings(roots, foreign_keys="fire"))
+    assert report.moved > 0
+    assert _counts(db, "events", "replies") == [before[0] - report.moved] * 2
+
+
+async def test_an_insert_trigger_refuses_a_restore_of_rows_unless_told_to_fire(
+    roots: Roots, db: Path
+) -> None:
+    moved = (await move(roots)).moved
+    with sqlite3.connect(db) as live:
+        live.execute("CREATE TABLE outbox (event_id INTEGER)")
+        live.execute(
+            "CREATE TRIGGER notify AFTER INSERT ON events "
+            "BEGIN INSERT INTO outbox VALUES (new.id); END"
+        )
+    before = _counts(db, "events", "outbox")
+    async with await Manifest.open(roots.layout.manifest) as m:
+        with pytest.raises(EventsError, match=r"trigger notify \(AFTER INSERT\)"):
+            await restore_events(
+                settings(roots), roots.layout.events, m, kinds=None, months=None, grace_days=1
+            )
+        assert _counts(db, "events", "outbox") == before, "nothing inserted, nothing sent"
+        back = await restore_events(
+            settings(roots, triggers="fire"),
+            roots.layout.events,
+            m,
+            kinds=None,
+            months=None,
+            grace_days=1,
+        )
+    assert back.restored == moved
+    assert _counts(db, "events", "outbox") == [before[0] + moved, moved]

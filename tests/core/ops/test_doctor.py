@@ -40,6 +40,8 @@ CHECKS = [
     "live_db",
     "events_index",
     "events_kinds",
+    "events_triggers",
+    "events_foreign_keys",
     "remote",
     "tools",
 ]
@@ -223,6 +225,34 @@ async def test_an_index_led_by_kind_and_ts_is_enough(site: Path) -> None:
     conn.close()
     f = by_check(await diagnose(site))["events_index"]
     assert f.level == "ok" and "longer" in f.found
+
+
+async def test_triggers_and_foreign_keys_on_the_events_table_are_reported(site: Path) -> None:
+    db = site.parent / "state.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE deliveries (event_id INTEGER REFERENCES events (id))")
+        conn.execute(
+            "CREATE TRIGGER events_cleanup AFTER DELETE ON events "
+            "BEGIN DELETE FROM deliveries WHERE event_id = old.id; END"
+        )
+        conn.execute("CREATE TRIGGER events_count AFTER INSERT ON events BEGIN SELECT 1; END")
+    conn.close()
+    findings = await diagnose(site)
+    f = problems(findings)
+    assert set(f) == {"events_triggers", "events_foreign_keys"}
+    assert f["events_triggers"].level == f["events_foreign_keys"].level == "fail"
+    assert f["events_triggers"].found == (
+        "on table events, events_cleanup (AFTER DELETE) fire on the move's DELETE; "
+        "events_count (AFTER INSERT) on a restore's INSERT: the event phase and "
+        "restore-events refused"
+    )
+    assert "deliveries.event_id (ON DELETE NO ACTION)" in f["events_foreign_keys"].found
+    assert exit_code(findings) == 1
+
+    text = site.read_text()
+    site.write_text(text.replace("[events]\n", '[events]\ntriggers = "fire"\n', 1))
+    f = problems(await diagnose(site))
+    assert f["events_triggers"].level == "warn" and "events.triggers" in f["events_triggers"].found
 
 
 # the remote ----------------------------------------------------------------------

@@ -112,7 +112,16 @@ class InFlightPane(Pane):
         except Exception as err:
             known = explain(err)
             if known is None:
-                raise  # a bug: the worker's error shows it whole
+                # A bug: the operator is told it ended, and how; the worker
+                # keeps the error with its traceback (Textual's log shows it).
+                self.post_message(
+                    OperationFailed(
+                        name,
+                        f"stopped on an unexpected error: {type(err).__name__}: {err} "
+                        "(a bug: please report it)",
+                    )
+                )
+                raise
             self.post_message(OperationFailed(name, known[1]))
 
     @work(exclusive=True, group="attach", exit_on_error=False)
