@@ -91,7 +91,7 @@ from .ops.passes import (
     planned_summary,
 )
 from .ops.plan import Plan, PlanReport, make_plan
-from .ops.session import Operation, Session, Sessions, StepFeed
+from .ops.session import Operation, Session, Sessions, StepFeed, open_manifest
 from .ops.status import Status, read_status
 from .remote.fetch import remote_reader
 from .remote.rebuild import FromRemoteReport, fetch_lost_months
@@ -474,7 +474,7 @@ class Archiver:
                 await place(empty, at=self.clock(), origin=self.origin, months=local, ahead=ahead)
             root = self.settings.archive_root
             await asyncio.to_thread(ensure_dir, root, root=root)  # made on first use
-        async with await Manifest.open(self.layout.manifest) as manifest:
+        async with await open_manifest(self.layout, self.settings.live_root) as manifest:
             shipped = await RemoteObjects(manifest).latest_months()
             candidates = sorted(local.keys() | shipped.keys())
             gone = {m for m, _ in await expiry.expired_months(manifest, candidates)}
@@ -489,7 +489,7 @@ class Archiver:
     async def release_hold(self, hold_id: int) -> Hold:
         if await self._nothing_archived():  # no hold was placed: nothing to create
             raise legalholds.HoldError(f"there is no hold {hold_id} (no hold was ever placed here)")
-        async with await Manifest.open(self.layout.manifest) as manifest:
+        async with await open_manifest(self.layout, self.settings.live_root) as manifest:
             return await legalholds.release(manifest, hold_id, at=self.clock(), origin=self.origin)
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------
