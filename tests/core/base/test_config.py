@@ -244,19 +244,19 @@ def test_roots_reached_through_symlinks_are_refused_both_ways(site: Path) -> Non
     (site / "archive").mkdir()
     (site / "to-live").symlink_to(site / "live")
     (site / "to-archive").symlink_to(site / "archive")
-    with pytest.raises(ConfigError, match="archive_root: .* is inside live_root"):
+    with pytest.raises(ConfigError, match=r"archive_root: .* is inside live_root"):
         load_settings(write(site, 'live_root = "live"\narchive_root = "to-live/a"\n'))
     (site / "archive" / "live").mkdir()
-    with pytest.raises(ConfigError, match="live_root: .* is inside archive_root"):
+    with pytest.raises(ConfigError, match=r"live_root: .* is inside archive_root"):
         load_settings(write(site, 'live_root = "to-archive/live"\narchive_root = "archive"\n'))
-    with pytest.raises(ConfigError, match="remote.url: .* overlap"):
+    with pytest.raises(ConfigError, match=r"remote\.url: .* overlap"):
         load_settings(write(site, ROOTS + "[remote]\nurl = 'file:to-archive/r'\n"))
 
 
 def test_a_state_db_inside_archive_root_is_refused(site: Path) -> None:
     (site / "archive").mkdir()
     (site / "archive" / "app.db").write_bytes(b"")
-    with pytest.raises(ConfigError, match="state_db: .* is inside archive_root"):
+    with pytest.raises(ConfigError, match=r"state_db: .* is inside archive_root"):
         load_settings(write(site, ROOTS + 'state_db = "archive/app.db"\n'))
 
 
