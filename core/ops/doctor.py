@@ -2,7 +2,9 @@
 
 ``diagnose`` returns one ``Finding`` per check (ok, warn or fail, what was found,
 and for a problem what to do); it prints nothing. The checks: the config loads;
-live_root and archive_root are directories, and on which filesystem; the process
+live_root and archive_root are directories, and on which filesystem; the manifest
+is a SQLite database of a schema this coldkeep knows, passes ``quick_check``,
+belongs to this live tree and is not lost (base/site.py); the process
 can write where a pass writes (archive_root) and unlinks (the folders of the
 eligible files); the free space on archive_root against the backlog (the plan's
 own count, ``plan.make_plan``); the live DB is in WAL mode with an index on
@@ -24,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -41,6 +44,7 @@ from ..base.errors import RemoteError
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.ioerror import describe
 from ..base.layout import Layout
+from ..base.site import SiteError, check_site
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
 from ..events.eventschema import (
     EventSchema,
@@ -56,6 +60,7 @@ from ..files.scan import ScanError
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
 from ..store.manifest import Manifest, ManifestError
+from ..store.schema import SCHEMA_VERSION, version_problem
 from .plan import Plan, make_plan
 
 Level = Literal["ok", "warn", "fail"]
@@ -92,6 +97,7 @@ async def diagnose(config: Path) -> list[Finding]:
             + (f"; {said}" if said else ""),
         ),
         *await asyncio.to_thread(_roots, settings),
+        await asyncio.to_thread(_manifest, settings),
     ]
     plan, plan_error = await _backlog(settings)
     findings.append(await asyncio.to_thread(_live_write, settings, plan))
@@ -294,6 +300,48 @@ def _live_write(settings: Settings, plan: Plan | None) -> Finding:
             "run coldkeep as root or as the owner of those folders",
         )
     return Finding("live_write", "ok", f"writable: {scope}" if below else f"writable: {live}")
+
+
+# the manifest ------------------------------------------------------------------
+
+
+def _manifest(settings: Settings) -> Finding:
+    """The manifest a pass would open: one this coldkeep can use (SQLite, a
+    schema it knows, ``PRAGMA quick_check`` clean), the archive's own live tree,
+    and not lost (base/site.py). Read-only: the file is opened ``mode=ro``."""
+    layout = Layout(settings.archive_root)
+    try:
+        check_site(layout, settings.live_root)
+    except SiteError as err:
+        return Finding("manifest", "fail", str(err))
+    path = layout.manifest
+    if not path.exists():
+        return Finding("manifest", "ok", f"{path}: none yet (the first pass creates it)")
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        ) as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            newer = version_problem(path, version, readonly=False)
+            if newer is not None:
+                return Finding("manifest", "fail", newer)
+            said = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.Error as err:
+        return Finding(
+            "manifest",
+            "fail",
+            f"{path} cannot be read as a SQLite database: {err}",
+            "move it aside and run coldkeep rebuild-manifest (or rebuild-manifest --from-remote)",
+        )
+    if said != ["ok"]:
+        return Finding(
+            "manifest",
+            "fail",
+            f"{path} is damaged: PRAGMA quick_check says {'; '.join(said)}",
+            "move it aside and run coldkeep rebuild-manifest (or rebuild-manifest --from-remote)",
+        )
+    older = "" if version == SCHEMA_VERSION else "; the next pass migrates it"
+    return Finding("manifest", "ok", f"{path}: schema version {version}, quick_check ok{older}")
 
 
 # the backlog and the room for it ----------------------------------------------

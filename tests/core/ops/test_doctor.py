@@ -24,6 +24,7 @@ from coldkeep.core.base.space import RESERVE_BYTES
 from coldkeep.core.ops import doctor
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.doctor import Finding, diagnose, filesystem_of
+from coldkeep.core.store.schema import SCHEMA_VERSION
 from coldkeep.tui.cli.doctor import exit_code
 
 from helpers import COLDKEEP, ck
@@ -35,6 +36,7 @@ CHECKS = [
     "live_root",
     "archive_root",
     "archive_write",
+    "manifest",
     "live_write",
     "space",
     "live_db",
@@ -188,6 +190,63 @@ async def test_too_little_room_warns_and_none_fails(
     f = by_check(findings)["space"]
     assert f.level == "fail" and "the filesystem is full" in f.found
     assert exit_code(findings) == 1
+
+
+# the manifest ---------------------------------------------------------------------
+
+
+def _manifest_at_version(site: Path, version: int) -> Path:
+    db = site.parent / "archive" / "coldkeep.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    return db
+
+
+def test_a_manifest_from_a_newer_coldkeep_is_not_ready_for_a_pass(site: Path) -> None:
+    db = _manifest_at_version(site, SCHEMA_VERSION + 1)
+    run = ck(site.parent, "doctor", check=1)
+    assert "ready for a pass" not in run.stdout
+    line = next(x for x in run.stdout.splitlines() if " manifest " in x)
+    assert line.startswith("FAIL") and str(db) in line and "upgrade coldkeep" in line
+
+
+async def test_a_manifest_that_is_not_sqlite_or_is_damaged_fails(site: Path) -> None:
+    db = site.parent / "archive" / "coldkeep.db"
+    db.write_bytes(b"this is not a database" * 300)
+    f = problems(await diagnose(site))
+    assert f["manifest"].level == "fail" and str(db) in f["manifest"].found
+    assert "cannot be read as a SQLite database" in f["manifest"].found
+    assert "rebuild-manifest" in f["manifest"].fix
+    db.unlink()
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA page_size = 1024")
+        conn.execute("CREATE TABLE t (x TEXT)")
+        conn.execute("CREATE INDEX t_x ON t (x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(f"row {i:05d}" * 4,) for i in range(4000)])
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 't_x'").fetchone()[0]
+    conn.close()
+    with db.open("r+b") as out:  # the index's root page overwritten
+        out.seek((root - 1) * 1024)
+        out.write(b"\xff" * 1024)
+    findings = await diagnose(site)
+    f = problems(findings)
+    assert f["manifest"].level == "fail" and "quick_check" in f["manifest"].found
+    assert exit_code(findings) == 1
+
+
+async def test_a_lost_manifest_and_another_trees_archive_fail(site: Path) -> None:
+    archive, live = site.parent / "archive", (site.parent / "live").resolve()
+    record = archive / "coldkeep.site"
+    record.write_text(json.dumps({"live_root": str(live), "dev": 0, "ino": 0}))
+    f = problems(await diagnose(site))
+    assert f["manifest"].level == "fail"
+    assert "is missing" in f["manifest"].found and "rebuild-manifest" in f["manifest"].found
+    record.write_text('{"live_root": "/x", "dev": 0, "ino": 0}\n')
+    f = problems(await diagnose(site))
+    assert f["manifest"].level == "fail"
+    assert "belongs to the live tree /x" in f["manifest"].found
 
 
 # the live database ----------------------------------------------------------------
