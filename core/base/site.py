@@ -43,11 +43,15 @@ class SiteRecord:
     live_root: str  # resolved
     dev: int
     ino: int
+    beside: str | None = None  # live_root relative to the resolved archive_root
 
-    def is_tree(self, live_root: Path) -> bool:
-        """Whether ``live_root`` is the recorded tree: the same resolved path, or
-        the same directory reached another way."""
+    def is_tree(self, live_root: Path, archive_root: Path) -> bool:
+        """Whether ``live_root`` is the recorded tree: the same resolved path, the
+        same directory reached another way, or the tree and its archive moved (or
+        copied) together, the one where it was beside the other."""
         if os.path.realpath(live_root) == self.live_root:
+            return True
+        if self.beside is not None and _beside(live_root, archive_root) == self.beside:
             return True
         try:
             st = os.stat(live_root)
@@ -56,12 +60,22 @@ class SiteRecord:
         return (st.st_dev, st.st_ino) == (self.dev, self.ino)
 
 
+def _beside(live_root: Path, archive_root: Path) -> str:
+    return os.path.relpath(os.path.realpath(live_root), os.path.realpath(archive_root))
+
+
 def read_site(layout: Layout) -> SiteRecord | None:
     """The archive's record, or None where none was written yet."""
     path = layout.site
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return SiteRecord(str(data["live_root"]), int(data["dev"]), int(data["ino"]))
+        beside = data.get("beside")
+        return SiteRecord(
+            str(data["live_root"]),
+            int(data["dev"]),
+            int(data["ino"]),
+            None if beside is None else str(beside),
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -89,7 +103,7 @@ def check_site(layout: Layout, live_root: Path) -> None:
     """Refuse (``SiteError``) an archive that belongs to another live tree, or
     whose manifest is gone while the archive shows it had one."""
     record = read_site(layout)
-    if record is not None and not record.is_tree(live_root):
+    if record is not None and not record.is_tree(live_root, layout.root):
         raise SiteError(
             f"{layout.root} belongs to the live tree {record.live_root}, not to {live_root} "
             f"(this config's live_root): give this config an archive_root of its own; if the "
@@ -116,7 +130,12 @@ def record_site(layout: Layout, live_root: Path) -> None:
     fsync_dir(root, root=root)  # the manifest's name first: the record vouches for it
     st = os.stat(live_root)
     body = json.dumps(
-        {"live_root": os.path.realpath(live_root), "dev": st.st_dev, "ino": st.st_ino},
+        {
+            "live_root": os.path.realpath(live_root),
+            "dev": st.st_dev,
+            "ino": st.st_ino,
+            "beside": _beside(live_root, root),
+        },
         sort_keys=True,
     )
     tmp = layout.site.with_name(f"{layout.site.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")

@@ -5,6 +5,7 @@ fresh empty one without the operator saying so."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,15 @@ async def test_the_first_pass_writes_the_record(roots: Roots) -> None:
     roots.layout.site.write_text("{not json")
     with pytest.raises(SiteError, match="cannot be read"):
         check_site(roots.layout, roots.live)
+
+
+async def test_a_site_copied_whole_keeps_working_where_it_lands(roots: Roots) -> None:
+    """The live tree and its archive moved together (a restore of the host from
+    a backup, to another path): still one site."""
+    roots.write("app/a.jsonl", jsonl(30, seed=4))
+    await Archiver(settings_for(roots, roots.live)).run_pass()
+    copy = roots.base.with_name(roots.base.name + "-copy")
+    shutil.copytree(roots.base, copy / "site", symlinks=True)
+    moved = Roots(copy / "site", copy / "site" / "live", copy / "site" / "archive")
+    report = await Archiver(settings_for(moved, moved.live)).restore(Selection(unit="app"))
+    assert not report.failed and (moved.live / "app" / "a.jsonl").exists()
