@@ -30,6 +30,7 @@ from ..base.ratelimit import RateLimiter
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 from .connect import connected
+from .marker import check_marker
 from .objectstore import ObjectStore
 
 
@@ -111,6 +112,7 @@ async def remote_reader(
         return
     await asyncio.to_thread(clear_scratch, layout)
     async with connected(remote) as store:
+        await check_marker(store, RemoteObjects(manifest), remote.site, layout, may_write=False)
         yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
 
 
