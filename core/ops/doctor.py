@@ -58,8 +58,10 @@ from ..events.eventschema import (
 )
 from ..files.scan import ScanError
 from ..remote.connect import connected
+from ..remote.marker import RemoteUnmounted, check_marker
 from ..remote.objectstore import ObjectStore
 from ..store.manifest import Manifest, ManifestError
+from ..store.remoteobjects import RemoteObjects
 from ..store.schema import SCHEMA_VERSION, version_problem
 from .plan import Plan, make_plan
 
@@ -546,16 +548,29 @@ async def _remote(settings: Settings) -> Finding:
         return Finding("remote", "ok", "no [remote]: nothing to check")
     if remote.folder is not None:
         missing = await asyncio.to_thread(_remote_folder, remote.folder)
+        shipped = await _shipped(settings) if missing is not None else 0
+        if shipped and missing is not None and missing.level == "warn":
+            return Finding(
+                "remote",
+                "fail",
+                f"the remote folder {remote.folder.as_uri()} has no marker: is its disk "
+                f"mounted? ({remote.folder} does not exist, and {shipped} objects are "
+                "recorded as shipped there)",
+                "mount its disk, or fix remote.url",
+            )
         if missing is not None:
             return missing
     async with connected(remote) as store:
         try:
             conditional = await store.refuses_overwrite()
             await _probe_write(store)
+            unmounted = await _unmounted(settings, store)
         except RemoteError as err:  # RemoteAuthError too: its line says what to do
             return Finding("remote", "fail", str(err))
         except OSError as err:  # the local probe file, before any request
             return Finding("remote", "fail", f"the probe could not be prepared: {err}")
+    if unmounted is not None:
+        return Finding("remote", "fail", unmounted, "mount its disk, or fix remote.url")
     found = f"{store.url} answers: a probe object was written and deleted"
     if not conditional:
         return Finding(
@@ -566,6 +581,39 @@ async def _remote(settings: Settings) -> Finding:
             "the archive lock",
         )
     return Finding("remote", "ok", f"{found}; it refuses to overwrite an existing key")
+
+
+async def _shipped(settings: Settings) -> int:
+    """How many objects the manifest records as shipped (0 without one that opens)."""
+    try:
+        manifest = await Manifest.open_existing(Layout(settings.archive_root).manifest)
+    except (ManifestError, sqlite3.Error):
+        return 0
+    if manifest is None:
+        return 0
+    async with manifest:
+        return await RemoteObjects(manifest).count_under("")
+
+
+async def _unmounted(settings: Settings, store: ObjectStore) -> str | None:
+    """Why a ship would stop at the remote marker (remote/marker.py), or None;
+    the manifest read-only (one that cannot be opened is the manifest line's)."""
+    assert settings.remote is not None
+    layout = Layout(settings.archive_root)
+    try:
+        manifest = await Manifest.open_existing(layout.manifest)
+    except (ManifestError, sqlite3.Error):
+        return None
+    if manifest is None:
+        return None
+    async with manifest:
+        try:
+            await check_marker(
+                store, RemoteObjects(manifest), settings.remote.site, layout, may_write=False
+            )
+        except RemoteUnmounted as err:
+            return str(err)
+    return None
 
 
 # tools ------------------------------------------------------------------------

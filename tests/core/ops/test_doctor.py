@@ -305,6 +305,27 @@ async def test_a_missing_remote_folder_is_said_not_made(site: Path) -> None:
     assert not (site.parent / "remote").exists()
 
 
+def test_a_remote_that_has_shipped_and_lost_its_marker_fails(site: Path) -> None:
+    """After a ship, the remote's disk unmounted: gone, or an empty mount point."""
+    remote = site.parent / "remote"
+    ck(site.parent, "pass")
+    ck(site.parent, "ship")
+    remote.rename(site.parent / "remote-disk")
+    for empty_mount_point in (False, True):
+        if empty_mount_point:
+            remote.mkdir()
+        run = ck(site.parent, "doctor", "--json", check=1)
+        f = {x["check"]: x for x in json.loads(run.stdout)["result"]["findings"]}["remote"]
+        assert f["level"] == "fail", f
+        assert "has no marker: is its disk mounted?" in f["found"]
+        assert remote.exists() == empty_mount_point
+    remote.rmdir()
+    (site.parent / "remote-disk").rename(remote)
+    run = ck(site.parent, "doctor", "--json", check=None)
+    f = {x["check"]: x for x in json.loads(run.stdout)["result"]["findings"]}["remote"]
+    assert f["level"] == "ok", f
+
+
 @pytest.fixture
 def s3_site(site: Path, s3: S3Site) -> Iterator[Path]:
     with_remote(
