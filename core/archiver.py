@@ -57,6 +57,7 @@ from .base.errors import UsageError
 from .base.fsutil import ensure_dir
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter
+from .base.site import check_site
 from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
@@ -208,8 +209,12 @@ class Archiver:
     async def _nothing_archived(self) -> bool:
         """No coldkeep.db yet: a site no pass has run on (or one whose manifest
         was lost: rebuild-manifest). A command that would only read the archive
-        says so and writes nothing: not the archive_root, not the lock."""
-        return not await asyncio.to_thread(self.layout.manifest.exists)
+        says so and writes nothing: not the archive_root, not the lock. A lost
+        manifest (base/site.py) is refused as such, never taken for a new site."""
+        if await asyncio.to_thread(self.layout.manifest.exists):
+            return False
+        await asyncio.to_thread(check_site, self.layout, self.settings.live_root)
+        return True
 
     async def status(self) -> Status:
         """What is archived, who holds the lock, the last passes."""

@@ -120,3 +120,15 @@ async def test_a_site_copied_whole_keeps_working_where_it_lands(roots: Roots) ->
     moved = Roots(copy / "site", copy / "site" / "live", copy / "site" / "archive")
     report = await Archiver(settings_for(moved, moved.live)).restore(Selection(unit="app"))
     assert not report.failed and (moved.live / "app" / "a.jsonl").exists()
+
+
+async def test_a_restore_from_a_lost_manifest_says_so_instead_of_nothing_archived(
+    roots: Roots,
+) -> None:
+    roots.write("app/a.jsonl", jsonl(30, seed=5))
+    archiver = Archiver(settings_for(roots, roots.live))
+    await archiver.run_pass()
+    roots.layout.manifest.unlink()
+    for attempt in (archiver.restore(Selection(unit="app")), archiver.verify()):
+        with pytest.raises(SiteError, match="rebuild-manifest"):
+            await attempt
