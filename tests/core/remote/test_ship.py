@@ -433,14 +433,18 @@ async def test_a_remote_folder_whose_disk_is_gone_stops_ship_verify_and_restore(
     os.utime(late, (1, 1))
     assert (await ck.run_pass()).files.archived == 1
     archive_before = sorted(p for p in (site.parent / "archive" / "files").rglob("*"))
-    for attempt in (ck.ship(), ck.verify_remote(), ck.restore(Selection(unit=unit.name))):
+    said = f"the remote folder {remote.as_uri()} has no marker: is its disk mounted?"
+    for attempt in (ck.ship(), ck.verify_remote()):
         with pytest.raises(RemoteUnmounted) as err:
             await attempt
-        message = str(err.value)
-        assert "\n" not in message
-        assert f"the remote folder {remote.as_uri()} has no marker: is its disk mounted?" in (
-            message
-        )
+        assert "\n" not in str(err.value) and said in str(err.value)
+    # A restore gives back what is local and refuses each remote-only file alike.
+    out = site.parent / "out"
+    restored = await ck.restore(Selection(unit=unit.name), to=out)
+    assert restored.failed and restored.counts.get("restored") == 1
+    refused = [f for f in restored.files if f.result == "error"]
+    assert refused and all(said in f.detail for f in refused)
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["late.jsonl"]
     assert remote.exists() == mount_point, "the folder is not made again"
     assert not mount_point or list(remote.iterdir()) == []
     assert sorted(p for p in (site.parent / "archive" / "files").rglob("*")) == archive_before
