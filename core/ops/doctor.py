@@ -316,6 +316,8 @@ def _manifest(settings: Settings) -> Finding:
         check_site(layout, settings.live_root)
     except SiteError as err:
         return Finding("manifest", "fail", str(err))
+    except OSError as err:
+        return Finding("manifest", "fail", f"{layout.root} cannot be read: {err}")
     path = layout.manifest
     if not path.exists():
         return Finding("manifest", "ok", f"{path}: none yet (the first pass creates it)")
