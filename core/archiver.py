@@ -58,6 +58,7 @@ from .base.errors import UsageError
 from .base.fsutil import ensure_dir
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter
+from .base.site import check_site
 from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
@@ -94,7 +95,7 @@ from .ops.passes import (
     planned_summary,
 )
 from .ops.plan import Plan, PlanReport, make_plan
-from .ops.session import Operation, Session, Sessions, StepFeed
+from .ops.session import Operation, Session, Sessions, StepFeed, open_manifest
 from .ops.status import Status, read_status
 from .remote.fetch import remote_reader
 from .remote.rebuild import FromRemoteReport, fetch_lost_months
@@ -211,8 +212,12 @@ class Archiver:
     async def _nothing_archived(self) -> bool:
         """No coldkeep.db yet: a site no pass has run on (or one whose manifest
         was lost: rebuild-manifest). A command that would only read the archive
-        says so and writes nothing: not the archive_root, not the lock."""
-        return not await asyncio.to_thread(self.layout.manifest.exists)
+        says so and writes nothing: not the archive_root, not the lock. A lost
+        manifest (base/site.py) is refused as such, never taken for a new site."""
+        if await asyncio.to_thread(self.layout.manifest.exists):
+            return False
+        await asyncio.to_thread(check_site, self.layout, self.settings.live_root)
+        return True
 
     async def status(self) -> Status:
         """What is archived, who holds the lock, the last passes."""
@@ -490,7 +495,7 @@ class Archiver:
                 await place(empty, at=self.clock(), origin=self.origin, months=local, ahead=ahead)
             root = self.settings.archive_root
             await asyncio.to_thread(ensure_dir, root, root=root)  # made on first use
-        async with await Manifest.open(self.layout.manifest) as manifest:
+        async with await open_manifest(self.layout, self.settings.live_root) as manifest:
             shipped = await RemoteObjects(manifest).latest_months()
             candidates = sorted(local.keys() | shipped.keys())
             gone = {m for m, _ in await expiry.expired_months(manifest, candidates)}
@@ -505,7 +510,7 @@ class Archiver:
     async def release_hold(self, hold_id: int) -> Hold:
         if await self._nothing_archived():  # no hold was placed: nothing to create
             raise legalholds.HoldError(f"there is no hold {hold_id} (no hold was ever placed here)")
-        async with await Manifest.open(self.layout.manifest) as manifest:
+        async with await open_manifest(self.layout, self.settings.live_root) as manifest:
             return await legalholds.release(manifest, hold_id, at=self.clock(), origin=self.origin)
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------

@@ -6,8 +6,12 @@ Invariants:
   what is wrong and how to fix it. Nothing runs on a config that did not load.
 - Relative paths are relative to the config file's directory, resolved once here;
   every path in ``Settings`` is absolute.
-- ``archive_root`` and ``live_root`` never nest (either way): a pass would otherwise
-  archive its own archive, or sweep the application's files as leftovers.
+- ``archive_root`` and ``live_root`` never nest (either way), a ``file://`` remote
+  folder overlaps neither, and ``state_db`` is not inside ``archive_root``: a pass
+  would otherwise archive its own archive, sweep the application's files as
+  leftovers, or ship into the live tree. Overlap is judged by what the
+  directories are (links resolved, (st_dev, st_ino) compared), not by their
+  spelling, so a symlink or a bind mount cannot hide it.
 """
 
 from __future__ import annotations
@@ -344,7 +348,7 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     if not retention.configured:  # everything kept for ever: nothing to expire
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "expire"})
 
-    _check_roots_apart(file, live_root, archive_root)
+    _check_roots_apart(file, live_root, archive_root, state_db)
     if remote is not None and remote.folder is not None:
         _check_remote_apart(file, remote.folder, live_root, archive_root)
     return Settings(
@@ -696,7 +700,7 @@ def _check_remote_apart(file: Path, remote: Path, live: Path, archive: Path) -> 
     """A file:// remote in live_root would be archived by the next pass; in
     archive_root it would share the fate the remote tier exists to escape."""
     for name, root in (("live_root", live), ("archive_root", archive)):
-        if remote.is_relative_to(root) or root.is_relative_to(remote):
+        if is_inside(remote, root) or is_inside(root, remote):
             raise ConfigError(
                 file,
                 "remote.url",
@@ -705,22 +709,52 @@ def _check_remote_apart(file: Path, remote: Path, live: Path, archive: Path) -> 
             )
 
 
-def _check_roots_apart(file: Path, live: Path, archive: Path) -> None:
-    live_r, archive_r = live.resolve(), archive.resolve()
-    if live_r == archive_r or live_r in archive_r.parents:
+def _check_roots_apart(file: Path, live: Path, archive: Path, state_db: Path | None) -> None:
+    if is_inside(archive, live):
         raise ConfigError(
             file,
             "archive_root",
             f"{archive} is inside live_root {live}",
             "put the archive outside the live tree",
         )
-    if archive_r in live_r.parents:
+    if is_inside(live, archive):
         raise ConfigError(
             file,
             "live_root",
             f"{live} is inside archive_root {archive}",
             "put the archive outside the live tree",
         )
+    if state_db is not None and is_inside(state_db, archive):
+        raise ConfigError(
+            file,
+            "state_db",
+            f"{state_db} is inside archive_root {archive}",
+            "keep the application's database outside the archive",
+        )
+
+
+def is_inside(inner: Path, outer: Path) -> bool:
+    """Whether ``inner`` is ``outer`` or lies beneath it, by what the directories
+    are rather than how they are spelled: links resolved, and each directory from
+    ``inner`` (its nearest existing one, where it does not exist yet) up to ``/``
+    compared with ``outer`` by (st_dev, st_ino), which a bind mount or a second
+    path to the same directory cannot hide."""
+    inner_r, outer_r = Path(os.path.realpath(inner)), Path(os.path.realpath(outer))
+    if inner_r.is_relative_to(outer_r):
+        return True
+    try:
+        st = os.stat(outer_r)
+    except OSError:
+        return False  # not there: nothing existing lies inside it yet
+    target = (st.st_dev, st.st_ino)
+    for folder in (inner_r, *inner_r.parents):
+        try:
+            here = os.stat(folder)
+        except OSError:
+            continue  # not created yet: its nearest existing parent decides
+        if (here.st_dev, here.st_ino) == target:
+            return True
+    return False
 
 
 def _plain(x: float) -> str:

@@ -1,6 +1,7 @@
 """Where things live under ``archive_root``, and the containment rules for paths.
 
     <archive_root>/coldkeep.db               the manifest and every table of coldkeep's (store/)
+    <archive_root>/coldkeep.site             the live tree the archive belongs to (site.py)
     <archive_root>/.lock                     the mutex (see lock.py)
     <archive_root>/.reserve                  room kept to record a full filesystem (space.py)
     <archive_root>/.coldkeep.sock            the attach socket of the lock's holder (ops/attach.py)
@@ -42,6 +43,7 @@ PARTIAL_SUFFIX = ".partial"
 RESTORE_PARTIAL_SUFFIX = ".restore-partial"
 GZ_SUFFIX = ".gz"
 MANIFEST_NAME = "coldkeep.db"
+SITE_NAME = "coldkeep.site"
 LOCK_NAME = ".lock"
 RESERVE_NAME = ".reserve"
 SOCKET_NAME = ".coldkeep.sock"
@@ -181,6 +183,10 @@ class Layout:
     @property
     def manifest(self) -> Path:
         return self.root / MANIFEST_NAME
+
+    @property
+    def site(self) -> Path:
+        return self.root / SITE_NAME
 
     @property
     def lock(self) -> Path:

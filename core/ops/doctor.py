@@ -2,7 +2,9 @@
 
 ``diagnose`` returns one ``Finding`` per check (ok, warn or fail, what was found,
 and for a problem what to do); it prints nothing. The checks: the config loads;
-live_root and archive_root are directories, and on which filesystem; the process
+live_root and archive_root are directories, and on which filesystem; the manifest
+is a SQLite database of a schema this coldkeep knows, passes ``quick_check``,
+belongs to this live tree and is not lost (base/site.py); the process
 can write where a pass writes (archive_root) and unlinks (the folders of the
 eligible files); the free space on archive_root against the backlog (the plan's
 own count, ``plan.make_plan``); the live DB is in WAL mode with an index on
@@ -24,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -41,6 +44,7 @@ from ..base.errors import RemoteError
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.ioerror import describe
 from ..base.layout import Layout
+from ..base.site import SiteError, check_site
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
 from ..events.eventschema import (
     DeleteEffects,
@@ -56,8 +60,11 @@ from ..events.eventschema import (
 )
 from ..files.scan import ScanError
 from ..remote.connect import connected
+from ..remote.marker import RemoteUnmounted, check_marker
 from ..remote.objectstore import ObjectStore
 from ..store.manifest import Manifest, ManifestError
+from ..store.remoteobjects import RemoteObjects
+from ..store.schema import SCHEMA_VERSION, version_problem
 from .plan import Plan, make_plan
 
 Level = Literal["ok", "warn", "fail"]
@@ -94,6 +101,7 @@ async def diagnose(config: Path) -> list[Finding]:
             + (f"; {said}" if said else ""),
         ),
         *await asyncio.to_thread(_roots, settings),
+        await asyncio.to_thread(_manifest, settings),
     ]
     plan, plan_error = await _backlog(settings)
     findings.append(await asyncio.to_thread(_live_write, settings, plan))
@@ -296,6 +304,50 @@ def _live_write(settings: Settings, plan: Plan | None) -> Finding:
             "run coldkeep as root or as the owner of those folders",
         )
     return Finding("live_write", "ok", f"writable: {scope}" if below else f"writable: {live}")
+
+
+# the manifest ------------------------------------------------------------------
+
+
+def _manifest(settings: Settings) -> Finding:
+    """The manifest a pass would open: one this coldkeep can use (SQLite, a
+    schema it knows, ``PRAGMA quick_check`` clean), the archive's own live tree,
+    and not lost (base/site.py). Read-only: the file is opened ``mode=ro``."""
+    layout = Layout(settings.archive_root)
+    try:
+        check_site(layout, settings.live_root)
+    except SiteError as err:
+        return Finding("manifest", "fail", str(err))
+    except OSError as err:
+        return Finding("manifest", "fail", f"{layout.root} cannot be read: {err}")
+    path = layout.manifest
+    if not path.exists():
+        return Finding("manifest", "ok", f"{path}: none yet (the first pass creates it)")
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        ) as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            newer = version_problem(path, version, readonly=False)
+            if newer is not None:
+                return Finding("manifest", "fail", newer)
+            said = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.Error as err:
+        return Finding(
+            "manifest",
+            "fail",
+            f"{path} cannot be read as a SQLite database: {err}",
+            "move it aside and run coldkeep rebuild-manifest (or rebuild-manifest --from-remote)",
+        )
+    if said != ["ok"]:
+        return Finding(
+            "manifest",
+            "fail",
+            f"{path} is damaged: PRAGMA quick_check says {'; '.join(said)}",
+            "move it aside and run coldkeep rebuild-manifest (or rebuild-manifest --from-remote)",
+        )
+    older = "" if version == SCHEMA_VERSION else "; the next pass migrates it"
+    return Finding("manifest", "ok", f"{path}: schema version {version}, quick_check ok{older}")
 
 
 # the backlog and the room for it ----------------------------------------------
@@ -547,16 +599,29 @@ async def _remote(settings: Settings) -> Finding:
         return Finding("remote", "ok", "no [remote]: nothing to check")
     if remote.folder is not None:
         missing = await asyncio.to_thread(_remote_folder, remote.folder)
+        shipped = await _shipped(settings) if missing is not None else 0
+        if shipped and missing is not None and missing.level == "warn":
+            return Finding(
+                "remote",
+                "fail",
+                f"the remote folder {remote.folder.as_uri()} has no marker: is its disk "
+                f"mounted? ({remote.folder} does not exist, and {shipped} objects are "
+                "recorded as shipped there)",
+                "mount its disk, or fix remote.url",
+            )
         if missing is not None:
             return missing
     async with connected(remote) as store:
         try:
             conditional = await store.refuses_overwrite()
             await _probe_write(store)
+            unmounted = await _unmounted(settings, store)
         except RemoteError as err:  # RemoteAuthError too: its line says what to do
             return Finding("remote", "fail", str(err))
         except OSError as err:  # the local probe file, before any request
             return Finding("remote", "fail", f"the probe could not be prepared: {err}")
+    if unmounted is not None:
+        return Finding("remote", "fail", unmounted, "mount its disk, or fix remote.url")
     found = f"{store.url} answers: a probe object was written and deleted"
     if not conditional:
         return Finding(
@@ -567,6 +632,39 @@ async def _remote(settings: Settings) -> Finding:
             "the archive lock",
         )
     return Finding("remote", "ok", f"{found}; it refuses to overwrite an existing key")
+
+
+async def _shipped(settings: Settings) -> int:
+    """How many objects the manifest records as shipped (0 without one that opens)."""
+    try:
+        manifest = await Manifest.open_existing(Layout(settings.archive_root).manifest)
+    except (ManifestError, sqlite3.Error):
+        return 0
+    if manifest is None:
+        return 0
+    async with manifest:
+        return await RemoteObjects(manifest).count_under("")
+
+
+async def _unmounted(settings: Settings, store: ObjectStore) -> str | None:
+    """Why a ship would stop at the remote marker (remote/marker.py), or None;
+    the manifest read-only (one that cannot be opened is the manifest line's)."""
+    assert settings.remote is not None
+    layout = Layout(settings.archive_root)
+    try:
+        manifest = await Manifest.open_existing(layout.manifest)
+    except (ManifestError, sqlite3.Error):
+        return None
+    if manifest is None:
+        return None
+    async with manifest:
+        try:
+            await check_marker(
+                store, RemoteObjects(manifest), settings.remote.site, layout, may_write=False
+            )
+        except RemoteUnmounted as err:
+            return str(err)
+    return None
 
 
 # tools ------------------------------------------------------------------------

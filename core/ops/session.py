@@ -30,6 +30,7 @@ from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.lock import ArchiveLock, LockHeld
 from ..base.ratelimit import RateLimiter
+from ..base.site import check_site, record_site
 from ..base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from ..base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
 from ..base.stream import EventStream, FileStep, Finished, Started
@@ -69,6 +70,21 @@ class Session(Operation):
 
     manifest: Manifest = field(kw_only=True)
     mover: FileMover = field(kw_only=True)
+
+
+async def open_manifest(layout: Layout, live_root: Path) -> Manifest:
+    """The manifest of the archive at ``layout``, opened for writing (created on
+    an archive that never had one), once the archive is known to belong to
+    ``live_root`` and not to have lost its manifest (base/site.py); the record
+    of the live tree written when it is missing."""
+    await asyncio.to_thread(check_site, layout, live_root)
+    manifest = await Manifest.open(layout.manifest)
+    try:
+        await asyncio.to_thread(record_site, layout, live_root)
+    except BaseException:
+        await manifest.close()
+        raise
+    return manifest
 
 
 @asynccontextmanager
@@ -180,7 +196,7 @@ class Sessions:
                 wait=self.wait,
                 refused=partial(self._audit_refusal, command, args),
             ) as lock,
-            await Manifest.open(self.layout.manifest) as manifest,
+            await open_manifest(self.layout, self.settings.live_root) as manifest,
         ):
             audit_id = await self._begin(manifest, command, args)
             mover = self.mover(manifest, step=self.steps.hook())

@@ -30,6 +30,7 @@ from ..base.ratelimit import RateLimiter
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 from .connect import connected
+from .marker import RemoteUnmounted, check_marker
 from .objectstore import ObjectStore
 
 
@@ -71,6 +72,24 @@ class RemoteReader:
         self.objects = RemoteObjects(manifest)
         self.layout = layout
         self.limiter = limiter
+        self._marked = False  # the remote marker seen (or legacy objects): checked once
+        self._unmounted: RemoteUnmounted | None = None  # or found missing, once
+
+    async def _check_marker(self) -> None:
+        """Before the first read: the remote is the one shipped to (a folder whose
+        disk is not mounted is not). Not before: a restore of local copies alone
+        never asks the remote anything. Found missing, every later read is
+        refused with the same line, without asking again."""
+        if self._unmounted is not None:
+            raise self._unmounted
+        if self._marked:
+            return
+        try:
+            await check_marker(self.store, self.objects, self.site, self.layout, may_write=False)
+        except RemoteUnmounted as err:
+            self._unmounted = err
+            raise
+        self._marked = True
 
     async def source_of(self, entry: Entry) -> str | None:
         """Where ``entry``'s gzip is to be read: "local", "remote", or None if
@@ -86,6 +105,7 @@ class RemoteReader:
     @asynccontextmanager
     async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:
         """``entry``'s gzip alone in a scratch file, for the life of the block."""
+        await self._check_marker()
         key = f"{self.site}/{entry.gz_path}"
         span = entry.span
         if span is None:

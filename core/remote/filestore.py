@@ -11,6 +11,9 @@ Invariants:
   reading is the only proof of what is on its disk.
 - No key leaves the folder: every path is resolved beneath it, never through a
   link planted inside.
+- The folder is never created by an upload: only ``create_root`` makes it, when
+  the remote marker is first written (remote/marker.py). A folder that is gone
+  (a disk not mounted) fails every upload instead of filling the disk below.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ class FileStore(ObjectStore):
 
     def _put_new(self, key: str, src: Path) -> bool:
         dest = self._path(key)
-        self.root.mkdir(parents=True, exist_ok=True)  # the configured folder: links allowed
+        # The folder itself is made only with the remote marker (create_root): a
+        # folder that vanished is a disk not mounted, never one to make again.
         ensure_dir(dest.parent, root=self.root)
         tmp = dest.with_name(f"{dest.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
         out = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=self.root)
@@ -75,6 +79,10 @@ class FileStore(ObjectStore):
             unlink_if_present(tmp, root=self.root)
         fsync_dir(dest.parent, root=self.root)
         return placed == "renamed"
+
+    async def create_root(self) -> None:
+        # The configured folder: links on the way to it are the operator's.
+        await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
 
     async def head(self, key: str) -> ObjectInfo | None:
         try:

@@ -130,6 +130,10 @@ class ObjectStore(ABC):
         """Remove what uploads cut short under ``prefix`` left behind (only the
         archive lock's holder for that prefix calls it); how many."""
 
+    async def create_root(self) -> None:  # noqa: B027 - only a folder has one to make
+        """Make the place the store's keys live in, where that is a thing of its
+        own (a folder); only the remote marker's first write asks for it."""
+
     def take_notices(self) -> list[str]:
         """What the store learnt about the server that the operator should know
         (said once)."""

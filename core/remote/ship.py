@@ -44,6 +44,9 @@ Invariants:
 - A remote that cannot be used at all (``RemoteFatal``: unreachable,
   credentials, no bucket) stops the ship at the first object that meets it, in
   one line; what was not shipped stays pending, nothing is recorded for it.
+- Nothing is written, read back or dropped until the remote marker says the
+  remote is the one this site shipped to (remote/marker.py); the first ship
+  writes it.
 - Cancelled, it stops between objects.
 """
 
@@ -78,6 +81,7 @@ from ..store.legalholds import Hold, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects
 from .fetch import clear_scratch, remove_scratch
+from .marker import check_marker
 from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
 from .objectstore import ObjectInfo, ObjectStore, Put, RemoteFatal
 
@@ -241,6 +245,9 @@ class Shipper:
         return digest.bytes, digest.sha256
 
     async def run(self) -> ShipReport:
+        # Before anything is written, read or dropped: the remote is the one
+        # this site shipped to (a folder whose disk is not mounted is not).
+        await check_marker(self.store, self.objects, self.remote.site, self.layout, may_write=True)
         await self.settle_drops()
         await asyncio.to_thread(clear_scratch, self.layout)
         await self.store.clear_incomplete(self.key(""))

@@ -32,6 +32,7 @@ from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
+from .marker import check_marker
 from .objectstore import ObjectStore, RemoteFatal, RemoteMissing
 from .ship import Shipper
 
@@ -78,6 +79,12 @@ class RemoteVerifier:
         self.report = RemoteVerifyReport()
 
     async def run(self, sample: float | None) -> RemoteVerifyReport:
+        # A remote that is not the one shipped to (its disk not mounted) would
+        # fail every object and re-ship the local copies onto the disk below.
+        shipper = self.shipper
+        await check_marker(
+            self.store, self.objects, shipper.remote.site, shipper.layout, may_write=False
+        )
         every = await self.objects.all()
         share = await self._share(every, sample)
         self.stream.emit(Phase("verify-remote", len(share), sum(o.bytes for o in share)))

@@ -25,6 +25,7 @@ from ..archiver import Archiver
 from ..base.cancel import CancelToken
 from ..base.config import Settings
 from ..base.lock import LockHeld
+from ..ops.session import open_manifest
 from ..store import stats
 from ..store.manifest import Manifest
 from . import alerts
@@ -145,7 +146,7 @@ class Scheduler:
 
     async def open(self) -> JobRunner:
         settings = self.archiver.settings
-        self.manifest = await Manifest.open(self.archiver.layout.manifest)
+        self.manifest = await open_manifest(self.archiver.layout, settings.live_root)
         self.runner = JobRunner(
             self.manifest,
             settings.jobs.jobs,

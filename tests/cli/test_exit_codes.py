@@ -299,7 +299,7 @@ CASES = [
     Case("checkpoint", 3, ("checkpoint",), locked=True, says="locked by"),
     Case("ship", 0, ("ship",), says="shipped"),
     Case("ship", 1, ("ship",), setup=a_file("remote"),  # the remote folder is a file
-         says="PROBLEMS"),
+         says="Not a directory (check the remote folder)"),
     Case("ship", 2, ("ship",), setup=without_remote, says="no [remote]"),
     Case("ship", 3, ("ship",), locked=True, says="locked by"),
     Case("expire", 0, ("expire",), site="fresh", says="no [retention]", reads=True),

@@ -48,7 +48,8 @@ def doctor(config: Path | None, json_out: bool) -> None:
     """Check a config and its environment before the first pass.
 
     One line per check: the config; live_root and archive_root and their
-    filesystems; writing in archive_root and unlinking in the live tree; free
+    filesystems; writing in archive_root; the manifest (a schema this coldkeep
+    knows, quick_check clean, this live tree's, not lost); unlinking in the live tree; free
     space against the backlog; the live DB's WAL mode and (kind, ts) index; the
     remote (a probe object written and deleted); pigz and gzip. Takes no lock,
     changes nothing but its own probe files. Exit 1 when something must be fixed,

@@ -4,6 +4,10 @@ line that names the file, the key and the fix."""
 from __future__ import annotations
 
 import math
+import shlex
+import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -315,3 +319,85 @@ def test_every_integer_is_bounded_or_refused_in_one_line(site: Path, key: str, v
         assert "\n" not in said and said.startswith(f"{path}: {key}: "), said
         return
     assert 0 <= value <= 2**53, f"{key} = {value} accepted"
+
+
+# roots that overlap through links and mounts ------------------------------------
+
+
+def test_a_file_remote_reached_through_a_symlink_into_live_root_is_refused(site: Path) -> None:
+    (site / "into-live").symlink_to(site / "live")
+    path = write(site, ROOTS + "[remote]\nurl = 'file:into-live/remote'\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: remote.url: ") and "\n" not in message
+    assert f"{site / 'into-live' / 'remote'}" in message and f"{site / 'live'}" in message
+
+
+def test_roots_reached_through_symlinks_are_refused_both_ways(site: Path) -> None:
+    (site / "archive").mkdir()
+    (site / "to-live").symlink_to(site / "live")
+    (site / "to-archive").symlink_to(site / "archive")
+    with pytest.raises(ConfigError, match=r"archive_root: .* is inside live_root"):
+        load_settings(write(site, 'live_root = "live"\narchive_root = "to-live/a"\n'))
+    (site / "archive" / "live").mkdir()
+    with pytest.raises(ConfigError, match=r"live_root: .* is inside archive_root"):
+        load_settings(write(site, 'live_root = "to-archive/live"\narchive_root = "archive"\n'))
+    with pytest.raises(ConfigError, match=r"remote\.url: .* overlap"):
+        load_settings(write(site, ROOTS + "[remote]\nurl = 'file:to-archive/r'\n"))
+
+
+def test_a_state_db_inside_archive_root_is_refused(site: Path) -> None:
+    (site / "archive").mkdir()
+    (site / "archive" / "app.db").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"state_db: .* is inside archive_root"):
+        load_settings(write(site, ROOTS + 'state_db = "archive/app.db"\n'))
+
+
+def _can_bind_mount() -> str | None:
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return "unshare or mount is not installed"
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, check=False
+    )
+    return None if probe.returncode == 0 else "no private mount namespace here (needs root)"
+
+
+def _load_in_namespace(site: Path, mounts: str, path: Path) -> subprocess.CompletedProcess[str]:
+    """``load_settings(path)`` in a child with its own mount namespace, after
+    ``mounts`` (shell commands); the mounts end with the child."""
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from coldkeep.core.base.config import ConfigError, load_settings\n"
+        "try:\n    load_settings(Path(sys.argv[1]))\n"
+        "except ConfigError as err:\n    print(err)\n    sys.exit(2)\n"
+    )
+    argv = shlex.join([sys.executable, "-c", code, str(path)])
+    return subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts} && exec {argv}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_an_archive_root_on_a_bind_mount_of_live_root_is_refused(site: Path) -> None:
+    """The same directory under two paths: only (st_dev, st_ino) tell."""
+    why = _can_bind_mount()
+    if why:
+        pytest.skip(why)
+    (site / "alias").mkdir()
+    (site / "remote-disk").mkdir()
+    mounts = f"mount --bind {site / 'live'} {site / 'alias'}"
+    path = write(site, 'live_root = "live"\narchive_root = "alias/archive"\n')
+    run = _load_in_namespace(site, mounts, path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"{path}: archive_root: " in run.stdout and "is inside live_root" in run.stdout
+    path = write(site, ROOTS + "[remote]\nurl = 'file:alias/remote'\n")
+    run = _load_in_namespace(site, mounts, path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"{path}: remote.url: " in run.stdout and "overlap" in run.stdout
+    # The same config without the mount: alias is a plain folder beside live.
+    run = _load_in_namespace(site, "true", path)
+    assert run.returncode == 0, run.stdout + run.stderr

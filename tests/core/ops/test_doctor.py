@@ -24,6 +24,7 @@ from coldkeep.core.base.space import RESERVE_BYTES
 from coldkeep.core.ops import doctor
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.doctor import Finding, diagnose, filesystem_of
+from coldkeep.core.store.schema import SCHEMA_VERSION
 from coldkeep.tui.cli.doctor import exit_code
 
 from helpers import COLDKEEP, ck
@@ -35,6 +36,7 @@ CHECKS = [
     "live_root",
     "archive_root",
     "archive_write",
+    "manifest",
     "live_write",
     "space",
     "live_db",
@@ -192,6 +194,63 @@ async def test_too_little_room_warns_and_none_fails(
     assert exit_code(findings) == 1
 
 
+# the manifest ---------------------------------------------------------------------
+
+
+def _manifest_at_version(site: Path, version: int) -> Path:
+    db = site.parent / "archive" / "coldkeep.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    return db
+
+
+def test_a_manifest_from_a_newer_coldkeep_is_not_ready_for_a_pass(site: Path) -> None:
+    db = _manifest_at_version(site, SCHEMA_VERSION + 1)
+    run = ck(site.parent, "doctor", check=1)
+    assert "ready for a pass" not in run.stdout
+    line = next(x for x in run.stdout.splitlines() if " manifest " in x)
+    assert line.startswith("FAIL") and str(db) in line and "upgrade coldkeep" in line
+
+
+async def test_a_manifest_that_is_not_sqlite_or_is_damaged_fails(site: Path) -> None:
+    db = site.parent / "archive" / "coldkeep.db"
+    db.write_bytes(b"this is not a database" * 300)
+    f = problems(await diagnose(site))
+    assert f["manifest"].level == "fail" and str(db) in f["manifest"].found
+    assert "cannot be read as a SQLite database" in f["manifest"].found
+    assert "rebuild-manifest" in f["manifest"].fix
+    db.unlink()
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA page_size = 1024")
+        conn.execute("CREATE TABLE t (x TEXT)")
+        conn.execute("CREATE INDEX t_x ON t (x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(f"row {i:05d}" * 4,) for i in range(4000)])
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 't_x'").fetchone()[0]
+    conn.close()
+    with db.open("r+b") as out:  # the index's root page overwritten
+        out.seek((root - 1) * 1024)
+        out.write(b"\xff" * 1024)
+    findings = await diagnose(site)
+    f = problems(findings)
+    assert f["manifest"].level == "fail" and "quick_check" in f["manifest"].found
+    assert exit_code(findings) == 1
+
+
+async def test_a_lost_manifest_and_another_trees_archive_fail(site: Path) -> None:
+    archive, live = site.parent / "archive", (site.parent / "live").resolve()
+    record = archive / "coldkeep.site"
+    record.write_text(json.dumps({"live_root": str(live), "dev": 0, "ino": 0}))
+    f = problems(await diagnose(site))
+    assert f["manifest"].level == "fail"
+    assert "is missing" in f["manifest"].found and "rebuild-manifest" in f["manifest"].found
+    record.write_text('{"live_root": "/x", "dev": 0, "ino": 0}\n')
+    f = problems(await diagnose(site))
+    assert f["manifest"].level == "fail"
+    assert "belongs to the live tree /x" in f["manifest"].found
+
+
 # the live database ----------------------------------------------------------------
 
 
@@ -274,6 +333,27 @@ async def test_a_missing_remote_folder_is_said_not_made(site: Path) -> None:
     f = by_check(await diagnose(site))["remote"]
     assert f.level == "warn" and "does not exist yet" in f.found
     assert not (site.parent / "remote").exists()
+
+
+def test_a_remote_that_has_shipped_and_lost_its_marker_fails(site: Path) -> None:
+    """After a ship, the remote's disk unmounted: gone, or an empty mount point."""
+    remote = site.parent / "remote"
+    ck(site.parent, "pass")
+    ck(site.parent, "ship")
+    remote.rename(site.parent / "remote-disk")
+    for empty_mount_point in (False, True):
+        if empty_mount_point:
+            remote.mkdir()
+        run = ck(site.parent, "doctor", "--json", check=1)
+        f = {x["check"]: x for x in json.loads(run.stdout)["result"]["findings"]}["remote"]
+        assert f["level"] == "fail", f
+        assert "has no marker: is its disk mounted?" in f["found"]
+        assert remote.exists() == empty_mount_point
+    remote.rmdir()
+    (site.parent / "remote-disk").rename(remote)
+    run = ck(site.parent, "doctor", "--json", check=None)
+    f = {x["check"]: x for x in json.loads(run.stdout)["result"]["findings"]}["remote"]
+    assert f["level"] == "ok", f
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.remote.marker import RemoteUnmounted
 from coldkeep.core.remote.months import snapshot_db
 from coldkeep.core.sched import alerts
 from coldkeep.core.store.manifest import Manifest
@@ -404,3 +405,66 @@ def test_a_month_snapshot_is_consistent_while_another_connection_writes(tmp_path
         writer.join()
     assert all(n % 100 == 0 for n in counts), counts
     assert counts == sorted(counts)
+
+
+# the remote marker: a folder whose disk is not mounted ----------------------------
+
+
+@pytest.mark.parametrize("mount_point", [False, True])
+async def test_a_remote_folder_whose_disk_is_gone_stops_ship_verify_and_restore(
+    site: Path, mount_point: bool
+) -> None:
+    """The disk unmounted: the folder is gone (or, at a mount point, empty). A
+    ship must not make it again on the disk below, read its own uploads back
+    from there and drop the local copies."""
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=0)
+    await ck.run_pass()
+    first = await ck.ship()
+    assert first.uploaded > 0 and not first.problems
+    remote = site.parent / "remote"
+    assert (remote / ".coldkeep-remote").is_file(), "the first ship marks the remote"
+    remote.rename(site.parent / "remote-disk")  # unmounted: its objects are elsewhere
+    if mount_point:
+        remote.mkdir()  # the empty mount point left behind
+    unit = sorted(p.parent for p in (site.parent / "live").glob("*/.closed"))[0]
+    late = unit / "late.jsonl"
+    late.write_bytes(b'{"ts":1}\n' * 5000)
+    os.utime(late, (1, 1))
+    assert (await ck.run_pass()).files.archived == 1
+    archive_before = sorted(p for p in (site.parent / "archive" / "files").rglob("*"))
+    said = f"the remote folder {remote.as_uri()} has no marker: is its disk mounted?"
+    for attempt in (ck.ship(), ck.verify_remote()):
+        with pytest.raises(RemoteUnmounted) as err:
+            await attempt
+        assert "\n" not in str(err.value) and said in str(err.value)
+    # A restore gives back what is local and refuses each remote-only file alike.
+    out = site.parent / "out"
+    restored = await ck.restore(Selection(unit=unit.name), to=out)
+    assert restored.failed and restored.counts.get("restored") == 1
+    refused = [f for f in restored.files if f.result == "error"]
+    assert refused and all(said in f.detail for f in refused)
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["late.jsonl"]
+    assert remote.exists() == mount_point, "the folder is not made again"
+    assert not mount_point or list(remote.iterdir()) == []
+    assert sorted(p for p in (site.parent / "archive" / "files").rglob("*")) == archive_before
+    # The disk back: the ship goes on where it stopped.
+    if mount_point:
+        remote.rmdir()
+    (site.parent / "remote-disk").rename(remote)
+    clock.now += 60_000  # a later manifest snapshot
+    again = await ck.ship()
+    assert again.uploaded > 0 and not again.problems
+
+
+async def test_a_remote_shipped_to_before_markers_gets_one(site: Path) -> None:
+    clock = Clock()
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    await ck.ship()
+    marker = site.parent / "remote" / ".coldkeep-remote"
+    marker.unlink()
+    assert not (await ck.verify_remote()).failed
+    assert not marker.exists(), "verify writes nothing"
+    assert not (await ck.ship()).problems
+    assert marker.is_file()

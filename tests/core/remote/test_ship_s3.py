@@ -355,4 +355,30 @@ def test_the_probe_is_named_at_its_one_key(archived: Path, tmp_path: Path, s3: S
     [finding] = [f for f in doctor["result"]["findings"] if f["check"] == "remote"]
     assert finding["level"] == "fail" and where in finding["found"], finding
     shipped = ck(site, "ship", check=1, env=env)
-    assert where in shipped.stdout and f"{PREFIX}/{PREFIX}/" not in shipped.stdout, shipped.stdout
+    # The first write of a first ship is the remote marker's: the ship stops there.
+    said = shipped.stdout + shipped.stderr
+    assert where in said and f"{PREFIX}/{PREFIX}/" not in said, said
+
+
+def test_a_prefix_emptied_behind_coldkeeps_back_stops_the_ship_and_drops_nothing(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    """The marker and every object of the site gone (a lifecycle rule, a wrong
+    prefix, another bucket behind the same name): nothing is shipped into it
+    and nothing local is dropped on its strength."""
+    site = with_remote(archived, tmp_path, s3, keep_local_days=-1)
+    assert ck_json(site, "ship")["ok"]
+    assert s3.server.get_raw(s3.bucket, f"{PREFIX}/.coldkeep-remote") is not None
+    for key in s3.server.list_keys(s3.bucket, f"{PREFIX}/"):
+        s3.server.delete_raw(s3.bucket, key)
+    set_remote(
+        site,
+        f'url = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = 0\n',
+    )
+    local = sorted(p for p in (site / "archive" / "files").rglob("*") if p.is_file())
+    run = ck(site, "ship", check=1)
+    [line] = [x for x in run.stderr.splitlines() if x.startswith("coldkeep: ")]
+    assert "has no marker: is its disk mounted?" in line, run.stderr
+    assert s3.server.list_keys(s3.bucket, f"{PREFIX}/") == []
+    assert sorted(p for p in (site / "archive" / "files").rglob("*") if p.is_file()) == local
