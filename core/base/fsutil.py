@@ -2,9 +2,12 @@
 them in threads (``asyncio.to_thread``), never on the event loop.
 
 Invariants:
-- Identity is what ``lstat`` says (dev, ino, size, mtime_ns, mode); a symlink is
-  described, never followed. Two identities are "the same file, unchanged" when
-  dev, ino, size and mtime_ns agree. The same inode on another device number
+- Identity is what ``lstat`` says (dev, ino, size, mtime_ns, ctime_ns, mode); a
+  symlink is described, never followed. Two identities are "the same file,
+  unchanged" when dev, ino, size, mtime_ns and ctime_ns agree: a writer can put
+  the mtime back (``touch -r``, ``rsync -t --inplace``), never the ctime. Only an
+  identity recorded before ctime was kept (``ctime_ns`` None) is compared
+  without it. The same inode on another device number
   (``same_inode_elsewhere``: a remount or a reboot renumbered the filesystem) is
   only a candidate: whoever acts on it compares the bytes first.
 - A name is made durable by fsyncing the directory that holds it: after a rename,
@@ -14,6 +17,11 @@ Invariants:
   fails on an existing name). A crash between the two leaves both names; the
   source is always a temporary name that recovery removes.
 - ``unlink_if_identity`` re-``lstat``s first and refuses on any change.
+- ``unlink_source`` (a live source, which others may rename or replace at any
+  moment) removes only the inode it checked: the name is renamed aside in its own
+  directory (``layout.aside_of``), the aside name's inode checked, and only that
+  name unlinked. A file that is not the one archived goes back to its name
+  (never replacing one that took it meanwhile).
 - Every path is resolved under a ``root`` (beneath.py): no directory below it is
   ever followed through a link, so a user who can write the tree cannot redirect
   an operation out of it.
@@ -25,6 +33,7 @@ import ctypes
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,6 +41,7 @@ from typing import Literal
 from . import beneath
 from .errors import ColdkeepError
 from .ioerror import naming
+from .layout import aside_name
 
 
 @dataclass(frozen=True)
@@ -41,18 +51,28 @@ class FileIdentity:
     size: int
     mtime_ns: int
     mode: int
+    # None: recorded by a coldkeep that did not keep it (compared without it).
+    ctime_ns: int | None = None
 
     @classmethod
     def of_stat(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode, st.st_ctime_ns)
 
     @property
     def is_regular(self) -> bool:
         return stat.S_ISREG(self.mode)
 
     def same_file(self, other: FileIdentity | None) -> bool:
-        """Same inode, same size, same mtime: nothing has written to it."""
-        return other is not None and (self.dev, self.ino, self.size, self.mtime_ns) == (
+        """Same inode, size, mtime and ctime: nothing has written to it (a write
+        whose mtime was put back still moved the ctime)."""
+        if other is None or not self.same_inode_and_times(other):
+            return False
+        return self.ctime_ns is None or other.ctime_ns is None or self.ctime_ns == other.ctime_ns
+
+    def same_inode_and_times(self, other: FileIdentity) -> bool:
+        """Same inode, size and mtime, the ctime not compared: what is left to
+        compare after coldkeep itself renamed the file (a rename moves the ctime)."""
+        return (self.dev, self.ino, self.size, self.mtime_ns) == (
             other.dev,
             other.ino,
             other.size,
@@ -73,7 +93,8 @@ class FileIdentity:
         )
 
     def describe(self) -> str:
-        return f"dev {self.dev} ino {self.ino} {self.size} B mtime_ns {self.mtime_ns}"
+        ctime = "" if self.ctime_ns is None else f" ctime_ns {self.ctime_ns}"
+        return f"dev {self.dev} ino {self.ino} {self.size} B mtime_ns {self.mtime_ns}{ctime}"
 
 
 def identity_of(path: Path, *, root: Path) -> FileIdentity:
@@ -183,10 +204,14 @@ def rename_noreplace(src: Path, dst: Path, *, root: Path) -> RenameResult:
         beneath.parent(root, dst) as (dst_fd, dst_name),
         naming(src),
     ):
-        try:
-            return _renameat2_noreplace(src_fd, src_name, dst_fd, dst_name)
-        except NoReplaceUnsupported:
-            return _link_noreplace(src_fd, src_name, dst_fd, dst_name)
+        return _rename_noreplace_at(src_fd, src_name, dst_fd, dst_name)
+
+
+def _rename_noreplace_at(src_fd: int, src: str, dst_fd: int, dst: str) -> RenameResult:
+    try:
+        return _renameat2_noreplace(src_fd, src, dst_fd, dst)
+    except NoReplaceUnsupported:
+        return _link_noreplace(src_fd, src, dst_fd, dst)
 
 
 def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
@@ -234,3 +259,99 @@ def unlink_if_identity(
     except FileNotFoundError:  # a directory on the way is gone
         return "gone"
     return "removed"
+
+
+# What ``unlink_source`` did: ``displaced``: the file found at the name was not the
+# one archived and a newer file took the name meanwhile, so it stays under its
+# aside name (the caller reports it); ``open``: the caller's ``still_ours`` said
+# another process is opening the file (its lease broke): put back, kept.
+SourceUnlink = Literal["removed", "gone", "changed", "displaced", "open"]
+# Called with the aside path once the source is there (a step hook).
+AsideStep = Callable[[Path], None]
+
+
+def unlink_source(
+    path: Path,
+    identity: FileIdentity,
+    *,
+    root: Path,
+    durably: bool = True,
+    aside: AsideStep | None = None,
+    still_ours: Callable[[], bool] | None = None,
+) -> SourceUnlink:
+    """Unlink the live source ``path`` only if it is the file ``identity``
+    describes, removing that inode and no other: a file renamed onto the name
+    between the check and the unlink (logrotate's ``create``, an atomic rewrite)
+    is never the one removed. The name is checked (ctime too), renamed aside in
+    its directory, the aside name checked again (its inode, size and mtime: the
+    rename moved its ctime) and unlinked; anything else goes back to its name.
+    A crash in between leaves the aside name, which recovery settles by the same
+    check (``settle_aside``)."""
+    try:
+        with beneath.parent(root, path) as (fd, name), naming(path):
+            try:
+                now = FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
+            except FileNotFoundError:
+                return "gone"
+            if not identity.same_file(now) or not now.is_regular:
+                return "changed"
+            private = aside_name(name)
+            try:
+                if _rename_noreplace_at(fd, name, fd, private) == "exists":
+                    raise FileExistsError(
+                        errno.EEXIST,
+                        "a file set aside earlier is still there; the next recovery settles it",
+                        str(path.with_name(private)),
+                    )
+            except FileNotFoundError:
+                return "gone"
+            if aside is not None:
+                aside(path.with_name(private))
+            return _settle_aside_at(fd, name, private, identity, durably, still_ours)
+    except FileNotFoundError:  # a directory on the way is gone
+        return "gone"
+
+
+def _settle_aside_at(
+    fd: int,
+    name: str,
+    private: str,
+    identity: FileIdentity,
+    durably: bool,
+    still_ours: Callable[[], bool] | None,
+) -> SourceUnlink:
+    """The aside name ``private`` (in the directory ``fd``) unlinked if it holds the
+    archived inode (and ``still_ours`` agrees), else put back at ``name``."""
+    try:
+        there = FileIdentity.of_stat(os.stat(private, dir_fd=fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return "gone"
+    ours = there.is_regular and identity.same_inode_and_times(there)
+    if ours and (still_ours is None or still_ours()):
+        os.unlink(private, dir_fd=fd)
+        if durably:
+            os.fsync(fd)
+        return "removed"
+    placed = _rename_noreplace_at(fd, private, fd, name)
+    os.fsync(fd)
+    if placed == "exists":
+        return "displaced"
+    return "changed" if not ours else "open"
+
+
+def settle_aside(path: Path, identity: FileIdentity | None, *, root: Path) -> SourceUnlink | None:
+    """Recovery's half of ``unlink_source``: the aside name of ``path``, if a crash
+    left one, unlinked when it holds the archived inode (``identity``), else put
+    back at ``path``. None: there is none."""
+    try:
+        with beneath.parent(root, path) as (fd, name), naming(path):
+            private = aside_name(name)
+            try:
+                os.stat(private, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if identity is None:  # nothing to check it against: it goes back
+                identity = FileIdentity(-1, -1, -1, -1, 0)
+            return _settle_aside_at(fd, name, private, identity, True, None)
+    except FileNotFoundError:
+        return None

@@ -3,16 +3,18 @@
 Archiving (``FileMover.archive``): steps 1–5 (``gzfile.archive_file``), then
 
   6. insert the manifest entry and commit it (durable)           ->  entry_committed
-  7. unlink the source only if it still has the identity that was archived, and
-     fsync its directory                                          ->  source_unlinked
+  7. check the source still has the identity that was archived (ctime too), rename
+     it aside in its directory (``layout.aside_of``)              ->  source_set_aside
+     check the aside name holds that inode, unlink it, fsync the directory; a
+     file that is not it goes back to its name                    ->  source_unlinked
 
-A crash between 6 and 7 leaves the source beside a committed entry: recovery
-unlinks it after the same identity check. A source changed after step 4 is
-kept (``unlinked == "changed"``); the entry still holds the version archived.
-An I/O error in step 7 (the unlink, or the fsync of the source's directory after
-it) leaves the same state as that crash: the file is archived, its entry still
-says the source may be present, and the next recovery settles it
-(``unlinked == "unsettled"``, with the error in ``detail``).
+A crash between 6 and 7 leaves the source (or its aside name) beside a committed
+entry: recovery unlinks it after the same identity check, or puts it back. A
+source changed after step 4 is kept (``unlinked == "changed"``); the entry still
+holds the version archived. An I/O error in step 7 (the unlink, or the fsync of
+the source's directory after it) leaves the same state as that crash: the file
+is archived, its entry still says the source may be present, and the next
+recovery settles it (``unlinked == "unsettled"``, with the error in ``detail``).
 
 Legacy copies: a plain file at ``files/<relpath>`` left by an older copy-based
 scheme is compared with the source's first N bytes, hashed in the same read as
@@ -43,15 +45,17 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
 from ..base.fsutil import (
     FileIdentity,
+    SourceUnlink,
     UnlinkResult,
     identity_or_none,
     unlink_if_identity,
     unlink_if_present,
+    unlink_source,
 )
 from ..base.layout import Layout, resolve_inside, restore_partial_of, unit_of
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
-from ..base.steps import StepHook, no_step
+from ..base.steps import StepHook, no_step, thread_step
 from ..base.times import now_ms
 from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.remoteobjects import RemoteObjects
@@ -68,9 +72,9 @@ from .gzfile import (
 )
 
 LegacyOutcome = Literal["none", "removed", "kept"]
-# What step 7 did to the source: unlink_if_identity's answer, or "unsettled" when
-# it failed with an I/O error (the entry keeps source_present for recovery).
-SourceOutcome: TypeAlias = UnlinkResult | Literal["unsettled"]
+# What step 7 did to the source: unlink_source's answer, or "unsettled" when it
+# failed with an I/O error (the entry keeps source_present for recovery).
+SourceOutcome: TypeAlias = SourceUnlink | Literal["unsettled"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class Archived:
     unlinked: SourceOutcome
     legacy: LegacyOutcome = "none"
     detail: str = ""
+    errno: int | None = None  # "unsettled": the error's
 
 
 FileOutcome = Archived | VerifyFailed | Changed
@@ -131,7 +136,7 @@ class FileMover:
         legacy = self.layout.files / relpath
         outcome, detail = await self._settle_legacy(legacy, result.prefix, result, cancel)
         both = "; ".join(d for d in (done.detail, detail) if d)
-        return Archived(done.entry, done.unlinked, outcome, both)
+        return Archived(done.entry, done.unlinked, outcome, both, done.errno)
 
     async def _settle_legacy(
         self, legacy: Path, ident: FileIdentity, ok: ArchiveOk, cancel: CancelToken | None
@@ -169,7 +174,7 @@ class FileMover:
             raise
         await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
         try:
-            unlinked = await self._unlink_if_identity(src, ok.identity, self.live_root)
+            unlinked = await self.unlink_source(src, ok.identity, entry.id)
         except OSError as err:
             # The entry is durable; whether the source is gone, durably, is not
             # known. Its source_present stays set, as after a crash here: the next
@@ -177,8 +182,10 @@ class FileMover:
             detail = (
                 f"archived; removing its source failed ({err}): the next pass's recovery settles it"
             )
-            return Archived(entry, "unsettled", detail=detail)
+            return Archived(entry, "unsettled", detail=detail, errno=err.errno)
         if unlinked != "changed":
+            # Removed or gone; or kept live for good reason (open elsewhere, or
+            # another file at its name): no business of recovery's.
             self.manifest.sources_gone_later([entry.id])
         await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
         return Archived(entry, unlinked)
@@ -201,6 +208,20 @@ class FileMover:
         gone += await self.manifest.expired_under(prefix)
         return frozenset(self.layout.root / p for p in gone)
 
+    async def unlink_source(
+        self, src: Path, ident: FileIdentity, entry_id: int | None = None
+    ) -> SourceUnlink:
+        """Step 7 on a worker thread: ``unlink_source``, its setting aside
+        announced (``source_set_aside``)."""
+        announce = thread_step(self.step, asyncio.get_running_loop())
+
+        def aside(path: Path) -> None:
+            announce("source_set_aside", {"src": src, "aside": path, "entry": entry_id})
+
+        return await asyncio.to_thread(
+            functools.partial(unlink_source, src, ident, root=self.live_root, aside=aside)
+        )
+
     async def _unlink_if_identity(
         self, path: Path, ident: FileIdentity, root: Path
     ) -> UnlinkResult:
@@ -221,6 +242,7 @@ class FileMover:
             ino=ok.identity.ino,
             mode=ok.identity.mode,
             archived_at=self.clock(),
+            ctime_ns=ok.identity.ctime_ns,
         )
 
     async def restore(

@@ -50,13 +50,20 @@ from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, Digest, read_gzip_header
-from ..base.fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
+from ..base.fsutil import (
+    FileIdentity,
+    identity_or_none,
+    settle_aside,
+    unlink_if_present,
+    unlink_source,
+)
 from ..base.ioerror import naming
 from ..base.layout import (
     GZ_SUFFIX,
     PARTIAL_SUFFIX,
     Layout,
     UnsafePath,
+    aside_of,
     resolve_inside,
     restore_partial_of,
     unit_of,
@@ -64,6 +71,7 @@ from ..base.layout import (
 from ..base.lock import read_holder
 from ..store import passlog
 from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.problems import NewProblem, unlink_kind
 from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover
@@ -103,6 +111,14 @@ class RecoveryReport:
     # A scan still walking files/ (a progress report): what it found so far.
     walking: bool = False
     walked: int = 0  # gzips and bundles seen so far
+    # Items that could not be settled, each a file's problem (the quarantine):
+    # recovery never stops for one of them.
+    problems: list[NewProblem] = field(default_factory=list)
+    # Committed sources still pending: their files stay out of this pass's scan
+    # (archived already; archiving them again would only add a copy).
+    pending_sources: set[str] = field(default_factory=set)
+    # Relpaths whose earlier problem recovery settled.
+    settled: list[str] = field(default_factory=list)
 
     def copy(self) -> RecoveryReport:
         """A copy whose lists the scan no longer adds to."""
@@ -112,6 +128,7 @@ class RecoveryReport:
             restore_partials=list(self.restore_partials),
             orphans=list(self.orphans),
             missing=list(self.missing),
+            problems=list(self.problems),
             sources_unlinked=list(self.sources_unlinked),
             interrupted=list(self.interrupted),
         )
@@ -159,6 +176,7 @@ class RecoveryReport:
             "missing": len(self.missing),
             "sources_unlinked": len(self.sources_unlinked),
             "passes_interrupted": len(self.interrupted),
+            "problems": len(self.problems),
         }
 
 
@@ -198,21 +216,34 @@ def _intent_root(live_root: Path, target: Path) -> Path:
     return live_root if target.is_relative_to(live_root) else target.parent
 
 
-async def clear_restore_intents(manifest: Manifest, live_root: Path) -> tuple[list[Path], int]:
+async def clear_restore_intents(
+    manifest: Manifest, live_root: Path, problems: list[NewProblem] | None = None
+) -> tuple[list[Path], int]:
     """Remove the ``.restore-partial`` of every unfinished restore intent, then the
-    intents. Returns the partials removed and the number of intents cleared."""
+    intents. Returns the partials removed and the number of intents cleared. A
+    partial that cannot be removed keeps its intent (the next recovery tries
+    again) and is added to ``problems``; without that list it raises."""
     removed: list[Path] = []
-    intents = await manifest.restore_intents()
-    for intent in intents:
+    cleared = 0
+    for intent in await manifest.restore_intents():
         partial = restore_partial_of(intent.target)
         # Durably, before the intent goes: a partial whose name came back after a
         # power cut would be named by no intent, and live directories are never
         # walked (the power-loss matrix left one in the live tree for good).
         root = _intent_root(live_root, intent.target)
-        if await asyncio.to_thread(_remove_durably, partial, root):
-            removed.append(partial)
+        try:
+            if await asyncio.to_thread(_remove_durably, partial, root):
+                removed.append(partial)
+        except OSError as err:
+            if problems is None:
+                raise
+            rel = str(partial.relative_to(root)) if partial.is_relative_to(root) else str(partial)
+            what = f"the restore leftover {partial} could not be removed ({err})"
+            problems.append(NewProblem(rel, "recovery", what))
+            continue
         await manifest.clear_restore_intent(intent.id)
-    return removed, len(intents)
+        cleared += 1
+    return removed, cleared
 
 
 def _remove_durably(path: Path, root: Path) -> bool:
@@ -303,7 +334,16 @@ def _orphans_found(mover: FileMover, gz: Path) -> list[Orphan]:
 def _recorded_identity(entry: Entry) -> FileIdentity | None:
     if entry.dev is None or entry.ino is None:
         return None
-    return FileIdentity(entry.dev, entry.ino, entry.bytes, entry.mtime_ns, entry.mode)
+    return FileIdentity(
+        entry.dev, entry.ino, entry.bytes, entry.mtime_ns, entry.mode, entry.ctime_ns
+    )
+
+
+def source_problem(relpath: str, err: OSError) -> NewProblem:
+    """An archived file whose source could not be removed: refused by the
+    filesystem (an immutable or append-only file, a read-only mount), or failing."""
+    reason = f"archived; removing its source failed ({err})"
+    return NewProblem(relpath, unlink_kind(err.errno), reason)
 
 
 class Recovery:
@@ -403,13 +443,15 @@ class Recovery:
         report.interrupted = [p.id for p in stuck]
         files = await asyncio.to_thread(archive_files, self.mover.layout)
         archive = self.mover.layout.root
-        report.partials = [
-            p
-            for p in sorted(files.partials)
-            if await asyncio.to_thread(functools.partial(unlink_if_present, p, root=archive))
-        ]
+        for p in sorted(files.partials):
+            try:
+                if await asyncio.to_thread(functools.partial(unlink_if_present, p, root=archive)):
+                    report.partials.append(p)
+            except OSError as err:
+                what = f"the leftover {p} could not be removed ({err})"
+                report.problems.append(NewProblem(self.mover.layout.rel(p), "recovery", what))
         report.restore_partials, report.intents = await clear_restore_intents(
-            self.manifest, self.mover.live_root
+            self.manifest, self.mover.live_root, report.problems
         )
         await self.settle_gzips(report, files.gzips)
         await self.unlink_committed_sources(report)
@@ -433,7 +475,13 @@ class Recovery:
             report.missing = missing
         for rel in sorted(on_disk.keys() - entered.keys()):
             self.cancel.check()
-            report.orphans += await self.settle(Path(on_disk[rel]))
+            try:
+                report.orphans += await self.settle(Path(on_disk[rel]))
+            except (OSError, ValueError) as err:
+                # One orphan that cannot be settled (a name the manifest cannot
+                # hold, a directory that fails) is left as found, and said.
+                what = f"the orphan {rel} could not be settled ({err}); left as found"
+                report.problems.append(NewProblem(rel, "recovery", what))
 
     async def settle(self, gz: Path) -> list[Orphan]:
         """An orphan gzip, or each member of an orphan bundle, settled."""
@@ -543,17 +591,44 @@ class Recovery:
         settled: list[int] = []
         for entry in pending:
             self.cancel.check()
-            found = await self._still_archived(entry)
-            if found is not None:
-                src, ident = found
-                outcome = await asyncio.to_thread(
-                    functools.partial(unlink_if_identity, src, ident, root=self.mover.live_root)
-                )
-                if outcome == "removed":
-                    report.sources_unlinked.append(entry.relpath)
+            try:
+                await self._settle_source(entry, report)
+            except OSError as err:
+                # Refused (an immutable file: EPERM) or failing: this one stays
+                # pending for the next recovery, out of this pass's scan; the
+                # others go on.
+                report.pending_sources.add(entry.relpath)
+                report.problems.append(source_problem(entry.relpath, err))
+                continue
             # Removed, gone, or another file now (judged on its own by the pass).
             settled.append(entry.id)
+            report.settled.append(entry.relpath)
         await self.manifest.mark_sources_gone(settled)
+
+    async def _settle_source(self, entry: Entry, report: RecoveryReport) -> None:
+        """One committed entry's source: an aside name a crash left settled first
+        (unlinked if it is the archived inode, else put back), then the name
+        itself unlinked if it is still exactly the file archived."""
+        try:
+            src = resolve_inside(self.mover.live_root, entry.relpath)
+        except UnsafePath:
+            return
+        live = self.mover.live_root
+        recorded = _recorded_identity(entry)
+        aside = await asyncio.to_thread(functools.partial(settle_aside, src, recorded, root=live))
+        if aside == "removed":
+            report.sources_unlinked.append(entry.relpath)
+            return
+        if aside == "displaced":
+            what = f"{aside_of(src)} is kept: it is not the archived file and {src} is taken"
+            report.problems.append(NewProblem(entry.relpath, "displaced", what))
+        found = await self._still_archived(entry)
+        if found is None:
+            return
+        src, ident = found
+        outcome = await asyncio.to_thread(functools.partial(unlink_source, src, ident, root=live))
+        if outcome == "removed":
+            report.sources_unlinked.append(entry.relpath)
 
     async def _still_archived(self, entry: Entry) -> tuple[Path, FileIdentity] | None:
         """A committed entry's live source, if it is still exactly the file that
