@@ -173,7 +173,8 @@ def pack(
     members: list[PackedMember] = []
     skipped: list[tuple[str, str]] = []
     unreadable: list[tuple[str, str]] = []
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    # A new name (random): O_EXCL, so nothing already there is ever written to.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     fd = open_file(partial, flags, root=roots.dest, create_parents=True)
     with naming(partial), os.fdopen(fd, "wb") as out:
         for relpath, src in sources:

@@ -19,7 +19,10 @@ recovery settles it (``unlinked == "unsettled"``, with the error in ``detail``).
 Legacy copies: a plain file at ``files/<relpath>`` left by an older copy-based
 scheme is compared with the source's first N bytes, hashed in the same read as
 the gzip; after step 7 a proven prefix copy is removed, anything else is kept
-and reported.
+and reported. A path the manifest references (a gzip, a bundle), or any name
+shaped like one (``.gz``, a bundle's), is never a legacy copy: a copy of an
+archive file inside the live tree (``cp -p`` of a bundle) is archived as any
+file is, and the archive's own file is never touched.
 
 Restoring (``FileMover.restore``): the restore intent is committed first, then
 (in place) the entry's status and restore grace (``intent_recorded``: passes
@@ -52,16 +55,18 @@ from ..base.fsutil import (
     unlink_if_present,
     unlink_source,
 )
-from ..base.layout import Layout, resolve_inside, restore_partial_of, unit_of
+from ..base.layout import GZ_SUFFIX, Layout, resolve_inside, restore_partial_of, unit_of
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
 from ..base.steps import StepHook, no_step, thread_step
 from ..base.times import now_ms
 from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.remoteobjects import RemoteObjects
+from .bundle import is_bundle_name
 from .gzfile import (
     ArchiveOk,
     Changed,
+    PartialTaken,
     Restored,
     RestoreExpect,
     RestoreResult,
@@ -117,6 +122,7 @@ class FileMover:
         else is kept and reported."""
         src = resolve_inside(self.live_root, relpath)
         dest = self.layout.gz_for(relpath)
+        legacy = await self.legacy_candidate(relpath)
         result = await archive_file(
             src,
             dest,
@@ -125,18 +131,28 @@ class FileMover:
             limiter=self.limiter,
             cancel=cancel,
             step=self.step,
-            prefix_of=self.layout.files / relpath,
+            prefix_of=legacy,
             progress=progress,
         )
         if not isinstance(result, ArchiveOk):
             return result
         done = await self.commit(relpath, result)
-        if result.prefix is None:
+        if result.prefix is None or legacy is None:
             return done
-        legacy = self.layout.files / relpath
         outcome, detail = await self._settle_legacy(legacy, result.prefix, result, cancel)
         both = "; ".join(d for d in (done.detail, detail) if d)
         return Archived(done.entry, done.unlinked, outcome, both, done.errno)
+
+    async def legacy_candidate(self, relpath: str) -> Path | None:
+        """``files/<relpath>`` when it may be an older scheme's plain copy of the
+        source: never a name shaped like coldkeep's own archive files, nor one
+        the manifest references (whatever its name)."""
+        path = self.layout.files / relpath
+        if path.name.endswith(GZ_SUFFIX) or is_bundle_name(path.name):
+            return None
+        if await self.manifest.gz_statuses_of([self.layout.rel(path)]):
+            return None
+        return path
 
     async def _settle_legacy(
         self, legacy: Path, ident: FileIdentity, ok: ArchiveOk, cancel: CancelToken | None
@@ -281,6 +297,15 @@ class FileMover:
                 step=self.step,
                 progress=progress,
             )
+        except PartialTaken:
+            # Another file holds the partial's name: nothing was written, and the
+            # intent must not name that file for recovery to remove.
+            if grace_until is not None:
+                await self.manifest.set_status_and_grace(
+                    [entry.id], entry.status, entry.grace_until
+                )
+            await self.manifest.clear_restore_intent(intent.id)
+            raise
         except OSError:
             await self._failed_restore(entry, target, root, intent.id, grace_until)
             raise

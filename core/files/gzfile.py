@@ -242,6 +242,23 @@ async def _discard(path: Path, root: Path, *, durably: bool = False) -> None:
     await asyncio.shield(asyncio.to_thread(remove))
 
 
+def _create_archive_partial(partial: Path, root: Path) -> int:
+    """A new ``<dest>.partial`` under the archive, created O_EXCL: never through a
+    link, never truncating a file. A name already there is a crash's leftover
+    (only coldkeep writes under ``files/``, under its lock): it goes first."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        return open_file(partial, flags, root=root, create_parents=True)
+    except FileExistsError:
+        unlink_if_present(partial, root=root)
+        return open_file(partial, flags, root=root, create_parents=True)
+
+
+class PartialTaken(ColdkeepError, FileExistsError):
+    """``<target>.restore-partial`` exists and is not this restore's: refused, that
+    file untouched."""
+
+
 def _pack(
     src: Path,
     partial: Path,
@@ -254,12 +271,7 @@ def _pack(
 ) -> tuple[FileIdentity, Packed]:
     fd, ident = open_regular(src, roots.src)
     try:
-        out = open_file(
-            partial,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-            root=roots.dest,
-            create_parents=True,
-        )
+        out = _create_archive_partial(partial, roots.dest)
         packed = compress_fd(
             fd,
             partial,
@@ -500,8 +512,18 @@ def _unpack(
     and fsync. On a mismatch the partial is removed. A read error names the gzip,
     any other error the partial; a failed fsync is never retried (see
     ``codec.compress_fd``): the caller removes the partial."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    fd = open_file(partial, flags, root=root, create_parents=True)
+    # O_EXCL (and never through a link): a file already at the partial's name,
+    # an application's own or a hard link planted there, is never written to.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        fd = open_file(partial, flags, root=root, create_parents=True)
+    except FileExistsError as err:
+        raise PartialTaken(
+            errno.EEXIST,
+            f"{partial} already exists and is not coldkeep's: this restore is refused and "
+            "that file left untouched (move it away, then restore again)",
+            str(partial),
+        ) from err
     with naming(partial), os.fdopen(fd, "wb") as out:
         try:
             got: Digest | str = inflate(
@@ -568,6 +590,8 @@ async def restore_file(
         )
         if bad is not None:
             return bad
+    except PartialTaken:
+        raise  # not ours: never removed
     except BaseException:
         await _discard(temp, root, durably=True)
         raise

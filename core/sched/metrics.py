@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -354,9 +355,12 @@ def write_textfile(path: Path, data: bytes) -> None:
     it half-written), fsynced, renamed over, the directory fsynced. Synchronous:
     run it in a thread."""
     path = path.absolute()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A new name each time, created O_EXCL and never through a link: the
+    # textfile directory may be writable by others, and a file or a link planted
+    # at a predictable name is never written to or truncated.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         # 0644: node_exporter reads it as another user.
         with naming(tmp), os.fdopen(os.open(tmp, flags, 0o644), "wb") as out:
             out.write(data)

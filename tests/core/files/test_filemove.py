@@ -1,0 +1,268 @@
+"""Step 7 and its neighbours on real files: a live source goes only if it is the
+very inode that was archived, unchanged (its ctime too); a copy of the archive in
+the live tree never costs the archive; a restore's temporary never takes an
+existing name."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.codec import Codec
+from coldkeep.core.base.config import Settings, parse_settings
+from coldkeep.core.base.layout import aside_of, restore_partial_of
+from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.files.filemove import Archived, FileMover
+from coldkeep.core.files.gzfile import (
+    ArchiveOk,
+    Changed,
+    RestoreExpect,
+    archive_file,
+    restore_file,
+)
+from coldkeep.core.files.recovery import Recovery
+from coldkeep.core.store.manifest import Manifest
+
+from helpers import Roots, gunzip, jsonl
+
+
+def rewrite_keeping_mtime(path: Path, data: bytes) -> None:
+    """What ``rsync -t --inplace`` or a rewrite followed by ``touch -r`` does: the
+    same size, other bytes, the mtime put back. Written until the ctime moved
+    (the kernel's clock for it ticks every few milliseconds)."""
+    before = os.lstat(path)
+    while True:
+        with path.open("r+b") as f:
+            f.write(data)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        if os.lstat(path).st_ctime_ns != before.st_ctime_ns:
+            return
+
+
+def other_bytes(data: bytes) -> bytes:
+    return data.replace(b"webhook", b"WEBHOOK")
+
+
+async def test_a_same_size_rewrite_during_the_read_with_its_mtime_put_back_is_changed(
+    roots: Roots,
+) -> None:
+    data = jsonl(5_000)
+    src = roots.write("u/app.jsonl", data)
+    new = other_bytes(data)
+    assert new != data and len(new) == len(data)
+
+    async def rewrite(name: StepName, info: StepInfo) -> None:
+        if name == "partial_written":
+            await asyncio.to_thread(rewrite_keeping_mtime, src, new)
+
+    dest = roots.layout.gz_for("u/app.jsonl")
+    result = await archive_file(src, dest, roots=roots.pair, codec=Codec(), step=rewrite)
+
+    assert isinstance(result, Changed), result
+    assert src.read_bytes() == new, "the new bytes are live"
+    assert not dest.exists()
+
+
+async def mover(roots: Roots) -> tuple[Manifest, FileMover]:
+    m = await Manifest.open(roots.layout.manifest)
+    return m, FileMover(roots.live, roots.layout, m, Codec())
+
+
+async def test_a_same_size_rewrite_before_the_unlink_with_its_mtime_put_back_is_kept(
+    roots: Roots,
+) -> None:
+    data = jsonl(3_000)
+    src = roots.write("u/app.jsonl", data)
+    new = other_bytes(data)
+
+    async def rewrite(name: StepName, info: StepInfo) -> None:
+        if name == "entry_committed":
+            await asyncio.to_thread(rewrite_keeping_mtime, src, new)
+
+    m, fm = await mover(roots)
+    async with m:
+        fm.step = rewrite
+        result = await fm.archive("u/app.jsonl")
+        assert isinstance(result, Archived) and result.unlinked == "changed"
+        assert src.read_bytes() == new, "the rewritten file is never unlinked"
+        assert gunzip(roots.archive / result.entry.gz_path) == data
+
+
+async def test_a_file_renamed_onto_the_name_between_the_check_and_the_unlink_survives(
+    roots: Roots,
+) -> None:
+    data = jsonl(2_000)
+    src = roots.write("u/app.log", data)
+    fresh = roots.write("u/app.log.new", b"logrotate's new file\n", age_days=0)
+    seen: list[Path] = []
+
+    async def rotate(name: StepName, info: StepInfo) -> None:
+        if name == "source_set_aside":
+            # logrotate's ``create``, or an application's atomic rewrite: a new
+            # file renamed onto the name, right after the old one was checked.
+            os.rename(fresh, src)
+            seen.append(src)
+
+    m, fm = await mover(roots)
+    async with m:
+        fm.step = rotate
+        result = await fm.archive("u/app.log")
+        assert seen, "the source was set aside before its unlink"
+        assert isinstance(result, Archived) and result.unlinked == "removed"
+        assert src.read_bytes() == b"logrotate's new file\n"
+        assert not aside_of(src).exists()
+        assert gunzip(roots.archive / result.entry.gz_path) == data
+
+
+async def test_a_file_renamed_onto_the_name_before_it_is_set_aside_goes_back(
+    roots: Roots,
+) -> None:
+    """The name's check passed, then a new file took the name before the rename
+    aside: the aside name holds the new file, which is put back, kept."""
+    data = jsonl(2_000)
+    src = roots.write("u/app.log", data)
+    m, fm = await mover(roots)
+    async with m:
+        ok = await archive_file(
+            src, roots.layout.gz_for("u/app.log"), roots=roots.pair, codec=Codec()
+        )
+        assert isinstance(ok, ArchiveOk)
+        aside = aside_of(src)
+
+        async def swap(name: StepName, info: StepInfo) -> None:
+            if name == "source_set_aside":
+                # As if the swap had come just before the rename: the aside name
+                # holds another inode.
+                os.unlink(aside)
+                (src.parent / "other").write_bytes(b"someone else's\n")
+                os.rename(src.parent / "other", aside)
+
+        fm.step = swap
+        outcome = await fm.unlink_source(src, ok.identity)
+        assert outcome == "changed"
+        assert src.read_bytes() == b"someone else's\n"
+        assert not aside.exists()
+
+
+async def test_recovery_finishes_a_source_set_aside_when_the_process_died(roots: Roots) -> None:
+    data = jsonl(1_000)
+    src = roots.write("u/app.log", data)
+
+    class Died(Exception):
+        pass
+
+    async def die(name: StepName, info: StepInfo) -> None:
+        if name == "source_set_aside":
+            raise Died
+
+    m, fm = await mover(roots)
+    async with m:
+        fm.step = die
+        with pytest.raises(Died):
+            await fm.archive("u/app.log")
+        assert not src.exists() and aside_of(src).exists()
+        report = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
+        assert report.sources_unlinked == ["u/app.log"]
+        assert not aside_of(src).exists() and not src.exists()
+        [entry] = await m.entries()
+        assert not entry.source_present
+
+
+async def test_recovery_puts_back_a_file_set_aside_that_is_not_the_archived_one(
+    roots: Roots,
+) -> None:
+    data = jsonl(1_000)
+    src = roots.write("u/app.log", data)
+
+    async def die(name: StepName, info: StepInfo) -> None:
+        if name == "source_set_aside":
+            aside = Path(str(info["aside"]))
+            with aside.open("ab") as f:  # a writer that still had it open
+                f.write(b"one more line\n")
+            raise asyncio.CancelledError
+
+    m, fm = await mover(roots)
+    async with m:
+        fm.step = die
+        with pytest.raises(asyncio.CancelledError):
+            await fm.archive("u/app.log")
+        await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
+        assert src.read_bytes() == data + b"one more line\n"
+        assert not aside_of(src).exists()
+
+
+def settings(roots: Roots, **files: object) -> Settings:
+    return parse_settings(
+        {
+            "live_root": str(roots.live),
+            "archive_root": str(roots.archive),
+            "mode": "on",
+            "files": {"min_age_days": 1, **files},
+        },
+        roots.base / "coldkeep.toml",
+    )
+
+
+def aged_copy(src: Path, dst: Path) -> None:
+    """``cp -p``, and old enough to archive."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+    old = time.time_ns() - 40 * 86_400 * 10**9
+    os.utime(dst, ns=(old, old))
+
+
+@pytest.mark.parametrize("bundled", [False, True], ids=["gzip", "bundle"])
+async def test_a_copy_of_an_archive_file_in_the_live_tree_never_removes_the_real_one(
+    roots: Roots, bundled: bool
+) -> None:
+    roots.write("u/a.log", jsonl(200, 1))
+    roots.write("u/b.log", jsonl(200, 2))
+    below = 1 << 20 if bundled else 0
+    conf = {"bundle_below": below, "include": ["**"]}
+    first = await Archiver(settings(roots, **conf)).run_pass()
+    assert first.status == "ok" and first.files.archived == 2, first.problems
+    archived = sorted(p for p in (roots.archive / "files" / "u").iterdir())
+    assert archived
+    for real in archived:  # an operator's copy, at the same relative path
+        aged_copy(real, roots.live / "u" / real.name)
+    before = {p: p.read_bytes() for p in archived}
+
+    second = await Archiver(settings(roots, **conf)).run_pass()
+
+    assert second.status == "ok", second.problems
+    for real, data in before.items():
+        assert real.read_bytes() == data, f"{real} is the archive's own file"
+    check = await Archiver(settings(roots, **conf)).verify()
+    assert not check.failed and check.checked >= 2, check
+
+
+async def test_an_existing_restore_partial_name_is_never_truncated_or_followed(
+    roots: Roots,
+) -> None:
+    data = jsonl(500)
+    src = roots.write("u/app.log", data)
+    ok = await archive_file(src, roots.layout.gz_for("u/app.log"), roots=roots.pair, codec=Codec())
+    assert isinstance(ok, ArchiveOk)
+    src.unlink()
+    precious = restore_partial_of(src)
+    precious.write_bytes(b"an application's own file\n")
+    outside = roots.base / "outside.txt"
+    outside.write_bytes(b"not in the live tree\n")
+    expect = RestoreExpect(ok.bytes, ok.sha256, ok.identity.mtime_ns, ok.identity.mode)
+
+    with pytest.raises(FileExistsError, match="restore-partial"):
+        await restore_file(ok.dest, src, expect, root=roots.live)
+    assert precious.read_bytes() == b"an application's own file\n"
+    assert not src.exists()
+
+    precious.unlink()
+    os.link(outside, precious)  # a hard link planted under the partial's name
+    with pytest.raises(FileExistsError):
+        await restore_file(ok.dest, src, expect, root=roots.live)
+    assert outside.read_bytes() == b"not in the live tree\n"
