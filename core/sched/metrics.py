@@ -240,6 +240,17 @@ def archive_families(s: Snapshot) -> Iterator[Metric]:
     if s.status.remote is not None:
         failures.add_metric(["remote"], s.status.remote.totals.verify_failed)
     yield failures
+    quarantined = GaugeMetricFamily(
+        "coldkeep_file_problems",
+        "Live files a pass could not settle, left as they were (coldkeep status), by kind.",
+        labels=["kind"],
+    )
+    kinds: dict[str, int] = {}
+    for p in s.status.file_problems:
+        kinds[p.kind] = kinds.get(p.kind, 0) + 1
+    for kind, n in sorted(kinds.items()):
+        quarantined.add_metric([kind], n)
+    yield quarantined
 
 
 def remote_families(s: Snapshot) -> Iterator[Metric]:
