@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -266,3 +268,61 @@ async def test_an_existing_restore_partial_name_is_never_truncated_or_followed(
     with pytest.raises(FileExistsError):
         await restore_file(ok.dest, src, expect, root=roots.live)
     assert outside.read_bytes() == b"not in the live tree\n"
+
+
+@pytest.fixture
+def ext4(tmp_path: Path) -> Iterator[Path]:
+    """A small ext4 filesystem, loop-mounted (``chattr +i`` needs one)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a loop device needs root")
+    image, mnt = tmp_path / "ext4.img", tmp_path / "ext4"
+    mnt.mkdir()
+    with image.open("wb") as f:
+        f.truncate(32 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"mkfs.ext4 failed: {made.stderr.decode().strip()}")
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot loop-mount ext4 here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["chattr", "-R", "-i", "-a", str(mnt)], capture_output=True)
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.mark.parametrize("bundled", [False, True], ids=["gzip", "bundle"])
+@pytest.mark.parametrize("attr", ["+i", "+a"])
+async def test_an_immutable_source_is_one_files_problem_and_every_later_pass_goes_on(
+    tmp_path: Path, ext4: Path, bundled: bool, attr: str
+) -> None:
+    roots = Roots(tmp_path, ext4 / "live", tmp_path / "archive")
+    roots.write("u/locked.log", jsonl(300, 1))
+    roots.write("u/free.log", jsonl(300, 2))
+    subprocess.run(["chattr", attr, str(roots.live / "u" / "locked.log")], check=True)
+    conf = settings(roots, bundle_below=(1 << 20) if bundled else 0)
+
+    first = await Archiver(conf).run_pass()
+
+    assert first.status == "ok", first.problems
+    assert first.files.archived == 2
+    assert not (roots.live / "u" / "free.log").exists()
+    assert [(p["relpath"], p["kind"]) for p in first.new_problems] == [
+        ("u/locked.log", "unlink_refused")
+    ]
+    roots.write("u/later.log", jsonl(300, 3))
+    second = await Archiver(conf).run_pass()
+    assert second.status == "ok", second.problems
+    assert second.files.archived == 1, "the refused file is not archived a second time"
+    assert not (roots.live / "u" / "later.log").exists()
+    status = await Archiver(conf).status()
+    [problem] = status.file_problems
+    assert (problem.relpath, problem.kind, problem.times) == ("u/locked.log", "unlink_refused", 2)
+    assert "chattr" in problem.remedy
+
+    subprocess.run(["chattr", attr.replace("+", "-"), str(roots.live / "u" / "locked.log")])
+    third = await Archiver(conf).run_pass()
+    assert third.status == "ok" and third.recovery["sources_unlinked"] == 1
+    assert not (roots.live / "u" / "locked.log").exists()
+    assert (await Archiver(conf).status()).file_problems == []
