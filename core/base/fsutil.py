@@ -22,6 +22,15 @@ Invariants:
   directory (``layout.aside_of``), the aside name's inode checked, and only that
   name unlinked. A file that is not the one archived goes back to its name
   (never replacing one that took it meanwhile).
+- A live file open in another process is never archived nor removed, where the
+  kernel can say so: a write lease (``fcntl`` ``F_SETLEASE`` ``F_WRLCK``, which
+  fails while anyone else has the file open) is taken on the source before it is
+  read and again around its removal; its break (another process opening it) is
+  polled, never waited for, and signalled with SIGURG, whose default is to be
+  ignored (SIGIO's would kill the process). Without the capability (not the
+  file's owner and no CAP_LEASE) or on a filesystem without leases (NFS, most
+  FUSE), ``take_lease`` says ``unsupported`` and the identity check (ctime
+  included) is the guard.
 - Every path is resolved under a ``root`` (beneath.py): no directory below it is
   ever followed through a link, so a user who can write the tree cannot redirect
   an operation out of it.
@@ -31,7 +40,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
+import functools
 import os
+import signal
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -214,6 +226,35 @@ def _rename_noreplace_at(src_fd: int, src: str, dst_fd: int, dst: str) -> Rename
         return _link_noreplace(src_fd, src, dst_fd, dst)
 
 
+LeaseResult = Literal["held", "open", "unsupported"]
+# Another process has the file open (the lease is refused while it does).
+_IN_USE = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY}
+
+
+def take_lease(fd: int) -> LeaseResult:
+    """A write lease on the open regular file ``fd``: ``held`` (no other process
+    has the file open, and one that opens it now waits until the lease is
+    released or ``lease_held`` sees the break), ``open`` (another process has it
+    open), or ``unsupported`` (no CAP_LEASE and not the owner, or a filesystem
+    without leases). The lease lasts until ``fd`` is closed."""
+    try:
+        # The break's signal first: SIGIO, the default, would kill the process.
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+    except OSError as err:
+        return "open" if err.errno in _IN_USE else "unsupported"
+    return "held"
+
+
+def lease_held(fd: int) -> bool:
+    """The write lease on ``fd`` is still whole: no other process is opening the
+    file (a break in progress reads as the lease it is broken down to)."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETLEASE) == fcntl.F_WRLCK
+    except OSError:
+        return False
+
+
 def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
     """Unlink ``path`` under ``root`` (False: it, or a directory on the way, was not
     there); ``durably``: its directory fsynced after."""
@@ -277,7 +318,6 @@ def unlink_source(
     root: Path,
     durably: bool = True,
     aside: AsideStep | None = None,
-    still_ours: Callable[[], bool] | None = None,
 ) -> SourceUnlink:
     """Unlink the live source ``path`` only if it is the file ``identity``
     describes, removing that inode and no other: a file renamed onto the name
@@ -286,7 +326,9 @@ def unlink_source(
     its directory, the aside name checked again (its inode, size and mtime: the
     rename moved its ctime) and unlinked; anything else goes back to its name.
     A crash in between leaves the aside name, which recovery settles by the same
-    check (``settle_aside``)."""
+    check (``settle_aside``). A write lease is held from the check to the unlink
+    (``take_lease``): a file another process has open is ``open``, kept; one that
+    another process starts opening meanwhile goes back to its name."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
             try:
@@ -295,21 +337,73 @@ def unlink_source(
                 return "gone"
             if not identity.same_file(now) or not now.is_regular:
                 return "changed"
-            private = aside_name(name)
+            leased = _lease_at(fd, name, now)
+            if isinstance(leased, str):
+                return leased
             try:
-                if _rename_noreplace_at(fd, name, fd, private) == "exists":
-                    raise FileExistsError(
-                        errno.EEXIST,
-                        "a file set aside earlier is still there; the next recovery settles it",
-                        str(path.with_name(private)),
-                    )
-            except FileNotFoundError:
-                return "gone"
-            if aside is not None:
-                aside(path.with_name(private))
-            return _settle_aside_at(fd, name, private, identity, durably, still_ours)
+                return _set_aside_and_unlink(fd, path, name, identity, durably, aside, leased)
+            finally:
+                if leased is not None:
+                    os.close(leased)
     except FileNotFoundError:  # a directory on the way is gone
         return "gone"
+
+
+def _lease_at(fd: int, name: str, now: FileIdentity) -> int | SourceUnlink | None:
+    """The source ``name`` (in the directory ``fd``, ``now`` its identity) opened and
+    leased: the descriptor that holds the lease, None where leases are not
+    supported (the identity check is the guard), or what to answer instead
+    (``open``: another process has it open; ``changed``: another file now)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        lfd = os.open(name, flags, dir_fd=fd)
+    except FileNotFoundError:
+        return "gone"
+    except OSError as err:
+        if err.errno in _IN_USE:  # another process holds a lease on it
+            return "open"
+        if err.errno == errno.ELOOP:
+            return "changed"
+        return None  # unreadable to open (EACCES on a FUSE mount): no lease
+    try:
+        st = os.fstat(lfd)
+        if (st.st_dev, st.st_ino) != (now.dev, now.ino):
+            os.close(lfd)
+            return "changed"
+        got = take_lease(lfd)
+    except OSError:
+        os.close(lfd)
+        raise
+    if got == "held":
+        return lfd
+    os.close(lfd)
+    return "open" if got == "open" else None
+
+
+def _set_aside_and_unlink(
+    fd: int,
+    path: Path,
+    name: str,
+    identity: FileIdentity,
+    durably: bool,
+    aside: AsideStep | None,
+    leased: int | None,
+) -> SourceUnlink:
+    """``unlink_source`` once the name is checked (and leased, ``leased``)."""
+    private = aside_name(name)
+    try:
+        if _rename_noreplace_at(fd, name, fd, private) == "exists":
+            raise FileExistsError(
+                errno.EEXIST,
+                "a file set aside earlier is still there; the next recovery settles it",
+                str(path.with_name(private)),
+            )
+    except FileNotFoundError:
+        return "gone"
+    if aside is not None:
+        aside(path.with_name(private))
+    still_ours = None if leased is None else functools.partial(lease_held, leased)
+    return _settle_aside_at(fd, name, private, identity, durably, still_ours)
 
 
 def _settle_aside_at(

@@ -251,7 +251,7 @@ class BundleMover:
         manifest.sources_gone_later(
             e.id
             for (e, _), o in zip(archived, outcomes, strict=True)
-            if o not in ("changed", "unsettled")
+            if o not in ("changed", "unsettled", "open")
         )
         await mover.step("bundle_sources_unlinked", {"bundle": placed, "label": label})
         by_rel = {m.relpath: o for (_, m), o in zip(archived, outcomes, strict=True)}

@@ -199,9 +199,10 @@ class FileMover:
                 f"archived; removing its source failed ({err}): the next pass's recovery settles it"
             )
             return Archived(entry, "unsettled", detail=detail, errno=err.errno)
-        if unlinked != "changed":
-            # Removed or gone; or kept live for good reason (open elsewhere, or
-            # another file at its name): no business of recovery's.
+        if unlinked not in ("changed", "open"):
+            # Removed or gone, or another file took its name (its own problem).
+            # Changed or open elsewhere: recovery looks again at the next pass
+            # (open, the file stays out of that pass's scan until it is closed).
             self.manifest.sources_gone_later([entry.id])
         await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
         return Archived(entry, unlinked)

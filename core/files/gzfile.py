@@ -67,9 +67,11 @@ from ..base.fsutil import (
     identity_of,
     identity_or_none,
     kind_of,
+    lease_held,
     open_file,
     rename_noreplace,
     set_mtime,
+    take_lease,
     unlink_if_present,
 )
 from ..base.ioerror import naming
@@ -98,6 +100,11 @@ _MAX_VERSION_NAMES = 1000
 
 class Unarchivable(ColdkeepError, ValueError):
     """Not a regular file: refused, never opened or followed."""
+
+
+class InUse(ColdkeepError):
+    """Another process has the source open (its write lease was refused, or broke
+    while it was read): left live, untouched, for a later pass."""
 
 
 class PlacedNotDurable(ColdkeepError, OSError):
@@ -209,10 +216,11 @@ def _short(d: Digest) -> str:
     return f"{d.bytes} bytes / {d.sha256[:12]}…"
 
 
-def open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
+def open_regular(path: Path, root: Path, *, lease: bool = False) -> tuple[int, FileIdentity]:
     """Steps 1 and the open: ``lstat``, refuse non-regular files, open without
     following (nothing on the way from ``root`` either), and check the open file
-    is the one ``lstat`` saw."""
+    is the one ``lstat`` saw. ``lease``: a write lease taken on it too, held while
+    the descriptor is open (``InUse``: another process has it open)."""
     ident = identity_of(path, root=root)
     if not ident.is_regular:
         raise Unarchivable(f"{path} is {kind_of(ident.mode)}; only regular files are archived")
@@ -221,12 +229,33 @@ def open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise Unarchivable(f"{path} became a symlink; refused") from err
+        if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK):  # another's lease on it
+            raise InUse(f"{path} is open in another process; left live") from err
         raise
     st = os.fstat(fd)
     if (st.st_dev, st.st_ino) != (ident.dev, ident.ino) or not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise Unarchivable(f"{path} was replaced while it was opened; refused")
+    if lease and take_lease(fd) == "open":
+        os.close(fd)
+        raise InUse(f"{path} is open in another process; left live")
     return fd, ident
+
+
+def lease_guard(fd: int, path: Path, progress: Progress | None) -> Progress:
+    """A progress callback that also checks, at each chunk, that no other process
+    started opening the file (its lease broke): the read stops at once (``InUse``)
+    and the lease goes with the descriptor, so the opener waits one chunk at
+    most. Where no lease is held, nothing is checked."""
+    leased = [lease_held(fd)]
+
+    def guarded(n: int) -> None:
+        if leased[0] and not lease_held(fd):
+            raise InUse(f"{path} was opened by another process while it was read; left live")
+        if progress is not None:
+            progress(n)
+
+    return guarded
 
 
 async def _discard(path: Path, root: Path, *, durably: bool = False) -> None:
@@ -269,7 +298,7 @@ def _pack(
     prefix_bytes: int | None,
     progress: Progress | None,
 ) -> tuple[FileIdentity, Packed]:
-    fd, ident = open_regular(src, roots.src)
+    fd, ident = open_regular(src, roots.src, lease=True)
     try:
         out = _create_archive_partial(partial, roots.dest)
         packed = compress_fd(
@@ -283,7 +312,7 @@ def _pack(
             limiter=limiter,
             cancel=cancel,
             prefix_bytes=prefix_bytes,
-            progress=progress,
+            progress=lease_guard(fd, src, progress),
             src_path=src,
         )
     finally:

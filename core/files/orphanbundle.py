@@ -214,6 +214,6 @@ class OrphanBundle:
                 )
             except OSError:
                 continue  # stays pending: the next recovery tries it again, and says why
-            if outcome != "changed":
+            if outcome not in ("changed", "open"):
                 gone.append(e.id)
         await self.manifest.mark_sources_gone(gone)

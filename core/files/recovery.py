@@ -592,7 +592,11 @@ class Recovery:
         for entry in pending:
             self.cancel.check()
             try:
-                await self._settle_source(entry, report)
+                if not await self._settle_source(entry, report):
+                    # Open in another process: it stays, pending, out of this
+                    # pass's scan; a later recovery removes it once closed.
+                    report.pending_sources.add(entry.relpath)
+                    continue
             except OSError as err:
                 # Refused (an immutable file: EPERM) or failing: this one stays
                 # pending for the next recovery, out of this pass's scan; the
@@ -605,38 +609,41 @@ class Recovery:
             report.settled.append(entry.relpath)
         await self.manifest.mark_sources_gone(settled)
 
-    async def _settle_source(self, entry: Entry, report: RecoveryReport) -> None:
+    async def _settle_source(self, entry: Entry, report: RecoveryReport) -> bool:
         """One committed entry's source: an aside name a crash left settled first
         (unlinked if it is the archived inode, else put back), then the name
-        itself unlinked if it is still exactly the file archived."""
+        itself unlinked if it is still exactly the file archived. False: it is
+        open in another process, left for a later recovery."""
         try:
             src = resolve_inside(self.mover.live_root, entry.relpath)
         except UnsafePath:
-            return
+            return True
         live = self.mover.live_root
         recorded = _recorded_identity(entry)
         aside = await asyncio.to_thread(functools.partial(settle_aside, src, recorded, root=live))
         if aside == "removed":
             report.sources_unlinked.append(entry.relpath)
-            return
+            return True
         if aside == "displaced":
             what = f"{aside_of(src)} is kept: it is not the archived file and {src} is taken"
             report.problems.append(NewProblem(entry.relpath, "displaced", what))
         found = await self._still_archived(entry)
         if found is None:
-            return
+            return True
         src, ident = found
         outcome = await asyncio.to_thread(functools.partial(unlink_source, src, ident, root=live))
         if outcome == "removed":
             report.sources_unlinked.append(entry.relpath)
+        return outcome != "open"
 
     async def _still_archived(self, entry: Entry) -> tuple[Path, FileIdentity] | None:
         """A committed entry's live source, if it is still exactly the file that
         was archived, and the identity to unlink it by: the recorded one; or, when
         only the device number differs (a remount or a reboot renumbered the
         filesystem: the identity check alone would keep the source, and the next
-        pass would archive it a second time), the one seen now, but only once the
-        file's bytes have been read again and are the entry's (the bytes its
+        pass would archive it a second time) or only the ctime (its attributes
+        changed: ``chattr -i`` on a file whose removal was refused), the one seen
+        now, but only once the file's bytes have been read again and are the entry's (the bytes its
         verified gzip holds). The same inode number on another device is never
         proof enough by itself."""
         recorded = _recorded_identity(entry)
@@ -650,7 +657,11 @@ class Recovery:
         now = await asyncio.to_thread(functools.partial(identity_or_none, src, root=live))
         if recorded.same_file(now):
             return src, recorded
-        if now is None or not recorded.same_inode_elsewhere(now):
+        if now is None:
+            return None
+        # Only the ctime moved (a chmod, a chattr -i once the operator cleared an
+        # immutable file, a link): the bytes decide, as for a renumbered device.
+        if not recorded.same_inode_elsewhere(now) and not recorded.same_inode_and_times(now):
             return None
         limiter, cancel = self.mover.limiter, self.cancel
         digest = await in_thread(cancel, digest_if_identity, src, live, now, limiter, cancel)

@@ -68,7 +68,7 @@ from ..events.dbmove import Conflict, MoveReport, move_events
 from ..events.eventschema import EventsError
 from ..files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
 from ..files.filemove import Archived, FileMover
-from ..files.gzfile import Unarchivable
+from ..files.gzfile import InUse, Unarchivable
 from ..files.orphanbundle import Orphan
 from ..files.recovery import Recovery, RecoveryReport
 from ..files.scan import Candidate, ScanError, scan_files
@@ -446,13 +446,12 @@ class Pass:
             self.quarantine.append(problems.NewProblem(m.relpath, "verify_failed", m.detail))
             self.stream.emit(FileDone("archive", m.relpath, "verify_failed", detail=m.detail))
         else:
-            totals.skip("gone" if m.detail == "gone" else "not_regular")
+            why = m.detail if m.detail in ("gone", "open") else "not_regular"
+            totals.skip(why)
+            detail = "open in another process; left live" if why == "open" else m.detail
             self.stream.emit(
                 FileDone(
-                    "archive",
-                    m.relpath,
-                    m.detail if m.detail == "gone" else "skipped",
-                    detail=m.detail,
+                    "archive", m.relpath, "gone" if why == "gone" else "skipped", detail=detail
                 )
             )
 
@@ -484,6 +483,9 @@ class Pass:
             result = await self.mover.archive(rel, cancel=self.cancel, progress=progress)
         except Unarchivable as err:
             totals.skip("not_regular")
+            self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))
+        except InUse as err:
+            totals.skip("open")
             self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))
         except FileNotFoundError:
             totals.skip("gone")
@@ -532,6 +534,9 @@ class Pass:
             kind = problems.unlink_kind(result.errno)
             self.quarantine.append(problems.NewProblem(rel, kind, result.detail))
             self.stream.notice("warning", f"{rel}: {result.detail}")
+        elif result.unlinked == "open":
+            what = "archived; kept live: another process opened it (removed once it is closed)"
+            self.stream.notice("info", f"{rel}: {what}")
         elif result.unlinked == "displaced":
             what = "a newer file took its name while it was checked; the older file is kept aside"
             self.quarantine.append(problems.NewProblem(rel, "displaced", what))

@@ -9,6 +9,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,9 +185,6 @@ async def test_recovery_puts_back_a_file_set_aside_that_is_not_the_archived_one(
 
     async def die(name: StepName, info: StepInfo) -> None:
         if name == "source_set_aside":
-            aside = Path(str(info["aside"]))
-            with aside.open("ab") as f:  # a writer that still had it open
-                f.write(b"one more line\n")
             raise asyncio.CancelledError
 
     m, fm = await mover(roots)
@@ -194,6 +192,8 @@ async def test_recovery_puts_back_a_file_set_aside_that_is_not_the_archived_one(
         fm.step = die
         with pytest.raises(asyncio.CancelledError):
             await fm.archive("u/app.log")
+        with aside_of(src).open("ab") as f:  # a writer that still had it open
+            f.write(b"one more line\n")
         await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
         assert src.read_bytes() == data + b"one more line\n"
         assert not aside_of(src).exists()
@@ -326,3 +326,76 @@ async def test_an_immutable_source_is_one_files_problem_and_every_later_pass_goe
     assert third.status == "ok" and third.recovery["sources_unlinked"] == 1
     assert not (roots.live / "u" / "locked.log").exists()
     assert (await Archiver(conf).status()).file_problems == []
+
+
+DAEMON = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+    "print('ready', flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    os.write(fd, line.encode())\n"
+    "os.close(fd)\n"
+)
+
+
+class Daemon:
+    """A process holding a live log open with O_APPEND, writing a line whenever
+    asked (an application's rarely written log)."""
+
+    def __init__(self, path: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", DAEMON, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
+
+    def write_and_stop(self, lines: list[str]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(lines))
+        self.proc.stdin.close()
+        assert self.proc.wait() == 0
+
+
+@pytest.mark.parametrize("bundled", [False, True], ids=["gzip", "bundle"])
+async def test_a_log_held_open_by_a_daemon_stays_live_and_every_later_line_lands(
+    roots: Roots, bundled: bool
+) -> None:
+    data = jsonl(300)
+    log = roots.write("u/daemon.log", data)
+    roots.write("u/closed.log", jsonl(300, 2))
+    daemon = Daemon(log)
+    conf = settings(roots, bundle_below=(1 << 20) if bundled else 0)
+    try:
+        summary = await Archiver(conf).run_pass()
+    finally:
+        lines = [f"line {n} written after the pass\n" for n in range(158)]
+        daemon.write_and_stop(lines)
+
+    assert summary.status == "ok", summary.problems
+    assert summary.files.skipped.get("open") == 1
+    assert summary.files.archived == 1, "the closed file is archived"
+    assert log.read_bytes() == data + "".join(lines).encode(), "every line the daemon wrote"
+
+
+async def test_a_source_opened_after_its_read_is_kept_until_it_is_closed(roots: Roots) -> None:
+    data = jsonl(300)
+    log = roots.write("u/daemon.log", data)
+    daemons: list[Daemon] = []
+
+    async def open_it(name: StepName, info: StepInfo) -> None:
+        if name == "entry_committed":
+            daemons.append(await asyncio.to_thread(Daemon, log))
+
+    m, fm = await mover(roots)
+    async with m:
+        fm.step = open_it
+        result = await fm.archive("u/daemon.log")
+        assert isinstance(result, Archived) and result.unlinked == "open"
+        assert log.read_bytes() == data
+        report = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
+        assert report.pending_sources == {"u/daemon.log"} and log.exists()
+        daemons[0].write_and_stop([])
+        report = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
+        assert report.sources_unlinked == ["u/daemon.log"] and not log.exists()
