@@ -384,7 +384,9 @@ def test_a_failed_fsync_of_the_live_directory_after_the_unlink_is_settled_next_p
     files = result["files"]
     assert files["errors"] == 0 and files["archived"] == files["eligible"], files
     line = reason_for(result, rel)
-    assert "removing its source failed" in line and str(site / "live" / "unit-0001" / "logs") in line, line
+    assert (
+        "removing its source failed" in line and str(site / "live" / "unit-0001" / "logs") in line
+    ), line
     assert entry_of(site, rel)["source_present"] == 1
     fs.clear()
     checked(tally, fs, templates.recovered.originals)

@@ -279,16 +279,17 @@ def ext4(tmp_path: Path) -> Iterator[Path]:
     mnt.mkdir()
     with image.open("wb") as f:
         f.truncate(32 << 20)
-    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=False, capture_output=True)
     if made.returncode != 0:
         pytest.skip(f"mkfs.ext4 failed: {made.stderr.decode().strip()}")
-    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True)
+    mount = ["mount", "-o", "loop", str(image), str(mnt)]
+    mounted = subprocess.run(mount, check=False, capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot loop-mount ext4 here: {mounted.stderr.decode().strip()}")
     try:
         yield mnt
     finally:
-        subprocess.run(["chattr", "-R", "-i", "-a", str(mnt)], capture_output=True)
+        subprocess.run(["chattr", "-R", "-i", "-a", str(mnt)], check=False, capture_output=True)
         subprocess.run(["umount", str(mnt)], check=True)
 
 
@@ -321,7 +322,8 @@ async def test_an_immutable_source_is_one_files_problem_and_every_later_pass_goe
     assert (problem.relpath, problem.kind, problem.times) == ("u/locked.log", "unlink_refused", 2)
     assert "chattr" in problem.remedy
 
-    subprocess.run(["chattr", attr.replace("+", "-"), str(roots.live / "u" / "locked.log")])
+    cleared = attr.replace("+", "-")
+    subprocess.run(["chattr", cleared, str(roots.live / "u" / "locked.log")], check=True)
     third = await Archiver(conf).run_pass()
     assert third.status == "ok" and third.recovery["sources_unlinked"] == 1
     assert not (roots.live / "u" / "locked.log").exists()
