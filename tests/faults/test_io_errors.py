@@ -287,6 +287,7 @@ def test_a_source_that_cannot_be_read_is_counted_kept_and_named(
 
     again = next_run(site, fs, "pass")["result"]
     assert again["files"]["archived"] == 1 and rel not in live_files(site)
+    assert again["file_problems"] == 0, "archived now: no longer a problem"
     checked(tally, fs, templates.recovered.originals, remount=False)
     if bundled:
         unit = [e for e in entries(fs.backing) if e["unit"] == "unit-0001" and e["relpath"] != rel]
