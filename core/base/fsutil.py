@@ -366,17 +366,21 @@ def _lease_at(fd: int, name: str, now: FileIdentity) -> int | SourceUnlink | Non
             return "changed"
         return None  # unreadable to open (EACCES on a FUSE mount): no lease
     try:
-        st = os.fstat(lfd)
-        if (st.st_dev, st.st_ino) != (now.dev, now.ino):
+        if not now.same_file(FileIdentity.of_stat(os.fstat(lfd))):
             os.close(lfd)
             return "changed"
         got = take_lease(lfd)
+        # Leased, no other process can open it, so none can write to it: what
+        # fstat says now holds until the unlink (a write slipped in since the
+        # check, its mtime put back, still moved the ctime).
+        if got == "held" and now.same_file(FileIdentity.of_stat(os.fstat(lfd))):
+            return lfd
     except OSError:
         os.close(lfd)
         raise
-    if got == "held":
-        return lfd
     os.close(lfd)
+    if got == "held":  # written to between the check and the lease
+        return "changed"
     return "open" if got == "open" else None
 
 
