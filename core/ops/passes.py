@@ -417,7 +417,7 @@ class Pass:
                 raise
             totals.errors += len(group.files)
             self.quarantine += [
-                problems.NewProblem(rel, "read_error", str(err)) for rel, _ in group.files
+                problems.NewProblem(rel, "io_error", str(err)) for rel, _ in group.files
             ]
             for rel, _ in group.files:
                 self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
@@ -439,7 +439,7 @@ class Pass:
             self.stream.emit(FileDone("archive", m.relpath, "changed", detail=m.detail))
         elif m.result == "error":
             totals.errors += 1
-            self.quarantine.append(problems.NewProblem(m.relpath, "read_error", m.detail))
+            self.quarantine.append(problems.NewProblem(m.relpath, "io_error", m.detail))
             self.stream.emit(FileDone("archive", m.relpath, "error", detail=m.detail))
         elif m.result == "verify_failed":
             totals.verify_failed += 1
@@ -496,7 +496,7 @@ class Pass:
             if isinstance(err, sqlite3.Error):
                 raise  # the manifest itself: the pass cannot go on
             totals.errors += 1
-            self.quarantine.append(problems.NewProblem(rel, "read_error", str(err)))
+            self.quarantine.append(problems.NewProblem(rel, "io_error", str(err)))
             self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
         else:
             if isinstance(result, Archived):

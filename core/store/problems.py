@@ -27,7 +27,10 @@ from .manifest import Manifest
 
 # What failed, and what the operator does about each kind.
 REMEDIES: dict[str, str] = {
-    "read_error": "check the disk (dmesg) and the file's permissions; the next pass tries again",
+    "io_error": (
+        "reading it or writing its gzip failed: check the disks (dmesg) and the file's "
+        "permissions; the next pass tries again"
+    ),
     "verify_failed": "check the archive's disk (dmesg) and memory; the next pass tries again",
     "unlink_refused": (
         "the file is archived but its removal is refused (chattr +i / +a, or a read-only "
@@ -45,7 +48,7 @@ REMEDIES: dict[str, str] = {
 
 # The kinds a pass's file phase settles: a row of one goes once its file is no
 # longer offered by the scan (the others are recovery's to settle).
-PASS_KINDS = ("read_error", "verify_failed", "unarchivable")
+PASS_KINDS = ("io_error", "verify_failed", "unarchivable")
 
 
 def unlink_kind(code: int | None) -> str:

@@ -222,11 +222,11 @@ async def test_quarantined_files_show_in_the_metrics_by_kind(config: Path) -> No
                 problems.NewProblem(
                     "u/b.log", "unlink_refused", "[Errno 1] Operation not permitted"
                 ),
-                problems.NewProblem("u/c.log", "read_error", "[Errno 5] Input/output error"),
+                problems.NewProblem("u/c.log", "io_error", "[Errno 5] Input/output error"),
             ],
             at=1,
             pass_id=None,
         )
     samples = await scrape(settings)
     assert value(samples, "coldkeep_file_problems", kind="unlink_refused") == 2
-    assert value(samples, "coldkeep_file_problems", kind="read_error") == 1
+    assert value(samples, "coldkeep_file_problems", kind="io_error") == 1
