@@ -20,7 +20,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.codec import Codec
 from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.base.layout import aside_of, restore_partial_of
-from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.base.steps import StepHook, StepInfo, StepName
 from coldkeep.core.files.filemove import Archived, FileMover
 from coldkeep.core.files.gzfile import (
     ArchiveOk,
@@ -401,3 +401,47 @@ async def test_a_source_opened_after_its_read_is_kept_until_it_is_closed(roots: 
         daemons[0].write_and_stop([])
         report = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
         assert report.sources_unlinked == ["u/daemon.log"] and not log.exists()
+
+
+async def test_recovery_goes_on_past_an_item_it_cannot_settle(tmp_path: Path, ext4: Path) -> None:
+    """A crashed restore's partial that cannot be removed (immutable) is that
+    item's problem: its intent stays for the next recovery, and every other
+    leftover is settled in the same run."""
+    roots = Roots(tmp_path, ext4 / "live", tmp_path / "archive")
+    roots.archive.mkdir()
+    restored = roots.write("u/restored.log", jsonl(100, 1))
+    pending = roots.write("u/pending.log", jsonl(100, 2))
+
+    class Died(Exception):
+        pass
+
+    async def die_at(step: StepName) -> StepHook:
+        async def hook(name: StepName, info: StepInfo) -> None:
+            if name == step:
+                raise Died
+
+        return hook
+
+    m, fm = await mover(roots)
+    async with m:
+        done = await fm.archive("u/restored.log")
+        assert isinstance(done, Archived) and not restored.exists()
+        fm.step = await die_at("restore_partial_written")
+        with pytest.raises(Died):
+            await fm.restore(done.entry, restored, root=roots.live)
+        partial = restore_partial_of(restored)
+        subprocess.run(["chattr", "+i", str(partial)], check=True)
+        fm.step = await die_at("entry_committed")
+        with pytest.raises(Died):
+            await fm.archive("u/pending.log")
+
+        report = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
+
+        assert report.sources_unlinked == ["u/pending.log"] and not pending.exists()
+        [problem] = report.problems
+        assert problem.kind == "recovery" and str(partial) in problem.reason
+        assert len(await m.restore_intents()) == 1, "kept for the next recovery"
+        subprocess.run(["chattr", "-i", str(partial)], check=True)
+        again = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
+        assert again.restore_partials == [partial] and again.problems == []
+        assert await m.restore_intents() == []
