@@ -374,6 +374,9 @@ class Pass:
         now, pass_id = self.setup.clock(), self.summary.pass_id
         met = {p.relpath for p in self.quarantine}
         await problems.clear(self.manifest, [r for r in self.settled if r not in met])
+        # Recovery ran whole and tried every leftover again: what it did not
+        # meet again is settled.
+        await problems.clear_except(self.manifest, problems.RECOVERY_KINDS, met)
         if self.eligible is not None:
             # A file the scan no longer offers is no longer this pass's problem.
             await problems.clear_except(

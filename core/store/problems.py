@@ -49,6 +49,9 @@ REMEDIES: dict[str, str] = {
 # The kinds a pass's file phase settles: a row of one goes once its file is no
 # longer offered by the scan (the others are recovery's to settle).
 PASS_KINDS = ("io_error", "verify_failed", "unarchivable")
+# The kinds recovery meets again at every pass while they last (a leftover, a
+# committed source not yet removed): a row of one it did not meet again goes.
+RECOVERY_KINDS = ("recovery", "unlink_refused", "unsettled")
 
 
 def unlink_kind(code: int | None) -> str:
