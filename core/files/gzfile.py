@@ -5,15 +5,17 @@ announced from there), streamed in 1 MiB chunks through the rate cap:
 
   1. ``lstat`` the source: a regular file, or refused (symlinks, FIFOs, devices and
      directories are never opened, let alone followed); it is then opened with
-     O_NOFOLLOW and its inode checked against the ``lstat``;
+     O_NOFOLLOW and its inode checked against the ``lstat``, and a write lease
+     taken on it where the kernel allows (``InUse``: another process has it open,
+     or opens it during the read, which then stops at once: left live);
   2. stream it through sha256 (and CRC-32, and the compressor) into
      ``<dest>.partial``, then fsync;                                ->  partial_written
   3. stream the partial back through gunzip and sha256: length and hash must equal
      step 2's, or the partial is deleted, the source kept: ``verify_failed``;
                                                                      ->  verified
-  4. ``lstat`` the source again: any change of dev, ino, size or mtime (or more
-     bytes read than it had) discards the partial: ``changed`` (the next pass
-     archives the new bytes);
+  4. ``lstat`` the source again: any change of dev, ino, size, mtime or ctime (or
+     more bytes read than it had) discards the partial: ``changed`` (the next
+     pass archives the new bytes);
   5. give the partial the source's mtime, rename it into place WITHOUT replacing
      anything (an existing name gets the next version name, ``x.<sha12>.gz``),
      fsync the directory.                                           ->  renamed
