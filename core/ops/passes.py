@@ -546,7 +546,7 @@ class Pass:
             self.stream.notice("warning", f"{rel}: {what}")
         elif result.unlinked in ("removed", "gone"):
             self.settled.append(rel)
-        elif result.legacy == "kept":
+        if result.legacy == "kept" and result.unlinked != "unsettled":
             self.stream.notice("warning", result.detail)
         self.stream.emit(FileDone("archive", rel, "archived", e.bytes, e.gz_bytes, result.unlinked))
 
