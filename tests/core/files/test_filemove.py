@@ -32,7 +32,7 @@ from coldkeep.core.files.gzfile import (
 from coldkeep.core.files.recovery import Recovery
 from coldkeep.core.store.manifest import Manifest
 
-from helpers import Roots, gunzip, jsonl
+from helpers import Roots, gunzip, jsonl, leases_or_skip
 
 
 def rewrite_keeping_mtime(path: Path, data: bytes) -> None:
@@ -364,6 +364,7 @@ class Daemon:
 async def test_a_log_held_open_by_a_daemon_stays_live_and_every_later_line_lands(
     roots: Roots, bundled: bool
 ) -> None:
+    leases_or_skip(roots.live)
     data = jsonl(300)
     log = roots.write("u/daemon.log", data)
     roots.write("u/closed.log", jsonl(300, 2))
@@ -382,6 +383,7 @@ async def test_a_log_held_open_by_a_daemon_stays_live_and_every_later_line_lands
 
 
 async def test_a_source_opened_after_its_read_is_kept_until_it_is_closed(roots: Roots) -> None:
+    leases_or_skip(roots.live)
     data = jsonl(300)
     log = roots.write("u/daemon.log", data)
     daemons: list[Daemon] = []
