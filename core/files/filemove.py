@@ -278,6 +278,7 @@ class FileMover:
         or, ``fetched``, from that copy of it alone (read from the remote tier).
         With ``grace_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
+        await self._clear_earlier_intents(target, root)
         intent = await self.manifest.add_restore_intent(entry.id, target)
         if grace_until is not None:
             # The grace is recorded before the file is placed, as restored event
@@ -318,6 +319,19 @@ class FileMover:
         await self.manifest.clear_restore_intent(intent.id)
         await self.step("intent_cleared", {"target": target, "entry": entry.id})
         return result
+
+    async def _clear_earlier_intents(self, target: Path, root: Path) -> None:
+        """A restore to ``target`` that died left its partial, named by its intent:
+        that partial is ours, removed (durably) before this restore creates its own
+        under the same name. Any other file there is refused by ``restore_file``."""
+        for earlier in await self.manifest.restore_intents():
+            if earlier.target != target:
+                continue
+            partial = restore_partial_of(target)
+            await asyncio.to_thread(
+                functools.partial(unlink_if_present, partial, root=root, durably=True)
+            )
+            await self.manifest.clear_restore_intent(earlier.id)
 
     async def _failed_restore(
         self, entry: Entry, target: Path, root: Path, intent_id: int, grace_until: int | None

@@ -20,7 +20,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.codec import Codec
 from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.base.layout import aside_of, restore_partial_of
-from coldkeep.core.base.steps import StepHook, StepInfo, StepName
+from coldkeep.core.base.steps import StepHook, StepInfo, StepName, no_step
 from coldkeep.core.files.filemove import Archived, FileMover
 from coldkeep.core.files.gzfile import (
     ArchiveOk,
@@ -447,3 +447,27 @@ async def test_recovery_goes_on_past_an_item_it_cannot_settle(tmp_path: Path, ex
         again = await Recovery(m, FileMover(roots.live, roots.layout, m, Codec())).run()
         assert again.restore_partials == [partial] and again.problems == []
         assert await m.restore_intents() == []
+
+
+async def test_a_restore_after_one_that_died_replaces_the_partial_its_intent_names(
+    roots: Roots,
+) -> None:
+    data = jsonl(200)
+    src = roots.write("u/app.log", data)
+
+    async def die(name: StepName, info: StepInfo) -> None:
+        if name == "restore_partial_written":
+            raise asyncio.CancelledError
+
+    m, fm = await mover(roots)
+    async with m:
+        done = await fm.archive("u/app.log")
+        assert isinstance(done, Archived) and not src.exists()
+        fm.step = die
+        with pytest.raises(asyncio.CancelledError):
+            await fm.restore(done.entry, src, root=roots.live)
+        assert restore_partial_of(src).exists(), "the dead restore's partial, named by its intent"
+        fm.step = no_step
+        again = await fm.restore(done.entry, src, root=roots.live)
+        assert again.kind == "restored" and src.read_bytes() == data
+        assert not restore_partial_of(src).exists() and await m.restore_intents() == []
