@@ -216,13 +216,6 @@ async def run_recovery(
     return report
 
 
-def named(what: str, items: list[str], most: int = 5) -> str:
-    """``what`` followed by the first ``most`` of ``items`` (a problem line names
-    the files it is about; a failing disk does not make it a thousand lines)."""
-    more = f"; … and {len(items) - most} more" if len(items) > most else ""
-    return f"{what}: {'; '.join(items[:most])}{more}"
-
-
 # The pass ---------------------------------------------------------------------
 
 
