@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coldkeep.core.base.codec import gzip_header, read_gzip_header
+from coldkeep.core.base.fsutil import take_lease
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.gzfile import Roots as FileRoots
 
@@ -229,3 +232,18 @@ def planted(layout: Layout, rel: str, name: bytes, data: bytes, mode: int, mtime
     trailer = zlib.crc32(data).to_bytes(4, "little") + len(data).to_bytes(4, "little")
     gz.write_bytes(gzip_header(name, mtime_ns, mode) + body + trailer)
     return gz
+
+
+def leases_or_skip(folder: Path) -> None:
+    """Skip unless a write lease can be taken on a file in ``folder`` (not the
+    owner without CAP_LEASE, or a filesystem without leases): what guards an
+    open file there is the identity check alone."""
+    probe = folder / ".lease-probe"
+    probe.write_bytes(b"")
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        if take_lease(fd) != "held":
+            pytest.skip(f"no write lease on {folder}'s filesystem")
+    finally:
+        os.close(fd)
+        probe.unlink()

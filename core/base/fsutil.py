@@ -2,9 +2,12 @@
 them in threads (``asyncio.to_thread``), never on the event loop.
 
 Invariants:
-- Identity is what ``lstat`` says (dev, ino, size, mtime_ns, mode); a symlink is
-  described, never followed. Two identities are "the same file, unchanged" when
-  dev, ino, size and mtime_ns agree. The same inode on another device number
+- Identity is what ``lstat`` says (dev, ino, size, mtime_ns, ctime_ns, mode); a
+  symlink is described, never followed. Two identities are "the same file,
+  unchanged" when dev, ino, size, mtime_ns and ctime_ns agree: a writer can put
+  the mtime back (``touch -r``, ``rsync -t --inplace``), never the ctime. Only an
+  identity recorded before ctime was kept (``ctime_ns`` None) is compared
+  without it. The same inode on another device number
   (``same_inode_elsewhere``: a remount or a reboot renumbered the filesystem) is
   only a candidate: whoever acts on it compares the bytes first.
 - A name is made durable by fsyncing the directory that holds it: after a rename,
@@ -14,6 +17,20 @@ Invariants:
   fails on an existing name). A crash between the two leaves both names; the
   source is always a temporary name that recovery removes.
 - ``unlink_if_identity`` re-``lstat``s first and refuses on any change.
+- ``unlink_source`` (a live source, which others may rename or replace at any
+  moment) removes only the inode it checked: the name is renamed aside in its own
+  directory (``layout.aside_of``), the aside name's inode checked, and only that
+  name unlinked. A file that is not the one archived goes back to its name
+  (never replacing one that took it meanwhile).
+- A live file open in another process is never archived nor removed, where the
+  kernel can say so: a write lease (``fcntl`` ``F_SETLEASE`` ``F_WRLCK``, which
+  fails while anyone else has the file open) is taken on the source before it is
+  read and again around its removal; its break (another process opening it) is
+  polled, never waited for, and signalled with SIGURG, whose default is to be
+  ignored (SIGIO's would kill the process). Without the capability (not the
+  file's owner and no CAP_LEASE) or on a filesystem without leases (NFS, most
+  FUSE), ``take_lease`` says ``unsupported`` and the identity check (ctime
+  included) is the guard.
 - Every path is resolved under a ``root`` (beneath.py): no directory below it is
   ever followed through a link, so a user who can write the tree cannot redirect
   an operation out of it.
@@ -23,8 +40,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
+import functools
 import os
+import signal
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,6 +53,7 @@ from typing import Literal
 from . import beneath
 from .errors import ColdkeepError
 from .ioerror import naming
+from .layout import aside_name
 
 
 @dataclass(frozen=True)
@@ -41,18 +63,28 @@ class FileIdentity:
     size: int
     mtime_ns: int
     mode: int
+    # None: recorded by a coldkeep that did not keep it (compared without it).
+    ctime_ns: int | None = None
 
     @classmethod
     def of_stat(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode, st.st_ctime_ns)
 
     @property
     def is_regular(self) -> bool:
         return stat.S_ISREG(self.mode)
 
     def same_file(self, other: FileIdentity | None) -> bool:
-        """Same inode, same size, same mtime: nothing has written to it."""
-        return other is not None and (self.dev, self.ino, self.size, self.mtime_ns) == (
+        """Same inode, size, mtime and ctime: nothing has written to it (a write
+        whose mtime was put back still moved the ctime)."""
+        if other is None or not self.same_inode_and_times(other):
+            return False
+        return self.ctime_ns is None or other.ctime_ns is None or self.ctime_ns == other.ctime_ns
+
+    def same_inode_and_times(self, other: FileIdentity) -> bool:
+        """Same inode, size and mtime, the ctime not compared: what is left to
+        compare after coldkeep itself renamed the file (a rename moves the ctime)."""
+        return (self.dev, self.ino, self.size, self.mtime_ns) == (
             other.dev,
             other.ino,
             other.size,
@@ -73,7 +105,8 @@ class FileIdentity:
         )
 
     def describe(self) -> str:
-        return f"dev {self.dev} ino {self.ino} {self.size} B mtime_ns {self.mtime_ns}"
+        ctime = "" if self.ctime_ns is None else f" ctime_ns {self.ctime_ns}"
+        return f"dev {self.dev} ino {self.ino} {self.size} B mtime_ns {self.mtime_ns}{ctime}"
 
 
 def identity_of(path: Path, *, root: Path) -> FileIdentity:
@@ -183,10 +216,43 @@ def rename_noreplace(src: Path, dst: Path, *, root: Path) -> RenameResult:
         beneath.parent(root, dst) as (dst_fd, dst_name),
         naming(src),
     ):
-        try:
-            return _renameat2_noreplace(src_fd, src_name, dst_fd, dst_name)
-        except NoReplaceUnsupported:
-            return _link_noreplace(src_fd, src_name, dst_fd, dst_name)
+        return _rename_noreplace_at(src_fd, src_name, dst_fd, dst_name)
+
+
+def _rename_noreplace_at(src_fd: int, src: str, dst_fd: int, dst: str) -> RenameResult:
+    try:
+        return _renameat2_noreplace(src_fd, src, dst_fd, dst)
+    except NoReplaceUnsupported:
+        return _link_noreplace(src_fd, src, dst_fd, dst)
+
+
+LeaseResult = Literal["held", "open", "unsupported"]
+# Another process has the file open (the lease is refused while it does).
+_IN_USE = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY}
+
+
+def take_lease(fd: int) -> LeaseResult:
+    """A write lease on the open regular file ``fd``: ``held`` (no other process
+    has the file open, and one that opens it now waits until the lease is
+    released or ``lease_held`` sees the break), ``open`` (another process has it
+    open), or ``unsupported`` (no CAP_LEASE and not the owner, or a filesystem
+    without leases). The lease lasts until ``fd`` is closed."""
+    try:
+        # The break's signal first: SIGIO, the default, would kill the process.
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+    except OSError as err:
+        return "open" if err.errno in _IN_USE else "unsupported"
+    return "held"
+
+
+def lease_held(fd: int) -> bool:
+    """The write lease on ``fd`` is still whole: no other process is opening the
+    file (a break in progress reads as the lease it is broken down to)."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETLEASE) == fcntl.F_WRLCK
+    except OSError:
+        return False
 
 
 def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
@@ -234,3 +300,156 @@ def unlink_if_identity(
     except FileNotFoundError:  # a directory on the way is gone
         return "gone"
     return "removed"
+
+
+# What ``unlink_source`` did: ``displaced``: the file found at the name was not the
+# one archived and a newer file took the name meanwhile, so it stays under its
+# aside name (the caller reports it); ``open``: the caller's ``still_ours`` said
+# another process is opening the file (its lease broke): put back, kept.
+SourceUnlink = Literal["removed", "gone", "changed", "displaced", "open"]
+# Called with the aside path once the source is there (a step hook).
+AsideStep = Callable[[Path], None]
+
+
+def unlink_source(
+    path: Path,
+    identity: FileIdentity,
+    *,
+    root: Path,
+    durably: bool = True,
+    aside: AsideStep | None = None,
+) -> SourceUnlink:
+    """Unlink the live source ``path`` only if it is the file ``identity``
+    describes, removing that inode and no other: a file renamed onto the name
+    between the check and the unlink (logrotate's ``create``, an atomic rewrite)
+    is never the one removed. The name is checked (ctime too), renamed aside in
+    its directory, the aside name checked again (its inode, size and mtime: the
+    rename moved its ctime) and unlinked; anything else goes back to its name.
+    A crash in between leaves the aside name, which recovery settles by the same
+    check (``settle_aside``). A write lease is held from the check to the unlink
+    (``take_lease``): a file another process has open is ``open``, kept; one that
+    another process starts opening meanwhile goes back to its name."""
+    try:
+        with beneath.parent(root, path) as (fd, name), naming(path):
+            try:
+                now = FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
+            except FileNotFoundError:
+                return "gone"
+            if not identity.same_file(now) or not now.is_regular:
+                return "changed"
+            leased = _lease_at(fd, name, now)
+            if isinstance(leased, str):
+                return leased
+            try:
+                return _set_aside_and_unlink(fd, path, name, identity, durably, aside, leased)
+            finally:
+                if leased is not None:
+                    os.close(leased)
+    except FileNotFoundError:  # a directory on the way is gone
+        return "gone"
+
+
+def _lease_at(fd: int, name: str, now: FileIdentity) -> int | SourceUnlink | None:
+    """The source ``name`` (in the directory ``fd``, ``now`` its identity) opened and
+    leased: the descriptor that holds the lease, None where leases are not
+    supported (the identity check is the guard), or what to answer instead
+    (``open``: another process has it open; ``changed``: another file now)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        lfd = os.open(name, flags, dir_fd=fd)
+    except FileNotFoundError:
+        return "gone"
+    except OSError as err:
+        if err.errno in _IN_USE:  # another process holds a lease on it
+            return "open"
+        if err.errno == errno.ELOOP:
+            return "changed"
+        return None  # unreadable to open (EACCES on a FUSE mount): no lease
+    try:
+        if not now.same_file(FileIdentity.of_stat(os.fstat(lfd))):
+            os.close(lfd)
+            return "changed"
+        got = take_lease(lfd)
+        # Leased, no other process can open it, so none can write to it: what
+        # fstat says now holds until the unlink (a write slipped in since the
+        # check, its mtime put back, still moved the ctime).
+        if got == "held" and now.same_file(FileIdentity.of_stat(os.fstat(lfd))):
+            return lfd
+    except OSError:
+        os.close(lfd)
+        raise
+    os.close(lfd)
+    if got == "held":  # written to between the check and the lease
+        return "changed"
+    return "open" if got == "open" else None
+
+
+def _set_aside_and_unlink(
+    fd: int,
+    path: Path,
+    name: str,
+    identity: FileIdentity,
+    durably: bool,
+    aside: AsideStep | None,
+    leased: int | None,
+) -> SourceUnlink:
+    """``unlink_source`` once the name is checked (and leased, ``leased``)."""
+    private = aside_name(name)
+    try:
+        if _rename_noreplace_at(fd, name, fd, private) == "exists":
+            raise FileExistsError(
+                errno.EEXIST,
+                "a file set aside earlier is still there; the next recovery settles it",
+                str(path.with_name(private)),
+            )
+    except FileNotFoundError:
+        return "gone"
+    if aside is not None:
+        aside(path.with_name(private))
+    still_ours = None if leased is None else functools.partial(lease_held, leased)
+    return _settle_aside_at(fd, name, private, identity, durably, still_ours)
+
+
+def _settle_aside_at(
+    fd: int,
+    name: str,
+    private: str,
+    identity: FileIdentity,
+    durably: bool,
+    still_ours: Callable[[], bool] | None,
+) -> SourceUnlink:
+    """The aside name ``private`` (in the directory ``fd``) unlinked if it holds the
+    archived inode (and ``still_ours`` agrees), else put back at ``name``."""
+    try:
+        there = FileIdentity.of_stat(os.stat(private, dir_fd=fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return "gone"
+    ours = there.is_regular and identity.same_inode_and_times(there)
+    if ours and (still_ours is None or still_ours()):
+        os.unlink(private, dir_fd=fd)
+        if durably:
+            os.fsync(fd)
+        return "removed"
+    placed = _rename_noreplace_at(fd, private, fd, name)
+    os.fsync(fd)
+    if placed == "exists":
+        return "displaced"
+    return "changed" if not ours else "open"
+
+
+def settle_aside(path: Path, identity: FileIdentity | None, *, root: Path) -> SourceUnlink | None:
+    """Recovery's half of ``unlink_source``: the aside name of ``path``, if a crash
+    left one, unlinked when it holds the archived inode (``identity``), else put
+    back at ``path``. None: there is none."""
+    try:
+        with beneath.parent(root, path) as (fd, name), naming(path):
+            private = aside_name(name)
+            try:
+                os.stat(private, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if identity is None:  # nothing to check it against: it goes back
+                identity = FileIdentity(-1, -1, -1, -1, 0)
+            return _settle_aside_at(fd, name, private, identity, True, None)
+    except FileNotFoundError:
+        return None

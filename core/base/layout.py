@@ -19,7 +19,9 @@ version of the same path is ``<relpath>.<sha12>.gz``.
 
 Invariants:
 - Temporary names end in ``.partial`` (archive side) or ``.restore-partial`` (live
-  side) and are never eligible for archiving, whatever the include globs say.
+  side), or are a source set aside for its removal (``.coldkeep-unlinking-<hex>``,
+  live side, ``aside_of``), and are never eligible for archiving, whatever the
+  include globs say.
 - A relpath that comes from outside (the manifest, a restore selection) is checked
   before it becomes a path: no absolute path, no ``..``, no empty segment, and no
   symlink among the parents between the root and the target. A name read from a
@@ -41,6 +43,10 @@ from .errors import UsageError
 
 PARTIAL_SUFFIX = ".partial"
 RESTORE_PARTIAL_SUFFIX = ".restore-partial"
+# A live source renamed aside in its own directory while its identity is checked
+# and it is unlinked: the name is fixed by the source's name (recovery finds it
+# from the entry's relpath) and short whatever that name's length.
+ASIDE_PREFIX = ".coldkeep-unlinking-"
 GZ_SUFFIX = ".gz"
 MANIFEST_NAME = "coldkeep.db"
 SITE_NAME = "coldkeep.site"
@@ -64,7 +70,17 @@ class UnsafePath(UsageError, ValueError):
 
 def is_temp_name(name: str) -> bool:
     """coldkeep's own temporary files: never archived, never taken for data."""
-    return name.endswith((PARTIAL_SUFFIX, RESTORE_PARTIAL_SUFFIX))
+    return name.endswith((PARTIAL_SUFFIX, RESTORE_PARTIAL_SUFFIX)) or name.startswith(ASIDE_PREFIX)
+
+
+def aside_name(name: str) -> str:
+    """The name a source called ``name`` is set aside under, in its own directory,
+    between its last identity check and its unlink."""
+    return ASIDE_PREFIX + hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+
+
+def aside_of(path: Path) -> Path:
+    return path.with_name(aside_name(path.name))
 
 
 def is_scratch_name(name: str) -> bool:

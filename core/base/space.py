@@ -19,6 +19,7 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -127,7 +128,10 @@ def ensure_reserve(archive_root: Path) -> None:
         pass
     tmp = path.with_name(f"{path.name}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        # O_EXCL: a leftover of ours goes first; nothing there is truncated.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             try:
                 os.posix_fallocate(fd, 0, RESERVE_BYTES)

@@ -23,6 +23,7 @@ StepName = Literal[
     "verified",  # the partial decompresses to exactly the bytes read
     "renamed",  # the gzip is in place and its directory fsynced
     "entry_committed",  # the manifest entry is committed
+    "source_set_aside",  # the checked source is renamed aside in its directory
     "source_unlinked",  # the live source is gone (its identity checked first)
     # restoring one file (gzfile.restore_file, wrapped by a restore intent)
     "intent_recorded",  # the restore intent is committed
@@ -50,12 +51,12 @@ StepName = Literal[
     "expire_local_deleted",  # its local file is unlinked, the directory fsynced, settled
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
-ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:5]
-RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[5:9]
-BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[9:11]
-BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[11:16]
-SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[16:21]
-EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[21:]
+ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:6]
+RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[6:10]
+BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[10:12]
+BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[12:17]
+SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[17:22]
+EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[22:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

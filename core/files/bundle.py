@@ -36,12 +36,19 @@ from pathlib import Path
 
 from ..base.cancel import CancelToken
 from ..base.codec import Codec, CorruptGzip, Packed, Span, compress_to_bytes, inflate
-from ..base.fsutil import FileIdentity, fsync_dir, identity_or_none, open_file, rename_noreplace
+from ..base.fsutil import (
+    FileIdentity,
+    fsync_dir,
+    identity_or_none,
+    lease_held,
+    open_file,
+    rename_noreplace,
+)
 from ..base.ioerror import naming
 from ..base.layout import UnsafePath, check_relpath, check_stored_name
 from ..base.ratelimit import RateLimiter
 from ..base.times import NS_PER_S
-from .gzfile import PlacedNotDurable, Roots, Unarchivable, open_regular
+from .gzfile import InUse, PlacedNotDurable, Roots, Unarchivable, open_regular
 
 BUNDLE_SUFFIX = ".tar"
 # <YYYY-MM>.<sha12>[-n].tar: only such a name under files/ is taken for a bundle
@@ -139,8 +146,9 @@ def _member_of(
 ) -> tuple[bytes, FileIdentity, Packed]:
     """One source's gzip, in memory: opened beneath ``root`` without following
     links, read once through the hashes and the compressor."""
-    src_fd, ident = open_regular(src, root)
+    src_fd, ident = open_regular(src, root, lease=True)
     try:
+        leased = lease_held(src_fd)
         data, packed = compress_to_bytes(
             src_fd,
             name=os.fsencode(src.name),
@@ -152,6 +160,8 @@ def _member_of(
             src_path=src,
             size_hint=ident.size,
         )
+        if leased and not lease_held(src_fd):
+            raise InUse(f"{src} was opened by another process while it was read; left live")
     finally:
         os.close(src_fd)
     return data, ident, packed
@@ -173,7 +183,8 @@ def pack(
     members: list[PackedMember] = []
     skipped: list[tuple[str, str]] = []
     unreadable: list[tuple[str, str]] = []
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    # A new name (random): O_EXCL, so nothing already there is ever written to.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     fd = open_file(partial, flags, root=roots.dest, create_parents=True)
     with naming(partial), os.fdopen(fd, "wb") as out:
         for relpath, src in sources:
@@ -185,6 +196,9 @@ def pack(
                 continue
             except Unarchivable as err:
                 skipped.append((relpath, str(err)))
+                continue
+            except InUse:
+                skipped.append((relpath, "open"))
                 continue
             except OSError as err:
                 # Its bytes are in memory until whole: the partial holds nothing

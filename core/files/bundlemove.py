@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.cancel import CancelToken, in_thread
-from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_identity, unlink_if_present
+from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_present, unlink_source
 from ..base.layout import PARTIAL_SUFFIX, unit_of
 from ..base.space import out_of_space
 from ..base.times import NS_PER_S
@@ -122,6 +122,7 @@ class MemberDone:
     entry: Entry | None = None
     unlinked: SourceOutcome | None = None
     detail: str = ""
+    errno: int | None = None  # "unsettled": the error's
 
 
 @dataclass(frozen=True)
@@ -130,18 +131,23 @@ class BundleDone:
     members: list[MemberDone]
 
 
-def _unlink_all(members: list[tuple[Path, FileIdentity]], root: Path) -> list[SourceOutcome]:
-    """Step 7: each source unlinked if it is still the file archived, then each
-    directory that lost one fsynced once. An I/O error leaves that source and
-    the rest ``unsettled``: their entries keep source_present for recovery."""
+def _unlink_all(
+    members: list[tuple[Path, FileIdentity]], root: Path
+) -> tuple[list[SourceOutcome], dict[Path, OSError]]:
+    """Step 7: each source unlinked if it is still the file archived (only the
+    inode checked: ``unlink_source``), then each directory that lost one fsynced
+    once. An error on one source (EPERM of an immutable file, EIO) leaves that
+    one ``unsettled``, with its error, and the others go on: their entries keep
+    source_present for recovery."""
     results: list[SourceOutcome] = []
+    errors: dict[Path, OSError] = {}
     dirs: set[Path] = set()
-    for n, (src, ident) in enumerate(members):
+    for src, ident in members:
         try:
-            outcome = unlink_if_identity(src, ident, root=root, durably=False)
-        except OSError:
-            results += ["unsettled"] * (len(members) - n)
-            break
+            outcome: SourceOutcome = unlink_source(src, ident, root=root, durably=False)
+        except OSError as err:
+            outcome = "unsettled"
+            errors[src] = err
         results.append(outcome)
         if outcome == "removed":
             dirs.add(src.parent)
@@ -154,7 +160,7 @@ def _unlink_all(members: list[tuple[Path, FileIdentity]], root: Path) -> list[So
                 "unsettled" if r == "removed" and s.parent == folder else r
                 for r, (s, _) in zip(results, members, strict=True)
             ]
-    return results
+    return results, errors
 
 
 class BundleMover:
@@ -241,9 +247,11 @@ class BundleMover:
             (e, m) for e, m in zip(entries, packed.members, strict=True) if e.status == "archived"
         ]
         targets = [(self.live_root / m.relpath, m.identity) for _, m in archived]
-        outcomes = await asyncio.to_thread(_unlink_all, targets, self.live_root)
+        outcomes, errors = await asyncio.to_thread(_unlink_all, targets, self.live_root)
         manifest.sources_gone_later(
-            e.id for (e, _), o in zip(archived, outcomes, strict=True) if o in ("removed", "gone")
+            e.id
+            for (e, _), o in zip(archived, outcomes, strict=True)
+            if o not in ("changed", "unsettled", "open")
         )
         await mover.step("bundle_sources_unlinked", {"bundle": placed, "label": label})
         by_rel = {m.relpath: o for (_, m), o in zip(archived, outcomes, strict=True)}
@@ -256,12 +264,15 @@ class BundleMover:
                 done.append(MemberDone(e.relpath, "changed", e, detail=detail))
             else:
                 unlinked = by_rel[e.relpath]
+                error = errors.get(self.live_root / e.relpath)
                 detail = (
-                    "archived; removing its source failed: the next pass's recovery settles it"
+                    f"archived; removing its source failed ({error or 'its directory'}): "
+                    "the next pass's recovery settles it"
                     if unlinked == "unsettled"
                     else ""
                 )
-                done.append(MemberDone(e.relpath, "archived", e, unlinked, detail))
+                code = error.errno if error else None
+                done.append(MemberDone(e.relpath, "archived", e, unlinked, detail, code))
         return done
 
     def _new_entry(self, gz_path: str, m: PackedMember, changed: bool) -> NewEntry:
@@ -282,4 +293,5 @@ class BundleMover:
             source_present=not changed,
             member_offset=m.span.offset,
             member_length=m.span.length,
+            ctime_ns=None if changed else ident.ctime_ns,
         )

@@ -3,21 +3,26 @@
 Archiving (``FileMover.archive``): steps 1–5 (``gzfile.archive_file``), then
 
   6. insert the manifest entry and commit it (durable)           ->  entry_committed
-  7. unlink the source only if it still has the identity that was archived, and
-     fsync its directory                                          ->  source_unlinked
+  7. check the source still has the identity that was archived (ctime too), rename
+     it aside in its directory (``layout.aside_of``)              ->  source_set_aside
+     check the aside name holds that inode, unlink it, fsync the directory; a
+     file that is not it goes back to its name                    ->  source_unlinked
 
-A crash between 6 and 7 leaves the source beside a committed entry: recovery
-unlinks it after the same identity check. A source changed after step 4 is
-kept (``unlinked == "changed"``); the entry still holds the version archived.
-An I/O error in step 7 (the unlink, or the fsync of the source's directory after
-it) leaves the same state as that crash: the file is archived, its entry still
-says the source may be present, and the next recovery settles it
-(``unlinked == "unsettled"``, with the error in ``detail``).
+A crash between 6 and 7 leaves the source (or its aside name) beside a committed
+entry: recovery unlinks it after the same identity check, or puts it back. A
+source changed after step 4 is kept (``unlinked == "changed"``); the entry still
+holds the version archived. An I/O error in step 7 (the unlink, or the fsync of
+the source's directory after it) leaves the same state as that crash: the file
+is archived, its entry still says the source may be present, and the next
+recovery settles it (``unlinked == "unsettled"``, with the error in ``detail``).
 
 Legacy copies: a plain file at ``files/<relpath>`` left by an older copy-based
 scheme is compared with the source's first N bytes, hashed in the same read as
 the gzip; after step 7 a proven prefix copy is removed, anything else is kept
-and reported.
+and reported. A path the manifest references (a gzip, a bundle), or any name
+shaped like one (``.gz``, a bundle's), is never a legacy copy: a copy of an
+archive file inside the live tree (``cp -p`` of a bundle) is archived as any
+file is, and the archive's own file is never touched.
 
 Restoring (``FileMover.restore``): the restore intent is committed first, then
 (in place) the entry's status and restore grace (``intent_recorded``: passes
@@ -43,21 +48,25 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
 from ..base.fsutil import (
     FileIdentity,
+    SourceUnlink,
     UnlinkResult,
     identity_or_none,
     unlink_if_identity,
     unlink_if_present,
+    unlink_source,
 )
-from ..base.layout import Layout, resolve_inside, restore_partial_of, unit_of
+from ..base.layout import GZ_SUFFIX, Layout, resolve_inside, restore_partial_of, unit_of
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
-from ..base.steps import StepHook, no_step
+from ..base.steps import StepHook, no_step, thread_step
 from ..base.times import now_ms
 from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.remoteobjects import RemoteObjects
+from .bundle import is_bundle_name
 from .gzfile import (
     ArchiveOk,
     Changed,
+    PartialTaken,
     Restored,
     RestoreExpect,
     RestoreResult,
@@ -68,9 +77,9 @@ from .gzfile import (
 )
 
 LegacyOutcome = Literal["none", "removed", "kept"]
-# What step 7 did to the source: unlink_if_identity's answer, or "unsettled" when
-# it failed with an I/O error (the entry keeps source_present for recovery).
-SourceOutcome: TypeAlias = UnlinkResult | Literal["unsettled"]
+# What step 7 did to the source: unlink_source's answer, or "unsettled" when it
+# failed with an I/O error (the entry keeps source_present for recovery).
+SourceOutcome: TypeAlias = SourceUnlink | Literal["unsettled"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,7 @@ class Archived:
     unlinked: SourceOutcome
     legacy: LegacyOutcome = "none"
     detail: str = ""
+    errno: int | None = None  # "unsettled": the error's
 
 
 FileOutcome = Archived | VerifyFailed | Changed
@@ -112,6 +122,7 @@ class FileMover:
         else is kept and reported."""
         src = resolve_inside(self.live_root, relpath)
         dest = self.layout.gz_for(relpath)
+        legacy = await self.legacy_candidate(relpath)
         result = await archive_file(
             src,
             dest,
@@ -120,18 +131,28 @@ class FileMover:
             limiter=self.limiter,
             cancel=cancel,
             step=self.step,
-            prefix_of=self.layout.files / relpath,
+            prefix_of=legacy,
             progress=progress,
         )
         if not isinstance(result, ArchiveOk):
             return result
         done = await self.commit(relpath, result)
-        if result.prefix is None:
+        if result.prefix is None or legacy is None:
             return done
-        legacy = self.layout.files / relpath
         outcome, detail = await self._settle_legacy(legacy, result.prefix, result, cancel)
         both = "; ".join(d for d in (done.detail, detail) if d)
-        return Archived(done.entry, done.unlinked, outcome, both)
+        return Archived(done.entry, done.unlinked, outcome, both, done.errno)
+
+    async def legacy_candidate(self, relpath: str) -> Path | None:
+        """``files/<relpath>`` when it may be an older scheme's plain copy of the
+        source: never a name shaped like coldkeep's own archive files, nor one
+        the manifest references (whatever its name)."""
+        path = self.layout.files / relpath
+        if path.name.endswith(GZ_SUFFIX) or is_bundle_name(path.name):
+            return None
+        if await self.manifest.gz_statuses_of([self.layout.rel(path)]):
+            return None
+        return path
 
     async def _settle_legacy(
         self, legacy: Path, ident: FileIdentity, ok: ArchiveOk, cancel: CancelToken | None
@@ -169,7 +190,7 @@ class FileMover:
             raise
         await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
         try:
-            unlinked = await self._unlink_if_identity(src, ok.identity, self.live_root)
+            unlinked = await self.unlink_source(src, ok.identity, entry.id)
         except OSError as err:
             # The entry is durable; whether the source is gone, durably, is not
             # known. Its source_present stays set, as after a crash here: the next
@@ -177,8 +198,11 @@ class FileMover:
             detail = (
                 f"archived; removing its source failed ({err}): the next pass's recovery settles it"
             )
-            return Archived(entry, "unsettled", detail=detail)
-        if unlinked != "changed":
+            return Archived(entry, "unsettled", detail=detail, errno=err.errno)
+        if unlinked not in ("changed", "open"):
+            # Removed or gone, or another file took its name (its own problem).
+            # Changed or open elsewhere: recovery looks again at the next pass
+            # (open, the file stays out of that pass's scan until it is closed).
             self.manifest.sources_gone_later([entry.id])
         await self.step("source_unlinked", {"src": src, "entry": entry.id, "result": unlinked})
         return Archived(entry, unlinked)
@@ -201,6 +225,20 @@ class FileMover:
         gone += await self.manifest.expired_under(prefix)
         return frozenset(self.layout.root / p for p in gone)
 
+    async def unlink_source(
+        self, src: Path, ident: FileIdentity, entry_id: int | None = None
+    ) -> SourceUnlink:
+        """Step 7 on a worker thread: ``unlink_source``, its setting aside
+        announced (``source_set_aside``)."""
+        announce = thread_step(self.step, asyncio.get_running_loop())
+
+        def aside(path: Path) -> None:
+            announce("source_set_aside", {"src": src, "aside": path, "entry": entry_id})
+
+        return await asyncio.to_thread(
+            functools.partial(unlink_source, src, ident, root=self.live_root, aside=aside)
+        )
+
     async def _unlink_if_identity(
         self, path: Path, ident: FileIdentity, root: Path
     ) -> UnlinkResult:
@@ -221,6 +259,7 @@ class FileMover:
             ino=ok.identity.ino,
             mode=ok.identity.mode,
             archived_at=self.clock(),
+            ctime_ns=ok.identity.ctime_ns,
         )
 
     async def restore(
@@ -239,6 +278,7 @@ class FileMover:
         or, ``fetched``, from that copy of it alone (read from the remote tier).
         With ``grace_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
+        await self._clear_earlier_intents(target, root)
         intent = await self.manifest.add_restore_intent(entry.id, target)
         if grace_until is not None:
             # The grace is recorded before the file is placed, as restored event
@@ -259,6 +299,15 @@ class FileMover:
                 step=self.step,
                 progress=progress,
             )
+        except PartialTaken:
+            # Another file holds the partial's name: nothing was written, and the
+            # intent must not name that file for recovery to remove.
+            if grace_until is not None:
+                await self.manifest.set_status_and_grace(
+                    [entry.id], entry.status, entry.grace_until
+                )
+            await self.manifest.clear_restore_intent(intent.id)
+            raise
         except OSError:
             await self._failed_restore(entry, target, root, intent.id, grace_until)
             raise
@@ -270,6 +319,19 @@ class FileMover:
         await self.manifest.clear_restore_intent(intent.id)
         await self.step("intent_cleared", {"target": target, "entry": entry.id})
         return result
+
+    async def _clear_earlier_intents(self, target: Path, root: Path) -> None:
+        """A restore to ``target`` that died left its partial, named by its intent:
+        that partial is ours, removed (durably) before this restore creates its own
+        under the same name. Any other file there is refused by ``restore_file``."""
+        for earlier in await self.manifest.restore_intents():
+            if earlier.target != target:
+                continue
+            partial = restore_partial_of(target)
+            await asyncio.to_thread(
+                functools.partial(unlink_if_present, partial, root=root, durably=True)
+            )
+            await self.manifest.clear_restore_intent(earlier.id)
 
     async def _failed_restore(
         self, entry: Entry, target: Path, root: Path, intent_id: int, grace_until: int | None

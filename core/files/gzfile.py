@@ -5,15 +5,17 @@ announced from there), streamed in 1 MiB chunks through the rate cap:
 
   1. ``lstat`` the source: a regular file, or refused (symlinks, FIFOs, devices and
      directories are never opened, let alone followed); it is then opened with
-     O_NOFOLLOW and its inode checked against the ``lstat``;
+     O_NOFOLLOW and its inode checked against the ``lstat``, and a write lease
+     taken on it where the kernel allows (``InUse``: another process has it open,
+     or opens it during the read, which then stops at once: left live);
   2. stream it through sha256 (and CRC-32, and the compressor) into
      ``<dest>.partial``, then fsync;                                ->  partial_written
   3. stream the partial back through gunzip and sha256: length and hash must equal
      step 2's, or the partial is deleted, the source kept: ``verify_failed``;
                                                                      ->  verified
-  4. ``lstat`` the source again: any change of dev, ino, size or mtime (or more
-     bytes read than it had) discards the partial: ``changed`` (the next pass
-     archives the new bytes);
+  4. ``lstat`` the source again: any change of dev, ino, size, mtime or ctime (or
+     more bytes read than it had) discards the partial: ``changed`` (the next
+     pass archives the new bytes);
   5. give the partial the source's mtime, rename it into place WITHOUT replacing
      anything (an existing name gets the next version name, ``x.<sha12>.gz``),
      fsync the directory.                                           ->  renamed
@@ -67,9 +69,11 @@ from ..base.fsutil import (
     identity_of,
     identity_or_none,
     kind_of,
+    lease_held,
     open_file,
     rename_noreplace,
     set_mtime,
+    take_lease,
     unlink_if_present,
 )
 from ..base.ioerror import naming
@@ -98,6 +102,11 @@ _MAX_VERSION_NAMES = 1000
 
 class Unarchivable(ColdkeepError, ValueError):
     """Not a regular file: refused, never opened or followed."""
+
+
+class InUse(ColdkeepError):
+    """Another process has the source open (its write lease was refused, or broke
+    while it was read): left live, untouched, for a later pass."""
 
 
 class PlacedNotDurable(ColdkeepError, OSError):
@@ -209,10 +218,11 @@ def _short(d: Digest) -> str:
     return f"{d.bytes} bytes / {d.sha256[:12]}…"
 
 
-def open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
+def open_regular(path: Path, root: Path, *, lease: bool = False) -> tuple[int, FileIdentity]:
     """Steps 1 and the open: ``lstat``, refuse non-regular files, open without
     following (nothing on the way from ``root`` either), and check the open file
-    is the one ``lstat`` saw."""
+    is the one ``lstat`` saw. ``lease``: a write lease taken on it too, held while
+    the descriptor is open (``InUse``: another process has it open)."""
     ident = identity_of(path, root=root)
     if not ident.is_regular:
         raise Unarchivable(f"{path} is {kind_of(ident.mode)}; only regular files are archived")
@@ -221,12 +231,33 @@ def open_regular(path: Path, root: Path) -> tuple[int, FileIdentity]:
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise Unarchivable(f"{path} became a symlink; refused") from err
+        if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK):  # another's lease on it
+            raise InUse(f"{path} is open in another process; left live") from err
         raise
     st = os.fstat(fd)
     if (st.st_dev, st.st_ino) != (ident.dev, ident.ino) or not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise Unarchivable(f"{path} was replaced while it was opened; refused")
+    if lease and take_lease(fd) == "open":
+        os.close(fd)
+        raise InUse(f"{path} is open in another process; left live")
     return fd, ident
+
+
+def lease_guard(fd: int, path: Path, progress: Progress | None) -> Progress:
+    """A progress callback that also checks, at each chunk, that no other process
+    started opening the file (its lease broke): the read stops at once (``InUse``)
+    and the lease goes with the descriptor, so the opener waits one chunk at
+    most. Where no lease is held, nothing is checked."""
+    leased = [lease_held(fd)]
+
+    def guarded(n: int) -> None:
+        if leased[0] and not lease_held(fd):
+            raise InUse(f"{path} was opened by another process while it was read; left live")
+        if progress is not None:
+            progress(n)
+
+    return guarded
 
 
 async def _discard(path: Path, root: Path, *, durably: bool = False) -> None:
@@ -242,6 +273,23 @@ async def _discard(path: Path, root: Path, *, durably: bool = False) -> None:
     await asyncio.shield(asyncio.to_thread(remove))
 
 
+def _create_archive_partial(partial: Path, root: Path) -> int:
+    """A new ``<dest>.partial`` under the archive, created O_EXCL: never through a
+    link, never truncating a file. A name already there is a crash's leftover
+    (only coldkeep writes under ``files/``, under its lock): it goes first."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        return open_file(partial, flags, root=root, create_parents=True)
+    except FileExistsError:
+        unlink_if_present(partial, root=root)
+        return open_file(partial, flags, root=root, create_parents=True)
+
+
+class PartialTaken(ColdkeepError, FileExistsError):
+    """``<target>.restore-partial`` exists and is not this restore's: refused, that
+    file untouched."""
+
+
 def _pack(
     src: Path,
     partial: Path,
@@ -252,14 +300,9 @@ def _pack(
     prefix_bytes: int | None,
     progress: Progress | None,
 ) -> tuple[FileIdentity, Packed]:
-    fd, ident = open_regular(src, roots.src)
+    fd, ident = open_regular(src, roots.src, lease=True)
     try:
-        out = open_file(
-            partial,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-            root=roots.dest,
-            create_parents=True,
-        )
+        out = _create_archive_partial(partial, roots.dest)
         packed = compress_fd(
             fd,
             partial,
@@ -271,7 +314,7 @@ def _pack(
             limiter=limiter,
             cancel=cancel,
             prefix_bytes=prefix_bytes,
-            progress=progress,
+            progress=lease_guard(fd, src, progress),
             src_path=src,
         )
     finally:
@@ -500,8 +543,18 @@ def _unpack(
     and fsync. On a mismatch the partial is removed. A read error names the gzip,
     any other error the partial; a failed fsync is never retried (see
     ``codec.compress_fd``): the caller removes the partial."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    fd = open_file(partial, flags, root=root, create_parents=True)
+    # O_EXCL (and never through a link): a file already at the partial's name,
+    # an application's own or a hard link planted there, is never written to.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        fd = open_file(partial, flags, root=root, create_parents=True)
+    except FileExistsError as err:
+        raise PartialTaken(
+            errno.EEXIST,
+            f"{partial} already exists and is not coldkeep's: this restore is refused and "
+            "that file left untouched (move it away, then restore again)",
+            str(partial),
+        ) from err
     with naming(partial), os.fdopen(fd, "wb") as out:
         try:
             got: Digest | str = inflate(
@@ -568,6 +621,8 @@ async def restore_file(
         )
         if bad is not None:
             return bad
+    except PartialTaken:
+        raise  # not ours: never removed
     except BaseException:
         await _discard(temp, root, durably=True)
         raise

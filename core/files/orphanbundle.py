@@ -36,8 +36,8 @@ from ..base.fsutil import (
     fsync_dir,
     identity_or_none,
     open_file,
-    unlink_if_identity,
     unlink_if_present,
+    unlink_source,
 )
 from ..base.ioerror import naming
 from ..base.layout import UnsafePath, resolve_inside, unit_of
@@ -197,6 +197,7 @@ class OrphanBundle:
             source_present=adopted is not None,
             member_offset=m.span.offset,
             member_length=m.span.length,
+            ctime_ns=adopted.ctime_ns if adopted else None,
         )
 
     async def _unlink_adopted(self, entries: list[Entry]) -> None:
@@ -205,11 +206,14 @@ class OrphanBundle:
         gone: list[int] = []
         for e in entries:
             assert e.dev is not None and e.ino is not None
-            ident = FileIdentity(e.dev, e.ino, e.bytes, e.mtime_ns, e.mode)
+            ident = FileIdentity(e.dev, e.ino, e.bytes, e.mtime_ns, e.mode, e.ctime_ns)
             src = self.live / e.relpath
-            outcome = await asyncio.to_thread(
-                functools.partial(unlink_if_identity, src, ident, root=self.live)
-            )
-            if outcome != "changed":
+            try:
+                outcome = await asyncio.to_thread(
+                    functools.partial(unlink_source, src, ident, root=self.live)
+                )
+            except OSError:
+                continue  # stays pending: the next recovery tries it again, and says why
+            if outcome not in ("changed", "open"):
                 gone.append(e.id)
         await self.manifest.mark_sources_gone(gone)

@@ -51,7 +51,13 @@ from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, Digest, read_gzip_header
-from ..base.fsutil import FileIdentity, identity_or_none, unlink_if_identity, unlink_if_present
+from ..base.fsutil import (
+    FileIdentity,
+    identity_or_none,
+    settle_aside,
+    unlink_if_present,
+    unlink_source,
+)
 from ..base.ioerror import naming
 from ..base.layout import (
     GZ_SUFFIX,
@@ -59,6 +65,7 @@ from ..base.layout import (
     PATH_MAX,
     Layout,
     UnsafePath,
+    aside_of,
     resolve_inside,
     restore_partial_of,
     unit_of,
@@ -67,6 +74,7 @@ from ..base.lock import read_holder
 from ..base.times import is_mtime
 from ..store import passlog
 from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.problems import NewProblem, unlink_kind
 from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover
@@ -105,6 +113,14 @@ class RecoveryReport:
     # A scan still walking files/ (a progress report): what it found so far.
     walking: bool = False
     walked: int = 0  # gzips and bundles seen so far
+    # Items that could not be settled, each a file's problem (the quarantine):
+    # recovery never stops for one of them.
+    problems: list[NewProblem] = field(default_factory=list)
+    # Committed sources still pending: their files stay out of this pass's scan
+    # (archived already; archiving them again would only add a copy).
+    pending_sources: set[str] = field(default_factory=set)
+    # Relpaths whose earlier problem recovery settled.
+    settled: list[str] = field(default_factory=list)
 
     def copy(self) -> RecoveryReport:
         """A copy whose lists the scan no longer adds to."""
@@ -114,6 +130,7 @@ class RecoveryReport:
             restore_partials=list(self.restore_partials),
             orphans=list(self.orphans),
             missing=list(self.missing),
+            problems=list(self.problems),
             sources_unlinked=list(self.sources_unlinked),
             interrupted=list(self.interrupted),
         )
@@ -161,6 +178,7 @@ class RecoveryReport:
             "missing": len(self.missing),
             "sources_unlinked": len(self.sources_unlinked),
             "passes_interrupted": len(self.interrupted),
+            "problems": len(self.problems),
         }
 
 
@@ -200,21 +218,34 @@ def _intent_root(live_root: Path, target: Path) -> Path:
     return live_root if target.is_relative_to(live_root) else target.parent
 
 
-async def clear_restore_intents(manifest: Manifest, live_root: Path) -> tuple[list[Path], int]:
+async def clear_restore_intents(
+    manifest: Manifest, live_root: Path, problems: list[NewProblem] | None = None
+) -> tuple[list[Path], int]:
     """Remove the ``.restore-partial`` of every unfinished restore intent, then the
-    intents. Returns the partials removed and the number of intents cleared."""
+    intents. Returns the partials removed and the number of intents cleared. A
+    partial that cannot be removed keeps its intent (the next recovery tries
+    again) and is added to ``problems``; without that list it raises."""
     removed: list[Path] = []
-    intents = await manifest.restore_intents()
-    for intent in intents:
+    cleared = 0
+    for intent in await manifest.restore_intents():
         partial = restore_partial_of(intent.target)
         # Durably, before the intent goes: a partial whose name came back after a
         # power cut would be named by no intent, and live directories are never
         # walked (the power-loss matrix left one in the live tree for good).
         root = _intent_root(live_root, intent.target)
-        if await asyncio.to_thread(_remove_durably, partial, root):
-            removed.append(partial)
+        try:
+            if await asyncio.to_thread(_remove_durably, partial, root):
+                removed.append(partial)
+        except OSError as err:
+            if problems is None:
+                raise
+            rel = str(partial.relative_to(root)) if partial.is_relative_to(root) else str(partial)
+            what = f"the restore leftover {partial} could not be removed ({err})"
+            problems.append(NewProblem(rel, "recovery", what))
+            continue
         await manifest.clear_restore_intent(intent.id)
-    return removed, len(intents)
+        cleared += 1
+    return removed, cleared
 
 
 def _remove_durably(path: Path, root: Path) -> bool:
@@ -328,7 +359,16 @@ def _orphans_found(mover: FileMover, gz: Path) -> list[Orphan]:
 def _recorded_identity(entry: Entry) -> FileIdentity | None:
     if entry.dev is None or entry.ino is None:
         return None
-    return FileIdentity(entry.dev, entry.ino, entry.bytes, entry.mtime_ns, entry.mode)
+    return FileIdentity(
+        entry.dev, entry.ino, entry.bytes, entry.mtime_ns, entry.mode, entry.ctime_ns
+    )
+
+
+def source_problem(relpath: str, err: OSError) -> NewProblem:
+    """An archived file whose source could not be removed: refused by the
+    filesystem (an immutable or append-only file, a read-only mount), or failing."""
+    reason = f"archived; removing its source failed ({err})"
+    return NewProblem(relpath, unlink_kind(err.errno), reason)
 
 
 class Recovery:
@@ -430,13 +470,15 @@ class Recovery:
         files = await asyncio.to_thread(archive_files, self.mover.layout)
         report.orphans += too_deep(self.mover.layout, files)
         archive = self.mover.layout.root
-        report.partials = [
-            p
-            for p in sorted(files.partials)
-            if await asyncio.to_thread(functools.partial(unlink_if_present, p, root=archive))
-        ]
+        for p in sorted(files.partials):
+            try:
+                if await asyncio.to_thread(functools.partial(unlink_if_present, p, root=archive)):
+                    report.partials.append(p)
+            except OSError as err:
+                what = f"the leftover {p} could not be removed ({err})"
+                report.problems.append(NewProblem(self.mover.layout.rel(p), "recovery", what))
         report.restore_partials, report.intents = await clear_restore_intents(
-            self.manifest, self.mover.live_root
+            self.manifest, self.mover.live_root, report.problems
         )
         await self.settle_gzips(report, files.gzips)
         await self.unlink_committed_sources(report)
@@ -460,7 +502,13 @@ class Recovery:
             report.missing = missing
         for rel in sorted(on_disk.keys() - entered.keys()):
             self.cancel.check()
-            report.orphans += await self.settle(Path(on_disk[rel]))
+            try:
+                report.orphans += await self.settle(Path(on_disk[rel]))
+            except (OSError, ValueError) as err:
+                # One orphan that cannot be settled (a name the manifest cannot
+                # hold, a directory that fails) is left as found, and said.
+                what = f"the orphan {rel} could not be settled ({err}); left as found"
+                report.problems.append(NewProblem(rel, "recovery", what))
 
     async def settle(self, gz: Path) -> list[Orphan]:
         """An orphan gzip, or each member of an orphan bundle, settled."""
@@ -570,25 +618,59 @@ class Recovery:
         settled: list[int] = []
         for entry in pending:
             self.cancel.check()
-            found = await self._still_archived(entry)
-            if found is not None:
-                src, ident = found
-                outcome = await asyncio.to_thread(
-                    functools.partial(unlink_if_identity, src, ident, root=self.mover.live_root)
-                )
-                if outcome == "removed":
-                    report.sources_unlinked.append(entry.relpath)
+            try:
+                if not await self._settle_source(entry, report):
+                    # Open in another process: it stays, pending, out of this
+                    # pass's scan; a later recovery removes it once closed.
+                    report.pending_sources.add(entry.relpath)
+                    continue
+            except OSError as err:
+                # Refused (an immutable file: EPERM) or failing: this one stays
+                # pending for the next recovery, out of this pass's scan; the
+                # others go on.
+                report.pending_sources.add(entry.relpath)
+                report.problems.append(source_problem(entry.relpath, err))
+                continue
             # Removed, gone, or another file now (judged on its own by the pass).
             settled.append(entry.id)
+            report.settled.append(entry.relpath)
         await self.manifest.mark_sources_gone(settled)
+
+    async def _settle_source(self, entry: Entry, report: RecoveryReport) -> bool:
+        """One committed entry's source: an aside name a crash left settled first
+        (unlinked if it is the archived inode, else put back), then the name
+        itself unlinked if it is still exactly the file archived. False: it is
+        open in another process, left for a later recovery."""
+        try:
+            src = resolve_inside(self.mover.live_root, entry.relpath)
+        except UnsafePath:
+            return True
+        live = self.mover.live_root
+        recorded = _recorded_identity(entry)
+        aside = await asyncio.to_thread(functools.partial(settle_aside, src, recorded, root=live))
+        if aside == "removed":
+            report.sources_unlinked.append(entry.relpath)
+            return True
+        if aside == "displaced":
+            what = f"{aside_of(src)} is kept: it is not the archived file and {src} is taken"
+            report.problems.append(NewProblem(entry.relpath, "displaced", what))
+        found = await self._still_archived(entry)
+        if found is None:
+            return True
+        src, ident = found
+        outcome = await asyncio.to_thread(functools.partial(unlink_source, src, ident, root=live))
+        if outcome == "removed":
+            report.sources_unlinked.append(entry.relpath)
+        return outcome != "open"
 
     async def _still_archived(self, entry: Entry) -> tuple[Path, FileIdentity] | None:
         """A committed entry's live source, if it is still exactly the file that
         was archived, and the identity to unlink it by: the recorded one; or, when
         only the device number differs (a remount or a reboot renumbered the
         filesystem: the identity check alone would keep the source, and the next
-        pass would archive it a second time), the one seen now, but only once the
-        file's bytes have been read again and are the entry's (the bytes its
+        pass would archive it a second time) or only the ctime (its attributes
+        changed: ``chattr -i`` on a file whose removal was refused), the one seen
+        now, but only once the file's bytes have been read again and are the entry's (the bytes its
         verified gzip holds). The same inode number on another device is never
         proof enough by itself."""
         recorded = _recorded_identity(entry)
@@ -602,7 +684,11 @@ class Recovery:
         now = await asyncio.to_thread(functools.partial(identity_or_none, src, root=live))
         if recorded.same_file(now):
             return src, recorded
-        if now is None or not recorded.same_inode_elsewhere(now):
+        if now is None:
+            return None
+        # Only the ctime moved (a chmod, a chattr -i once the operator cleared an
+        # immutable file, a link): the bytes decide, as for a renumbered device.
+        if not recorded.same_inode_elsewhere(now) and not recorded.same_inode_and_times(now):
             return None
         limiter, cancel = self.mover.limiter, self.cancel
         digest = await in_thread(cancel, digest_if_identity, src, live, now, limiter, cancel)

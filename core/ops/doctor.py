@@ -41,7 +41,7 @@ from typing import Literal
 
 from ..base.config import ConfigError, EventsSettings, Settings, load_settings
 from ..base.errors import RemoteError
-from ..base.fsutil import open_file, unlink_if_present
+from ..base.fsutil import LeaseResult, open_file, take_lease, unlink_if_present
 from ..base.ioerror import describe
 from ..base.layout import Layout
 from ..base.site import SiteError, check_site
@@ -105,6 +105,7 @@ async def diagnose(config: Path) -> list[Finding]:
     ]
     plan, plan_error = await _backlog(settings)
     findings.append(await asyncio.to_thread(_live_write, settings, plan))
+    findings.append(await asyncio.to_thread(_open_files, settings, plan))
     findings.append(await asyncio.to_thread(_space, settings, plan, plan_error))
     if settings.state_db is None:
         findings.append(Finding("live_db", "ok", "no state_db: no event phase to check"))
@@ -348,6 +349,43 @@ def _manifest(settings: Settings) -> Finding:
         )
     older = "" if version == SCHEMA_VERSION else "; the next pass migrates it"
     return Finding("manifest", "ok", f"{path}: schema version {version}, quick_check ok{older}")
+
+
+def _open_files(settings: Settings, plan: Plan | None) -> Finding:
+    """Whether a file held open by another process is seen: a write lease taken
+    (and released at once) on an eligible file, as a pass takes one on each."""
+    live = settings.live_root
+    eligible = [] if plan is None or plan.scan is None else plan.scan.eligible
+    result: LeaseResult | None = None
+    for cand in eligible[:20]:
+        try:
+            fd = open_file(live / cand.relpath, os.O_RDONLY | os.O_NONBLOCK, root=live)
+        except OSError:
+            continue  # gone, or unreadable: the pass says so
+        try:
+            result = take_lease(fd)
+        finally:
+            os.close(fd)
+        if result == "held":
+            break
+    if result is None:
+        return Finding("open_files", "ok", "no eligible file to try a write lease on yet")
+    if result != "unsupported":
+        return Finding(
+            "open_files",
+            "ok",
+            "a file another process holds open is left live (a write lease is taken on each "
+            "source from its read to its removal)",
+        )
+    fs = filesystem_of(live)
+    return Finding(
+        "open_files",
+        "warn",
+        f"no write lease on {fs.fstype} at {live} (not root, or leases unsupported there): a "
+        "file held open elsewhere is guarded only by its identity (dev, ino, size, mtime, "
+        "ctime); a line written after the pass to a log still open goes to the removed file",
+        "run coldkeep as root (CAP_LEASE) on a local filesystem, or exclude logs that stay open",
+    )
 
 
 # the backlog and the room for it ----------------------------------------------

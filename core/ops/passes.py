@@ -14,10 +14,15 @@ A pass in mode ``plan`` counts the same backlog without the lock and without
 writing (``planned_summary``).
 
 Invariants:
-- A pass never stops for one bad file: each file's outcome is counted in
-  ``FileTotals``, and anything that needs an operator is a line of ``problems``,
-  which makes the pass ``failed``. A file that could not be archived (an I/O
-  error: its partial is removed, its source kept) is named there, with the error.
+- A pass never stops for one bad file, and one bad file never fails it: each
+  file's outcome is counted in ``FileTotals``, and a file that needs an operator
+  (an I/O error reading it: its partial removed, its source kept; a failed
+  verify; a source whose removal is refused; a recovery item left as found) is
+  quarantined in ``file_problems`` (store/problems.py) with its reason and
+  remedy; the summary counts them (``file_problems``) and lists this pass's
+  (``new_problems``). A row goes once its file is archived, gone or no longer
+  eligible. Only what stops the pass as a whole is a line of ``problems``, which
+  makes it ``failed``.
 - Cancelled, it ends ``cancelled`` at the next safe point; a phase that cannot
   run at all (the scan, the events table, I/O, a database error) ends it
   ``failed`` with the reason.
@@ -63,11 +68,11 @@ from ..events.dbmove import Conflict, MoveReport, move_events
 from ..events.eventschema import EventsError
 from ..files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
 from ..files.filemove import Archived, FileMover
-from ..files.gzfile import Unarchivable
+from ..files.gzfile import InUse, Unarchivable
 from ..files.orphanbundle import Orphan
 from ..files.recovery import Recovery, RecoveryReport
 from ..files.scan import Candidate, ScanError, scan_files
-from ..store import passlog
+from ..store import passlog, problems
 from ..store.manifest import Manifest
 from .plan import Plan
 
@@ -156,6 +161,8 @@ class PassSummary:
     events: EventsMoved | EventsPlanned | None = None
     problems: list[str] = field(default_factory=list)
     out_of_space: dict[str, Any] | None = None  # OutOfSpace.to_dict(): where, how much
+    file_problems: int = 0  # files quarantined after this pass (store/problems.py)
+    new_problems: list[dict[str, Any]] = field(default_factory=list)  # met by this pass
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -219,13 +226,6 @@ def unexpected(err: BaseException) -> str:
     )
 
 
-def named(what: str, items: list[str], most: int = 5) -> str:
-    """``what`` followed by the first ``most`` of ``items`` (a problem line names
-    the files it is about; a failing disk does not make it a thousand lines)."""
-    more = f"; … and {len(items) - most} more" if len(items) > most else ""
-    return f"{what}: {'; '.join(items[:most])}{more}"
-
-
 # The pass ---------------------------------------------------------------------
 
 
@@ -268,8 +268,10 @@ class Pass:
         self.mover = session.mover
         self.cancel = cancel
         self.summary = PassSummary("on", started_at=setup.clock())
-        self.failed_files: list[str] = []  # "relpath: error", for the problem line
-        self.unsettled: list[str] = []  # archived, the source's removal not settled
+        self.quarantine: list[problems.NewProblem] = []  # this pass's file problems
+        self.settled: list[str] = []  # relpaths archived and gone: their problems go
+        self.pending: set[str] = set()  # committed sources recovery could not remove
+        self.eligible: set[str] | None = None  # what the scan offered, once it ran
 
     async def run(self) -> PassSummary:
         summary, manifest = self.summary, self.manifest
@@ -328,12 +330,20 @@ class Pass:
         summary.recovery = recovery.to_dict()
         if recovery.missing:
             summary.problems.append(f"{len(recovery.missing)} entries have no gzip (missing)")
-        if recovery.errors:
-            what = f"{len(recovery.errors)} orphan gzips could not be settled (left as found)"
-            layout = self.mover.layout
-            problems = [f"{layout.rel(o.gz)} {o.detail}" for o in recovery.errors]
-            summary.problems.append(named(what, problems))
-        await self._files()
+        layout = self.mover.layout
+        self.quarantine += recovery.problems
+        self.quarantine += [
+            problems.NewProblem(
+                o.relpath or layout.rel(o.gz), "recovery", f"{layout.rel(o.gz)} {o.detail}"
+            )
+            for o in recovery.errors
+        ]
+        self.settled += recovery.settled
+        self.pending = recovery.pending_sources
+        try:
+            await self._files()
+        finally:
+            await asyncio.shield(self._quarantine())
         if self.settings.state_db is not None:
             await self._events()
 
@@ -364,20 +374,32 @@ class Pass:
             self.cancel.cancel("the pass stopped")
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        totals, problems = self.summary.files, self.summary.problems
-        if totals.verify_failed:
-            problems.append(f"{totals.verify_failed} files failed their verify")
-        if totals.errors:
-            what = f"{totals.errors} files could not be archived (each source is kept)"
-            problems.append(named(what, self.failed_files))
-        if self.unsettled:
-            what = (
-                f"{len(self.unsettled)} files were archived but their sources' removal "
-                "failed; the next pass's recovery settles them"
-            )
-            problems.append(named(what, self.unsettled))
+        totals = self.summary.files
         if totals.legacy_kept:
-            problems.append(f"{totals.legacy_kept} legacy copies differ and were kept")
+            what = f"{totals.legacy_kept} legacy copies differ and were kept"
+            self.summary.problems.append(what)
+        self.eligible = {c.relpath for c in eligible}
+
+    async def _quarantine(self) -> None:
+        """This pass's file problems recorded, the settled ones cleared; the summary
+        says how many files are quarantined and which this pass met."""
+        now, pass_id = self.setup.clock(), self.summary.pass_id
+        met = {p.relpath for p in self.quarantine}
+        await problems.clear(self.manifest, [r for r in self.settled if r not in met])
+        # Recovery ran whole and tried every leftover again: what it did not
+        # meet again is settled.
+        await problems.clear_except(self.manifest, problems.RECOVERY_KINDS, met)
+        if self.eligible is not None:
+            # A file the scan no longer offers is no longer this pass's problem.
+            await problems.clear_except(
+                self.manifest, problems.PASS_KINDS, self.eligible | met | self.pending
+            )
+        await problems.record(self.manifest, self.quarantine, at=now, pass_id=pass_id)
+        self.summary.file_problems = await problems.count(self.manifest)
+        self.summary.new_problems = [
+            {"relpath": p.relpath, "kind": p.kind, "reason": p.reason, "remedy": p.remedy}
+            for p in self.quarantine
+        ]
 
     def _plan_bundles(self, eligible: list[Candidate]) -> tuple[list[Candidate], list[BundleGroup]]:
         """Which files go into bundles. A file with a plain copy at its archive
@@ -409,7 +431,9 @@ class Pass:
             if isinstance(err, sqlite3.Error):
                 raise
             totals.errors += len(group.files)
-            self.failed_files += [f"{rel} ({err})" for rel, _ in group.files]
+            self.quarantine += [
+                problems.NewProblem(rel, "io_error", str(err)) for rel, _ in group.files
+            ]
             for rel, _ in group.files:
                 self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
             self.stream.emit(FileDone("bundle", label, "error", detail=str(err)))
@@ -424,25 +448,25 @@ class Pass:
     def _member(self, m: MemberDone) -> None:
         totals = self.summary.files
         if m.result == "archived" and m.entry is not None and m.unlinked is not None:
-            self._archived(m.relpath, Archived(m.entry, m.unlinked, detail=m.detail))
+            self._archived(m.relpath, Archived(m.entry, m.unlinked, detail=m.detail, errno=m.errno))
         elif m.result == "changed":
             totals.changed += 1
             self.stream.emit(FileDone("archive", m.relpath, "changed", detail=m.detail))
         elif m.result == "error":
             totals.errors += 1
-            self.failed_files.append(f"{m.relpath} ({m.detail})")
+            self.quarantine.append(problems.NewProblem(m.relpath, "io_error", m.detail))
             self.stream.emit(FileDone("archive", m.relpath, "error", detail=m.detail))
         elif m.result == "verify_failed":
             totals.verify_failed += 1
+            self.quarantine.append(problems.NewProblem(m.relpath, "verify_failed", m.detail))
             self.stream.emit(FileDone("archive", m.relpath, "verify_failed", detail=m.detail))
         else:
-            totals.skip("gone" if m.detail == "gone" else "not_regular")
+            why = m.detail if m.detail in ("gone", "open") else "not_regular"
+            totals.skip(why)
+            detail = "open in another process; left live" if why == "open" else m.detail
             self.stream.emit(
                 FileDone(
-                    "archive",
-                    m.relpath,
-                    m.detail if m.detail == "gone" else "skipped",
-                    detail=m.detail,
+                    "archive", m.relpath, "gone" if why == "gone" else "skipped", detail=detail
                 )
             )
 
@@ -453,6 +477,10 @@ class Pass:
         scan = await asyncio.to_thread(
             scan_files, self.settings, now_ns=now * NS_PER_MS, in_grace=in_grace
         )
+        if self.pending:
+            # Archived already, their removal refused: archiving them again would
+            # only add a copy each pass.
+            scan.eligible = [c for c in scan.eligible if c.relpath not in self.pending]
         totals = self.summary.files
         totals.skipped = {k: int(v) for k, v in scan.skipped.items()}
         totals.eligible = len(scan.eligible)
@@ -471,6 +499,9 @@ class Pass:
         except Unarchivable as err:
             totals.skip("not_regular")
             self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))
+        except InUse as err:
+            totals.skip("open")
+            self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))
         except FileNotFoundError:
             totals.skip("gone")
             self.stream.emit(FileDone("archive", rel, "gone", detail="removed since the scan"))
@@ -480,7 +511,7 @@ class Pass:
             if isinstance(err, sqlite3.Error):
                 raise  # the manifest itself: the pass cannot go on
             totals.errors += 1
-            self.failed_files.append(f"{rel} ({err})")
+            self.quarantine.append(problems.NewProblem(rel, "io_error", str(err)))
             self.stream.emit(FileDone("archive", rel, "error", detail=f"{rel}: {err}"))
         else:
             if isinstance(result, Archived):
@@ -490,6 +521,7 @@ class Pass:
                 self.stream.emit(FileDone("archive", rel, "changed", detail=result.detail))
             else:
                 totals.verify_failed += 1
+                self.quarantine.append(problems.NewProblem(rel, "verify_failed", result.detail))
                 self.stream.emit(FileDone("archive", rel, "verify_failed", detail=result.detail))
 
     def _full(self, rel: str, err: OSError | sqlite3.Error) -> OutOfSpace:
@@ -514,9 +546,19 @@ class Pass:
         totals.legacy_removed += result.legacy == "removed"
         totals.legacy_kept += result.legacy == "kept"
         if result.unlinked == "unsettled":
-            self.unsettled.append(f"{rel} ({result.detail})")
+            kind = problems.unlink_kind(result.errno)
+            self.quarantine.append(problems.NewProblem(rel, kind, result.detail))
             self.stream.notice("warning", f"{rel}: {result.detail}")
-        elif result.legacy == "kept":
+        elif result.unlinked == "open":
+            what = "archived; kept live: another process opened it (removed once it is closed)"
+            self.stream.notice("info", f"{rel}: {what}")
+        elif result.unlinked == "displaced":
+            what = "a newer file took its name while it was checked; the older file is kept aside"
+            self.quarantine.append(problems.NewProblem(rel, "displaced", what))
+            self.stream.notice("warning", f"{rel}: {what}")
+        elif result.unlinked in ("removed", "gone"):
+            self.settled.append(rel)
+        if result.legacy == "kept" and result.unlinked != "unsettled":
             self.stream.notice("warning", result.detail)
         self.stream.emit(FileDone("archive", rel, "archived", e.bytes, e.gz_bytes, result.unlinked))
 

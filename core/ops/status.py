@@ -13,10 +13,11 @@ from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
 from ..remote.months import PendingEvents, pending_events
-from ..store import passlog
+from ..store import passlog, problems
 from ..store.audit import AuditRecord, last_of
 from ..store.manifest import Entry, Manifest
 from ..store.passlog import PassRecord
+from ..store.problems import FileProblem
 from ..store.remoteobjects import RemoteObjects, RemoteTotals
 from ..store.schema import SCHEMA_VERSION
 
@@ -64,6 +65,8 @@ class Status:
     last_passes: list[PassRecord]
     attention: list[Entry]  # stale, missing or failed verify (the first ATTENTION_LISTED)
     remote: RemoteState | None = None  # None: no remote tier configured
+    # Files quarantined (store/problems.py): each with its reason and remedy.
+    file_problems: list[FileProblem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class Status:
                 for e in self.attention
             ],
             "remote": self.remote.to_dict() if self.remote else None,
+            "file_problems": [p.to_dict() for p in self.file_problems],
         }
 
 
@@ -103,6 +107,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
     passes: list[PassRecord] = []
     attention: list[Entry] = []
     remote = None
+    quarantined: list[FileProblem] = []
     if manifest is not None:
         async with manifest:
             counts = await manifest.status_counts()
@@ -111,6 +116,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
             intents = len(await manifest.restore_intents())
             passes = await passlog.recent(manifest, 5)
             remote = await remote_state(settings, manifest, layout)
+            quarantined = await problems.listing(manifest)
     return Status(
         settings.config_path,
         settings.live_root,
@@ -125,6 +131,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
         passes,
         attention,
         remote,
+        quarantined,
     )
 
 

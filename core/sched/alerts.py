@@ -4,8 +4,9 @@
 Each poll (the ``alerts`` job) does two things:
 
   collect   turn conditions into alert rows, one per condition (a unique key):
-            an entry whose gzip failed verify, an entry whose gzip is missing, an
-            action stopped by a full filesystem, a job
+            an entry whose gzip failed verify, an entry whose gzip is missing, a
+            live file a pass quarantined (one alert per file and kind, from when
+            it was first met), an action stopped by a full filesystem, a job
             run that ended in error or timeout (one alert per lock holder when
             another process kept jobs out), an event row refused as a conflict;
             each new alert gets one pending delivery per configured sink
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.config import AlertsSettings
-from ..store import alertqueue, audit, jobruns, passlog
+from ..store import alertqueue, audit, jobruns, passlog, problems
 from ..store.alertqueue import Alert
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
@@ -83,6 +84,10 @@ async def conditions(manifest: Manifest) -> list[Condition]:
             else f"job:{run.id}"
         )
         found.append(Condition(key, f"job_{run.status}", message, about))
+    for q in await problems.listing(manifest):
+        about = {"relpath": q.relpath, "problem": q.kind, "remedy": q.remedy}
+        key = f"file_problem:{q.kind}:{q.first_seen}:{q.relpath}"
+        found.append(Condition(key, "file_problem", q.line(), about))
     for r in await audit.out_of_space(manifest):
         about = {"audit_id": r.id, "action": r.action, "at": r.at, "origin": r.origin}
         found.append(Condition(f"space:{r.id}", "out_of_space", str(r.detail), about))

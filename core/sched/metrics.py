@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -239,6 +240,17 @@ def archive_families(s: Snapshot) -> Iterator[Metric]:
     if s.status.remote is not None:
         failures.add_metric(["remote"], s.status.remote.totals.verify_failed)
     yield failures
+    quarantined = GaugeMetricFamily(
+        "coldkeep_file_problems",
+        "Live files a pass could not settle, left as they were (coldkeep status), by kind.",
+        labels=["kind"],
+    )
+    kinds: dict[str, int] = {}
+    for p in s.status.file_problems:
+        kinds[p.kind] = kinds.get(p.kind, 0) + 1
+    for kind, n in sorted(kinds.items()):
+        quarantined.add_metric([kind], n)
+    yield quarantined
 
 
 def remote_families(s: Snapshot) -> Iterator[Metric]:
@@ -354,9 +366,12 @@ def write_textfile(path: Path, data: bytes) -> None:
     it half-written), fsynced, renamed over, the directory fsynced. Synchronous:
     run it in a thread."""
     path = path.absolute()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A new name each time, created O_EXCL and never through a link: the
+    # textfile directory may be writable by others, and a file or a link planted
+    # at a predictable name is never written to or truncated.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         # 0644: node_exporter reads it as another user.
         with naming(tmp), os.fdopen(os.open(tmp, flags, 0o644), "wb") as out:
             out.write(data)

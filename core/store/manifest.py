@@ -76,6 +76,7 @@ class NewEntry:
     source_present: bool = True
     member_offset: int | None = None  # a bundle member: where its gzip lies in gz_path
     member_length: int | None = None
+    ctime_ns: int | None = None  # the source's when archived (None: not recorded)
 
     @property
     def span(self) -> Span | None:

@@ -330,6 +330,23 @@ MIGRATIONS: tuple[str, ...] = (
         counted_at  INTEGER NOT NULL                  -- ms since the epoch
     ) WITHOUT ROWID;
     """,
+    # 11: a source's ctime beside its mtime (a rewrite whose mtime was put back
+    # still moves it; NULL in entries written before it); and the files a pass
+    # could not settle, each with its reason and remedy, until it is settled.
+    """
+    ALTER TABLE entries ADD COLUMN ctime_ns INTEGER;        -- the source's, when archived
+    CREATE TABLE file_problems (
+        relpath      TEXT    PRIMARY KEY,             -- relative to live_root
+        kind         TEXT    NOT NULL,                -- what failed (docs/json.md)
+        reason       TEXT    NOT NULL,                -- the error, one line
+        remedy       TEXT    NOT NULL,                -- what the operator does about it
+        first_seen   INTEGER NOT NULL,                -- ms since the epoch
+        last_seen    INTEGER NOT NULL,
+        first_pass   INTEGER,                         -- passes.id
+        last_pass    INTEGER,
+        times        INTEGER NOT NULL DEFAULT 1       -- passes that met it
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -204,3 +204,23 @@ def test_the_pass_and_status_say_what_recovery_adopted(demo: Path) -> None:
     assert f"files: {archived} archived (+1 adopted by recovery)" in done, done
     line = next(x for x in ck(demo, "status").stdout.splitlines() if x.startswith("pass 1 "))
     assert line.endswith(f"{archived} files (+1 adopted by recovery)"), line
+
+
+def test_a_file_that_cannot_be_archived_is_listed_by_status_with_what_to_do(
+    one_file: Path,
+) -> None:
+    """Its archive folder is taken by a plain file: that one file cannot be
+    archived; the pass ends ok, and status lists it with its reason and remedy
+    until it is settled."""
+    (one_file / "archive" / "files").mkdir(parents=True)
+    (one_file / "archive" / "files" / "u1").write_bytes(b"in the way\n")
+    done = ck(one_file, "pass")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  problem: u1/a.jsonl: " in done.stdout
+    text = ck(one_file, "status").stdout
+    assert "FILE PROBLEMS 1 file (left as they were; the rest went on)" in text
+    assert "  u1/a.jsonl: " in text and "[io_error, 1 pass]" in text
+    assert "    -> reading it or writing its gzip failed" in text
+    (one_file / "archive" / "files" / "u1").unlink()
+    ck(one_file, "pass")
+    assert "FILE PROBLEMS" not in ck(one_file, "status").stdout

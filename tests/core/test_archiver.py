@@ -58,7 +58,14 @@ async def test_a_pass_reports_every_step_to_every_subscriber(archiver: Archiver)
     assert {"bundle_committed", "bundle_sources_unlinked"} <= steps
     # A file's steps, announced from the worker thread that takes them, arrive
     # in protocol order, each once, and before the file's result.
-    order = ["started", "partial_written", "verified", "renamed", "entry_committed"]
+    order = [
+        "started",
+        "partial_written",
+        "verified",
+        "renamed",
+        "entry_committed",
+        "source_set_aside",
+    ]
     singles = {e.relpath for e in events if isinstance(e, FileStep) and e.op == "archive"}
     assert singles
     for done in archived:

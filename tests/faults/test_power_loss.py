@@ -60,6 +60,7 @@ FILE_STEPS = [
     "verified",
     "renamed",
     "entry_committed",
+    "source_set_aside",
     "source_unlinked",
     "partial_written:3",
     "renamed:3",

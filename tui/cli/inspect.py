@@ -63,6 +63,8 @@ def _status_text(st: Status) -> str:
         lines.append(f"VERIFY FAILED {failed} (coldkeep verify)")
     if st.restore_intents:
         lines.append(f"unfinished restores: {st.restore_intents} (coldkeep recover)")
+    if st.file_problems:
+        lines += _problem_lines(st)
     if st.remote is not None:
         lines += _remote_lines(st.remote)
     for p in st.last_passes[:3]:
@@ -71,6 +73,19 @@ def _status_text(st: Status) -> str:
         more = adopted(p.summary.get("recovery", {}))  # entered, not archived by the pass
         lines.append(f"pass {p.id:<8} {when} {p.status:<9} {files}{more}")
     return "\n".join(lines)
+
+
+def _problem_lines(st: Status) -> list[str]:
+    """The quarantined files: each its reason, then what to do about it."""
+    found = st.file_problems
+    lines = [f"FILE PROBLEMS {plural(len(found), 'file')} (left as they were; the rest went on)"]
+    for p in found[:LIST_MAX]:
+        seen = f"{plural(p.times, 'pass', 'passes')}"
+        lines.append(f"  {p.relpath}: {p.reason} [{p.kind}, {seen}]")
+        lines.append(f"    -> {p.remedy}")
+    if len(found) > LIST_MAX:
+        lines.append(f"  … and {len(found) - LIST_MAX} more (coldkeep status --json)")
+    return lines
 
 
 def _months_named(r: RemoteState) -> str:

@@ -58,6 +58,8 @@ def _pass_headline(s: PassSummary) -> str:
     if isinstance(s.events, EventsMoved):
         moved = s.events.moved
         text += f", {moved:,} {'row' if moved == 1 else 'rows'}"
+    if s.new_problems:
+        text += f"; {plural(len(s.new_problems), 'file problem')} (coldkeep status)"
     return text + "".join(f"; {p}" for p in s.problems[:2])
 
 
@@ -80,8 +82,19 @@ def _pass_text(s: PassSummary) -> str:
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(f.skipped.items()))
     if skipped:
         lines.append(f"  skipped: {skipped}")
-    lines += _pass_recovery(s) + _pass_events(s)
+    lines += _pass_recovery(s) + _pass_problems(s) + _pass_events(s)
     return "\n".join(lines + [f"  ATTENTION: {p}" for p in s.problems])
+
+
+def _pass_problems(s: PassSummary) -> list[str]:
+    """The files this pass left as they were: each its reason, then the remedy."""
+    found = s.new_problems
+    lines = []
+    for p in found[:LIST_MAX]:
+        lines += [f"  problem: {p['relpath']}: {p['reason']}", f"    -> {p['remedy']}"]
+    if len(found) > LIST_MAX:
+        lines.append(f"  … and {len(found) - LIST_MAX} more (coldkeep status)")
+    return lines
 
 
 def _pass_recovery(s: PassSummary) -> list[str]:

@@ -21,6 +21,7 @@ from coldkeep.core.files.gzfile import (
     Changed,
     Corrupt,
     Exists,
+    InUse,
     Mismatch,
     Restored,
     RestoreExpect,
@@ -35,7 +36,7 @@ from coldkeep.core.files.gzfile import (
     verify_gzip,
 )
 
-from helpers import Roots, gunzip, jsonl
+from helpers import Roots, gunzip, jsonl, leases_or_skip
 
 ISAL = Codec("isal", 1)
 
@@ -107,7 +108,10 @@ async def test_an_append_between_read_and_place_is_changed_and_loses_nothing(
     assert not dest.exists() and leftovers(roots.base) == []
 
 
-async def test_a_source_appended_to_throughout_is_changed(roots: Roots) -> None:
+async def test_a_source_appended_to_throughout_is_left_live(roots: Roots) -> None:
+    """A writer holding the file open: its write lease is refused (``InUse``), and
+    where leases are not supported the read sees it change (``Changed``). Either
+    way every appended byte is still live."""
     src = roots.write("u/busy.jsonl", jsonl(40_000))
     before = src.read_bytes()
     dest = roots.layout.gz_for("u/busy.jsonl")
@@ -133,14 +137,17 @@ async def test_a_source_appended_to_throughout_is_changed(roots: Roots) -> None:
     assert proc.stdout is not None and proc.stdin is not None
     assert await proc.stdout.readline() == b"started\n"
     # Slow the read down so the writer is surely mid-stream.
-    result = await archive_file(
-        src, dest, roots=roots.pair, codec=ISAL, limiter=RateLimiter(8 * CHUNK)
-    )
+    try:
+        result: object = await archive_file(
+            src, dest, roots=roots.pair, codec=ISAL, limiter=RateLimiter(8 * CHUNK)
+        )
+    except InUse as err:
+        result = err
     proc.stdin.close()
     written = int(await proc.stdout.readline())
     await proc.wait()
 
-    assert isinstance(result, Changed)
+    assert isinstance(result, InUse | Changed), result
     expected_tail = b"".join(b"line %d\n" % i for i in range(written))
     assert src.read_bytes() == before + expected_tail, "every appended byte is still live"
     assert not dest.exists() and leftovers(roots.base) == []
@@ -412,3 +419,50 @@ async def test_a_restore_never_brings_back_a_set_user_id_bit(roots: Roots) -> No
     expect = RestoreExpect(ok.bytes, ok.sha256, 0, stat.S_IFREG | 0o6755)
     assert isinstance(await restore_file(ok.dest, src, expect, root=roots.live), Restored)
     assert stat.S_IMODE(src.stat().st_mode) == 0o755
+
+
+OPENER = (
+    "import os, sys, time\n"
+    "t0 = time.monotonic()\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+    "waited = time.monotonic() - t0\n"
+    "os.write(fd, b'opened during the read\\n')\n"
+    "os.close(fd)\n"
+    "print(waited, flush=True)\n"
+)
+
+
+async def test_a_source_opened_during_its_read_stops_the_read_and_is_left_live(
+    roots: Roots,
+) -> None:
+    """The write lease breaks when another process opens the file: the read stops
+    at the next chunk, the lease goes with it, and the opener goes on at once
+    (never the kernel's lease-break-time, 45 s by default)."""
+    leases_or_skip(roots.live)
+    data = os.urandom(24 * CHUNK)
+    src = roots.write("u/busy.log", data)
+    dest = roots.layout.gz_for("u/busy.log")
+    opener: list[subprocess.Popen[str]] = []
+
+    def open_during_read(n: int) -> None:
+        if not opener:
+            opener.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", OPENER, str(src)], stdout=subprocess.PIPE, text=True
+                )
+            )
+
+    with pytest.raises(InUse, match="opened by another process"):
+        await archive_file(
+            src,
+            dest,
+            roots=roots.pair,
+            codec=ISAL,
+            limiter=RateLimiter(2 * CHUNK),  # 12 s for the whole file, were it read
+            progress=open_during_read,
+        )
+    (proc,) = opener
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and float(out) < 5, f"the opener waited {out} s"
+    assert src.read_bytes() == data + b"opened during the read\n"
+    assert not dest.exists() and leftovers(roots.base) == []

@@ -38,6 +38,7 @@ CHECKS = [
     "archive_write",
     "manifest",
     "live_write",
+    "open_files",
     "space",
     "live_db",
     "events_index",
@@ -110,6 +111,7 @@ async def test_what_the_good_site_lines_say(site: Path) -> None:
     assert "same filesystem as live_root" in f["archive_root"].found
     assert "created, fsynced and removed" in f["archive_write"].found
     assert "folders below it holding eligible files" in f["live_write"].found
+    assert "write lease" in f["open_files"].found
     assert "it fits" in f["space"].found and "event rows" in f["space"].found
     assert "WAL mode" in f["live_db"].found
     assert "refuses to overwrite" in f["remote"].found

@@ -55,4 +55,6 @@ def test_mode_plan_says_only_how_many_rows_are_eligible() -> None:
         "events",
         "problems",
         "out_of_space",
+        "file_problems",
+        "new_problems",
     ]

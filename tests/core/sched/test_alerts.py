@@ -14,7 +14,7 @@ import pytest
 
 from coldkeep.core.base.config import AlertsSettings
 from coldkeep.core.sched import alerts
-from coldkeep.core.store import alertqueue
+from coldkeep.core.store import alertqueue, problems
 from coldkeep.core.store.manifest import Manifest, NewEntry
 
 NOW = 1_790_000_000_000
@@ -136,3 +136,21 @@ async def test_an_unreachable_webhook_is_an_error_not_a_crash(tmp_path: Path) ->
         report = await alerts.poll(m, settings, NOW)
         assert report.failed == 3 and report.sent == 0
         assert report.errors and "127.0.0.1:9" in report.errors[0]
+
+
+async def test_a_quarantined_file_alerts_once(
+    tmp_path: Path, webhook: tuple[str, type[Hook]]
+) -> None:
+    url, hook = webhook
+    settings = AlertsSettings((), url, 10)
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        stuck = problems.NewProblem(
+            "u/locked.log", "unlink_refused", "[Errno 1] Operation not permitted"
+        )
+        await problems.record(m, [stuck], at=NOW, pass_id=1)
+        assert (await alerts.poll(m, settings, NOW)).raised == 1
+        await problems.record(m, [stuck], at=NOW + 1, pass_id=2)  # met again
+        assert (await alerts.poll(m, settings, NOW + 1)).raised == 0, "once per file"
+        [sent] = hook.received
+        assert sent["kind"] == "file_problem" and "u/locked.log" in str(sent["message"])
+        assert "chattr" in str(sent["message"])

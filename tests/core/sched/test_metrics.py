@@ -23,6 +23,8 @@ from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.metrics import Publisher, SnapshotCollector, read_site, registry_for
+from coldkeep.core.store import problems
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import COLDKEEP, ck
 
@@ -200,3 +202,31 @@ def test_run_serves_metrics_over_http_and_keeps_the_textfile_written(config: Pat
 def test_run_refuses_a_bad_listen_address_in_one_line(config: Path, listen: str) -> None:
     run = ck(config.parent, "run", "--metrics-listen", listen, check=2)
     assert run.stderr.count("\n") == 1 and "ADDR:PORT" in run.stderr
+
+
+EPERM = "[Errno 1] Operation not permitted"
+
+
+async def test_quarantined_files_show_in_the_metrics_by_kind(config: Path) -> None:
+    settings = load_settings(config)
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    await archiver.run_pass()
+    assert not [k for k in await scrape(settings) if k[0] == "coldkeep_file_problems"]
+    async with await Manifest.open(archiver.layout.manifest) as manifest:
+        await problems.record(
+            manifest,
+            [
+                problems.NewProblem(
+                    "u/a.log", "unlink_refused", "[Errno 1] Operation not permitted"
+                ),
+                problems.NewProblem(
+                    "u/b.log", "unlink_refused", "[Errno 1] Operation not permitted"
+                ),
+                problems.NewProblem("u/c.log", "io_error", "[Errno 5] Input/output error"),
+            ],
+            at=1,
+            pass_id=None,
+        )
+    samples = await scrape(settings)
+    assert value(samples, "coldkeep_file_problems", kind="unlink_refused") == 2
+    assert value(samples, "coldkeep_file_problems", kind="io_error") == 1

@@ -1,5 +1,6 @@
 """Orphans & stale: everything recovery found or kept that an operator may want to
-look at: leftover partials, orphan gzips, stale versions, missing gzips.
+look at: leftover partials, orphan gzips, stale versions, missing gzips; and the
+live files a pass quarantined (``problem``: its reason and remedy beside it).
 
 The pane walks the archive for what recovery would settle itself (``load``: a
 worker that posts ``FindingsLoaded`` as the walk goes, which the app keeps too);
@@ -26,7 +27,7 @@ from ..tables import keyed_table, sync_table
 from .base import Pane
 
 # The kinds that are things (3 orphans); the others say what a thing is (3 stale).
-NOUNS = {"partial", "orphan", "restore-partial"}
+NOUNS = {"partial", "orphan", "restore-partial", "problem"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Finding:
     kind: str  # partial | orphan | restore-partial | stale | missing | verify-failed
     size: int | None
     age_s: float | None
+    detail: str = ""  # a problem's reason and remedy
 
 
 class OrphansPane(Pane):
@@ -97,6 +99,9 @@ class OrphansPane(Pane):
             for e in status.attention:
                 kind = "verify-failed" if e.verify_error else e.status
                 findings.append(Finding(e.location, kind, e.gz_bytes, now - e.mtime_ns / 1e9))
+            for p in status.file_problems:
+                why = f"{p.reason} -> {p.remedy}"
+                findings.append(Finding(p.relpath, "problem", None, now - p.first_seen / 1000, why))
         unique = {f.path: f for f in findings}
         walking = rec.walked if rec is not None and rec.walking else None
         self.show(list(unique.values()), walking)
@@ -110,7 +115,7 @@ class OrphansPane(Pane):
             {
                 f.path: (
                     f.kind,
-                    f.path.removeprefix("files/"),
+                    f.path.removeprefix("files/") + (f"  ({f.detail})" if f.detail else ""),
                     "" if f.size is None else human(f.size),
                     "" if f.age_s is None else age(f.age_s),
                 )
