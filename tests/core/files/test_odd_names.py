@@ -261,7 +261,7 @@ async def test_recovery_walks_past_a_folder_under_files_deeper_than_path_max(
     tmp_path: Path,
 ) -> None:
     """An older coldkeep could make one; recovery then died on it every pass.
-    Now it is one folder reported for a human, and the pass goes on."""
+    Now it is one folder quarantined for a human, and the pass goes on."""
     site = make_site(tmp_path, {b"u/a.log": (b"a" * 100, OLD_NS)})
     await archive_all(site)
     files_dir = site / "archive" / "files"
@@ -270,8 +270,8 @@ async def test_recovery_walks_past_a_folder_under_files_deeper_than_path_max(
     (site / "live" / "u" / "b.log").write_bytes(b"b" * 100)
     os.utime(site / "live" / "u" / "b.log", ns=(OLD_NS, OLD_NS))
     summary = await archiver(site).run_pass()
-    assert summary.files.archived == 1, summary.to_dict()
-    said = " ".join(summary.problems)
+    assert (summary.status, summary.files.archived) == ("ok", 1), summary.to_dict()
+    said = " ".join(p["reason"] for p in summary.new_problems)
     assert "deeper than PATH_MAX" in said and "move it to a shorter path" in said, said
 
 

@@ -3,10 +3,11 @@ as their own types, through the manifest's one connection."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from coldkeep.core.base.stream import CheckpointRan
-from coldkeep.core.store import audit, checkpointlog, expiry, jobruns, passlog, stats
+from coldkeep.core.store import audit, checkpointlog, expiry, jobruns, passlog, problems, stats
 from coldkeep.core.store.manifest import Manifest, NewEntry, tombstone
 
 
@@ -98,3 +99,18 @@ async def test_a_stats_row_takes_each_column_by_name(tmp_path: Path) -> None:
         await stats.record(m, 5, totals)
         [row] = await m.rows(f"SELECT at, {', '.join(stats.COLUMNS)} FROM stats")
     assert row == (5, *(totals[c] for c in stats.COLUMNS))
+
+
+async def test_a_file_problem_keeps_a_name_that_is_not_utf8_and_clears_by_it(
+    tmp_path: Path,
+) -> None:
+    odd = os.fsdecode(b"u/r\xe9sum\xe9\n.log")  # Latin-1, with a newline
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        met = problems.NewProblem(odd, "unlink_refused", "Operation not permitted")
+        await problems.record(m, [met], at=1, pass_id=1)
+        await problems.record(m, [met], at=2, pass_id=2)
+        [kept] = await problems.listing(m)
+        assert (kept.relpath, kept.kind) == (odd, "unlink_refused")
+        assert os.fsencode(kept.relpath) == b"u/r\xe9sum\xe9\n.log"
+        await problems.clear(m, [odd])
+        assert await problems.count(m) == 0
