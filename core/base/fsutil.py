@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import beneath
+from .durable import Site, fsync
 from .errors import ColdkeepError
 from .ioerror import naming
 
@@ -120,12 +121,12 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "an unknown file type"
 
 
-def fsync_dir(path: Path, *, root: Path) -> None:
+def fsync_dir(path: Path, *, root: Path, site: Site) -> None:
     """Make the names in ``path`` (``root`` or a directory under it) durable; an
     error names the directory. Never retried on failure: see
     ``codec.compress_fd``."""
     with beneath.directory(root, path) as fd, naming(path):
-        os.fsync(fd)
+        fsync(fd, site)
 
 
 def ensure_dir(path: Path, *, root: Path) -> None:
@@ -189,9 +190,9 @@ def rename_noreplace(src: Path, dst: Path, *, root: Path) -> RenameResult:
             return _link_noreplace(src_fd, src_name, dst_fd, dst_name)
 
 
-def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
+def unlink_if_present(path: Path, *, root: Path, durably: Site | None = None) -> bool:
     """Unlink ``path`` under ``root`` (False: it, or a directory on the way, was not
-    there); ``durably``: its directory fsynced after."""
+    there); ``durably``: its directory fsynced after, as that fsync site."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
             try:
@@ -199,7 +200,7 @@ def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
             except FileNotFoundError:
                 return False
             if durably:
-                os.fsync(fd)
+                fsync(fd, durably)
     except FileNotFoundError:
         return False
     return True
@@ -209,14 +210,14 @@ UnlinkResult = Literal["removed", "gone", "changed"]
 
 
 def unlink_if_identity(
-    path: Path, identity: FileIdentity, *, root: Path, durably: bool = True
+    path: Path, identity: FileIdentity, *, root: Path, durably: Site | None
 ) -> UnlinkResult:
     """Unlink ``path`` only if it is still the file ``identity`` describes, and make
-    the removal durable (unless the caller fsyncs the directory itself, once for
-    many: ``durably=False``). Anything else at the path (another inode, a directory, a
-    link, new bytes) is ``changed`` and left alone. The check and the unlink are
-    both relative to the same directory descriptor: the directory cannot be
-    swapped between them."""
+    the removal durable as the fsync site ``durably`` (unless the caller fsyncs the
+    directory itself, once for many: ``durably=None``). Anything else at the path
+    (another inode, a directory, a link, new bytes) is ``changed`` and left alone.
+    The check and the unlink are both relative to the same directory descriptor:
+    the directory cannot be swapped between them."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
             try:
@@ -230,7 +231,7 @@ def unlink_if_identity(
             except FileNotFoundError:
                 return "gone"
             if durably:
-                os.fsync(fd)
+                fsync(fd, durably)
     except FileNotFoundError:  # a directory on the way is gone
         return "gone"
     return "removed"

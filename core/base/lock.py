@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .durable import fsync
 from .errors import EXIT_LOCKED, ColdkeepError
 from .fsutil import ensure_dir
 from .layout import Layout
@@ -121,7 +122,7 @@ class ArchiveLock:
         )
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
-        os.fsync(fd)
+        fsync(fd, "lock.holder")
         return cls(path, fd, holder)
 
     @classmethod

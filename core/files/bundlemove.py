@@ -138,7 +138,7 @@ def _unlink_all(members: list[tuple[Path, FileIdentity]], root: Path) -> list[So
     dirs: set[Path] = set()
     for n, (src, ident) in enumerate(members):
         try:
-            outcome = unlink_if_identity(src, ident, root=root, durably=False)
+            outcome = unlink_if_identity(src, ident, root=root, durably=None)
         except OSError:
             results += ["unsettled"] * (len(members) - n)
             break
@@ -147,7 +147,7 @@ def _unlink_all(members: list[tuple[Path, FileIdentity]], root: Path) -> list[So
             dirs.add(src.parent)
     for folder in sorted(dirs):
         try:
-            fsync_dir(folder, root=root)
+            fsync_dir(folder, root=root, site="bundle.sources_unlinked")
         except OSError:
             # Not durably gone: recovery checks again (the entry stays pending).
             results = [

@@ -41,6 +41,7 @@ from typing import ClassVar, Literal, TypeAlias
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
+from ..base.durable import Site
 from ..base.fsutil import (
     FileIdentity,
     UnlinkResult,
@@ -145,7 +146,11 @@ class FileMover:
                 token, digest_path, legacy, root=root, cancel=token, limiter=self.limiter
             )
             proven = digest.bytes == ident.size and digest.sha256 == ok.prefix_sha256
-        if proven and await self._unlink_if_identity(legacy, ident, self.layout.root) == "removed":
+        if (
+            proven
+            and await self._unlink_if_identity(legacy, ident, self.layout.root, "legacy.unlinked")
+            == "removed"
+        ):
             return "removed", f"{legacy} was a plain copy of the first {ident.size} bytes"
         return "kept", (
             f"{legacy} is a plain file at this file's archive path that is not a copy of "
@@ -169,7 +174,9 @@ class FileMover:
             raise
         await self.step("entry_committed", {"src": src, "dest": ok.dest, "entry": entry.id})
         try:
-            unlinked = await self._unlink_if_identity(src, ok.identity, self.live_root)
+            unlinked = await self._unlink_if_identity(
+                src, ok.identity, self.live_root, "source.unlinked"
+            )
         except OSError as err:
             # The entry is durable; whether the source is gone, durably, is not
             # known. Its source_present stays set, as after a crash here: the next
@@ -202,10 +209,10 @@ class FileMover:
         return frozenset(self.layout.root / p for p in gone)
 
     async def _unlink_if_identity(
-        self, path: Path, ident: FileIdentity, root: Path
+        self, path: Path, ident: FileIdentity, root: Path, site: Site
     ) -> UnlinkResult:
         return await asyncio.to_thread(
-            functools.partial(unlink_if_identity, path, ident, root=root)
+            functools.partial(unlink_if_identity, path, ident, root=root, durably=site)
         )
 
     def _new_entry(self, relpath: str, ok: ArchiveOk) -> NewEntry:

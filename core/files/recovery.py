@@ -217,7 +217,7 @@ async def clear_restore_intents(manifest: Manifest, live_root: Path) -> tuple[li
 
 def _remove_durably(path: Path, root: Path) -> bool:
     try:
-        return unlink_if_present(path, root=root, durably=True)
+        return unlink_if_present(path, root=root, durably="recovery.restore_partial_removed")
     except FileNotFoundError:  # its directory is gone: so is the partial
         return False
 
@@ -547,7 +547,13 @@ class Recovery:
             if found is not None:
                 src, ident = found
                 outcome = await asyncio.to_thread(
-                    functools.partial(unlink_if_identity, src, ident, root=self.mover.live_root)
+                    functools.partial(
+                        unlink_if_identity,
+                        src,
+                        ident,
+                        root=self.mover.live_root,
+                        durably="recovery.source_unlinked",
+                    )
                 )
                 if outcome == "removed":
                     report.sources_unlinked.append(entry.relpath)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
+from ..base.durable import fsync
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
@@ -52,7 +53,7 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-    os.fsync(fd)
+    fsync(fd, "fetch.data")
 
 
 class RemoteReader:
@@ -141,5 +142,5 @@ async def downloaded(
     block (which may rename it into place); removed after if still there."""
     async with scratch_file(layout, what) as (tmp, fd):
         await store.download(key, fd)
-        await asyncio.to_thread(os.fsync, fd)
+        await asyncio.to_thread(fsync, fd, "fetch.scratch")
         yield tmp

@@ -23,6 +23,7 @@ import stat
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+from ..base.durable import fsync
 from ..base.errors import RemoteError
 from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
 from ..base.layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
@@ -64,7 +65,7 @@ class FileStore(ObjectStore):
             with open(src, "rb") as f, os.fdopen(out, "wb", closefd=False) as w:
                 while chunk := f.read(CHUNK):
                     w.write(chunk)
-            os.fsync(out)
+            fsync(out, "remote.object_data")
         except BaseException:
             os.close(out)
             unlink_if_present(tmp, root=self.root)
@@ -73,7 +74,7 @@ class FileStore(ObjectStore):
         placed = rename_noreplace(tmp, dest, root=self.root)
         if placed == "exists":
             unlink_if_present(tmp, root=self.root)
-        fsync_dir(dest.parent, root=self.root)
+        fsync_dir(dest.parent, root=self.root, site="remote.object_placed")
         return placed == "renamed"
 
     async def head(self, key: str) -> ObjectInfo | None:
@@ -169,13 +170,15 @@ class FileStore(ObjectStore):
             for name in filenames:
                 if name.endswith(PARTIAL_SUFFIX):
                     path = Path(dirpath) / name
-                    removed += unlink_if_present(path, root=self.root, durably=True)
+                    removed += unlink_if_present(
+                        path, root=self.root, durably="remote.partial_removed"
+                    )
         return removed
 
     async def delete(self, key: str) -> None:
         try:
             await asyncio.to_thread(
-                unlink_if_present, self._path(key), root=self.root, durably=True
+                unlink_if_present, self._path(key), root=self.root, durably="remote.object_deleted"
             )
         except OSError as err:
             raise self._failed(key, err) from err

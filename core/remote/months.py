@@ -25,13 +25,13 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base.durable import fsync
 from ..base.layout import Layout
 from ..events.eventschema import q
 from ..store import expiry
@@ -80,7 +80,7 @@ def snapshot_db(src: Path, dest: Path) -> None:
     ):
         source.backup(out)
     with open(dest, "rb") as f:
-        os.fsync(f.fileno())
+        fsync(f.fileno(), "snapshot.data")
 
 
 def count_rows(db: Path) -> int:
