@@ -47,8 +47,7 @@ Site = Literal[
     "recovery.corrupt_removed",  # an orphan gzip that does not decompress, removed
     "recovery.source_unlinked",  # a pending source unlinked by recovery
     "recovery.bundle_source_unlinked",  # a pending bundle member's source unlinked
-    # the archive lock and the space reserve (lock, space)
-    "lock.holder",  # the lock file's holder record
+    # the space reserve (space)
     "reserve.data",  # the reserve file's bytes
     "reserve.placed",  # archive_root once the reserve is renamed into place
     # the remote tier (ship, fetch, rebuild, filestore, months)
