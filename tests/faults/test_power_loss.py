@@ -28,6 +28,7 @@ imports per command, so random moments fall in coldkeep's own work).
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -45,6 +46,7 @@ from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 from faults.clirun import Forker
 
+from coldkeep.core.base.durable import MUTANT_ACK, MUTANT_ENV, SKIP_ENV
 from coldkeep.core.base.steps import BUNDLE_STEPS
 
 from helpers import COLDKEEP, ck, live_files, per_file, report_line
@@ -283,6 +285,7 @@ def power_cut(
     kill_at: str = "",
     delay: float = 0.0,
     recut: bool = False,
+    env: dict[str, str] | None = None,
 ) -> bool:
     """Run ``case.command`` on a fresh mount, cut the power at step ``kill_at``
     (the process kills itself once it is announced) or ``delay`` seconds in, then
@@ -291,7 +294,7 @@ def power_cut(
     t0 = time.monotonic()
     fs = mount_copy(case.template, tmp)
     try:
-        mid = cut_in(m, fs, case, tmp, kill_at=kill_at, delay=delay)
+        mid = cut_in(m, fs, case, tmp, kill_at=kill_at, delay=delay, env=env or {})
         if not mid:
             live = live_files(fs.mount)
             assert live == case.expect_live, "a command that finished keeps all it did"
@@ -312,13 +315,22 @@ def power_cut(
     return mid
 
 
-def cut_in(m: Matrix, fs: FaultFS, case: Case, tmp: Path, *, kill_at: str, delay: float) -> bool:
-    """``case.command`` on ``fs``, killed at step ``kill_at`` or after ``delay``
-    seconds, then the power cut and the site remounted. True if the kill fell
-    inside the command."""
+def cut_in(
+    m: Matrix,
+    fs: FaultFS,
+    case: Case,
+    tmp: Path,
+    *,
+    kill_at: str,
+    delay: float,
+    env: dict[str, str],
+) -> bool:
+    """``case.command`` on ``fs`` (with ``env`` set), killed at step ``kill_at`` or
+    after ``delay`` seconds, then the power cut and the site remounted. True if
+    the kill fell inside the command."""
     out = tmp / "command.out"
     config = fs.mount / "coldkeep.toml"
-    m.forker.start(config, [case.command], out, {KILL: kill_at} if kill_at else {})
+    m.forker.start(config, [case.command], out, {**env, KILL: kill_at} if kill_at else env)
     code = m.forker.wait(delay if not kill_at else 120)
     if code is None:
         code = m.forker.kill()  # SIGKILL first: the process sees nothing of the cut
@@ -438,3 +450,83 @@ def test_a_restore_partial_recovery_removed_stays_removed(matrix: Matrix, tmp_pa
         fs.stop()
     matrix.tally.faults += 1
     matrix.tally.by_kind["restore@restore_partial_written+recover"] += 1
+
+
+def test_an_orphan_recovery_adopted_survives_the_next_cut(matrix: Matrix, tmp_path: Path) -> None:
+    """Every fsync of a gzip's directory fails during a pass (EIO): each gzip
+    placed there stays an orphan, its source kept. Recovery adopts them: entry
+    committed, source unlinked. Unless recovery made each orphan's name durable
+    first, the power going right after takes the gzips and leaves the entries
+    and the emptied live directory: the files are gone."""
+    case = matrix.cases["files"]
+    folder = "archive/files/unit-0001/logs"
+    fs = mount_copy(case.template, tmp_path)
+    try:
+        out = tmp_path / "command.out"
+        rule = fs.fail("fsyncdir", folder, errno.EIO)
+        code = matrix.forker.run(fs.mount / "coldkeep.toml", ["pass"], out, {})
+        assert code == 1, f"exit {code}: {out.read_text()}"
+        assert fs.hits(rule) >= 1, "no gzip was placed there"
+        orphans = sorted((fs.mount / folder).glob("*.gz"))
+        files = fs.mount / "archive" / "files"
+        sources = [fs.mount / "live" / o.relative_to(files).with_suffix("") for o in orphans]
+        assert orphans, "the gzips whose directory fsync failed stay, for recovery"
+        assert all(s.exists() for s in sources), "their sources are kept"
+        fs.clear()
+        run(matrix, fs, ["recover"], tmp_path)
+        assert not any(s.exists() for s in sources), "recovery adopted them"
+        cut_and_remount(fs, tmp_path)
+        assert all(o.exists() for o in orphans), "an adopted gzip is gone after the cut"
+        settle_and_check(matrix, case, fs, tmp_path)
+    finally:
+        fs.stop()
+    matrix.tally.faults += 1
+    matrix.tally.by_kind["files@gzip-dir-fsync-failed+recover"] += 1
+
+
+def test_a_gzip_copied_in_by_hand_is_adopted_only_once_its_bytes_are_durable(
+    matrix: Matrix, tmp_path: Path
+) -> None:
+    """An orphan recovery adopts need not be one coldkeep wrote: a gzip put back
+    by hand (from a backup, another disk) has bytes nobody fsynced, though its
+    name may be durable (the directory fsynced by whoever came next). Recovery
+    unlinks the source on the strength of it, so it fsyncs the gzip's bytes
+    first; without that, the power going after recovery leaves an empty gzip,
+    an entry naming it and no source."""
+    case = matrix.cases["files"]
+    # A gzip a pass wrote from the same source, on a plain disk.
+    files = matrix.cases["events"].template / "archive" / "files"
+    archived = min(files.rglob("*.gz"))
+    rel = archived.relative_to(files).with_suffix("").as_posix()
+    fs = mount_copy(case.template, tmp_path)
+    try:
+        gz = fs.mount / "archive" / "files" / f"{rel}.gz"
+        gz.parent.mkdir(parents=True)
+        fs.sync()
+        gz.write_bytes(archived.read_bytes())  # no fsync: a plain copy
+        fd = os.open(gz.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)  # the name is durable, the bytes are not
+        finally:
+            os.close(fd)
+        run(matrix, fs, ["recover"], tmp_path)
+        assert not (fs.mount / "live" / rel).exists(), "recovery adopted the copy"
+        cut_and_remount(fs, tmp_path)
+        assert gz.read_bytes() == archived.read_bytes(), "the adopted gzip lost its bytes"
+        settle_and_check(matrix, case, fs, tmp_path)
+    finally:
+        fs.stop()
+    matrix.tally.faults += 1
+    matrix.tally.by_kind["files@copied-orphan+recover"] += 1
+
+
+def test_the_matrix_fails_when_one_fsync_is_skipped(matrix: Matrix, tmp_path: Path) -> None:
+    """The fsync mutants in small (``make fsync-mutants`` runs them all): a files
+    pass with the fsync of each source's directory after its unlink skipped
+    (the test-only switch of core/base/durable.py), the power cut once it has
+    finished. The unlinks were never durable: the sources come back beside
+    entries that say they are gone, the next pass archives them again, and
+    the checks must say so."""
+    skip = {SKIP_ENV: "source.unlinked", MUTANT_ENV: MUTANT_ACK}
+    with pytest.raises(AssertionError, match="keeps all it did"):
+        power_cut(matrix, matrix.cases["files"], tmp_path, delay=300.0, env=skip)
