@@ -44,7 +44,6 @@ Site = Literal[
     "recovery.restore_partial_removed",  # a restore partial an intent names, removed
     "recovery.orphan_data",  # an orphan gzip or bundle about to be adopted: its bytes
     "recovery.orphan_dir",  # ... and its name in its directory
-    "recovery.corrupt_removed",  # an orphan gzip that does not decompress, removed
     "recovery.source_unlinked",  # a pending source unlinked by recovery
     "recovery.bundle_source_unlinked",  # a pending bundle member's source unlinked
     # the space reserve (space)

@@ -460,7 +460,11 @@ async def adopt_orphan(
     if isinstance(packed, CorruptGzip):
         if isinstance(live, BaseException):
             raise live
-        await asyncio.to_thread(_remove_durably, gz, roots.dest, "recovery.corrupt_removed")
+        # Not durably: nothing rests on its absence. One a power cut brings back
+        # is found and removed again by the next recovery (with or without its
+        # source), and the gzip the pass places at its name next is fsynced
+        # with the removal (one directory).
+        await asyncio.to_thread(functools.partial(unlink_if_present, gz, root=roots.dest))
         return Corrupt(str(packed))
     for outcome in (packed, live):
         if isinstance(outcome, BaseException):
