@@ -57,7 +57,10 @@ class FileStore(ObjectStore):
 
     def _put_new(self, key: str, src: Path) -> bool:
         dest = self._path(key)
-        self.root.mkdir(parents=True, exist_ok=True)  # the configured folder: links allowed
+        # The configured folder (links above it allowed), made on first use with
+        # each new name durable: a folder whose name a power cut takes back
+        # takes every object recorded in it.
+        ensure_dir(self.root, root=self.root)
         ensure_dir(dest.parent, root=self.root)
         tmp = dest.with_name(f"{dest.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
         out = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=self.root)

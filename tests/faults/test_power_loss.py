@@ -47,9 +47,10 @@ from faultfs.fixture import start_or_skip
 from faults.clirun import Forker
 
 from coldkeep.core.base.durable import MUTANT_ACK, MUTANT_ENV, SKIP_ENV
-from coldkeep.core.base.steps import BUNDLE_STEPS
+from coldkeep.core.base.steps import BUNDLE_STEPS, SHIP_STEPS
 
 from helpers import COLDKEEP, ck, live_files, per_file, report_line
+from remotecheck import check_remote_site, folder_fetch, set_remote
 from sitecheck import Originals, Tally, check_site
 
 pytestmark = pytest.mark.crash
@@ -75,6 +76,9 @@ FRESH_STEPS = ["entry_committed", "source_unlinked"]
 BUNDLE_CUTS = [*BUNDLE_STEPS, "bundle_placed:2"]
 EVENT_STEPS = ["batch_archived", "batch_deleted", "batch_archived:2", "batch_deleted:2"]
 RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "intent_cleared"]
+# A ship (every local copy dropped at once): each ship step, and a later object's.
+SHIP_CUTS = [*SHIP_STEPS, "object_recorded:4", "local_dropped:4"]
+SHIP_SITE = "demo"
 # Random moments, spread over the four commands in these shares.
 RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "40"))
 SHARES = {"files": 0.2, "bundles": 0.2, "events": 0.3, "restore": 0.3}
@@ -98,6 +102,8 @@ class Case:
     # Steps once announced, the command has durably changed the live tree (a
     # source unlinked, a file restored): a cut there must not undo it.
     changed_at: tuple[str, ...] = ()
+    # Local copies may be dropped: the checks read the remote copies too.
+    remote: bool = False
     seconds: float = 0.0  # the command's run time on the mount (random delays)
 
 
@@ -156,6 +162,11 @@ def matrix(
     files_after = live_files(events)
     restored = dict(live_files(archived))
     restored.update((rel, originals.files[rel]) for rel in originals.files if rel not in restored)
+    # A ship of that archive to a folder remote on the same disk, every local
+    # copy dropped as soon as its remote copy is recorded.
+    shipping = base / "shipping"
+    shutil.copytree(archived, shipping, symlinks=True)
+    set_remote(shipping, f'url = "file:remote"\nsite = "{SHIP_SITE}"\nkeep_local_days = 0\n')
 
     tally = Tally()
     m = Matrix(
@@ -183,6 +194,9 @@ def matrix(
                 ["recover", "pass", "restore --path '**'"],
                 restored,
                 ("restored", "intent_cleared"),
+            ),
+            "ship": Case(
+                "ship", shipping, "ship", ["recover", "ship"], live_files(shipping), remote=True
             ),
         },
         tally,
@@ -354,7 +368,10 @@ def settle_and_check(m: Matrix, case: Case, fs: FaultFS, tmp: Path) -> None:
     finally:
         fs.stop()
     site = tmp / "backing"
-    check_site(site, m.originals, m.tally)
+    if case.remote:
+        m.tally.checks += check_remote_site(site, folder_fetch(site / "remote"), SHIP_SITE)
+    else:
+        check_site(site, m.originals, m.tally)
     assert live_files(site) == case.expect_live, "the same end state as without a cut"
     shutil.rmtree(site)
 
@@ -392,7 +409,12 @@ def test_restore_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> 
     cut_at_step(matrix, "restore", step, tmp_path)
 
 
-@pytest.mark.parametrize("name", ["files", "fresh", "bundles", "events", "restore"])
+@pytest.mark.parametrize("step", SHIP_CUTS)
+def test_ship_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "ship", step, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["files", "fresh", "bundles", "events", "restore", "ship"])
 def test_cut_once_the_command_has_finished(matrix: Matrix, tmp_path: Path, name: str) -> None:
     """Everything a command did is durable when it exits 0: month DBs committed,
     sources gone, files restored, all of it still there after the cut."""
