@@ -50,7 +50,6 @@ Site = Literal[
     "reserve.data",  # the reserve file's bytes
     "reserve.placed",  # archive_root once the reserve is renamed into place
     # the remote tier (ship, fetch, rebuild, filestore, months)
-    "snapshot.data",  # a month DB or manifest snapshot's bytes, before upload
     "fetch.data",  # an object's bytes written to a scratch file
     "fetch.scratch",  # a downloaded object in its scratch file
     "rebuild.placed",  # a file fetched back into the archive, its directory
@@ -58,13 +57,12 @@ Site = Literal[
     "remote.object_data",  # a file:// remote's object bytes
     "remote.object_placed",  # its directory once renamed into place
     "remote.object_deleted",  # a file:// remote's object deleted, its directory
-    "remote.partial_removed",  # a file:// remote's leftover partial removed
     "local.dropped",  # a shipped file's local copy unlinked, its directory
     "local.settled",  # a drop a crash interrupted: the directory, once more
     # expire, fleet, doctor, metrics
     "expire.unlinked",  # an expired file unlinked, its directory
     "expire.dir",  # the same directory once every file of the path is gone
-    "fleet.registered",  # the fleet directory after a site's entry is renamed
+    "fleet.cached",  # a site's manifest snapshot placed in the fleet view's cache
     "doctor.probe_data",  # doctor's write probe
     "doctor.probe_removed",  # doctor's probe removed
     "metrics.data",  # the metrics textfile's bytes

@@ -173,9 +173,9 @@ class FileStore(ObjectStore):
             for name in filenames:
                 if name.endswith(PARTIAL_SUFFIX):
                     path = Path(dirpath) / name
-                    removed += unlink_if_present(
-                        path, root=self.root, durably="remote.partial_removed"
-                    )
+                    # Not durably: nothing rests on its absence, and one a
+                    # power cut brings back is removed by the next ship.
+                    removed += unlink_if_present(path, root=self.root)
         return removed
 
     async def delete(self, key: str) -> None:
