@@ -69,7 +69,7 @@ def reached_sites() -> set[str]:
     """The unmutated matrix (it must pass), and the sites its commands reach."""
     trace = LOGS / "reached.trace"
     trace.unlink(missing_ok=True)
-    code, first = matrix({TRACE_ENV: str(trace)}, LOGS / "unmutated.log")
+    code, first = matrix({TRACE_ENV: str(trace), MUTANT_ENV: MUTANT_ACK}, LOGS / "unmutated.log")
     if code != 0:
         sys.exit(f"the matrix fails without a mutant ({first}): see {LOGS / 'unmutated.log'}")
     return set(trace.read_text().split()) if trace.exists() else set()

@@ -8,13 +8,13 @@ then fail (tests/fsync_mutants.py). A house test fails on any ``os.fsync`` in
 ``coldkeep.core`` outside this module.
 
 Invariants:
-- Outside a test, ``fsync`` is exactly ``os.fsync``: the skip needs two
-  variables, ``COLDKEEP_TEST_SKIP_FSYNC`` naming a site and
-  ``COLDKEEP_TEST_FSYNC_MUTANT`` set to ``lose-data``; either alone does nothing.
-  With both, a name that is not a site is an error (a typo must not pass for a
-  mutant that survived).
-- ``COLDKEEP_TEST_FSYNC_TRACE`` (a file) records each site reached, one name a
-  line, so that the mutant run knows which sites the matrix reaches at all.
+- Outside a test, ``fsync`` is exactly ``os.fsync``: nothing here acts unless
+  ``COLDKEEP_TEST_FSYNC_MUTANT`` is set to ``lose-data`` (a test-only name no
+  deployment sets by accident). With it, ``COLDKEEP_TEST_SKIP_FSYNC`` names the
+  one site skipped (a name that is no site is an error: a typo must not pass
+  for a mutant that survived), and ``COLDKEEP_TEST_FSYNC_TRACE`` names a file
+  that records each site reached, one name a line (the mutant run learns which
+  sites the matrix reaches at all). Either of those alone does nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ Site = Literal[
     "reserve.data",  # the reserve file's bytes
     "reserve.placed",  # archive_root once the reserve is renamed into place
     # the remote tier (ship, fetch, rebuild, filestore, months)
-    "fetch.data",  # an object's bytes written to a scratch file
     "fetch.scratch",  # a downloaded object in its scratch file
     "rebuild.placed",  # a file fetched back into the archive, its directory
     "rebuild.manifest_placed",  # the manifest fetched back, its directory
@@ -76,10 +75,14 @@ MUTANT_ACK = "lose-data"
 TRACE_ENV = "COLDKEEP_TEST_FSYNC_TRACE"
 
 
+def _armed() -> bool:
+    return os.environ.get(MUTANT_ENV) == MUTANT_ACK
+
+
 def skipped() -> str | None:
     """The site a mutant run skips, or None (always None outside a test)."""
     site = os.environ.get(SKIP_ENV)
-    if not site or os.environ.get(MUTANT_ENV) != MUTANT_ACK:
+    if not site or not _armed():
         return None
     if site not in SITES:
         raise ValueError(f"{SKIP_ENV}={site!r} names no fsync site (see core/base/durable.py)")
@@ -90,11 +93,12 @@ def fsync(fd: int, site: Site) -> None:
     """``os.fsync(fd)``, the fsync of ``site``. Read per call (cheap) rather than
     once: the matrix's commands are forked from one process that imported
     coldkeep before the test set its environment."""
-    trace = os.environ.get(TRACE_ENV)
-    if trace:
-        _trace(trace, site)
-    if site == skipped():
-        return
+    if _armed():
+        trace = os.environ.get(TRACE_ENV)
+        if trace:
+            _trace(trace, site)
+        if site == skipped():
+            return
     os.fsync(fd)
 
 

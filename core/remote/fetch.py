@@ -50,10 +50,11 @@ def remove_scratch(tmp: Path, layout: Layout) -> None:
 
 
 def _write_all(fd: int, data: bytes) -> None:
+    """Not fsynced: a bundle member's bytes for a restore to read in this boot
+    (it fsyncs what it writes); the scratch is never renamed into place."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-    fsync(fd, "fetch.data")
 
 
 class RemoteReader:

@@ -2,12 +2,16 @@
 volatile faultfs mount, and the power cut (the coldkeep process SIGKILLed, then
 ``fs.cut()``: the backing rolled back to what a strict POSIX filesystem keeps)
 at every announced step and at 50 random moments of a pass with files, a pass
-with events and a restore, and once each has finished. After each cut: the site
-remounted under another device number (as a reboot may renumber a disk),
-``coldkeep recover``, ``coldkeep pass`` (and the restore again), then nothing
-lost: every original byte and row live or archived exactly once, every
-database passes ``integrity_check``, every gzip ``gzip -t``, and the live tree
-as a run without a cut leaves it.
+with events and a restore, at every step of a ship to a folder remote on the
+same disk (every local copy dropped at once), and once each has finished.
+After each cut: the site remounted under another device number (as a reboot
+may renumber a disk), ``coldkeep recover``, ``coldkeep pass`` (and the restore
+or the ship again), then nothing lost: every original byte and row live or
+archived exactly once (after a ship: every entry's bytes whole in its local
+copy or its recorded remote copy), every database passes ``integrity_check``,
+every gzip ``gzip -t``, and the live tree as a run without a cut leaves it.
+Each fsync coldkeep makes is needed by some case here, or docs/architecture.md
+says why not ("Every fsync is tested"; ``make fsync-mutants``).
 
 A SIGKILL alone (tests/crash) loses nothing the kernel has accepted; a power cut
 loses every write and every new or removed name not yet fsynced. What this
