@@ -59,8 +59,7 @@ Site = Literal[
     "local.dropped",  # a shipped file's local copy unlinked, its directory
     "local.settled",  # a drop a crash interrupted: the directory, once more
     # expire, fleet, doctor, metrics
-    "expire.unlinked",  # an expired file unlinked, its directory
-    "expire.dir",  # the same directory once every file of the path is gone
+    "expire.unlinked",  # an expired file's directory once it (and its -wal, -shm) is gone
     "fleet.cached",  # a site's manifest snapshot placed in the fleet view's cache
     "doctor.probe_data",  # doctor's write probe
     "doctor.probe_removed",  # doctor's probe removed

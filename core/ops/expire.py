@@ -355,12 +355,12 @@ class Expirer:
             if not ident.is_regular:
                 self.report.problems.append(f"{target}: not a regular file; left in place")
                 continue
+            # The directory is fsynced once, below, for these unlinks and for
+            # any a killed expiry made before its own fsync.
             await asyncio.to_thread(
-                functools.partial(
-                    unlink_if_identity, target, ident, root=root, durably="expire.unlinked"
-                )
+                functools.partial(unlink_if_identity, target, ident, root=root, durably=None)
             )
-        await asyncio.to_thread(fsync_dir, local.parent, root=root, site="expire.dir")
+        await asyncio.to_thread(fsync_dir, local.parent, root=root, site="expire.unlinked")
         await expiry.finished(self.manifest, path)
         await self._announce("expire_local_deleted", path)
 

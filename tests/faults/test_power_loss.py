@@ -3,12 +3,14 @@ volatile faultfs mount, and the power cut (the coldkeep process SIGKILLed, then
 ``fs.cut()``: the backing rolled back to what a strict POSIX filesystem keeps)
 at every announced step and at 50 random moments of a pass with files, a pass
 with events and a restore, at every step of a ship to a folder remote on the
-same disk (every local copy dropped at once), and once each has finished.
+same disk (every local copy dropped at once) and of an expiry of what is past
+its retention on both tiers, and once each has finished.
 After each cut: the site remounted under another device number (as a reboot
-may renumber a disk), ``coldkeep recover``, ``coldkeep pass`` (and the restore
-or the ship again), then nothing lost: every original byte and row live or
-archived exactly once (after a ship: every entry's bytes whole in its local
-copy or its recorded remote copy), every database passes ``integrity_check``,
+may renumber a disk), ``coldkeep recover``, ``coldkeep pass`` (or the restore,
+the ship, the expiry again), then nothing lost: every original byte and row
+live or archived exactly once (after a ship: every entry's bytes whole in its
+local copy or its recorded remote copy; after an expiry: nothing expired left
+on either tier), every database passes ``integrity_check``,
 every gzip ``gzip -t``, and the live tree as a run without a cut leaves it.
 Each fsync coldkeep makes is needed by some case here, or docs/architecture.md
 says why not ("Every fsync is tested"; ``make fsync-mutants``).
@@ -20,7 +22,7 @@ one relies on: the file, its directory, every directory created on the way, the
 databases; and that recovery does too: after a cut at a step, the power goes
 again the moment ``coldkeep recover`` has finished.
 
-Speed (~0.85 s a cut, ~1 min for the file on 2 cores): a tiny site (scale
+Speed (~0.9 s a cut, ~1.5 min for the file on 2 cores): a tiny site (scale
 0.01, event rows trimmed to four months), a pristine backing directory copied
 per cut, one mount per cut (``attr_timeout=1``: the kernel caches attributes,
 fewer calls; nothing changes the backing beside the mount), and every coldkeep
@@ -51,10 +53,10 @@ from faultfs.fixture import start_or_skip
 from faults.clirun import Forker
 
 from coldkeep.core.base.durable import MUTANT_ACK, MUTANT_ENV, SKIP_ENV
-from coldkeep.core.base.steps import BUNDLE_STEPS, SHIP_STEPS
+from coldkeep.core.base.steps import BUNDLE_STEPS, EXPIRE_STEPS, SHIP_STEPS
 
-from helpers import COLDKEEP, ck, live_files, per_file, report_line
-from remotecheck import check_remote_site, folder_fetch, set_remote
+from helpers import COLDKEEP, ck, entries, live_files, per_file, report_line
+from remotecheck import check_remote_site, folder_fetch, remote_rows, set_remote
 from sitecheck import Originals, Tally, check_site
 
 pytestmark = pytest.mark.crash
@@ -83,6 +85,9 @@ RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "inte
 # A ship (every local copy dropped at once): each ship step, and a later object's.
 SHIP_CUTS = [*SHIP_STEPS, "object_recorded:4", "local_dropped:4"]
 SHIP_SITE = "demo"
+# An expiry of files and months past retention, local and remote: each step,
+# and a later file's.
+EXPIRE_CUTS = [*EXPIRE_STEPS, "expire_remote_deleted:3", "expire_local_deleted:4"]
 # Random moments, spread over the four commands in these shares.
 RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "40"))
 SHARES = {"files": 0.2, "bundles": 0.2, "events": 0.3, "restore": 0.3}
@@ -108,6 +113,8 @@ class Case:
     changed_at: tuple[str, ...] = ()
     # Local copies may be dropped: the checks read the remote copies too.
     remote: bool = False
+    # Files and months expire: the checks want them gone from both tiers.
+    expires: bool = False
     seconds: float = 0.0  # the command's run time on the mount (random delays)
 
 
@@ -171,6 +178,13 @@ def matrix(
     shipping = base / "shipping"
     shutil.copytree(archived, shipping, symlinks=True)
     set_remote(shipping, f'url = "file:remote"\nsite = "{SHIP_SITE}"\nkeep_local_days = 0\n')
+    # An expiry of what is past its retention, local and remote copies alike.
+    expiring = base / "expiring"
+    shutil.copytree(archived, expiring, symlinks=True)
+    set_remote(expiring, f'url = "file:remote"\nsite = "{SHIP_SITE}"\nkeep_local_days = -1\n')
+    ck(expiring, "ship")
+    with (expiring / "coldkeep.toml").open("a") as f:
+        f.write("\n[retention]\nfiles_days = 30\nevents_days = 60\n")
 
     tally = Tally()
     m = Matrix(
@@ -201,6 +215,15 @@ def matrix(
             ),
             "ship": Case(
                 "ship", shipping, "ship", ["recover", "ship"], live_files(shipping), remote=True
+            ),
+            "expire": Case(
+                "expire",
+                expiring,
+                "expire --yes",
+                ["recover", "expire --yes"],
+                live_files(expiring),
+                remote=True,
+                expires=True,
             ),
         },
         tally,
@@ -372,12 +395,31 @@ def settle_and_check(m: Matrix, case: Case, fs: FaultFS, tmp: Path) -> None:
     finally:
         fs.stop()
     site = tmp / "backing"
+    if case.expires:
+        check_expired(site)
     if case.remote:
         m.tally.checks += check_remote_site(site, folder_fetch(site / "remote"), SHIP_SITE)
     else:
         check_site(site, m.originals, m.tally)
     assert live_files(site) == case.expect_live, "the same end state as without a cut"
     shutil.rmtree(site)
+
+
+def check_expired(site: Path) -> None:
+    """Every expired entry's file gone from both tiers and from the remote rows,
+    every expired month's database too (retention kept, whatever the cut undid)."""
+    archive, bucket = site / "archive", site / "remote" / SHIP_SITE
+    remote = remote_rows(site)
+    gone = [e["gz_path"] for e in entries(site) if e["status"] == "expired"]
+    assert gone, "the expiry expired nothing"
+    for gz in gone:
+        assert not (archive / gz).exists() and not (bucket / gz).exists(), f"{gz} outlived expiry"
+        assert gz not in remote, f"{gz}: expired, still recorded remote"
+    with sqlite3.connect(archive / "coldkeep.db") as db:
+        months = [m for (m,) in db.execute("SELECT month FROM expired_months")]
+    for month in months:
+        assert not (archive / "events" / f"{month}.db").exists(), f"month {month} outlived expiry"
+        assert not list(bucket.glob(f"events/{month}.*")), f"month {month} outlived expiry"
 
 
 def cut_at_step(m: Matrix, case: str, step: str, tmp: Path) -> None:
@@ -418,7 +460,14 @@ def test_ship_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> Non
     cut_at_step(matrix, "ship", step, tmp_path)
 
 
-@pytest.mark.parametrize("name", ["files", "fresh", "bundles", "events", "restore", "ship"])
+@pytest.mark.parametrize("step", EXPIRE_CUTS)
+def test_expire_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "expire", step, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "name", ["files", "fresh", "bundles", "events", "restore", "ship", "expire"]
+)
 def test_cut_once_the_command_has_finished(matrix: Matrix, tmp_path: Path, name: str) -> None:
     """Everything a command did is durable when it exits 0: month DBs committed,
     sources gone, files restored, all of it still there after the cut."""
