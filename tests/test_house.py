@@ -5,7 +5,11 @@ names exactly the modules there are.
   ``| `core/files/gzfile` | ... |``), and every module the map names exists;
 - core/ holds no flat module but archiver.py: every other one lives in its
   layer's folder (the layers contract in pyproject.toml names the folders);
-- no function over 60 lines in core/ or tui/: a longer one is two things.
+- no function over 60 lines in core/ or tui/: a longer one is two things;
+- every fsync in core/ and tui/ goes through ``core/base/durable.fsync`` under a
+  site name, and every site name is used: the fsync mutants
+  (tests/fsync_mutants.py) skip each site in turn, and an fsync made any other
+  way would escape them.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ import ast
 import re
 from pathlib import Path
 
+from coldkeep.core.base.durable import SITES
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("core", "tui")
 MAP = ROOT / "docs" / "architecture.md"
 LONGEST_FUNCTION = 60
+DURABLE = ROOT / "core" / "base" / "durable.py"
+RAW_SYNCS = {"fsync", "fdatasync", "sync", "syncfs"}
 
 
 def _modules() -> set[str]:
@@ -64,3 +72,33 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
                         where = path.relative_to(ROOT).as_posix()
                         long.append(f"{where}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, f"functions over {LONGEST_FUNCTION} lines: {long}"
+
+
+def test_every_fsync_is_a_named_site() -> None:
+    raw: list[str] = []
+    strings: set[str] = set()
+    for folder in SOURCES:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            where = path.relative_to(ROOT).as_posix()
+            if path == DURABLE:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    strings.add(node.value)
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in RAW_SYNCS
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "os"
+                ):
+                    raw.append(f"{where}:{node.lineno} os.{node.attr}")
+                if isinstance(node, ast.ImportFrom) and node.module == "os":
+                    raw += [f"{where}:{node.lineno} from os import {a.name}"
+                            for a in node.names if a.name in RAW_SYNCS]  # fmt: skip
+    assert not raw, (
+        f"fsyncs outside core/base/durable.py: {raw}: call durable.fsync(fd, site) "
+        "(or fsutil.fsync_dir(..., site=...)) with a site named in durable.Site"
+    )
+    unused = [site for site in SITES if site not in strings]
+    assert not unused, f"fsync sites no code names (remove them from durable.Site): {unused}"

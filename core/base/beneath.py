@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .durable import fsync
 from .errors import ColdkeepError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -95,7 +96,7 @@ def _make_root(root: Path) -> None:
                 raise
         fd = os.open(d.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.fsync(fd)
+            fsync(fd, "root.created")
         finally:
             os.close(fd)
 
@@ -113,7 +114,7 @@ def _step(fd: int, part: str, here: Path, create: bool) -> int:
         except FileExistsError:
             pass  # made meanwhile; opened below like any other
         else:
-            os.fsync(fd)  # the new name, durable before anything goes into it
+            fsync(fd, "dir.created")  # the new name, durable before anything goes into it
         return os.open(part, _DIR_FLAGS, dir_fd=fd)
     except OSError as err:
         if err.errno in (errno.ENOTDIR, errno.ELOOP):

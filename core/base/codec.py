@@ -39,6 +39,7 @@ from zlib_ng import zlib_ng
 
 from .cancel import CancelToken
 from .config import Engine
+from .durable import fsync
 from .errors import ColdkeepError
 from .fsutil import open_file
 from .ioerror import naming
@@ -287,7 +288,7 @@ def compress_fd(
                 progress=progress, src_path=src_path,
             )  # fmt: skip
             out.flush()
-            os.fsync(out.fileno())
+            fsync(out.fileno(), "gzip.partial")
     return Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex())
 
 

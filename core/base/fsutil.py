@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import beneath
+from .durable import Site, fsync
 from .errors import ColdkeepError
 from .ioerror import naming
 from .layout import aside_name
@@ -153,12 +154,12 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "an unknown file type"
 
 
-def fsync_dir(path: Path, *, root: Path) -> None:
+def fsync_dir(path: Path, *, root: Path, site: Site) -> None:
     """Make the names in ``path`` (``root`` or a directory under it) durable; an
     error names the directory. Never retried on failure: see
     ``codec.compress_fd``."""
     with beneath.directory(root, path) as fd, naming(path):
-        os.fsync(fd)
+        fsync(fd, site)
 
 
 def ensure_dir(path: Path, *, root: Path) -> None:
@@ -255,9 +256,9 @@ def lease_held(fd: int) -> bool:
         return False
 
 
-def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
+def unlink_if_present(path: Path, *, root: Path, durably: Site | None = None) -> bool:
     """Unlink ``path`` under ``root`` (False: it, or a directory on the way, was not
-    there); ``durably``: its directory fsynced after."""
+    there); ``durably``: its directory fsynced after, as that fsync site."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
             try:
@@ -265,7 +266,7 @@ def unlink_if_present(path: Path, *, root: Path, durably: bool = False) -> bool:
             except FileNotFoundError:
                 return False
             if durably:
-                os.fsync(fd)
+                fsync(fd, durably)
     except FileNotFoundError:
         return False
     return True
@@ -275,14 +276,14 @@ UnlinkResult = Literal["removed", "gone", "changed"]
 
 
 def unlink_if_identity(
-    path: Path, identity: FileIdentity, *, root: Path, durably: bool = True
+    path: Path, identity: FileIdentity, *, root: Path, durably: Site | None
 ) -> UnlinkResult:
     """Unlink ``path`` only if it is still the file ``identity`` describes, and make
-    the removal durable (unless the caller fsyncs the directory itself, once for
-    many: ``durably=False``). Anything else at the path (another inode, a directory, a
-    link, new bytes) is ``changed`` and left alone. The check and the unlink are
-    both relative to the same directory descriptor: the directory cannot be
-    swapped between them."""
+    the removal durable as the fsync site ``durably`` (unless the caller fsyncs the
+    directory itself, once for many: ``durably=None``). Anything else at the path
+    (another inode, a directory, a link, new bytes) is ``changed`` and left alone.
+    The check and the unlink are both relative to the same directory descriptor:
+    the directory cannot be swapped between them."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
             try:
@@ -296,7 +297,7 @@ def unlink_if_identity(
             except FileNotFoundError:
                 return "gone"
             if durably:
-                os.fsync(fd)
+                fsync(fd, durably)
     except FileNotFoundError:  # a directory on the way is gone
         return "gone"
     return "removed"
@@ -316,7 +317,7 @@ def unlink_source(
     identity: FileIdentity,
     *,
     root: Path,
-    durably: bool = True,
+    durably: Site | None,
     aside: AsideStep | None = None,
 ) -> SourceUnlink:
     """Unlink the live source ``path`` only if it is the file ``identity``
@@ -389,7 +390,7 @@ def _set_aside_and_unlink(
     path: Path,
     name: str,
     identity: FileIdentity,
-    durably: bool,
+    durably: Site | None,
     aside: AsideStep | None,
     leased: int | None,
 ) -> SourceUnlink:
@@ -415,7 +416,7 @@ def _settle_aside_at(
     name: str,
     private: str,
     identity: FileIdentity,
-    durably: bool,
+    durably: Site | None,
     still_ours: Callable[[], bool] | None,
 ) -> SourceUnlink:
     """The aside name ``private`` (in the directory ``fd``) unlinked if it holds the
@@ -428,10 +429,10 @@ def _settle_aside_at(
     if ours and (still_ours is None or still_ours()):
         os.unlink(private, dir_fd=fd)
         if durably:
-            os.fsync(fd)
+            fsync(fd, durably)
         return "removed"
     placed = _rename_noreplace_at(fd, private, fd, name)
-    os.fsync(fd)
+    fsync(fd, "source.put_back")
     if placed == "exists":
         return "displaced"
     return "changed" if not ours else "open"
@@ -450,6 +451,6 @@ def settle_aside(path: Path, identity: FileIdentity | None, *, root: Path) -> So
                 return None
             if identity is None:  # nothing to check it against: it goes back
                 identity = FileIdentity(-1, -1, -1, -1, 0)
-            return _settle_aside_at(fd, name, private, identity, True, None)
+            return _settle_aside_at(fd, name, private, identity, "recovery.aside_settled", None)
     except FileNotFoundError:
         return None

@@ -120,8 +120,11 @@ class ArchiveLock:
             os.getpid(), socket.gethostname(), command or default_command(), time.time()
         )
         os.ftruncate(fd, 0)
+        # Not fsynced: the record is read only while a live process holds the
+        # flock, and that process wrote it in this boot (the page cache has it).
+        # After a power cut the lock is free and the record, stale or empty, is
+        # advisory text ``read_holder`` parses to None at worst.
         os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
-        os.fsync(fd)
         return cls(path, fd, holder)
 
     @classmethod

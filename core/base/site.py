@@ -28,6 +28,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from .durable import fsync
 from .errors import UsageError
 from .fsutil import fsync_dir, open_file, rename_noreplace, unlink_if_present
 from .layout import PARTIAL_SUFFIX, Layout
@@ -127,7 +128,8 @@ def record_site(layout: Layout, live_root: Path) -> None:
     if layout.site.exists():
         return
     root = layout.root
-    fsync_dir(root, root=root)  # the manifest's name first: the record vouches for it
+    # the manifest's name first: the record vouches for it
+    fsync_dir(root, root=root, site="site.manifest_named")
     st = os.stat(live_root)
     body = json.dumps(
         {
@@ -142,9 +144,9 @@ def record_site(layout: Layout, live_root: Path) -> None:
     fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=root)
     try:
         os.write(fd, body.encode() + b"\n")
-        os.fsync(fd)
+        fsync(fd, "site.data")
     finally:
         os.close(fd)
     if rename_noreplace(tmp, layout.site, root=root) == "exists":
         unlink_if_present(tmp, root=root)  # another opener wrote it first
-    fsync_dir(root, root=root)
+    fsync_dir(root, root=root, site="site.placed")

@@ -26,6 +26,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .durable import fsync
 from .errors import ColdkeepError
 from .fsutil import fsync_dir
 from .layout import Layout
@@ -139,11 +140,11 @@ def ensure_reserve(archive_root: Path) -> None:
                 if err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
                     raise
                 os.write(fd, bytes(RESERVE_BYTES))  # no fallocate here (FUSE, ZFS)
-            os.fsync(fd)
+            fsync(fd, "reserve.data")
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(archive_root, root=archive_root)
+        fsync_dir(archive_root, root=archive_root, site="reserve.placed")
     except OSError:
         _unlink(tmp)
 

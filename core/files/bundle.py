@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..base.cancel import CancelToken
 from ..base.codec import Codec, CorruptGzip, Packed, Span, compress_to_bytes, inflate
+from ..base.durable import fsync
 from ..base.fsutil import (
     FileIdentity,
     fsync_dir,
@@ -214,7 +215,7 @@ def pack(
         end = out.tell() + 2 * _BLOCK
         out.write(b"\0" * (2 * _BLOCK + (-end % _RECORD)))
         out.flush()
-        os.fsync(out.fileno())
+        fsync(out.fileno(), "bundle.partial")
     return PackedBundle(members, skipped, unreadable, hashlib.sha256(index).hexdigest())
 
 
@@ -272,7 +273,7 @@ def place(
             continue
         if rename_noreplace(partial, target, root=root) == "renamed":
             try:
-                fsync_dir(folder, root=root)
+                fsync_dir(folder, root=root, site="bundle.placed")
             except OSError as err:
                 raise PlacedNotDurable(target, err) from err
             return target

@@ -144,7 +144,7 @@ def _unlink_all(
     dirs: set[Path] = set()
     for src, ident in members:
         try:
-            outcome: SourceOutcome = unlink_source(src, ident, root=root, durably=False)
+            outcome: SourceOutcome = unlink_source(src, ident, root=root, durably=None)
         except OSError as err:
             outcome = "unsettled"
             errors[src] = err
@@ -153,7 +153,7 @@ def _unlink_all(
             dirs.add(src.parent)
     for folder in sorted(dirs):
         try:
-            fsync_dir(folder, root=root)
+            fsync_dir(folder, root=root, site="bundle.sources_unlinked")
         except OSError:
             # Not durably gone: recovery checks again (the entry stays pending).
             results = [

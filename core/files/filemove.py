@@ -46,6 +46,7 @@ from typing import ClassVar, Literal, TypeAlias
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
+from ..base.durable import Site
 from ..base.fsutil import (
     FileIdentity,
     SourceUnlink,
@@ -166,7 +167,11 @@ class FileMover:
                 token, digest_path, legacy, root=root, cancel=token, limiter=self.limiter
             )
             proven = digest.bytes == ident.size and digest.sha256 == ok.prefix_sha256
-        if proven and await self._unlink_if_identity(legacy, ident, self.layout.root) == "removed":
+        if (
+            proven
+            and await self._unlink_if_identity(legacy, ident, self.layout.root, "legacy.unlinked")
+            == "removed"
+        ):
             return "removed", f"{legacy} was a plain copy of the first {ident.size} bytes"
         return "kept", (
             f"{legacy} is a plain file at this file's archive path that is not a copy of "
@@ -236,14 +241,21 @@ class FileMover:
             announce("source_set_aside", {"src": src, "aside": path, "entry": entry_id})
 
         return await asyncio.to_thread(
-            functools.partial(unlink_source, src, ident, root=self.live_root, aside=aside)
+            functools.partial(
+                unlink_source,
+                src,
+                ident,
+                root=self.live_root,
+                durably="source.unlinked",
+                aside=aside,
+            )
         )
 
     async def _unlink_if_identity(
-        self, path: Path, ident: FileIdentity, root: Path
+        self, path: Path, ident: FileIdentity, root: Path, site: Site
     ) -> UnlinkResult:
         return await asyncio.to_thread(
-            functools.partial(unlink_if_identity, path, ident, root=root)
+            functools.partial(unlink_if_identity, path, ident, root=root, durably=site)
         )
 
     def _new_entry(self, relpath: str, ok: ArchiveOk) -> NewEntry:
@@ -329,7 +341,12 @@ class FileMover:
                 continue
             partial = restore_partial_of(target)
             await asyncio.to_thread(
-                functools.partial(unlink_if_present, partial, root=root, durably=True)
+                functools.partial(
+                    unlink_if_present,
+                    partial,
+                    root=root,
+                    durably="recovery.restore_partial_removed",
+                )
             )
             await self.manifest.clear_restore_intent(earlier.id)
 

@@ -62,6 +62,7 @@ from ..base.codec import (
     inflate,
     read_gzip_header,
 )
+from ..base.durable import Site, fsync
 from ..base.errors import ColdkeepError
 from ..base.fsutil import (
     FileIdentity,
@@ -260,15 +261,16 @@ def lease_guard(fd: int, path: Path, progress: Progress | None) -> Progress:
     return guarded
 
 
-async def _discard(path: Path, root: Path, *, durably: bool = False) -> None:
+async def _discard(path: Path, root: Path, *, durably: Site | None = None) -> None:
     """Remove a temporary, even while the caller is being cancelled. ``durably``:
     a restore partial, whose intent may be cleared next: its directory is fsynced
-    too, best effort (the error being handled is the one to report)."""
+    too (as that fsync site), best effort (the error being handled is the one to
+    report)."""
 
     def remove() -> None:
         if unlink_if_present(path, root=root) and durably:
             with contextlib.suppress(OSError):
-                fsync_dir(path.parent, root=root)
+                fsync_dir(path.parent, root=root, site=durably)
 
     await asyncio.shield(asyncio.to_thread(remove))
 
@@ -347,7 +349,7 @@ def _place(partial: Path, dest: Path, roots: Roots, sha256: str, mtime_ns: int) 
             continue
         if rename_noreplace(partial, target, root=root) == "renamed":
             try:
-                fsync_dir(target.parent, root=root)
+                fsync_dir(target.parent, root=root, site="gzip.placed")
             except OSError as err:
                 raise PlacedNotDurable(target, err) from err
             return target
@@ -468,8 +470,8 @@ def _digest_source(
         os.close(fd)
 
 
-def _remove_durably(path: Path, root: Path) -> None:
-    unlink_if_present(path, root=root, durably=True)
+def _remove_durably(path: Path, root: Path, site: Site) -> None:
+    unlink_if_present(path, root=root, durably=site)
 
 
 async def adopt_orphan(
@@ -501,7 +503,11 @@ async def adopt_orphan(
     if isinstance(packed, CorruptGzip):
         if isinstance(live, BaseException):
             raise live
-        await asyncio.to_thread(_remove_durably, gz, roots.dest)
+        # Not durably: nothing rests on its absence. One a power cut brings back
+        # is found and removed again by the next recovery (with or without its
+        # source), and the gzip the pass places at its name next is fsynced
+        # with the removal (one directory).
+        await asyncio.to_thread(functools.partial(unlink_if_present, gz, root=roots.dest))
         return Corrupt(str(packed))
     for outcome in (packed, live):
         if isinstance(outcome, BaseException):
@@ -566,7 +572,7 @@ def _unpack(
             out.close()
             # Durably: the intent naming it is cleared next, and a partial whose
             # name came back after a power cut would be named by nothing.
-            _remove_durably(partial, root)
+            _remove_durably(partial, root, "restore.partial_removed")
             # A CorruptGzip's text names the gzip already.
             what = got if isinstance(got, str) else f"{gz} gave {_short(got)}"
             return Mismatch(
@@ -577,15 +583,16 @@ def _unpack(
         # application's user once put on its own file would make a root binary.
         os.fchmod(out.fileno(), stat.S_IMODE(expect.mode) & 0o777)
         os.utime(out.fileno(), ns=(expect.mtime_ns, expect.mtime_ns))
-        os.fsync(out.fileno())
+        fsync(out.fileno(), "restore.partial")
     return None
 
 
 def _put_in_place(partial: Path, target: Path, root: Path) -> Restored | Exists:
     if rename_noreplace(partial, target, root=root) == "exists":
-        _remove_durably(partial, root)  # as in _unpack: the intent is cleared next
+        # As in _unpack: the intent is cleared next.
+        _remove_durably(partial, root, "restore.partial_removed")
         return Exists()
-    fsync_dir(target.parent, root=root)
+    fsync_dir(target.parent, root=root, site="restore.placed")
     return Restored(identity_of(target, root=root))
 
 
@@ -624,14 +631,14 @@ async def restore_file(
     except PartialTaken:
         raise  # not ours: never removed
     except BaseException:
-        await _discard(temp, root, durably=True)
+        await _discard(temp, root, durably="restore.partial_discarded")
         raise
     # Outside the clean-up: a crash here leaves the partial, as a real one would.
     await step("restore_partial_written", info)
     try:
         result = await in_thread(cancel, _put_in_place, temp, target, root)
     except BaseException:
-        await _discard(temp, root, durably=True)
+        await _discard(temp, root, durably="restore.partial_discarded")
         raise
     if isinstance(result, Restored):
         await step("restored", info)

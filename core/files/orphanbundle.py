@@ -31,6 +31,7 @@ from typing import Literal
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, Digest, digest_fd, inflate
+from ..base.durable import fsync
 from ..base.fsutil import (
     FileIdentity,
     fsync_dir,
@@ -67,10 +68,10 @@ def make_durable(gz: Path, root: Path) -> None:
     fd = open_file(gz, os.O_RDONLY, root=root)
     try:
         with naming(gz):
-            os.fsync(fd)
+            fsync(fd, "recovery.orphan_data")
     finally:
         os.close(fd)
-    fsync_dir(gz.parent, root=root)
+    fsync_dir(gz.parent, root=root, site="recovery.orphan_dir")
 
 
 def digest_if_identity(
@@ -210,7 +211,13 @@ class OrphanBundle:
             src = self.live / e.relpath
             try:
                 outcome = await asyncio.to_thread(
-                    functools.partial(unlink_source, src, ident, root=self.live)
+                    functools.partial(
+                        unlink_source,
+                        src,
+                        ident,
+                        root=self.live,
+                        durably="recovery.bundle_source_unlinked",
+                    )
                 )
             except OSError:
                 continue  # stays pending: the next recovery tries it again, and says why

@@ -250,7 +250,7 @@ async def clear_restore_intents(
 
 def _remove_durably(path: Path, root: Path) -> bool:
     try:
-        return unlink_if_present(path, root=root, durably=True)
+        return unlink_if_present(path, root=root, durably="recovery.restore_partial_removed")
     except FileNotFoundError:  # its directory is gone: so is the partial
         return False
 
@@ -658,7 +658,11 @@ class Recovery:
         if found is None:
             return True
         src, ident = found
-        outcome = await asyncio.to_thread(functools.partial(unlink_source, src, ident, root=live))
+        outcome = await asyncio.to_thread(
+            functools.partial(
+                unlink_source, src, ident, root=live, durably="recovery.source_unlinked"
+            )
+        )
         if outcome == "removed":
             report.sources_unlinked.append(entry.relpath)
         return outcome != "open"

@@ -40,6 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from ..base.config import ConfigError, EventsSettings, Settings, load_settings
+from ..base.durable import fsync
 from ..base.errors import RemoteError
 from ..base.fsutil import LeaseResult, open_file, take_lease, unlink_if_present
 from ..base.ioerror import describe
@@ -250,10 +251,10 @@ def _archive_write(archive: Path) -> Finding:
         fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=archive)
         try:
             os.write(fd, b"coldkeep doctor\n")
-            os.fsync(fd)
+            fsync(fd, "doctor.probe_data")
         finally:
             os.close(fd)
-            unlink_if_present(tmp, root=archive, durably=True)
+            unlink_if_present(tmp, root=archive, durably="doctor.probe_removed")
     except OSError as err:
         return Finding(
             "archive_write",

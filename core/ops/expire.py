@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -354,8 +355,12 @@ class Expirer:
             if not ident.is_regular:
                 self.report.problems.append(f"{target}: not a regular file; left in place")
                 continue
-            await asyncio.to_thread(unlink_if_identity, target, ident, root=root)
-        await asyncio.to_thread(fsync_dir, local.parent, root=root)
+            # The directory is fsynced once, below, for these unlinks and for
+            # any a killed expiry made before its own fsync.
+            await asyncio.to_thread(
+                functools.partial(unlink_if_identity, target, ident, root=root, durably=None)
+            )
+        await asyncio.to_thread(fsync_dir, local.parent, root=root, site="expire.unlinked")
         await expiry.finished(self.manifest, path)
         await self._announce("expire_local_deleted", path)
 

@@ -113,7 +113,7 @@ class Fleet:
                 await asyncio.to_thread(rename_noreplace, tmp, layout.manifest, root=root)
         except RemoteError as err:
             return str(err)
-        await asyncio.to_thread(fsync_dir, root, root=root)
+        await asyncio.to_thread(fsync_dir, root, root=root, site="fleet.cached")
         return None
 
     async def catalogs(self) -> dict[str, Catalog]:

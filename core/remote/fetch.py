@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
+from ..base.durable import fsync
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
@@ -50,10 +51,11 @@ def remove_scratch(tmp: Path, layout: Layout) -> None:
 
 
 def _write_all(fd: int, data: bytes) -> None:
+    """Not fsynced: a bundle member's bytes for a restore to read in this boot
+    (it fsyncs what it writes); the scratch is never renamed into place."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-    os.fsync(fd)
 
 
 class RemoteReader:
@@ -161,5 +163,5 @@ async def downloaded(
     block (which may rename it into place); removed after if still there."""
     async with scratch_file(layout, what) as (tmp, fd):
         await store.download(key, fd)
-        await asyncio.to_thread(os.fsync, fd)
+        await asyncio.to_thread(fsync, fd, "fetch.scratch")
         yield tmp

@@ -26,6 +26,7 @@ import stat
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+from ..base.durable import fsync
 from ..base.errors import RemoteError
 from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
 from ..base.layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
@@ -68,7 +69,7 @@ class FileStore(ObjectStore):
             with open(src, "rb") as f, os.fdopen(out, "wb", closefd=False) as w:
                 while chunk := f.read(CHUNK):
                     w.write(chunk)
-            os.fsync(out)
+            fsync(out, "remote.object_data")
         except BaseException:
             os.close(out)
             unlink_if_present(tmp, root=self.root)
@@ -77,12 +78,14 @@ class FileStore(ObjectStore):
         placed = rename_noreplace(tmp, dest, root=self.root)
         if placed == "exists":
             unlink_if_present(tmp, root=self.root)
-        fsync_dir(dest.parent, root=self.root)
+        fsync_dir(dest.parent, root=self.root, site="remote.object_placed")
         return placed == "renamed"
 
     async def create_root(self) -> None:
-        # The configured folder: links on the way to it are the operator's.
-        await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
+        # The configured folder (links above it are the operator's), each new
+        # name durable in its parent: a folder whose name a power cut takes back
+        # takes every object recorded in it.
+        await asyncio.to_thread(ensure_dir, self.root, root=self.root)
 
     async def head(self, key: str) -> ObjectInfo | None:
         try:
@@ -177,13 +180,15 @@ class FileStore(ObjectStore):
             for name in filenames:
                 if name.endswith(PARTIAL_SUFFIX):
                     path = Path(dirpath) / name
-                    removed += unlink_if_present(path, root=self.root, durably=True)
+                    # Not durably: nothing rests on its absence, and one a
+                    # power cut brings back is removed by the next ship.
+                    removed += unlink_if_present(path, root=self.root)
         return removed
 
     async def delete(self, key: str) -> None:
         try:
             await asyncio.to_thread(
-                unlink_if_present, self._path(key), root=self.root, durably=True
+                unlink_if_present, self._path(key), root=self.root, durably="remote.object_deleted"
             )
         except OSError as err:
             raise self._failed(key, err) from err

@@ -25,7 +25,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -72,15 +71,16 @@ def is_due(month: LocalMonth, last: RemoteObject | None) -> bool:
 
 
 def snapshot_db(src: Path, dest: Path) -> None:
-    """A consistent copy of the database ``src`` at the new file ``dest``,
-    fsynced: SQLite's backup API in one step (one read transaction of ``src``)."""
+    """A consistent copy of the database ``src`` at the new file ``dest``: SQLite's
+    backup API in one step (one read transaction of ``src``). Not fsynced: a
+    scratch file, read by its upload in this boot and removed after it (a session
+    after a crash removes what is left), never renamed into place; the remote
+    copy's durability is the remote's (a PUT, or a folder's own fsyncs)."""
     with (
         closing(sqlite3.connect(f"file:{src}?mode=ro", uri=True)) as source,
         closing(sqlite3.connect(dest)) as out,
     ):
         source.backup(out)
-    with open(dest, "rb") as f:
-        os.fsync(f.fileno())
 
 
 def count_rows(db: Path) -> int:

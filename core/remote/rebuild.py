@@ -159,7 +159,7 @@ class RemoteRebuild:
             await asyncio.to_thread(ensure_dir, dest.parent, root=root)
             placed = await asyncio.to_thread(rename_noreplace, tmp, dest, root=root)
             if placed == "renamed":
-                await asyncio.to_thread(fsync_dir, dest.parent, root=root)
+                await asyncio.to_thread(fsync_dir, dest.parent, root=root, site="rebuild.placed")
             return placed == "renamed"
 
     async def run(self, out: Path) -> FromRemoteReport:
@@ -200,7 +200,9 @@ class RemoteRebuild:
                 continue
             if placed == "exists":
                 raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
-            await asyncio.to_thread(fsync_dir, out.parent, root=root)
+            await asyncio.to_thread(
+                fsync_dir, out.parent, root=root, site="rebuild.manifest_placed"
+            )
             report.snapshot = key
             return
 

@@ -53,6 +53,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import posixpath
 import sqlite3
@@ -620,7 +621,9 @@ class Shipper:
 
     async def _unlink(self, path: str, local: Path, ident: FileIdentity) -> None:
         root = self.layout.root
-        outcome = await asyncio.to_thread(unlink_if_identity, local, ident, root=root)
+        outcome = await asyncio.to_thread(
+            functools.partial(unlink_if_identity, local, ident, root=root, durably="local.dropped")
+        )
         if outcome == "changed":
             self._problem(
                 path, f"{local} changed before its drop; left in place (its remote copy restores)"
@@ -640,5 +643,7 @@ class Shipper:
             if ident is not None:
                 await self._unlink(path, local, ident)
                 continue
-            await asyncio.to_thread(fsync_dir, local.parent, root=root)  # the unlink, durable
+            await asyncio.to_thread(
+                fsync_dir, local.parent, root=root, site="local.settled"
+            )  # the unlink, durable
             await self.objects.confirm_local_gone(path)

@@ -41,6 +41,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..base.config import JOB_NAMES, Settings
+from ..base.durable import fsync
 from ..base.fsutil import fsync_dir
 from ..base.ioerror import naming
 from ..base.layout import Layout
@@ -376,14 +377,14 @@ def write_textfile(path: Path, data: bytes) -> None:
         with naming(tmp), os.fdopen(os.open(tmp, flags, 0o644), "wb") as out:
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            fsync(out.fileno(), "metrics.data")
         with naming(path):
             os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    fsync_dir(path.parent, root=path.parent)
+    fsync_dir(path.parent, root=path.parent, site="metrics.placed")
 
 
 class Publisher:

@@ -153,8 +153,8 @@ def test_rename_noreplace_is_honoured(fs: FaultFS, request: pytest.FixtureReques
 def test_directory_fsync_arrives_as_fsyncdir(fs: FaultFS, request: pytest.FixtureRequest) -> None:
     d = _d(fs, request)
     (d / "sub").mkdir()
-    fsutil.fsync_dir(d / "sub", root=d / "sub")
-    fsutil.fsync_dir(d / "sub", root=d / "sub")
+    fsync_path(d / "sub")
+    fsync_path(d / "sub")
     (d / "f").write_bytes(b"x")
     fsync_path(d / "f")
     name = request.node.name
@@ -246,7 +246,7 @@ def test_a_failed_fsync_returns_the_error(fs: FaultFS, request: pytest.FixtureRe
     finally:
         os.close(fd)
     with pytest.raises(OSError) as exc:
-        fsutil.fsync_dir(d, root=d)
+        fsync_path(d)
     assert exc.value.errno == errno.ENOSPC
     assert (fs.hits(rule), fs.hits(fdir)) == (1, 1)
 
@@ -356,7 +356,7 @@ def test_unsynced_write_is_gone_synced_one_survives(vfs: FaultFS) -> None:
     m = vfs.mount
     write_file(m / "kept", b"durable v1", sync=True)
     write_file(m / "lost", b"durable v1", sync=True)
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m)
     old_mtime = os.stat(m / "lost").st_mtime_ns
     with open(m / "kept", "r+b") as f:
         f.write(b"DURABLE v2 and longer")
@@ -380,7 +380,7 @@ def test_truncation_and_big_overwrite_roll_back(vfs: FaultFS) -> None:
     m = vfs.mount
     original = os.urandom(3 << 20)
     write_file(m / "db", original, sync=True)
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m)
     with open(m / "db", "r+b") as f:
         f.seek(1 << 20)
         f.write(b"\0" * (1 << 20))  # an overwrite in the middle
@@ -395,7 +395,7 @@ def test_rename_needs_its_directory_fsync(vfs: FaultFS) -> None:
     m = vfs.mount
     for name in ("a.partial", "b.partial"):
         write_file(m / name, name.encode(), sync=True)
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m)
     os.rename(m / "a.partial", m / "a.gz")  # never made durable
     os.rename(m / "b.partial", m / "b.gz")
     fsync_path(m / "b.gz")  # a file fsync makes no name durable
@@ -405,7 +405,7 @@ def test_rename_needs_its_directory_fsync(vfs: FaultFS) -> None:
 
     vfs.remount(volatile=True)
     os.rename(m / "a.partial", m / "a.gz")
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m)
     vfs.cut()
     assert sorted(os.listdir(vfs.backing)) == ["a.gz", "b.partial"]
     assert (vfs.backing / "a.gz").read_bytes() == b"a.partial"
@@ -418,11 +418,11 @@ def test_rename_across_directories_needs_both_fsyncs(vfs: FaultFS) -> None:
     write_file(m / "src" / "f", b"one", sync=True)
     write_file(m / "src2" / "g", b"two", sync=True)
     for d in (".", "src", "dst", "src2", "dst2"):
-        fsutil.fsync_dir(m / d, root=m / d)
+        fsync_path(m / d)
     os.rename(m / "src" / "f", m / "dst" / "f")
-    fsutil.fsync_dir(m / "dst", root=m / "dst")  # the new name is durable, the old one not gone
+    fsync_path(m / "dst")  # the new name is durable, the old one not gone
     os.rename(m / "src2" / "g", m / "dst2" / "g")
-    fsutil.fsync_dir(m / "src2", root=m / "src2")  # the old name is gone, the new one not durable
+    fsync_path(m / "src2")  # the old name is gone, the new one not durable
     vfs.cut()
     b = vfs.backing
     assert (b / "src" / "f").read_bytes() == b"one"
@@ -437,15 +437,15 @@ def test_unlink_needs_its_directory_fsync(vfs: FaultFS) -> None:
     (m / "d").mkdir()
     write_file(m / "d" / "source.log", b"live data", sync=True)
     write_file(m / "d" / "other.log", b"other", sync=True)
-    fsutil.fsync_dir(m / "d", root=m / "d")
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m / "d")
+    fsync_path(m)
     os.unlink(m / "d" / "source.log")
     vfs.cut()
     assert (vfs.backing / "d" / "source.log").read_bytes() == b"live data"
 
     vfs.remount(volatile=True)
     os.unlink(m / "d" / "source.log")
-    fsutil.fsync_dir(m / "d", root=m / "d")
+    fsync_path(m / "d")
     assert vfs.pending() == {"files": 0, "dirs": 0, "trash": 0}
     vfs.cut()
     assert os.listdir(vfs.backing / "d") == ["other.log"]
@@ -456,7 +456,7 @@ def test_replacing_rename_and_rmdir_roll_back(vfs: FaultFS) -> None:
     write_file(m / "target", b"old target", sync=True)
     write_file(m / "new", b"new target", sync=True)
     (m / "empty").mkdir()
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m)
     os.rename(m / "new", m / "target")  # replaces: the old inode must come back
     os.rmdir(m / "empty")
     assert (m / "target").read_bytes() == b"new target"
@@ -471,14 +471,14 @@ def test_new_file_survives_only_with_data_and_directory_fsync(vfs: FaultFS) -> N
     m = vfs.mount
     (m / "a").mkdir()
     (m / "b").mkdir()
-    fsutil.fsync_dir(m, root=m)
+    fsync_path(m)
     write_file(m / "a" / "data-synced", b"payload", sync=True)  # directory never synced
     write_file(m / "b" / "dir-synced", b"payload")  # data never synced
     write_file(m / "b" / "both", b"payload", sync=True)
-    fsutil.fsync_dir(m / "b", root=m / "b")
+    fsync_path(m / "b")
     (m / "c").mkdir()  # its parent never synced: gone with what is inside
     write_file(m / "c" / "x", b"payload", sync=True)
-    fsutil.fsync_dir(m / "c", root=m / "c")
+    fsync_path(m / "c")
     vfs.cut()
     b = vfs.backing
     assert os.listdir(b / "a") == []
@@ -494,14 +494,14 @@ def test_coldkeep_style_placement_survives_the_cut(vfs: FaultFS) -> None:
     fsutil.ensure_dir(m / "live" / "u1", root=m)
     fsutil.ensure_dir(m / "archive" / "files" / "u1", root=m)
     write_file(m / "live" / "u1" / "x.log", b"log line\n" * 1000, sync=True)
-    fsutil.fsync_dir(m / "live" / "u1", root=m / "live" / "u1")
+    fsync_path(m / "live" / "u1")
     partial = m / "archive" / "files" / "u1" / "x.log.gz.partial"
     write_file(partial, b"gzip bytes", sync=True)
     os.utime(partial, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
     assert fsutil.rename_noreplace(partial, partial.with_suffix(""), root=m) == "renamed"
-    fsutil.fsync_dir(partial.parent, root=partial.parent)
+    fsync_path(partial.parent)
     os.unlink(m / "live" / "u1" / "x.log")
-    fsutil.fsync_dir(m / "live" / "u1", root=m / "live" / "u1")
+    fsync_path(m / "live" / "u1")
     assert vfs.pending() == {"files": 0, "dirs": 0, "trash": 0}
     vfs.cut()
     gz = vfs.backing / "archive" / "files" / "u1" / "x.log.gz"
@@ -703,7 +703,7 @@ def test_cut_matches_a_reference_model(vfs: FaultFS, seed: int) -> None:
             fsync_path(p)
             model.durable[ino] = model.data[ino]
         elif kind == "fsyncdir":
-            fsutil.fsync_dir(p.parent, root=p.parent)
+            fsync_path(p.parent)
             model.durable_names[d] = dict(model.names[d])
         elif kind in ("rename", "link"):
             d2, n2, p2 = pick()

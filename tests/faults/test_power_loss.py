@@ -2,12 +2,18 @@
 volatile faultfs mount, and the power cut (the coldkeep process SIGKILLed, then
 ``fs.cut()``: the backing rolled back to what a strict POSIX filesystem keeps)
 at every announced step and at 50 random moments of a pass with files, a pass
-with events and a restore, and once each has finished. After each cut: the site
-remounted under another device number (as a reboot may renumber a disk),
-``coldkeep recover``, ``coldkeep pass`` (and the restore again), then nothing
-lost: every original byte and row live or archived exactly once, every
-database passes ``integrity_check``, every gzip ``gzip -t``, and the live tree
-as a run without a cut leaves it.
+with events and a restore, at every step of a ship to a folder remote on the
+same disk (every local copy dropped at once) and of an expiry of what is past
+its retention on both tiers, and once each has finished.
+After each cut: the site remounted under another device number (as a reboot
+may renumber a disk), ``coldkeep recover``, ``coldkeep pass`` (or the restore,
+the ship, the expiry again), then nothing lost: every original byte and row
+live or archived exactly once (after a ship: every entry's bytes whole in its
+local copy or its recorded remote copy; after an expiry: nothing expired left
+on either tier), every database passes ``integrity_check``,
+every gzip ``gzip -t``, and the live tree as a run without a cut leaves it.
+Each fsync coldkeep makes is needed by some case here, or docs/architecture.md
+says why not ("Every fsync is tested"; ``make fsync-mutants``).
 
 A SIGKILL alone (tests/crash) loses nothing the kernel has accepted; a power cut
 loses every write and every new or removed name not yet fsynced. What this
@@ -16,7 +22,7 @@ one relies on: the file, its directory, every directory created on the way, the
 databases; and that recovery does too: after a cut at a step, the power goes
 again the moment ``coldkeep recover`` has finished.
 
-Speed (~0.85 s a cut, ~1 min for the file on 2 cores): a tiny site (scale
+Speed (~0.9 s a cut, ~1.5 min for the file on 2 cores): a tiny site (scale
 0.01, event rows trimmed to four months), a pristine backing directory copied
 per cut, one mount per cut (``attr_timeout=1``: the kernel caches attributes,
 fewer calls; nothing changes the backing beside the mount), and every coldkeep
@@ -28,6 +34,7 @@ imports per command, so random moments fall in coldkeep's own work).
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -45,9 +52,11 @@ from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 from faults.clirun import Forker
 
-from coldkeep.core.base.steps import BUNDLE_STEPS
+from coldkeep.core.base.durable import MUTANT_ACK, MUTANT_ENV, SKIP_ENV
+from coldkeep.core.base.steps import BUNDLE_STEPS, EXPIRE_STEPS, SHIP_STEPS
 
-from helpers import COLDKEEP, ck, live_files, per_file, report_line
+from helpers import COLDKEEP, ck, entries, live_files, per_file, report_line
+from remotecheck import check_remote_site, folder_fetch, remote_rows, set_remote
 from sitecheck import Originals, Tally, check_site
 
 pytestmark = pytest.mark.crash
@@ -74,6 +83,12 @@ FRESH_STEPS = ["entry_committed", "source_unlinked"]
 BUNDLE_CUTS = [*BUNDLE_STEPS, "bundle_placed:2"]
 EVENT_STEPS = ["batch_archived", "batch_deleted", "batch_archived:2", "batch_deleted:2"]
 RESTORE_STEPS = ["intent_recorded", "restore_partial_written", "restored", "intent_cleared"]
+# A ship (every local copy dropped at once): each ship step, and a later object's.
+SHIP_CUTS = [*SHIP_STEPS, "object_recorded:4", "local_dropped:4"]
+SHIP_SITE = "demo"
+# An expiry of files and months past retention, local and remote: each step,
+# and a later file's.
+EXPIRE_CUTS = [*EXPIRE_STEPS, "expire_remote_deleted:3", "expire_local_deleted:4"]
 # Random moments, spread over the four commands in these shares.
 RANDOM_CUTS = int(os.environ.get("COLDKEEP_POWER_CUTS", "40"))
 SHARES = {"files": 0.2, "bundles": 0.2, "events": 0.3, "restore": 0.3}
@@ -97,6 +112,10 @@ class Case:
     # Steps once announced, the command has durably changed the live tree (a
     # source unlinked, a file restored): a cut there must not undo it.
     changed_at: tuple[str, ...] = ()
+    # Local copies may be dropped: the checks read the remote copies too.
+    remote: bool = False
+    # Files and months expire: the checks want them gone from both tiers.
+    expires: bool = False
     seconds: float = 0.0  # the command's run time on the mount (random delays)
 
 
@@ -155,6 +174,18 @@ def matrix(
     files_after = live_files(events)
     restored = dict(live_files(archived))
     restored.update((rel, originals.files[rel]) for rel in originals.files if rel not in restored)
+    # A ship of that archive to a folder remote on the same disk, every local
+    # copy dropped as soon as its remote copy is recorded.
+    shipping = base / "shipping"
+    shutil.copytree(archived, shipping, symlinks=True)
+    set_remote(shipping, f'url = "file:remote"\nsite = "{SHIP_SITE}"\nkeep_local_days = 0\n')
+    # An expiry of what is past its retention, local and remote copies alike.
+    expiring = base / "expiring"
+    shutil.copytree(archived, expiring, symlinks=True)
+    set_remote(expiring, f'url = "file:remote"\nsite = "{SHIP_SITE}"\nkeep_local_days = -1\n')
+    ck(expiring, "ship")
+    with (expiring / "coldkeep.toml").open("a") as f:
+        f.write("\n[retention]\nfiles_days = 30\nevents_days = 60\n")
 
     tally = Tally()
     m = Matrix(
@@ -182,6 +213,18 @@ def matrix(
                 ["recover", "pass", "restore --path '**'"],
                 restored,
                 ("restored", "intent_cleared"),
+            ),
+            "ship": Case(
+                "ship", shipping, "ship", ["recover", "ship"], live_files(shipping), remote=True
+            ),
+            "expire": Case(
+                "expire",
+                expiring,
+                "expire --yes",
+                ["recover", "expire --yes"],
+                live_files(expiring),
+                remote=True,
+                expires=True,
             ),
         },
         tally,
@@ -284,6 +327,7 @@ def power_cut(
     kill_at: str = "",
     delay: float = 0.0,
     recut: bool = False,
+    env: dict[str, str] | None = None,
 ) -> bool:
     """Run ``case.command`` on a fresh mount, cut the power at step ``kill_at``
     (the process kills itself once it is announced) or ``delay`` seconds in, then
@@ -292,7 +336,7 @@ def power_cut(
     t0 = time.monotonic()
     fs = mount_copy(case.template, tmp)
     try:
-        mid = cut_in(m, fs, case, tmp, kill_at=kill_at, delay=delay)
+        mid = cut_in(m, fs, case, tmp, kill_at=kill_at, delay=delay, env=env or {})
         if not mid:
             live = live_files(fs.mount)
             assert live == case.expect_live, "a command that finished keeps all it did"
@@ -313,13 +357,22 @@ def power_cut(
     return mid
 
 
-def cut_in(m: Matrix, fs: FaultFS, case: Case, tmp: Path, *, kill_at: str, delay: float) -> bool:
-    """``case.command`` on ``fs``, killed at step ``kill_at`` or after ``delay``
-    seconds, then the power cut and the site remounted. True if the kill fell
-    inside the command."""
+def cut_in(
+    m: Matrix,
+    fs: FaultFS,
+    case: Case,
+    tmp: Path,
+    *,
+    kill_at: str,
+    delay: float,
+    env: dict[str, str],
+) -> bool:
+    """``case.command`` on ``fs`` (with ``env`` set), killed at step ``kill_at`` or
+    after ``delay`` seconds, then the power cut and the site remounted. True if
+    the kill fell inside the command."""
     out = tmp / "command.out"
     config = fs.mount / "coldkeep.toml"
-    m.forker.start(config, [case.command], out, {KILL: kill_at} if kill_at else {})
+    m.forker.start(config, [case.command], out, {**env, KILL: kill_at} if kill_at else env)
     code = m.forker.wait(delay if not kill_at else 120)
     if code is None:
         code = m.forker.kill()  # SIGKILL first: the process sees nothing of the cut
@@ -343,9 +396,31 @@ def settle_and_check(m: Matrix, case: Case, fs: FaultFS, tmp: Path) -> None:
     finally:
         fs.stop()
     site = tmp / "backing"
-    check_site(site, m.originals, m.tally)
+    if case.expires:
+        check_expired(site)
+    if case.remote:
+        m.tally.checks += check_remote_site(site, folder_fetch(site / "remote"), SHIP_SITE)
+    else:
+        check_site(site, m.originals, m.tally)
     assert live_files(site) == case.expect_live, "the same end state as without a cut"
     shutil.rmtree(site)
+
+
+def check_expired(site: Path) -> None:
+    """Every expired entry's file gone from both tiers and from the remote rows,
+    every expired month's database too (retention kept, whatever the cut undid)."""
+    archive, bucket = site / "archive", site / "remote" / SHIP_SITE
+    remote = remote_rows(site)
+    gone = [e["gz_path"] for e in entries(site) if e["status"] == "expired"]
+    assert gone, "the expiry expired nothing"
+    for gz in gone:
+        assert not (archive / gz).exists() and not (bucket / gz).exists(), f"{gz} outlived expiry"
+        assert gz not in remote, f"{gz}: expired, still recorded remote"
+    with sqlite3.connect(archive / "coldkeep.db") as db:
+        months = [m for (m,) in db.execute("SELECT month FROM expired_months")]
+    for month in months:
+        assert not (archive / "events" / f"{month}.db").exists(), f"month {month} outlived expiry"
+        assert not list(bucket.glob(f"events/{month}.*")), f"month {month} outlived expiry"
 
 
 def cut_at_step(m: Matrix, case: str, step: str, tmp: Path) -> None:
@@ -381,7 +456,19 @@ def test_restore_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> 
     cut_at_step(matrix, "restore", step, tmp_path)
 
 
-@pytest.mark.parametrize("name", ["files", "fresh", "bundles", "events", "restore"])
+@pytest.mark.parametrize("step", SHIP_CUTS)
+def test_ship_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "ship", step, tmp_path)
+
+
+@pytest.mark.parametrize("step", EXPIRE_CUTS)
+def test_expire_cut_at_each_step(matrix: Matrix, tmp_path: Path, step: str) -> None:
+    cut_at_step(matrix, "expire", step, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "name", ["files", "fresh", "bundles", "events", "restore", "ship", "expire"]
+)
 def test_cut_once_the_command_has_finished(matrix: Matrix, tmp_path: Path, name: str) -> None:
     """Everything a command did is durable when it exits 0: month DBs committed,
     sources gone, files restored, all of it still there after the cut."""
@@ -439,3 +526,85 @@ def test_a_restore_partial_recovery_removed_stays_removed(matrix: Matrix, tmp_pa
         fs.stop()
     matrix.tally.faults += 1
     matrix.tally.by_kind["restore@restore_partial_written+recover"] += 1
+
+
+def test_an_orphan_recovery_adopted_survives_the_next_cut(matrix: Matrix, tmp_path: Path) -> None:
+    """Every fsync of a gzip's directory fails during a pass (EIO): each gzip
+    placed there stays an orphan, its source kept, the file a problem. Recovery adopts them: entry
+    committed, source unlinked. Unless recovery made each orphan's name durable
+    first, the power going right after takes the gzips and leaves the entries
+    and the emptied live directory: the files are gone."""
+    case = matrix.cases["files"]
+    folder = "archive/files/unit-0001/logs"
+    fs = mount_copy(case.template, tmp_path)
+    try:
+        out = tmp_path / "command.out"
+        rule = fs.fail("fsyncdir", folder, errno.EIO)
+        code = matrix.forker.run(fs.mount / "coldkeep.toml", ["pass"], out, {})
+        # One file's trouble: quarantined, the pass itself ends ok.
+        assert code == 0, f"exit {code}: {out.read_text()}"
+        assert "problem: unit-0001/logs/" in out.read_text(), out.read_text()
+        assert fs.hits(rule) >= 1, "no gzip was placed there"
+        orphans = sorted((fs.mount / folder).glob("*.gz"))
+        files = fs.mount / "archive" / "files"
+        sources = [fs.mount / "live" / o.relative_to(files).with_suffix("") for o in orphans]
+        assert orphans, "the gzips whose directory fsync failed stay, for recovery"
+        assert all(s.exists() for s in sources), "their sources are kept"
+        fs.clear()
+        run(matrix, fs, ["recover"], tmp_path)
+        assert not any(s.exists() for s in sources), "recovery adopted them"
+        cut_and_remount(fs, tmp_path)
+        assert all(o.exists() for o in orphans), "an adopted gzip is gone after the cut"
+        settle_and_check(matrix, case, fs, tmp_path)
+    finally:
+        fs.stop()
+    matrix.tally.faults += 1
+    matrix.tally.by_kind["files@gzip-dir-fsync-failed+recover"] += 1
+
+
+def test_a_gzip_copied_in_by_hand_is_adopted_only_once_its_bytes_are_durable(
+    matrix: Matrix, tmp_path: Path
+) -> None:
+    """An orphan recovery adopts need not be one coldkeep wrote: a gzip put back
+    by hand (from a backup, another disk) has bytes nobody fsynced, though its
+    name may be durable (the directory fsynced by whoever came next). Recovery
+    unlinks the source on the strength of it, so it fsyncs the gzip's bytes
+    first; without that, the power going after recovery leaves an empty gzip,
+    an entry naming it and no source."""
+    case = matrix.cases["files"]
+    # A gzip a pass wrote from the same source, on a plain disk.
+    files = matrix.cases["events"].template / "archive" / "files"
+    archived = min(files.rglob("*.gz"))
+    rel = archived.relative_to(files).with_suffix("").as_posix()
+    fs = mount_copy(case.template, tmp_path)
+    try:
+        gz = fs.mount / "archive" / "files" / f"{rel}.gz"
+        gz.parent.mkdir(parents=True)
+        fs.sync()
+        gz.write_bytes(archived.read_bytes())  # no fsync: a plain copy
+        fd = os.open(gz.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)  # the name is durable, the bytes are not
+        finally:
+            os.close(fd)
+        run(matrix, fs, ["recover"], tmp_path)
+        assert not (fs.mount / "live" / rel).exists(), "recovery adopted the copy"
+        cut_and_remount(fs, tmp_path)
+        assert gz.read_bytes() == archived.read_bytes(), "the adopted gzip lost its bytes"
+        settle_and_check(matrix, case, fs, tmp_path)
+    finally:
+        fs.stop()
+    matrix.tally.faults += 1
+    matrix.tally.by_kind["files@copied-orphan+recover"] += 1
+
+
+def test_the_matrix_fails_when_one_fsync_is_skipped(matrix: Matrix, tmp_path: Path) -> None:
+    """The fsync mutants in small (``make fsync-mutants`` runs them all): a files
+    pass with the fsync of each source's directory after its unlink skipped
+    (the test-only switch of core/base/durable.py), the power cut once it has
+    finished. The unlinks were never durable: the sources come back beside
+    entries that say they are gone, the next pass archives them again, and
+    the checks must say so."""
+    skip = {SKIP_ENV: "source.unlinked", MUTANT_ENV: MUTANT_ACK}
+    with pytest.raises(AssertionError, match="keeps all it did"):
+        power_cut(matrix, matrix.cases["files"], tmp_path, delay=300.0, env=skip)

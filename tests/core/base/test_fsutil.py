@@ -58,24 +58,24 @@ def test_unlink_if_identity_refuses_any_change(tmp_path: Path) -> None:
 
     with p.open("ab") as f:
         f.write(b"d")
-    assert unlink_if_identity(p, ident, root=tmp_path) == "changed" and p.exists()
+    assert unlink_if_identity(p, ident, root=tmp_path, durably=None) == "changed" and p.exists()
 
     os.utime(p, ns=(ident.mtime_ns, ident.mtime_ns))
     os.truncate(p, 3)
     os.utime(p, ns=(ident.mtime_ns, ident.mtime_ns))
     now = identity_of(p, root=tmp_path)
-    assert unlink_if_identity(p, now, root=tmp_path) == "removed" and not p.exists()
-    assert unlink_if_identity(p, ident, root=tmp_path) == "gone"
+    assert unlink_if_identity(p, now, root=tmp_path, durably=None) == "removed" and not p.exists()
+    assert unlink_if_identity(p, ident, root=tmp_path, durably=None) == "gone"
 
     p.write_bytes(b"abc")  # same size, a new inode
     os.utime(p, ns=(ident.mtime_ns, ident.mtime_ns))
     replaced = identity_of(p, root=tmp_path)
     if replaced.ino != ident.ino:
-        assert unlink_if_identity(p, ident, root=tmp_path) == "changed" and p.exists()
+        assert unlink_if_identity(p, ident, root=tmp_path, durably=None) == "changed" and p.exists()
 
     p.unlink()
     p.mkdir()
-    assert unlink_if_identity(p, ident, root=tmp_path) == "changed" and p.is_dir()
+    assert unlink_if_identity(p, ident, root=tmp_path, durably=None) == "changed" and p.is_dir()
 
 
 def test_ensure_dir_creates_parents(tmp_path: Path) -> None:
