@@ -55,7 +55,7 @@ from .bundle import (
     pack,
     place,
 )
-from .filemove import FileMover, SourceOutcome
+from .filemove import FileMover, SourceOutcome, unsettled_detail
 
 
 @dataclass(frozen=True)
@@ -265,12 +265,7 @@ class BundleMover:
             else:
                 unlinked = by_rel[e.relpath]
                 error = errors.get(self.live_root / e.relpath)
-                detail = (
-                    f"archived; removing its source failed ({error or 'its directory'}): "
-                    "the next pass's recovery settles it"
-                    if unlinked == "unsettled"
-                    else ""
-                )
+                detail = unsettled_detail(error) if unlinked == "unsettled" else ""
                 code = error.errno if error else None
                 done.append(MemberDone(e.relpath, "archived", e, unlinked, detail, code))
         return done

@@ -37,6 +37,7 @@ already in its grace.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import sqlite3
 from collections.abc import Callable
@@ -81,6 +82,20 @@ LegacyOutcome = Literal["none", "removed", "kept"]
 # What step 7 did to the source: unlink_source's answer, or "unsettled" when it
 # failed with an I/O error (the entry keeps source_present for recovery).
 SourceOutcome: TypeAlias = SourceUnlink | Literal["unsettled"]
+
+
+# A removal the filesystem refuses (an immutable or append-only file, a read-only
+# mount) is settled by the operator, not by the next recovery.
+_REFUSED = {errno.EPERM, errno.EACCES, errno.EROFS}
+
+
+def unsettled_detail(err: OSError | None) -> str:
+    """What a source archived but not removed is told as: refused, or to be
+    settled by the next recovery (an I/O error; ``None``: its directory's fsync)."""
+    if err is not None and err.errno in _REFUSED:
+        return f"archived; its removal was refused ({err}): it stays live until that is lifted"
+    why = err or "its directory"
+    return f"archived; removing its source failed ({why}): the next pass's recovery settles it"
 
 
 @dataclass(frozen=True)
@@ -200,10 +215,7 @@ class FileMover:
             # The entry is durable; whether the source is gone, durably, is not
             # known. Its source_present stays set, as after a crash here: the next
             # recovery unlinks it after the same identity check, or finds it gone.
-            detail = (
-                f"archived; removing its source failed ({err}): the next pass's recovery settles it"
-            )
-            return Archived(entry, "unsettled", detail=detail, errno=err.errno)
+            return Archived(entry, "unsettled", detail=unsettled_detail(err), errno=err.errno)
         if unlinked not in ("changed", "open"):
             # Removed or gone, or another file took its name (its own problem).
             # Changed or open elsewhere: recovery looks again at the next pass

@@ -321,6 +321,8 @@ async def test_an_immutable_source_is_one_files_problem_and_every_later_pass_goe
     [problem] = status.file_problems
     assert (problem.relpath, problem.kind, problem.times) == ("u/locked.log", "unlink_refused", 2)
     assert "chattr" in problem.remedy
+    said = first.new_problems[0]["reason"]
+    assert "refused" in said and "recovery settles" not in said, said  # the operator's to lift
 
     cleared = attr.replace("+", "-")
     subprocess.run(["chattr", cleared, str(roots.live / "u" / "locked.log")], check=True)
