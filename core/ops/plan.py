@@ -175,11 +175,16 @@ async def make_plan(
     settings: Settings, manifest: Manifest | None = None, *, now_ms: int | None = None
 ) -> Plan:
     """The whole backlog. What a restore put back and passes leave alone comes
-    from the manifest when one is given."""
+    from the manifest when one is given, as do the sources archived already whose
+    removal is pending (recovery's, or refused: an immutable file), which a pass
+    leaves out too."""
     now = now_ms if now_ms is not None else times.now_ms()
     in_grace = await manifest.relpaths_in_grace(now) if manifest else set()
     restored = await restored_row_ids(manifest, now) if manifest else set()
     scan = await asyncio.to_thread(scan_files, settings, now_ns=now * NS_PER_MS, in_grace=in_grace)
+    if manifest is not None:
+        pending = {e.relpath for e in await manifest.entries_pending_unlink()}
+        scan.eligible = [c for c in scan.eligible if c.relpath not in pending]
     plan = Plan(units_of(scan), scan.skipped, None, scan=scan)
     if settings.state_db is not None:
         try:

@@ -317,6 +317,8 @@ async def test_an_immutable_source_is_one_files_problem_and_every_later_pass_goe
     assert second.status == "ok", second.problems
     assert second.files.archived == 1, "the refused file is not archived a second time"
     assert not (roots.live / "u" / "later.log").exists()
+    backlog = (await Archiver(conf).plan()).plan
+    assert backlog.files == 0, "archived, its removal refused: no backlog (the console's)"
     status = await Archiver(conf).status()
     [problem] = status.file_problems
     assert (problem.relpath, problem.kind, problem.times) == ("u/locked.log", "unlink_refused", 2)
