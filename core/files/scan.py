@@ -38,7 +38,9 @@ from ..base.times import DAY_NS
 
 # "held": a file a restore put back, left alone for its restore grace (the
 # reason's name is in the JSON of plan and pass: docs/json.md).
-SkipReason = Literal["too_new", "unit_open", "held", "not_regular", "unreadable", "path_too_long"]
+SkipReason = Literal[
+    "too_new", "unit_open", "held", "not_regular", "unreadable", "path_too_long", "temp_name"
+]
 
 
 class ScanError(ColdkeepError):
@@ -122,10 +124,17 @@ def scan_files(settings: Settings, *, now_ns: int, in_grace: Container[str] = ()
         dirs.sort()
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         for name in sorted(names):
-            if is_temp_name(name) or (name == marker and "/" not in rel_dir):
+            if name == marker and "/" not in rel_dir:
                 continue
             relpath = name if rel_dir == "." else f"{rel_dir}/{name}"
             if not included(relpath):
+                continue
+            if is_temp_name(name):
+                # coldkeep's own temporary names (a restore's partial, a source
+                # set aside), or the application's file named like one: never
+                # archived, and counted, so that such a file is not passed over
+                # in silence.
+                scan.skipped["temp_name"] += 1
                 continue
             try:
                 st = os.lstat(os.path.join(dirpath, name))

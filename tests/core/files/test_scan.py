@@ -42,6 +42,15 @@ def test_eligibility(roots: Roots) -> None:
     assert dict(scan.skipped) == {"too_new": 1, "held": 1, "unit_open": 1, "not_regular": 2}
 
 
+def test_a_file_named_like_a_temporary_is_counted_not_passed_over(roots: Roots) -> None:
+    roots.write("u/download.partial", b"x")
+    roots.write("u/report.pdf.restore-partial", b"x")
+    roots.write("u/kept.log", b"x")
+    scan = scan_files(settings(roots, include=["**"]), now_ns=time.time_ns())
+    assert [c.relpath for c in scan.eligible] == ["u/kept.log"]
+    assert dict(scan.skipped) == {"temp_name": 2}
+
+
 def test_sql_rule_and_its_failure(roots: Roots) -> None:
     db = roots.base / "state.db"
     with sqlite3.connect(db) as c:
