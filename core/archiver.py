@@ -7,6 +7,8 @@ and the scheduler.
     recover(), adopt(gzs | None), sweep(), rebuild_manifest()
                         what a crash or a loss left, settled (ops/settle.py)
     restore(sel, to)    files back from the archive (files/restore.py)
+    find(pattern), versions(path)
+                        archived versions looked up, read-only (files/find.py)
     restore_events(…)   event rows back into live (events/restore.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship_plan(), ship(), verify_remote(…), rebuild_from_remote()
@@ -25,8 +27,9 @@ through the session's ``Operation``. The work is done by the module that owns it
 here is the API, and the sessions of the operations that are one call each.
 
 Invariants:
-- Every mutating call holds the archive lock for its whole length; ``status`` and
-  ``plan`` never take it and never write (nor does a pass in mode plan).
+- Every mutating call holds the archive lock for its whole length; ``status``,
+  ``plan``, ``find`` and ``versions`` never take it and never write (nor does a
+  pass in mode plan).
 - Every mutating call is audited from start to end (but the rebuilds: there is
   no manifest to write to, or it is the one being written); a refusal because the
   lock was held is audited too, and an exception settles the row as ``error`` (or
@@ -65,6 +68,7 @@ from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
 from .events.restore import EventsRestoreReport, restore_events
 from .events.restore import check_selection as check_events_selection
+from .files import find as finding
 from .files.rebuild import RebuildReport
 from .files.recovery import (
     AdoptReport,
@@ -236,6 +240,16 @@ class Archiver:
         if not entries:
             raise nothing_matched_error(selection)
         return entries
+
+    async def find(self, pattern: str) -> finding.Found:
+        """Every version of every archived path ``pattern`` matches (read-only, no
+        lock; files/find.py)."""
+        return await finding.find(self.layout.manifest, pattern, self.settings.live_root)
+
+    async def versions(self, path: str) -> finding.Versions:
+        """Every version of the archived file at ``path``, newest first (read-only,
+        no lock)."""
+        return await finding.versions(self.layout.manifest, path, self.settings.live_root)
 
     async def _check_selection(self, selection: Selection) -> None:
         """A selection that names something, every id of it an entry's (read-only):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -43,7 +44,7 @@ import aiosqlite
 from ..base.codec import Span
 from ..base.errors import ColdkeepError
 from ..base.ioerror import naming_db
-from ..base.names import db_params, db_row
+from ..base.names import db_params, db_row, is_text
 from ..base.times import now_ms
 from .schema import migration_scripts, version_problem
 
@@ -191,6 +192,28 @@ def read_entries(
     cur = db.execute(f"SELECT {columns} FROM entries ORDER BY id")
     while rows := cur.fetchmany(chunk):
         yield rows
+
+
+def _text_after(prefix: str) -> str | None:
+    """The least text above every text starting with ``prefix`` (None: no text
+    is: the range runs to the end of the TEXT names). UTF-8 sorts as its code
+    points do, so the prefix's last character made the next one bounds it."""
+    while prefix:
+        code = ord(prefix[-1]) + 1
+        if 0xD800 <= code <= 0xDFFF:  # no UTF-8 text holds a surrogate
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return prefix[:-1] + chr(code)
+        prefix = prefix[:-1]
+    return None
+
+
+def _bytes_after(prefix: bytes) -> bytes | None:
+    """The least bytes above every BLOB starting with ``prefix`` (None: none is)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 class Manifest:
@@ -513,6 +536,42 @@ class Manifest:
             params.append(mtime_before_ns)
         clause = "WHERE " + " AND ".join(where)
         return await self._select(clause, params, order="relpath, mtime_ns, id")
+
+    async def paths_from(self, prefix: str, containing: str = "") -> list[tuple[int, str]]:
+        """(id, relpath) of every entry whose relpath starts with ``prefix`` and
+        contains ``containing``: a range of the relpath index (TEXT names), then
+        the names stored as BLOBs (not UTF-8: names.py), which sort after every
+        TEXT, by the range of their bytes."""
+        found: list[tuple[int, str]] = []
+        if is_text(prefix) and is_text(containing):
+            above = _text_after(prefix)
+            sql = "SELECT id, relpath FROM entries INDEXED BY entries_relpath WHERE relpath >= ?"
+            params: list[Any] = [prefix]
+            sql += " AND relpath < ?"
+            params.append(above if above is not None else b"")
+            if containing:
+                sql += " AND instr(relpath, ?) > 0"
+                params.append(containing)
+            found += [(r[0], r[1]) for r in await self.rows(sql, params)]
+        low = os.fsencode(prefix)
+        high = _bytes_after(low)
+        sql = "SELECT id, relpath FROM entries WHERE relpath >= ?" + (
+            " AND relpath < ?" if high is not None else ""
+        )
+        blobs = await self.rows(sql, [low] if high is None else [low, high])
+        found += [(r[0], r[1]) for r in blobs if containing in r[1]]
+        return found
+
+    async def entries_with_ids(self, ids: Sequence[int]) -> list[Entry]:
+        """The entries of ``ids`` (one statement, the ids as a JSON array), in id
+        order."""
+        return await self._select(
+            "WHERE id IN (SELECT value FROM json_each(?))", [json.dumps(list(ids))]
+        )
+
+    async def versions_of(self, relpath: str) -> list[Entry]:
+        """Every entry of one path, tombstones too, in id order."""
+        return await self._select("WHERE relpath = ?", [relpath])
 
     async def unknown_ids(self, ids: Sequence[int]) -> list[int]:
         """Those of ``ids`` that no entry has, in the order given."""

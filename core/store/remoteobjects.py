@@ -14,10 +14,11 @@ Invariants:
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .manifest import Manifest
+from .manifest import IDS_PER_STATEMENT, Manifest
 
 # Entries whose gzip is kept in the archive: what is shipped.
 _KEPT = "status IN ('archived', 'stale', 'restored')"
@@ -79,6 +80,22 @@ def read_copies(db: sqlite3.Connection) -> dict[str, bool]:
     except sqlite3.OperationalError:
         return {}
     return {path: bool(local) for path, local in rows}
+
+
+async def copies_of(manifest: Manifest, paths: Iterable[str]) -> dict[str, bool]:
+    """Those of ``paths`` with a remote copy, and whether the local copy is still
+    relied on (bound as parameters: a path that is not UTF-8 is a BLOB)."""
+    todo = list(dict.fromkeys(paths))
+    found: dict[str, bool] = {}
+    for at in range(0, len(todo), IDS_PER_STATEMENT):
+        chunk = todo[at : at + IDS_PER_STATEMENT]
+        rows = await manifest.rows(
+            "SELECT path, local_gone_at IS NULL FROM remote_objects "
+            f"WHERE path IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        )
+        found.update((r[0], bool(r[1])) for r in rows)
+    return found
 
 
 class RemoteObjects:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import archive, checks, jobs, remote, restore, retention
+from . import archive, checks, find, jobs, remote, restore, retention
 from .spec import Operation, Result, Words
 
 OPERATIONS: tuple[Operation, ...] = (
     *archive.OPERATIONS,
     *restore.OPERATIONS,
+    *find.OPERATIONS,
     *checks.OPERATIONS,
     *remote.OPERATIONS,
     *retention.OPERATIONS,
