@@ -179,7 +179,11 @@ async def _open(manifest_path: Path) -> Manifest:
 def _nothing(pattern: str, glob: bool) -> str:
     if not glob:
         return f"no archived file's path contains {pattern!r}"
-    anywhere = "" if pattern.startswith("**/") else f" (anchored at live_root: '**/{pattern}' looks at any depth)"
+    anywhere = (
+        ""
+        if pattern.startswith("**/")
+        else f" (anchored at live_root: '**/{pattern}' looks at any depth)"
+    )
     return f"no archived file matches the glob {pattern!r}{anywhere}"
 
 
