@@ -545,10 +545,10 @@ class Manifest:
         found: list[tuple[int, str]] = []
         if is_text(prefix) and is_text(containing):
             above = _text_after(prefix)
-            sql = "SELECT id, relpath FROM entries INDEXED BY entries_relpath WHERE relpath >= ?"
-            params: list[Any] = [prefix]
-            sql += " AND relpath < ?"
-            params.append(above if above is not None else b"")
+            # Below every BLOB when no text is above the prefix: the TEXT range runs
+            # to its end. The planner takes the covering index (relpath, id).
+            sql = "SELECT id, relpath FROM entries WHERE relpath >= ? AND relpath < ?"
+            params: list[Any] = [prefix, above if above is not None else b""]
             if containing:
                 sql += " AND instr(relpath, ?) > 0"
                 params.append(containing)
