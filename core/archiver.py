@@ -88,7 +88,7 @@ from .files.restore import (
     unknown_ids_error,
 )
 from .files.verify import VerifyReport, verify_entries
-from .ops import settle, tier
+from .ops import fleet, settle, tier
 from .ops.expire import ExpirePlan, ExpireReport, expire_archive, expire_plan
 from .ops.passes import (
     EventsMoved,
@@ -245,6 +245,12 @@ class Archiver:
         """Every version of every archived path ``pattern`` matches (read-only, no
         lock; files/find.py)."""
         return await finding.find(self.layout.manifest, pattern, self.settings.live_root)
+
+    async def find_fleet(self, pattern: str) -> fleet.FleetFound:
+        """``find`` over every site under the ``[remote]`` prefix, from their
+        manifest snapshots (cached as the fleet view caches them; ops/fleet.py)."""
+        remote = self._remote()
+        return await fleet.find_across(remote, fleet.fleet_cache(remote), pattern)
 
     async def versions(self, path: str) -> finding.Versions:
         """Every version of the archived file at ``path``, newest first (read-only,

@@ -102,10 +102,13 @@ class Versions:
         return {"relpath": self.relpath, "versions": [v.to_dict() for v in self.versions]}
 
 
-def relative(path: str, live_root: Path, what: str) -> str:
-    """``path`` relative to live_root: as given, or an absolute path inside it."""
+def relative(path: str, live_root: Path | None, what: str) -> str:
+    """``path`` relative to live_root: as given, or an absolute path inside it
+    (None: no live_root to be inside, a site's snapshot searched from afar)."""
     if not path.startswith("/"):
         return path.removeprefix("./")
+    if live_root is None:
+        raise UsageError(f"{what} {path!r}: give it relative to live_root")
     root = os.fsdecode(live_root).rstrip("/") + "/"
     if not path.startswith(root) or path == root:
         raise UsageError(f"{what} {path!r} is not inside live_root ({live_root}): give it relative")
@@ -187,7 +190,7 @@ def _nothing(pattern: str, glob: bool) -> str:
     return f"no archived file matches the glob {pattern!r}{anywhere}"
 
 
-async def find(manifest_path: Path, pattern: str, live_root: Path) -> Found:
+async def find(manifest_path: Path, pattern: str, live_root: Path | None) -> Found:
     """The versions of every archived path ``pattern`` matches (module doc)."""
     pattern = relative(pattern, live_root, "PATTERN")
     if not pattern:

@@ -20,6 +20,8 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,12 +37,68 @@ from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream
 from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
+from ..files.find import Found, NothingFound, find
 from ..files.restore import RestoreReport, check_restore_root, restore_files
 from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch, downloaded
 from ..remote.objectstore import ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_problem
-from ..store.manifest import Manifest
+from ..store.manifest import Manifest, ManifestError
+
+
+def fleet_cache(remote: RemoteSettings) -> Path:
+    """Where the fleet view keeps the snapshots it fetched for ``remote``:
+    ``$XDG_CACHE_HOME/coldkeep/fleet/<sha of the URL>`` (~/.cache by default;
+    the endpoint counts too, when there is one: another server, other data)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec: a relative value is invalid and ignored.
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    name = remote.url if remote.endpoint_url is None else f"{remote.endpoint_url} {remote.url}"
+    return base / "coldkeep" / "fleet" / hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class FleetFound:
+    """``find --fleet``: each site's versions a pattern matches (as of its newest
+    manifest snapshot), and the sites that could not be searched, with why."""
+
+    pattern: str
+    sites: dict[str, Found]
+    problems: dict[str, str]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pattern": self.pattern,
+            "sites": {site: found.to_dict() for site, found in self.sites.items()},
+            "problems": self.problems,
+        }
+
+
+async def find_across(remote: RemoteSettings, cache: Path, pattern: str) -> FleetFound:
+    """``pattern`` found in every site's newest snapshot under ``remote``'s prefix
+    (fetched into ``cache`` when it is not there yet; nothing written remotely)."""
+    fleet = Fleet(remote, cache)
+    try:
+        sites = await fleet.load()
+    finally:
+        await fleet.close()
+    found: dict[str, Found] = {}
+    problems = {s.site: s.problem or "no snapshot" for s in sites if not s.usable}
+    for s in sites:
+        if not s.usable:
+            continue
+        try:
+            found[s.site] = await find(fleet.layout(s.site).manifest, pattern, None)
+        except NothingFound:
+            continue
+        except ManifestError as err:  # a snapshot this coldkeep cannot read as it is
+            problems[s.site] = str(err)
+    if not found:
+        raise NothingFound(
+            f"nothing archived matches {pattern!r} at any of the {len(sites)} sites under "
+            f"{remote.url}" + (f" ({len(problems)} could not be searched)" if problems else "")
+        )
+    return FleetFound(pattern, found, problems)
 
 
 @dataclass(frozen=True)

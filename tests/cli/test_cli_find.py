@@ -135,3 +135,29 @@ def test_nothing_found_is_one_line_and_exit_2(site: Path, tmp_path: Path) -> Non
     run = ck(fresh, "find", "**", check=2)
     assert "does not exist yet (no pass has run)" in run.stderr
     assert not (fresh / "archive" / "coldkeep.db").exists(), "nothing written"
+
+
+def test_fleet_finds_across_every_site_of_the_remote_prefix(site: Path, tmp_path: Path) -> None:
+    """A second site shipping to the same folder: ``find --fleet`` from the first
+    finds in both, each line naming its site, from their manifest snapshots."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "coldkeep.toml").write_text(
+        'live_root = "live"\narchive_root = "archive"\nmode = "on"\n'
+        '[files]\ninclude = ["**"]\nmin_age_days = 1\n'
+        f'[remote]\nurl = "file://{site / "remote"}"\nsite = "t"\n'
+    )
+    _write(other, b"w/a.jsonl", b"other site\n")
+    ck(other, "pass")
+    ck(other, "ship")
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    run = ck(site, "find", "--fleet", "**/a.jsonl", "--json", env=cache)
+    doc = json.loads(run.stdout)["result"]
+    assert set(doc["sites"]) == {"s", "t"} and doc["problems"] == {}
+    assert [v["relpath"] for v in doc["sites"]["t"]["versions"]] == ["w/a.jsonl"]
+    assert {v["relpath"] for v in doc["sites"]["s"]["versions"]} == {"u1/a.jsonl"}
+    lines = ck(site, "find", "--fleet", "w/*", env=cache).stdout.splitlines()
+    assert lines[0].startswith("t  ") and lines[0].endswith("w/a.jsonl")
+    assert lines[-1] == "1 version of 1 file at 1 site"
+    nothing = ck(site, "find", "--fleet", "nosuch", env=cache, check=2)
+    assert "at any of the 2 sites under" in nothing.stderr

@@ -266,6 +266,7 @@ CASES = [
     Case("find", 2, ("find", "**"), site="fresh", says="no pass has run"),
     Case("find", 2, ("find", "u[1"), says="unclosed ["),
     Case("find", 2, ("find", "/elsewhere/x"), says="not inside live_root"),
+    Case("find", 2, ("find", "--fleet", "**"), setup=without_remote, says="no [remote]"),
     Case("versions", 0, ("versions", "unit-0001/part-01.jsonl"), says="of unit-0001/part-01.jsonl",
          reads=True),
     Case("versions", 2, ("versions", "nosuch.log"), says="no archived version of 'nosuch.log'"),

@@ -6,7 +6,6 @@ one of them opens.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import urllib.parse
 from pathlib import Path
@@ -18,6 +17,7 @@ from coldkeep.core.base.config import ConfigError, RemoteSettings, RemoteUrlErro
 from coldkeep.core.base.config import endpoint_url as check_endpoint
 from coldkeep.core.base.config import remote_url as check_remote_url
 from coldkeep.core.base.errors import EXIT_USAGE
+from coldkeep.core.ops.fleet import fleet_cache
 
 from .kit import command, ctx_for, fail
 
@@ -89,17 +89,6 @@ def fleet_remote(url: str, endpoint: str | None, region: str | None) -> RemoteSe
     if folder is not None and not folder.is_dir():
         raise ValueError(f"--remote {url}: {folder} is not a directory")
     return RemoteSettings(url, endpoint_url=endpoint, region=region)
-
-
-def fleet_cache(remote: RemoteSettings) -> Path:
-    """Where the fleet view keeps the snapshots it fetched for ``remote``:
-    ``$XDG_CACHE_HOME/coldkeep/fleet/<sha of the URL>`` (~/.cache by default;
-    the endpoint counts too, when there is one: another server, other data)."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec: a relative value is invalid and ignored.
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    name = remote.url if remote.endpoint_url is None else f"{remote.endpoint_url} {remote.url}"
-    return base / "coldkeep" / "fleet" / hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def _fleet(url: str, endpoint_url: str | None, region: str | None) -> NoReturn:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import click
 
 from coldkeep.core.files.find import Found, Version, Versions
+from coldkeep.core.ops.fleet import FleetFound
 
 from ..text.fmt import human, plural, shown
 from .spec import Operation, Options, Run, Words
@@ -61,8 +62,31 @@ def _text(lines: list[Version], last: str) -> str:
     return "\n".join([*map(version_line, lines), last])
 
 
+def _fleet_found(f: FleetFound) -> str:
+    versions = [v for found in f.sites.values() for v in found.versions]
+    paths = len(
+        {(site, v.entry.relpath) for site, found in f.sites.items() for v in found.versions}
+    )
+    said = f"{plural(len(versions), 'version')} of {plural(paths, 'file')} at "
+    said += f"{plural(len(f.sites), 'site')}{_counted(versions)}"
+    return said + (f"; {plural(len(f.problems), 'site')} not searched" if f.problems else "")
+
+
+def _fleet_text(f: FleetFound) -> str:
+    width = max(map(len, f.sites), default=0)
+    lines = [
+        f"{shown(site):<{width}}  {version_line(v)}"
+        for site, found in sorted(f.sites.items())
+        for v in found.versions
+    ]
+    lines += [f"not searched: {shown(site)}: {why}" for site, why in sorted(f.problems.items())]
+    return "\n".join([*lines, _fleet_found(f)])
+
+
 def _find(options: Options) -> Run:
     pattern = str(options["pattern"])
+    if options["fleet"]:
+        return lambda archiver, cancel: archiver.find_fleet(pattern)
     return lambda archiver, cancel: archiver.find(pattern)
 
 
@@ -84,8 +108,19 @@ FIND = Operation(
     "without, it is a part of the path ('app.log' finds it at any depth). Reads\n"
     "the manifest only: takes no lock, writes nothing.\n\n" + _COLUMNS,
     bind=_find,
-    params=(click.Argument(["pattern"]),),
-    words=(Words(Found, _found, text=lambda f: _text(f.versions, _found(f))),),
+    params=(
+        click.Argument(["pattern"]),
+        click.Option(
+            ["--fleet"],
+            is_flag=True,
+            help="Every site under [remote]'s prefix, from each one's newest manifest "
+            "snapshot (as the fleet view reads them; each line starts with its site).",
+        ),
+    ),
+    words=(
+        Words(Found, _found, text=lambda f: _text(f.versions, _found(f))),
+        Words(FleetFound, _fleet_found, text=_fleet_text),
+    ),
 )
 
 VERSIONS = Operation(
