@@ -514,6 +514,11 @@ class Manifest:
         clause = "WHERE " + " AND ".join(where)
         return await self._select(clause, params, order="relpath, mtime_ns, id")
 
+    async def entries_of_path(self, relpath: str) -> list[Entry]:
+        """Every version of the file at ``relpath`` (tombstones too), by the
+        source's mtime then id: the newest last, as restore takes it."""
+        return await self._select("WHERE relpath = ?", (relpath,), order="mtime_ns, id")
+
     async def unknown_ids(self, ids: Sequence[int]) -> list[int]:
         """Those of ``ids`` that no entry has, in the order given."""
         rows = await self.rows(

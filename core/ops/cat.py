@@ -1,0 +1,180 @@
+"""``cat``: one archived file's bytes, any version of it, to a stream, without
+restoring it: read where they lie (a gzip, a bundle member by offset, or the
+remote tier's copy), checked against the manifest's sha256 as they go.
+
+``PATH[@VERSION]``: PATH relative to live_root (or absolute, inside it); VERSION
+an entry id, or a time (ISO 8601, local unless it has an offset: the newest
+version archived at or before it); none, the newest version (the one
+``restore --path`` brings back). The whole argument is tried as a path first, so
+a name with ``@`` in it reads as it is; ``version`` (``--version``) takes the
+argument whole as the path.
+
+Invariants:
+- Read-only: no archive lock, the manifest opened read-only, nothing written in
+  the archive or the live tree but a remote copy's scratch file (reader.py),
+  removed after the read. Scratch files a crash left are not cleared here: that
+  is for an operation holding the lock (another's could be in use).
+- An unknown path or version is a ``UsageError`` (exit 2), before any byte is
+  sent; an expired version says when, exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import BinaryIO
+
+from ..base.cancel import CancelToken
+from ..base.codec import Digest
+from ..base.config import Settings
+from ..base.errors import ColdkeepError, UsageError
+from ..base.layout import Layout
+from ..base.ratelimit import RateLimiter
+from ..files.reader import RemoteCopies, Streamed, entry_gzip, stream_entry
+from ..files.restore import expired_detail
+from ..remote.connect import connected
+from ..remote.fetch import RemoteReader
+from ..store.manifest import Entry, Manifest
+
+
+class NotArchived(UsageError):
+    """No archived file or version has that name."""
+
+
+class Unreadable(ColdkeepError):
+    """The version exists but no copy of its bytes is left (expired, or its
+    gzip missing); the message says which and when."""
+
+
+@dataclass(frozen=True)
+class CatResult:
+    entry: Entry
+    streamed: Streamed
+
+    @property
+    def problem(self) -> str | None:
+        return self.streamed.problem
+
+
+def archived_time(ms: int) -> str:
+    """An entry's archived_at as ``--version`` takes it (local time, seconds)."""
+    return datetime.fromtimestamp(ms / 1000).isoformat(timespec="seconds")
+
+
+def _relpath(path: str, live_root: os.PathLike[str]) -> str:
+    """PATH as the manifest keys it: relative to live_root (an absolute PATH
+    inside live_root made relative; ``./`` dropped)."""
+    root = os.fspath(live_root).rstrip("/") + "/"
+    if path.startswith(root):
+        return path[len(root) :]
+    return path.removeprefix("./")
+
+
+def _parse_time(version: str) -> int | None:
+    """A VERSION that is a time, as ms since the epoch; None if it is not one."""
+    try:
+        when = datetime.fromisoformat(version)
+    except ValueError:
+        return None
+    return int(when.timestamp() * 1000)
+
+
+def _listed(versions: list[Entry]) -> str:
+    shown = [f"{e.id} ({archived_time(e.archived_at)})" for e in versions[-5:]]
+    more = f"{len(versions) - 5} older, " if len(versions) > 5 else ""
+    return f"its versions: {more}{', '.join(shown)}"
+
+
+def _version_of(relpath: str, versions: list[Entry], version: str) -> Entry:
+    """The version of ``relpath`` that ``version`` names: an entry id, or a time."""
+    if version.isdigit():
+        found = [e for e in versions if e.id == int(version)]
+        if found:
+            return found[0]
+        raise NotArchived(f"entry {version} is not a version of {relpath}; {_listed(versions)}")
+    at = _parse_time(version)
+    if at is None:
+        raise NotArchived(
+            f"version {version!r} of {relpath}: give an entry id or a time "
+            f"YYYY-MM-DDTHH:MM[:SS]; {_listed(versions)}"
+        )
+    before = [e for e in versions if e.archived_at <= at]
+    if not before:
+        raise NotArchived(
+            f"no version of {relpath} was archived at or before {version}; {_listed(versions)}"
+        )
+    return max(before, key=lambda e: (e.archived_at, e.id))
+
+
+async def pick_version(
+    manifest: Manifest, arg: str, version: str | None, live_root: os.PathLike[str]
+) -> Entry:
+    """The entry ``PATH[@VERSION]`` (or ``arg`` and ``version``) names."""
+    relpath = _relpath(arg, live_root)
+    versions = await manifest.entries_of_path(relpath)
+    if version is not None or versions:
+        if not versions:
+            raise _unknown(relpath)
+        return versions[-1] if version is None else _version_of(relpath, versions, version)
+    path, at, said = arg.rpartition("@")
+    if at and path and said:
+        relpath = _relpath(path, live_root)
+        versions = await manifest.entries_of_path(relpath)
+        if versions:
+            return _version_of(relpath, versions, said)
+    raise _unknown(_relpath(arg, live_root))
+
+
+def _unknown(relpath: str) -> NotArchived:
+    return NotArchived(
+        f"nothing is archived at {relpath} (PATH is relative to live_root; "
+        "coldkeep restore --list --path GLOB lists archived paths)"
+    )
+
+
+@asynccontextmanager
+async def _remote(settings: Settings, manifest: Manifest) -> AsyncIterator[RemoteCopies | None]:
+    """The remote tier's copies when a [remote] is configured; no scratch
+    cleared (see the module's invariants)."""
+    remote = settings.remote
+    if remote is None:
+        yield None
+        return
+    async with connected(remote) as store:
+        layout = Layout(settings.archive_root)
+        yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
+
+
+async def cat_file(
+    settings: Settings,
+    arg: str,
+    version: str | None,
+    out: BinaryIO,
+    cancel: CancelToken | None = None,
+) -> CatResult:
+    """The bytes of the version ``arg`` (and ``version``) names to ``out``, checked
+    as they go (``CatResult.problem``: not the archived bytes, said after them)."""
+    cancel = cancel or CancelToken()
+    layout = Layout(settings.archive_root)
+    manifest = await Manifest.open_existing(layout.manifest)
+    if manifest is None:
+        raise NotArchived("nothing is archived yet (no coldkeep.db): there is no file to read")
+    async with manifest:
+        entry = await pick_version(manifest, arg, version, settings.live_root)
+        if entry.status == "expired":
+            raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
+        async with (
+            _remote(settings, manifest) as remote,
+            entry_gzip(entry, layout, remote, cancel) as at,
+        ):
+            if at is None:
+                raise Unreadable(
+                    f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is missing "
+                    "from the archive and no remote copy holds it"
+                )
+            expect = Digest(entry.bytes, entry.sha256)
+            streamed = await stream_entry(at, expect, out, cancel=cancel)
+    return CatResult(entry, streamed)
