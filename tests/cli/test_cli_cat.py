@@ -7,6 +7,8 @@ ever written in the archive or the live tree."""
 from __future__ import annotations
 
 import os
+import pty
+import select
 import shutil
 import sqlite3
 import subprocess
@@ -219,3 +221,32 @@ def test_an_expired_version_says_when(site: Path) -> None:
     assert run.returncode == 1 and run.stdout == b""
     assert run.stderr.count(b"\n") == 1
     assert b"u/small-0.jsonl (entry" in run.stderr and b"expired on " in run.stderr
+
+
+def test_nothing_is_drawn_on_a_terminal_stderr(site: Path) -> None:
+    """``cat x | less``: stderr is the terminal the pager draws on; no progress
+    display (nor its hidden cursor) may land there."""
+    master, slave = pty.openpty()
+    try:
+        run = subprocess.run(
+            [*COLDKEEP, "cat", "u/big.jsonl", "--config", str(site / "coldkeep.toml")],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            timeout=120,
+            check=False,
+        )
+        os.close(slave)
+        said = b""
+        while select.select([master], [], [], 0)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(master)
+    assert run.returncode == 0
+    assert sha(run.stdout) == _entry(site, "u/big.jsonl")["sha256"]
+    assert said == b"", said

@@ -74,4 +74,5 @@ def cat(path: str, version: str | None, config: Path | None) -> None:
             return EXIT_FAILED
         return EXIT_OK
 
-    run_command(go(), ctx)
+    # No progress display: stderr is often the terminal a pager draws on.
+    run_command(go(), ctx, progress=False)
