@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from helpers import COLDKEEP, DAY_NS, ck, entries, jsonl, sha
+from s3kit import S3Site
 
 ODD = (b"u/r\xe9sum\xe9.log", b"u/two\nlines.log", b"u/at@2.log")
 CONFIG = """live_root = "live"
@@ -250,3 +251,22 @@ def test_nothing_is_drawn_on_a_terminal_stderr(site: Path) -> None:
     assert run.returncode == 0
     assert sha(run.stdout) == _entry(site, "u/big.jsonl")["sha256"]
     assert said == b"", said
+
+
+def test_a_remote_only_member_is_one_ranged_get_of_its_bytes(site: Path, s3: S3Site) -> None:
+    config = site / "coldkeep.toml"
+    config.write_text(
+        config.read_text().split("[remote]")[0]
+        + f'[remote]\nurl = "s3://{s3.bucket}/p"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "t"\nkeep_local_days = 0\n'
+    )
+    ck(site, "ship")
+    member = _entry(site, "u/small-2.jsonl")
+    assert not (site / "archive" / member["gz_path"]).exists(), "the local copy was dropped"
+    s3.proxy.reset_counts()
+    run = cat(site, "u/small-2.jsonl")
+    assert run.returncode == 0, run.stderr
+    assert sha(run.stdout) == member["sha256"]
+    reads = [x for x in s3.proxy.exchanges if x.path.endswith(member["gz_path"])]
+    assert len(reads) == 1 and reads[0].method == "GET", reads
+    assert reads[0].body_sent == member["member_length"], "the member's bytes, not the bundle's"
