@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,6 +39,7 @@ from ..files.restore import expired_detail
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..store.manifest import Entry, Manifest
+from ..store.remoteobjects import RemoteObjects
 
 
 class NotArchived(UsageError):
@@ -135,16 +137,31 @@ def _unknown(relpath: str) -> NotArchived:
     )
 
 
+async def _remote_needed(entry: Entry, manifest: Manifest, layout: Layout) -> bool:
+    """Whether only the remote tier can give ``entry``'s gzip: its local copy
+    dropped once shipped, or gone. Asked first, so that reading a local copy
+    never opens the store (an S3 client costs its import and its set-up)."""
+    obj = await RemoteObjects(manifest).get(entry.gz_path)
+    if obj is None:
+        return False
+    if not obj.local:
+        return True
+    present = await asyncio.to_thread(layout.abs(entry.gz_path).exists)
+    return not present or entry.status == "missing"
+
+
 @asynccontextmanager
-async def _remote(settings: Settings, manifest: Manifest) -> AsyncIterator[RemoteCopies | None]:
-    """The remote tier's copies when a [remote] is configured; no scratch
-    cleared (see the module's invariants)."""
+async def _remote(
+    settings: Settings, manifest: Manifest, entry: Entry
+) -> AsyncIterator[RemoteCopies | None]:
+    """The remote tier's copies, when a [remote] is configured and only it holds
+    ``entry``'s gzip; no scratch cleared (see the module's invariants)."""
     remote = settings.remote
-    if remote is None:
+    layout = Layout(settings.archive_root)
+    if remote is None or not await _remote_needed(entry, manifest, layout):
         yield None
         return
     async with connected(remote) as store:
-        layout = Layout(settings.archive_root)
         yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
 
 
@@ -167,7 +184,7 @@ async def cat_file(
         if entry.status == "expired":
             raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
         async with (
-            _remote(settings, manifest) as remote,
+            _remote(settings, manifest, entry) as remote,
             entry_gzip(entry, layout, remote, cancel) as at,
         ):
             if at is None:

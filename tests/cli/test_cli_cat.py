@@ -260,6 +260,9 @@ def test_a_remote_only_member_is_one_ranged_get_of_its_bytes(site: Path, s3: S3S
         + f'[remote]\nurl = "s3://{s3.bucket}/p"\nendpoint_url = "{s3.endpoint}"\n'
         'region = "us-east-1"\nsite = "t"\nkeep_local_days = 0\n'
     )
+    s3.proxy.reset_counts()
+    assert cat(site, "u/small-2.jsonl").returncode == 0
+    assert s3.proxy.exchanges == [], "a local copy is read without asking the store"
     ck(site, "ship")
     member = _entry(site, "u/small-2.jsonl")
     assert not (site / "archive" / member["gz_path"]).exists(), "the local copy was dropped"
