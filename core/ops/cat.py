@@ -3,9 +3,9 @@ restoring it: read where they lie (a gzip, a bundle member by offset, or the
 remote tier's copy), checked against the manifest's sha256 as they go.
 
 ``PATH[@VERSION]``: PATH relative to live_root (or absolute, inside it); VERSION
-an entry id, or a time (ISO 8601, local unless it has an offset: the newest
-version archived at or before it); none, the newest version (the one
-``restore --path`` brings back). The whole argument is tried as a path first, so
+an entry id, or a time (ISO 8601 as ``versions`` prints it, ``...Z`` for UTC;
+local without an offset: the newest version archived at or before it); none,
+the newest version (the one ``restore --path`` brings back). The whole argument is tried as a path first, so
 a name with ``@`` in it reads as it is; ``version`` (``--version``) takes the
 argument whole as the path.
 
@@ -25,7 +25,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import BinaryIO
 
 from ..base.cancel import CancelToken
@@ -62,8 +62,9 @@ class CatResult:
 
 
 def archived_time(ms: int) -> str:
-    """An entry's archived_at as ``--version`` takes it (local time, seconds)."""
-    return datetime.fromtimestamp(ms / 1000).isoformat(timespec="seconds")
+    """An entry's archived_at as ``versions`` prints it and VERSION takes it
+    (UTC, to the second)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _relpath(path: str, live_root: os.PathLike[str]) -> str:

@@ -12,7 +12,7 @@ import select
 import shutil
 import sqlite3
 import subprocess
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,9 @@ def test_a_version_by_entry_id_and_by_time(site: Path) -> None:
     between = at((one["archived_at"] + two["archived_at"]) / 2)
     assert cat(site, f"u/v.jsonl@{between}").stdout == b"version one\n"
     assert cat(site, f"u/v.jsonl@{at(two['archived_at'] + 1000)}").stdout == b"version two\n"
+    utc = datetime.fromtimestamp((one["archived_at"] + two["archived_at"]) / 2000, UTC)
+    as_versions_prints = utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert cat(site, f"u/v.jsonl@{as_versions_prints}").stdout == b"version one\n"
     early = cat(site, f"u/v.jsonl@{at(one['archived_at'] - 60_000)}")
     assert early.returncode == 2 and early.stdout == b""
     assert b"no version of u/v.jsonl was archived at or before" in early.stderr

@@ -40,8 +40,9 @@ def cat(path: str, version: str | None, config: Path | None) -> None:
     """Print an archived file's bytes, without restoring it.
 
     PATH is relative to live_root (or absolute, inside it). VERSION is an entry
-    id (restore --list shows them) or a time, 2026-03-01T12:00:00 (local time;
-    a date alone is its midnight): the newest version archived at or before it.
+    id or a time as `coldkeep versions` prints them (2026-03-01T12:00:00Z, UTC;
+    without the Z local time; a date alone is its midnight): the newest version
+    archived at or before that time.
     Without one, the newest version. The whole argument is tried as a path
     first, so a name with '@' in it reads as it is; --version never splits it.
 
