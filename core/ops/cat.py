@@ -5,9 +5,9 @@ remote tier's copy), checked against the manifest's sha256 as they go.
 ``PATH[@VERSION]``: PATH relative to live_root (or absolute, inside it); VERSION
 an entry id, or a time (ISO 8601 as ``versions`` prints it, ``...Z`` for UTC;
 local without an offset: the newest version archived at or before it); none,
-the newest version (the one ``restore --path`` brings back). The whole argument is tried as a path first, so
-a name with ``@`` in it reads as it is; ``version`` (``--version``) takes the
-argument whole as the path.
+the newest version (the one ``restore --path`` brings back). The whole argument
+is tried as a path first, so a name with ``@`` in it reads as it is; ``version``
+(``--version``) takes the argument whole as the path.
 
 Invariants:
 - Read-only: no archive lock, the manifest opened read-only, nothing written in
