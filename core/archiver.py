@@ -9,6 +9,8 @@ and the scheduler.
     restore(sel, to)    files back from the archive (files/restore.py)
     find(pattern), versions(path)
                         archived versions looked up, read-only (files/find.py)
+    cat(path, version, out)
+                        one archived file's bytes to a stream, read-only (ops/cat.py)
     restore_events(…)   event rows back into live (events/restore.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship_plan(), ship(), verify_remote(…), rebuild_from_remote()
@@ -52,7 +54,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .base.cancel import CancelToken
 from .base.codec import Codec
@@ -89,6 +91,7 @@ from .files.restore import (
 )
 from .files.verify import VerifyReport, verify_entries
 from .ops import fleet, settle, tier
+from .ops.cat import CatResult, cat_file
 from .ops.expire import ExpirePlan, ExpireReport, expire_archive, expire_plan
 from .ops.passes import (
     EventsMoved,
@@ -256,6 +259,13 @@ class Archiver:
         """Every version of the archived file at ``path``, newest first (read-only,
         no lock)."""
         return await finding.versions(self.layout.manifest, path, self.settings.live_root)
+
+    async def cat(
+        self, path: str, version: str | None, out: BinaryIO, cancel: CancelToken | None = None
+    ) -> CatResult:
+        """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked as
+        they go; read-only, no lock (ops/cat.py)."""
+        return await cat_file(self.settings, path, version, out, cancel)
 
     async def _check_selection(self, selection: Selection) -> None:
         """A selection that names something, every id of it an entry's (read-only):

@@ -77,6 +77,7 @@ from .gzfile import (
     archive_file,
     restore_file,
 )
+from .reader import GzipAt
 
 LegacyOutcome = Literal["none", "removed", "kept"]
 # What step 7 did to the source: unlink_source's answer, or "unsettled" when it
@@ -295,11 +296,12 @@ class FileMover:
         grace_until: int | None = None,
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
-        fetched: Path | None = None,
+        at: GzipAt | None = None,
     ) -> RestoreResult:
         """Restore ``entry`` to ``target`` (already checked to be inside ``root``,
         every name on the way reached beneath it), from its gzip in the archive
-        or, ``fetched``, from that copy of it alone (read from the remote tier).
+        or from ``at`` (``reader.entry_gzip``: in place, or a copy read from the
+        remote tier).
         With ``grace_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then."""
         await self._clear_earlier_intents(target, root)
@@ -313,11 +315,11 @@ class FileMover:
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
         try:
             result = await restore_file(
-                fetched or self.layout.abs(entry.gz_path),
+                at.path if at else self.layout.abs(entry.gz_path),
                 target,
                 RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
                 root=root,
-                span=None if fetched else entry.span,
+                span=at.span if at else entry.span,
                 limiter=self.limiter,
                 cancel=cancel,
                 step=self.step,

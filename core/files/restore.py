@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ..base.beneath import Refused
 from ..base.cancel import CancelToken
@@ -46,21 +45,9 @@ from ..base.times import days_after
 from ..store.manifest import Entry, Manifest
 from .filemove import FileMover
 from .gzfile import Restored
+from .reader import RemoteCopies, entry_gzip
 
 RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error", "expired"]
-
-
-class RemoteCopies(Protocol):
-    """Where a gzip is read when its local copy is gone: the remote tier's reader
-    (``remote.fetch.RemoteReader``), handed in by whoever has a remote."""
-
-    async def source_of(self, entry: Entry) -> str | None:
-        """ "local", "remote", or None when neither holds ``entry``'s gzip."""
-        ...
-
-    def fetched(self, entry: Entry, cancel: CancelToken) -> AbstractAsyncContextManager[Path]:
-        """``entry``'s gzip alone in a scratch file, for the life of the block."""
-        ...
 
 
 class SelectionError(UsageError, ValueError):
@@ -301,19 +288,13 @@ async def _restore_one(
         mover.layout.abs(entry.gz_path)
     except UnsafePath as err:
         return result("refused", detail=f"entry {entry.id}: {err}")
-    source = "local" if remote is None else await remote.source_of(entry)
-    if source is None or (source == "local" and entry.status == "missing"):
-        return result("missing", detail=f"the gzip {entry.gz_path} is missing from the archive")
     try:
-        if source == "remote":
-            assert remote is not None
-            async with remote.fetched(entry, cancel) as gz:
-                done = await mover.restore(
-                    entry, target, root=root, grace_until=grace_until, cancel=cancel, fetched=gz
-                )
-        else:
+        async with entry_gzip(entry, mover.layout, remote, cancel) as at:
+            if at is None:
+                gone = f"the gzip {entry.gz_path} is missing from the archive"
+                return result("missing", detail=gone)
             done = await mover.restore(
-                entry, target, root=root, grace_until=grace_until, cancel=cancel
+                entry, target, root=root, grace_until=grace_until, cancel=cancel, at=at
             )
     except RemoteError as err:
         return result("error", str(target), str(err))

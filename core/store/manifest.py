@@ -570,8 +570,9 @@ class Manifest:
         )
 
     async def versions_of(self, relpath: str) -> list[Entry]:
-        """Every entry of one path, tombstones too, in id order."""
-        return await self._select("WHERE relpath = ?", [relpath])
+        """Every version of the file at ``relpath`` (tombstones too), by the
+        source's mtime then id: the newest last, as restore takes it."""
+        return await self._select("WHERE relpath = ?", (relpath,), order="mtime_ns, id")
 
     async def unknown_ids(self, ids: Sequence[int]) -> list[int]:
         """Those of ``ids`` that no entry has, in the order given."""

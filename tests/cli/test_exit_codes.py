@@ -169,6 +169,10 @@ def newer_manifest(site: Path) -> None:
         db.execute("PRAGMA user_version = 9999")
 
 
+def expired_all(site: Path) -> None:
+    ck(site, "expire", "--yes")
+
+
 def then(*steps: Setup) -> Setup:
     def run(site: Path) -> None:
         for step in steps:
@@ -272,6 +276,13 @@ CASES = [
     Case("versions", 2, ("versions", "nosuch.log"), says="no archived version of 'nosuch.log'"),
     Case("versions", 2, ("versions", "u1/a.jsonl"), site="fresh", says="no pass has run"),
     Case("versions", 2, ("versions", "/elsewhere/x"), says="not inside live_root"),
+    Case("cat", 0, ("cat", "unit-0001/part-05.jsonl"), says='"kind"', reads=True),
+    Case("cat", 1, ("cat", "unit-0001/part-05.jsonl"), setup=then(
+         edit("[files]", RETENTION + "[files]"), expired_all), says="expired on"),
+    Case("cat", 2, ("cat", "unit-0001/no-such.jsonl"), says="nothing is archived at",
+         reads=True),
+    Case("cat", 2, ("cat", "unit-0001/part-05.jsonl@2001-01-01"), says="no version of"),
+    Case("cat", 2, ("cat", "a.jsonl"), site="fresh", says="nothing is archived yet"),
     Case("restore-events", 0, ("restore-events", "--kind", "ci_completed"), says="restored"),
     Case("restore-events", 1, ("restore-events",), setup=a_conflict, says="conflict"),
     Case("restore-events", 2, ("restore-events",), setup=without("state_db"),

@@ -106,18 +106,19 @@ class Context:
         self._results.clear()
 
 
-def run_command(coro: Awaitable[int], ctx: Context) -> None:
+def run_command(coro: Awaitable[int], ctx: Context, *, progress: bool = True) -> None:
     """Run a command's coroutine with progress on stderr; map failures to exit codes.
     SIGINT / SIGTERM cancel gracefully at the next safe point. What the command
     emitted is printed after the progress display has closed (its bars erased,
-    its last line ended)."""
+    its last line ended). ``progress=False``: no display at all (a command whose
+    stdout is data bound for a pager on the same terminal)."""
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(coro)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, ctx.cancel.cancel, f"signal {sig.name}")
-        async with Reporter(ctx.stream, quiet=False):
+        async with Reporter(ctx.stream, quiet=not progress):
             return await task
 
     try:

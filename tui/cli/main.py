@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from .cat import cat
 from .console import console
 from .demo import demo
 from .doctor import doctor
@@ -53,7 +54,8 @@ def main(click_ctx: click.Context, config: Path | None, read_only: bool) -> None
         click_ctx.invoke(console, config=config, read_only=read_only)
 
 
-for _command in (console, status, plan, history, *COMMANDS, run, demo, doctor, hold, metrics):
+_ALL = (console, status, plan, history, *COMMANDS, cat, run, demo, doctor, hold, metrics)
+for _command in _ALL:
     main.add_command(_command)
 
 if __name__ == "__main__":

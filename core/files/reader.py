@@ -1,0 +1,135 @@
+"""An archived file's bytes read back: where its gzip can be read (a gzip of its
+own, its bundle member by offset, or the remote tier's copy fetched for the
+read), and those bytes inflated to a stream through sha256. ``restore`` places
+them in a file; ``cat`` sends them to its output.
+
+Invariants:
+- A local copy is read where it lies (a bundle member by its span: a seek, never
+  the tar's structure); a remote-only copy is fetched by ``RemoteCopies``: one
+  ranged GET of a bundle member, else the whole object, into a scratch file
+  under archive_root removed after the block. Nothing else is written.
+- ``stream_entry`` inflates in a worker thread, at most ``codec.CHUNK`` bytes at a
+  time, each written to the output and flushed as it comes: never the whole
+  file in memory, and the event loop never waits on the read or the output.
+- The verdict comes after the last byte: bytes already sent are not taken back,
+  so whoever must trust them checks ``Streamed.problem``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal, Protocol, cast
+
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import CorruptGzip, Digest, Span, inflate
+from ..base.layout import Layout
+from ..base.ratelimit import UNLIMITED, RateLimiter
+from ..store.manifest import Entry
+
+
+class RemoteCopies(Protocol):
+    """Where a gzip is read when its local copy is gone: the remote tier's reader
+    (``remote.fetch.RemoteReader``), handed in by whoever has a remote."""
+
+    async def source_of(self, entry: Entry) -> str | None:
+        """ "local", "remote", or None when neither holds ``entry``'s gzip."""
+        ...
+
+    def fetched(self, entry: Entry, cancel: CancelToken) -> AbstractAsyncContextManager[Path]:
+        """``entry``'s gzip alone in a scratch file, for the life of the block."""
+        ...
+
+
+@dataclass(frozen=True)
+class GzipAt:
+    """Where an entry's gzip is read: ``path`` (the archive's file, or a scratch
+    copy fetched from the remote tier), and the member's ``span`` in it when it
+    is a bundle read in place."""
+
+    path: Path
+    span: Span | None
+    source: Literal["local", "remote"]
+
+
+@asynccontextmanager
+async def entry_gzip(
+    entry: Entry, layout: Layout, remote: RemoteCopies | None, cancel: CancelToken
+) -> AsyncIterator[GzipAt | None]:
+    """``entry``'s gzip, readable for the life of the block; None when no copy
+    holds it (the local one gone or recorded missing, and no remote one). A
+    ``gz_path`` that would leave archive_root is ``UnsafePath``."""
+    source = "local" if remote is None else await remote.source_of(entry)
+    if source is None or (source == "local" and entry.status == "missing"):
+        yield None
+        return
+    if source == "remote":
+        assert remote is not None
+        async with remote.fetched(entry, cancel) as gz:
+            yield GzipAt(gz, None, "remote")
+        return
+    yield GzipAt(layout.abs(entry.gz_path), entry.span, "local")
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """What ``stream_entry`` sent: how many bytes, and ``problem`` (None when they
+    are exactly the archived file: its length and sha256)."""
+
+    bytes: int
+    problem: str | None = None
+
+
+class _Sink:
+    """The output, flushed after each piece (a pager or ``grep`` sees the bytes
+    as they come), counting what went out."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.sent = 0
+
+    def write(self, piece: bytes) -> int:
+        n = self.out.write(piece)
+        self.out.flush()
+        self.sent += len(piece)
+        return n
+
+
+def _short(d: Digest) -> str:
+    return f"{d.bytes} bytes / sha256 {d.sha256[:12]}…"
+
+
+def _stream(
+    at: GzipAt, expect: Digest, out: BinaryIO, limiter: RateLimiter, cancel: CancelToken
+) -> Streamed:
+    sink = _Sink(out)
+    try:
+        # Only ``write`` is called on ``out``: the sink is one.
+        got = inflate(
+            at.path, span=at.span, out=cast("BinaryIO", sink), limiter=limiter, cancel=cancel
+        )
+    except CorruptGzip as err:
+        return Streamed(sink.sent, f"{err} after {sink.sent} bytes")
+    if (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
+        return Streamed(
+            got.bytes, f"the bytes read were {_short(got)}, the manifest records {_short(expect)}"
+        )
+    return Streamed(got.bytes)
+
+
+async def stream_entry(
+    at: GzipAt,
+    expect: Digest,
+    out: BinaryIO,
+    *,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken | None = None,
+) -> Streamed:
+    """The bytes of the gzip ``at`` to ``out`` as they are inflated, checked
+    against ``expect`` (the entry's length and sha256) as they go. An error
+    writing ``out`` (``BrokenPipeError``: the reader left) or reading the gzip
+    raises; a gzip that is not valid, or gives other bytes, is ``problem``."""
+    cancel = cancel or CancelToken()
+    return await in_thread(cancel, _stream, at, expect, out, limiter, cancel)

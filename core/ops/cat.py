@@ -1,0 +1,191 @@
+"""``cat``: one archived file's bytes, any version of it, to a stream, without
+restoring it: read where they lie (a gzip, a bundle member by offset, or the
+remote tier's copy), checked against the manifest's sha256 as they go.
+
+``PATH[@VERSION]``: PATH relative to live_root (or absolute, inside it); VERSION
+an entry id, or a time (ISO 8601 as ``versions`` prints it, ``...Z`` for UTC;
+local without an offset: the newest version archived at or before it); none,
+the newest version (the one ``restore --path`` brings back). The whole argument
+is tried as a path first, so a name with ``@`` in it reads as it is; ``version``
+(``--version``) takes the argument whole as the path.
+
+Invariants:
+- Read-only: no archive lock, the manifest opened read-only, nothing written in
+  the archive or the live tree but a remote copy's scratch file (reader.py),
+  removed after the read. Scratch files a crash left are not cleared here: that
+  is for an operation holding the lock (another's could be in use).
+- An unknown path or version is a ``UsageError`` (exit 2), before any byte is
+  sent; an expired version says when, exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from ..base.cancel import CancelToken
+from ..base.codec import Digest
+from ..base.config import Settings
+from ..base.errors import ColdkeepError, UsageError
+from ..base.layout import Layout
+from ..base.ratelimit import RateLimiter
+from ..files.find import relative
+from ..files.reader import RemoteCopies, Streamed, entry_gzip, stream_entry
+from ..files.restore import expired_detail
+from ..remote.connect import connected
+from ..remote.fetch import RemoteReader
+from ..store.manifest import Entry, Manifest
+from ..store.remoteobjects import RemoteObjects
+
+
+class NotArchived(UsageError):
+    """No archived file or version has that name."""
+
+
+class Unreadable(ColdkeepError):
+    """The version exists but no copy of its bytes is left (expired, or its
+    gzip missing); the message says which and when."""
+
+
+@dataclass(frozen=True)
+class CatResult:
+    entry: Entry
+    streamed: Streamed
+
+    @property
+    def problem(self) -> str | None:
+        return self.streamed.problem
+
+
+def archived_time(ms: int) -> str:
+    """An entry's archived_at as ``versions`` prints it and VERSION takes it
+    (UTC, to the second)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(version: str) -> int | None:
+    """A VERSION that is a time, as ms since the epoch; None if it is not one."""
+    try:
+        when = datetime.fromisoformat(version)
+    except ValueError:
+        return None
+    return int(when.timestamp() * 1000)
+
+
+def _listed(versions: list[Entry]) -> str:
+    shown = [f"{e.id} ({archived_time(e.archived_at)})" for e in versions[-5:]]
+    more = f"{len(versions) - 5} older, " if len(versions) > 5 else ""
+    return f"its versions: {more}{', '.join(shown)}"
+
+
+def _version_of(relpath: str, versions: list[Entry], version: str) -> Entry:
+    """The version of ``relpath`` that ``version`` names: an entry id, or a time."""
+    if version.isdigit():
+        found = [e for e in versions if e.id == int(version)]
+        if found:
+            return found[0]
+        raise NotArchived(f"entry {version} is not a version of {relpath}; {_listed(versions)}")
+    at = _parse_time(version)
+    if at is None:
+        raise NotArchived(
+            f"version {version!r} of {relpath}: give an entry id or a time "
+            f"YYYY-MM-DDTHH:MM[:SS]; {_listed(versions)}"
+        )
+    before = [e for e in versions if e.archived_at <= at]
+    if not before:
+        raise NotArchived(
+            f"no version of {relpath} was archived at or before {version}; {_listed(versions)}"
+        )
+    return max(before, key=lambda e: (e.archived_at, e.id))
+
+
+async def pick_version(
+    manifest: Manifest, arg: str, version: str | None, live_root: os.PathLike[str]
+) -> Entry:
+    """The entry ``PATH[@VERSION]`` (or ``arg`` and ``version``) names."""
+    relpath = relative(arg, Path(live_root), "PATH")
+    versions = await manifest.versions_of(relpath)
+    if version is not None or versions:
+        if not versions:
+            raise _unknown(relpath)
+        return versions[-1] if version is None else _version_of(relpath, versions, version)
+    path, at, said = arg.rpartition("@")
+    if at and path and said:
+        relpath = relative(path, Path(live_root), "PATH")
+        versions = await manifest.versions_of(relpath)
+        if versions:
+            return _version_of(relpath, versions, said)
+    raise _unknown(relative(arg, Path(live_root), "PATH"))
+
+
+def _unknown(relpath: str) -> NotArchived:
+    return NotArchived(
+        f"nothing is archived at {relpath} (PATH is relative to live_root; "
+        "coldkeep restore --list --path GLOB lists archived paths)"
+    )
+
+
+async def _remote_needed(entry: Entry, manifest: Manifest, layout: Layout) -> bool:
+    """Whether only the remote tier can give ``entry``'s gzip: its local copy
+    dropped once shipped, or gone. Asked first, so that reading a local copy
+    never opens the store (an S3 client costs its import and its set-up)."""
+    obj = await RemoteObjects(manifest).get(entry.gz_path)
+    if obj is None:
+        return False
+    if not obj.local:
+        return True
+    present = await asyncio.to_thread(layout.abs(entry.gz_path).exists)
+    return not present or entry.status == "missing"
+
+
+@asynccontextmanager
+async def _remote(
+    settings: Settings, manifest: Manifest, entry: Entry
+) -> AsyncIterator[RemoteCopies | None]:
+    """The remote tier's copies, when a [remote] is configured and only it holds
+    ``entry``'s gzip; no scratch cleared (see the module's invariants)."""
+    remote = settings.remote
+    layout = Layout(settings.archive_root)
+    if remote is None or not await _remote_needed(entry, manifest, layout):
+        yield None
+        return
+    async with connected(remote) as store:
+        yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
+
+
+async def cat_file(
+    settings: Settings,
+    arg: str,
+    version: str | None,
+    out: BinaryIO,
+    cancel: CancelToken | None = None,
+) -> CatResult:
+    """The bytes of the version ``arg`` (and ``version``) names to ``out``, checked
+    as they go (``CatResult.problem``: not the archived bytes, said after them)."""
+    cancel = cancel or CancelToken()
+    layout = Layout(settings.archive_root)
+    manifest = await Manifest.open_existing(layout.manifest)
+    if manifest is None:
+        raise NotArchived("nothing is archived yet (no coldkeep.db): there is no file to read")
+    async with manifest:
+        entry = await pick_version(manifest, arg, version, settings.live_root)
+        if entry.status == "expired":
+            raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
+        async with (
+            _remote(settings, manifest, entry) as remote,
+            entry_gzip(entry, layout, remote, cancel) as at,
+        ):
+            if at is None:
+                raise Unreadable(
+                    f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is missing "
+                    "from the archive and no remote copy holds it"
+                )
+            expect = Digest(entry.bytes, entry.sha256)
+            streamed = await stream_entry(at, expect, out, cancel=cancel)
+    return CatResult(entry, streamed)

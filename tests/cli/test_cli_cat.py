@@ -1,0 +1,278 @@
+"""``coldkeep cat PATH[@VERSION]`` through the real CLI, on a real site: the
+bytes of a gzip, of a bundle member and of a remote-only copy, any version by
+id or by time, checked against the manifest's sha256 as they stream; a reader
+that leaves early, odd names, unknown paths and expired versions. Nothing is
+ever written in the archive or the live tree."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import sqlite3
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import COLDKEEP, DAY_NS, ck, entries, jsonl, sha
+from s3kit import S3Site
+
+ODD = (b"u/r\xe9sum\xe9.log", b"u/two\nlines.log", b"u/at@2.log")
+CONFIG = """live_root = "live"
+archive_root = "archive"
+mode = "on"
+[files]
+include = ["**"]
+min_age_days = 1
+[remote]
+url = "file:remote"
+site = "t"
+"""
+
+
+def _write(site: Path, rel: bytes, data: bytes) -> None:
+    path = os.fsencode(site / "live") + b"/" + rel
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    old = os.stat(path).st_mtime_ns - 30 * DAY_NS
+    os.utime(path, ns=(old, old))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site after two passes: a big file in a gzip of its own, small ones in a
+    bundle (odd names among them), and two versions of ``u/v.jsonl``."""
+    site = tmp_path_factory.mktemp("cat") / "site"
+    site.mkdir()
+    (site / "coldkeep.toml").write_text(CONFIG)
+    _write(site, b"u/big.jsonl", jsonl(24_000, seed=1))  # ~3 MiB: more than a pipe holds
+    for n in range(3):
+        _write(site, f"u/small-{n}.jsonl".encode(), jsonl(150, seed=10 + n))  # ~20 KiB
+    for raw in ODD:
+        _write(site, raw, b"data of " + raw + b"\n")
+    _write(site, b"u/v.jsonl", b"version one\n")
+    ck(site, "pass")
+    _write(site, b"u/v.jsonl", b"version two\n")
+    ck(site, "pass")
+    return site
+
+
+@pytest.fixture
+def site(template: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "site"
+    shutil.copytree(template, copy)
+    return copy
+
+
+def cat(site: Path, *args: bytes | str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*COLDKEEP, "cat", *args, "--config", str(site / "coldkeep.toml")],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _entry(site: Path, relpath: str) -> dict[str, Any]:
+    found = [e for e in entries(site) if e["relpath"] == relpath]
+    assert found, relpath
+    return found[-1]
+
+
+def _tree(root: Path) -> list[tuple[str, int, int]]:
+    """Every file with its size and mtime, every folder (a database opened to
+    read makes and removes its -wal and -shm beside it: not a write)."""
+    return sorted(
+        (
+            str(p.relative_to(root)),
+            *((p.lstat().st_size, p.lstat().st_mtime_ns) if p.is_file() else (0, 0)),
+        )
+        for p in root.rglob("*")
+        if not p.name.endswith(("-wal", "-shm"))
+    )
+
+
+def test_a_gzip_and_bundle_members_give_their_archived_bytes(site: Path) -> None:
+    before = _tree(site)
+    for relpath in ("u/big.jsonl", "u/small-0.jsonl", "u/small-2.jsonl"):
+        entry = _entry(site, relpath)
+        run = cat(site, relpath)
+        assert run.returncode == 0, run.stderr
+        assert run.stderr == b""
+        assert sha(run.stdout) == entry["sha256"] and len(run.stdout) == entry["bytes"]
+    assert _entry(site, "u/big.jsonl")["member_offset"] is None
+    assert _entry(site, "u/small-0.jsonl")["member_offset"] is not None, "a bundle member"
+    absolute = str(site / "live" / "u" / "small-1.jsonl")  # an absolute path inside live_root
+    assert sha(cat(site, absolute).stdout) == _entry(site, "u/small-1.jsonl")["sha256"]
+    assert _tree(site) == before, "nothing written"
+
+
+def test_a_version_by_entry_id_and_by_time(site: Path) -> None:
+    one, two = [e for e in entries(site) if e["relpath"] == "u/v.jsonl"]
+    assert cat(site, "u/v.jsonl").stdout == b"version two\n"
+    assert cat(site, f"u/v.jsonl@{one['id']}").stdout == b"version one\n"
+    assert cat(site, "u/v.jsonl", "--version", str(two["id"])).stdout == b"version two\n"
+
+    def at(ms: float) -> str:
+        return datetime.fromtimestamp(ms / 1000).isoformat(timespec="milliseconds")
+
+    between = at((one["archived_at"] + two["archived_at"]) / 2)
+    assert cat(site, f"u/v.jsonl@{between}").stdout == b"version one\n"
+    assert cat(site, f"u/v.jsonl@{at(two['archived_at'] + 1000)}").stdout == b"version two\n"
+    utc = datetime.fromtimestamp((one["archived_at"] + two["archived_at"]) / 2000, UTC)
+    as_versions_prints = utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert cat(site, f"u/v.jsonl@{as_versions_prints}").stdout == b"version one\n"
+    early = cat(site, f"u/v.jsonl@{at(one['archived_at'] - 60_000)}")
+    assert early.returncode == 2 and early.stdout == b""
+    assert b"no version of u/v.jsonl was archived at or before" in early.stderr
+    other = cat(site, f"u/v.jsonl@{_entry(site, 'u/big.jsonl')['id']}")
+    assert other.returncode == 2 and b"is not a version of u/v.jsonl" in other.stderr
+
+
+def test_odd_names_and_a_name_with_at(site: Path) -> None:
+    for raw in ODD:
+        run = cat(site, raw)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == b"data of " + raw + b"\n"
+    said = cat(site, b"u/nope\xe9\n.log")
+    assert said.returncode == 2
+    assert said.stderr.count(b"\n") == 1, "one line, the name's newline escaped"
+    assert b"nothing is archived at u/nope\\xe9\\n.log" in said.stderr
+
+
+def test_unknown_path_is_exit_2_with_one_line(site: Path) -> None:
+    run = cat(site, "u/no-such.jsonl")
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.count(b"\n") == 1
+    assert b"nothing is archived at u/no-such.jsonl" in run.stderr
+
+
+def test_a_reader_that_leaves_early_ends_it_quietly(site: Path) -> None:
+    command = " ".join(
+        [*map(str, COLDKEEP), "cat", "u/big.jsonl", "--config", str(site / "coldkeep.toml")]
+    )
+    run = subprocess.run(
+        ["bash", "-c", f'{command} 2>err | head -c 10; echo "${{PIPESTATUS[0]}}" >rc'],
+        cwd=site,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.stdout == jsonl(24_000, seed=1)[:10]
+    assert (site / "rc").read_text().strip() == "0"
+    assert (site / "err").read_bytes() == b"", "no traceback, nothing said"
+
+
+def test_a_corrupt_gzip_gives_its_bytes_then_one_line(site: Path) -> None:
+    entry = _entry(site, "u/big.jsonl")
+    gz = site / "archive" / entry["gz_path"]
+    data = bytearray(gz.read_bytes())
+    data[len(data) * 3 // 4] ^= 0x55
+    gz.write_bytes(bytes(data))
+    run = cat(site, "u/big.jsonl")
+    assert run.returncode == 1
+    assert len(run.stdout) > 0 and jsonl(24_000, seed=1).startswith(run.stdout[:100_000])
+    assert run.stderr.count(b"\n") == 1, run.stderr
+    assert b"u/big.jsonl (entry" in run.stderr and b"not the archived file" in run.stderr
+
+
+def test_bytes_that_do_not_match_the_manifest_are_said_after_them(site: Path) -> None:
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.execute("UPDATE entries SET sha256 = ? WHERE relpath = 'u/small-1.jsonl'", ["0" * 64])
+    run = cat(site, "u/small-1.jsonl")
+    assert run.returncode == 1
+    assert run.stdout == jsonl(150, seed=11), "every byte, then the verdict"
+    assert run.stderr.count(b"\n") == 1
+    assert b"the manifest records" in run.stderr and b"not the archived file" in run.stderr
+
+
+def test_a_remote_only_copy_is_read_from_its_member(site: Path) -> None:
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text() + "keep_local_days = 0\n")
+    ck(site, "ship")
+    member = _entry(site, "u/small-2.jsonl")
+    alone = _entry(site, "u/big.jsonl")
+    for dropped in (member, alone):
+        assert not (site / "archive" / dropped["gz_path"]).exists(), "local copy dropped"
+    remote_tar = site / "remote" / "t" / member["gz_path"]
+    # Every byte of the remote bundle but this member's span garbled: what cat
+    # gives right came from the member's range alone.
+    offset, length = member["member_offset"], member["member_length"]
+    data = bytearray(remote_tar.read_bytes())
+    data[:offset] = b"\xff" * offset
+    data[offset + length :] = b"\xff" * (len(data) - offset - length)
+    remote_tar.write_bytes(bytes(data))
+    before = _tree(site)
+    run = cat(site, "u/small-2.jsonl")
+    assert run.returncode == 0, run.stderr
+    assert sha(run.stdout) == member["sha256"]
+    whole = cat(site, "u/big.jsonl")  # a gzip of its own: the whole object
+    assert whole.returncode == 0, whole.stderr
+    assert sha(whole.stdout) == alone["sha256"]
+    assert _tree(site) == before, "no scratch file left, nothing written"
+
+
+def test_an_expired_version_says_when(site: Path) -> None:
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text().replace("[files]", "[retention]\nfiles_days = 1\n[files]"))
+    ck(site, "expire", "--yes")
+    run = cat(site, "u/small-0.jsonl")
+    assert run.returncode == 1 and run.stdout == b""
+    assert run.stderr.count(b"\n") == 1
+    assert b"u/small-0.jsonl (entry" in run.stderr and b"expired on " in run.stderr
+
+
+def test_nothing_is_drawn_on_a_terminal_stderr(site: Path) -> None:
+    """``cat x | less``: stderr is the terminal the pager draws on; no progress
+    display (nor its hidden cursor) may land there."""
+    master, slave = pty.openpty()
+    try:
+        run = subprocess.run(
+            [*COLDKEEP, "cat", "u/big.jsonl", "--config", str(site / "coldkeep.toml")],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            timeout=120,
+            check=False,
+        )
+        os.close(slave)
+        said = b""
+        while select.select([master], [], [], 0)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(master)
+    assert run.returncode == 0
+    assert sha(run.stdout) == _entry(site, "u/big.jsonl")["sha256"]
+    assert said == b"", said
+
+
+def test_a_remote_only_member_is_one_ranged_get_of_its_bytes(site: Path, s3: S3Site) -> None:
+    config = site / "coldkeep.toml"
+    config.write_text(
+        config.read_text().split("[remote]")[0]
+        + f'[remote]\nurl = "s3://{s3.bucket}/p"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "t"\nkeep_local_days = 0\n'
+    )
+    s3.proxy.reset_counts()
+    assert cat(site, "u/small-2.jsonl").returncode == 0
+    assert s3.proxy.exchanges == [], "a local copy is read without asking the store"
+    ck(site, "ship")
+    member = _entry(site, "u/small-2.jsonl")
+    assert not (site / "archive" / member["gz_path"]).exists(), "the local copy was dropped"
+    s3.proxy.reset_counts()
+    run = cat(site, "u/small-2.jsonl")
+    assert run.returncode == 0, run.stderr
+    assert sha(run.stdout) == member["sha256"]
+    reads = [x for x in s3.proxy.exchanges if x.path.endswith(member["gz_path"])]
+    assert len(reads) == 1 and reads[0].method == "GET", reads
+    assert reads[0].body_sent == member["member_length"], "the member's bytes, not the bundle's"

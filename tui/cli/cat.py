@@ -1,0 +1,79 @@
+"""``coldkeep cat PATH[@VERSION]``: one archived file's bytes on stdout, read
+where they lie and checked against the manifest's sha256 as they stream
+(core/ops/cat.py). A plain command, not a registry entry: its output is the
+file's bytes, not a result in words or JSON, and the console has no action for it.
+
+Stdout is written in binary, flushed at each chunk. A reader that leaves early
+(``| head``) ends it quietly, exit 0, as the Python docs recommend for a closed
+pipe: stdout pointed at /dev/null so the interpreter's last flush says nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
+
+from ..text.fmt import shown
+from .kit import command, ctx_for, run_command
+
+
+def _reader_left() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+@click.command()
+@click.argument("path", metavar="PATH[@VERSION]")
+@click.option(
+    "--version",
+    "version",
+    metavar="ID|TIME",
+    help="The version to read (PATH is then taken whole, '@' and all).",
+)
+@command(json_opt=False)
+def cat(path: str, version: str | None, config: Path | None) -> None:
+    """Print an archived file's bytes, without restoring it.
+
+    PATH is relative to live_root (or absolute, inside it). VERSION is an entry
+    id or a time as `coldkeep versions` prints them (2026-03-01T12:00:00Z, UTC;
+    without the Z local time; a date alone is its midnight): the newest version
+    archived at or before that time.
+    Without one, the newest version. The whole argument is tried as a path
+    first, so a name with '@' in it reads as it is; --version never splits it.
+
+    The bytes come from the file's gzip, its bundle member or the remote tier's
+    copy, checked against the manifest's sha256 as they stream: if they do not
+    match, one line on stderr after them says so, exit 1. Read-only: no lock,
+    nothing written. Unknown path or version: exit 2; an expired version: exit 1.
+
+    \b
+      coldkeep cat tenant-42/2026/03/app.jsonl | grep ERROR
+      coldkeep cat tenant-42/app.jsonl@1812 | jq .
+      coldkeep cat tenant-42/app.jsonl@2026-03-01 | less
+    """
+    ctx = ctx_for(config)
+    out = sys.stdout.buffer
+
+    async def go() -> int:
+        try:
+            result = await ctx.archiver().cat(path, version, out, ctx.cancel)
+        except BrokenPipeError:
+            _reader_left()
+            return EXIT_OK
+        if result.problem is not None:
+            said = f"{result.entry.relpath} (entry {result.entry.id}): {result.problem}"
+            click.echo(
+                f"coldkeep: cat: {shown(said)}: the bytes above are not the archived file "
+                "(coldkeep verify checks every gzip)",
+                err=True,
+            )
+            return EXIT_FAILED
+        return EXIT_OK
+
+    # No progress display: stderr is often the terminal a pager draws on.
+    run_command(go(), ctx, progress=False)
