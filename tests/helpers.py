@@ -52,6 +52,16 @@ class Roots:
         return path
 
 
+def write_raw(live: Path, raw: bytes, data: bytes, mtime_ns: int) -> None:
+    """A file under ``live`` by its raw relpath bytes (any byte but ``/`` and NUL in
+    a name), its folders made, its mtime set."""
+    path = os.fsencode(live) + b"/" + raw
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
 def jsonl(n_lines: int, seed: int = 0) -> bytes:
     """Realistic-looking event lines: compressible, not trivially so."""
     rnd = random.Random(seed)

@@ -36,6 +36,8 @@ from coldkeep.core.store.legalholds import active
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.tui.text.fmt import shown
 
+from helpers import write_raw
+
 LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 NS = 1_000_000_000
 MTIMES = [1_600_000_000 * NS + 123_456_789, -400 * 86_400 * NS + 987, -1, 86_400 * NS]
@@ -77,11 +79,7 @@ def glob_of(name: str) -> str:
 
 def write_tree(live: Path, tree: dict[bytes, tuple[bytes, int]]) -> None:
     for raw, (data, mtime) in tree.items():
-        path = os.fsencode(live) + b"/" + raw
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
-        os.utime(path, ns=(mtime, mtime))
+        write_raw(live, raw, data, mtime)
 
 
 def read_tree(root: Path) -> dict[bytes, tuple[bytes, int]]:

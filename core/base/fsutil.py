@@ -275,6 +275,18 @@ def unlink_if_present(path: Path, *, root: Path, durably: Site | None = None) ->
 UnlinkResult = Literal["removed", "gone", "changed"]
 
 
+def _still(fd: int, name: str, identity: FileIdentity) -> FileIdentity | Literal["gone", "changed"]:
+    """What ``name`` (in the directory ``fd``) is now, if it is still the regular
+    file ``identity`` describes; else why not."""
+    try:
+        now = FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return "gone"
+    if not identity.same_file(now) or not now.is_regular:
+        return "changed"
+    return now
+
+
 def unlink_if_identity(
     path: Path, identity: FileIdentity, *, root: Path, durably: Site | None
 ) -> UnlinkResult:
@@ -286,12 +298,9 @@ def unlink_if_identity(
     the directory cannot be swapped between them."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
-            try:
-                now = FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
-            except FileNotFoundError:
-                return "gone"
-            if not identity.same_file(now) or not now.is_regular:
-                return "changed"
+            now = _still(fd, name, identity)
+            if isinstance(now, str):
+                return now
             try:
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
@@ -332,12 +341,9 @@ def unlink_source(
     another process starts opening meanwhile goes back to its name."""
     try:
         with beneath.parent(root, path) as (fd, name), naming(path):
-            try:
-                now = FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
-            except FileNotFoundError:
-                return "gone"
-            if not identity.same_file(now) or not now.is_regular:
-                return "changed"
+            now = _still(fd, name, identity)
+            if isinstance(now, str):
+                return now
             leased = _lease_at(fd, name, now)
             if isinstance(leased, str):
                 return leased

@@ -12,13 +12,14 @@ import select
 import shutil
 import sqlite3
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import COLDKEEP, DAY_NS, ck, entries, jsonl, sha
+from helpers import COLDKEEP, DAY_NS, ck, entries, jsonl, sha, write_raw
 from s3kit import S3Site
 
 ODD = (b"u/r\xe9sum\xe9.log", b"u/two\nlines.log", b"u/at@2.log")
@@ -35,12 +36,7 @@ site = "t"
 
 
 def _write(site: Path, rel: bytes, data: bytes) -> None:
-    path = os.fsencode(site / "live") + b"/" + rel
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    old = os.stat(path).st_mtime_ns - 30 * DAY_NS
-    os.utime(path, ns=(old, old))
+    write_raw(site / "live", rel, data, time.time_ns() - 30 * DAY_NS)
 
 
 @pytest.fixture(scope="module")

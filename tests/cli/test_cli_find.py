@@ -8,23 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import DAY_NS, ck, ck_json
+from helpers import DAY_NS, ck, ck_json, write_raw
 
 ODD = [b"u2/two\nlines.log", b"u2/r\xe9sum\xe9.log"]
 
 
 def _write(site: Path, rel: bytes, data: bytes) -> None:
-    path = os.fsencode(site / "live") + b"/" + rel
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    old = os.stat(path).st_mtime_ns - 30 * DAY_NS
-    os.utime(path, ns=(old, old))
+    write_raw(site / "live", rel, data, time.time_ns() - 30 * DAY_NS)
 
 
 def _config(site: Path, extra: str = "") -> None:

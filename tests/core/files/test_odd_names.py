@@ -27,6 +27,8 @@ from coldkeep.core.files.restore import Selection
 from coldkeep.core.files.scan import scan_files
 from coldkeep.core.ops.passes import PassSummary
 
+from helpers import write_raw
+
 DAY_NS = 86_400 * 1_000_000_000
 PATH_MAX = os.pathconf("/", "PC_PATH_MAX")  # 4096 on Linux
 OLD_NS = 1_600_000_000_123_456_789  # 2020-09-13, to the ns
@@ -39,11 +41,7 @@ def make_site(base: Path, files: dict[bytes, tuple[bytes, int]], config: str = "
     live = site / "live"
     live.mkdir(parents=True)
     for raw, (data, mtime_ns) in files.items():
-        path = os.fsencode(live) + b"/" + raw
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
-        os.utime(path, ns=(mtime_ns, mtime_ns))
+        write_raw(live, raw, data, mtime_ns)
     (site / "coldkeep.toml").write_text(
         'live_root = "live"\narchive_root = "archive"\nmode = "on"\n'
         + (config or '[files]\ninclude = ["**"]\nmin_age_days = 1\nbundle_below = 1024\n')
