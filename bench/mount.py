@@ -38,6 +38,7 @@ from typing import Any
 
 PER_DIR = 100
 TIMEOUT = 60.0
+WIDTHS = (8, 8, 8, 10, 8)
 BACKENDS = ("mfusepy", "pyfuse3-trio", "pyfuse3-asyncio")
 
 
@@ -82,8 +83,17 @@ class Tree:
         else:
             mode, size, nlink = stat.S_IFREG | 0o444, self.size[ino], 1
         t = self.now
-        return {"st_mode": mode, "st_size": size, "st_nlink": nlink, "st_ino": ino,
-                "st_mtime": t, "st_atime": t, "st_ctime": t, "st_uid": 0, "st_gid": 0}
+        return {
+            "st_mode": mode,
+            "st_size": size,
+            "st_nlink": nlink,
+            "st_ino": ino,
+            "st_mtime": t,
+            "st_atime": t,
+            "st_ctime": t,
+            "st_uid": 0,
+            "st_gid": 0,
+        }
 
     def resolve(self, path: str) -> int | None:
         ino = 1
@@ -134,8 +144,15 @@ def serve_mfusepy(tree: Tree, mnt: str) -> None:
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
             return tree.read(fh, size, offset)
 
-    mfusepy.FUSE(Ops(), mnt, foreground=True, ro=True, fsname="benchmount",
-                 attr_timeout=TIMEOUT, entry_timeout=TIMEOUT)
+    mfusepy.FUSE(
+        Ops(),
+        mnt,
+        foreground=True,
+        ro=True,
+        fsname="benchmount",
+        attr_timeout=TIMEOUT,
+        entry_timeout=TIMEOUT,
+    )
 
 
 def serve_pyfuse3(tree: Tree, mnt: str, loop: str) -> None:
@@ -214,7 +231,11 @@ def available(backend: str) -> str | None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if out.returncode == 0:
         return None
-    hint = " (pip install pyfuse3: builds against libfuse3-dev + pkg-config)" if mod == "pyfuse3" else ""
+    hint = (
+        " (pip install pyfuse3: builds against libfuse3-dev + pkg-config)"
+        if mod == "pyfuse3"
+        else ""
+    )
     return f"{mod} is not importable{hint}"
 
 
@@ -238,7 +259,8 @@ def measure(backend: str, work: Path, data: Path, entries: int) -> dict[str, Any
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, __file__, "--serve", backend, str(mnt), str(data), str(entries)],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         while not os.path.ismount(mnt):
@@ -279,17 +301,24 @@ def main() -> None:
         subprocess.run(["cat", str(data)], stdout=subprocess.DEVNULL, check=True)
         disk_s, _ = _timed(f"cat {data} > /dev/null")
         disk = data.stat().st_size / 1e6 / disk_s
-        print(f"{args.entries:,} entries + one {args.big_mb} MiB file; "
-              f"cat of the file on disk (page cache): {disk:,.0f} MB/s")
-        print(f"{'binding':<16} {'ready s':>8} {'find s':>8} {'RSS MB':>8} {'read MB/s':>10} {'vs disk':>8}")
+        print(
+            f"{args.entries:,} entries + one {args.big_mb} MiB file; "
+            f"cat of the file on disk (page cache): {disk:,.0f} MB/s"
+        )
+        head = ("ready s", "find s", "RSS MB", "read MB/s", "vs disk")
+        print(
+            f"{'binding':<16} " + " ".join(f"{h:>{w}}" for h, w in zip(head, WIDTHS, strict=True))
+        )
         for backend in BACKENDS:
             why = available(backend)
             if why:
                 print(f"{backend:<16} skipped: {why}")
                 continue
             r = measure(backend, work, data, args.entries)
-            print(f"{backend:<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
-                  f"{r['read']:>10,.0f} {r['read'] / disk:>7.2f}x")
+            print(
+                f"{backend:<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
+                f"{r['read']:>10,.0f} {r['read'] / disk:>7.2f}x"
+            )
 
 
 if __name__ == "__main__":

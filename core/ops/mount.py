@@ -107,9 +107,16 @@ class Tree:
             mode = stat.S_IFREG | stat.S_IMODE(node.mode)
             size, nlink, mtime_ns = node.size, 1, node.mtime_ns
         # Times in integer ns (mfusepy's use_ns): a float loses the last digits.
-        return {"st_mode": mode, "st_size": size, "st_nlink": nlink, "st_mtime": mtime_ns,
-                "st_atime": mtime_ns, "st_ctime": mtime_ns, "st_uid": os.getuid(),
-                "st_gid": os.getgid()}
+        return {
+            "st_mode": mode,
+            "st_size": size,
+            "st_nlink": nlink,
+            "st_mtime": mtime_ns,
+            "st_atime": mtime_ns,
+            "st_ctime": mtime_ns,
+            "st_uid": os.getuid(),
+            "st_gid": os.getgid(),
+        }
 
     def listing(self, path: str) -> Iterator[tuple[str, dict[str, Any], int]]:
         for name, node in self.dirs[path.strip("/")].items():
@@ -181,8 +188,9 @@ class _Stream:
 class ArchiveFS:
     """The filesystem's operations, as mfusepy calls them (paths as ``str``)."""
 
-    def __init__(self, settings: Settings, tree: Tree, manifest: Manifest,
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, settings: Settings, tree: Tree, manifest: Manifest, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.layout = Layout(settings.archive_root)
         self.tree, self.manifest, self.loop = tree, manifest, loop
         self.handles: dict[int, tuple[File, _Stream]] = {}
@@ -216,23 +224,26 @@ class ArchiveFS:
         return stream
 
     async def _inflate(self, node: File, stream: _Stream) -> None:
-        problem: str | None = None
         try:
-            entry = await self.manifest.entry(node.id)
-            if entry is None:
-                raise OSError(errno.ENOENT, f"entry {node.id} is no longer in the manifest")
-            async with entry_gzip(entry, self.layout, None, stream.cancel) as at:
-                if at is None:
-                    raise OSError(errno.EIO, f"{entry.relpath}: no local copy of its gzip")
-                expect = Digest(entry.bytes, entry.sha256)
-                # Only write and flush are called on it: _Stream is one.
-                done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
-                problem = None if done.problem is None else f"{entry.relpath}: {done.problem}"
+            problem = await self._stream_to(node, stream)
         except _Closed:
             return
         except OSError as err:
             problem = f"entry {node.id}: {err}"
         stream.finish(problem)
+
+    async def _stream_to(self, node: File, stream: _Stream) -> str | None:
+        """The entry's bytes into ``stream``; what is wrong with them, or None."""
+        entry = await self.manifest.entry(node.id)
+        if entry is None:
+            return f"entry {node.id} is no longer in the manifest"
+        async with entry_gzip(entry, self.layout, None, stream.cancel) as at:
+            if at is None:
+                return f"{entry.relpath}: no local copy of its gzip (remote reads come later)"
+            expect = Digest(entry.bytes, entry.sha256)
+            # Only write and flush are called on it: _Stream is one.
+            done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
+        return None if done.problem is None else f"{entry.relpath}: {done.problem}"
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         node, stream = self.handles[fh]
@@ -264,7 +275,9 @@ def _loop_thread() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
 def serve(settings: Settings, mountpoint: Path) -> None:
     """Mount the archive at ``mountpoint`` and serve until it is unmounted
     (``fusermount3 -u``, Ctrl-C or SIGTERM: libfuse's handlers unmount)."""
-    import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    # Here, not at the top: importing mfusepy loads libfuse3 (and fails without
+    # it), which only the mount itself needs.
+    import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
 
     loop, thread = _loop_thread()
 
@@ -274,8 +287,9 @@ def serve(settings: Settings, mountpoint: Path) -> None:
 
     manifest, tree = asyncio.run_coroutine_threadsafe(opened(), loop).result()
     if tree.left_out:
-        log.warning("mount: %d archived paths left out (a '.', '..' or empty component)",
-                    tree.left_out)
+        log.warning(
+            "mount: %d archived paths left out (a '.', '..' or empty component)", tree.left_out
+        )
     fs = ArchiveFS(settings, tree, manifest, loop)
 
     class Kernel(mfusepy.Operations):  # type: ignore[misc]
@@ -287,8 +301,16 @@ def serve(settings: Settings, mountpoint: Path) -> None:
         release = staticmethod(fs.release)
 
     try:
-        mfusepy.FUSE(Kernel(), str(mountpoint), foreground=True, ro=True, fsname="coldkeep",
-                     subtype="coldkeep", attr_timeout=TIMEOUT, entry_timeout=TIMEOUT)
+        mfusepy.FUSE(
+            Kernel(),
+            str(mountpoint),
+            foreground=True,
+            ro=True,
+            fsname="coldkeep",
+            subtype="coldkeep",
+            attr_timeout=TIMEOUT,
+            entry_timeout=TIMEOUT,
+        )
     finally:
         asyncio.run_coroutine_threadsafe(manifest.close(), loop).result()
         loop.call_soon_threadsafe(loop.stop)

@@ -75,7 +75,8 @@ def mounted(site: Path, tmp_path: Path) -> Iterator[Path]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-c", SERVE, str(site / "coldkeep.toml"), str(mnt)],
-            stdout=out, stderr=subprocess.STDOUT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + 30
     try:
@@ -122,8 +123,8 @@ def test_writes_are_refused_and_the_archive_is_untouched(site: Path, mounted: Pa
     for attempt in (
         lambda: (mounted / "u" / "v.txt").open("ab"),
         lambda: (mounted / "u" / "new.txt").write_bytes(b"x"),
-        lambda: (mounted / "u" / "v.txt").unlink(),
-        lambda: (mounted / "u" / "dir").mkdir(),
+        (mounted / "u" / "v.txt").unlink,
+        (mounted / "u" / "dir").mkdir,
     ):
         with pytest.raises(OSError) as err:
             attempt()
