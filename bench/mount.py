@@ -279,12 +279,108 @@ def measure(backend: str, work: Path, data: Path, entries: int) -> dict[str, Any
     return {"ready": ready, "find": find_s, "rss": rss, "read": mb / read_s}
 
 
+CONFIG = """live_root = "live"
+archive_root = "archive"
+mode = "on"
+[files]
+include = ["**"]
+min_age_days = 1
+"""
+SERVE = (
+    "import sys; from pathlib import Path; "
+    "from coldkeep.core.base.config import load_settings; "
+    "from coldkeep.core.ops.mount import serve; "
+    "serve(load_settings(Path(sys.argv[1])), Path(sys.argv[2]))"
+)
+
+
+def coldkeep_site(work: Path, entries: int, big_mb: int) -> tuple[Path, Path]:
+    """A site whose ``big.jsonl`` (``big_mb`` MiB of log-like JSONL) went through
+    a real pass, and whose manifest then gets ``entries`` more rows (copies of
+    that entry at other paths, their gzips never read): the config and the gzip."""
+    import random
+    import sqlite3
+
+    site = work / "site"
+    (site / "live").mkdir(parents=True)
+    (site / "coldkeep.toml").write_text(CONFIG)
+    big = site / "live" / "big.jsonl"
+    rnd = random.Random(1)
+    with big.open("w") as f:
+        while f.tell() < big_mb << 20:
+            f.write(
+                "".join(
+                    f'{{"ts":{1_700_000_000 + i},"level":"info","user":{rnd.randrange(10**6)},'
+                    f'"msg":"request {rnd.randrange(10**9):x} served","ms":{rnd.random():.3f}}}\n'
+                    for i in range(10_000)
+                )
+            )
+    old = time.time_ns() - 30 * 86_400 * 10**9
+    os.utime(big, ns=(old, old))
+    ck = [sys.executable, "-m", "coldkeep.tui.cli.main"]
+    subprocess.run(
+        [*ck, "pass", "--config", str(site / "coldkeep.toml")], check=True, capture_output=True
+    )
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        cols = [r[1] for r in db.execute("PRAGMA table_info(entries)") if r[1] != "id"]
+        [gz] = [r[0] for r in db.execute("SELECT gz_path FROM entries")]
+        picked = ", ".join(
+            {
+                "relpath": "printf('many/d%05d/f%03d', n / 100, n % 100)",
+                "gz_path": "'synthetic/' || n",
+            }.get(c, c)
+            for c in cols
+        )
+        db.execute(
+            f"INSERT INTO entries ({', '.join(cols)}) "
+            f"WITH RECURSIVE seq(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq "
+            f"WHERE n + 1 < {entries}) SELECT {picked} FROM seq, entries WHERE entries.id = 1"
+        )
+    return site / "coldkeep.toml", site / "archive" / gz
+
+
+def measure_coldkeep(work: Path, entries: int, big_mb: int) -> dict[str, Any]:
+    """``coldkeep mount`` itself on a real manifest: the same rows, and the big
+    file's read beside ``gunzip -c`` of its gzip."""
+    config, gz = coldkeep_site(work, entries, big_mb)
+    mnt = work / "mnt-coldkeep"
+    mnt.mkdir()
+    log = (work / "coldkeep.log").open("w")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(config), str(mnt)], stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        while not os.path.ismount(mnt):
+            if proc.poll() is not None:
+                raise RuntimeError(f"coldkeep mount exited {proc.returncode}: see {log.name}")
+            time.sleep(0.002)
+        ready = time.perf_counter() - t0
+        find_s, count = _timed(f"find {mnt} -type f | wc -l")
+        assert int(count) == entries + 1, count
+        read_s, _ = _timed(f"cat {mnt}/big.jsonl > /dev/null")
+        rss = _hwm_mb(proc.pid)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
+        proc.wait(timeout=30)
+    gunzip_s, _ = _timed(f"gunzip -c {gz} > /dev/null")
+    mb = (big_mb << 20) / 1e6
+    return {
+        "ready": ready,
+        "find": find_s,
+        "rss": rss,
+        "read": mb / read_s,
+        "gunzip": mb / gunzip_s,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", nargs=4, metavar=("BACKEND", "MNT", "DATA", "N"))
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--big-mb", type=int, default=100)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-coldkeep", action="store_true", help="the bindings alone")
     args = ap.parse_args()
     if args.serve:
         b, mnt, data, n = args.serve
@@ -319,6 +415,14 @@ def main() -> None:
                 f"{backend:<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
                 f"{r['read']:>10,.0f} {r['read'] / disk:>7.2f}x"
             )
+        if args.no_coldkeep:
+            return
+        r = measure_coldkeep(work, args.entries, args.big_mb)
+        print(
+            f"{'coldkeep mount':<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
+            f"{r['read']:>10,.0f}  (gunzip -c of its gzip: {r['gunzip']:,.0f} MB/s, "
+            f"{r['read'] / r['gunzip']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":
