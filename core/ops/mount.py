@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import os
 import stat
@@ -286,6 +287,10 @@ def serve(settings: Settings, mountpoint: Path) -> None:
         return manifest, Tree.of(await manifest.newest_versions())
 
     manifest, tree = asyncio.run_coroutine_threadsafe(opened(), loop).result()
+    # The tree lives as long as the mount: out of the collector's sight, or each
+    # full collection (every few thousand getattr dicts) walks a million nodes.
+    gc.collect()
+    gc.freeze()
     if tree.left_out:
         log.warning(
             "mount: %d archived paths left out (a '.', '..' or empty component)", tree.left_out
