@@ -132,7 +132,8 @@ class _Stream:
     """One open file's bytes as they are inflated, for the readers of its handle
     (the inflate thread writes; FUSE threads read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size  # a read that reaches it waits for the verdict
         self.cond = threading.Condition()
         self.buf = bytearray()
         self.base = 0  # the offset of buf[0]
@@ -173,7 +174,9 @@ class _Stream:
                 return None
             self.furthest = max(self.furthest, offset + size)
             self.cond.notify_all()
-            while not self.done and self.base + len(self.buf) < offset + size:
+            while not self.done and (
+                self.base + len(self.buf) < offset + size or offset + size >= self.size
+            ):
                 self.cond.wait()
             end = self.base + len(self.buf)
             if self.done and self.problem is not None and offset + size >= end:
@@ -220,7 +223,7 @@ class ArchiveFS:
         return fh
 
     def _start(self, node: File) -> _Stream:
-        stream = _Stream()
+        stream = _Stream(node.size)
         self._on_loop(self._inflate(node, stream))
         return stream
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -131,3 +132,23 @@ def test_writes_are_refused_and_the_archive_is_untouched(site: Path, mounted: Pa
         assert err.value.errno == errno.EROFS
     after = {p: p.stat().st_mtime_ns for p in (site / "archive").rglob("*") if p.is_file()}
     assert after == before
+
+
+@pytest.fixture
+def tampered(site: Path) -> Path:
+    """The site with ``u/v.txt``'s newest version recorded under another sha256."""
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.execute(
+            "UPDATE entries SET sha256 = ? WHERE id = "
+            "(SELECT max(id) FROM entries WHERE relpath = 'u/v.txt')",
+            ["0" * 64],
+        )
+    return site
+
+
+def test_bytes_that_are_not_the_archived_file_fail_the_read(tampered: Path, mounted: Path) -> None:
+    with pytest.raises(OSError) as err:
+        (mounted / "u" / "v.txt").read_bytes()
+    assert err.value.errno == errno.EIO
+    # The other files still read.
+    assert (mounted / "u" / "at@2.log").read_bytes() == b"data of u/at@2.log\n"
