@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 WINDOW = 4 << 20  # inflated bytes held ahead of the furthest read
 KEEP = 4 << 20  # and behind it: the kernel's readahead reads a little out of order
 TIMEOUT = 60.0  # kernel cache of names and attributes: the tree never changes
+_LOOP_ENDED = 8  # fuse_main's status when its loop ended (a signal, or an error)
 T = TypeVar("T")
 
 
@@ -278,7 +279,8 @@ def _loop_thread() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
 
 def serve(settings: Settings, mountpoint: Path) -> None:
     """Mount the archive at ``mountpoint`` and serve until it is unmounted
-    (``fusermount3 -u``, Ctrl-C or SIGTERM: libfuse's handlers unmount)."""
+    (``fusermount3 -u``, Ctrl-C or SIGTERM: libfuse's handlers unmount); a
+    mount libfuse refuses raises ``RuntimeError``."""
     # Here, not at the top: importing mfusepy loads libfuse3 (and fails without
     # it), which only the mount itself needs.
     import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
@@ -319,6 +321,13 @@ def serve(settings: Settings, mountpoint: Path) -> None:
             attr_timeout=TIMEOUT,
             entry_timeout=TIMEOUT,
         )
+    except RuntimeError as err:
+        # libfuse's main returns 8 when its loop ends on SIGINT/SIGTERM (its own
+        # handlers, which unmount on the way out) and on a loop error, which
+        # libfuse has already printed: either way the mount is gone. Anything
+        # else (1: the mount refused) is the caller's to report.
+        if err.args != (_LOOP_ENDED,):
+            raise
     finally:
         asyncio.run_coroutine_threadsafe(manifest.close(), loop).result()
         loop.call_soon_threadsafe(loop.stop)

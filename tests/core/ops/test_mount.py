@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -66,7 +67,12 @@ def site(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def mounted(site: Path, tmp_path: Path) -> Iterator[Path]:
+def mounted(server: tuple[Path, subprocess.Popen[bytes]]) -> Path:
+    return server[0]
+
+
+@pytest.fixture
+def server(site: Path, tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(f"no FUSE mount here: {reason}")
@@ -85,7 +91,7 @@ def mounted(site: Path, tmp_path: Path) -> Iterator[Path]:
             assert proc.poll() is None, log.read_text(errors="replace")
             assert time.monotonic() < deadline, log.read_text(errors="replace")
             time.sleep(0.005)  # polling the mount with a deadline, not waiting blind
-        yield mnt
+        yield mnt, proc
     finally:
         _unmount(mnt)
         proc.wait(timeout=30)
@@ -152,3 +158,13 @@ def test_bytes_that_are_not_the_archived_file_fail_the_read(tampered: Path, moun
     assert err.value.errno == errno.EIO
     # The other files still read.
     assert (mounted / "u" / "at@2.log").read_bytes() == b"data of u/at@2.log\n"
+
+
+def test_sigterm_unmounts_and_the_server_exits(
+    server: tuple[Path, subprocess.Popen[bytes]],
+) -> None:
+    mnt, proc = server
+    assert (mnt / "u" / "v.txt").read_bytes() == b"version two\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert not os.path.ismount(mnt)
