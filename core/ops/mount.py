@@ -7,8 +7,9 @@ size, mtime and mode; its bytes inflated from its gzip or its bundle member by
 Threads: libfuse calls in on its own threads (mfusepy's multithreaded loop);
 the manifest and the reader live on one asyncio loop in a thread of its own,
 reached with ``run_coroutine_threadsafe``. An open file is one inflate from the
-start of its gzip (``_Stream``), at most ``WINDOW`` bytes ahead of the reader
-and ``KEEP`` behind it; a read before what is kept starts the inflate over.
+start of its gzip (``_Stream``), at most ``WINDOW`` bytes ahead of the furthest
+read and ``KEEP`` behind it; a read before what is kept starts the inflate over
+(random access is slow for now: seek points in the gzips are the way out).
 
 Invariants:
 - Read-only: the manifest opened read-only, no archive lock, nothing written
@@ -151,6 +152,11 @@ class _Stream:
             if self.closed:
                 raise _Closed
             self.buf += piece
+            # Held from KEEP behind the furthest read: a read far ahead never
+            # makes the buffer hold everything before it.
+            drop = max(0, min(len(self.buf), self.furthest - KEEP - self.base))
+            del self.buf[:drop]
+            self.base += drop
             self.cond.notify_all()
         return len(piece)
 
@@ -169,25 +175,22 @@ class _Stream:
         self.cancel.cancel("the file was released")
 
     def read(self, offset: int, size: int) -> bytes | None:
-        """``size`` bytes at ``offset``; None when they are no longer kept."""
+        """``size`` bytes at ``offset``; None when they are no longer kept (or
+        the stream was closed for a fresh one): the caller starts over."""
         with self.cond:
-            if offset < self.base:
-                return None
             self.furthest = max(self.furthest, offset + size)
             self.cond.notify_all()
-            while not self.done and (
-                self.base + len(self.buf) < offset + size or offset + size >= self.size
-            ):
+            while True:
+                if self.closed or offset < self.base:
+                    return None
+                end = self.base + len(self.buf)
+                if self.done or (end >= offset + size and offset + size < self.size):
+                    break
                 self.cond.wait()
-            end = self.base + len(self.buf)
-            if self.done and self.problem is not None and offset + size >= end:
+            if self.problem is not None and offset + size >= end:
                 log.error("mount: %s", self.problem)
                 raise OSError(errno.EIO, self.problem)
-            data = bytes(self.buf[offset - self.base : offset - self.base + size])
-            drop = max(0, offset - KEEP - self.base)
-            del self.buf[:drop]
-            self.base += drop
-            return data
+            return bytes(self.buf[offset - self.base : offset - self.base + size])
 
 
 class ArchiveFS:
@@ -253,14 +256,16 @@ class ArchiveFS:
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         node, stream = self.handles[fh]
         size = max(0, min(size, node.size - offset))
-        got = stream.read(offset, size)
-        if got is None:  # before what is kept: inflate again from the start
-            stream.close()
-            fresh = self._start(node)
+        while (got := stream.read(offset, size)) is None:
+            # Before what is kept: inflate again from the start (one fresh
+            # stream for the handle, whichever of its readers gets here first).
             with self.lock:
-                self.handles[fh] = (node, fresh)
-            got = fresh.read(offset, size)
-            assert got is not None
+                current = self.handles[fh][1]
+                if current is stream:
+                    stream.close()
+                    current = self._start(node)
+                    self.handles[fh] = (node, current)
+            stream = current
         return got
 
     def release(self, path: str, fh: int) -> int:

@@ -168,3 +168,16 @@ def test_sigterm_unmounts_and_the_server_exits(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert not os.path.ismount(mnt)
+
+
+def test_reads_out_of_order_give_the_right_bytes(mounted: Path) -> None:
+    """Backwards through a file bigger than what a handle keeps in memory: each
+    read before what is kept inflates again from the start."""
+    data = jsonl(60_000, seed=1)
+    step = 1 << 20
+    fd = os.open(mounted / "u" / "big.jsonl", os.O_RDONLY)
+    try:
+        for offset in [*range(len(data) - 1000, 0, -step), 0, len(data) // 2]:
+            assert os.pread(fd, 4096, offset) == data[offset : offset + 4096], offset
+    finally:
+        os.close(fd)
