@@ -574,6 +574,20 @@ class Manifest:
         source's mtime then id: the newest last, as restore takes it."""
         return await self._select("WHERE relpath = ?", (relpath,), order="mtime_ns, id")
 
+    async def newest_versions(self) -> list[tuple[int, str, int, int, int]]:
+        """(id, relpath, bytes, mtime_ns, mode) of the newest version of every
+        archived path that still has bytes somewhere (tombstones left out), by
+        the source's mtime then id as restore takes it; relpath order. Only these
+        columns: a mount holds one such row per path."""
+        rows = await self.rows(
+            "SELECT id, relpath, bytes, mtime_ns, mode FROM entries "
+            "WHERE status != 'expired' ORDER BY relpath, mtime_ns, id"
+        )
+        newest: dict[str, tuple[int, str, int, int, int]] = {}
+        for r in rows:
+            newest[r[1]] = (int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4]))
+        return list(newest.values())
+
     async def unknown_ids(self, ids: Sequence[int]) -> list[int]:
         """Those of ``ids`` that no entry has, in the order given."""
         rows = await self.rows(
