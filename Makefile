@@ -88,7 +88,12 @@ FSYNC_SITES ?=
 fsync-mutants: $(VENV)/.installed-dev fuse
 	$(BIN)/python tests/fsync_mutants.py $(FSYNC_SITES)
 
-bench: $(VENV)/.installed-dev
+# ratarmount is the read path's anchor, not a dependency: a venv of its own.
+bench/.ratarmount/bin/ratarmount:
+	$(PYTHON) -m venv bench/.ratarmount
+	bench/.ratarmount/bin/python -m pip install -q ratarmount
+
+bench: $(VENV)/.installed-dev bench/.ratarmount/bin/ratarmount
 	$(BIN)/python bench/run.py
 
 clean:

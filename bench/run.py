@@ -15,6 +15,10 @@ runnable alone:
                      time on a 1,000,000-entry manifest
   bench/remote.py    shipping to moto's S3 server vs a PUT per gzip (time and
                      requests); one file's remote restore (bytes transferred)
+  bench/readpath.py  reading without a restore: coldkeep mount vs ratarmount
+                     on a tar.gz of the same files and tar -xzf; sequential
+                     and 4 KiB random reads; find, versions and the mount at
+                     1,000,000 entries
 
 --quick runs everything small (under a minute); the numbers then say nothing
 about the targets, only that every row can be measured.
@@ -34,6 +38,7 @@ from pathlib import Path
 import console
 import events
 import files
+import readpath
 import remote
 from report import Row, print_table
 
@@ -72,7 +77,7 @@ def main() -> None:
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        for part in ("files", "events", "console", "remote"):
+        for part in ("files", "events", "console", "remote", "readpath"):
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
@@ -81,6 +86,11 @@ def main() -> None:
         rows += console.measure(work / "console", args.quick)
         shutil.rmtree(work / "console")
         rows += remote.measure(work / "remote", args.quick)
+        shutil.rmtree(work / "remote")
+        if Path("/dev/fuse").exists():
+            rows += readpath.measure(work / "readpath", args.quick)
+        else:
+            print("no /dev/fuse: the read path's rows are left out", flush=True)
     print(f"(measured in {time.perf_counter() - t0:.0f} s)\n", flush=True)
     print_table(rows)
 
