@@ -15,7 +15,8 @@ Two ways in:
 
 Invariants:
 - Memory is bounded: at most ``max_checkpoints`` inflater copies in all, about
-  ``CHECKPOINT_BYTES`` each. A gzip holding more than half of them keeps every
+  36 KiB each (zlib-ng's 32 KiB window and its state; bench/seek.py measures
+  it): 512 by default, ~18 MiB. A gzip holding more than half of them keeps every
   other one (its spacing doubles); past the bound, the gzips read least recently
   lose theirs. One read holds its ``length`` of output, one ``codec.CHUNK`` of
   inflated bytes and ``_IN_CHUNK`` of input beside it.
@@ -33,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -45,16 +47,14 @@ from zlib_ng import zlib_ng
 
 from ..base.codec import CHUNK, CorruptGzip, DamagedSeekPoints, Span, decode_points
 from ..base.ioerror import naming
+from ..store.manifest import Entry
 from .reader import GzipAt
 
 # Input read at a time: a 4 KiB read from a point needs a few KiB of deflate,
 # not a MiB.
 _IN_CHUNK = 64 << 10
-# One inflater copy: zlib's 32 KiB window and its ~7 KiB state (measured with
-# tracemalloc by bench/seek.py).
-CHECKPOINT_BYTES = 40 << 10
 DEFAULT_SPACING = 1 << 20
-DEFAULT_MAX_CHECKPOINTS = 512  # ~20 MiB
+DEFAULT_MAX_CHECKPOINTS = 512  # ~18 MiB
 _CODEC_ERRORS = cast("tuple[type[Exception], ...]", (isal_zlib.error, zlib_ng.error))
 
 
@@ -140,6 +140,13 @@ class _Collect:
         return end >= self.end
 
 
+@functools.lru_cache(maxsize=256)
+def _decoded(text: str) -> list[tuple[int, int]]:
+    """An open file's points, decoded once (a 1 GiB file has a thousand; every
+    read needs them). Never changed by a caller."""
+    return decode_points(text)
+
+
 def read_from_points(at: GzipAt, points: list[tuple[int, int]], offset: int, length: int) -> bytes:
     """The bytes ``[offset, offset + length)`` (fewer at the end of the data) of
     the gzip ``at``, inflated from the nearest of its seek ``points`` (decoded:
@@ -207,12 +214,17 @@ class SeekReader:
             raise ValueError(f"{at.path}: a read needs offset and length >= 0")
         if seek_points is not None:
             try:
-                points = decode_points(seek_points)
+                points = _decoded(seek_points)
             except DamagedSeekPoints:
                 points = []
             if points:
                 return read_from_points(at, points, offset, length)
         return self.read_via_checkpoints(at, offset, length)
+
+    def read_entry(self, at: GzipAt, entry: Entry, offset: int, length: int) -> bytes:
+        """``read`` of ``entry`` (whose gzip ``at`` is, as ``reader.entry_gzip``
+        gives it), from its recorded seek points."""
+        return self.read(at, offset, length, seek_points=entry.seek_points)
 
     def read_via_checkpoints(self, at: GzipAt, offset: int, length: int) -> bytes:
         """``read`` through the checkpoint cache alone."""

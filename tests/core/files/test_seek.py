@@ -5,10 +5,10 @@ threads at once; in bounded memory."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import os
 import random
-import sqlite3
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +22,7 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import Codec, CorruptGzip, Span, compress_fd, decode_points
 from coldkeep.core.files.reader import GzipAt
 from coldkeep.core.files.seek import SeekReader
+from coldkeep.core.store.manifest import Entry, Manifest
 
 from helpers import Roots, ck_json, jsonl
 
@@ -214,24 +215,24 @@ def test_a_pass_records_points_for_gzips_and_bundle_members(roots: Roots) -> Non
         roots.write(rel, data, age_days=20)
     (roots.base / "coldkeep.toml").write_text(CONFIG)
     ck_json(roots.base, "pass")
-    with sqlite3.connect(roots.archive / "coldkeep.db") as db:
-        rows = db.execute(
-            "SELECT relpath, gz_path, member_offset, member_length, seek_points FROM entries"
-        ).fetchall()
-    assert len(rows) == len(files)
+
+    async def recorded() -> list[Entry]:
+        async with await Manifest.open(roots.layout.manifest, readonly=True) as m:
+            return await m.entries()
+
+    found = asyncio.run(recorded())
+    assert len(found) == len(files)
     reader = SeekReader()
     rnd = random.Random(0)
     kinds = set()
-    for rel, gz_path, offset, length, points in rows:
-        data = files[rel]
-        assert (points is not None) == (len(data) > 1 << 20), rel
-        if points is None:
+    for entry in found:
+        data = files[entry.relpath]
+        assert (entry.seek_points is not None) == (len(data) > 1 << 20), entry.relpath
+        if entry.seek_points is None:
             continue
-        kinds.add(offset is not None)
-        span = None if offset is None else Span(offset, length)
-        at = GzipAt(roots.archive / gz_path, span, "local")
+        kinds.add(entry.span is not None)
+        at = GzipAt(roots.archive / entry.gz_path, entry.span, "local")
         for _ in range(20):
             start = rnd.randrange(len(data))
-            got = reader.read(at, start, 4096, seek_points=points)
-            assert got == data[start : start + 4096]
+            assert reader.read_entry(at, entry, start, 4096) == data[start : start + 4096]
     assert kinds == {True, False}, "a gzip of its own and a bundle member, both with points"
