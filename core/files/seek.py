@@ -14,11 +14,12 @@ Two ways in:
   start from the nearest copy at or before their offset.
 
 Invariants:
-- Memory is bounded: at most ``max_checkpoints`` inflater copies in all, about
-  36 KiB each (zlib-ng's 32 KiB window and its state; bench/seek.py measures
-  it): 512 by default, ~18 MiB. A gzip holding more than half of them keeps every
-  other one (its spacing doubles); past the bound, the gzips read least recently
-  lose theirs. One read holds its ``length`` of output, one ``codec.CHUNK`` of
+- Memory is bounded: at most ``max_checkpoints`` inflater copies in all once
+  a read ends, about 36 KiB each (zlib-ng's 32 KiB window and its state;
+  bench/seek.py measures it): 512 by default, ~18 MiB. A gzip never holds more
+  than half of them (past that it keeps every other one, its spacing doubled);
+  past the bound, the gzips read least recently lose theirs (walks under way in
+  other threads may hold half as many again until they end). One read holds its ``length`` of output, one ``codec.CHUNK`` of
   inflated bytes and ``_IN_CHUNK`` of input beside it.
 - A gzip's checkpoints are keyed by its identity (device, inode, size, mtime)
   and the member's offset: a gzip replaced under the same name starts afresh.
