@@ -19,8 +19,9 @@ Invariants:
   bench/seek.py measures it): 512 by default, ~18 MiB. A gzip never holds more
   than half of them (past that it keeps every other one, its spacing doubled);
   past the bound, the gzips read least recently lose theirs (walks under way in
-  other threads may hold half as many again until they end). One read holds its ``length`` of output, one ``codec.CHUNK`` of
-  inflated bytes and ``_IN_CHUNK`` of input beside it.
+  other threads may hold half as many again until they end). One read holds
+  its ``length`` of output, one ``codec.CHUNK`` of inflated bytes and
+  ``_IN_CHUNK`` of input beside it.
 - A gzip's checkpoints are keyed by its identity (device, inode, size, mtime)
   and the member's offset: a gzip replaced under the same name starts afresh.
 - Threads: a gzip's checkpoints grow under its own lock (one walk at a time);
