@@ -9,6 +9,13 @@ and the mode, so the archive can be rebuilt from its gzips alone. Inflating
 always uses the fastest inflater available (ISA-L), whatever engine wrote the
 file.
 
+New gzips carry seek points: the deflate stream is fully flushed
+(``Z_FULL_FLUSH``: byte-aligned, no back-reference across it) before each
+``Codec.seek_every`` bytes of input, still one standard gzip member. Each point
+is (uncompressed offset, compressed offset from the member's first byte); raw
+inflate started at the compressed offset gives the bytes from the uncompressed
+one. ``encode_points`` makes them the manifest's compact text.
+
 Invariants:
 - Each source byte is read once: the same 1 MiB chunk feeds sha256, CRC-32 and the
   compressor. Every read goes through the rate cap first.
@@ -23,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -51,6 +59,7 @@ _FEXTRA = 0x04
 _FNAME = 0x08
 _FCOMMENT = 0x10
 _OS_UNIX = 3
+_FULL_FLUSH = zlib.Z_FULL_FLUSH  # the same value in isal_zlib and zlib_ng
 
 Progress = Callable[[int], None]
 
@@ -79,10 +88,16 @@ _ENGINES = {"isal": isal_zlib, "zlib-ng": zlib_ng, "zlib": zlib}
 _CODEC_ERRORS = cast("tuple[type[Exception], ...]", (zlib.error, isal_zlib.error, zlib_ng.error))
 
 
+# A full flush every MiB of input: measured at 0.3 % in size on JSONL and logs,
+# and a random 4 KiB read then inflates at most 1 MiB (docs/performance.md).
+SEEK_EVERY = 1 << 20
+
+
 @dataclass(frozen=True)
 class Codec:
     engine: Engine = "isal"
     level: int = 1
+    seek_every: int = SEEK_EVERY  # input bytes between seek points; 0: none
 
     def compressobj(self) -> _Compressor:
         mod = _ENGINES[self.engine]
@@ -118,6 +133,7 @@ class Packed(Digest):
 
     gz_bytes: int
     prefix_sha256: str | None
+    seek_points: str | None = None  # encode_points of the gzip's points; None: none
 
 
 @dataclass(frozen=True)
@@ -227,12 +243,14 @@ def _compress_into(
     progress: Progress | None,
     src_path: Path | None,
     size_hint: int | None = None,
-) -> tuple[_Hashes, int]:
+) -> tuple[_Hashes, int, list[tuple[int, int]]]:
     """One standard gzip of the open file ``src_fd`` (from its current offset)
     written to ``out``: its hashes and the gzip's length. ``size_hint``: the
     source's size, when small, sizes the read buffer (a bundle's members are
-    many and small; a 1 MiB buffer zeroed for each cost more than its read)."""
+    many and small; a 1 MiB buffer zeroed for each cost more than its read).
+    Its seek points too (``Codec.seek_every``)."""
     hashes = _Hashes(prefix_bytes)
+    points: list[tuple[int, int]] = []
     crc = 0
     comp = codec.compressobj()
     n = out.write(gzip_header(name, mtime_ns, mode))
@@ -240,14 +258,41 @@ def _compress_into(
         buf = bytearray(CHUNK if size_hint is None else min(CHUNK, size_hint + 1))
         next_chunk = _read_chunks(src, limiter, cancel, buf, src_path)
         while (chunk := next_chunk()) is not None:
-            hashes.update(chunk)
             crc = isal_zlib.crc32(chunk, crc)
-            n += out.write(comp.compress(chunk))
+            n = _deflate(out, comp, chunk, hashes.n, n, codec.seek_every, points)
+            hashes.update(chunk)
             if progress is not None:
                 progress(hashes.n)
     n += out.write(comp.flush())
     n += out.write(struct.pack("<II", crc, hashes.n & 0xFFFFFFFF))
-    return hashes, n
+    return hashes, n, points
+
+
+def _deflate(
+    out: BinaryIO,
+    comp: _Compressor,
+    chunk: memoryview,
+    at: int,
+    n: int,
+    every: int,
+    points: list[tuple[int, int]],
+) -> int:
+    """``chunk`` (the source's bytes from ``at``) compressed to ``out``, the
+    stream fully flushed before each multiple of ``every`` that more input
+    follows (none after the last byte: a point there would serve no read), its
+    place added to ``points``. Returns the gzip's length so far (``n`` was)."""
+    if every <= 0:
+        return n + out.write(comp.compress(chunk))
+    start = 0
+    while start < len(chunk):
+        pos = at + start
+        if pos and pos % every == 0:
+            n += out.write(comp.flush(_FULL_FLUSH))
+            points.append((pos, n))
+        end = min(len(chunk), start + every - pos % every)
+        n += out.write(comp.compress(chunk[start:end]))
+        start = end
+    return n
 
 
 def compress_fd(
@@ -282,14 +327,16 @@ def compress_fd(
             else os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         )
         with os.fdopen(fd, "wb") as out:
-            hashes, gz_bytes = _compress_into(
+            hashes, gz_bytes, points = _compress_into(
                 out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec,
                 limiter=limiter, cancel=cancel, prefix_bytes=prefix_bytes,
                 progress=progress, src_path=src_path,
             )  # fmt: skip
             out.flush()
             fsync(out.fileno(), "gzip.partial")
-    return Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex())
+    return Packed(
+        hashes.n, hashes.sha.hexdigest(), gz_bytes, hashes.prefix_hex(), encode_points(points)
+    )
 
 
 def compress_to_bytes(
@@ -307,11 +354,12 @@ def compress_to_bytes(
     """One small file's standard gzip, in memory (a bundle member), and what
     was read."""
     out = io.BytesIO()
-    hashes, gz_bytes = _compress_into(
+    hashes, gz_bytes, points = _compress_into(
         out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec, limiter=limiter,
         cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path, size_hint=size_hint,
     )  # fmt: skip
-    return out.getvalue(), Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, None)
+    packed = Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, None, encode_points(points))
+    return out.getvalue(), packed
 
 
 def digest_fd(
@@ -449,3 +497,57 @@ def _zero_ended(f: BinaryIO, gz: Path, field: str) -> bytes:
         if len(raw) > _FIELD_MAX:
             raise CorruptGzip(f"{gz}: gzip {field} field does not end")
     return bytes(raw)
+
+
+class DamagedSeekPoints(ColdkeepError):
+    """An entry's recorded seek points cannot be read back."""
+
+
+def encode_points(points: list[tuple[int, int]]) -> str | None:
+    """Seek points as the manifest keeps them (None for none): base64 of
+    LEB128 varints, each point's (uncompressed, compressed) offset as the
+    difference from the one before (from (0, 0)): about 8 characters a point.
+    Text, not a BLOB: every BLOB in the manifest is a name (names.py)."""
+    if not points:
+        return None
+    raw = bytearray()
+    last_u = last_c = 0
+    for u, c in points:
+        _varint(raw, u - last_u)
+        _varint(raw, c - last_c)
+        last_u, last_c = u, c
+    return base64.b64encode(bytes(raw)).decode("ascii")
+
+
+def _varint(raw: bytearray, value: int) -> None:
+    while value >= 0x80:
+        raw.append(value & 0x7F | 0x80)
+        value >>= 7
+    raw.append(value)
+
+
+def decode_points(text: str) -> list[tuple[int, int]]:
+    """``encode_points`` undone; ``DamagedSeekPoints`` when ``text`` is not such
+    (both offsets must rise from one point to the next)."""
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError) as err:
+        raise DamagedSeekPoints(f"seek points {text[:40]!r}: not base64 ({err})") from err
+    values: list[int] = []
+    value = shift = 0
+    for byte in raw:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            values.append(value)
+            value = shift = 0
+    if shift or len(values) % 2 or not values:  # none is NULL, never ""
+        raise DamagedSeekPoints(f"seek points {text[:40]!r}: truncated")
+    points: list[tuple[int, int]] = []
+    u = c = 0
+    for du, dc in zip(values[::2], values[1::2], strict=True):
+        if du <= 0 or dc <= 0:
+            raise DamagedSeekPoints(f"seek points {text[:40]!r}: offsets do not rise")
+        u, c = u + du, c + dc
+        points.append((u, c))
+    return points

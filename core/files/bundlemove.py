@@ -289,4 +289,5 @@ class BundleMover:
             member_offset=m.span.offset,
             member_length=m.span.length,
             ctime_ns=None if changed else ident.ctime_ns,
+            seek_points=m.packed.seek_points,
         )

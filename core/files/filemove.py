@@ -285,6 +285,7 @@ class FileMover:
             mode=ok.identity.mode,
             archived_at=self.clock(),
             ctime_ns=ok.identity.ctime_ns,
+            seek_points=ok.seek_points,
         )
 
     async def restore(

@@ -136,6 +136,7 @@ class ArchiveOk:
     prefix_sha256: str | None
     identity: FileIdentity
     prefix: FileIdentity | None = None  # the plain file whose length prefix_sha256 covers
+    seek_points: str | None = None  # the gzip's (codec.encode_points)
 
 
 @dataclass(frozen=True)
@@ -405,8 +406,9 @@ def _archive(
         raise
     step("renamed", {**info, "dest": placed})
     return ArchiveOk(
-        placed, packed.bytes, packed.sha256, packed.gz_bytes, packed.prefix_sha256, ident, prefix
-    )
+        placed, packed.bytes, packed.sha256, packed.gz_bytes, packed.prefix_sha256, ident, prefix,
+        packed.seek_points,
+    )  # fmt: skip
 
 
 async def archive_file(

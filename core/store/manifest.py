@@ -78,6 +78,7 @@ class NewEntry:
     member_offset: int | None = None  # a bundle member: where its gzip lies in gz_path
     member_length: int | None = None
     ctime_ns: int | None = None  # the source's when archived (None: not recorded)
+    seek_points: str | None = None  # codec.encode_points of its gzip's (None: none)
 
     @property
     def span(self) -> Span | None:

@@ -347,6 +347,12 @@ MIGRATIONS: tuple[str, ...] = (
         times        INTEGER NOT NULL DEFAULT 1       -- passes that met it
     ) WITHOUT ROWID;
     """,
+    # 12: an entry's seek points (codec.encode_points: where raw inflate can start
+    # inside its gzip), written in the same row as the entry; NULL when its gzip
+    # has none past the start (a small file, or a gzip written before them).
+    """
+    ALTER TABLE entries ADD COLUMN seek_points TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

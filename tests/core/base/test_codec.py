@@ -4,16 +4,28 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shutil
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coldkeep.core.base.codec import CHUNK, Codec, read_gzip_header
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.codec import (
+    CHUNK,
+    Codec,
+    DamagedSeekPoints,
+    compress_fd,
+    decode_points,
+    encode_points,
+    read_gzip_header,
+)
 from coldkeep.core.base.fsutil import identity_of
 from coldkeep.core.files.gzfile import (
     ArchiveOk,
@@ -120,3 +132,47 @@ def test_an_older_coldkeeps_gzip_with_the_extra_field_still_reads(tmp_path: Path
     assert header.name == "f.jsonl"
     assert (header.mtime_ns, header.mode) == (src.stat().st_mtime_ns, src.stat().st_mode)
     assert gunzip(gz) == data
+
+
+@given(
+    steps=st.lists(st.tuples(st.integers(1, 2**40), st.integers(1, 2**36)), max_size=300),
+)
+def test_seek_points_come_back_from_their_text_as_they_were(steps: list[tuple[int, int]]) -> None:
+    points, u, c = [], 0, 0
+    for du, dc in steps:
+        u, c = u + du, c + dc
+        points.append((u, c))
+    text = encode_points(points)
+    assert (text is None) == (not points)
+    if text is not None:
+        assert text.isascii() and decode_points(text) == points
+        assert len(text) <= 16 * len(points)
+
+
+@pytest.mark.parametrize("damaged", ["", "!!", "gA==", "AQ==", "AAAA", "AQEBAA=="])
+def test_damaged_seek_points_are_said_so(damaged: str) -> None:
+    with pytest.raises(DamagedSeekPoints):
+        decode_points(damaged)
+
+
+def test_raw_inflate_from_each_seek_point_gives_the_bytes_from_there(tmp_path: Path) -> None:
+    """The compressed offset of a point is where a raw inflate can start (the
+    stream fully flushed there): each engine's."""
+    data = payload(3 * CHUNK + 7, 9, compressible=True)
+    for i, codec in enumerate(ENGINES):
+        base = tmp_path / str(i)
+        asyncio.run(round_trip(base, data, codec))
+        every = Codec().seek_every
+        src = base / "live" / "u" / "f.jsonl"
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            packed = compress_fd(fd, base / "again.gz", name=b"f.jsonl", mtime_ns=0, codec=codec,
+                                 cancel=CancelToken())  # fmt: skip
+        finally:
+            os.close(fd)
+        assert packed.seek_points is not None
+        points = decode_points(packed.seek_points)
+        assert [u for u, _ in points] == [every, 2 * every, 3 * every]
+        again = (base / "again.gz").read_bytes()
+        for u, c in points:
+            assert zlib.decompressobj(-15).decompress(again[c:], 10_000) == data[u : u + 10_000]

@@ -241,3 +241,29 @@ async def test_a_name_that_is_not_utf8_is_kept_as_its_bytes_and_comes_back(
     with sqlite3.connect(tmp_path / "m.db") as db:
         stored = dict(db.execute("SELECT relpath, typeof(relpath) FROM entries").fetchall())
     assert stored == {b"u/r\xe9sum\xe9.log": "blob", "u/résumé.log": "text"}
+
+
+async def test_an_older_manifest_gains_seek_points_and_keeps_its_entries(tmp_path: Path) -> None:
+    """The migration that adds seek points: entries written before it read back
+    unchanged with none (read through the checkpoint cache); new ones keep
+    theirs, in the entry's own row."""
+    path = tmp_path / "coldkeep.db"
+    before = next(n for n, script in enumerate(MIGRATIONS) if "seek_points" in script)
+    with sqlite3.connect(path) as db:
+        for script in MIGRATIONS[:before]:
+            db.executescript(script)
+        db.execute(f"PRAGMA user_version = {before}")
+        db.execute(
+            "INSERT INTO entries (unit, relpath, bytes, sha256, gz_path, gz_bytes, mtime_ns, "
+            "mode, archived_at) VALUES ('u', 'u/old.jsonl', 10, ?, 'files/u/old.jsonl.gz', "
+            "5, 1, 33188, 1000)",
+            ["a" * 64],
+        )
+    async with await Manifest.open(path) as m:
+        [old] = await m.entries()
+        assert (old.relpath, old.sha256, old.seek_points) == ("u/old.jsonl", "a" * 64, None)
+        new = await m.add_entry(entry(2, seek_points="gIBAqUc="))
+    async with await Manifest.open(path, readonly=True) as ro:
+        assert await ro.entry(new.id) == new
+        assert (await ro.entry(old.id)) == old
+        assert await ro.rows("PRAGMA user_version") == [(SCHEMA_VERSION,)]
