@@ -48,7 +48,7 @@ from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..files.reader import entry_gzip, stream_entry
 from ..store.manifest import Manifest
-from .mounttree import RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
+from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class ArchiveFS:
     def attrs(self, target: Target) -> dict[str, Any]:
         kind = target.kind
         if isinstance(kind, Dir):
-            mode, size, nlink, mtime_ns = stat.S_IFDIR | 0o555, 0, 2, self.made_ns
+            mode, size, nlink, mtime_ns = DIR_MODE, 0, 2, self.made_ns
         else:
             mode = stat.S_IFREG | stat.S_IMODE(kind.mode)
             size, nlink, mtime_ns = kind.size, 1, kind.mtime_ns
@@ -215,8 +215,9 @@ class ArchiveFS:
 
     def readdir(self, path: str, fh: int) -> Iterator[Any]:
         yield from (".", "..")
-        for name, target in self.view.names(path.strip("/")):
-            yield name, self.attrs(target), 0
+        # The mode alone: all a listing gives the kernel (mfusepy takes an int).
+        for name, mode in self.view.names(path.strip("/")):
+            yield name, mode, 0
 
     def open(self, path: str, flags: int) -> int:
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):

@@ -85,11 +85,19 @@ class Target(NamedTuple):
 
 
 FOLDER = Target(Dir())
+DIR_MODE = stat.S_IFDIR | 0o555
+
+
+def _file_mode(mode: int) -> int:
+    return stat.S_IFREG | stat.S_IMODE(mode)
+
+
+def _age(f: File) -> tuple[int, int]:
+    return f.mtime_ns, f.id
 
 
 def _newest_last(rows: list[Listed]) -> tuple[File, ...]:
-    files = [File(r[0], r[2], r[3], r[4], r[5]) for r in rows]
-    return tuple(sorted(files, key=lambda f: (f.mtime_ns, f.id)))
+    return tuple(sorted((File(r[0], r[2], r[3], r[4], r[5]) for r in rows), key=_age))
 
 
 def archived_name(at_ms: int) -> str:
@@ -165,19 +173,19 @@ class Catalog:
             return True
 
     def _read(self, rel: str) -> dict[str, Node]:
-        rows: dict[str, list[Listed]] = {}
-        folders: set[str] = set()
+        got: dict[str, Node] = {}
         with self._db() as db:
             for name, row in listing(db, rel + "/" if rel else ""):
+                was = got.get(name)
                 if name in _BAD:
                     self.left_out += 1
                 elif row is None:
-                    folders.add(name)
+                    got[name] = Node(True, was.versions if was is not None else ())
+                elif was is None:  # nearly every file: one version
+                    got[name] = Node(False, (File(row[0], row[2], row[3], row[4], row[5]),))
                 else:
-                    rows.setdefault(name, []).append(row)
-        got = {name: Node(name in folders, _newest_last(r)) for name, r in rows.items()}
-        for name in folders - got.keys():
-            got[name] = Node(True, ())
+                    more = (*was.versions, File(row[0], row[2], row[3], row[4], row[5]))
+                    got[name] = Node(was.folder, tuple(sorted(more, key=_age)))
         return got
 
     def folder(self, rel: str) -> dict[str, Node]:
@@ -344,10 +352,11 @@ class View:
             raise _enoent(rel)
         return Target(got)
 
-    def names(self, rel: str) -> Iterator[tuple[str, Target]]:
-        """The names in the folder ``rel`` with what each is (ENOTDIR, ENOENT
-        when ``rel`` is no folder)."""
-        if self.resolve(rel).kind != Dir():
+    def names(self, rel: str) -> Iterator[tuple[str, int]]:
+        """The names in the folder ``rel``, each with its ``st_mode`` (all a
+        listing needs: ``find`` takes the type from it); ENOTDIR, ENOENT when
+        ``rel`` is no folder."""
+        if not isinstance(self.resolve(rel).kind, Dir):
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), rel)
         top, _, rest = rel.partition("/")
         if top == VERSIONS:
@@ -358,19 +367,19 @@ class View:
         for name, node in names.items():
             if (rel == "" and name == VERSIONS) or name in live:
                 continue
-            yield name, FOLDER if node.folder else Target(node.versions[-1])
+            yield name, DIR_MODE if node.folder else _file_mode(node.versions[-1].mode)
         for name, got in live.items():
             if rel == "" and name == VERSIONS:
                 continue
             folder = got.folder or (name in names and names[name].folder)
-            yield name, FOLDER if folder else Target(got, f"{rel}/{name}" if rel else name)
+            yield name, DIR_MODE if folder else _file_mode(got.mode)
         if rel == "":
-            yield VERSIONS, FOLDER
+            yield VERSIONS, DIR_MODE
 
-    def _version_names(self, rel: str) -> Iterator[tuple[str, Target]]:
+    def _version_names(self, rel: str) -> Iterator[tuple[str, int]]:
         for name in self.catalog.folder(rel):
-            yield name, FOLDER
+            yield name, DIR_MODE
         node = self.catalog.node(rel) if rel else None
         if node is not None:
             for name, got in version_names(node.versions).items():
-                yield name, Target(got)
+                yield name, _file_mode(got.mode)

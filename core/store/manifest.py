@@ -219,11 +219,19 @@ def _ranges(prefix: str) -> Iterator[tuple[str | bytes, str | bytes | None, bool
     yield low, _bytes_after(low), False
 
 
-def _from(db: sqlite3.Connection, low: str | bytes, high: str | bytes | None) -> sqlite3.Cursor:
+def _from(
+    db: sqlite3.Connection, low: str | bytes, high: str | bytes | None, text: bool
+) -> sqlite3.Cursor:
+    """The rows from ``low`` to ``high``. In a TEXT range no name needs making
+    again: its rows skip the row factory (a mount lists a million)."""
     sql = f"{_LISTED} WHERE relpath >= ? AND status != 'expired'"
     if high is None:
-        return db.execute(sql + " ORDER BY relpath", [low])
-    return db.execute(sql + " AND relpath < ? ORDER BY relpath", [low, high])
+        cur = db.execute(sql + " ORDER BY relpath", [low])
+    else:
+        cur = db.execute(sql + " AND relpath < ? ORDER BY relpath", [low, high])
+    if text:
+        cur.row_factory = None
+    return cur
 
 
 def listing(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, Listed | None]]:
@@ -236,7 +244,7 @@ def listing(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, Listed |
     for start, high, text in _ranges(prefix):
         low: str | bytes | None = start
         while low is not None:
-            cur = _from(db, low, high)
+            cur = _from(db, low, high, text)
             jump: str | bytes | None = None
             for row in cur:
                 name, slash, _ = row[1][len(prefix) :].partition("/")
@@ -257,8 +265,8 @@ def versions_at(db: sqlite3.Connection, relpath: str) -> tuple[list[Listed], boo
         f"{_LISTED} WHERE relpath = ? AND status != 'expired' ORDER BY id", [to_db(relpath)]
     ).fetchall()
     folder = False
-    for low, high, _ in _ranges(relpath + "/"):
-        cur = _from(db, low, high)
+    for low, high, text in _ranges(relpath + "/"):
+        cur = _from(db, low, high, text)
         folder = cur.fetchone() is not None
         cur.close()
         if folder:
