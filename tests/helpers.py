@@ -267,7 +267,7 @@ def mounting(site: Path, mnt: Path, *args: str) -> Iterator[subprocess.Popen[byt
     when the mount is made (polled, with a deadline) until the block ends
     (then unmounted, and the process waited for). Skips, with the reason, where
     this machine cannot mount."""
-    from faultfs.mount import _unmount, unavailable_reason  # noqa: PLC0415
+    from faultfs.mount import _unmount, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

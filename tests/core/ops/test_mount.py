@@ -187,7 +187,7 @@ def test_a_pass_during_the_mount_shows_within_a_bounded_time(site: Path, mounted
     _write(site, b"u/later.log", b"archived while mounted\n")
     _write(site, b"u/v.txt", b"version three\n")
     ck(site, "pass")
-    eventually(lambda: (mounted / "u" / "later.log").exists())
+    eventually((mounted / "u" / "later.log").exists)
     assert (mounted / "u" / "later.log").read_bytes() == b"archived while mounted\n"
     eventually(lambda: (mounted / "u" / "v.txt").read_bytes() == b"version three\n")
     eventually(lambda: len(os.listdir(mounted / ".versions" / "u" / "v.txt")) == 3)
