@@ -351,17 +351,17 @@ def serve(
     is ``UsageError``, a machine without FUSE ``MountError``, a mount libfuse
     refuses ``RuntimeError``."""
     check_mountpoint(mountpoint)
-    problem = fuse_problem()
-    if problem is not None:
-        raise MountError(f"cannot mount {mountpoint}: {problem}")
-    # Here, not at the top: importing mfusepy loads libfuse3 (and fails without
-    # it), which only the mount itself needs.
-    import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
-
     loop, thread = _loop_thread()
     try:
         manifest, view = _opened(settings, mountpoint, with_live, loop)
         try:
+            problem = fuse_problem()
+            if problem is not None:
+                raise MountError(f"cannot mount {mountpoint}: {problem}")
+            # Here, not at the top: importing mfusepy loads libfuse3 (and fails
+            # without it), which only the mount itself needs.
+            import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
+
             _run(mfusepy, ArchiveFS(settings, view, manifest, loop), mountpoint, ready)
         finally:
             view.catalog.close()
