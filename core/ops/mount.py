@@ -309,14 +309,17 @@ def fuse_problem() -> str | None:
             "/dev/fuse does not exist: load the fuse module (modprobe fuse), or in a "
             "container pass the device (--device /dev/fuse --cap-add SYS_ADMIN)"
         )
+    if ctypes.util.find_library("fuse3") is None:
+        return "libfuse3 is not installed (apt-get install fuse3; dnf install fuse3)"
+    if os.geteuid() != 0:
+        # A user's mount is made by the setuid fusermount3, which opens /dev/fuse.
+        if shutil.which("fusermount3") is None:
+            return "fusermount3 is not installed (apt-get install fuse3; dnf install fuse3)"
+        return None
     try:
         os.close(os.open("/dev/fuse", os.O_RDWR))
     except OSError as err:
         return f"cannot open /dev/fuse: {err.strerror}"
-    if ctypes.util.find_library("fuse3") is None:
-        return "libfuse3 is not installed (apt-get install fuse3; dnf install fuse3)"
-    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
-        return "fusermount3 is not installed (apt-get install fuse3; dnf install fuse3)"
     return None
 
 
