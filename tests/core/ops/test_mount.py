@@ -259,3 +259,14 @@ def test_a_copy_only_the_remote_tier_holds_is_eio_and_says_so(site: Path, tmp_pa
         assert (mnt / "u" / "v.txt").read_bytes() == b"version two\n"
     said = (tmp_path / "mnt.log").read_text()
     assert "no local copy of its gzip" in said and "coldkeep cat reads it" in said
+
+
+def test_what_retention_deletes_during_the_mount_vanishes(site: Path, mounted: Path) -> None:
+    assert (mounted / "u" / "big.jsonl").exists()
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text().replace("[files]", "[retention]\nfiles_days = 1\n[files]"))
+    ck(site, "expire", "--yes")
+    assert all(e["status"] == "expired" for e in entries(site))
+    eventually(lambda: not (mounted / "u" / "big.jsonl").exists())
+    eventually(lambda: os.listdir(mounted) == [".versions"])
+    assert os.listdir(mounted / ".versions") == []
