@@ -86,6 +86,7 @@ class Target(NamedTuple):
 
 FOLDER = Target(Dir())
 DIR_MODE = stat.S_IFDIR | 0o555
+_REG = stat.S_IFREG
 
 
 def _file_mode(mode: int) -> int:
@@ -363,6 +364,10 @@ class View:
             yield from self._version_names(rest)
             return
         names = self.catalog.folder(rel)
+        if self.live is None and rel:  # nearly every listing: the archive's names alone
+            for name, node in names.items():
+                yield name, DIR_MODE if node.folder else _REG | (node.versions[-1].mode & 0o7777)
+            return
         live = self.live.folder(rel) if self.live is not None else {}
         for name, node in names.items():
             if (rel == "" and name == VERSIONS) or name in live:

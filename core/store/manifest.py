@@ -202,9 +202,10 @@ def read_entries(
         yield rows
 
 
-# A version as the mount lists it: (id, relpath, bytes, mtime_ns, mode, archived_at).
+# A version as the mount lists it: (id, its relpath past the folder's, bytes,
+# mtime_ns, mode, archived_at).
 Listed = tuple[int, str, int, int, int, int]
-_LISTED = "SELECT id, relpath, bytes, mtime_ns, mode, archived_at FROM entries"
+_LISTED = "SELECT id, substr(relpath, ?), bytes, mtime_ns, mode, archived_at FROM entries"
 
 
 def _ranges(prefix: str) -> Iterator[tuple[str | bytes, str | bytes | None, bool]]:
@@ -220,15 +221,16 @@ def _ranges(prefix: str) -> Iterator[tuple[str | bytes, str | bytes | None, bool
 
 
 def _from(
-    db: sqlite3.Connection, low: str | bytes, high: str | bytes | None, text: bool
+    db: sqlite3.Connection, skip: int, low: str | bytes, high: str | bytes | None, text: bool
 ) -> sqlite3.Cursor:
-    """The rows from ``low`` to ``high``. In a TEXT range no name needs making
-    again: its rows skip the row factory (a mount lists a million)."""
+    """The rows from ``low`` to ``high``, each relpath without its first ``skip``
+    characters (bytes, for a BLOB). In a TEXT range no name needs making again:
+    its rows skip the row factory (a mount lists a million)."""
     sql = f"{_LISTED} WHERE relpath >= ? AND status != 'expired'"
     if high is None:
-        cur = db.execute(sql + " ORDER BY relpath", [low])
+        cur = db.execute(sql + " ORDER BY relpath", [skip + 1, low])
     else:
-        cur = db.execute(sql + " AND relpath < ? ORDER BY relpath", [low, high])
+        cur = db.execute(sql + " AND relpath < ? ORDER BY relpath", [skip + 1, low, high])
     if text:
         cur.row_factory = None
     return cur
@@ -242,18 +244,20 @@ def listing(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, Listed |
     whatever lies under it: the scan jumps past it (every name under ``d/``
     sorts below ``d0``, "0" being the character after "/")."""
     for start, high, text in _ranges(prefix):
+        skip = len(prefix) if text else len(os.fsencode(prefix))
         low: str | bytes | None = start
         while low is not None:
-            cur = _from(db, low, high, text)
+            cur = _from(db, skip, low, high, text)
             jump: str | bytes | None = None
             for row in cur:
-                name, slash, _ = row[1][len(prefix) :].partition("/")
-                if slash:
+                rest = row[1]
+                if "/" in rest:
+                    name = rest[: rest.index("/")]
                     yield name, None
                     below = prefix + name
                     jump = below + "0" if text else os.fsencode(below) + b"0"
                     break
-                yield name, row
+                yield rest, row
             cur.close()
             low = jump
 
@@ -262,11 +266,12 @@ def versions_at(db: sqlite3.Connection, relpath: str) -> tuple[list[Listed], boo
     """Every version of the file at ``relpath`` (tombstones left out), by id,
     and whether any name lies under ``relpath/`` (a folder there too)."""
     rows = db.execute(
-        f"{_LISTED} WHERE relpath = ? AND status != 'expired' ORDER BY id", [to_db(relpath)]
+        f"{_LISTED} WHERE relpath = ? AND status != 'expired' ORDER BY id", [1, to_db(relpath)]
     ).fetchall()
     folder = False
-    for low, high, text in _ranges(relpath + "/"):
-        cur = _from(db, low, high, text)
+    under = relpath + "/"
+    for low, high, text in _ranges(under):
+        cur = _from(db, len(under) if text else len(os.fsencode(under)), low, high, text)
         folder = cur.fetchone() is not None
         cur.close()
         if folder:
