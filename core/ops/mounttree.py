@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import queue
 import sqlite3
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..store.manifest import Listed, connect_readonly, data_version, listing, versions_at
+
+log = logging.getLogger(__name__)
 
 VERSIONS = ".versions"
 RECHECK = 1.0  # seconds between two looks at the manifest (and live folders' life)
@@ -135,7 +138,7 @@ class Catalog:
         self.watch = connect_readonly(manifest)
         self.version = data_version(self.watch)
         self.checked = time.monotonic()
-        self.left_out = 0
+        self.left_out = False  # said once: a name that cannot be shown
 
     def close(self) -> None:
         self.watch.close()
@@ -179,7 +182,7 @@ class Catalog:
             for name, row in listing(db, rel + "/" if rel else ""):
                 was = got.get(name)
                 if name in _BAD:
-                    self.left_out += 1
+                    self._leave_out(rel)
                 elif row is None:
                     got[name] = Node(True, was.versions if was is not None else ())
                 elif was is None:  # nearly every file: one version
@@ -188,6 +191,15 @@ class Catalog:
                     more = (*was.versions, File(row[0], row[2], row[3], row[4], row[5]))
                     got[name] = Node(was.folder, tuple(sorted(more, key=_age)))
         return got
+
+    def _leave_out(self, rel: str) -> None:
+        if not self.left_out:
+            self.left_out = True
+            log.warning(
+                "mount: archived paths with an empty, '.' or '..' component are not shown "
+                "(the first under %r; coldkeep find lists them)",
+                rel or "/",
+            )
 
     def folder(self, rel: str) -> dict[str, Node]:
         """The names right under the folder ``rel`` ("" for the top); empty for

@@ -270,3 +270,11 @@ def test_what_retention_deletes_during_the_mount_vanishes(site: Path, mounted: P
     eventually(lambda: not (mounted / "u" / "big.jsonl").exists())
     eventually(lambda: os.listdir(mounted) == [".versions"])
     assert os.listdir(mounted / ".versions") == []
+
+
+def test_a_mountpoint_inside_live_root_is_not_shown_inside_itself(site: Path) -> None:
+    mnt = site / "live" / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt, "--with-live"):
+        assert "mnt" not in os.listdir(mnt)
+        assert "u" in os.listdir(mnt)

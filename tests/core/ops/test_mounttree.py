@@ -12,6 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -121,11 +122,15 @@ def test_the_newest_version_is_the_newest_mtime_then_id_and_names_are_unique(
     catalog.close()
 
 
-def test_bad_components_are_never_shown(tmp_path: Path) -> None:
+def test_bad_components_are_never_shown(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = _manifest(tmp_path)
     _fill(path, [(b"a/../x", False), (b"a//y", False), (b"a/./z", False), (b"a/ok", False)])
     catalog = Catalog(path)
     assert set(catalog.folder("a")) == {"ok"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "mount: archived paths with an empty, '.' or '..' component are not shown "
+        "(the first under 'a'; coldkeep find lists them)"
+    ]
     assert catalog.node("a/..") is None and catalog.node("a/.") is None
     catalog.close()
 
