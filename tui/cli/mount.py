@@ -39,7 +39,7 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
 
     DIR must be an empty folder. Stop with Ctrl-C, SIGTERM or
     `fusermount3 -u DIR` (exit 0). Needs /dev/fuse and libfuse3 (apt-get
-    install fuse3); works as root or as a user.
+    install fuse3); run as a user, fusermount3 makes the mount.
 
     \b
       coldkeep mount /mnt/cold &
