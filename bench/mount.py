@@ -339,24 +339,50 @@ def coldkeep_site(work: Path, entries: int, big_mb: int) -> tuple[Path, Path]:
     return site / "coldkeep.toml", site / "archive" / gz
 
 
-def measure_coldkeep(work: Path, entries: int, big_mb: int) -> dict[str, Any]:
-    """``coldkeep mount`` itself on a real manifest: the same rows, and the big
-    file's read beside ``gunzip -c`` of its gzip."""
-    config, gz = coldkeep_site(work, entries, big_mb)
-    mnt = work / "mnt-coldkeep"
+SERVE_FILE = (
+    "import sys, importlib.util, coldkeep.core.ops; from pathlib import Path; "
+    "from coldkeep.core.base.config import load_settings; "
+    "spec = importlib.util.spec_from_file_location('coldkeep.core.ops.mount_then', sys.argv[3]); "
+    "mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; "
+    "spec.loader.exec_module(mod); "
+    "mod.serve(load_settings(Path(sys.argv[1])), Path(sys.argv[2]))"
+)
+
+
+def mount_then(work: Path, rev: str) -> Path:
+    """core/ops/mount.py as it was at git ``rev``, to serve beside today's."""
+    src = subprocess.run(
+        ["git", "show", f"{rev}:core/ops/mount.py"],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        check=True,
+    ).stdout
+    path = work / "mount_then.py"
+    path.write_bytes(src)
+    return path
+
+
+def measure_coldkeep(
+    work: Path, config: Path, gz: Path, entries: int, big_mb: int, then: Path | None = None
+) -> dict[str, Any]:
+    """``coldkeep mount`` itself on a real manifest (or, with ``then``, that
+    file's ``serve``): the same rows, and the big file's read beside
+    ``gunzip -c`` of its gzip."""
+    mnt = work / f"mnt-coldkeep{'-then' if then else ''}"
     mnt.mkdir()
-    log = (work / "coldkeep.log").open("w")
+    log = (work / f"coldkeep{'-then' if then else ''}.log").open("w")
+    args = ["-c", SERVE_FILE, str(config), str(mnt), str(then)] if then else ["-c", SERVE]
+    if not then:
+        args += [str(config), str(mnt)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(config), str(mnt)], stdout=log, stderr=subprocess.STDOUT
-    )
+    proc = subprocess.Popen([sys.executable, *args], stdout=log, stderr=subprocess.STDOUT)
     try:
         while not os.path.ismount(mnt):
             if proc.poll() is not None:
                 raise RuntimeError(f"coldkeep mount exited {proc.returncode}: see {log.name}")
             time.sleep(0.002)
         ready = time.perf_counter() - t0
-        find_s, count = _timed(f"find {mnt} -type f | wc -l")
+        find_s, count = _timed(f"find {mnt} -path {mnt}/.versions -prune -o -type f -print | wc -l")
         assert int(count) == entries + 1, count
         read_s, _ = _timed(f"cat {mnt}/big.jsonl > /dev/null")
         rss = _hwm_mb(proc.pid)
@@ -374,6 +400,20 @@ def measure_coldkeep(work: Path, entries: int, big_mb: int) -> dict[str, Any]:
     }
 
 
+def _coldkeep_rows(work: Path, args: argparse.Namespace) -> None:
+    config, gz = coldkeep_site(work, args.entries, args.big_mb)
+    runs = [("coldkeep mount", None)]
+    if args.against:
+        runs.append((f"at {args.against[:12]}", mount_then(work, args.against)))
+    for label, then in runs:
+        r = measure_coldkeep(work, config, gz, args.entries, args.big_mb, then)
+        print(
+            f"{label:<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
+            f"{r['read']:>10,.0f}  (gunzip -c of its gzip: {r['gunzip']:,.0f} MB/s, "
+            f"{r['read'] / r['gunzip']:.2f}x)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", nargs=4, metavar=("BACKEND", "MNT", "DATA", "N"))
@@ -381,6 +421,8 @@ def main() -> None:
     ap.add_argument("--big-mb", type=int, default=100)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-coldkeep", action="store_true", help="the bindings alone")
+    ap.add_argument("--no-bindings", action="store_true", help="coldkeep mount alone")
+    ap.add_argument("--against", metavar="REV", help="also core/ops/mount.py as of git REV")
     args = ap.parse_args()
     if args.serve:
         b, mnt, data, n = args.serve
@@ -405,7 +447,7 @@ def main() -> None:
         print(
             f"{'binding':<16} " + " ".join(f"{h:>{w}}" for h, w in zip(head, WIDTHS, strict=True))
         )
-        for backend in BACKENDS:
+        for backend in () if args.no_bindings else BACKENDS:
             why = available(backend)
             if why:
                 print(f"{backend:<16} skipped: {why}")
@@ -415,14 +457,8 @@ def main() -> None:
                 f"{backend:<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
                 f"{r['read']:>10,.0f} {r['read'] / disk:>7.2f}x"
             )
-        if args.no_coldkeep:
-            return
-        r = measure_coldkeep(work, args.entries, args.big_mb)
-        print(
-            f"{'coldkeep mount':<16} {r['ready']:>8.2f} {r['find']:>8.2f} {r['rss']:>8.0f} "
-            f"{r['read']:>10,.0f}  (gunzip -c of its gzip: {r['gunzip']:,.0f} MB/s, "
-            f"{r['read'] / r['gunzip']:.2f}x)"
-        )
+        if not args.no_coldkeep:
+            _coldkeep_rows(work, args)
 
 
 if __name__ == "__main__":

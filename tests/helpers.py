@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,3 +259,42 @@ def leases_or_skip(folder: Path) -> None:
     finally:
         os.close(fd)
         probe.unlink()
+
+
+@contextmanager
+def mounting(site: Path, mnt: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``coldkeep mount MNT ARGS --config SITE/coldkeep.toml``, the real CLI, from
+    when the mount is made (polled, with a deadline) until the block ends
+    (then unmounted, and the process waited for). Skips, with the reason, where
+    this machine cannot mount."""
+    from faultfs.mount import _unmount, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no FUSE mount here: {reason}")
+    log = mnt.parent / f"{mnt.name}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*COLDKEEP, "mount", str(mnt), *args, "--config", str(site / "coldkeep.toml")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    try:
+        while not os.path.ismount(mnt):
+            assert proc.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.005)  # polling the mount with a deadline, not waiting blind
+        yield proc
+    finally:
+        _unmount(mnt)
+        proc.wait(timeout=30)
+
+
+def eventually(check: Any, within: float = 15.0) -> None:
+    """Polls ``check()`` until it is true, failing after ``within`` seconds (a
+    change the mount shows within a bounded time)."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(0.02)

@@ -1,129 +1,67 @@
 """``mount``: the archive as a read-only FUSE filesystem (libfuse3 through
 mfusepy): every archived path at its original place, its newest version (as
 restore takes it: the source's mtime, then the entry id), with its original
-size, mtime and mode; its bytes inflated from its gzip or its bundle member by
-``files/reader.py`` as they are read.
+size, mtime and mode; ``.versions/<path>/<archived-at>`` for every version;
+with ``with_live``, the live tree merged over it. The tree is read from the
+manifest as it is looked at (mounttree.py); a version's bytes are inflated
+from its gzip or its bundle member by ``files/reader.py`` as they are read.
 
 Threads: libfuse calls in on its own threads (mfusepy's multithreaded loop);
-the manifest and the reader live on one asyncio loop in a thread of its own,
-reached with ``run_coroutine_threadsafe``. An open file is one inflate from the
-start of its gzip (``_Stream``), at most ``WINDOW`` bytes ahead of the furthest
-read and ``KEEP`` behind it; a read before what is kept starts the inflate over
-(random access is slow for now: seek points in the gzips are the way out).
+lookups and listings query the manifest on those threads, each on a read-only
+connection of its own; opening a version and inflating it run on one asyncio
+loop in a thread of its own, reached with ``run_coroutine_threadsafe``. An open
+version is one inflate from the start of its gzip (``_Stream``), at most
+``WINDOW`` bytes ahead of the furthest read and ``KEEP`` behind it; a read
+before what is kept starts the inflate over. An open file's bytes come from one
+``Source`` (``read(offset, size)``): the place a random-access reader plugs in.
 
 Invariants:
 - Read-only: the manifest opened read-only, no archive lock, nothing written
   anywhere; the mount is ``ro`` and an open for writing is EROFS.
-- The tree is the manifest as it was at mount time; names are the manifest's
-  (any byte but ``/`` and NUL, as ``os.fsdecode`` gives them). A relpath with an
-  empty, ``.`` or ``..`` component is left out, so no path leaves the tree.
+- A pass during the mount shows within ``RECHECK`` plus the kernel's
+  ``TIMEOUT``: new versions appear, expired ones vanish.
 - The bytes are checked against the entry's sha256 as they stream: a mismatch
   (or a gzip that cannot be read) makes the read that reaches the end EIO.
-- Only local copies are read: a version only the remote tier holds is EIO.
+- Only local copies are read: a version only the remote tier holds is EIO,
+  with a log line saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes.util
 import errno
-import gc
 import logging
 import os
+import shutil
 import stat
 import threading
 import time
-from collections.abc import Coroutine, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
+from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest
 from ..base.config import Settings
+from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..files.reader import entry_gzip, stream_entry
 from ..store.manifest import Manifest
+from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 
 log = logging.getLogger(__name__)
 
 WINDOW = 4 << 20  # inflated bytes held ahead of the furthest read
 KEEP = 4 << 20  # and behind it: the kernel's readahead reads a little out of order
-TIMEOUT = 60.0  # kernel cache of names and attributes: the tree never changes
+# The kernel's cache of names and attributes: short, so a pass shows soon.
+TIMEOUT = RECHECK
 _LOOP_ENDED = 8  # fuse_main's status when its loop ended (a signal, or an error)
 T = TypeVar("T")
 
 
-class File(NamedTuple):
-    id: int
-    size: int
-    mtime_ns: int
-    mode: int
-
-
-@dataclass
-class Tree:
-    """Directories (relpath -> {name: File, or None for a subdirectory}); ""
-    is the root."""
-
-    dirs: dict[str, dict[str, File | None]]
-    made_ns: int
-    left_out: int = 0
-
-    @classmethod
-    def of(cls, rows: list[tuple[int, str, int, int, int]]) -> Tree:
-        tree = cls({"": {}}, time.time_ns())
-        for entry_id, relpath, size, mtime_ns, mode in rows:
-            parts = relpath.split("/")
-            if any(p in ("", ".", "..") for p in parts):
-                tree.left_out += 1
-                continue
-            for depth in range(len(parts) - 1):
-                parent, name = "/".join(parts[:depth]), parts[depth]
-                if tree.dirs[parent].get(name) is not None:
-                    tree.left_out += 1  # a file where a directory is needed: the directory wins
-                tree.dirs[parent][name] = None
-                tree.dirs.setdefault("/".join(parts[: depth + 1]), {})
-            leaf_dir = "/".join(parts[:-1])
-            if relpath in tree.dirs:
-                tree.left_out += 1
-                continue
-            tree.dirs[leaf_dir][parts[-1]] = File(entry_id, size, mtime_ns, mode)
-        return tree
-
-    def lookup(self, path: str) -> File | None:
-        """The file at ``path`` (FUSE's, "/"-rooted); None for a directory;
-        ENOENT when neither."""
-        rel = path.strip("/")
-        if rel in self.dirs:
-            return None
-        parent, _, name = rel.rpartition("/")
-        got = self.dirs.get(parent, {}).get(name)
-        if got is None:
-            raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-        return got
-
-    def attrs(self, node: File | None) -> dict[str, Any]:
-        if node is None:
-            mode, size, nlink, mtime_ns = stat.S_IFDIR | 0o555, 0, 2, self.made_ns
-        else:
-            mode = stat.S_IFREG | stat.S_IMODE(node.mode)
-            size, nlink, mtime_ns = node.size, 1, node.mtime_ns
-        # Times in integer ns (mfusepy's use_ns): a float loses the last digits.
-        return {
-            "st_mode": mode,
-            "st_size": size,
-            "st_nlink": nlink,
-            "st_mtime": mtime_ns,
-            "st_atime": mtime_ns,
-            "st_ctime": mtime_ns,
-            "st_uid": os.getuid(),
-            "st_gid": os.getgid(),
-        }
-
-    def listing(self, path: str) -> Iterator[tuple[str, dict[str, Any], int]]:
-        for name, node in self.dirs[path.strip("/")].items():
-            yield name, self.attrs(node), 0
+class MountError(ColdkeepError):
+    """This machine cannot mount (no FUSE): the message says what to install."""
 
 
 class _Closed(Exception):
@@ -193,42 +131,117 @@ class _Stream:
             return bytes(self.buf[offset - self.base : offset - self.base + size])
 
 
+class Source(Protocol):
+    """An open file's bytes: ``size`` bytes at ``offset`` (fewer at its end)."""
+
+    def read(self, offset: int, size: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class _LiveSource:
+    """A live file, read where it lies."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class _ArchivedSource:
+    """An archived version, inflated from the start of its gzip; a read before
+    what the stream keeps starts a fresh one (whichever reader gets there
+    first)."""
+
+    def __init__(self, fs: ArchiveFS, node: File) -> None:
+        self.fs, self.node = fs, node
+        self.lock = threading.Lock()
+        self.stream = fs.start(node)
+
+    def read(self, offset: int, size: int) -> bytes:
+        size = max(0, min(size, self.node.size - offset))
+        stream = self.stream
+        while (got := stream.read(offset, size)) is None:
+            with self.lock:
+                if self.stream is stream:
+                    stream.close()
+                    self.stream = self.fs.start(self.node)
+                stream = self.stream
+        return got
+
+    def close(self) -> None:
+        with self.lock:
+            self.stream.close()
+
+
 class ArchiveFS:
     """The filesystem's operations, as mfusepy calls them (paths as ``str``)."""
 
     def __init__(
-        self, settings: Settings, tree: Tree, manifest: Manifest, loop: asyncio.AbstractEventLoop
+        self, settings: Settings, view: View, manifest: Manifest, loop: asyncio.AbstractEventLoop
     ) -> None:
         self.layout = Layout(settings.archive_root)
-        self.tree, self.manifest, self.loop = tree, manifest, loop
-        self.handles: dict[int, tuple[File, _Stream]] = {}
+        self.view, self.manifest, self.loop = view, manifest, loop
+        self.made_ns = time.time_ns()
+        self.handles: dict[int, Source] = {}
         self.next_fh = 1
         self.lock = threading.Lock()
 
-    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+    def attrs(self, target: Target) -> dict[str, Any]:
+        kind = target.kind
+        if isinstance(kind, Dir):
+            mode, size, nlink, mtime_ns = DIR_MODE, 0, 2, self.made_ns
+        else:
+            mode = stat.S_IFREG | stat.S_IMODE(kind.mode)
+            size, nlink, mtime_ns = kind.size, 1, kind.mtime_ns
+        # Times in integer ns (mfusepy's use_ns): a float loses the last digits.
+        return {
+            "st_mode": mode,
+            "st_size": size,
+            "st_nlink": nlink,
+            "st_mtime": mtime_ns,
+            "st_atime": mtime_ns,
+            "st_ctime": mtime_ns,
+            "st_uid": os.getuid(),
+            "st_gid": os.getgid(),
+        }
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-        return self.tree.attrs(self.tree.lookup(path))
+        return self.attrs(self.view.resolve(path.strip("/")))
 
     def readdir(self, path: str, fh: int) -> Iterator[Any]:
         yield from (".", "..")
-        yield from self.tree.listing(path)
+        # The mode alone: all a listing gives the kernel (mfusepy takes an int).
+        for name, mode in self.view.names(path.strip("/")):
+            yield name, mode, 0
 
     def open(self, path: str, flags: int) -> int:
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
-        node = self.tree.lookup(path)
-        if node is None:
+        target = self.view.resolve(path.strip("/"))
+        if isinstance(target.kind, Dir):
             raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        source = self.source(target)
         with self.lock:
             fh, self.next_fh = self.next_fh, self.next_fh + 1
-            self.handles[fh] = (node, self._start(node))
+            self.handles[fh] = source
         return fh
 
-    def _start(self, node: File) -> _Stream:
+    def source(self, target: Target) -> Source:
+        """Where an open file's bytes come from."""
+        if isinstance(target.kind, Live):
+            assert self.view.live is not None
+            return _LiveSource(self.view.live.open(target.rel))
+        assert isinstance(target.kind, File)
+        return _ArchivedSource(self, target.kind)
+
+    def start(self, node: File) -> _Stream:
         stream = _Stream(node.size)
-        self._on_loop(self._inflate(node, stream))
+        asyncio.run_coroutine_threadsafe(self._inflate(node, stream), self.loop)
         return stream
 
     async def _inflate(self, node: File, stream: _Stream) -> None:
@@ -236,6 +249,11 @@ class ArchiveFS:
             problem = await self._stream_to(node, stream)
         except _Closed:
             return
+        except FileNotFoundError as err:
+            problem = (
+                f"entry {node.id}: no local copy of its gzip ({err.filename}): a copy only "
+                "the remote tier holds is not read through the mount yet (coldkeep cat reads it)"
+            )
         except OSError as err:
             problem = f"entry {node.id}: {err}"
         stream.finish(problem)
@@ -247,31 +265,19 @@ class ArchiveFS:
             return f"entry {node.id} is no longer in the manifest"
         async with entry_gzip(entry, self.layout, None, stream.cancel) as at:
             if at is None:
-                return f"{entry.relpath}: no local copy of its gzip (remote reads come later)"
+                return f"{entry.relpath}: entry {node.id} has no copy of its gzip (missing)"
             expect = Digest(entry.bytes, entry.sha256)
             # Only write and flush are called on it: _Stream is one.
             done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
         return None if done.problem is None else f"{entry.relpath}: {done.problem}"
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-        node, stream = self.handles[fh]
-        size = max(0, min(size, node.size - offset))
-        while (got := stream.read(offset, size)) is None:
-            # Before what is kept: inflate again from the start (one fresh
-            # stream for the handle, whichever of its readers gets here first).
-            with self.lock:
-                current = self.handles[fh][1]
-                if current is stream:
-                    stream.close()
-                    current = self._start(node)
-                    self.handles[fh] = (node, current)
-            stream = current
-        return got
+        return self.handles[fh].read(offset, size)
 
     def release(self, path: str, fh: int) -> int:
         with self.lock:
-            _, stream = self.handles.pop(fh)
-        stream.close()
+            source = self.handles.pop(fh)
+        source.close()
         return 0
 
 
@@ -282,39 +288,105 @@ def _loop_thread() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
     return loop, thread
 
 
-def serve(settings: Settings, mountpoint: Path) -> None:
-    """Mount the archive at ``mountpoint`` and serve until it is unmounted
-    (``fusermount3 -u``, Ctrl-C or SIGTERM: libfuse's handlers unmount); a
-    mount libfuse refuses raises ``RuntimeError``."""
-    # Here, not at the top: importing mfusepy loads libfuse3 (and fails without
-    # it), which only the mount itself needs.
-    import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
+def check_mountpoint(mountpoint: Path) -> None:
+    """Refuse a mountpoint that is missing, not a folder, not empty, or already
+    a mountpoint: one line naming it (UsageError)."""
+    if not mountpoint.exists():
+        raise UsageError(f"{mountpoint} does not exist: create an empty folder to mount on")
+    if not mountpoint.is_dir():
+        raise UsageError(f"{mountpoint} is not a folder: mount on an empty folder")
+    if os.path.ismount(mountpoint):
+        raise UsageError(f"{mountpoint} is already a mountpoint (fusermount3 -u {mountpoint})")
+    if any(os.scandir(mountpoint)):
+        raise UsageError(f"{mountpoint} is not empty: mount on an empty folder")
 
-    loop, thread = _loop_thread()
 
-    async def opened() -> tuple[Manifest, Tree]:
-        manifest = await Manifest.open(Layout(settings.archive_root).manifest, readonly=True)
-        return manifest, Tree.of(await manifest.newest_versions())
-
-    manifest, tree = asyncio.run_coroutine_threadsafe(opened(), loop).result()
-    # The tree lives as long as the mount: out of the collector's sight, or each
-    # full collection (every few thousand getattr dicts) walks a million nodes.
-    gc.collect()
-    gc.freeze()
-    if tree.left_out:
-        log.warning(
-            "mount: %d archived paths left out (a '.', '..' or empty component)", tree.left_out
+def fuse_problem() -> str | None:
+    """Why this machine cannot make a FUSE mount, and what to install; None if
+    it should be able to."""
+    if not os.path.exists("/dev/fuse"):
+        return (
+            "/dev/fuse does not exist: load the fuse module (modprobe fuse), or in a "
+            "container pass the device (--device /dev/fuse --cap-add SYS_ADMIN)"
         )
-    fs = ArchiveFS(settings, tree, manifest, loop)
+    if ctypes.util.find_library("fuse3") is None:
+        return "libfuse3 is not installed (apt-get install fuse3; dnf install fuse3)"
+    if os.geteuid() != 0:
+        # A user's mount is made by the setuid fusermount3, which opens /dev/fuse.
+        if shutil.which("fusermount3") is None:
+            return "fusermount3 is not installed (apt-get install fuse3; dnf install fuse3)"
+        return None
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as err:
+        return f"cannot open /dev/fuse: {err.strerror}"
+    return None
+
+
+def _opened(
+    settings: Settings, mountpoint: Path, with_live: bool, loop: asyncio.AbstractEventLoop
+) -> tuple[Manifest, View]:
+    path = Layout(settings.archive_root).manifest
+    if not path.exists():
+        raise UsageError(f"nothing is archived yet: {path} does not exist (no pass has run)")
+    manifest = asyncio.run_coroutine_threadsafe(Manifest.open(path, readonly=True), loop).result()
+    try:
+        catalog = Catalog(path)
+        live = None
+        if with_live:
+            live = LiveTree(settings.live_root, [settings.archive_root, mountpoint])
+    except BaseException:
+        asyncio.run_coroutine_threadsafe(manifest.close(), loop).result()
+        raise
+    return manifest, View(catalog, live)
+
+
+def serve(
+    settings: Settings,
+    mountpoint: Path,
+    *,
+    with_live: bool = False,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """Mount the archive at ``mountpoint`` and serve until it is unmounted
+    (``fusermount3 -u``, Ctrl-C or SIGTERM: libfuse's handlers unmount);
+    ``ready`` is called once the mount is made. A mountpoint that will not do
+    is ``UsageError``, a machine without FUSE ``MountError``, a mount libfuse
+    refuses ``RuntimeError``."""
+    check_mountpoint(mountpoint)
+    loop, thread = _loop_thread()
+    try:
+        manifest, view = _opened(settings, mountpoint, with_live, loop)
+        try:
+            problem = fuse_problem()
+            if problem is not None:
+                raise MountError(f"cannot mount {mountpoint}: {problem}")
+            # Here, not at the top: importing mfusepy loads libfuse3 (and fails
+            # without it), which only the mount itself needs.
+            import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
+
+            _run(mfusepy, ArchiveFS(settings, view, manifest, loop), mountpoint, ready)
+        finally:
+            view.catalog.close()
+            if view.live is not None:
+                view.live.close()
+            asyncio.run_coroutine_threadsafe(manifest.close(), loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+
+
+def _run(mfusepy: Any, fs: ArchiveFS, mountpoint: Path, ready: Callable[[], None] | None) -> None:
+    def init(path: str) -> None:
+        if ready is not None:
+            ready()
 
     class Kernel(mfusepy.Operations):  # type: ignore[misc]
         use_ns = True
-        getattr = staticmethod(fs.getattr)
-        readdir = staticmethod(fs.readdir)
-        open = staticmethod(fs.open)
-        read = staticmethod(fs.read)
-        release = staticmethod(fs.release)
 
+    for name in ("getattr", "readdir", "open", "read", "release"):
+        setattr(Kernel, name, staticmethod(getattr(fs, name)))
+    Kernel.init = staticmethod(init)
     try:
         mfusepy.FUSE(
             Kernel(),
@@ -333,7 +405,3 @@ def serve(settings: Settings, mountpoint: Path) -> None:
         # else (1: the mount refused) is the caller's to report.
         if err.args != (_LOOP_ENDED,):
             raise
-    finally:
-        asyncio.run_coroutine_threadsafe(manifest.close(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()

@@ -44,7 +44,7 @@ import aiosqlite
 from ..base.codec import Span
 from ..base.errors import ColdkeepError
 from ..base.ioerror import naming_db
-from ..base.names import db_params, db_row, is_text
+from ..base.names import db_params, db_row, is_text, to_db
 from ..base.times import now_ms
 from .schema import migration_scripts, version_problem
 
@@ -169,13 +169,21 @@ def _id_statements(
         yield f"{sql} ({', '.join('?' * len(part))})", [*params, *part]
 
 
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A plain read-only connection to the manifest at ``path``, usable from any
+    thread (its user serialises its statements): for bulk reads off the event
+    loop, and the mount's lookups, which libfuse makes on threads of its own."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    db.row_factory = db_row
+    return db
+
+
 @contextlib.contextmanager
 def reading(path: Path) -> Iterator[sqlite3.Connection]:
     """A plain read-only connection to the manifest at ``path``, for one bulk read
     in a worker thread (the restore browser's catalog: a million entries are
     read faster there than through the event loop's connection)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    db.row_factory = db_row
+    db = connect_readonly(path)
     try:
         yield db
     finally:
@@ -193,6 +201,90 @@ def read_entries(
     cur = db.execute(f"SELECT {columns} FROM entries ORDER BY id")
     while rows := cur.fetchmany(chunk):
         yield rows
+
+
+# A version as the mount lists it: (id, its relpath past the folder's, bytes,
+# mtime_ns, mode, archived_at).
+Listed = tuple[int, str, int, int, int, int]
+_LISTED = "SELECT id, substr(relpath, ?), bytes, mtime_ns, mode, archived_at FROM entries"
+
+
+def _ranges(prefix: str) -> Iterator[tuple[str | bytes, str | bytes | None, bool]]:
+    """The relpath index's ranges (low, high or None for no end, TEXT or not)
+    of the names starting with ``prefix``: the TEXT ones, then the BLOB ones
+    (names that are not UTF-8: names.py), which SQLite sorts after every TEXT,
+    so a TEXT range alone never meets them."""
+    if is_text(prefix):
+        above = _text_after(prefix)
+        yield prefix, above if above is not None else b"", True
+    low = os.fsencode(prefix)
+    yield low, _bytes_after(low), False
+
+
+def _from(
+    db: sqlite3.Connection, skip: int, low: str | bytes, high: str | bytes | None, text: bool
+) -> sqlite3.Cursor:
+    """The rows from ``low`` to ``high``, each relpath without its first ``skip``
+    characters (bytes, for a BLOB). In a TEXT range no name needs making again:
+    its rows skip the row factory (a mount lists a million)."""
+    sql = f"{_LISTED} WHERE relpath >= ? AND status != 'expired'"
+    if high is None:
+        cur = db.execute(sql + " ORDER BY relpath", [skip + 1, low])
+    else:
+        cur = db.execute(sql + " AND relpath < ? ORDER BY relpath", [skip + 1, low, high])
+    if text:
+        cur.row_factory = None
+    return cur
+
+
+def listing(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, Listed | None]]:
+    """What lies right under the folder ``prefix`` ("" for the top, else ending
+    in "/"), on a connection from ``connect_readonly``: each version of a file
+    there (name, row; a file's versions in a row, by id), and each subfolder
+    once (name, None). Tombstones left out. A subfolder costs one index seek,
+    whatever lies under it: the scan jumps past it (every name under ``d/``
+    sorts below ``d0``, "0" being the character after "/")."""
+    for start, high, text in _ranges(prefix):
+        skip = len(prefix) if text else len(os.fsencode(prefix))
+        low: str | bytes | None = start
+        while low is not None:
+            cur = _from(db, skip, low, high, text)
+            jump: str | bytes | None = None
+            for row in cur:
+                rest = row[1]
+                if "/" in rest:
+                    name = rest[: rest.index("/")]
+                    yield name, None
+                    below = prefix + name
+                    jump = below + "0" if text else os.fsencode(below) + b"0"
+                    break
+                yield rest, row
+            cur.close()
+            low = jump
+
+
+def versions_at(db: sqlite3.Connection, relpath: str) -> tuple[list[Listed], bool]:
+    """Every version of the file at ``relpath`` (tombstones left out), by id,
+    and whether any name lies under ``relpath/`` (a folder there too)."""
+    rows = db.execute(
+        f"{_LISTED} WHERE relpath = ? AND status != 'expired' ORDER BY id", [1, to_db(relpath)]
+    ).fetchall()
+    folder = False
+    under = relpath + "/"
+    for low, high, text in _ranges(under):
+        cur = _from(db, len(under) if text else len(os.fsencode(under)), low, high, text)
+        folder = cur.fetchone() is not None
+        cur.close()
+        if folder:
+            break
+    return rows, folder
+
+
+def data_version(db: sqlite3.Connection) -> int:
+    """A number that changes whenever another connection commits to the
+    database (``PRAGMA data_version``): a cheap way to notice a pass."""
+    [(version,)] = db.execute("PRAGMA data_version").fetchall()
+    return int(version)
 
 
 def _text_after(prefix: str) -> str | None:

@@ -173,6 +173,13 @@ def expired_all(site: Path) -> None:
     ck(site, "expire", "--yes")
 
 
+def a_dir(name: str) -> Setup:
+    def make(site: Path) -> None:
+        (site / name).mkdir()
+
+    return make
+
+
 def then(*steps: Setup) -> Setup:
     def run(site: Path) -> None:
         for step in steps:
@@ -208,6 +215,7 @@ class Case:
 ELSEWHERE = {
     ("run", 0): "tests/cli/test_run.py: SIGTERM stops it at a safe point, exit 0",
     ("console", 0): "tests/console/test_tmux.py: the real console quits with q",
+    ("mount", 0): "tests/cli/test_cli_mount.py: SIGTERM, Ctrl-C or fusermount3 -u, exit 0",
 }
 
 CASES = [
@@ -283,6 +291,15 @@ CASES = [
          reads=True),
     Case("cat", 2, ("cat", "unit-0001/part-05.jsonl@2001-01-01"), says="no version of"),
     Case("cat", 2, ("cat", "a.jsonl"), site="fresh", says="nothing is archived yet"),
+    Case("mount", 1, ("mount", "{site}/mnt"), setup=then(newer_manifest, a_dir("mnt")),
+         says="upgrade coldkeep"),
+    Case("mount", 2, ("mount", "{site}/nosuch"), says="nosuch does not exist"),
+    Case("mount", 2, ("mount", "{site}/coldkeep.toml"), says="is not a folder"),
+    Case("mount", 2, ("mount", "{site}/live"), says="is not empty"),
+    Case("mount", 2, ("mount", "{site}/mnt"), site="fresh", setup=a_dir("mnt"),
+         says="nothing is archived yet"),
+    Case("mount", 2, ("mount", "{site}/mnt"), setup=then(bad_config, a_dir("mnt")),
+         says="did you mean mode?"),
     Case("restore-events", 0, ("restore-events", "--kind", "ci_completed"), says="restored"),
     Case("restore-events", 1, ("restore-events",), setup=a_conflict, says="conflict"),
     Case("restore-events", 2, ("restore-events",), setup=without("state_db"),

@@ -24,6 +24,7 @@ from .doctor import doctor
 from .holds import hold
 from .inspect import history, plan, status
 from .metrics import metrics
+from .mount import mount
 from .operations import COMMANDS
 from .run import run
 
@@ -54,7 +55,7 @@ def main(click_ctx: click.Context, config: Path | None, read_only: bool) -> None
         click_ctx.invoke(console, config=config, read_only=read_only)
 
 
-_ALL = (console, status, plan, history, *COMMANDS, cat, run, demo, doctor, hold, metrics)
+_ALL = (console, status, plan, history, *COMMANDS, cat, mount, run, demo, doctor, hold, metrics)
 for _command in _ALL:
     main.add_command(_command)
 

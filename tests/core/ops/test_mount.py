@@ -1,8 +1,10 @@
-"""``mount`` on a real FUSE mount of a real site: every archived file (a gzip of
-its own, bundle members, names that are not UTF-8 or hold a newline, the newest
-of two versions) reads through the mount as the bytes its manifest entry's
-sha256 names, with its original size, mtime and mode; a write is EROFS; the
-archive is left as it was. Skipped, with the reason, where FUSE is missing."""
+"""``mount`` on a real FUSE mount of a real site, through the real CLI: every
+archived file (a gzip of its own, bundle members, names that are not UTF-8 or
+hold a newline, every byte but "/" and NUL, the newest of two versions) reads
+through the mount as the bytes its manifest entry's sha256 names, with its
+original size, mtime and mode; every version under ``.versions``; the live
+tree merged in; a pass during the mount shows; a write is EROFS; the archive
+is left as it was. Skipped, with the reason, where FUSE is missing."""
 
 from __future__ import annotations
 
@@ -12,15 +14,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultfs.mount import _unmount, unavailable_reason
 
-from helpers import DAY_NS, ck, entries, jsonl
+from helpers import DAY_NS, ck, entries, eventually, jsonl, mounting, write_raw
 
 CONFIG = """live_root = "live"
 archive_root = "archive"
@@ -29,12 +29,6 @@ mode = "on"
 include = ["**"]
 min_age_days = 1
 """
-SERVE = (
-    "import sys; from pathlib import Path; "
-    "from coldkeep.core.base.config import load_settings; "
-    "from coldkeep.core.ops.mount import serve; "
-    "serve(load_settings(Path(sys.argv[1])), Path(sys.argv[2]))"
-)
 
 
 def _write(site: Path, rel: bytes, data: bytes, mode: int = 0o640) -> None:
@@ -73,28 +67,10 @@ def mounted(server: tuple[Path, subprocess.Popen[bytes]]) -> Path:
 
 @pytest.fixture
 def server(site: Path, tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"no FUSE mount here: {reason}")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    log = tmp_path / "mount.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(site / "coldkeep.toml"), str(mnt)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    try:
-        while not os.path.ismount(mnt):
-            assert proc.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.005)  # polling the mount with a deadline, not waiting blind
+    with mounting(site, mnt) as proc:
         yield mnt, proc
-    finally:
-        _unmount(mnt)
-        proc.wait(timeout=30)
 
 
 def _newest(site: Path) -> dict[bytes, dict[str, object]]:
@@ -109,7 +85,9 @@ def test_every_file_reads_as_its_sha256_with_its_attributes(site: Path, mounted:
     newest = _newest(site)
     assert any(e["member_offset"] is not None for e in newest.values())  # bundle members too
     seen = set()
-    for dirpath, _, names in os.walk(os.fsencode(mounted)):
+    for dirpath, dirs, names in os.walk(os.fsencode(mounted)):
+        if dirpath == os.fsencode(mounted):
+            dirs.remove(b".versions")
         for name in names:
             path = os.path.join(dirpath, name)
             seen.add(os.path.relpath(path, os.fsencode(mounted)))
@@ -181,3 +159,122 @@ def test_reads_out_of_order_give_the_right_bytes(mounted: Path) -> None:
             assert os.pread(fd, 4096, offset) == data[offset : offset + 4096], offset
     finally:
         os.close(fd)
+
+
+def test_every_version_is_under_versions_named_as_versions_prints_it(
+    site: Path, mounted: Path
+) -> None:
+    where = mounted / ".versions" / "u" / "v.txt"
+    names = sorted(os.listdir(where))
+    assert len(names) == 2
+    printed = ck(site, "versions", "u/v.txt").stdout
+    for name in names:
+        assert name.split("-")[0][:20] in printed, (name, printed)
+    got = {(where / n).read_bytes() for n in names}
+    assert got == {b"version one\n", b"version two\n"}
+    # Every archived path is a folder there, folders and all.
+    assert {"v.txt", "deep", "big.jsonl"} <= set(os.listdir(mounted / ".versions" / "u"))
+    [small] = os.listdir(mounted / ".versions" / "u" / "deep" / "small-0.jsonl")
+    data = (mounted / ".versions" / "u" / "deep" / "small-0.jsonl" / small).read_bytes()
+    assert data == jsonl(150, seed=10)
+    with pytest.raises(OSError) as err:
+        (where / "new").write_bytes(b"x")
+    assert err.value.errno == errno.EROFS
+
+
+def test_a_pass_during_the_mount_shows_within_a_bounded_time(site: Path, mounted: Path) -> None:
+    assert (mounted / "u" / "v.txt").read_bytes() == b"version two\n"
+    _write(site, b"u/later.log", b"archived while mounted\n")
+    _write(site, b"u/v.txt", b"version three\n")
+    ck(site, "pass")
+    eventually((mounted / "u" / "later.log").exists)
+    assert (mounted / "u" / "later.log").read_bytes() == b"archived while mounted\n"
+    eventually(lambda: (mounted / "u" / "v.txt").read_bytes() == b"version three\n")
+    eventually(lambda: len(os.listdir(mounted / ".versions" / "u" / "v.txt")) == 3)
+
+
+def test_every_byte_but_slash_and_nul_in_a_name(tmp_path: Path) -> None:
+    """A file for each byte 1..255 but "/", in a name of its own and in a
+    folder's, plus names that end in a space, start with "-", or are all
+    bytes that are not UTF-8: each listed as its exact bytes, each read."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "coldkeep.toml").write_text(CONFIG)
+    old = time.time_ns() - 30 * DAY_NS
+    names = [bytes([b]) + b"x" for b in range(1, 256) if b != ord("/")]
+    names += [b"-rf", b"ends ", b"\xff\xfe", b"\xc3(", b"..x", b"a\\b", b"\x1b[31mred"]
+    for n, name in enumerate(names):
+        write_raw(site / "live", b"odd/" + name, b"%d\n" % n, old)
+        write_raw(site / "live", b"odd/" + name + b"dir/" + name, b"in %d\n" % n, old)
+    ck(site, "pass")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        top = os.fsencode(mnt / "odd")
+        listed = set(os.listdir(top))
+        assert listed == set(names) | {n + b"dir" for n in names}
+        for n, name in enumerate(names):
+            with open(top + b"/" + name, "rb") as f:
+                assert f.read() == b"%d\n" % n, name
+            with open(top + b"/" + name + b"dir/" + name, "rb") as f:
+                assert f.read() == b"in %d\n" % n, name
+
+
+def test_with_live_the_live_tree_is_merged_in_and_wins(site: Path, tmp_path: Path) -> None:
+    _write(site, b"u/v.txt", b"live version\n")  # over the archived u/v.txt
+    _write(site, b"u/deep/fresh.txt", b"only live\n")
+    _write(site, b"w/new.txt", b"a live folder\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"secret\n")
+    os.symlink(outside, site / "live" / "u" / "link.txt")
+    os.symlink(tmp_path, site / "live" / "u" / "linkdir")
+    os.mkfifo(site / "live" / "u" / "fifo")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt, "--with-live"):
+        assert (mnt / "u" / "v.txt").read_bytes() == b"live version\n"
+        assert (mnt / "u" / "deep" / "fresh.txt").read_bytes() == b"only live\n"
+        assert (mnt / "u" / "deep" / "small-1.jsonl").read_bytes() == jsonl(150, seed=11)
+        assert (mnt / "w" / "new.txt").read_bytes() == b"a live folder\n"
+        names = set(os.listdir(mnt / "u"))
+        assert {"v.txt", "big.jsonl", "deep", "at@2.log"} <= names
+        assert not names & {"link.txt", "linkdir", "fifo"}  # never followed, never shown
+        assert not (mnt / "u" / "link.txt").exists()
+        assert len(os.listdir(mnt / ".versions" / "u" / "v.txt")) == 2  # the archive's
+        with pytest.raises(OSError) as err:
+            (mnt / "u" / "deep" / "fresh.txt").open("ab")
+        assert err.value.errno == errno.EROFS
+    assert (site / "live" / "u" / "v.txt").read_bytes() == b"live version\n"
+
+
+def test_a_copy_only_the_remote_tier_holds_is_eio_and_says_so(site: Path, tmp_path: Path) -> None:
+    e = next(e for e in entries(site) if e["relpath"] == "u/big.jsonl")
+    (site / "archive" / str(e["gz_path"])).unlink()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        with pytest.raises(OSError) as err:
+            (mnt / "u" / "big.jsonl").read_bytes()
+        assert err.value.errno == errno.EIO
+        assert (mnt / "u" / "v.txt").read_bytes() == b"version two\n"
+    said = (tmp_path / "mnt.log").read_text()
+    assert "no local copy of its gzip" in said and "coldkeep cat reads it" in said
+
+
+def test_what_retention_deletes_during_the_mount_vanishes(site: Path, mounted: Path) -> None:
+    assert (mounted / "u" / "big.jsonl").exists()
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text().replace("[files]", "[retention]\nfiles_days = 1\n[files]"))
+    ck(site, "expire", "--yes")
+    assert all(e["status"] == "expired" for e in entries(site))
+    eventually(lambda: not (mounted / "u" / "big.jsonl").exists())
+    eventually(lambda: os.listdir(mounted) == [".versions"])
+    assert os.listdir(mounted / ".versions") == []
+
+
+def test_a_mountpoint_inside_live_root_is_not_shown_inside_itself(site: Path) -> None:
+    mnt = site / "live" / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt, "--with-live"):
+        assert "mnt" not in os.listdir(mnt)
+        assert "u" in os.listdir(mnt)
