@@ -11,9 +11,10 @@ lookups and listings query the manifest on those threads, each on a read-only
 connection of its own; opening a version and inflating it run on one asyncio
 loop in a thread of its own, reached with ``run_coroutine_threadsafe``. An open
 version is one inflate from the start of its gzip (``_Stream``), at most
-``WINDOW`` bytes ahead of the furthest read and ``KEEP`` behind it; a read
-before what is kept starts the inflate over. An open file's bytes come from one
-``Source`` (``read(offset, size)``): the place a random-access reader plugs in.
+``WINDOW`` bytes ahead of the furthest read and ``KEEP`` behind it. A read
+before what is kept, or more than ``AHEAD`` past it, is a random read: served
+on its FUSE thread by ``files/seek.py`` from the nearest seek point (or its
+checkpoint cache for a gzip written without them), the stream left where it is.
 
 Invariants:
 - Read-only: the manifest opened read-only, no archive lock, nothing written
@@ -21,7 +22,10 @@ Invariants:
 - A pass during the mount shows within ``RECHECK`` plus the kernel's
   ``TIMEOUT``: new versions appear, expired ones vanish.
 - The bytes are checked against the entry's sha256 as they stream: a mismatch
-  (or a gzip that cannot be read) makes the read that reaches the end EIO.
+  (or a gzip that cannot be read) makes the read that reaches the end EIO. A
+  random read cannot be checked (the hash needs every byte before it): what it
+  serves is the gzip's bytes at that place, and a gzip that cannot be inflated
+  there is EIO.
 - Only local copies are read: a version only the remote tier holds is EIO,
   with a log line saying so.
 """
@@ -42,18 +46,22 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
 from ..base.cancel import CancelToken
-from ..base.codec import Digest
+from ..base.codec import CorruptGzip, Digest
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
-from ..files.reader import entry_gzip, stream_entry
-from ..store.manifest import Manifest
+from ..files.reader import GzipAt, entry_gzip, stream_entry
+from ..files.seek import SeekReader
+from ..store.manifest import Entry, Manifest
 from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 
 log = logging.getLogger(__name__)
 
 WINDOW = 4 << 20  # inflated bytes held ahead of the furthest read
 KEEP = 4 << 20  # and behind it: the kernel's readahead reads a little out of order
+# A read this far past what the stream holds waits for it; further is a random
+# read (from a seek point at most a MiB of inflate away).
+AHEAD = 2 << 20
 # The kernel's cache of names and attributes: short, so a pass shows soon.
 TIMEOUT = RECHECK
 _LOOP_ENDED = 8  # fuse_main's status when its loop ended (a signal, or an error)
@@ -112,9 +120,15 @@ class _Stream:
             self.cond.notify_all()
         self.cancel.cancel("the file was released")
 
+    def reaches(self, offset: int) -> bool:
+        """Whether a read at ``offset`` is the stream's: among what it keeps, or
+        at most ``AHEAD`` past it."""
+        with self.cond:
+            return not self.closed and self.base <= offset <= self.base + len(self.buf) + AHEAD
+
     def read(self, offset: int, size: int) -> bytes | None:
         """``size`` bytes at ``offset``; None when they are no longer kept (or
-        the stream was closed for a fresh one): the caller starts over."""
+        the file was released): the caller reads them elsewhere."""
         with self.cond:
             self.furthest = max(self.furthest, offset + size)
             self.cond.notify_all()
@@ -153,29 +167,35 @@ class _LiveSource:
 
 
 class _ArchivedSource:
-    """An archived version, inflated from the start of its gzip; a read before
-    what the stream keeps starts a fresh one (whichever reader gets there
-    first)."""
+    """An archived version: read in order through its stream (checked against
+    its sha256), anywhere else through the seek reader."""
 
     def __init__(self, fs: ArchiveFS, node: File) -> None:
         self.fs, self.node = fs, node
-        self.lock = threading.Lock()
         self.stream = fs.start(node)
+        self.at: tuple[GzipAt, Entry] | None = None
 
     def read(self, offset: int, size: int) -> bytes:
         size = max(0, min(size, self.node.size - offset))
-        stream = self.stream
-        while (got := stream.read(offset, size)) is None:
-            with self.lock:
-                if self.stream is stream:
-                    stream.close()
-                    self.stream = self.fs.start(self.node)
-                stream = self.stream
-        return got
+        if self.stream.reaches(offset):
+            got = self.stream.read(offset, size)
+            if got is not None:
+                return got
+        return self._seek(offset, size)
+
+    def _seek(self, offset: int, size: int) -> bytes:
+        if self.at is None:
+            self.at = self.fs.local_gzip(self.node)
+        at, entry = self.at
+        try:
+            return self.fs.seeker.read_entry(at, entry, offset, size)
+        except (OSError, CorruptGzip) as err:
+            problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
+        log.error("mount: %s", problem)
+        raise OSError(errno.EIO, problem)
 
     def close(self) -> None:
-        with self.lock:
-            self.stream.close()
+        self.stream.close()
 
 
 class ArchiveFS:
@@ -188,6 +208,7 @@ class ArchiveFS:
         self.view, self.manifest, self.loop = view, manifest, loop
         self.made_ns = time.time_ns()
         self.handles: dict[int, Source] = {}
+        self.seeker = SeekReader()
         self.next_fh = 1
         self.lock = threading.Lock()
 
@@ -238,6 +259,16 @@ class ArchiveFS:
             return _LiveSource(self.view.live.open(target.rel))
         assert isinstance(target.kind, File)
         return _ArchivedSource(self, target.kind)
+
+    def local_gzip(self, node: File) -> tuple[GzipAt, Entry]:
+        """Where ``node``'s local gzip is, and its entry (for its seek points);
+        EIO when the manifest no longer has it or records it missing."""
+        entry = asyncio.run_coroutine_threadsafe(self.manifest.entry(node.id), self.loop).result()
+        if entry is None or entry.status == "missing":
+            problem = f"entry {node.id}: no local copy of its gzip to read"
+            log.error("mount: %s", problem)
+            raise OSError(errno.EIO, problem)
+        return GzipAt(self.layout.abs(entry.gz_path), entry.span, "local"), entry
 
     def start(self, node: File) -> _Stream:
         stream = _Stream(node.size)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -159,6 +160,55 @@ def test_reads_out_of_order_give_the_right_bytes(mounted: Path) -> None:
             assert os.pread(fd, 4096, offset) == data[offset : offset + 4096], offset
     finally:
         os.close(fd)
+
+
+def _random_reads(path: Path, data: bytes, seed: int) -> None:
+    rnd = random.Random(seed)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for _ in range(200):
+            offset = rnd.randrange(len(data))
+            size = rnd.choice([1, 4096, 70_000])
+            assert os.pread(fd, size, offset) == data[offset : offset + size], (offset, size)
+    finally:
+        os.close(fd)
+
+
+def test_random_reads_anywhere_give_the_right_bytes(site: Path, mounted: Path) -> None:
+    [big] = [e for e in entries(site) if e["relpath"] == "u/big.jsonl"]
+    assert big["seek_points"]  # a gzip written with seek points: reads start there
+    _random_reads(mounted / "u" / "big.jsonl", jsonl(60_000, seed=1), seed=3)
+
+
+def test_random_reads_in_a_gzip_without_seek_points(site: Path, tmp_path: Path) -> None:
+    """A gzip written before seek points: random reads go through the checkpoint
+    cache and still give the right bytes."""
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        db.execute("UPDATE entries SET seek_points = NULL")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        _random_reads(mnt / "u" / "big.jsonl", jsonl(60_000, seed=1), seed=4)
+
+
+def test_a_random_read_in_a_gzip_cut_short_is_eio(site: Path, tmp_path: Path) -> None:
+    """A gzip cut short: a read of the file's last bytes (a random read: far past
+    what the stream holds) reaches where its deflate data ends too early."""
+    [big] = [e for e in entries(site) if e["relpath"] == "u/big.jsonl"]
+    gz = site / "archive" / str(big["gz_path"])
+    os.chmod(gz, 0o600)
+    os.truncate(gz, gz.stat().st_size - 60_000)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        fd = os.open(mnt / "u" / "big.jsonl", os.O_RDONLY)
+        try:
+            with pytest.raises(OSError) as err:
+                os.pread(fd, 4096, int(str(big["bytes"])) - 4096)
+            assert err.value.errno == errno.EIO
+        finally:
+            os.close(fd)
+    assert "u/big.jsonl" in (tmp_path / "mnt.log").read_text()
 
 
 def test_every_version_is_under_versions_named_as_versions_prints_it(
