@@ -25,6 +25,8 @@ Invariants:
   ``RemoteError`` (the next read tries again). A block that comes back shorter
   than its window says is an error naming the key: the object is not what the
   manifest records.
+- Read-ahead fetches only what the room allows, like any fetch; one that fails
+  is forgotten (a reader that needs the block fetches it again).
 - The GETs run on the event loop the store belongs to (its client is bound to
   it), reached with ``run_coroutine_threadsafe``; reads come from any other
   thread (a read on the loop's own thread is refused: it would wait for itself).
@@ -62,6 +64,11 @@ from .objectstore import ObjectStore
 # reads through the block cache"): per-GET cost dominates below 256 KiB, and
 # above 1 MiB a 4 KiB random read pays for bytes it does not use.
 BLOCK_BYTES = 1 << 20
+# Blocks fetched ahead of a reader that has read a whole block's worth in order
+# (an inflater streaming a gzip): their GETs overlap the reader's use of the
+# bytes before them. A random read (a 4 KiB read from a seek point) never reads
+# that far in order, and costs only its own block.
+READ_AHEAD = 4
 FOLDER_PREFIX = "rcache-"
 _LOCK = ".lock"
 T = TypeVar("T")
@@ -116,6 +123,7 @@ class RangeCache:
         *,
         block_bytes: int = BLOCK_BYTES,
         limiter: RateLimiter = UNLIMITED,
+        read_ahead: int = READ_AHEAD,
     ) -> None:
         if cache_bytes < block_bytes:
             raise ValueError(f"a cache of {cache_bytes} bytes holds no {block_bytes}-byte block")
@@ -135,6 +143,8 @@ class RangeCache:
         self._reserved = 0
         self._closed = False
         self._stats = CacheStats()
+        self.read_ahead = read_ahead
+        self._ahead: concurrent.futures.ThreadPoolExecutor | None = None
 
     @classmethod
     def open(
@@ -146,13 +156,21 @@ class RangeCache:
         *,
         block_bytes: int = BLOCK_BYTES,
         limiter: RateLimiter = UNLIMITED,
+        read_ahead: int = READ_AHEAD,
     ) -> RangeCache:
         """A new cache in a folder of its own under ``cache_dir`` (made, with its
         parents, if missing), for ``store`` whose client lives on ``loop``;
         folders a crash left in ``cache_dir`` are removed first."""
         folder, lock_fd = _make_folder(cache_dir)
         return cls(
-            store, folder, lock_fd, cache_bytes, loop, block_bytes=block_bytes, limiter=limiter
+            store,
+            folder,
+            lock_fd,
+            cache_bytes,
+            loop,
+            block_bytes=block_bytes,
+            limiter=limiter,
+            read_ahead=read_ahead,
         )
 
     @property
@@ -229,6 +247,22 @@ class RangeCache:
             self._fetch(block, waiting)
         data = waiting.result()
         out[:] = data[lo : lo + len(out)]
+
+    def prefetch(self, window: Window, first: int) -> None:
+        """The ``read_ahead`` blocks of ``window`` from block ``first`` fetched in
+        the background, those not cached or on their way already."""
+        last = min(first + self.read_ahead, -(-window.size // self.block_bytes))
+        for index in range(first, last):
+            block = _Block(window, index)
+            with self._cond:
+                if self._closed or block in self._blocks or block in self._inflight:
+                    continue
+                result = self._inflight[block] = concurrent.futures.Future()
+                if self._ahead is None:
+                    self._ahead = concurrent.futures.ThreadPoolExecutor(
+                        self.read_ahead, thread_name_prefix="coldkeep-read-ahead"
+                    )
+                self._ahead.submit(self._fetch, block, result)
 
     def _check_open(self, block: _Block) -> None:
         if self._closed:
@@ -362,6 +396,13 @@ class RangeCache:
         self._cancel.cancel("the remote cache was closed")
         for call in calls:
             call.cancel()
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=True, cancel_futures=True)
+        with self._cond:
+            left = list(self._inflight.values())
+        for result in left:  # read-ahead never started: no reader waits forever
+            if not result.done():
+                result.set_exception(RemoteError(f"{self.folder}: the remote cache was closed"))
         shutil.rmtree(self.folder)
         os.close(self._lock_fd)
 
@@ -369,13 +410,16 @@ class RangeCache:
 class RemoteFile(io.RawIOBase):
     """A seekable, read-only file over one window of a remote object, read
     through a ``RangeCache``: from a worker thread, as a gzip inflater reads a
-    file (``readinto``, ``read``, ``seek``, ``tell``)."""
+    file (``readinto``, ``read``, ``seek``, ``tell``). One per reader, as an open
+    file is (its position is its own); the cache behind it is shared. Reading a
+    whole block's worth in order starts the read-ahead."""
 
     def __init__(self, cache: RangeCache, window: Window) -> None:
         super().__init__()
         self.cache = cache
         self.window = window
         self._pos = 0
+        self._in_order = 0  # bytes read in order up to _pos (read-ahead past a block)
 
     @property
     def name(self) -> str:
@@ -397,8 +441,12 @@ class RemoteFile(io.RawIOBase):
         if self.closed:
             raise ValueError("read of a closed file")
         view = memoryview(b).cast("B")
-        n = self.cache.readinto(self.window, self._pos, view)
+        start = self._pos
+        n = self.cache.readinto(self.window, start, view)
         self._pos += n
+        self._in_order += n
+        if self._in_order >= self.cache.block_bytes and self.cache.read_ahead and n:
+            self.cache.prefetch(self.window, (self._pos - 1) // self.cache.block_bytes + 1)
         return n
 
     def readall(self) -> bytes:
@@ -414,6 +462,8 @@ class RemoteFile(io.RawIOBase):
         pos = base[whence] + offset
         if pos < 0:
             raise OSError(22, f"{self.name}: seek to {pos}, before the start")
+        if pos != self._pos:
+            self._in_order = 0
         self._pos = pos
         return pos
 

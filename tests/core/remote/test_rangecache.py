@@ -249,16 +249,27 @@ def test_a_read_on_the_stores_own_loop_is_refused_and_aread_serves_it(
 
 
 class GatedStore(FileStore):
-    """A folder whose ranged reads wait for the test to let them go, counted."""
+    """A folder whose ranged reads from ``gated_from`` on wait for the test to
+    let them go; each asked for is noted (``asked``, under ``seen``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, gated_from: int = 0) -> None:
         super().__init__(root)
         self.gate = threading.Event()
-        self.calls = 0
+        self.gated_from = gated_from
+        self.seen = threading.Condition()
+        self.asked: list[int] = []
+
+    @property
+    def calls(self) -> int:
+        with self.seen:
+            return len(self.asked)
 
     async def read_range(self, key: str, start: int, length: int) -> bytes:
-        self.calls += 1
-        await asyncio.to_thread(self.gate.wait)
+        with self.seen:
+            self.asked.append(start)
+            self.seen.notify_all()
+        if start >= self.gated_from:
+            await asyncio.to_thread(self.gate.wait)
         return await super().read_range(key, start, length)
 
 
@@ -309,6 +320,33 @@ def test_many_threads_reading_anywhere_get_the_bytes_within_the_bound(
     finally:
         cache.close()
         on(loop, store)
+
+
+def test_a_reader_in_order_has_the_next_blocks_fetched_ahead_and_a_random_one_not(
+    folder_store: FileStore, loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    store = GatedStore(folder_store.root, gated_from=1 << 20)
+    cache = RangeCache.open(store, tmp_path / "cache", 8 << 20, loop)
+    try:
+        f = cache.file(KEY, len(DATA))
+        got = [f.read(64 << 10) for _ in range(16)]  # block 0, in order
+        with store.seen:
+            # The next blocks asked for before the reader needs them.
+            assert store.seen.wait_for(lambda: len(store.asked) == 4, timeout=30)
+            assert store.asked == [0, 1 << 20, 2 << 20, 3 << 20]
+        store.gate.set()
+        got.append(f.read())
+        assert b"".join(got) == DATA and cache.stats.gets == 4
+        rnd = random.Random(3)
+        other = cache.file(KEY, len(DATA) - 1, 1)  # another window: nothing cached
+        for _ in range(30):
+            at = rnd.randrange((2 << 20) - 4096)  # in the window's first two blocks
+            other.seek(at)
+            assert other.read(4096) == DATA[1 + at : 1 + at + 4096]
+        assert cache.stats.gets - 4 == 2  # the blocks touched, nothing ahead
+        assert store.calls == cache.stats.gets
+    finally:
+        cache.close()
 
 
 # the folder --------------------------------------------------------------------------
