@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import fcntl
+import functools
 import hashlib
 import io
 import os
@@ -222,19 +223,7 @@ class RangeCache:
             raise RuntimeError("RangeCache.read on its store's event loop: use aread")
 
     def _read_block(self, block: _Block, lo: int, out: memoryview) -> None:
-        with self._cond:
-            self._check_open(block)
-            if block in self._blocks:
-                self._blocks.move_to_end(block)
-                self._stats.hits += 1
-                fd = open_file(self.folder / block.name(), os.O_RDONLY, root=self.folder)
-                waiting, mine = None, False
-            else:
-                fd = -1
-                waiting = self._inflight.get(block)
-                mine = waiting is None
-                if waiting is None:
-                    waiting = self._inflight[block] = concurrent.futures.Future()
+        fd, waiting, mine = self._claim(block)
         if waiting is None:
             try:
                 n = os.preadv(fd, [out], lo)
@@ -247,6 +236,27 @@ class RangeCache:
             self._fetch(block, waiting)
         data = waiting.result()
         out[:] = data[lo : lo + len(out)]
+
+    def _claim(self, block: _Block) -> tuple[int, concurrent.futures.Future[bytes] | None, bool]:
+        """The cached block's file, opened under the lock (an eviction after
+        leaves it readable); or else the fetch to wait for, and whether it is
+        this reader's to make."""
+        with self._cond:
+            self._check_open(block.window.key)
+            if block in self._blocks:
+                try:
+                    fd = open_file(self.folder / block.name(), os.O_RDONLY, root=self.folder)
+                except FileNotFoundError:  # removed behind the cache's back: fetched again
+                    self._cached -= self._blocks.pop(block)
+                else:
+                    self._blocks.move_to_end(block)
+                    self._stats.hits += 1
+                    return fd, None, False
+            waiting = self._inflight.get(block)
+            if waiting is not None:
+                return -1, waiting, False
+            waiting = self._inflight[block] = concurrent.futures.Future()
+            return -1, waiting, True
 
     def prefetch(self, window: Window, first: int) -> None:
         """The ``read_ahead`` blocks of ``window`` from block ``first`` fetched in
@@ -262,13 +272,25 @@ class RangeCache:
                     self._ahead = concurrent.futures.ThreadPoolExecutor(
                         self.read_ahead, thread_name_prefix="coldkeep-read-ahead"
                     )
-                self._ahead.submit(self._fetch, block, result)
+                task = self._ahead.submit(self._fetch, block, result)
+            task.add_done_callback(functools.partial(self._abandon, block, result))
 
-    def _check_open(self, block: _Block) -> None:
+    def _abandon(
+        self,
+        block: _Block,
+        result: concurrent.futures.Future[bytes],
+        task: concurrent.futures.Future[None],
+    ) -> None:
+        """A read-ahead that close cancelled before it started: a reader waiting
+        for its block is woken with the error."""
+        if task.cancelled():
+            with self._cond:
+                self._inflight.pop(block, None)
+            result.set_exception(RemoteError(f"{self.folder}: the remote cache was closed"))
+
+    def _check_open(self, key: str) -> None:
         if self._closed:
-            raise RemoteError(
-                f"{self.store.where(block.window.key)}: read after the remote cache was closed"
-            )
+            raise RemoteError(f"{self.store.where(key)}: read after the remote cache was closed")
 
     # fetches ---------------------------------------------------------------------
 
@@ -306,7 +328,7 @@ class RangeCache:
     def _reserve(self, block: _Block, n: int) -> None:
         with self._cond:
             while self._cached + self._reserved + n > self.cache_bytes:
-                self._check_open(block)
+                self._check_open(block.window.key)
                 if self._blocks:
                     self._evict_oldest()
                 elif self._reserved:
@@ -340,14 +362,17 @@ class RangeCache:
         return data
 
     def _on_loop(self, key: str, call: Coroutine[Any, Any, T]) -> T:
-        try:
-            pending = asyncio.run_coroutine_threadsafe(call, self._loop)
-        except RuntimeError:  # the loop is closed
-            call.close()
-            raise RemoteError(
-                f"{self.store.where(key)}: the remote's connection was closed (read ends)"
-            ) from None
-        with self._cond:
+        with self._cond:  # none sent after close took the ones to cancel
+            if self._closed:
+                call.close()
+            self._check_open(key)
+            try:
+                pending = asyncio.run_coroutine_threadsafe(call, self._loop)
+            except RuntimeError:  # the loop is closed
+                call.close()
+                raise RemoteError(
+                    f"{self.store.where(key)}: the remote's connection was closed (read ends)"
+                ) from None
             self._calls.add(pending)
         try:
             return pending.result()
@@ -398,11 +423,6 @@ class RangeCache:
             call.cancel()
         if self._ahead is not None:
             self._ahead.shutdown(wait=True, cancel_futures=True)
-        with self._cond:
-            left = list(self._inflight.values())
-        for result in left:  # read-ahead never started: no reader waits forever
-            if not result.done():
-                result.set_exception(RemoteError(f"{self.folder}: the remote cache was closed"))
         shutil.rmtree(self.folder)
         os.close(self._lock_fd)
 

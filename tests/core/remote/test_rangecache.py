@@ -349,6 +349,42 @@ def test_a_reader_in_order_has_the_next_blocks_fetched_ahead_and_a_random_one_no
         cache.close()
 
 
+def test_close_during_a_fetch_wakes_its_readers_with_an_error_and_removes_the_folder(
+    folder_store: FileStore, loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    store = GatedStore(folder_store.root)  # never let go: a GET that hangs
+    cache = RangeCache.open(store, tmp_path / "cache", 8 << 20, loop)
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            readers = [pool.submit(cache.read, Window(KEY, 0, len(DATA)), 10, 10) for _ in range(3)]
+            with store.seen:
+                assert store.seen.wait_for(lambda: len(store.asked) == 1, timeout=30)
+            cache.close()
+            for r in readers:
+                with pytest.raises(RemoteError, match="closed"):
+                    r.result(timeout=30)
+        assert not cache.folder.exists() and store.calls == 1
+        with pytest.raises(RemoteError, match="after the remote cache was closed"):
+            cache.read(Window(KEY, 0, len(DATA)), 0, 1)
+    finally:
+        store.gate.set()  # the folder read's thread, let go
+
+
+def test_a_block_removed_behind_the_caches_back_is_fetched_again(
+    folder_store: FileStore, loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    cache = RangeCache.open(folder_store, tmp_path / "cache", 8 << 20, loop)
+    try:
+        window = Window(KEY, 0, len(DATA))
+        assert cache.read(window, 5, 10) == DATA[5:15]
+        for name in cache_files(cache):
+            (cache.folder / name).unlink()
+        assert cache.read(window, 5, 10) == DATA[5:15]
+        assert cache.stats.gets == 2 and cache.cached_bytes == 1 << 20
+    finally:
+        cache.close()
+
+
 # the folder --------------------------------------------------------------------------
 
 
