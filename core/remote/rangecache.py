@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 from ..base.cancel import CancelToken
 from ..base.config import MountSettings
-from ..base.errors import RemoteError
+from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import open_file
 from ..base.layout import PARTIAL_SUFFIX
 from ..base.ratelimit import UNLIMITED, RateLimiter
@@ -73,6 +73,10 @@ READ_AHEAD = 4
 FOLDER_PREFIX = "rcache-"
 _LOCK = ".lock"
 T = TypeVar("T")
+
+
+class CacheDirError(UsageError):
+    """``[mount] cache_dir`` cannot hold the cache (not writable, not a folder)."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +165,18 @@ class RangeCache:
     ) -> RangeCache:
         """A new cache in a folder of its own under ``cache_dir`` (made, with its
         parents, if missing), for ``store`` whose client lives on ``loop``;
-        folders a crash left in ``cache_dir`` are removed first."""
-        folder, lock_fd = _make_folder(cache_dir)
+        folders a crash left in ``cache_dir`` are removed first. A cache_dir
+        that cannot hold it is a ``CacheDirError``."""
+        if cache_bytes < block_bytes:
+            raise ValueError(f"a cache of {cache_bytes} bytes holds no {block_bytes}-byte block")
+        try:
+            folder, lock_fd = _make_folder(cache_dir)
+        except OSError as err:
+            raise CacheDirError(
+                f"{cache_dir}: the remote read cache cannot be made there "
+                f"({err.strerror or err}; set [mount] cache_dir to a folder coldkeep's "
+                "user can write)"
+            ) from None
         return cls(
             store,
             folder,
@@ -194,6 +208,10 @@ class RangeCache:
     def readinto(self, window: Window, offset: int, buf: memoryview) -> int:
         """Bytes of ``window`` from ``offset`` into ``buf`` (fewer only at its end);
         how many. From any thread but the store's loop."""
+        if offset < 0:
+            raise ValueError(
+                f"{self.store.where(window.key)}: a read at {offset}, before the start"
+            )
         self._not_on_loop()
         end = min(offset + len(buf), window.size)
         done = 0
