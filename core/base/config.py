@@ -170,6 +170,33 @@ class RemoteSettings:
         return Path(urllib.parse.unquote(urllib.parse.urlsplit(self.url).path))
 
 
+# A remote-only copy read without restoring it (``coldkeep mount``, ``cat``) goes
+# through an on-disk block cache of this many bytes at most (remote/rangecache.py).
+DEFAULT_CACHE_BYTES = 1 << 30
+# At least this many: a few readers each holding a block in flight, with room left
+# for the blocks they read next (1 MiB blocks).
+MIN_CACHE_BYTES = 8 << 20
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/coldkeep/mount`` (~/.cache by default): on disk where
+    /tmp is often a tmpfs (memory), private to the user, and outside any root."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec: a relative value is invalid and ignored.
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "coldkeep" / "mount"
+
+
+@dataclass(frozen=True)
+class MountSettings:
+    """Reads of remote-only copies without restoring them: ``cache_dir`` holds a
+    folder of cached blocks per running reader (made on open, removed on close),
+    at most ``cache_bytes`` in each."""
+
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+    cache_dir: Path = field(default_factory=default_cache_dir)
+
+
 @dataclass(frozen=True)
 class RetentionSettings:
     """How long archived data is kept; None keeps it for ever."""
@@ -252,6 +279,7 @@ class Settings:
     alerts: AlertsSettings = field(default_factory=AlertsSettings)
     remote: RemoteSettings | None = None
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    mount: MountSettings = field(default_factory=MountSettings)
     warnings: tuple[str, ...] = ()  # said once by whoever loads it (CLI, console)
 
 
@@ -342,6 +370,7 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     alerts = _alerts(top.table("alerts"))
     remote = _remote(top.table("remote"), base)
     retention = _retention(top.table("retention"))
+    mount = _mount(top.table("mount"), base)
     top.done()
     if remote is None:  # no remote tier: no ship job to schedule or show
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "ship"})
@@ -351,6 +380,7 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     _check_roots_apart(file, live_root, archive_root, state_db)
     if remote is not None and remote.folder is not None:
         _check_remote_apart(file, remote.folder, live_root, archive_root)
+    _check_cache_apart(file, mount.cache_dir, live_root, archive_root)
     return Settings(
         live_root=live_root,
         archive_root=archive_root,
@@ -366,7 +396,20 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         alerts=alerts,
         remote=remote,
         retention=retention,
+        mount=mount,
     )
+
+
+def _mount(t: _Table, base: Path) -> MountSettings:
+    cache_dir = t.path("cache_dir", base, want="creatable_dir")
+    mount = MountSettings(
+        cache_bytes=t.integer(
+            "cache_bytes", DEFAULT_CACHE_BYTES, minimum=MIN_CACHE_BYTES, maximum=MAX_INTEGER
+        ),
+        cache_dir=cache_dir if cache_dir is not None else default_cache_dir(),
+    )
+    t.done()
+    return mount
 
 
 def _retention(t: _Table) -> RetentionSettings:
@@ -706,6 +749,20 @@ def _check_remote_apart(file: Path, remote: Path, live: Path, archive: Path) -> 
                 "remote.url",
                 f"{remote} and {name} ({root}) overlap",
                 "put the remote elsewhere, ideally on another disk",
+            )
+
+
+def _check_cache_apart(file: Path, cache: Path, live: Path, archive: Path) -> None:
+    """The block cache inside live_root would be archived by the next pass; in
+    archive_root, walked as the archive's own files. Either way round, emptying
+    it would remove what it contains."""
+    for name, root in (("live_root", live), ("archive_root", archive)):
+        if is_inside(cache, root) or is_inside(root, cache):
+            raise ConfigError(
+                file,
+                "mount.cache_dir",
+                f"{cache} and {name} ({root}) overlap",
+                "put the cache elsewhere, e.g. under ~/.cache",
             )
 
 

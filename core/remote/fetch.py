@@ -1,7 +1,9 @@
 """Archive files read back from the remote tier, for whoever reads gzips (restore,
 disaster recovery): one ranged GET for a bundle member, the whole object for a
 gzip of its own, into a scratch file under ``archive_root`` that the caller reads
-as a plain gzip and that is removed after.
+as a plain gzip and that is removed after. Or, for a reader that must not wait
+for a whole object (the mount), a file over the entry's window of its object,
+read through a block cache (rangecache.py): nothing under archive_root.
 
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
@@ -33,6 +35,15 @@ from ..store.remoteobjects import RemoteObjects
 from .connect import connected
 from .marker import RemoteUnmounted, check_marker
 from .objectstore import ObjectStore
+from .rangecache import RangeCache, RemoteFile, Window
+
+
+def window_of(site: str, entry: Entry) -> Window:
+    """Where ``entry``'s gzip lies on the remote: its archive file's object under
+    ``site``, all of it or the bundle member's span."""
+    key = f"{site}/{entry.gz_path}"
+    span = entry.span
+    return Window(key, 0, entry.gz_bytes) if span is None else Window(key, span.offset, span.length)
 
 
 def clear_scratch(layout: Layout) -> list[Path]:
@@ -103,6 +114,13 @@ class RemoteReader:
         if local and entry.status != "missing":
             return "local"
         return "remote" if obj is not None else None
+
+    async def remote_file(self, entry: Entry, cache: RangeCache) -> RemoteFile:
+        """``entry``'s gzip as a file read through ``cache`` (a cache of this
+        reader's store), to be read from a worker thread; the marker checked
+        first, as for any fetch."""
+        await self._check_marker()
+        return RemoteFile(cache, window_of(self.site, entry))
 
     @asynccontextmanager
     async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:

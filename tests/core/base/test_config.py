@@ -81,6 +81,25 @@ bytes_per_s = 1048576
     assert cfg.io.bytes_per_s == 1 << 20
 
 
+def test_the_mount_cache_defaults_to_the_users_cache_folder(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(site / "xdg"))
+    cfg = load_settings(write(site, ROOTS))
+    assert cfg.mount.cache_bytes == 1 << 30
+    assert cfg.mount.cache_dir == site / "xdg" / "coldkeep" / "mount"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    assert load_settings(write(site, ROOTS)).mount.cache_dir == (
+        Path.home() / ".cache" / "coldkeep" / "mount"
+    )
+
+
+def test_a_mount_cache_config(site: Path) -> None:
+    text = ROOTS + "[mount]\ncache_bytes = 67108864\ncache_dir = 'cache'\n"
+    cfg = load_settings(write(site, text))
+    assert (cfg.mount.cache_bytes, cfg.mount.cache_dir) == (64 << 20, site / "cache")
+
+
 def test_a_remote_tier_config(site: Path) -> None:
     cfg = load_settings(write(site, ROOTS + "[remote]\nurl = 's3://bkt/a/b/'\n"))
     assert cfg.remote is not None
@@ -163,6 +182,13 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         ),
         (ROOTS + "[retention]\nevent_days = 9\n", "retention.event_days", "retention.events_days"),
         (ROOTS + "[retention.units]\nlogs = '7d'\n", "retention.units.logs", "a number"),
+        (ROOTS + "[mount]\ncache_bytes = 1024\n", "mount.cache_bytes", "1024 is below 8388608"),
+        (ROOTS + "[mount]\ncache_bytes = '1G'\n", "mount.cache_bytes", "expected an integer"),
+        (ROOTS + "[mount]\ncache_dir = 'live/cache'\n", "mount.cache_dir", "overlap"),
+        (ROOTS + "[mount]\ncache_dir = 'archive'\n", "mount.cache_dir", "overlap"),
+        (ROOTS + "[mount]\ncache_dir = '.'\n", "mount.cache_dir", "overlap"),
+        (ROOTS + "[mount]\ncache_dir = 'x/y'\n", "mount.cache_dir", "does not exist"),
+        (ROOTS + "[mount]\ncache_size = 1\n", "mount.cache_size", "did you mean mount.cache_"),
     ],
 )
 def test_bad_configs_are_refused_in_one_line(site: Path, text: str, key: str, says: str) -> None:
@@ -266,6 +292,7 @@ INTEGERS = {
     "io.workers": "",
     "jobs.retention_rows": "",
     "remote.bytes_per_s": "url = 'file:remote'\n",
+    "mount.cache_bytes": "",
 }
 
 
