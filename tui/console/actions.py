@@ -52,6 +52,7 @@ _OWN = (
         "H lists its versions, v reads it without restoring",
         at_once=True,  # what is typed right after g is the pattern
         button=False,
+        footer=False,  # the footer's room goes to the operations (help and ^p list it)
         place=65,
     ),
     ConsoleAction(
