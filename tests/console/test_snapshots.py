@@ -1,8 +1,8 @@
 """Snapshots of what an operator sees: the main screen, the pass and ship
-confirmations, the restore browser, the pager, a file's versions and help, at 80x24 (an SSH window) and
-120x36. The clock, the demo data, the terminal size and the cursor blink are
-pinned; after a deliberate change to the console, review the diff and refresh
-with --snapshot-update."""
+confirmations, the restore browser, the pager, a file's versions and help, at
+80x24 (an SSH window) and 120x36. The clock, the demo data, the terminal size
+and the cursor blink are pinned; after a deliberate change to the console,
+review the diff and refresh with --snapshot-update."""
 
 from __future__ import annotations
 
