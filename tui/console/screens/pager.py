@@ -146,7 +146,7 @@ class PagerView(Widget, can_focus=True):
         self.needle = ""
         self.hit: int | None = None
         self.tail = Text("reading…", style="dim")
-        self._frame: list[Text] | None = None
+        self._frame: tuple[tuple[object, ...], list[Text]] | None = None
         self._cache: OrderedDict[tuple[object, ...], list[Text]] = OrderedDict()
 
     # drawing -------------------------------------------------------------------
@@ -196,13 +196,17 @@ class PagerView(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         # The Line API: each row drawn as it was wrapped here (Textual never
-        # wraps it again). The rows are worked out once per frame, at its first row.
-        if y == 0 or self._frame is None:
-            self._frame = self.screen_rows()
+        # wraps it again). The rows are worked out once for what is shown now
+        # (Textual asks row by row, and may ask for a few rows alone).
+        shown = (self.top, self.pretty, self.needle, self.hit, self.spool.size, self.tail)
+        key = (*shown, self.content_size)
+        if self._frame is None or self._frame[0] != key:
+            self._frame = (key, self.screen_rows())
+        rows = self._frame[1]
         width, style = self.content_size.width, self.rich_style
-        if y >= len(self._frame):
+        if y >= len(rows):
             return Strip.blank(width, style)
-        return Strip(list(self._frame[y].render(self.app.console))).crop_extend(0, width, style)
+        return Strip(list(rows[y].render(self.app.console))).crop_extend(0, width, style)
 
     # moving --------------------------------------------------------------------
 
