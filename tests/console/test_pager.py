@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
@@ -222,3 +224,34 @@ async def test_the_find_box_finds_a_file_the_first_page_does_not_list(
         current = browser._current()
         assert current is not None and current.relpath == target
         assert browser.query_one("#restore-filter", Input).value == target
+
+
+def tree(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
+async def test_the_pager_writes_nothing_in_the_trees_and_says_when_a_copy_is_gone(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await archive_all(app, pilot)
+        live, archive = tree(settings.live_root), tree(settings.archive_root)
+        await browse(app, pilot, "bulk-0/firehose ")
+        await keys(pilot, "v")
+        assert "sha256 verified" in status(app)
+        # The spool is unlinked from the start: nothing in TMPDIR, the live tree
+        # or the archive.
+        assert list(scratch.iterdir()) == []
+        assert tree(settings.live_root) == live and tree(settings.archive_root) == archive
+        await keys(pilot, "escape")
+
+        # Its gzip gone (and no remote copy): the pager says so where the bytes end.
+        (settings.archive_root / "files/bulk-0/firehose.jsonl.gz").unlink()
+        await keys(pilot, "v")
+        text = " ".join(screen_text(app).split())
+        assert text.startswith("READ STOPPED after 0 B:") and "firehose.jsonl.gz" in text
+        assert "READ STOPPED" in status(app)
