@@ -86,7 +86,8 @@ async def in_thread(
     token: CancelToken, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
 ) -> T:
     """Run ``fn`` in the default executor; a cancelled await trips ``token`` and
-    waits for the thread to stop before re-raising."""
+    waits for the thread to stop before re-raising (what the thread raised on
+    its way out is dropped: the caller was cancelled)."""
     loop = asyncio.get_running_loop()
     fut = loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
     try:
@@ -94,4 +95,9 @@ async def in_thread(
     except asyncio.CancelledError:
         token.cancel("the caller was cancelled")
         await asyncio.wait([fut])
+        if not fut.cancelled():
+            # The thread's way out (Cancelled, or an error it stopped on: an
+            # output its reader closed) is the expected end of a cancelled call:
+            # read here, or asyncio logs it as an exception nobody retrieved.
+            fut.exception()
         raise

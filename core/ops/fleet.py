@@ -79,26 +79,10 @@ async def find_across(remote: RemoteSettings, cache: Path, pattern: str) -> Flee
     (fetched into ``cache`` when it is not there yet; nothing written remotely)."""
     fleet = Fleet(remote, cache)
     try:
-        sites = await fleet.load()
+        await fleet.load()
     finally:
         await fleet.close()
-    found: dict[str, Found] = {}
-    problems = {s.site: s.problem or "no snapshot" for s in sites if not s.usable}
-    for s in sites:
-        if not s.usable:
-            continue
-        try:
-            found[s.site] = await find(fleet.layout(s.site).manifest, pattern, None)
-        except NothingFound:
-            continue
-        except ManifestError as err:  # a snapshot this coldkeep cannot read as it is
-            problems[s.site] = str(err)
-    if not found:
-        raise NothingFound(
-            f"nothing archived matches {pattern!r} at any of the {len(sites)} sites under "
-            f"{remote.url}" + (f" ({len(problems)} could not be searched)" if problems else "")
-        )
-    return FleetFound(pattern, found, problems)
+    return await fleet.find(pattern)
 
 
 @dataclass(frozen=True)
@@ -136,6 +120,28 @@ class Fleet:
             raise err.said_for("check the URL given to --remote") from err
         self.sites = [await self._site(name) for name in names]
         return self.sites
+
+    async def find(self, pattern: str) -> FleetFound:
+        """``pattern`` found in each site's snapshot as ``load`` last fetched it
+        (the fleet view's sites; nothing is fetched or listed again)."""
+        found: dict[str, Found] = {}
+        problems = {s.site: s.problem or "no snapshot" for s in self.sites if not s.usable}
+        for s in self.sites:
+            if not s.usable:
+                continue
+            try:
+                found[s.site] = await find(self.layout(s.site).manifest, pattern, None)
+            except NothingFound:
+                continue
+            except ManifestError as err:  # a snapshot this coldkeep cannot read as it is
+                problems[s.site] = str(err)
+        if not found:
+            searched = f" ({len(problems)} could not be searched)" if problems else ""
+            raise NothingFound(
+                f"nothing archived matches {pattern!r} at any of the {len(self.sites)} sites "
+                f"under {self.remote.url}{searched}"
+            )
+        return FleetFound(pattern, found, problems)
 
     async def _site(self, site: str) -> FleetSite:
         snapshots = sorted(

@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Input, Static
 from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.files.catalog import CatalogRow
 from coldkeep.tui.console.fleet import FleetApp, FleetScreen, files
-from coldkeep.tui.console.screens import ConfirmScreen
+from coldkeep.tui.console.screens import ConfirmScreen, FindScreen
 
 from consolekit import settle
 from remotecheck import ship_site
@@ -148,6 +148,36 @@ async def test_two_gone_hosts_searched_together_and_one_restored_to_a_folder(
     assert {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} == {
         r.relpath for r in wanted
     }
+
+
+async def test_find_searches_every_site_and_enter_selects_the_row(
+    bucket: Path, tmp_path: Path
+) -> None:
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        # From the table (in the filter g is a letter): the find box.
+        await pilot.press("escape", "g")
+        await type_into(pilot, "part-03.jsonl")
+        await pilot.press("enter")
+        await settle(pilot)
+        find = app.screen
+        assert isinstance(find, FindScreen)
+        table = find.query_one("#find-table", DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert {row[0] for row in rows} == {"web-1", "web-2"}
+        assert all(row[1].endswith("part-03.jsonl") for row in rows)
+        said = str(find.query_one("#find-count", Static).render())
+        assert said.startswith(f"{len(rows)} versions of ") and "not searched: web-3" in said
+
+        # Enter: the row listed and highlighted in the fleet table.
+        await pilot.press("down")
+        site, path, entry_id = rows[1][0], rows[1][1], int(rows[1][6])
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen is app.view
+        assert highlighted(app)[0] == site and highlighted(app)[1].id == entry_id
+        assert app.view.query_one("#fleet-filter", Input).value == f"site:{site} {path}"
 
 
 async def test_site_words_filter_and_several_sites_go_to_their_own_folders(

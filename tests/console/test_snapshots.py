@@ -1,8 +1,8 @@
 """Snapshots of what an operator sees: the main screen, the pass and ship
-confirmations, the restore browser and help, at 80x24 (an SSH window) and
-120x36. The clock, the demo data, the terminal size and the cursor blink are
-pinned; after a deliberate change to the console, review the diff and refresh
-with --snapshot-update."""
+confirmations, the restore browser, the pager, a file's versions and help, at
+80x24 (an SSH window) and 120x36. The clock, the demo data, the terminal size
+and the cursor blink are pinned; after a deliberate change to the console,
+review the diff and refresh with --snapshot-update."""
 
 from __future__ import annotations
 
@@ -71,3 +71,20 @@ def test_restore_browser(snap_compare: Any, settings: Settings, size: tuple[int,
 @pytest.mark.parametrize("size", SIZES)
 def test_help(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
     assert snap_compare(make_app(settings), terminal_size=size, run_before=steady("question_mark"))
+
+
+# A pass first (confirmed), then the browser; "down" leaves the filter for the
+# table, its first row highlighted (a JSONL file).
+BROWSE_ONE = ("p", "y", "r", "down")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_pager(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
+    run_before = steady(*BROWSE_ONE, "v")
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_versions(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
+    run_before = steady(*BROWSE_ONE, "H")
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=run_before)

@@ -1,7 +1,7 @@
 """The console's actions, in one registry: it feeds the key bindings, the action
 bar's buttons, the help screen and the command palette, so the four can never
 disagree. The operations' actions come with their entries (tui/operations); the
-console's own (browsing, holds, jobs, stop, refresh, help, quit) are listed
+console's own (browsing, finding, holds, jobs, stop, refresh, help, quit) are listed
 here; each one's ``place`` orders them all. Every action has a plain key (a
 letter or a function key): nothing relies on ctrl+enter or ctrl+s, which
 terminals and SSH clients swallow.
@@ -41,6 +41,19 @@ _OWN = (
         "Open the restore browser: find and preview files and rows; restoring asks first",
         at_once=True,  # what is typed right after r is the filter
         place=60,
+    ),
+    # Not mutating: finding reads the manifest only.
+    ConsoleAction(
+        "find",
+        "g",
+        "Find",
+        "Find archived files in the whole manifest (a glob or part of a path): every "
+        "version, where its bytes are, its hold; enter selects one in the restore browser, "
+        "H lists its versions, v reads it without restoring",
+        at_once=True,  # what is typed right after g is the pattern
+        button=False,
+        footer=False,  # the footer's room goes to the operations (help and ^p list it)
+        place=65,
     ),
     ConsoleAction(
         "run_job",

@@ -560,6 +560,15 @@ class ColdkeepApp(App[None]):
             RestoreScreen(settings, base=self._base(), read_only=self.read_only, blocked=blocked)
         )
 
+    async def action_find(self) -> None:
+        """The find box, opened over the restore browser (its picks select a file
+        there, or open its versions or the pager)."""
+        if self._refuse("find"):
+            return
+        await self.action_restore()
+        if (browser := self._browser()) is not None:
+            await browser.action_find()
+
     def _browser(self) -> RestoreScreen | None:
         """The restore browser, while it is open."""
         return next((s for s in self.screen_stack if isinstance(s, RestoreScreen)), None)

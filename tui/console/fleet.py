@@ -44,6 +44,7 @@ from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.layout import UnsafePath, resolve_inside
 from coldkeep.core.base.stream import Event, EventStream, FileDone
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError
+from coldkeep.core.files.find import Version
 from coldkeep.core.files.restore import RestoreReport, check_restore_root, target_names
 from coldkeep.core.ops.fleet import Fleet, FleetSite
 from coldkeep.core.store.manifest import Entry, ManifestError
@@ -55,6 +56,7 @@ from .actions import bindings
 from .pilot import busy
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search
+from .screens.find import FindScreen, Pick
 from .tables import Cell, keyed_table, name_cell, sync_table
 
 # The fleet view's own registry: browsing, selecting and restoring --to a folder;
@@ -76,6 +78,13 @@ FLEET_ACTIONS: tuple[ConsoleAction, ...] = (
         "Filter",
         "Search every site at once: words of the path, site:NAME, unit:NAME, sha:PREFIX, "
         "status:STATUS, after:DATE, before:DATE",
+    ),
+    ConsoleAction(
+        "find",
+        "g",
+        "Find",
+        "Find archived files at every site (a glob or part of a path, as coldkeep find "
+        "--fleet): every version, where it is, its hold; enter selects it here",
     ),
     ConsoleAction(
         "focus_to", "t", "Target", "Type the directory restores go under (required)", button=False
@@ -294,6 +303,7 @@ class FleetScreen(Screen[None]):
         self.running: str | None = None  # what the restore's status line says
         self.cancel_token: CancelToken | None = None
         self.last: RestoreReport | None = None  # the last restore's report
+        self.wanted: str | None = None  # the row the find box chose, selected once listed
 
     def compose(self) -> ComposeResult:
         yield Static("", id="status-line")
@@ -486,7 +496,19 @@ class FleetScreen(Screen[None]):
             sort_by="path",
         )
         self._show_count()
+        self._select_wanted()
         self._preview()
+
+    def _select_wanted(self) -> None:
+        wanted, self.wanted = self.wanted, None
+        if wanted is None:
+            return
+        if wanted not in self.rows:
+            self.notify(f"{wanted} is not among the rows listed", severity="warning")
+            return
+        table = self.query_one("#fleet-table", DataTable)
+        table.move_cursor(row=table.get_row_index(wanted))
+        table.focus()
 
     def _cells(self, key: str, site: str, row: CatalogRow) -> tuple[Cell, ...]:
         where: Cell = name_cell(row.gz_path)
@@ -592,6 +614,38 @@ class FleetScreen(Screen[None]):
 
     def action_focus_filter(self) -> None:
         self.query_one("#fleet-filter", Input).focus()
+
+    async def action_find(self) -> None:
+        if self.fetching:
+            self.notify("the sites are still loading", severity="warning")
+            return
+        await self.app.push_screen(
+            FindScreen(
+                self._find,
+                self._found_picked,
+                sites=True,
+                offers=("select",),
+                hint="find at every site: a glob ('**/*.log', anchored at live_root) "
+                "or part of a path",
+            )
+        )
+
+    async def _find(self, pattern: str) -> tuple[list[tuple[str, Version]], str]:
+        found = await self.fleet.find(pattern)
+        rows = [(site, v) for site, f in sorted(found.sites.items()) for v in f.versions]
+        gone = ", ".join(f"{shown(site)} ({why})" for site, why in sorted(found.problems.items()))
+        return rows, f"not searched: {gone}" if gone else ""
+
+    def _found_picked(self, site: str, v: Version, what: Pick) -> None:
+        """The row the find box chose: listed here (its site and path as the
+        filter) and highlighted."""
+        self.wanted = row_key(site, v.entry.id)
+        box = self.query_one("#fleet-filter", Input)
+        text = f"site:{site} {v.entry.relpath}"
+        if box.value == text:
+            self.run_filter(text)
+        else:
+            box.value = text
 
     def action_focus_to(self) -> None:
         self.query_one("#fleet-to", Input).focus()

@@ -34,6 +34,7 @@ from coldkeep.core.base.config import Settings
 from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, archived_months
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_catalog
+from coldkeep.core.files.find import Version, find
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
@@ -43,6 +44,9 @@ from ..messages import Confirmed
 from ..tables import Cell, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search
 from .confirm import ConfirmScreen
+from .find import FindScreen, Pick
+from .pager import PagerScreen, archived
+from .versions import VersionsScreen, pager_for
 
 COPIES = {
     "local": "local copy",
@@ -94,6 +98,9 @@ class RestoreScreen(Screen[None]):
         ("space", "select_row", "Select"),
         ("r", "restore", "Restore"),
         ("y", "copy", "Copy path"),
+        ("v", "view", "View"),
+        ("H", "versions", "Versions"),
+        ("g", "find", "Find"),
         # Acted on as it is read (priority), so that what is typed right after it
         # lands in the filter; in a text field it is a character (paths have
         # slashes), and the footer does not offer it there.
@@ -123,6 +130,7 @@ class RestoreScreen(Screen[None]):
         self.selected: set[int] = set()
         self.month_rows: dict[str, ArchivedMonth] = {}
         self.months_selected: set[str] = set()
+        self.wanted: int | None = None  # the entry the find box chose, selected once listed
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="restore-tabs"):
@@ -250,6 +258,7 @@ class RestoreScreen(Screen[None]):
             },
             sort_by="path",
         )
+        self._select_wanted()
         if message.error:
             self.query_one("#restore-count", Static).update(
                 Text(f"{message.error} (nothing listed)", style="bold red")
@@ -257,6 +266,28 @@ class RestoreScreen(Screen[None]):
         else:
             self._show_count()
         self._preview()
+
+    def _select_wanted(self) -> None:
+        """The entry the find box chose: highlighted, its table focused."""
+        wanted, self.wanted = self.wanted, None
+        if wanted is None:
+            return
+        table = self.query_one("#restore-table", DataTable)
+        if wanted not in self.rows:
+            self.notify(f"entry {wanted} is not among the rows listed", severity="warning")
+            return
+        table.move_cursor(row=table.get_row_index(str(wanted)))
+        table.focus()
+
+    def jump_to(self, relpath: str, entry_id: int) -> None:
+        """List ``relpath`` (the filter set to it) and highlight entry ``entry_id``."""
+        self.wanted = entry_id
+        self.query_one(TabbedContent).active = "restore-files"
+        box = self.query_one("#restore-filter", Input)
+        if box.value == relpath:
+            self.run_filter(relpath)  # no Changed for the same text
+        else:
+            box.value = relpath
 
     def _show_count(self) -> None:
         size = len(self.catalog) if self.catalog else 0
@@ -348,6 +379,69 @@ class RestoreScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss(None)
+
+    # reading without restoring: the pager, the versions, the find box ------------
+
+    def action_view(self) -> None:
+        """``v``: the highlighted file's content in the pager, nothing restored."""
+        row = self._current()
+        if row is None:
+            self.notify("no file highlighted", severity="warning")
+            return
+        if row.status == "expired":
+            self.notify(
+                f"{shown(row.relpath)}: expired by retention, no copy is left to read",
+                severity="warning",
+                markup=False,
+            )
+            return
+        title = name_cell(row.relpath) + Text(
+            f"  ·  entry {row.id}  ·  {human(row.bytes)}  ·  archived {clock_time(row.archived_at)}"
+            f"  ·  {source(row)}"
+        )
+        self.app.push_screen(
+            PagerScreen(title, row.relpath, archived(self.settings, row.relpath, row.id))
+        )
+
+    def action_versions(self) -> None:
+        """``H``: every version of the highlighted file's path."""
+        row = self._current()
+        if row is None:
+            self.notify("no file highlighted", severity="warning")
+            return
+        self.open_versions(row.relpath)
+
+    def open_versions(self, relpath: str) -> None:
+        to = self.query_one("#restore-to", Input).value
+        try:
+            root = self._root(to) if to.strip() else None
+        except UnsafePath as err:
+            self.notify(str(err), severity="error", markup=False)
+            return
+        self.app.push_screen(
+            VersionsScreen(
+                self.settings, relpath, root=root, read_only=self.read_only, blocked=self.blocked
+            )
+        )
+
+    async def action_find(self) -> None:
+        """``g``: the find box, over the whole manifest."""
+        await self.app.push_screen(FindScreen(self._find, self._picked))
+
+    async def _find(self, pattern: str) -> tuple[list[tuple[str, Version]], str]:
+        found = await find(self.archive.manifest, pattern, self.settings.live_root)
+        return [("", v) for v in found.versions], ""
+
+    def _picked(self, site: str, v: Version, what: Pick) -> None:
+        e = v.entry
+        if what == "select":
+            self.jump_to(e.relpath, e.id)
+        elif what == "versions":
+            self.open_versions(e.relpath)
+        elif v.location in ("expired", "missing"):
+            self.notify(f"entry {e.id}: {v.location}, no copy to read", severity="warning")
+        else:
+            self.app.push_screen(pager_for(self.settings, v))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "focus_filter":
