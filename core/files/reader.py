@@ -101,9 +101,16 @@ def _short(d: Digest) -> str:
     return f"{d.bytes} bytes / sha256 {d.sha256[:12]}…"
 
 
-def _stream(
-    at: GzipAt, expect: Digest, out: BinaryIO, limiter: RateLimiter, cancel: CancelToken
+def copy_entry(
+    at: GzipAt,
+    expect: Digest,
+    out: BinaryIO,
+    limiter: RateLimiter = UNLIMITED,
+    cancel: CancelToken | None = None,
 ) -> Streamed:
+    """``stream_entry`` in the calling thread (one that may block: the mount's
+    FUSE threads read a small version whole this way)."""
+    cancel = cancel or CancelToken()
     sink = _Sink(out)
     try:
         # Only ``write`` is called on ``out``: the sink is one.
@@ -132,4 +139,4 @@ async def stream_entry(
     writing ``out`` (``BrokenPipeError``: the reader left) or reading the gzip
     raises; a gzip that is not valid, or gives other bytes, is ``problem``."""
     cancel = cancel or CancelToken()
-    return await in_thread(cancel, _stream, at, expect, out, limiter, cancel)
+    return await in_thread(cancel, copy_entry, at, expect, out, limiter, cancel)

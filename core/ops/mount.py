@@ -9,7 +9,9 @@ from its gzip or its bundle member by ``files/reader.py`` as they are read.
 Threads: libfuse calls in on its own threads (mfusepy's multithreaded loop);
 lookups and listings query the manifest on those threads, each on a read-only
 connection of its own; opening a version and inflating it run on one asyncio
-loop in a thread of its own, reached with ``run_coroutine_threadsafe``. An open
+loop in a thread of its own, reached with ``run_coroutine_threadsafe``. A small
+version (``SMALL``: every bundle member) is read whole at its first read, on the
+FUSE thread, checked, and served from memory (``Smalls``, bounded). A larger
 version is one inflate from the start of its gzip (``_Stream``), at most
 ``WINDOW`` bytes ahead of the furthest read and ``KEEP`` behind it. A read
 before what is kept, or more than ``AHEAD`` past it, is a random read: served
@@ -35,12 +37,14 @@ from __future__ import annotations
 import asyncio
 import ctypes.util
 import errno
+import io
 import logging
 import os
 import shutil
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TypeVar, cast
@@ -50,7 +54,7 @@ from ..base.codec import CorruptGzip, Digest
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
-from ..files.reader import GzipAt, entry_gzip, stream_entry
+from ..files.reader import GzipAt, copy_entry, entry_gzip, stream_entry
 from ..files.seek import SeekReader
 from ..store.manifest import Entry, Manifest
 from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
@@ -59,6 +63,10 @@ log = logging.getLogger(__name__)
 
 WINDOW = 4 << 20  # inflated bytes held ahead of the furthest read
 KEEP = 4 << 20  # and behind it: the kernel's readahead reads a little out of order
+# A version at most this size is read whole at its first read, in the FUSE
+# thread, and checked before a byte is served; SMALL_HELD bytes of them are kept.
+SMALL = 1 << 20
+SMALL_HELD = 64 << 20
 # A read this far past what the stream holds waits for it; further is a random
 # read (from a seek point at most a MiB of inflate away).
 AHEAD = 2 << 20
@@ -166,6 +174,62 @@ class _LiveSource:
         os.close(self.fd)
 
 
+class _SmallSource:
+    """A small archived version, served from its bytes read whole and checked
+    (``Smalls``): no stream, no hop to the event loop."""
+
+    def __init__(self, smalls: Smalls, entry: Entry) -> None:
+        self.smalls, self.entry = smalls, entry
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.smalls.get(self.entry)[offset : offset + size]
+
+    def close(self) -> None:
+        """Nothing held per handle: the bytes are the cache's."""
+
+
+class Smalls:
+    """Small versions' bytes, each read whole (its gzip or bundle member) and
+    checked against its length and sha256 before any is served; at most
+    ``held`` bytes kept, the least recently read dropped first."""
+
+    def __init__(self, layout: Layout, held: int = SMALL_HELD) -> None:
+        self.layout, self.held = layout, held
+        self.lock = threading.Lock()
+        self.kept: OrderedDict[int, bytes] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, entry: Entry) -> bytes:
+        with self.lock:
+            data = self.kept.get(entry.id)
+            if data is not None:
+                self.kept.move_to_end(entry.id)
+                return data
+        data = self._read(entry)
+        with self.lock:
+            if entry.id not in self.kept:
+                self.kept[entry.id] = data
+                self.bytes += len(data)
+                while self.bytes > self.held:
+                    self.bytes -= len(self.kept.popitem(last=False)[1])
+        return data
+
+    def _read(self, entry: Entry) -> bytes:
+        out = io.BytesIO()
+        at = GzipAt(self.layout.abs(entry.gz_path), entry.span, "local")
+        try:
+            done = copy_entry(at, Digest(entry.bytes, entry.sha256), out)
+        except OSError as err:
+            problem: str | None = str(err)
+        else:
+            problem = done.problem
+        if problem is not None:
+            problem = f"{entry.relpath} (entry {entry.id}): {problem}"
+            log.error("mount: %s", problem)
+            raise OSError(errno.EIO, problem)
+        return out.getvalue()
+
+
 class _ArchivedSource:
     """An archived version: read in order through its stream (checked against
     its sha256), anywhere else through the seek reader."""
@@ -209,6 +273,7 @@ class ArchiveFS:
         self.made_ns = time.time_ns()
         self.handles: dict[int, Source] = {}
         self.seeker = SeekReader()
+        self.smalls = Smalls(self.layout)
         self.next_fh = 1
         self.lock = threading.Lock()
 
@@ -257,8 +322,17 @@ class ArchiveFS:
         if isinstance(target.kind, Live):
             assert self.view.live is not None
             return _LiveSource(self.view.live.open(target.rel))
-        assert isinstance(target.kind, File)
-        return _ArchivedSource(self, target.kind)
+        node = target.kind
+        assert isinstance(node, File)
+        if node.size <= SMALL:
+            entry = self.view.catalog.entry(node.id)
+            if (
+                entry is not None
+                and entry.status != "missing"
+                and self.layout.abs(entry.gz_path).exists()
+            ):
+                return _SmallSource(self.smalls, entry)
+        return _ArchivedSource(self, node)
 
     def local_gzip(self, node: File) -> tuple[GzipAt, Entry]:
         """Where ``node``'s local gzip is, and its entry (for its seek points);

@@ -38,7 +38,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ..store.manifest import Listed, connect_readonly, data_version, listing, versions_at
+from ..store.manifest import (
+    Entry,
+    Listed,
+    connect_readonly,
+    data_version,
+    entry_by_id,
+    listing,
+    versions_at,
+)
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +167,11 @@ class Catalog:
             yield db
         finally:
             self.pool.put(db)
+
+    def entry(self, entry_id: int) -> Entry | None:
+        """The manifest's entry ``entry_id`` as it is now."""
+        with self._db() as db:
+            return entry_by_id(db, entry_id)
 
     def recheck(self) -> bool:
         """Drop every cached folder if the manifest changed since the last look

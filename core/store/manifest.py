@@ -280,6 +280,15 @@ def versions_at(db: sqlite3.Connection, relpath: str) -> tuple[list[Listed], boo
     return rows, folder
 
 
+def entry_by_id(db: sqlite3.Connection, entry_id: int) -> Entry | None:
+    """Entry ``entry_id``, on a connection from ``connect_readonly`` (the mount
+    reads a small version whole on its own threads, off the event loop)."""
+    row = db.execute(
+        f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM entries WHERE id = ?", [entry_id]
+    ).fetchone()
+    return None if row is None else _entry(row)
+
+
 def data_version(db: sqlite3.Connection) -> int:
     """A number that changes whenever another connection commits to the
     database (``PRAGMA data_version``): a cheap way to notice a pass."""

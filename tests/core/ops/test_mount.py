@@ -8,6 +8,7 @@ is left as it was. Skipped, with the reason, where FUSE is missing."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import os
@@ -20,6 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.ops.mount import SMALL, Smalls
+from coldkeep.core.store.manifest import Entry, Manifest
 
 from helpers import DAY_NS, ck, entries, eventually, jsonl, mounting, write_raw
 
@@ -209,6 +214,24 @@ def test_a_random_read_in_a_gzip_cut_short_is_eio(site: Path, tmp_path: Path) ->
         finally:
             os.close(fd)
     assert "u/big.jsonl" in (tmp_path / "mnt.log").read_text()
+
+
+def test_small_versions_held_in_memory_stay_within_their_bound(site: Path) -> None:
+    """Small versions are read whole and kept for the next reads, never more
+    bytes than the bound: the least recently read go first."""
+
+    async def small_entries() -> list[Entry]:
+        async with await Manifest.open(site / "archive" / "coldkeep.db", readonly=True) as m:
+            return [e for e in await m.entries() if e.bytes <= SMALL]
+
+    small = asyncio.run(small_entries())
+    assert len(small) >= 5
+    bound = sum(sorted(e.bytes for e in small)[-2:])
+    smalls = Smalls(Layout(site / "archive"), held=bound)
+    for e in small * 2:
+        assert hashlib.sha256(smalls.get(e)).hexdigest() == e.sha256
+        assert smalls.bytes <= bound
+    assert 0 < len(smalls.kept) < len(small)
 
 
 def test_every_version_is_under_versions_named_as_versions_prints_it(
