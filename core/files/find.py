@@ -125,10 +125,10 @@ def literal_prefix(pattern: str) -> str:
     return pattern[:cut]
 
 
-def longest_piece(pattern: str) -> str:
-    """The longest run of literal characters that every match contains: within
-    one segment (``**`` may match no segment at all, so never across a ``/``),
-    outside ``[...]``."""
+def literal_pieces(pattern: str) -> list[str]:
+    """The runs of literal characters every match contains, longest first: each
+    within one segment (``**`` may match no segment at all, so never across a
+    ``/``), outside ``[...]``."""
     pieces: list[str] = []
     for seg in pattern.split("/"):
         run, i = "", 0
@@ -143,7 +143,7 @@ def longest_piece(pattern: str) -> str:
                 run += c
             i += 1
         pieces.append(run)
-    return max(pieces, key=len, default="")
+    return sorted({p for p in pieces if p}, key=lambda p: (-len(p), p))
 
 
 def _newest_first(e: Entry) -> tuple[int, int, int]:
@@ -197,9 +197,11 @@ async def find(manifest_path: Path, pattern: str, live_root: Path | None) -> Fou
         raise UsageError("PATTERN is empty: give a glob ('**/*.log') or part of a path")
     glob = is_glob(pattern)
     match = compile_glob(pattern).fullmatch if glob else None  # a bad glob: one line
-    prefix, piece = (literal_prefix(pattern), longest_piece(pattern)) if glob else ("", pattern)
+    prefix, pieces = (literal_prefix(pattern), literal_pieces(pattern)) if glob else ("", [pattern])
     async with await _open(manifest_path) as manifest:
-        candidates = await manifest.paths_from(prefix, piece if piece not in prefix else "")
+        # Every piece as a filter in SQL: a glob whose prefix spans the whole
+        # archive ("logs/*/app.log") still hands Python only its candidates.
+        candidates = await manifest.paths_from(prefix, [p for p in pieces if p not in prefix])
         ids = [i for i, path in candidates if match is None or match(path)]
         entries = await manifest.entries_with_ids(ids) if ids else []
         entries.sort(key=lambda e: (e.relpath, *_newest_first(e)))

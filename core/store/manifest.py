@@ -639,21 +639,23 @@ class Manifest:
         clause = "WHERE " + " AND ".join(where)
         return await self._select(clause, params, order="relpath, mtime_ns, id")
 
-    async def paths_from(self, prefix: str, containing: str = "") -> list[tuple[int, str]]:
+    async def paths_from(
+        self, prefix: str, containing: Sequence[str] = ()
+    ) -> list[tuple[int, str]]:
         """(id, relpath) of every entry whose relpath starts with ``prefix`` and
-        contains ``containing``: a range of the relpath index (TEXT names), then
-        the names stored as BLOBs (not UTF-8: names.py), which sort after every
-        TEXT, by the range of their bytes."""
+        contains each of ``containing``: a range of the relpath index (TEXT
+        names), then the names stored as BLOBs (not UTF-8: names.py), which sort
+        after every TEXT, by the range of their bytes."""
         found: list[tuple[int, str]] = []
-        if is_text(prefix) and is_text(containing):
+        if is_text(prefix) and all(map(is_text, containing)):
             above = _text_after(prefix)
             # Below every BLOB when no text is above the prefix: the TEXT range runs
             # to its end. The planner takes the covering index (relpath, id).
             sql = "SELECT id, relpath FROM entries WHERE relpath >= ? AND relpath < ?"
             params: list[Any] = [prefix, above if above is not None else b""]
-            if containing:
+            for piece in containing:
                 sql += " AND instr(relpath, ?) > 0"
-                params.append(containing)
+                params.append(piece)
             found += [(r[0], r[1]) for r in await self.rows(sql, params)]
         low = os.fsencode(prefix)
         high = _bytes_after(low)
@@ -661,7 +663,7 @@ class Manifest:
             " AND relpath < ?" if high is not None else ""
         )
         blobs = await self.rows(sql, [low] if high is None else [low, high])
-        found += [(r[0], r[1]) for r in blobs if containing in r[1]]
+        found += [(r[0], r[1]) for r in blobs if all(p in r[1] for p in containing)]
         return found
 
     async def entries_with_ids(self, ids: Sequence[int]) -> list[Entry]:
@@ -675,20 +677,6 @@ class Manifest:
         """Every version of the file at ``relpath`` (tombstones too), by the
         source's mtime then id: the newest last, as restore takes it."""
         return await self._select("WHERE relpath = ?", (relpath,), order="mtime_ns, id")
-
-    async def newest_versions(self) -> list[tuple[int, str, int, int, int]]:
-        """(id, relpath, bytes, mtime_ns, mode) of the newest version of every
-        archived path that still has bytes somewhere (tombstones left out), by
-        the source's mtime then id as restore takes it; relpath order. Only these
-        columns: a mount holds one such row per path."""
-        rows = await self.rows(
-            "SELECT id, relpath, bytes, mtime_ns, mode FROM entries "
-            "WHERE status != 'expired' ORDER BY relpath, mtime_ns, id"
-        )
-        newest: dict[str, tuple[int, str, int, int, int]] = {}
-        for r in rows:
-            newest[r[1]] = (int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4]))
-        return list(newest.values())
 
     async def unknown_ids(self, ids: Sequence[int]) -> list[int]:
         """Those of ``ids`` that no entry has, in the order given."""

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.globs import GlobError, compile_glob
-from coldkeep.core.files.find import NothingFound, find, longest_piece
+from coldkeep.core.files.find import NothingFound, find, literal_pieces
 from coldkeep.core.store.manifest import Manifest, NewEntry
 
 NAMES = [
@@ -83,9 +83,9 @@ def test_find_finds_what_the_glob_engine_matches(manifest: Path, parts: list[str
 
 
 def test_a_piece_never_spans_a_double_star() -> None:
-    assert longest_piece("**/b.log") == "b.log"
-    assert longest_piece("a/**/bcd") == "bcd"
-    assert longest_piece("x[abcdef]y") == "x"
+    assert literal_pieces("**/b.log") == ["b.log"]
+    assert literal_pieces("a/**/bcd") == ["bcd", "a"]
+    assert literal_pieces("x[abcdef]y") == ["x", "y"]
     assert asyncio.run(_raises(Path("/nowhere/coldkeep.db")))
 
 
