@@ -190,17 +190,28 @@ class _LiveSource:
 
 class _ArchivedSource:
     """An archived version: read in order through its stream (checked against
-    its sha256), anywhere else through the seek reader."""
+    its sha256), anywhere else through the seek reader. The stream starts with
+    the first read near the start: a reader that only reads at random (the end
+    of a log) never inflates, nor fetches from the remote, the bytes before."""
 
     def __init__(self, fs: ArchiveFS, node: File) -> None:
         self.fs, self.node = fs, node
-        self.stream = fs.start(node)
+        self.stream: _Stream | None = None
+        self.lock = threading.Lock()  # FUSE threads read one handle at once
+        self.closed = False
         self.at: tuple[GzipAt, Entry] | None = None
+
+    def _stream_for(self, offset: int) -> _Stream | None:
+        with self.lock:
+            if self.stream is None and offset <= AHEAD and not self.closed:
+                self.stream = self.fs.start(self.node)
+            return self.stream
 
     def read(self, offset: int, size: int) -> bytes:
         size = max(0, min(size, self.node.size - offset))
-        if self.stream.reaches(offset):
-            got = self.stream.read(offset, size)
+        stream = self._stream_for(offset)
+        if stream is not None and stream.reaches(offset):
+            got = stream.read(offset, size)
             if got is not None:
                 return got
         return self._seek(offset, size)
@@ -217,7 +228,11 @@ class _ArchivedSource:
         raise OSError(errno.EIO, problem)
 
     def close(self) -> None:
-        self.stream.close()
+        with self.lock:
+            self.closed = True
+            stream = self.stream
+        if stream is not None:
+            stream.close()
 
 
 class _NoCopy(Exception):
