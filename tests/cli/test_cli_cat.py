@@ -6,6 +6,7 @@ ever written in the archive or the live tree."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
@@ -309,10 +310,8 @@ def test_a_remote_only_copy_writes_nothing_under_archive_root_and_says_its_gets(
     seen: set[str] = set()
     while proc.poll() is None:  # watched while it reads, not waited for blind
         seen |= set(os.listdir(archive))
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.005)
-        except subprocess.TimeoutExpired:
-            pass
     out, err = (tmp_path / "out").read_bytes(), (tmp_path / "err").read_bytes()
     assert proc.returncode == 0, err
     assert sha(out) == big["sha256"]
