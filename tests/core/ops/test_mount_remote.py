@@ -14,6 +14,7 @@ import hashlib
 import os
 import random
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,27 @@ def test_a_remote_that_cannot_be_read_leaves_local_copies_served(tmp_path: Path)
     lines = [x for x in said.splitlines() if "u/deep/small-1.jsonl" in x]
     assert lines and all("the remote tier cannot be read (the remote folder" in x for x in lines)
     assert os.listdir(tmp_path / "cache") == []
+
+
+def test_an_endpoint_that_does_not_answer_leaves_local_copies_served(
+    tmp_path: Path, s3: S3Site
+) -> None:
+    site = _site(tmp_path, _s3(s3))
+    _write(site, b"u/later.log", b"archived after the ship\n")
+    ck(site, "pass")
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text().replace(s3.endpoint, dead))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        assert (mnt / "u" / "later.log").read_bytes() == b"archived after the ship\n"
+        with pytest.raises(OSError) as err:
+            (mnt / "u" / "big.jsonl").read_bytes()
+        assert err.value.errno == errno.EIO
+    said = _logged(mnt)
+    [first] = [x for x in said.splitlines() if "will be EIO" in x]
+    assert dead in first, said
+    assert any("u/big.jsonl" in x and "cannot be read" in x for x in said.splitlines()), said
