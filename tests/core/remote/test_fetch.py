@@ -11,15 +11,15 @@ import io
 import random
 from pathlib import Path
 
-from coldkeep.core.base.config import MountSettings, RemoteSettings
 from coldkeep.core.base.codec import Digest
+from coldkeep.core.base.config import MountSettings, RemoteSettings
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.ratelimit import UNLIMITED
 from coldkeep.core.files.reader import stream_entry
 from coldkeep.core.files.seek import SeekReader
 from coldkeep.core.remote.connect import connected
 from coldkeep.core.remote.fetch import RemoteReader, remote_reader
-from coldkeep.core.remote.rangecache import RemoteFile, range_cache
+from coldkeep.core.remote.rangecache import RangeCache, RemoteFile, range_cache
 from coldkeep.core.store.manifest import Entry, Manifest
 
 from remotecheck import ship_site
@@ -63,35 +63,45 @@ def test_every_remote_only_entry_reads_whole_through_the_cache(tmp_path: Path) -
     assert list((tmp_path / "cache").iterdir()) == []
 
 
-async def seek_all(base: Path, remote: Path, cache_dir: Path) -> int:
-    """Every entry's gzip through ``cached_gzip``: whole through ``stream_entry``
+async def seek_one(
+    reader: RemoteReader, cache: RangeCache, entry: Entry, seeker: SeekReader
+) -> int:
+    """``entry``'s gzip through ``cached_gzip``: whole through ``stream_entry``
     (its sha256 checked), then ranges from the seek reader, with the entry's
     seek points and through the checkpoint cache; how many ranges were read."""
+    at = await reader.cached_gzip(entry, cache)
+    assert at.source == "remote" and at.name.startswith(reader.store.where(""))
+    out = io.BytesIO()
+    done = await stream_entry(at, Digest(entry.bytes, entry.sha256), out)
+    assert done.problem is None, done.problem
+    data = out.getvalue()
+    rnd = random.Random(entry.id)
+    ranges = 0
+    for _ in range(5):
+        offset, n = rnd.randrange(max(1, len(data))), rnd.choice([1, 4096, 70_000])
+        for points in (entry.seek_points, None):
+            got = await asyncio.to_thread(seeker.read, at, offset, n, seek_points=points)
+            assert got == data[offset : offset + n], (entry.relpath, offset, n)
+            ranges += 1
+    return ranges
+
+
+async def seek_all(base: Path, remote: Path, cache_dir: Path) -> int:
     layout = Layout(base / "web-1" / "archive")
     manifest = await Manifest.open_existing(layout.manifest)
     assert manifest is not None
     seeker = SeekReader(spacing=4096)
-    rnd = random.Random(3)
     ranges = 0
-    async with manifest, connected(RemoteSettings(remote.as_uri(), site="web-1")) as store:
-        async with range_cache(store, MountSettings(16 << 20, cache_dir)) as cache:
-            reader = RemoteReader(store, "web-1", manifest, layout, UNLIMITED, cache)
-            for entry in await manifest.entries():
-                at = await reader.cached_gzip(entry, cache)
-                assert at.source == "remote" and at.name.startswith(remote.as_uri())
-                out = io.BytesIO()
-                done = await stream_entry(at, Digest(entry.bytes, entry.sha256), out)
-                assert done.problem is None, done.problem
-                data = out.getvalue()
-                for _ in range(5):
-                    offset, n = rnd.randrange(max(1, len(data))), rnd.choice([1, 4096, 70_000])
-                    for points in (entry.seek_points, None):
-                        got = await asyncio.to_thread(
-                            seeker.read, at, offset, n, seek_points=points
-                        )
-                        assert got == data[offset : offset + n], (entry.relpath, offset, n)
-                        ranges += 1
-            assert seeker.checkpoints() > len(await manifest.entries()), "kept per copy"
+    async with (
+        manifest,
+        connected(RemoteSettings(remote.as_uri(), site="web-1")) as store,
+        range_cache(store, MountSettings(16 << 20, cache_dir)) as cache,
+    ):
+        reader = RemoteReader(store, "web-1", manifest, layout, UNLIMITED, cache)
+        read = await manifest.entries()
+        for entry in read:
+            ranges += await seek_one(reader, cache, entry, seeker)
+        assert seeker.checkpoints() > len(read), "kept per copy"
     return ranges
 
 
