@@ -30,7 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest
@@ -43,7 +43,7 @@ from ..files.reader import Streamed, entry_gzip, stream_entry
 from ..files.restore import expired_detail
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
-from ..remote.rangecache import CacheStats, RangeCache, range_cache
+from ..remote.rangecache import CacheStats, range_cache
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 
@@ -61,7 +61,7 @@ class Unreadable(ColdkeepError):
 class CatResult:
     entry: Entry
     streamed: Streamed
-    source: str = "local"  # where the gzip was read: "local" or "remote"
+    source: Literal["local", "remote"] = "local"  # where the gzip was read
     remote: CacheStats | None = None  # what reading the remote copy cost
 
     @property
@@ -150,19 +150,10 @@ async def _remote_needed(entry: Entry, manifest: Manifest, layout: Layout) -> bo
     return not present or entry.status == "missing"
 
 
-@dataclass
-class _RemoteRead:
-    """The remote tier's copies read through a block cache, and the cache (its
-    stats once the read is done)."""
-
-    reader: RemoteReader
-    cache: RangeCache
-
-
 @asynccontextmanager
 async def _remote(
     settings: Settings, manifest: Manifest, entry: Entry
-) -> AsyncIterator[_RemoteRead | None]:
+) -> AsyncIterator[RemoteReader | None]:
     """The remote tier's copies, read through a block cache, when a [remote] is
     configured and only it holds ``entry``'s gzip; the cache closed (its folder
     removed) after the block."""
@@ -173,8 +164,7 @@ async def _remote(
         return
     limiter = RateLimiter(remote.bytes_per_s)
     async with connected(remote) as store, range_cache(store, settings.mount, limiter) as cache:
-        reader = RemoteReader(store, remote.site, manifest, layout, limiter, cache)
-        yield _RemoteRead(reader, cache)
+        yield RemoteReader(store, remote.site, manifest, layout, limiter, cache)
 
 
 async def cat_file(
@@ -196,8 +186,7 @@ async def cat_file(
         if entry.status == "expired":
             raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
         async with _remote(settings, manifest, entry) as remote:
-            reader = None if remote is None else remote.reader
-            async with entry_gzip(entry, layout, reader, cancel) as at:
+            async with entry_gzip(entry, layout, remote, cancel) as at:
                 if at is None:
                     raise Unreadable(
                         f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is "
@@ -206,5 +195,5 @@ async def cat_file(
                 expect = Digest(entry.bytes, entry.sha256)
                 streamed = await stream_entry(at, expect, out, cancel=cancel)
                 source = at.source
-            stats = None if remote is None else remote.cache.stats
+            stats = None if remote is None or remote.cache is None else remote.cache.stats
     return CatResult(entry, streamed, source, stats)
