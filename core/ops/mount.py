@@ -18,8 +18,9 @@ before what is kept, or more than ``AHEAD`` past it, is a random read: served
 on its FUSE thread by ``files/seek.py`` from the nearest seek point (or its
 checkpoint cache for a gzip written without them), the stream left where it is.
 With a ``[remote]``, its store, a reader of its copies and the block cache are
-opened on the loop when the mount starts and closed when it ends (``_Remote``);
-the GETs run on the loop, the reads that wait for them on the other threads.
+opened on the loop as the mount starts (in the background: a read that needs
+them waits) and closed when it ends (``_Remote``); the GETs run on the loop,
+the reads that wait for them on the other threads.
 
 Invariants:
 - Read-only: the manifest opened read-only, no archive lock, nothing written
@@ -240,22 +241,34 @@ class _NoCopy(Exception):
 
 
 class _Remote:
-    """The remote tier for the life of the mount, opened on its loop: a reader of
-    its copies through a block cache (``reader``, ``cache``); or, when there is
-    none or it cannot be read, ``why`` (said in every EIO it causes)."""
+    """The remote tier for the life of the mount, opened on its loop in the
+    background (the mount is ready without waiting for it; a read that needs it
+    waits): a reader of its copies through a block cache (``reader``,
+    ``cache``); or, when there is none or it cannot be read, ``why`` (said in
+    every EIO it causes)."""
 
     def __init__(self) -> None:
         self.reader: RemoteReader | None = None
         self.cache: RangeCache | None = None
         self.why = "no [remote] is configured to read it from"
         self._stack = contextlib.AsyncExitStack()
+        self._opening: asyncio.Task[None] | None = None
 
-    async def open(self, settings: Settings, manifest: Manifest) -> None:
+    async def start(self, settings: Settings, manifest: Manifest) -> None:
+        """On the loop: the opening begun, not waited for."""
+        if settings.remote is not None:
+            self._opening = asyncio.create_task(self._open(settings, manifest))
+
+    async def opened(self) -> None:
+        """Once the opening is over (shielded: a read given up does not stop it)."""
+        if self._opening is not None:
+            await asyncio.shield(self._opening)
+
+    async def _open(self, settings: Settings, manifest: Manifest) -> None:
         """The store, the cache and the reader, the remote asked once whether it
         is the one shipped to; whatever fails leaves ``why`` naming it."""
         remote = settings.remote
-        if remote is None:
-            return
+        assert remote is not None
         try:
             store = await self._stack.enter_async_context(connected(remote))
             limiter = RateLimiter(remote.bytes_per_s)
@@ -269,13 +282,17 @@ class _Remote:
             said = str(err) or f"no answer within {REMOTE_CHECK_S:.0f} s"
             self.why = f"the remote tier cannot be read ({said}); mount again once it can"
             log.warning("mount: copies only the remote tier holds will be EIO: %s", said)
-            await self.close()
+            await self._stack.aclose()
             return
         self.reader, self.cache = reader, cache
 
     async def close(self) -> None:
-        """The cache closed (its folder removed) and the store; what the cache
-        cost, logged."""
+        """An opening still under way stopped; the cache closed (its folder
+        removed) and the store; what the cache cost, logged."""
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
         cache, self.reader, self.cache = self.cache, None, None
         await self._stack.aclose()
         if cache is not None:
@@ -373,23 +390,25 @@ class ArchiveFS:
         return await self._gzip_at(entry), entry
 
     async def _gzip_at(self, entry: Entry) -> GzipAt:
-        """The copy of ``entry``'s gzip to read: the local one when it is there,
-        else the remote tier's through the cache; ``_NoCopy`` saying why not."""
-        reader, cache = self.remote.reader, self.remote.cache
-        source = "local" if reader is None else await reader.source_of(entry)
-        if source == "remote" and reader is not None and cache is not None:
-            return await reader.cached_gzip(entry, cache)
+        """The copy of ``entry``'s gzip to read: the local one when it is there
+        (the remote not waited for), else the remote tier's through the cache;
+        ``_NoCopy`` saying why not."""
         path = self.layout.abs(entry.gz_path)
-        # source_of looked for the local file already; without a reader, here.
-        here = source == "local" and entry.status != "missing"
-        if here and (reader is not None or await asyncio.to_thread(path.exists)):
+        if entry.status != "missing" and await asyncio.to_thread(path.exists):
             return GzipAt(path, entry.span, "local")
-        if reader is not None:  # source_of found no copy anywhere
-            raise _NoCopy(f"{entry.relpath}: entry {entry.id} has no copy of its gzip (missing)")
-        raise _NoCopy(
-            f"{entry.relpath}: entry {entry.id}: no local copy of its gzip ({path}), "
-            f"and {self.remote.why}"
-        )
+        await self.remote.opened()
+        reader, cache = self.remote.reader, self.remote.cache
+        if reader is None or cache is None:
+            raise _NoCopy(
+                f"{entry.relpath}: entry {entry.id}: no local copy of its gzip ({path}), "
+                f"and {self.remote.why}"
+            )
+        source = await reader.source_of(entry)
+        if source == "remote":
+            return await reader.cached_gzip(entry, cache)
+        if source == "local":  # placed back since the look above
+            return GzipAt(path, entry.span, "local")
+        raise _NoCopy(f"{entry.relpath}: entry {entry.id} has no copy of its gzip (missing)")
 
     def start(self, node: File) -> _Stream:
         stream = _Stream(node.size)
@@ -510,7 +529,7 @@ def serve(
             import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
 
             remote = _Remote()
-            asyncio.run_coroutine_threadsafe(remote.open(settings, manifest), loop).result()
+            asyncio.run_coroutine_threadsafe(remote.start(settings, manifest), loop).result()
             try:
                 fs = ArchiveFS(settings, view, manifest, loop, remote)
                 _run(mfusepy, fs, mountpoint, ready)
