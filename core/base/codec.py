@@ -199,7 +199,7 @@ class _Hashes:
 
 
 def _read_chunks(
-    src: io.FileIO,
+    src: io.RawIOBase,
     limiter: RateLimiter,
     cancel: CancelToken,
     buf: bytearray,
@@ -393,7 +393,7 @@ def digest_path(
 
 
 def inflate(
-    gz: Path,
+    gz: Path | io.RawIOBase,
     *,
     span: Span | None = None,
     out: BinaryIO | None = None,
@@ -403,45 +403,65 @@ def inflate(
 ) -> Digest:
     """Decompress the gzip at ``gz`` (all members; only the ``span`` of it when
     given: a bundle member), hashing the output and writing it to ``out`` if
-    given. Raises ``CorruptGzip`` when the bytes are not valid gzip; an
-    ``OSError`` when they cannot be read."""
+    given. ``gz`` may be a file already open for reading (a remote copy read
+    through the block cache), read from its start and left open; messages name
+    it by its ``name``. Raises ``CorruptGzip`` when the bytes are not valid
+    gzip; an ``OSError`` when they cannot be read."""
+    if isinstance(gz, Path):
+        with gz.open("rb", buffering=0) as src:
+            return _inflate_from(src, gz, span, out, limiter, cancel, progress)
+    name = getattr(gz, "name", "<gzip>")
+    with naming(name):
+        gz.seek(0)
+    return _inflate_from(gz, name, span, out, limiter, cancel, progress)
+
+
+def _inflate_from(
+    src: io.RawIOBase,
+    gz: Path | str,
+    span: Span | None,
+    out: BinaryIO | None,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    progress: Progress | None,
+) -> Digest:
+    """``inflate`` of the open file ``src`` (named ``gz`` in messages)."""
     sha = hashlib.sha256()
     total = 0
     d = _inflater()
     in_member = False
     read_any = False
     where = gz if span is None else f"{gz} (the member at byte {span.offset})"
-    with gz.open("rb", buffering=0) as src:
-        if span is not None:
-            with naming(gz):
-                src.seek(span.offset)
-        limit = None if span is None else span.length
-        buf = bytearray(CHUNK if span is None else max(1, min(CHUNK, span.length)))
-        next_chunk = _read_chunks(src, limiter, cancel, buf, gz, limit)
-        while (chunk := next_chunk()) is not None:
-            read_any = True
-            data: bytes | memoryview = chunk
-            while data:
-                if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
-                    raise CorruptGzip(f"{where}: trailing zero bytes after the last gzip member")
-                in_member = True
-                try:
-                    piece = d.decompress(data, CHUNK)
-                except _CODEC_ERRORS as err:
-                    raise CorruptGzip(f"{where}: {err}") from err
-                if piece:
-                    sha.update(piece)
-                    total += len(piece)
-                    if out is not None:
-                        out.write(piece)
-                if d.eof:
-                    data = d.unused_data
-                    d = _inflater()
-                    in_member = False
-                else:
-                    data = d.unconsumed_tail
-            if progress is not None:
-                progress(total)
+    if span is not None:
+        with naming(gz):
+            src.seek(span.offset)
+    limit = None if span is None else span.length
+    buf = bytearray(CHUNK if span is None else max(1, min(CHUNK, span.length)))
+    next_chunk = _read_chunks(src, limiter, cancel, buf, gz, limit)
+    while (chunk := next_chunk()) is not None:
+        read_any = True
+        data: bytes | memoryview = chunk
+        while data:
+            if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
+                raise CorruptGzip(f"{where}: trailing zero bytes after the last gzip member")
+            in_member = True
+            try:
+                piece = d.decompress(data, CHUNK)
+            except _CODEC_ERRORS as err:
+                raise CorruptGzip(f"{where}: {err}") from err
+            if piece:
+                sha.update(piece)
+                total += len(piece)
+                if out is not None:
+                    out.write(piece)
+            if d.eof:
+                data = d.unused_data
+                d = _inflater()
+                in_member = False
+            else:
+                data = d.unconsumed_tail
+        if progress is not None:
+            progress(total)
     if not read_any:
         raise CorruptGzip(f"{where}: empty file, not a gzip")
     if in_member:

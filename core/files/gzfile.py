@@ -81,6 +81,7 @@ from ..base.ioerror import naming
 from ..base.layout import PARTIAL_SUFFIX, partial_of, restore_partial_of, versioned_name
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.steps import StepHook, ThreadStep, no_step, thread_step
+from .reader import CachedCopy
 
 
 @dataclass(frozen=True)
@@ -538,7 +539,7 @@ async def stale_of(gz: Path, digest: Digest) -> Stale:
 
 
 def _unpack(
-    gz: Path,
+    gz: Path | CachedCopy,
     span: Span | None,
     partial: Path,
     root: Path,
@@ -564,19 +565,24 @@ def _unpack(
             str(partial),
         ) from err
     with naming(partial), os.fdopen(fd, "wb") as out:
+        src = gz if isinstance(gz, Path) else gz.open()
         try:
             got: Digest | str = inflate(
-                gz, span=span, out=out, limiter=limiter, cancel=cancel, progress=progress
+                src, span=span, out=out, limiter=limiter, cancel=cancel, progress=progress
             )
         except CorruptGzip as err:
             got = str(err)
+        finally:
+            if not isinstance(src, Path):
+                src.close()
         if isinstance(got, str) or (got.bytes, got.sha256) != (expect.bytes, expect.sha256):
             out.close()
             # Durably: the intent naming it is cleared next, and a partial whose
             # name came back after a power cut would be named by nothing.
             _remove_durably(partial, root, "restore.partial_removed")
             # A CorruptGzip's text names the gzip already.
-            what = got if isinstance(got, str) else f"{gz} gave {_short(got)}"
+            name = gz if isinstance(gz, Path) else gz.name
+            what = got if isinstance(got, str) else f"{name} gave {_short(got)}"
             return Mismatch(
                 f"{what}; the manifest records {_short(Digest(expect.bytes, expect.sha256))}"
             )
@@ -599,7 +605,7 @@ def _put_in_place(partial: Path, target: Path, root: Path) -> Restored | Exists:
 
 
 async def restore_file(
-    gz: Path,
+    gz: Path | CachedCopy,
     target: Path,
     expect: RestoreExpect,
     *,
@@ -610,7 +616,8 @@ async def restore_file(
     step: StepHook = no_step,
     progress: Progress | None = None,
 ) -> RestoreResult:
-    """Put the bytes of ``gz`` back at ``target`` (the caller checked that the path
+    """Put the bytes of ``gz`` (a path, or a remote copy read through the block
+    cache) back at ``target`` (the caller checked that the path
     is inside its ``root``, every name reached beneath it): ``<target>.restore-partial``,
     sha256 verified, mode and mtime set, fsynced, renamed into place without
     replacing anything that is there, the directory fsynced. A target that exists
@@ -623,7 +630,7 @@ async def restore_file(
     if await asyncio.to_thread(functools.partial(identity_or_none, target, root=root)) is not None:
         return Exists()
     temp = restore_partial_of(target)
-    info = {"gz": gz, "target": target, "partial": temp}
+    info = {"gz": gz if isinstance(gz, Path) else gz.name, "target": target, "partial": temp}
     try:
         bad = await in_thread(
             cancel, _unpack, gz, span, temp, root, expect, limiter, cancel, progress

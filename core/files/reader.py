@@ -1,13 +1,18 @@
 """An archived file's bytes read back: where its gzip can be read (a gzip of its
-own, its bundle member by offset, or the remote tier's copy fetched for the
-read), and those bytes inflated to a stream through sha256. ``restore`` places
-them in a file; ``cat`` sends them to its output.
+own, its bundle member by offset, or the remote tier's copy), and those bytes
+inflated to a stream through sha256. ``restore`` places them in a file; ``cat``
+and the mount send them to their output.
 
 Invariants:
 - A local copy is read where it lies (a bundle member by its span: a seek, never
-  the tar's structure); a remote-only copy is fetched by ``RemoteCopies``: one
-  ranged GET of a bundle member, else the whole object, into a scratch file
-  under archive_root removed after the block. Nothing else is written.
+  the tar's structure); a remote-only copy is read by ``RemoteCopies``: either
+  through the remote block cache (a ``CachedCopy``: ranged GETs of the member's
+  or the object's bytes as they are read, nothing under archive_root), or
+  fetched whole (one ranged GET of a bundle member, else the whole object) into
+  a scratch file under archive_root removed after the block. Nothing else is
+  written.
+- Every reader opens the gzip through ``GzipAt.open``: a path and a cached copy
+  are read by the same inflate.
 - ``stream_entry`` inflates in a worker thread, at most ``codec.CHUNK`` bytes at a
   time, each written to the output and flushed as it comes: never the whole
   file in memory, and the event loop never waits on the read or the output.
@@ -17,7 +22,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import io
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,41 @@ from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..store.manifest import Entry
 
 
+@dataclass(frozen=True)
+class CachedCopy:
+    """A remote copy's gzip read through the remote block cache, not a file on
+    disk: ``open`` gives a new seekable read-only file over its bytes (a
+    position of its own, for one reader), ``name`` names it in messages,
+    ``ident`` keys its checkpoints (the object's key, the window's start and
+    size: a different copy has different ones)."""
+
+    name: str
+    ident: tuple[str, int, int]
+    open: Callable[[], io.RawIOBase]
+
+
+@dataclass(frozen=True)
+class GzipAt:
+    """Where an entry's gzip is read: ``path`` (the archive's file, a scratch copy
+    fetched from the remote tier, or a copy read through the remote block
+    cache), and the member's ``span`` in it when it is a bundle read in place."""
+
+    path: Path | CachedCopy
+    span: Span | None
+    source: Literal["local", "remote"]
+
+    @property
+    def name(self) -> str:
+        """The gzip as messages name it: its path, or its object's URL."""
+        return self.path.name if isinstance(self.path, CachedCopy) else str(self.path)
+
+    def open(self) -> io.RawIOBase:
+        """The gzip open for reading (unbuffered: a reader reads what it needs)."""
+        if isinstance(self.path, CachedCopy):
+            return self.path.open()
+        return open(self.path, "rb", buffering=0)
+
+
 class RemoteCopies(Protocol):
     """Where a gzip is read when its local copy is gone: the remote tier's reader
     (``remote.fetch.RemoteReader``), handed in by whoever has a remote."""
@@ -38,20 +79,10 @@ class RemoteCopies(Protocol):
         """ "local", "remote", or None when neither holds ``entry``'s gzip."""
         ...
 
-    def fetched(self, entry: Entry, cancel: CancelToken) -> AbstractAsyncContextManager[Path]:
-        """``entry``'s gzip alone in a scratch file, for the life of the block."""
+    def gzip_of(self, entry: Entry, cancel: CancelToken) -> AbstractAsyncContextManager[GzipAt]:
+        """``entry``'s gzip as the remote tier gives it (a scratch file, or a copy
+        read through the block cache), readable for the life of the block."""
         ...
-
-
-@dataclass(frozen=True)
-class GzipAt:
-    """Where an entry's gzip is read: ``path`` (the archive's file, or a scratch
-    copy fetched from the remote tier), and the member's ``span`` in it when it
-    is a bundle read in place."""
-
-    path: Path
-    span: Span | None
-    source: Literal["local", "remote"]
 
 
 @asynccontextmanager
@@ -67,8 +98,8 @@ async def entry_gzip(
         return
     if source == "remote":
         assert remote is not None
-        async with remote.fetched(entry, cancel) as gz:
-            yield GzipAt(gz, None, "remote")
+        async with remote.gzip_of(entry, cancel) as at:
+            yield at
         return
     yield GzipAt(layout.abs(entry.gz_path), entry.span, "local")
 
@@ -114,9 +145,10 @@ def copy_entry(
     sink = _Sink(out)
     try:
         # Only ``write`` is called on ``out``: the sink is one.
-        got = inflate(
-            at.path, span=at.span, out=cast("BinaryIO", sink), limiter=limiter, cancel=cancel
-        )
+        with at.open() as src:
+            got = inflate(
+                src, span=at.span, out=cast("BinaryIO", sink), limiter=limiter, cancel=cancel
+            )
     except CorruptGzip as err:
         return Streamed(sink.sent, f"{err} after {sink.sent} bytes")
     if (got.bytes, got.sha256) != (expect.bytes, expect.sha256):

@@ -22,27 +22,33 @@ Invariants:
   other threads may hold half as many again until they end). One read holds
   its ``length`` of output, one ``codec.CHUNK`` of inflated bytes and
   ``_IN_CHUNK`` of input beside it.
-- A gzip's checkpoints are keyed by its identity (device, inode, size, mtime)
-  and the member's offset: a gzip replaced under the same name starts afresh.
+- A gzip's checkpoints are keyed by its identity and the member's offset: a
+  file's (device, inode, size, mtime), so that a gzip replaced under the same
+  name starts afresh; a remote copy read through the block cache by its
+  object's key and its window (``CachedCopy.ident``).
 - Threads: a gzip's checkpoints grow under its own lock (one walk at a time);
   a read inside what is known only copies a checkpoint under the lock and
   inflates on its own copy. Stored inflaters are never fed, only copied.
 - A range read is not checked against the sha256 (only a whole read can be;
   ``reader.stream_entry`` is that path). Bytes that are not valid deflate, or
   end early, are ``CorruptGzip`` naming the gzip; a read error is an
-  ``OSError`` naming it. Nothing is written.
+  ``OSError`` naming it (a remote copy: a ``RemoteError`` naming its object).
+  Nothing is written.
+- Every gzip is opened by ``GzipAt.open``: a file on disk and a remote copy
+  read through the block cache go through the same walk.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+import io
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import Any, cast
 
 from isal import isal_zlib
 from zlib_ng import zlib_ng
@@ -50,7 +56,7 @@ from zlib_ng import zlib_ng
 from ..base.codec import CHUNK, CorruptGzip, DamagedSeekPoints, Span, decode_points
 from ..base.ioerror import naming
 from ..store.manifest import Entry
-from .reader import GzipAt
+from .reader import CachedCopy, GzipAt
 
 # Input read at a time: a 4 KiB read from a point needs a few KiB of deflate,
 # not a MiB.
@@ -82,9 +88,18 @@ class _Gzip:
     length: int
 
 
-def _gzip_of(at: GzipAt, st: os.stat_result) -> _Gzip:
-    span = at.span if at.span is not None else Span(0, st.st_size)
-    return _Gzip(str(at.path), span.offset, span.length)
+def _gzip_of(at: GzipAt, f: io.RawIOBase) -> tuple[_Gzip, tuple[object, ...]]:
+    """The compressed bytes ``f`` (``at`` opened) holds, and what keys its
+    checkpoints."""
+    if isinstance(at.path, CachedCopy):
+        size = f.seek(0, os.SEEK_END)
+        ident: tuple[object, ...] = ("remote", *at.path.ident)
+    else:
+        st = os.fstat(f.fileno())
+        size = st.st_size
+        ident = (str(at.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    span = at.span if at.span is not None else Span(0, size)
+    return _Gzip(at.name, span.offset, span.length), (*ident, span.offset)
 
 
 def _new_member() -> Any:
@@ -92,7 +107,7 @@ def _new_member() -> Any:
 
 
 def _walk(
-    f: BinaryIO,
+    f: io.RawIOBase,
     gz: _Gzip,
     place: _Place,
     sink: Callable[[int, bytes], bool],
@@ -158,8 +173,8 @@ def read_from_points(at: GzipAt, points: list[tuple[int, int]], offset: int, len
     if length <= 0:
         return b""
     i = bisect.bisect_right(points, offset, key=lambda p: p[0]) - 1
-    with naming(at.path), open(at.path, "rb", buffering=0) as f:
-        gz = _gzip_of(at, os.fstat(f.fileno()))
+    with naming(at.name), at.open() as f:
+        gz, _ = _gzip_of(at, f)
         if i < 0:
             place = _Place(0, 0, None)  # before the first point: the member's start
         else:
@@ -213,7 +228,7 @@ class SeekReader:
         cache. Damaged seek points are passed over for the cache: the read
         still gives the right bytes, only slower."""
         if offset < 0 or length < 0:
-            raise ValueError(f"{at.path}: a read needs offset and length >= 0")
+            raise ValueError(f"{at.name}: a read needs offset and length >= 0")
         if seek_points is not None:
             try:
                 points = _decoded(seek_points)
@@ -233,11 +248,9 @@ class SeekReader:
         want = _Collect(offset, length)
         if length <= 0:
             return b""
-        with naming(at.path), open(at.path, "rb", buffering=0) as f:
-            st = os.fstat(f.fileno())
-            gz = _gzip_of(at, st)
-            known = self._checkpoints((gz.path, gz.base, st.st_dev, st.st_ino, st.st_size,
-                                       st.st_mtime_ns))  # fmt: skip
+        with naming(at.name), at.open() as f:
+            gz, ident = _gzip_of(at, f)
+            known = self._checkpoints(ident)
             with known.lock:
                 last = known.places[-1]
                 inside = known.done or offset < last.out + known.spacing

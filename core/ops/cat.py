@@ -11,9 +11,12 @@ is tried as a path first, so a name with ``@`` in it reads as it is; ``version``
 
 Invariants:
 - Read-only: no archive lock, the manifest opened read-only, nothing written in
-  the archive or the live tree but a remote copy's scratch file (reader.py),
-  removed after the read. Scratch files a crash left are not cleared here: that
-  is for an operation holding the lock (another's could be in use).
+  the archive or the live tree. A copy only the remote tier holds is read
+  through a block cache (remote/rangecache.py: ranged GETs of its member's or
+  object's bytes as they are inflated, blocks kept in a folder of its own under
+  ``[mount] cache_dir``, removed after the read); what it cost is
+  ``CatResult.remote``. Scratch files a crash left under archive_root are not
+  cleared here: that is for an operation holding the lock.
 - An unknown path or version is a ``UsageError`` (exit 2), before any byte is
   sent; an expired version says when, exit 1.
 """
@@ -27,7 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest
@@ -36,10 +39,11 @@ from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..base.ratelimit import RateLimiter
 from ..files.find import relative
-from ..files.reader import RemoteCopies, Streamed, entry_gzip, stream_entry
+from ..files.reader import Streamed, entry_gzip, stream_entry
 from ..files.restore import expired_detail
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
+from ..remote.rangecache import CacheStats, range_cache
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 
@@ -57,6 +61,8 @@ class Unreadable(ColdkeepError):
 class CatResult:
     entry: Entry
     streamed: Streamed
+    source: Literal["local", "remote"] = "local"  # where the gzip was read
+    remote: CacheStats | None = None  # what reading the remote copy cost
 
     @property
     def problem(self) -> str | None:
@@ -147,16 +153,18 @@ async def _remote_needed(entry: Entry, manifest: Manifest, layout: Layout) -> bo
 @asynccontextmanager
 async def _remote(
     settings: Settings, manifest: Manifest, entry: Entry
-) -> AsyncIterator[RemoteCopies | None]:
-    """The remote tier's copies, when a [remote] is configured and only it holds
-    ``entry``'s gzip; no scratch cleared (see the module's invariants)."""
+) -> AsyncIterator[RemoteReader | None]:
+    """The remote tier's copies, read through a block cache, when a [remote] is
+    configured and only it holds ``entry``'s gzip; the cache closed (its folder
+    removed) after the block."""
     remote = settings.remote
     layout = Layout(settings.archive_root)
     if remote is None or not await _remote_needed(entry, manifest, layout):
         yield None
         return
-    async with connected(remote) as store:
-        yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
+    limiter = RateLimiter(remote.bytes_per_s)
+    async with connected(remote) as store, range_cache(store, settings.mount, limiter) as cache:
+        yield RemoteReader(store, remote.site, manifest, layout, limiter, cache)
 
 
 async def cat_file(
@@ -177,15 +185,15 @@ async def cat_file(
         entry = await pick_version(manifest, arg, version, settings.live_root)
         if entry.status == "expired":
             raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
-        async with (
-            _remote(settings, manifest, entry) as remote,
-            entry_gzip(entry, layout, remote, cancel) as at,
-        ):
-            if at is None:
-                raise Unreadable(
-                    f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is missing "
-                    "from the archive and no remote copy holds it"
-                )
-            expect = Digest(entry.bytes, entry.sha256)
-            streamed = await stream_entry(at, expect, out, cancel=cancel)
-    return CatResult(entry, streamed)
+        async with _remote(settings, manifest, entry) as remote:
+            async with entry_gzip(entry, layout, remote, cancel) as at:
+                if at is None:
+                    raise Unreadable(
+                        f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is "
+                        "missing from the archive and no remote copy holds it"
+                    )
+                expect = Digest(entry.bytes, entry.sha256)
+                streamed = await stream_entry(at, expect, out, cancel=cancel)
+                source = at.source
+            stats = None if remote is None or remote.cache is None else remote.cache.stats
+    return CatResult(entry, streamed, source, stats)

@@ -4,7 +4,9 @@ restore takes it: the source's mtime, then the entry id), with its original
 size, mtime and mode; ``.versions/<path>/<archived-at>`` for every version;
 with ``with_live``, the live tree merged over it. The tree is read from the
 manifest as it is looked at (mounttree.py); a version's bytes are inflated
-from its gzip or its bundle member by ``files/reader.py`` as they are read.
+from its gzip or its bundle member by ``files/reader.py`` as they are read, or,
+for a copy only the remote tier holds, from its object's bytes fetched by
+ranged GETs into a bounded block cache (remote/rangecache.py) as they are read.
 
 Threads: libfuse calls in on its own threads (mfusepy's multithreaded loop);
 lookups and listings query the manifest on those threads, each on a read-only
@@ -17,6 +19,10 @@ version is one inflate from the start of its gzip (``_Stream``), at most
 before what is kept, or more than ``AHEAD`` past it, is a random read: served
 on its FUSE thread by ``files/seek.py`` from the nearest seek point (or its
 checkpoint cache for a gzip written without them), the stream left where it is.
+With a ``[remote]``, its store, a reader of its copies and the block cache are
+opened on the loop as the mount starts (in the background: a read that needs
+them waits) and closed when it ends (``_Remote``); the GETs run on the loop,
+the reads that wait for them on the other threads.
 
 Invariants:
 - Read-only: the manifest opened read-only, no archive lock, nothing written
@@ -28,13 +34,23 @@ Invariants:
   random read cannot be checked (the hash needs every byte before it): what it
   serves is the gzip's bytes at that place, and a gzip that cannot be inflated
   there is EIO.
-- Only local copies are read: a version only the remote tier holds is EIO,
-  with a log line saying so.
+- A version only the remote tier holds is read through the block cache: a
+  bundle member costs the GETs of its own bytes, never the bundle's; a random
+  read the blocks its seek point needs. Its blocks live in a folder of their
+  own under ``[mount] cache_dir``, at most ``cache_bytes``, removed when the
+  mount ends (the cache's GETs and bytes fetched logged then). Nothing is
+  written under archive_root: the reader is built here, not by
+  ``remote_reader`` (which clears scratch files, an operation under the lock's).
+- Without a ``[remote]``, or with one that cannot be read when the mount starts
+  (unreachable, its marker missing, its cache_dir unusable), the mount still
+  serves every local copy; a version only the remote holds is EIO with a log
+  line naming why, until the archive is mounted again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes.util
 import errno
 import io
@@ -50,12 +66,16 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
 from ..base.cancel import CancelToken
-from ..base.codec import CorruptGzip, Digest
+from ..base.codec import Digest
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
-from ..files.reader import GzipAt, copy_entry, entry_gzip, stream_entry
+from ..base.ratelimit import RateLimiter
+from ..files.reader import GzipAt, copy_entry, stream_entry
 from ..files.seek import SeekReader
+from ..remote.connect import connected
+from ..remote.fetch import RemoteReader
+from ..remote.rangecache import RangeCache, range_cache
 from ..store.manifest import Entry, Manifest
 from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 
@@ -73,6 +93,9 @@ AHEAD = 2 << 20
 # The kernel's cache of names and attributes: short, so a pass shows soon.
 TIMEOUT = RECHECK
 _LOOP_ENDED = 8  # fuse_main's status when its loop ended (a signal, or an error)
+# How long the mount waits, as it starts, for the remote to say it is the one
+# shipped to: an endpoint that does not answer must not hold the mount back.
+REMOTE_CHECK_S = 15.0
 T = TypeVar("T")
 
 
@@ -232,44 +255,133 @@ class Smalls:
 
 class _ArchivedSource:
     """An archived version: read in order through its stream (checked against
-    its sha256), anywhere else through the seek reader."""
+    its sha256), anywhere else through the seek reader. The stream starts with
+    the first read near the start: a reader that only reads at random (the end
+    of a log) never inflates, nor fetches from the remote, the bytes before."""
 
     def __init__(self, fs: ArchiveFS, node: File) -> None:
         self.fs, self.node = fs, node
-        self.stream = fs.start(node)
+        self.stream: _Stream | None = None
+        self.lock = threading.Lock()  # FUSE threads read one handle at once
+        self.closed = False
         self.at: tuple[GzipAt, Entry] | None = None
+
+    def _stream_for(self, offset: int) -> _Stream | None:
+        with self.lock:
+            if self.stream is None and offset <= AHEAD and not self.closed:
+                self.stream = self.fs.start(self.node)
+            return self.stream
 
     def read(self, offset: int, size: int) -> bytes:
         size = max(0, min(size, self.node.size - offset))
-        if self.stream.reaches(offset):
-            got = self.stream.read(offset, size)
+        stream = self._stream_for(offset)
+        if stream is not None and stream.reaches(offset):
+            got = stream.read(offset, size)
             if got is not None:
                 return got
         return self._seek(offset, size)
 
     def _seek(self, offset: int, size: int) -> bytes:
         if self.at is None:
-            self.at = self.fs.local_gzip(self.node)
+            self.at = self.fs.gzip_of(self.node)
         at, entry = self.at
         try:
             return self.fs.seeker.read_entry(at, entry, offset, size)
-        except (OSError, CorruptGzip) as err:
+        except (OSError, ColdkeepError) as err:  # CorruptGzip, a remote's error
             problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
         log.error("mount: %s", problem)
         raise OSError(errno.EIO, problem)
 
     def close(self) -> None:
-        self.stream.close()
+        with self.lock:
+            self.closed = True
+            stream = self.stream
+        if stream is not None:
+            stream.close()
+
+
+class _NoCopy(Exception):
+    """No copy of the entry's gzip can be read here; the message says why."""
+
+
+class _Remote:
+    """The remote tier for the life of the mount, opened on its loop in the
+    background (the mount is ready without waiting for it; a read that needs it
+    waits): a reader of its copies through a block cache (``reader``,
+    ``cache``); or, when there is none or it cannot be read, ``why`` (said in
+    every EIO it causes)."""
+
+    def __init__(self) -> None:
+        self.reader: RemoteReader | None = None
+        self.cache: RangeCache | None = None
+        self.why = "no [remote] is configured to read it from"
+        self._stack = contextlib.AsyncExitStack()
+        self._opening: asyncio.Task[None] | None = None
+
+    async def start(self, settings: Settings, manifest: Manifest) -> None:
+        """On the loop: the opening begun, not waited for."""
+        if settings.remote is not None:
+            self._opening = asyncio.create_task(self._open(settings, manifest))
+
+    async def opened(self) -> None:
+        """Once the opening is over (shielded: a read given up does not stop it)."""
+        if self._opening is not None:
+            await asyncio.shield(self._opening)
+
+    async def _open(self, settings: Settings, manifest: Manifest) -> None:
+        """The store, the cache and the reader, the remote asked once whether it
+        is the one shipped to; whatever fails leaves ``why`` naming it."""
+        remote = settings.remote
+        assert remote is not None
+        try:
+            store = await self._stack.enter_async_context(connected(remote))
+            limiter = RateLimiter(remote.bytes_per_s)
+            cache = await self._stack.enter_async_context(
+                range_cache(store, settings.mount, limiter)
+            )
+            layout = Layout(settings.archive_root)
+            reader = RemoteReader(store, remote.site, manifest, layout, limiter, cache)
+            await asyncio.wait_for(reader.check(), REMOTE_CHECK_S)
+        except (ColdkeepError, OSError, TimeoutError) as err:
+            said = str(err) or f"no answer within {REMOTE_CHECK_S:.0f} s"
+            self.why = f"the remote tier cannot be read ({said}); mount again once it can"
+            log.warning("mount: copies only the remote tier holds will be EIO: %s", said)
+            await self._stack.aclose()
+            return
+        self.reader, self.cache = reader, cache
+
+    async def close(self) -> None:
+        """An opening still under way stopped; the cache closed (its folder
+        removed) and the store; what the cache cost, logged."""
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
+        cache, self.reader, self.cache = self.cache, None, None
+        await self._stack.aclose()
+        if cache is not None:
+            st = cache.stats
+            log.info(
+                "mount: remote reads: %d GETs, %d bytes fetched, %d block reads from the "
+                "cache, %d blocks evicted",
+                st.gets, st.bytes_fetched, st.hits, st.evicted,
+            )  # fmt: skip
 
 
 class ArchiveFS:
     """The filesystem's operations, as mfusepy calls them (paths as ``str``)."""
 
     def __init__(
-        self, settings: Settings, view: View, manifest: Manifest, loop: asyncio.AbstractEventLoop
+        self,
+        settings: Settings,
+        view: View,
+        manifest: Manifest,
+        loop: asyncio.AbstractEventLoop,
+        remote: _Remote | None = None,
     ) -> None:
         self.layout = Layout(settings.archive_root)
         self.view, self.manifest, self.loop = view, manifest, loop
+        self.remote = remote or _Remote()
         self.made_ns = time.time_ns()
         self.handles: dict[int, Source] = {}
         self.seeker = SeekReader()
@@ -334,15 +446,43 @@ class ArchiveFS:
                 return _SmallSource(self.smalls, entry)
         return _ArchivedSource(self, node)
 
-    def local_gzip(self, node: File) -> tuple[GzipAt, Entry]:
-        """Where ``node``'s local gzip is, and its entry (for its seek points);
-        EIO when the manifest no longer has it or records it missing."""
-        entry = asyncio.run_coroutine_threadsafe(self.manifest.entry(node.id), self.loop).result()
-        if entry is None or entry.status == "missing":
-            problem = f"entry {node.id}: no local copy of its gzip to read"
-            log.error("mount: %s", problem)
-            raise OSError(errno.EIO, problem)
-        return GzipAt(self.layout.abs(entry.gz_path), entry.span, "local"), entry
+    def gzip_of(self, node: File) -> tuple[GzipAt, Entry]:
+        """Where ``node``'s gzip is read (a local file, or the remote copy through
+        the block cache), and its entry (for its seek points); EIO when no copy
+        can be read here."""
+        try:
+            return asyncio.run_coroutine_threadsafe(self._where(node), self.loop).result()
+        except (_NoCopy, ColdkeepError) as err:
+            problem = str(err)
+        log.error("mount: %s", problem)
+        raise OSError(errno.EIO, problem)
+
+    async def _where(self, node: File) -> tuple[GzipAt, Entry]:
+        entry = await self.manifest.entry(node.id)
+        if entry is None:
+            raise _NoCopy(f"entry {node.id} is no longer in the manifest")
+        return await self._gzip_at(entry), entry
+
+    async def _gzip_at(self, entry: Entry) -> GzipAt:
+        """The copy of ``entry``'s gzip to read: the local one when it is there
+        (the remote not waited for), else the remote tier's through the cache;
+        ``_NoCopy`` saying why not."""
+        path = self.layout.abs(entry.gz_path)
+        if entry.status != "missing" and await asyncio.to_thread(path.exists):
+            return GzipAt(path, entry.span, "local")
+        await self.remote.opened()
+        reader, cache = self.remote.reader, self.remote.cache
+        if reader is None or cache is None:
+            raise _NoCopy(
+                f"{entry.relpath}: entry {entry.id}: no local copy of its gzip ({path}), "
+                f"and {self.remote.why}"
+            )
+        source = await reader.source_of(entry)
+        if source == "remote":
+            return await reader.cached_gzip(entry, cache)
+        if source == "local":  # placed back since the look above
+            return GzipAt(path, entry.span, "local")
+        raise _NoCopy(f"{entry.relpath}: entry {entry.id} has no copy of its gzip (missing)")
 
     def start(self, node: File) -> _Stream:
         stream = _Stream(node.size)
@@ -354,26 +494,18 @@ class ArchiveFS:
             problem = await self._stream_to(node, stream)
         except _Closed:
             return
-        except FileNotFoundError as err:
-            problem = (
-                f"entry {node.id}: no local copy of its gzip ({err.filename}): a copy only "
-                "the remote tier holds is not read through the mount yet (coldkeep cat reads it)"
-            )
-        except OSError as err:
+        except _NoCopy as err:
+            problem = str(err)
+        except (OSError, ColdkeepError) as err:  # the gzip unreadable, a remote's error
             problem = f"entry {node.id}: {err}"
         stream.finish(problem)
 
     async def _stream_to(self, node: File, stream: _Stream) -> str | None:
         """The entry's bytes into ``stream``; what is wrong with them, or None."""
-        entry = await self.manifest.entry(node.id)
-        if entry is None:
-            return f"entry {node.id} is no longer in the manifest"
-        async with entry_gzip(entry, self.layout, None, stream.cancel) as at:
-            if at is None:
-                return f"{entry.relpath}: entry {node.id} has no copy of its gzip (missing)"
-            expect = Digest(entry.bytes, entry.sha256)
-            # Only write and flush are called on it: _Stream is one.
-            done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
+        at, entry = await self._where(node)
+        expect = Digest(entry.bytes, entry.sha256)
+        # Only write and flush are called on it: _Stream is one.
+        done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
         return None if done.problem is None else f"{entry.relpath}: {done.problem}"
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
@@ -470,7 +602,13 @@ def serve(
             # without it), which only the mount itself needs.
             import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
 
-            _run(mfusepy, ArchiveFS(settings, view, manifest, loop), mountpoint, ready)
+            remote = _Remote()
+            asyncio.run_coroutine_threadsafe(remote.start(settings, manifest), loop).result()
+            try:
+                fs = ArchiveFS(settings, view, manifest, loop, remote)
+                _run(mfusepy, fs, mountpoint, ready)
+            finally:
+                asyncio.run_coroutine_threadsafe(remote.close(), loop).result()
         finally:
             view.catalog.close()
             if view.live is not None:

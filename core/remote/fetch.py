@@ -1,9 +1,9 @@
 """Archive files read back from the remote tier, for whoever reads gzips (restore,
 disaster recovery): one ranged GET for a bundle member, the whole object for a
 gzip of its own, into a scratch file under ``archive_root`` that the caller reads
-as a plain gzip and that is removed after. Or, for a reader that must not wait
-for a whole object (the mount), a file over the entry's window of its object,
-read through a block cache (rangecache.py): nothing under archive_root.
+as a plain gzip and that is removed after. Or, for a reader given a block cache
+(the mount, ``cat``), a file over the entry's window of its object, read through
+the cache (rangecache.py) as it is read: nothing under archive_root.
 
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ from ..base.durable import fsync
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
+from ..files.reader import CachedCopy, GzipAt
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 from .connect import connected
@@ -70,7 +72,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class RemoteReader:
-    """The remote copies of one site's archive files."""
+    """The remote copies of one site's archive files: read through ``cache`` when
+    given (a block cache of ``store``), else fetched into scratch files."""
 
     def __init__(
         self,
@@ -79,8 +82,10 @@ class RemoteReader:
         manifest: Manifest,
         layout: Layout,
         limiter: RateLimiter,
+        cache: RangeCache | None = None,
     ) -> None:
         self.store = store
+        self.cache = cache
         self.site = site
         self.objects = RemoteObjects(manifest)
         self.layout = layout
@@ -104,6 +109,12 @@ class RemoteReader:
             raise
         self._marked = True
 
+    async def check(self) -> None:
+        """The remote asked now whether it is the one shipped to (its marker):
+        a ``RemoteError`` naming why it cannot be read. A reader that must know
+        before its first read (the mount, at mount time) calls it."""
+        await self._check_marker()
+
     async def source_of(self, entry: Entry) -> str | None:
         """Where ``entry``'s gzip is to be read: "local", "remote", or None if
         neither holds it."""
@@ -121,6 +132,27 @@ class RemoteReader:
         first, as for any fetch."""
         await self._check_marker()
         return RemoteFile(cache, window_of(self.site, entry))
+
+    async def cached_gzip(self, entry: Entry, cache: RangeCache) -> GzipAt:
+        """``entry``'s gzip read through ``cache`` (a cache of this reader's
+        store): each reader opens a ``RemoteFile`` of its own over its window;
+        the marker checked first, as for any fetch."""
+        await self._check_marker()
+        window = window_of(self.site, entry)
+        where = RemoteFile(cache, window).name
+        opener = functools.partial(RemoteFile, cache, window)
+        copy = CachedCopy(where, (window.key, window.start, window.size), opener)
+        return GzipAt(copy, None, "remote")
+
+    @asynccontextmanager
+    async def gzip_of(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[GzipAt]:
+        """``entry``'s gzip for the life of the block: through the reader's cache
+        when it has one, else fetched into a scratch file."""
+        if self.cache is not None:
+            yield await self.cached_gzip(entry, self.cache)
+            return
+        async with self.fetched(entry, cancel) as tmp:
+            yield GzipAt(tmp, None, "remote")
 
     @asynccontextmanager
     async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:

@@ -6,8 +6,10 @@ ever written in the archive or the live tree."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
+import re
 import select
 import shutil
 import sqlite3
@@ -21,6 +23,7 @@ import pytest
 
 from helpers import COLDKEEP, DAY_NS, ck, entries, jsonl, sha, write_raw
 from s3kit import S3Site
+from s3kit.proxy import Delay
 
 ODD = (b"u/r\xe9sum\xe9.log", b"u/two\nlines.log", b"u/at@2.log")
 CONFIG = """live_root = "live"
@@ -272,3 +275,52 @@ def test_a_remote_only_member_is_one_ranged_get_of_its_bytes(site: Path, s3: S3S
     reads = [x for x in s3.proxy.exchanges if x.path.endswith(member["gz_path"])]
     assert len(reads) == 1 and reads[0].method == "GET", reads
     assert reads[0].body_sent == member["member_length"], "the member's bytes, not the bundle's"
+
+
+def test_a_remote_only_copy_writes_nothing_under_archive_root_and_says_its_gets(
+    site: Path, s3: S3Site, tmp_path: Path
+) -> None:
+    """Read through a block cache of its own (under [mount] cache_dir, removed
+    after): nothing appears under archive_root while the GETs are in flight
+    (each held a moment by the proxy), and --stats says what they cost."""
+    config = site / "coldkeep.toml"
+    cache = tmp_path / "cache"
+    config.write_text(
+        config.read_text().split("[remote]")[0]
+        + f'[mount]\ncache_dir = "{cache}"\n'
+        + f'[remote]\nurl = "s3://{s3.bucket}/p"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "t"\nkeep_local_days = 0\n'
+    )
+    local = cat(site, "--stats", "u/big.jsonl")
+    assert local.returncode == 0, local.stderr
+    assert local.stderr.endswith(b" bytes from its gzip in the archive\n"), local.stderr
+    ck(site, "ship")
+    big = _entry(site, "u/big.jsonl")
+    assert not (site / "archive" / big["gz_path"]).exists(), "the local copy was dropped"
+    archive = site / "archive"
+    before = set(os.listdir(archive))
+    s3.proxy.reset_counts()
+    s3.proxy.fail(Delay(0.2), method="GET", path=re.escape(big["gz_path"]))
+    with (tmp_path / "out").open("wb") as out_f, (tmp_path / "err").open("wb") as err_f:
+        proc = subprocess.Popen(
+            [*COLDKEEP, "cat", "--stats", "u/big.jsonl", "--config", str(config)],
+            stdout=out_f,
+            stderr=err_f,
+        )
+    seen: set[str] = set()
+    while proc.poll() is None:  # watched while it reads, not waited for blind
+        seen |= set(os.listdir(archive))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.005)
+    out, err = (tmp_path / "out").read_bytes(), (tmp_path / "err").read_bytes()
+    assert proc.returncode == 0, err
+    assert sha(out) == big["sha256"]
+    assert seen <= before | {"coldkeep.db-wal", "coldkeep.db-shm"}, seen - before
+    gets = [x for x in s3.proxy.exchanges if x.method == "GET" and x.path.endswith(big["gz_path"])]
+    fetched = sum(x.body_sent for x in gets)
+    assert fetched == big["gz_bytes"], "each byte of the gzip once"
+    said = err.decode()
+    assert said.count("\n") == 1, said
+    assert f"u/big.jsonl (entry {big['id']}): {big['bytes']} bytes from the remote tier" in said
+    assert f"{len(gets)} GET{'s' if len(gets) > 1 else ''}, {fetched} bytes fetched" in said
+    assert os.listdir(cache) == [], "the cache's folder removed after the read"

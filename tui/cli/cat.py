@@ -13,18 +13,36 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
-from ..text.fmt import shown
+from ..text.fmt import plural, shown
 from .kit import command, ctx_for, run_command
+
+if TYPE_CHECKING:
+    from coldkeep.core.ops.cat import CatResult
 
 
 def _reader_left() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+def _stats_line(result: CatResult) -> str:
+    """Where the bytes were read and, from the remote tier, what it cost."""
+    e = result.entry
+    said = f"{e.relpath} (entry {e.id}): {plural(result.streamed.bytes, 'byte')}"
+    remote = result.remote
+    if remote is None:
+        where = "its bundle member" if e.span is not None else "its gzip"
+        return f"{said} from {where} in the archive"
+    return (
+        f"{said} from the remote tier: {plural(remote.gets, 'GET')}, "
+        f"{plural(remote.bytes_fetched, 'byte')} fetched"
+    )
 
 
 @click.command()
@@ -35,8 +53,14 @@ def _reader_left() -> None:
     metavar="ID|TIME",
     help="The version to read (PATH is then taken whole, '@' and all).",
 )
+@click.option(
+    "--stats",
+    is_flag=True,
+    help="After the bytes, one line on stderr: where they were read, and for a "
+    "remote-only copy the GETs sent and the bytes they fetched.",
+)
 @command(json_opt=False)
-def cat(path: str, version: str | None, config: Path | None) -> None:
+def cat(path: str, version: str | None, stats: bool, config: Path | None) -> None:
     """Print an archived file's bytes, without restoring it.
 
     PATH is relative to live_root (or absolute, inside it). VERSION is an entry
@@ -51,10 +75,15 @@ def cat(path: str, version: str | None, config: Path | None) -> None:
     match, one line on stderr after them says so, exit 1. Read-only: no lock,
     nothing written. Unknown path or version: exit 2; an expired version: exit 1.
 
+    A copy only the remote tier holds is read by ranged GETs as it streams, its
+    blocks kept in a folder of their own under [mount] cache_dir, removed after;
+    --stats says what that cost.
+
     \b
       coldkeep cat tenant-42/2026/03/app.jsonl | grep ERROR
       coldkeep cat tenant-42/app.jsonl@1812 | jq .
       coldkeep cat tenant-42/app.jsonl@2026-03-01 | less
+      coldkeep cat --stats tenant-42/2025/11/app.jsonl >/dev/null
     """
     ctx = ctx_for(config)
     out = sys.stdout.buffer
@@ -65,6 +94,8 @@ def cat(path: str, version: str | None, config: Path | None) -> None:
         except BrokenPipeError:
             _reader_left()
             return EXIT_OK
+        if stats:
+            click.echo(f"coldkeep: cat: {shown(_stats_line(result))}", err=True)
         if result.problem is not None:
             said = f"{result.entry.relpath} (entry {result.entry.id}): {result.problem}"
             click.echo(

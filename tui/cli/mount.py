@@ -37,6 +37,12 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
     mismatch is EIO). A pass may run meanwhile: what it archives or expires
     shows within about two seconds. No lock, nothing written; writes are EROFS.
 
+    A version only the remote tier holds ([remote], its local copy dropped) is
+    read by ranged GETs into a block cache under [mount] cache_dir (at most
+    [mount] cache_bytes, removed at unmount, its GETs and bytes logged then).
+    A remote that cannot be read when the mount starts: local copies are
+    served, remote-only ones are EIO with a line saying why.
+
     DIR must be an empty folder. Stop with Ctrl-C, SIGTERM or
     `fusermount3 -u DIR` (exit 0). Needs /dev/fuse and libfuse3 (apt-get
     install fuse3); run as a user, fusermount3 makes the mount.
@@ -53,6 +59,8 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("coldkeep: %(message)s"))
     logging.getLogger("coldkeep").addHandler(handler)
+    # The mount's own lines (what the remote reads cost, when it ends) too.
+    logging.getLogger("coldkeep.core.ops.mount").setLevel(logging.INFO)
 
     def ready() -> None:
         click.echo(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import stat
 import subprocess
@@ -35,6 +36,7 @@ from coldkeep.core.files.gzfile import (
     sweep_partials,
     verify_gzip,
 )
+from coldkeep.core.files.reader import CachedCopy
 
 from helpers import Roots, gunzip, jsonl, leases_or_skip
 
@@ -365,6 +367,32 @@ async def test_restore_round_trip_sets_mode_and_mtime(roots: Roots) -> None:
     assert src.stat().st_mtime_ns == ident.mtime_ns
     assert src.stat().st_mode & 0o7777 == 0o640
     assert not restore_partial_of(src).exists()
+
+
+async def test_restore_from_an_open_copy_names_it_and_closes_it(roots: Roots) -> None:
+    """A gzip given as a ``CachedCopy`` (a remote copy read through the block
+    cache opens so): restored from the file it opens, closed after, named by its
+    ``name`` in a mismatch."""
+    data = jsonl(2_000)
+    src, ok = await _archived(roots, "u/a.jsonl", data)
+    src.unlink()
+    opened: list[io.RawIOBase] = []
+
+    def opener() -> io.RawIOBase:
+        f = open(ok.dest, "rb", buffering=0)  # noqa: SIM115 - restore closes it
+        opened.append(f)
+        return f
+
+    copy = CachedCopy("s3://bucket/site/u/a.jsonl.gz", ("site/u/a.jsonl.gz", 0, 1), opener)
+    expect = RestoreExpect(ok.bytes, ok.sha256, 0, 0o644)
+    assert isinstance(await restore_file(copy, src, expect, root=roots.live), Restored)
+    assert src.read_bytes() == data
+    src.unlink()
+    wrong = await restore_file(copy, src, RestoreExpect(1, "f" * 64, 0, 0o644), root=roots.live)
+    assert isinstance(wrong, Mismatch)
+    assert wrong.detail.startswith("s3://bucket/site/u/a.jsonl.gz gave "), wrong.detail
+    assert len(opened) == 2 and all(f.closed for f in opened)
+    assert not src.exists() and not restore_partial_of(src).exists()
 
 
 async def test_restore_never_overwrites(roots: Roots) -> None:
