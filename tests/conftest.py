@@ -37,12 +37,20 @@ def codec(request: pytest.FixtureRequest) -> Codec:
     return Codec(engine, 1 if engine == "isal" else 6)
 
 
-# The files that mount filesystems (faultfs and coldkeep mount over FUSE,
-# tmpfs). They share one xdist worker: a power cut's remount must come back
-# under a new device number, and another worker mounting and unmounting at the
-# same moment takes and frees the numbers that relies on. Every other file is a group of its own, so
-# `--dist loadgroup` hands out files whole, as `--dist loadfile` would.
-MOUNTING = ("faults/", "faultfs/", "core/ops/test_mount.py", "cli/test_cli_mount.py")
+# The files that mount filesystems (faultfs and coldkeep mount over FUSE, tmpfs,
+# the benchmark's read path). They share one xdist worker: a power cut's remount
+# must come back under a new device number, and another worker mounting and
+# unmounting at the same moment takes and frees the numbers that relies on.
+# Every other file is a group of its own, so `--dist loadgroup` hands out files
+# whole, as `--dist loadfile` would.
+MOUNTING = (
+    "faults/",
+    "faultfs/",
+    "core/ops/test_mount.py",
+    "core/ops/test_mount_remote.py",
+    "cli/test_cli_mount.py",
+    "test_bench.py",  # its read path rows mount the archive
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
