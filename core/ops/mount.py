@@ -69,7 +69,7 @@ from ..base.cancel import CancelToken
 from ..base.codec import Digest
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
-from ..base.layout import Layout
+from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
 from ..files.reader import GzipAt, copy_entry, stream_entry
 from ..files.seek import SeekReader
@@ -438,13 +438,17 @@ class ArchiveFS:
         assert isinstance(node, File)
         if node.size <= SMALL:
             entry = self.view.catalog.entry(node.id)
-            if (
-                entry is not None
-                and entry.status != "missing"
-                and self.layout.abs(entry.gz_path).exists()
-            ):
+            if entry is not None and entry.status != "missing" and self._local(entry):
                 return _SmallSource(self.smalls, entry)
         return _ArchivedSource(self, node)
+
+    def _local(self, entry: Entry) -> bool:
+        """Whether ``entry``'s gzip has a copy here (a gz_path that would leave
+        archive_root has none: the read that follows says so)."""
+        try:
+            return self.layout.abs(entry.gz_path).exists()
+        except UnsafePath:
+            return False
 
     def gzip_of(self, node: File) -> tuple[GzipAt, Entry]:
         """Where ``node``'s gzip is read (a local file, or the remote copy through

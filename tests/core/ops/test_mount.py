@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gzip
 import hashlib
 import os
 import random
@@ -142,6 +143,29 @@ def test_bytes_that_are_not_the_archived_file_fail_the_read(tampered: Path, moun
     assert err.value.errno == errno.EIO
     # The other files still read.
     assert (mounted / "u" / "at@2.log").read_bytes() == b"data of u/at@2.log\n"
+
+
+def test_a_gzip_path_leaving_the_archive_is_never_read(site: Path, tmp_path: Path) -> None:
+    """A damaged or edited manifest entry whose gzip path climbs out of
+    archive_root: EIO, nothing outside read (small and large versions alike)."""
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        for rel in ("at@2.log", "big.jsonl"):
+            (tmp_path / f"{rel}.gz").write_bytes(gzip.compress(b"not the archive's\n"))
+            db.execute(
+                "UPDATE entries SET gz_path = ?, member_offset = NULL, member_length = NULL "
+                "WHERE relpath = ?",
+                [f"../{rel}.gz", f"u/{rel}"],
+            )
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        for rel in ("at@2.log", "big.jsonl"):
+            with pytest.raises(OSError) as err:
+                (mnt / "u" / rel).read_bytes()
+            assert err.value.errno == errno.EIO, rel
+        assert (mnt / "u" / "v.txt").read_bytes() == b"version two\n"
+    said = (tmp_path / "mnt.log").read_text()
+    assert "'../at@2.log.gz' contains '..'" in said and "'../big.jsonl.gz' contains" in said
 
 
 def test_sigterm_unmounts_and_the_server_exits(
