@@ -34,7 +34,9 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
     original size, mtime and mode; DIR/.versions/PATH/ holds every version of
     PATH, named by its archive time as `coldkeep versions` prints it. Bytes are
     inflated as they are read and checked against the manifest's sha256 (a
-    mismatch is EIO). A pass may run meanwhile: what it archives or expires
+    mismatch is EIO); a read at random inside a file over 1 MiB starts at the
+    nearest seek point and cannot be checked (read it whole, or `coldkeep
+    cat` it, where that matters). A pass may run meanwhile: what it archives or expires
     shows within about two seconds. No lock, nothing written; writes are EROFS.
 
     A version only the remote tier holds ([remote], its local copy dropped) is
