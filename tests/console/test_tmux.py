@@ -137,10 +137,13 @@ def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: 
             term.keys("-l", keys + text)
             total, rows, _ = search({"": catalog}, text)
             assert 0 < total < len(catalog)
-            screen = term.wait_for(f"{total} of {len(catalog)} entries match")
+            # The count and the rows together: a capture can land between the
+            # count's repaint and the table's (it measures its new rows first).
+            want = sorted(row.relpath for _, row in rows)
+            screen = term.wait_for(f"{total} of {len(catalog)} entries match", *want)
             assert filter_field(screen) == text
             listed = re.findall(r"^ {4}(\S+) +(?:archived|stale) ", screen, re.MULTILINE)
-            assert sorted(listed) == sorted(row.relpath for _, row in rows)
+            assert sorted(listed) == want
             term.keys("Down")  # to the table: / goes back to the filter
             term.wait_for("/ Filter")
         term.keys("q")
