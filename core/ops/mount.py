@@ -201,11 +201,11 @@ class _SmallSource:
     """A small archived version, served from its bytes read whole and checked
     (``Smalls``): no stream, no hop to the event loop."""
 
-    def __init__(self, smalls: Smalls, entry: Entry) -> None:
-        self.smalls, self.entry = smalls, entry
+    def __init__(self, smalls: Smalls, at: GzipAt, entry: Entry) -> None:
+        self.smalls, self.at, self.entry = smalls, at, entry
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.smalls.get(self.entry)[offset : offset + size]
+        return self.smalls.get(self.at, self.entry)[offset : offset + size]
 
     def close(self) -> None:
         """Nothing held per handle: the bytes are the cache's."""
@@ -216,19 +216,20 @@ class Smalls:
     checked against its length and sha256 before any is served; at most
     ``held`` bytes kept, the least recently read dropped first."""
 
-    def __init__(self, layout: Layout, held: int = SMALL_HELD) -> None:
-        self.layout, self.held = layout, held
+    def __init__(self, held: int = SMALL_HELD) -> None:
+        self.held = held
         self.lock = threading.Lock()
         self.kept: OrderedDict[int, bytes] = OrderedDict()
         self.bytes = 0
 
-    def get(self, entry: Entry) -> bytes:
+    def get(self, at: GzipAt, entry: Entry) -> bytes:
+        """``entry``'s bytes, read from its gzip ``at`` unless kept."""
         with self.lock:
             data = self.kept.get(entry.id)
             if data is not None:
                 self.kept.move_to_end(entry.id)
                 return data
-        data = self._read(entry)
+        data = self._read(at, entry)
         with self.lock:
             if entry.id not in self.kept:
                 self.kept[entry.id] = data
@@ -237,9 +238,8 @@ class Smalls:
                     self.bytes -= len(self.kept.popitem(last=False)[1])
         return data
 
-    def _read(self, entry: Entry) -> bytes:
+    def _read(self, at: GzipAt, entry: Entry) -> bytes:
         out = io.BytesIO()
-        at = GzipAt(self.layout.abs(entry.gz_path), entry.span, "local")
         try:
             done = copy_entry(at, Digest(entry.bytes, entry.sha256), out)
         except OSError as err:
@@ -385,7 +385,7 @@ class ArchiveFS:
         self.made_ns = time.time_ns()
         self.handles: dict[int, Source] = {}
         self.seeker = SeekReader()
-        self.smalls = Smalls(self.layout)
+        self.smalls = Smalls()
         self.next_fh = 1
         self.lock = threading.Lock()
 
@@ -438,17 +438,22 @@ class ArchiveFS:
         assert isinstance(node, File)
         if node.size <= SMALL:
             entry = self.view.catalog.entry(node.id)
-            if entry is not None and entry.status != "missing" and self._local(entry):
-                return _SmallSource(self.smalls, entry)
+            try:
+                at = self._local_gzip(entry) if entry is not None else None
+            except UnsafePath:
+                at = None  # the stream's read says so, EIO
+            if at is not None and entry is not None:
+                return _SmallSource(self.smalls, at, entry)
         return _ArchivedSource(self, node)
 
-    def _local(self, entry: Entry) -> bool:
-        """Whether ``entry``'s gzip has a copy here (a gz_path that would leave
-        archive_root has none: the read that follows says so)."""
-        try:
-            return self.layout.abs(entry.gz_path).exists()
-        except UnsafePath:
-            return False
+    def _local_gzip(self, entry: Entry) -> GzipAt | None:
+        """``entry``'s local gzip; None when it is recorded missing or not on
+        disk (a ship dropped it). ``UnsafePath`` for a gz_path that would leave
+        archive_root."""
+        path = self.layout.abs(entry.gz_path)
+        if entry.status != "missing" and path.exists():
+            return GzipAt(path, entry.span, "local")
+        return None
 
     def gzip_of(self, node: File) -> tuple[GzipAt, Entry]:
         """Where ``node``'s gzip is read (a local file, or the remote copy through
@@ -471,20 +476,22 @@ class ArchiveFS:
         """The copy of ``entry``'s gzip to read: the local one when it is there
         (the remote not waited for), else the remote tier's through the cache;
         ``_NoCopy`` saying why not."""
-        path = self.layout.abs(entry.gz_path)
-        if entry.status != "missing" and await asyncio.to_thread(path.exists):
-            return GzipAt(path, entry.span, "local")
+        local = await asyncio.to_thread(self._local_gzip, entry)
+        if local is not None:
+            return local
         await self.remote.opened()
         reader, cache = self.remote.reader, self.remote.cache
         if reader is None or cache is None:
             raise _NoCopy(
-                f"{entry.relpath}: entry {entry.id}: no local copy of its gzip ({path}), "
+                f"{entry.relpath}: entry {entry.id}: no local copy of its gzip "
+                f"({self.layout.root / entry.gz_path}), "
                 f"and {self.remote.why}"
             )
         source = await reader.source_of(entry)
         if source == "remote":
             return await reader.cached_gzip(entry, cache)
         if source == "local":  # placed back since the look above
+            path = await asyncio.to_thread(self.layout.abs, entry.gz_path)
             return GzipAt(path, entry.span, "local")
         raise _NoCopy(f"{entry.relpath}: entry {entry.id} has no copy of its gzip (missing)")
 
