@@ -64,6 +64,24 @@ def write_raw(live: Path, raw: bytes, data: bytes, mtime_ns: int) -> None:
     os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
+# A site that archives every file a day old (a test adds the tables it needs).
+EVERY_FILE = """live_root = "live"
+archive_root = "archive"
+mode = "on"
+[files]
+include = ["**"]
+min_age_days = 1
+"""
+
+
+def write_old(site: Path, raw: bytes, data: bytes, mode: int | None = None) -> None:
+    """A file of ``site``'s live tree by its raw relpath, 30 days old (the next
+    pass archives it), with ``mode`` when given."""
+    write_raw(site / "live", raw, data, time.time_ns() - 30 * DAY_NS)
+    if mode is not None:
+        os.chmod(os.fsencode(site / "live") + b"/" + raw, mode)
+
+
 def jsonl(n_lines: int, seed: int = 0) -> bytes:
     """Realistic-looking event lines: compressible, not trivially so."""
     rnd = random.Random(seed)

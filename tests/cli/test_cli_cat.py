@@ -14,32 +14,18 @@ import select
 import shutil
 import sqlite3
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import COLDKEEP, DAY_NS, ck, entries, jsonl, sha, write_raw
+from helpers import COLDKEEP, EVERY_FILE, ck, entries, jsonl, sha, write_old
 from s3kit import S3Site
 from s3kit.proxy import Delay
 
 ODD = (b"u/r\xe9sum\xe9.log", b"u/two\nlines.log", b"u/at@2.log")
-CONFIG = """live_root = "live"
-archive_root = "archive"
-mode = "on"
-[files]
-include = ["**"]
-min_age_days = 1
-[remote]
-url = "file:remote"
-site = "t"
-"""
-
-
-def _write(site: Path, rel: bytes, data: bytes) -> None:
-    write_raw(site / "live", rel, data, time.time_ns() - 30 * DAY_NS)
+CONFIG = EVERY_FILE + '[remote]\nurl = "file:remote"\nsite = "t"\n'
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +35,14 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("cat") / "site"
     site.mkdir()
     (site / "coldkeep.toml").write_text(CONFIG)
-    _write(site, b"u/big.jsonl", jsonl(24_000, seed=1))  # ~3 MiB: more than a pipe holds
+    write_old(site, b"u/big.jsonl", jsonl(24_000, seed=1))  # ~3 MiB: more than a pipe holds
     for n in range(3):
-        _write(site, f"u/small-{n}.jsonl".encode(), jsonl(150, seed=10 + n))  # ~20 KiB
+        write_old(site, f"u/small-{n}.jsonl".encode(), jsonl(150, seed=10 + n))  # ~20 KiB
     for raw in ODD:
-        _write(site, raw, b"data of " + raw + b"\n")
-    _write(site, b"u/v.jsonl", b"version one\n")
+        write_old(site, raw, b"data of " + raw + b"\n")
+    write_old(site, b"u/v.jsonl", b"version one\n")
     ck(site, "pass")
-    _write(site, b"u/v.jsonl", b"version two\n")
+    write_old(site, b"u/v.jsonl", b"version two\n")
     ck(site, "pass")
     return site
 

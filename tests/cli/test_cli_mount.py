@@ -14,22 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, DAY_NS, ck, mounting
-
-CONFIG = """live_root = "live"
-archive_root = "archive"
-mode = "on"
-[files]
-include = ["**"]
-min_age_days = 1
-"""
+from helpers import COLDKEEP, DAY_NS, EVERY_FILE, ck, mounting
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     (site / "live" / "app").mkdir(parents=True)
-    (site / "coldkeep.toml").write_text(CONFIG)
+    (site / "coldkeep.toml").write_text(EVERY_FILE)
     path = site / "live" / "app" / "old.log"
     path.write_bytes(b"an old line\n" * 1000)
     old = path.stat().st_mtime_ns - 30 * DAY_NS

@@ -28,25 +28,17 @@ from coldkeep.core.files.reader import GzipAt
 from coldkeep.core.ops.mount import SMALL, Smalls
 from coldkeep.core.store.manifest import Entry, Manifest
 
-from helpers import DAY_NS, ck, entries, eventually, jsonl, mounting, write_raw
-
-CONFIG = """live_root = "live"
-archive_root = "archive"
-mode = "on"
-[files]
-include = ["**"]
-min_age_days = 1
-"""
-
-
-def _write(site: Path, rel: bytes, data: bytes, mode: int = 0o640) -> None:
-    path = os.fsencode(site / "live") + b"/" + rel
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)
-    old = os.stat(path).st_mtime_ns - 30 * DAY_NS
-    os.utime(path, ns=(old, old))
+from helpers import (
+    DAY_NS,
+    EVERY_FILE,
+    ck,
+    entries,
+    eventually,
+    jsonl,
+    mounting,
+    write_old,
+    write_raw,
+)
 
 
 @pytest.fixture
@@ -55,15 +47,15 @@ def site(tmp_path: Path) -> Path:
     names, and two versions of ``u/v.txt``."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "coldkeep.toml").write_text(CONFIG)
-    _write(site, b"u/big.jsonl", jsonl(60_000, seed=1), 0o600)  # ~7 MiB: past the window
+    (site / "coldkeep.toml").write_text(EVERY_FILE)
+    write_old(site, b"u/big.jsonl", jsonl(60_000, seed=1), 0o600)  # ~7 MiB: past the window
     for n in range(3):
-        _write(site, f"u/deep/small-{n}.jsonl".encode(), jsonl(150, seed=10 + n))
+        write_old(site, f"u/deep/small-{n}.jsonl".encode(), jsonl(150, seed=10 + n))
     for raw in (b"u/r\xe9sum\xe9.log", b"u/two\nlines.log", b"u/at@2.log"):
-        _write(site, raw, b"data of " + raw + b"\n", 0o444)
-    _write(site, b"u/v.txt", b"version one\n")
+        write_old(site, raw, b"data of " + raw + b"\n", 0o444)
+    write_old(site, b"u/v.txt", b"version one\n")
     ck(site, "pass")
-    _write(site, b"u/v.txt", b"version two\n")
+    write_old(site, b"u/v.txt", b"version two\n")
     ck(site, "pass")
     return site
 
@@ -284,8 +276,8 @@ def test_every_version_is_under_versions_named_as_versions_prints_it(
 
 def test_a_pass_during_the_mount_shows_within_a_bounded_time(site: Path, mounted: Path) -> None:
     assert (mounted / "u" / "v.txt").read_bytes() == b"version two\n"
-    _write(site, b"u/later.log", b"archived while mounted\n")
-    _write(site, b"u/v.txt", b"version three\n")
+    write_old(site, b"u/later.log", b"archived while mounted\n")
+    write_old(site, b"u/v.txt", b"version three\n")
     ck(site, "pass")
     eventually((mounted / "u" / "later.log").exists)
     assert (mounted / "u" / "later.log").read_bytes() == b"archived while mounted\n"
@@ -299,7 +291,7 @@ def test_every_byte_but_slash_and_nul_in_a_name(tmp_path: Path) -> None:
     bytes that are not UTF-8: each listed as its exact bytes, each read."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "coldkeep.toml").write_text(CONFIG)
+    (site / "coldkeep.toml").write_text(EVERY_FILE)
     old = time.time_ns() - 30 * DAY_NS
     names = [bytes([b]) + b"x" for b in range(1, 256) if b != ord("/")]
     names += [b"-rf", b"ends ", b"\xff\xfe", b"\xc3(", b"..x", b"a\\b", b"\x1b[31mred"]
@@ -321,9 +313,9 @@ def test_every_byte_but_slash_and_nul_in_a_name(tmp_path: Path) -> None:
 
 
 def test_with_live_the_live_tree_is_merged_in_and_wins(site: Path, tmp_path: Path) -> None:
-    _write(site, b"u/v.txt", b"live version\n")  # over the archived u/v.txt
-    _write(site, b"u/deep/fresh.txt", b"only live\n")
-    _write(site, b"w/new.txt", b"a live folder\n")
+    write_old(site, b"u/v.txt", b"live version\n")  # over the archived u/v.txt
+    write_old(site, b"u/deep/fresh.txt", b"only live\n")
+    write_old(site, b"w/new.txt", b"a live folder\n")
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"secret\n")
     os.symlink(outside, site / "live" / "u" / "link.txt")

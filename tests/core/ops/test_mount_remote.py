@@ -20,24 +20,12 @@ from typing import Any
 
 import pytest
 
-from helpers import DAY_NS, ck, entries, jsonl, mounting, write_raw
+from helpers import EVERY_FILE, ck, entries, jsonl, mounting, write_old
 from s3kit import S3Site
 
-CONFIG = """live_root = "live"
-archive_root = "archive"
-mode = "on"
-[files]
-include = ["**"]
-min_age_days = 1
-[mount]
-cache_dir = "{cache}"
-"""
+CONFIG = EVERY_FILE + '[mount]\ncache_dir = "{cache}"\n'
 BIG = jsonl(60_000, seed=1)  # ~7 MiB: its gzip spans blocks, with seek points
 SMALL = [jsonl(150, seed=10 + n) for n in range(4)]  # ~20 KiB each: bundle members
-
-
-def _write(site: Path, rel: bytes, data: bytes) -> None:
-    write_raw(site / "live", rel, data, os.stat(site).st_mtime_ns - 30 * DAY_NS)
 
 
 def _site(tmp_path: Path, remote: str) -> Path:
@@ -47,10 +35,10 @@ def _site(tmp_path: Path, remote: str) -> Path:
     site.mkdir()
     config = CONFIG.format(cache=tmp_path / "cache")
     (site / "coldkeep.toml").write_text(f"{config}[remote]\n{remote}keep_local_days = 0\n")
-    _write(site, b"u/big.jsonl", BIG)
+    write_old(site, b"u/big.jsonl", BIG)
     for n, data in enumerate(SMALL):
-        _write(site, f"u/deep/small-{n}.jsonl".encode(), data)
-    _write(site, b"u/odd\xe9 name.log", b"an odd name\n")
+        write_old(site, f"u/deep/small-{n}.jsonl".encode(), data)
+    write_old(site, b"u/odd\xe9 name.log", b"an odd name\n")
     ck(site, "pass")
     ck(site, "ship")
     left = [p for p in (site / "archive" / "files").rglob("*") if p.is_file()]
@@ -137,7 +125,7 @@ def test_random_reads_in_a_remote_only_file(tmp_path: Path, s3: S3Site) -> None:
 
 def test_a_remote_that_cannot_be_read_leaves_local_copies_served(tmp_path: Path) -> None:
     site = _site(tmp_path, 'url = "file:remote"\nsite = "t"\n')
-    _write(site, b"u/later.log", b"archived after the ship\n")
+    write_old(site, b"u/later.log", b"archived after the ship\n")
     ck(site, "pass")
     os.rename(site / "remote", site / "remote-away")  # the remote's disk not mounted
     mnt = tmp_path / "mnt"
@@ -158,7 +146,7 @@ def test_an_endpoint_that_does_not_answer_leaves_local_copies_served(
     tmp_path: Path, s3: S3Site
 ) -> None:
     site = _site(tmp_path, _s3(s3))
-    _write(site, b"u/later.log", b"archived after the ship\n")
+    write_old(site, b"u/later.log", b"archived after the ship\n")
     ck(site, "pass")
     with socket.socket() as sock:  # a port nothing listens on once closed
         sock.bind(("127.0.0.1", 0))
