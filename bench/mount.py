@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mountkit import add_rows, mounted
+
 PER_DIR = 100
 TIMEOUT = 60.0
 WIDTHS = (8, 8, 8, 10, 8)
@@ -239,13 +241,6 @@ def available(backend: str) -> str | None:
     return f"{mod} is not importable{hint}"
 
 
-def _hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _timed(cmd: str) -> tuple[float, str]:
     t0 = time.perf_counter()
     out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
@@ -254,29 +249,14 @@ def _timed(cmd: str) -> tuple[float, str]:
 
 def measure(backend: str, work: Path, data: Path, entries: int) -> dict[str, Any]:
     mnt = work / f"mnt-{backend}"
-    mnt.mkdir()
-    log = (work / f"{backend}.log").open("w")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", backend, str(mnt), str(data), str(entries)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        while not os.path.ismount(mnt):
-            if proc.poll() is not None:
-                raise RuntimeError(f"{backend} exited {proc.returncode}: see {log.name}")
-            time.sleep(0.002)
-        ready = time.perf_counter() - t0
+    cmd = [sys.executable, __file__, "--serve", backend, str(mnt), str(data), str(entries)]
+    with mounted(cmd, mnt, work / f"{backend}.log") as m:
         find_s, count = _timed(f"find {mnt} -type f | wc -l")
         assert int(count) == entries + 1, (backend, count)
         read_s, _ = _timed(f"cat {mnt}/big > /dev/null")
-        rss = _hwm_mb(proc.pid)
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
-        proc.wait(timeout=30)
+        rss = m.rss_mb()
     mb = data.stat().st_size / 1e6
-    return {"ready": ready, "find": find_s, "rss": rss, "read": mb / read_s}
+    return {"ready": m.ready, "find": find_s, "rss": rss, "read": mb / read_s}
 
 
 CONFIG = """live_root = "live"
@@ -321,21 +301,10 @@ def coldkeep_site(work: Path, entries: int, big_mb: int) -> tuple[Path, Path]:
     subprocess.run(
         [*ck, "pass", "--config", str(site / "coldkeep.toml")], check=True, capture_output=True
     )
-    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
-        cols = [r[1] for r in db.execute("PRAGMA table_info(entries)") if r[1] != "id"]
-        [gz] = [r[0] for r in db.execute("SELECT gz_path FROM entries")]
-        picked = ", ".join(
-            {
-                "relpath": "printf('many/d%05d/f%03d', n / 100, n % 100)",
-                "gz_path": "'synthetic/' || n",
-            }.get(c, c)
-            for c in cols
-        )
-        db.execute(
-            f"INSERT INTO entries ({', '.join(cols)}) "
-            f"WITH RECURSIVE seq(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq "
-            f"WHERE n + 1 < {entries}) SELECT {picked} FROM seq, entries WHERE entries.id = 1"
-        )
+    db = site / "archive" / "coldkeep.db"
+    with sqlite3.connect(db) as con:
+        [gz] = [r[0] for r in con.execute("SELECT gz_path FROM entries")]
+    add_rows(db, entries)
     return site / "coldkeep.toml", site / "archive" / gz
 
 
@@ -369,30 +338,19 @@ def measure_coldkeep(
     file's ``serve``): the same rows, and the big file's read beside
     ``gunzip -c`` of its gzip."""
     mnt = work / f"mnt-coldkeep{'-then' if then else ''}"
-    mnt.mkdir()
-    log = (work / f"coldkeep{'-then' if then else ''}.log").open("w")
+    log = work / f"coldkeep{'-then' if then else ''}.log"
     args = ["-c", SERVE_FILE, str(config), str(mnt), str(then)] if then else ["-c", SERVE]
     if not then:
         args += [str(config), str(mnt)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, *args], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        while not os.path.ismount(mnt):
-            if proc.poll() is not None:
-                raise RuntimeError(f"coldkeep mount exited {proc.returncode}: see {log.name}")
-            time.sleep(0.002)
-        ready = time.perf_counter() - t0
+    with mounted([sys.executable, *args], mnt, log) as m:
         find_s, count = _timed(f"find {mnt} -path {mnt}/.versions -prune -o -type f -print | wc -l")
         assert int(count) == entries + 1, count
         read_s, _ = _timed(f"cat {mnt}/big.jsonl > /dev/null")
-        rss = _hwm_mb(proc.pid)
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
-        proc.wait(timeout=30)
+        rss = m.rss_mb()
     gunzip_s, _ = _timed(f"gunzip -c {gz} > /dev/null")
     mb = (big_mb << 20) / 1e6
     return {
-        "ready": ready,
+        "ready": m.ready,
         "find": find_s,
         "rss": rss,
         "read": mb / read_s,
