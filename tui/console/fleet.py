@@ -57,7 +57,7 @@ from .pilot import busy
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search
 from .screens.find import FindScreen, Pick
-from .tables import Cell, keyed_table, name_cell, sync_table
+from .tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 
 # The fleet view's own registry: browsing, selecting and restoring --to a folder;
 # nothing that changes a site or the remote (no pass, ship, sweep…) exists here.
@@ -542,10 +542,7 @@ class FleetScreen(Screen[None]):
         )
 
     def _current(self) -> tuple[str, CatalogRow] | None:
-        table = self.query_one("#fleet-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        key = cursor_key(self.query_one("#fleet-table", DataTable))
         return self.rows.get(key) if key else None
 
     def _picked(self) -> list[tuple[str, CatalogRow]]:

@@ -39,6 +39,13 @@ def keyed_table(
     return table
 
 
+def cursor_key(table: DataTable[Cell]) -> str | None:
+    """The key of the row under ``table``'s cursor; None when it has no rows."""
+    if not table.row_count:
+        return None
+    return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+
 def _width(cell: Cell) -> int:
     return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
 

@@ -23,7 +23,7 @@ from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
 from ...text.fmt import clock_time
-from ..tables import keyed_table, sync_table
+from ..tables import cursor_key, keyed_table, sync_table
 from .base import Pane
 
 RUNS_SHOWN = 30
@@ -108,6 +108,4 @@ class JobsPane(Pane):
         """The job the operator chose: the highlighted one while the table has
         focus (its cursor sits on the first row until someone moves it)."""
         table = self.query_one("#jobs-table", DataTable)
-        if not table.row_count or not table.has_focus:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return cursor_key(table) if table.has_focus else None

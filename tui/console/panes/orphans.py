@@ -23,7 +23,7 @@ from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import age, human, plural
 from ..messages import FindingsLoaded, LoadFailed
-from ..tables import keyed_table, sync_table
+from ..tables import cursor_key, keyed_table, sync_table
 from .base import Pane
 
 # The kinds that are things (3 orphans); the others say what a thing is (3 stale).
@@ -142,8 +142,5 @@ class OrphansPane(Pane):
         return tuple(f.path for f in self.findings.values() if f.kind == "orphan")
 
     def selected(self) -> Finding | None:
-        table = self.query_one("#orphans-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return self.findings.get(key or "")
+        key = cursor_key(self.query_one("#orphans-table", DataTable))
+        return self.findings.get(key) if key else None

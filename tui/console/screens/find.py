@@ -29,7 +29,7 @@ from coldkeep.core.files.find import Version
 from ...operations.find import utc
 from ...text.fmt import human, plural, shown
 from ..footer import FittedFooter
-from ..tables import Cell, keyed_table, name_cell, sync_table
+from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import SHOWN
 
 # Each version found, with its site ("" for this archive), and a line about what
@@ -156,10 +156,7 @@ class FindScreen(Screen[None]):
         return (site, *cells) if self.sites else cells
 
     def current(self) -> tuple[str, Version] | None:
-        table = self.query_one("#find-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        key = cursor_key(self.query_one("#find-table", DataTable))
         return self.rows.get(key) if key else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -28,7 +28,7 @@ from coldkeep.core.store.manifest import ManifestError
 from ...text.fmt import day, parse_day
 from ..footer import FittedFooter
 from ..messages import HoldsChanged
-from ..tables import keyed_table, sync_table
+from ..tables import cursor_key, keyed_table, sync_table
 from .confirm import ConfirmScreen
 
 HELP = (
@@ -157,11 +157,10 @@ class HoldsScreen(Screen[None]):
         if self.blocked is not None:
             self.notify(f"Holds: {self.blocked}", severity="warning")
             return
-        table = self.query_one("#holds-table", DataTable)
-        if not table.row_count:
+        key = cursor_key(self.query_one("#holds-table", DataTable))
+        if key is None:
             self.notify("no hold is selected")
             return
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         hold = next((h for h in self.holds if str(h.id) == key), None)
         if hold is not None:
             self.confirm_release(hold)

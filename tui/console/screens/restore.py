@@ -41,7 +41,7 @@ from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restor
 from ...text.fmt import clock_time, human, plural, short_path, shown
 from ..footer import FittedFooter
 from ..messages import Confirmed
-from ..tables import Cell, keyed_table, name_cell, sync_table
+from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick
@@ -307,10 +307,7 @@ class RestoreScreen(Screen[None]):
         self._preview()
 
     def _current(self) -> CatalogRow | None:
-        table = self.query_one("#restore-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        key = cursor_key(self.query_one("#restore-table", DataTable))
         return self.rows.get(int(key)) if key else None
 
     def _preview(self) -> None:
@@ -548,9 +545,9 @@ class RestoreScreen(Screen[None]):
 
     def _toggle_month(self) -> None:
         table = self.query_one("#events-months", DataTable)
-        if not table.row_count:
+        key = cursor_key(table)
+        if key is None:
             return
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
         self.months_selected ^= {key}
         table.update_cell(key, "sel", "✓" if key in self.months_selected else "")
 

@@ -34,7 +34,7 @@ from ...operations.restore import RESTORE, restore_files
 from ...text.fmt import human, plural, shown
 from ..footer import FittedFooter
 from ..messages import Confirmed
-from ..tables import Cell, keyed_table, name_cell, sync_table
+from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .confirm import ConfirmScreen
 from .pager import PagerScreen, archived
 
@@ -138,10 +138,7 @@ class VersionsScreen(Screen[None]):
         )
 
     def current(self) -> Version | None:
-        table = self.query_one("#versions-table", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        key = cursor_key(self.query_one("#versions-table", DataTable))
         return self.rows.get(int(key)) if key else None
 
     def action_back(self) -> None:
