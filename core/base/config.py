@@ -379,8 +379,20 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
 
     _check_roots_apart(file, live_root, archive_root, state_db)
     if remote is not None and remote.folder is not None:
-        _check_remote_apart(file, remote.folder, live_root, archive_root)
-    _check_cache_apart(file, mount.cache_dir, live_root, archive_root)
+        _check_apart(
+            file,
+            "remote.url",
+            remote.folder,
+            (live_root, archive_root),
+            "put the remote elsewhere, ideally on another disk",
+        )
+    _check_apart(
+        file,
+        "mount.cache_dir",
+        mount.cache_dir,
+        (live_root, archive_root),
+        "put the cache elsewhere, e.g. under ~/.cache",
+    )
     return Settings(
         live_root=live_root,
         archive_root=archive_root,
@@ -739,31 +751,16 @@ def _unit_closed(t: _Table, state_db: Path | None) -> UnitClosed | None:
     )
 
 
-def _check_remote_apart(file: Path, remote: Path, live: Path, archive: Path) -> None:
-    """A file:// remote in live_root would be archived by the next pass; in
-    archive_root it would share the fate the remote tier exists to escape."""
-    for name, root in (("live_root", live), ("archive_root", archive)):
-        if is_inside(remote, root) or is_inside(root, remote):
-            raise ConfigError(
-                file,
-                "remote.url",
-                f"{remote} and {name} ({root}) overlap",
-                "put the remote elsewhere, ideally on another disk",
-            )
-
-
-def _check_cache_apart(file: Path, cache: Path, live: Path, archive: Path) -> None:
-    """The block cache inside live_root would be archived by the next pass; in
-    archive_root, walked as the archive's own files. Either way round, emptying
-    it would remove what it contains."""
-    for name, root in (("live_root", live), ("archive_root", archive)):
-        if is_inside(cache, root) or is_inside(root, cache):
-            raise ConfigError(
-                file,
-                "mount.cache_dir",
-                f"{cache} and {name} ({root}) overlap",
-                "put the cache elsewhere, e.g. under ~/.cache",
-            )
+def _check_apart(file: Path, key: str, path: Path, roots: tuple[Path, Path], fix: str) -> None:
+    """``path`` (the folder ``key`` names) neither inside live_root or
+    archive_root nor holding one. A file:// remote or the block cache in
+    live_root would be archived by the next pass; in archive_root a remote would
+    share the fate the remote tier exists to escape, and the cache would be
+    walked as the archive's own files; the other way round, emptying the cache
+    would remove a root."""
+    for name, root in zip(("live_root", "archive_root"), roots, strict=True):
+        if is_inside(path, root) or is_inside(root, path):
+            raise ConfigError(file, key, f"{path} and {name} ({root}) overlap", fix)
 
 
 def _check_roots_apart(file: Path, live: Path, archive: Path, state_db: Path | None) -> None:
