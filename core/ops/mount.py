@@ -383,6 +383,7 @@ class ArchiveFS:
         self.view, self.manifest, self.loop = view, manifest, loop
         self.remote = remote or _Remote()
         self.made_ns = time.time_ns()
+        self.owner = os.getuid(), os.getgid()  # every name shown as the mounting user's
         self.handles: dict[int, Source] = {}
         self.seeker = SeekReader()
         self.smalls = Smalls()
@@ -404,8 +405,8 @@ class ArchiveFS:
             "st_mtime": mtime_ns,
             "st_atime": mtime_ns,
             "st_ctime": mtime_ns,
-            "st_uid": os.getuid(),
-            "st_gid": os.getgid(),
+            "st_uid": self.owner[0],
+            "st_gid": self.owner[1],
         }
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from ..store.manifest import (
     connect_readonly,
     data_version,
     entry_by_id,
+    listed_name,
     listing,
     versions_at,
 )
@@ -105,6 +106,10 @@ def _file_mode(mode: int) -> int:
     return stat.S_IFREG | stat.S_IMODE(mode)
 
 
+def _mode(node: Node) -> int:
+    return DIR_MODE if node.folder else _file_mode(node.versions[-1].mode)
+
+
 def _age(f: File) -> tuple[int, int]:
     return f.mtime_ns, f.id
 
@@ -133,10 +138,21 @@ def _parent(rel: str) -> tuple[str, str]:
     return parent, name
 
 
-# A million names listed: each node built by tuple.__new__ at C speed, not
-# through the named tuple's own __new__ (a Python frame per call).
+# Each node built by tuple.__new__ at C speed, not through the named tuple's
+# own __new__ (a Python frame per call).
 _new = tuple.__new__
 _file_fields = operator.itemgetter(0, 2, 3, 4, 5)  # a Listed row's File
+
+# What a cached folder holds at a name: a Node, or the row of a file of one
+# version (nearly every file), made a Node only when looked at.
+Held = Node | Listed
+
+
+def as_node(held: Held) -> Node:
+    """What a folder holds at a name, as a ``Node``."""
+    if isinstance(held, Node):
+        return held
+    return Node(False, (_new(File, _file_fields(held)),))
 
 
 class Catalog:
@@ -148,7 +164,7 @@ class Catalog:
         self.cache_names = cache_names
         self.pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self.lock = threading.Lock()
-        self.folders: OrderedDict[str, dict[str, Node]] = OrderedDict()
+        self.folders: OrderedDict[str, dict[str, Held]] = OrderedDict()
         self.held = 0  # names over self.folders
         self.watch = connect_readonly(manifest)
         self.version = data_version(self.watch)
@@ -196,21 +212,39 @@ class Catalog:
             self.held = 0
             return True
 
-    def _read(self, rel: str) -> dict[str, Node]:
-        got: dict[str, Node] = {}
+    def _read(self, rel: str) -> dict[str, Held]:
+        got: dict[str, Held] = {}
         with self._db() as db:
-            for name, row in listing(db, rel + "/" if rel else ""):
-                was = got.get(name)
-                if name in _BAD:
-                    self._leave_out(rel)
-                elif row is None:
-                    got[name] = Node(True, was.versions if was is not None else ())
-                elif was is None:  # nearly every file: one version
-                    got[name] = _new(Node, (False, (_new(File, _file_fields(row)),)))
-                else:
-                    more = (*was.versions, _new(File, _file_fields(row)))
-                    got[name] = Node(was.folder, tuple(sorted(more, key=_age)))
+            for part in listing(db, rel + "/" if rel else ""):
+                if isinstance(part, str):  # a subfolder
+                    was = got.get(part)
+                    if part in _BAD:
+                        self._leave_out(rel)
+                    else:
+                        got[part] = Node(True, as_node(was).versions if was is not None else ())
+                    continue
+                # Nearly every run: files of one version each, taken as they
+                # came (a million names listed must not cost a Node apiece).
+                run = dict(zip(map(listed_name, part), part, strict=True))
+                keys = run.keys()
+                if len(run) == len(part) and keys.isdisjoint(got) and keys.isdisjoint(_BAD):
+                    got.update(run)
+                    continue
+                for row in part:
+                    self._add(got, rel, row)
         return got
+
+    def _add(self, got: dict[str, Held], rel: str, row: Listed) -> None:
+        name = row[1]
+        was = got.get(name)
+        if name in _BAD:
+            self._leave_out(rel)
+        elif was is None:
+            got[name] = row
+        else:
+            node = as_node(was)
+            more = sorted((*node.versions, _new(File, _file_fields(row))), key=_age)
+            got[name] = Node(node.folder, tuple(more))
 
     def _leave_out(self, rel: str) -> None:
         if not self.left_out:
@@ -221,9 +255,10 @@ class Catalog:
                 rel or "/",
             )
 
-    def folder(self, rel: str) -> dict[str, Node]:
-        """The names right under the folder ``rel`` ("" for the top); empty for
-        a path that is no folder."""
+    def folder(self, rel: str) -> dict[str, Held]:
+        """The names right under the folder ``rel`` ("" for the top), each a
+        ``Node`` or, for a file of one version, its row (``as_node``); empty
+        for a path that is no folder."""
         with self.lock:
             got = self.folders.get(rel)
             if got is not None:
@@ -246,8 +281,11 @@ class Catalog:
         parent, name = _parent(rel)
         with self.lock:
             names = self.folders.get(parent)
+            if names is not None:  # a folder looked into is kept as one listed
+                self.folders.move_to_end(parent)
         if names is not None:
-            return names.get(name)
+            held = names.get(name)
+            return None if held is None else as_node(held)
         if any(part in _BAD for part in rel.split("/")):
             return None
         with self._db() as db:
@@ -397,18 +435,21 @@ class View:
             return
         names = self.catalog.folder(rel)
         if self.live is None and rel:  # nearly every listing: the archive's names alone
-            for name, node in names.items():
-                yield name, DIR_MODE if node.folder else _REG | (node.versions[-1].mode & 0o7777)
+            for name, held in names.items():
+                if isinstance(held, Node):
+                    yield name, _mode(held)
+                else:  # a file of one version: its row
+                    yield name, _REG | (held[4] & 0o7777)
             return
         live = self.live.folder(rel) if self.live is not None else {}
-        for name, node in names.items():
+        for name, held in names.items():
             if (rel == "" and name == VERSIONS) or name in live:
                 continue
-            yield name, DIR_MODE if node.folder else _file_mode(node.versions[-1].mode)
+            yield name, _mode(as_node(held))
         for name, got in live.items():
             if rel == "" and name == VERSIONS:
                 continue
-            folder = got.folder or (name in names and names[name].folder)
+            folder = got.folder or (name in names and as_node(names[name]).folder)
             yield name, DIR_MODE if folder else _file_mode(got.mode)
         if rel == "":
             yield VERSIONS, DIR_MODE

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import operator
 import os
 import sqlite3
 import threading
@@ -237,30 +238,39 @@ def _from(
     return cur
 
 
-def listing(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, Listed | None]]:
+listed_name = operator.itemgetter(1)  # a Listed row's name
+LIST_RUN = 256  # rows a read after the first: a folder's files in one, no more past a subfolder
+
+
+def listing(db: sqlite3.Connection, prefix: str) -> Iterator[list[Listed] | str]:
     """What lies right under the folder ``prefix`` ("" for the top, else ending
-    in "/"), on a connection from ``connect_readonly``: each version of a file
-    there (name, row; a file's versions in a row, by id), and each subfolder
-    once (name, None). Tombstones left out. A subfolder costs one index seek,
-    whatever lies under it: the scan jumps past it (every name under ``d/``
-    sorts below ``d0``, "0" being the character after "/")."""
+    in "/"), on a connection from ``connect_readonly``, in name order: runs of
+    its files' versions (lists of rows; a file's versions in a row, by id) and
+    each subfolder once, as its name. Tombstones left out. A subfolder costs
+    one index seek, whatever lies under it: the scan jumps past it (every name
+    under ``d/`` sorts below ``d0``, "0" being the character after "/"). Rows
+    come as SQLite hands them, a run at a time: a mount lists a million."""
     for start, high, text in _ranges(prefix):
         skip = len(prefix) if text else len(os.fsencode(prefix))
         low: str | bytes | None = start
         while low is not None:
             cur = _from(db, skip, low, high, text)
-            jump: str | bytes | None = None
-            for row in cur:
-                rest = row[1]
-                if "/" in rest:
-                    name = rest[: rest.index("/")]
-                    yield name, None
-                    below = prefix + name
-                    jump = below + "0" if text else os.fsencode(below) + b"0"
-                    break
-                yield rest, row
+            low, size = None, 1  # the first row alone: after a jump, often the next subfolder
+            while rows := cur.fetchmany(size):
+                size = LIST_RUN
+                names = list(map(listed_name, rows))
+                if "/" not in "\0".join(names):  # no name holds NUL: a run of files alone
+                    yield rows
+                    continue
+                cut = next(i for i, rest in enumerate(names) if "/" in rest)
+                if cut:
+                    yield rows[:cut]
+                name = names[cut].partition("/")[0]
+                yield name
+                below = prefix + name
+                low = below + "0" if text else os.fsencode(below) + b"0"
+                break
             cur.close()
-            low = jump
 
 
 def versions_at(db: sqlite3.Connection, relpath: str) -> tuple[list[Listed], bool]:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from coldkeep.core.base.names import to_db
 from coldkeep.core.ops import mounttree
-from coldkeep.core.ops.mounttree import Catalog, version_names
-from coldkeep.core.store.manifest import Manifest
+from coldkeep.core.ops.mounttree import Catalog, as_node, version_names
+from coldkeep.core.store.manifest import LIST_RUN, Manifest
 
 # Names a sort by prefix gets wrong: "/" (0x2F) beside "-", "." and "0" around
 # it, bytes that are not UTF-8, the last code points, a newline.
@@ -89,10 +89,34 @@ def test_every_folder_lists_what_the_whole_manifest_holds(
     if not path.exists():
         _manifest(tmp_path)
     _fill(path, got)
+    _lists_as_a_whole_read(path, got)
+
+
+def test_a_folder_of_many_names_lists_whole_across_reads(tmp_path: Path) -> None:
+    # More names than one read of rows takes. In "big", a file's second
+    # version opens each read (the first read takes one row, then LIST_RUN);
+    # in "mixed", versions and subfolders fall on every side of where one ends.
+    got: list[tuple[bytes, bool]] = []
+    for i in range(2 * LIST_RUN):
+        got.append((b"big/n%04d" % i, False))
+        if len(got) in (1, 1 + LIST_RUN):
+            got.append((b"big/n%04d" % i, False))
+    for i in range(700):
+        name = b"mixed/n%04d" % i
+        got += [(name, False)] * (3 if i % 50 in (0, 49) else 1)
+        if i % 100 == 99:
+            got += [(name + b"/x", False), (name + b"/y/z", i % 200 == 99)]
+    got.append((b"mixed/n0600", True))
+    _manifest(tmp_path)
+    _fill(tmp_path / "coldkeep.db", got)
+    _lists_as_a_whole_read(tmp_path / "coldkeep.db", got)
+
+
+def _lists_as_a_whole_read(path: Path, got: list[tuple[bytes, bool]]) -> None:
     catalog = Catalog(path)
     try:
         for rel, names in _model(got).items():
-            listed = catalog.folder(rel)
+            listed = {k: as_node(v) for k, v in catalog.folder(rel).items()}
             assert {k: (v.folder, sorted(f.id for f in v.versions)) for k, v in listed.items()} == {
                 k: (folder, sorted(ids)) for k, (folder, ids) in names.items()
             }, rel
