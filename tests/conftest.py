@@ -49,6 +49,7 @@ MOUNTING = (
     "core/ops/test_mount.py",
     "core/ops/test_mount_remote.py",
     "cli/test_cli_mount.py",
+    "cli/test_cli_mount_user.py",
     "test_bench.py",  # its read path rows mount the archive
 )
 

@@ -561,9 +561,17 @@ def fuse_problem() -> str | None:
     if ctypes.util.find_library("fuse3") is None:
         return "libfuse3 is not installed (apt-get install fuse3; dnf install fuse3)"
     if os.geteuid() != 0:
-        # A user's mount is made by the setuid fusermount3, which opens /dev/fuse.
+        # A user's mount is made by the setuid fusermount3, but libfuse opens
+        # /dev/fuse itself first and gives up if it may not.
         if shutil.which("fusermount3") is None:
             return "fusermount3 is not installed (apt-get install fuse3; dnf install fuse3)"
+        if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+            mode = stat.filemode(os.stat("/dev/fuse").st_mode)
+            return (
+                f"/dev/fuse ({mode}) may not be opened by uid {os.getuid()}: a user's "
+                "mount needs it crw-rw-rw- (fuse3's udev rule sets it so: "
+                "chmod 0666 /dev/fuse), or mount as root"
+            )
         return None
     try:
         os.close(os.open("/dev/fuse", os.O_RDWR))

@@ -44,7 +44,7 @@ import aiosqlite
 
 from ..base.codec import Span
 from ..base.errors import ColdkeepError
-from ..base.ioerror import naming_db
+from ..base.ioerror import DatabaseFailed, naming_db
 from ..base.names import db_params, db_row, is_text, to_db
 from ..base.times import now_ms
 from .schema import migration_scripts, version_problem
@@ -377,7 +377,7 @@ class Manifest:
         self = cls(db, path)
         try:
             await self.run("PRAGMA busy_timeout = 10000")
-            version = await self._version()  # before anything writes to the file
+            version = await self._first_read(readonly)  # before anything writes to the file
             self._check_version(version, readonly)
             if not readonly:
                 await self.run("PRAGMA journal_mode = WAL")
@@ -387,6 +387,21 @@ class Manifest:
             await db.close()
             raise
         return self
+
+    async def _first_read(self, readonly: bool) -> int:
+        try:
+            return await self._version()
+        except DatabaseFailed as err:
+            if not readonly or err.sqlite_errorname != "SQLITE_READONLY_DIRECTORY":
+                raise
+            # A pass removes the -shm when it closes the manifest; only a user who
+            # may write the folder can make it again.
+            raise ManifestError(
+                f"{self.path} cannot be read as uid {os.getuid()}: SQLite needs "
+                f"{self.path.name}-shm beside it (there while coldkeep has it open) and "
+                f"{self.path.parent} is not writable for this user to make it; run as the "
+                "archive's owner or root"
+            ) from err
 
     @classmethod
     async def open_existing(cls, path: Path) -> Self | None:
