@@ -415,8 +415,7 @@ class ArchiveFS:
     def readdir(self, path: str, fh: int) -> Iterator[Any]:
         yield from (".", "..")
         # The mode alone: all a listing gives the kernel (mfusepy takes an int).
-        for name, mode in self.view.names(path.strip("/")):
-            yield name, mode, 0
+        yield from self.view.names(path.strip("/"))
 
     def open(self, path: str, flags: int) -> int:
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):

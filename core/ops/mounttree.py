@@ -423,10 +423,10 @@ class View:
             raise _enoent(rel)
         return Target(got)
 
-    def names(self, rel: str) -> Iterator[tuple[str, int]]:
+    def names(self, rel: str) -> Iterator[tuple[str, int, int]]:
         """The names in the folder ``rel``, each with its ``st_mode`` (all a
-        listing needs: ``find`` takes the type from it); ENOTDIR, ENOENT when
-        ``rel`` is no folder."""
+        listing needs: ``find`` takes the type from it) and offset 0, as
+        libfuse's filler takes them; ENOTDIR, ENOENT when ``rel`` is no folder."""
         if not isinstance(self.resolve(rel).kind, Dir):
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), rel)
         top, _, rest = rel.partition("/")
@@ -437,27 +437,27 @@ class View:
         if self.live is None and rel:  # nearly every listing: the archive's names alone
             for name, held in names.items():
                 if isinstance(held, Node):
-                    yield name, _mode(held)
+                    yield name, _mode(held), 0
                 else:  # a file of one version: its row
-                    yield name, _REG | (held[4] & 0o7777)
+                    yield name, _REG | (held[4] & 0o7777), 0
             return
         live = self.live.folder(rel) if self.live is not None else {}
         for name, held in names.items():
             if (rel == "" and name == VERSIONS) or name in live:
                 continue
-            yield name, _mode(as_node(held))
+            yield name, _mode(as_node(held)), 0
         for name, got in live.items():
             if rel == "" and name == VERSIONS:
                 continue
             folder = got.folder or (name in names and as_node(names[name]).folder)
-            yield name, DIR_MODE if folder else _file_mode(got.mode)
+            yield name, DIR_MODE if folder else _file_mode(got.mode), 0
         if rel == "":
-            yield VERSIONS, DIR_MODE
+            yield VERSIONS, DIR_MODE, 0
 
-    def _version_names(self, rel: str) -> Iterator[tuple[str, int]]:
+    def _version_names(self, rel: str) -> Iterator[tuple[str, int, int]]:
         for name in self.catalog.folder(rel):
-            yield name, DIR_MODE
+            yield name, DIR_MODE, 0
         node = self.catalog.node(rel) if rel else None
         if node is not None:
             for name, got in version_names(node.versions).items():
-                yield name, _file_mode(got.mode)
+                yield name, _file_mode(got.mode), 0
