@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import secrets
@@ -126,6 +127,7 @@ def record_site(layout: Layout, live_root: Path) -> None:
     """Write the record of ``live_root`` where there is none yet (the manifest
     exists by now)."""
     if layout.site.exists():
+        _sweep(layout)
         return
     root = layout.root
     # the manifest's name first: the record vouches for it
@@ -147,6 +149,22 @@ def record_site(layout: Layout, live_root: Path) -> None:
         fsync(fd, "site.data")
     finally:
         os.close(fd)
-    if rename_noreplace(tmp, layout.site, root=root) == "exists":
+    try:
+        placed = rename_noreplace(tmp, layout.site, root=root)
+    except FileNotFoundError:
+        if not layout.site.exists():
+            raise
+        placed = "exists"  # another opener placed its record, then swept ours
+    if placed == "exists":
         unlink_if_present(tmp, root=root)  # another opener wrote it first
     fsync_dir(root, root=root, site="site.placed")
+    _sweep(layout)
+
+
+def _sweep(layout: Layout) -> None:
+    """Remove the records an opener killed before its rename left half-written
+    (each under a name of its own). Only once the record is in place: an opener
+    still writing finds it there and gives up its own."""
+    pattern = f"{glob.escape(layout.site.name)}.*{PARTIAL_SUFFIX}"
+    for left in layout.root.glob(pattern):
+        unlink_if_present(left, root=layout.root)

@@ -110,6 +110,22 @@ async def test_the_first_pass_writes_the_record(roots: Roots) -> None:
         check_site(roots.layout, roots.live)
 
 
+async def test_a_record_left_half_written_by_a_killed_pass_is_swept(roots: Roots) -> None:
+    # A pass killed between writing its record and renaming it into place left
+    # one under a name of its own; the next one writes the record, leaves none.
+    settings = settings_for(roots, roots.live)
+    await Archiver(settings).run_pass()
+    record = roots.layout.site.read_bytes()
+    roots.layout.site.rename(roots.archive / "coldkeep.site.0badc0de.partial")
+    await Archiver(settings).run_pass()
+    assert roots.layout.site.read_bytes() == record
+    assert sorted(p.name for p in roots.archive.glob("*.partial")) == []
+    # One left beside a record already in place goes too.
+    (roots.archive / "coldkeep.site.1badc0de.partial").write_bytes(record[:5])
+    await Archiver(settings).run_pass()
+    assert sorted(p.name for p in roots.archive.glob("*.partial")) == []
+
+
 async def test_a_site_copied_whole_keeps_working_where_it_lands(roots: Roots) -> None:
     """The live tree and its archive moved together (a restore of the host from
     a backup, to another path): still one site."""
