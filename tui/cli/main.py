@@ -26,6 +26,7 @@ from .inspect import history, plan, status
 from .metrics import metrics
 from .mount import mount
 from .operations import COMMANDS
+from .query import query
 from .run import run
 
 
@@ -55,7 +56,21 @@ def main(click_ctx: click.Context, config: Path | None, read_only: bool) -> None
         click_ctx.invoke(console, config=config, read_only=read_only)
 
 
-_ALL = (console, status, plan, history, *COMMANDS, cat, mount, run, demo, doctor, hold, metrics)
+_ALL = (
+    console,
+    status,
+    plan,
+    history,
+    *COMMANDS,
+    cat,
+    mount,
+    query,
+    run,
+    demo,
+    doctor,
+    hold,
+    metrics,
+)
 for _command in _ALL:
     main.add_command(_command)
 

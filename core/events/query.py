@@ -1,0 +1,330 @@
+"""Read-only SQL over every event row: the application's live table and every
+archived month, seen as one table, ``events``, without restoring anything.
+
+The engine is DuckDB, its SQLite reader (the ``sqlite_scanner`` extension,
+loaded from the ``duckdb-extension-sqlite-scanner`` package, never downloaded)
+attaching each database read-only: it scans many SQLite files in one plan on
+every core, and takes any number of them (SQLite attaches ten at most).
+
+Invariants:
+- Nothing is written: every database is attached ``READ_ONLY``; once they are,
+  DuckDB's access to files is switched off and locked (no COPY, no ATTACH, no
+  read_csv of anything), and only one SELECT (or EXPLAIN) is run. DuckDB never
+  spills to disk. SQLite itself makes a WAL database's ``-shm`` and an empty
+  ``-wal`` beside it when none is there, as any reader does.
+- Months outside ``--from``/``--to`` are pruned by name, never opened; the rows
+  of the months kept are filtered by their time stamp, as the live table's.
+- A row is counted once: a row restored into the live table is also still in
+  its month, and the live copy is the one shown.
+- A month that cannot be read (damaged, a newer coldkeep's) refuses the query,
+  named in one line, unless the caller accepts an answer without it.
+- A value of another type than its column declares (SQLite lets a row hold
+  any) fails the query in one line that says to read every column as text.
+"""
+
+from __future__ import annotations
+
+import calendar
+import importlib.util
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.config import Settings
+from ..base.errors import ColdkeepError, UsageError
+from ..base.layout import Layout
+from .eventschema import EventSchema, check_month_version, discover, open_live, q
+
+if TYPE_CHECKING:
+    import duckdb
+
+VIEW = "events"
+ALLOWED = ("SELECT", "EXPLAIN")
+_DATE = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+
+
+class QueryError(ColdkeepError):
+    """The query cannot be answered; the message says why and what to do."""
+
+
+class BadQuery(UsageError):
+    """The SQL given is not one read-only statement, or does not parse."""
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """UTC seconds: ``start`` inclusive, ``end`` exclusive; None is open."""
+
+    start: int | None = None
+    end: int | None = None
+
+    def holds_month(self, month: str) -> bool:
+        """Whether any instant of ``month`` (YYYY-MM) lies in the range."""
+        year, mon = int(month[:4]), int(month[5:7])
+        first = calendar.timegm((year, mon, 1, 0, 0, 0))
+        after = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0))
+        return (self.end is None or first < self.end) and (self.start is None or after > self.start)
+
+
+def _day_or_month(text: str, flag: str, *, end: bool) -> int:
+    got = _DATE.fullmatch(text)
+    if got is None:
+        raise UsageError(f"{flag} {text!r}: give a month (2025-03) or a day (2025-03-14), UTC")
+    year, month, day = int(got[1]), int(got[2]), got[3]
+    try:
+        first = datetime(year, month, int(day) if day else 1, tzinfo=UTC)
+    except ValueError as err:
+        raise UsageError(f"{flag} {text!r}: {err}") from err
+    if not end:
+        return int(first.timestamp())
+    if day:  # through the end of that day
+        return int(first.timestamp()) + 86_400
+    return calendar.timegm((year + month // 12, month % 12 + 1, 1, 0, 0, 0))
+
+
+def parse_range(start: str | None, end: str | None) -> TimeRange:
+    """``--from`` and ``--to`` (both inclusive: a month or a day, UTC)."""
+    got = TimeRange(
+        _day_or_month(start, "--from", end=False) if start else None,
+        _day_or_month(end, "--to", end=True) if end else None,
+    )
+    if got.start is not None and got.end is not None and got.start >= got.end:
+        raise UsageError(f"--from {start} is after --to {end}: nothing lies between")
+    return got
+
+
+@dataclass
+class Plan:
+    """What a query reads: the months opened, how many the range pruned, the
+    months left out (each with why), whether the live table is in it, and what
+    the caller should be told (a column read as text)."""
+
+    months: list[str] = field(default_factory=list)
+    pruned: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)
+    live: bool = False
+
+
+@dataclass
+class Source:
+    name: str  # the schema DuckDB attaches it as
+    path: Path
+    top_id: int | None = None  # its largest row id (a month's), None if empty
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _extension() -> Path:
+    """The SQLite reader's file for this DuckDB, from its package (an offline
+    host cannot let DuckDB download it)."""
+    import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
+
+    version = duckdb.__version__
+    spec = importlib.util.find_spec("duckdb_extension_sqlite_scanner")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = [
+        f
+        for d in folders
+        for f in sorted(Path(d).glob(f"extensions/v{version}/*.duckdb_extension"))
+    ]
+    if not found:
+        raise QueryError(
+            f"DuckDB's SQLite reader for DuckDB {version} is not installed: pip install "
+            f"'duckdb-extension-sqlite-scanner=={version}'"
+        )
+    return found[0]
+
+
+def _month_source(path: Path, month: str, schema: EventSchema) -> Source:
+    """A month checked before it is attached: a SQLite file of this coldkeep's
+    month schema holding the table (``sqlite3.DatabaseError`` naming it)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        check_month_version(conn, path)
+        [(top,)] = conn.execute(f"SELECT max({q(schema.pk)}) FROM {q(schema.table)}").fetchall()
+    finally:
+        conn.close()
+    return Source(f"m_{month.replace('-', '_')}", path, None if top is None else int(top))
+
+
+class EventsQuery:
+    """One query's engine: ``open`` the sources, then ``run`` SQL (a thread's:
+    DuckDB blocks; the caller runs it off any event loop), then ``close``."""
+
+    def __init__(
+        self, settings: Settings, span: TimeRange, *, partial: bool = False, as_text: bool = False
+    ) -> None:
+        self.settings, self.span, self.partial, self.as_text = settings, span, partial, as_text
+        self.plan = Plan()
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.schema: EventSchema | None = None
+
+    def open(self) -> Plan:
+        import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
+
+        self.schema = self._schema()
+        sources = self._sources(self.schema)
+        con = duckdb.connect(
+            config={
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "temp_directory": "",
+                # DuckDB 1.5.5 takes scans of the same table name in different
+                # SQLite files for one subplan, and answers every month from the
+                # first: a month's rows counted twelve times.
+                "disabled_optimizers": "common_subplan",
+            }
+        )
+        self.con = con
+        con.execute(f"LOAD {_sql_text(str(_extension()))}")
+        if self.as_text:
+            con.execute("SET sqlite_all_varchar = true")
+        for src in sources:
+            con.execute(f"ATTACH {_sql_text(str(src.path))} AS {src.name} (TYPE sqlite, READ_ONLY)")
+        self._view(con, self.schema, sources)
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        return self.plan
+
+    def _schema(self) -> EventSchema:
+        db = self.settings.state_db
+        if db is None:
+            raise QueryError("no state_db is configured: there are no event rows to query")
+        live = open_live(
+            db, busy_timeout_s=self.settings.events.busy_timeout_ms / 1000, readonly=True
+        )
+        try:
+            return discover(live, db, self.settings.events)
+        finally:
+            live.close()
+
+    def _sources(self, schema: EventSchema) -> list[Source]:
+        assert self.settings.state_db is not None
+        sources = [Source("live", self.settings.state_db)]
+        self.plan.live = True
+        for month, path in Layout(self.settings.archive_root).event_months().items():
+            if not self.span.holds_month(month):
+                self.plan.pruned += 1
+                continue
+            try:
+                sources.append(_month_source(path, month, schema))
+            except sqlite3.DatabaseError as err:
+                if not self.partial:
+                    raise QueryError(
+                        f"{path}: cannot be read ({err}); its rows would be missing from the "
+                        "answer: coldkeep verify says more, --partial answers without it"
+                    ) from err
+                self.plan.left_out[month] = str(err)
+                continue
+            self.plan.months.append(month)
+        return sources
+
+    def _view(
+        self, con: duckdb.DuckDBPyConnection, schema: EventSchema, sources: Sequence[Source]
+    ) -> None:
+        """``events``: every source's rows in the range, a month's row left out
+        where the live table has the same id (restored: the live copy counts)."""
+        pk, table = q(schema.pk), q(schema.table)
+        when = self._when(schema)
+        months = [s for s in sources if s.name != "live" and s.top_id is not None]
+        tops = [s.top_id for s in months if s.top_id is not None]
+        dup = ""
+        if tops:
+            con.execute(
+                f"CREATE TEMP TABLE coldkeep_live_ids AS SELECT {pk} AS id FROM live.{table} "
+                f"WHERE {pk} <= {max(tops)}"
+            )
+            [(n,)] = con.execute("SELECT count(*) FROM coldkeep_live_ids").fetchall()
+            if n:
+                dup = f"{pk} NOT IN (SELECT id FROM coldkeep_live_ids)"
+        parts = [f"SELECT * FROM live.{table}" + (f" WHERE {when}" if when else "")]
+        for src in months:
+            conds = " AND ".join(c for c in (when, dup) if c)
+            parts.append(f"SELECT * FROM {src.name}.{table}" + (f" WHERE {conds}" if conds else ""))
+        con.execute(f"CREATE TEMP VIEW {VIEW} AS " + " UNION ALL BY NAME ".join(parts))
+
+    def _when(self, schema: EventSchema) -> str:
+        """The range as a condition on the time stamp, in its own units."""
+        span, ts = self.span, q(schema.ts)
+        if span.start is None and span.end is None:
+            return ""
+        if schema.ts_format == "iso":
+            col = f"TRY_CAST({ts} AS TIMESTAMPTZ)"
+            bounds = [
+                f"{col} {op} to_timestamp({v})"
+                for op, v in ((">=", span.start), ("<", span.end))
+                if v is not None
+            ]
+        else:
+            unit = 1000 if schema.ts_format == "ms" else 1
+            bounds = [
+                f"{ts} {op} {v * unit}"
+                for op, v in ((">=", span.start), ("<", span.end))
+                if v is not None
+            ]
+        return " AND ".join(bounds)
+
+    def run(self, sql: str) -> Rows:
+        """The rows of ``sql`` (one SELECT), streamed."""
+        import duckdb  # noqa: PLC0415
+
+        assert self.con is not None, "open() first"
+        try:
+            statements = duckdb.extract_statements(sql)
+        except duckdb.Error as err:
+            raise BadQuery(f"the SQL does not parse: {_first_line(err)}") from err
+        if len(statements) != 1:
+            raise BadQuery(f"one statement at a time ({len(statements)} given)")
+        kind = statements[0].type.name
+        if kind not in ALLOWED:
+            raise BadQuery(f"only SELECT is run ({kind} given): a query reads, never writes")
+        try:
+            return Rows(self.con.execute(sql))
+        except duckdb.Error as err:
+            raise query_failed(err) from err
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def query_failed(err: BaseException) -> QueryError:
+    """DuckDB's error as one line; for a value of another type than its column
+    declares (SQLite stores it all the same), what to do about it."""
+    import duckdb  # noqa: PLC0415
+
+    said = f"the query failed: {_first_line(err)}"
+    if isinstance(err, duckdb.TypeMismatchException):
+        said += " (SQLite lets a row hold it: --as-text reads every column as text)"
+    return QueryError(said)
+
+
+class Rows:
+    """A query's result: its column names, and its rows a batch at a time."""
+
+    def __init__(self, cur: duckdb.DuckDBPyConnection) -> None:
+        self.cur = cur
+        self.columns: list[str] = [d[0] for d in (cur.description or [])]
+
+    def batches(self, size: int = 2048) -> Iterator[list[tuple[Any, ...]]]:
+        import duckdb  # noqa: PLC0415
+
+        while True:
+            try:
+                batch = self.cur.fetchmany(size)
+            except duckdb.Error as err:  # a row met as the scan goes on
+                raise query_failed(err) from err
+            if not batch:
+                return
+            yield batch

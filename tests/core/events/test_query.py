@@ -1,0 +1,274 @@
+"""SQL over the live events table and every archived month as one table: the
+answer is the same SQL's on one merged copy (months with holes, a range in
+months or days, restored rows counted once); nothing is written, the live
+database and its WAL untouched with the application's writer connected; a month
+that cannot be read is named and refuses the query unless the caller takes an
+answer without it; SQL that is not one SELECT is refused."""
+
+from __future__ import annotations
+
+import calendar
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coldkeep.core.base.config import Settings, parse_settings
+from coldkeep.core.events.eventschema import MONTH_SCHEMA
+from coldkeep.core.events.query import (
+    BadQuery,
+    EventsQuery,
+    QueryError,
+    TimeRange,
+    parse_range,
+)
+
+from helpers import Roots
+
+CREATE = "CREATE TABLE events (id INTEGER PRIMARY KEY, ts INTEGER, kind TEXT NOT NULL, note TEXT)"
+KINDS = ["login", "payment_failed", "view"]
+Row = tuple[int, int, str, str | None]
+
+
+def _month_start(year: int, month: int) -> int:
+    return calendar.timegm((year, month, 1, 0, 0, 0)) * 1000
+
+
+def _month_of(ts_ms: int) -> str:
+    return time.strftime("%Y-%m", time.gmtime(ts_ms // 1000))
+
+
+def _config(roots: Roots) -> Settings:
+    return parse_settings(
+        {
+            "live_root": str(roots.live),
+            "archive_root": str(roots.archive),
+            "state_db": str(roots.base / "state.db"),
+        },
+        roots.base / "coldkeep.toml",
+    )
+
+
+def _db(path: Path, rows: list[Row], *, month: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(CREATE)
+    if month:
+        db.execute(f"PRAGMA user_version = {MONTH_SCHEMA}")
+    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
+    db.commit()
+    db.close()
+
+
+def _site(roots: Roots, live: list[Row], archived: list[Row]) -> None:
+    """The live table, and each archived row in its month's database."""
+    _db(roots.base / "state.db", live, month=False)
+    by_month: dict[str, list[Row]] = {}
+    for row in archived:
+        by_month.setdefault(_month_of(row[1]), []).append(row)
+    for old in roots.layout.events.glob("*.db*"):
+        old.unlink()
+    for month, rows in by_month.items():
+        _db(roots.layout.events / f"{month}.db", rows, month=True)
+
+
+@contextmanager
+def _engine(roots: Roots, span: TimeRange | None = None, **kw: bool) -> Iterator[EventsQuery]:
+    engine = EventsQuery(_config(roots), span or TimeRange(), **kw)
+    try:
+        engine.open()
+        yield engine
+    finally:
+        engine.close()
+
+
+def _all(engine: EventsQuery, sql: str) -> list[tuple[Any, ...]]:
+    rows = engine.run(sql)
+    return [r for batch in rows.batches(size=7) for r in batch]
+
+
+# Rows over four months of 2025 (April left empty: a hole), ids unique.
+ts_2025 = st.sampled_from([(1, 31), (2, 28), (3, 31), (5, 31)]).flatmap(
+    lambda m: st.integers(0, m[1] * 86_400_000 - 1).map(lambda off: _month_start(2025, m[0]) + off)
+)
+row_parts = st.tuples(ts_2025, st.sampled_from(KINDS), st.one_of(st.none(), st.text(max_size=5)))
+days = st.sampled_from(["2025-01", "2025-02-14", "2025-03", "2025-04", "2025-05-31", None])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    parts=st.lists(row_parts, min_size=0, max_size=40),
+    where=st.lists(st.booleans(), min_size=40, max_size=40),
+    start=days,
+    end=days,
+    kinds=st.sets(st.sampled_from(KINDS), min_size=1),
+)
+def test_the_answer_is_the_same_sql_on_one_merged_copy(
+    roots: Roots,
+    parts: list[tuple[int, str, str | None]],
+    where: list[bool],
+    start: str | None,
+    end: str | None,
+    kinds: set[str],
+) -> None:
+    rows = [(i + 1, ts, kind, note) for i, (ts, kind, note) in enumerate(parts)]
+    # Each row archived or live; every third archived one restored too (in both).
+    archived = [r for r, old in zip(rows, where, strict=False) if old]
+    live = [r for r, old in zip(rows, where, strict=False) if not old]
+    live += [(i, ts, kind, "restored") for i, ts, kind, _ in archived[::3]]
+    _site(roots, live, archived)
+    try:
+        span = parse_range(start, end)
+    except Exception:  # noqa: BLE001 - --from after --to: nothing to compare
+        return
+    merged = {r[0]: r for r in archived} | {r[0]: r for r in live}  # the live copy counts
+    lo = -(2**62) if span.start is None else span.start * 1000
+    hi = 2**62 if span.end is None else span.end * 1000
+    want = sorted(r for r in merged.values() if lo <= r[1] < hi and r[2] in kinds)
+    in_kinds = ", ".join(f"'{k}'" for k in sorted(kinds))
+    with _engine(roots, span) as engine:
+        got = _all(engine, f"SELECT * FROM events WHERE kind IN ({in_kinds}) ORDER BY id")
+        counts = _all(engine, "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind")
+    assert got == want
+    expect: dict[str, int] = {}
+    for r in merged.values():
+        if lo <= r[1] < hi:
+            expect[r[2]] = expect.get(r[2], 0) + 1
+    assert counts == sorted(expect.items())
+
+
+def test_months_outside_the_range_are_never_opened(roots: Roots) -> None:
+    jan, mar = _month_start(2025, 1), _month_start(2025, 3)
+    _site(roots, [], [(1, jan, "view", None), (2, mar, "view", None)])
+    (roots.layout.events / "2025-01.db").write_bytes(b"not a database at all" * 100)
+    with _engine(roots, parse_range("2025-02", "2025-03")) as engine:
+        assert engine.plan.months == ["2025-03"] and engine.plan.pruned == 1
+        assert _all(engine, "SELECT id FROM events") == [(2,)]
+
+
+def test_an_unreadable_month_refuses_the_query_unless_a_partial_answer_is_asked(
+    roots: Roots,
+) -> None:
+    jan, feb = _month_start(2025, 1), _month_start(2025, 2)
+    _site(roots, [(3, feb + 5, "view", None)], [(1, jan, "view", None), (2, feb, "view", None)])
+    bad = roots.layout.events / "2025-01.db"
+    bad.write_bytes(b"\0" * 4096)
+    with (
+        pytest.raises(QueryError, match=r"2025-01\.db: cannot be read .*--partial"),
+        _engine(roots),
+    ):
+        pass
+    with _engine(roots, partial=True) as engine:
+        assert list(engine.plan.left_out) == ["2025-01"]
+        assert _all(engine, "SELECT id FROM events ORDER BY id") == [(2,), (3,)]
+
+
+def test_a_month_from_a_newer_coldkeep_is_named_not_read(roots: Roots) -> None:
+    _site(roots, [], [(1, _month_start(2025, 1), "view", None)])
+    path = roots.layout.events / "2025-01.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {MONTH_SCHEMA + 1}")
+    with pytest.raises(QueryError, match="upgrade coldkeep"), _engine(roots):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("DELETE FROM events", "only SELECT is run (DELETE given)"),
+        ("INSERT INTO events VALUES (9, 1, 'x', NULL)", "only SELECT is run (INSERT given)"),
+        ("CREATE TABLE t AS SELECT 1", "only SELECT is run (CREATE given)"),
+        ("COPY (SELECT 1) TO 'out.csv'", "only SELECT is run (COPY given)"),
+        ("ATTACH 'other.db' AS o", "only SELECT is run (ATTACH given)"),
+        ("SET enable_external_access = true", "only SELECT is run (SET given)"),
+        ("SELECT 1; SELECT 2", "one statement at a time (2 given)"),
+        ("SELEC 1", "the SQL does not parse"),
+    ],
+)
+def test_sql_that_is_not_one_select_is_refused(roots: Roots, sql: str, said: str) -> None:
+    _site(roots, [(1, _month_start(2025, 1), "view", None)], [])
+    with _engine(roots) as engine, pytest.raises(BadQuery, match="^" + re.escape(said)):
+        engine.run(sql)
+
+
+def test_a_select_cannot_read_other_files(roots: Roots, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a,b\n1,2\n")
+    _site(roots, [(1, _month_start(2025, 1), "view", None)], [])
+    with _engine(roots) as engine, pytest.raises(QueryError, match="disabled by configuration"):
+        _all(engine, f"SELECT * FROM read_csv('{secret}')")
+
+
+def test_the_live_database_and_its_wal_are_untouched_with_the_writer_connected(
+    roots: Roots,
+) -> None:
+    feb = _month_start(2025, 2)
+    _site(roots, [(5, feb, "view", None)], [(1, _month_start(2025, 1), "view", None)])
+    state = roots.base / "state.db"
+    app = sqlite3.connect(state)  # the application, its WAL open and written
+    app.execute("PRAGMA wal_autocheckpoint = 0")
+    app.execute("INSERT INTO events VALUES (6, ?, 'login', 'new')", [feb + 1])
+    app.commit()
+    before = {p.name: p.read_bytes() for p in roots.base.glob("state.db*")}
+    try:
+        with _engine(roots) as engine:
+            assert _all(engine, "SELECT id FROM events ORDER BY id") == [(1,), (5,), (6,)]
+        after = {p.name: p.read_bytes() for p in roots.base.glob("state.db*")}
+        assert sorted(after) == sorted(before) == ["state.db", "state.db-shm", "state.db-wal"]
+        assert after["state.db"] == before["state.db"]
+        assert after["state.db-wal"] == before["state.db-wal"]
+        app.execute("INSERT INTO events VALUES (7, ?, 'login', 'after')", [feb + 2])
+        app.commit()  # the writer goes on
+    finally:
+        app.close()
+
+
+def test_a_value_of_another_type_than_its_column_says_to_read_as_text(roots: Roots) -> None:
+    _site(roots, [(1, _month_start(2025, 1), "view", None)], [])
+    with sqlite3.connect(roots.base / "state.db") as db:
+        db.execute("INSERT INTO events VALUES (2, '2025-01-02T00:00:00Z', 'view', NULL)")
+    with _engine(roots) as engine, pytest.raises(QueryError, match="--as-text"):
+        _all(engine, "SELECT ts FROM events")
+    with _engine(roots, as_text=True) as engine:
+        got = _all(engine, "SELECT id, ts FROM events ORDER BY id")
+    assert got == [("1", str(_month_start(2025, 1))), ("2", "2025-01-02T00:00:00Z")]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "span"),
+    [
+        ("2025-03", None, TimeRange(calendar.timegm((2025, 3, 1, 0, 0, 0)), None)),
+        (None, "2025-03", TimeRange(None, calendar.timegm((2025, 4, 1, 0, 0, 0)))),
+        (None, "2025-12", TimeRange(None, calendar.timegm((2026, 1, 1, 0, 0, 0)))),
+        ("2025-03-14", "2025-03-14", TimeRange(1741910400, 1741910400 + 86_400)),
+    ],
+)
+def test_from_and_to_take_months_and_days_both_included(
+    start: str | None, end: str | None, span: TimeRange
+) -> None:
+    assert parse_range(start, end) == span
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "said"),
+    [
+        ("2025-13", None, "--from '2025-13': month must be in 1..12"),
+        ("March", None, "--from 'March': give a month (2025-03) or a day (2025-03-14), UTC"),
+        ("2025-05", "2025-04", "--from 2025-05 is after --to 2025-04: nothing lies between"),
+    ],
+)
+def test_a_bad_range_is_one_line(start: str | None, end: str | None, said: str) -> None:
+    with pytest.raises(Exception, match="^" + re.escape(said)) as got:
+        parse_range(start, end)
+    assert got.value.exit_code == 2  # type: ignore[attr-defined]

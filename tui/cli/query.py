@@ -1,0 +1,203 @@
+"""``coldkeep query SQL``: read-only SQL over the live events table and every
+archived month as one table, ``events`` (core/events/query.py). A plain
+command, not a registry entry: its output is rows, streamed as they come.
+
+Rows go to stdout as aligned text (widths from the first rows), JSON lines or
+CSV; what the query read, and any month left out, to stderr. A reader that
+leaves early (``| head``) ends it quietly, exit 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE, explain
+
+from ..text.fmt import plural, shown
+from .kit import command, ctx_for, fail
+
+WIDEST = 40  # a text column's width at most, from the first rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.hex()
+    return shown(str(value))
+
+
+def _as_json(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)  # dates, decimals: as DuckDB prints them
+
+
+def _text(columns: list[str], batches: Iterator[list[tuple[Any, ...]]]) -> Iterator[str]:
+    widths: list[int] | None = None
+    for batch in batches:
+        cells = [[_cell(v) for v in row] for row in batch]
+        if widths is None:
+            widths = [
+                min(WIDEST, max([len(c), *(len(r[i]) for r in cells)]))
+                for i, c in enumerate(columns)
+            ]
+            yield "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
+            yield "  ".join("-" * w for w in widths)
+        for row in cells:
+            yield "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+    if widths is None:
+        yield "  ".join(columns)
+
+
+def _lines(fmt: str, columns: list[str], batches: Iterator[list[tuple[Any, ...]]]) -> Iterator[str]:
+    if fmt == "text":
+        yield from _text(columns, batches)
+        return
+    if fmt == "json":
+        for batch in batches:
+            for row in batch:
+                yield json.dumps(
+                    dict(zip(columns, map(_as_json, row), strict=True)), ensure_ascii=False
+                )
+        return
+    out = _Line()
+    writer = csv.writer(out, lineterminator="")
+    writer.writerow(columns)
+    yield out.take()
+    for batch in batches:
+        for row in batch:
+            writer.writerow(["" if v is None else _as_json(v) for v in row])
+            yield out.take()
+
+
+class _Line:
+    """What csv.writer wrote, a row at a time."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def take(self) -> str:
+        text, self.text = self.text, ""
+        return text
+
+
+@click.command()
+@click.argument("sql")
+@click.option("--from", "start", metavar="YYYY-MM[-DD]", help="Rows from this month or day (UTC).")
+@click.option("--to", "end", metavar="YYYY-MM[-DD]", help="Rows through this month or day (UTC).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per row (JSON lines).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
+@click.option(
+    "--partial",
+    is_flag=True,
+    help="Answer without a month that cannot be read (each named on stderr) instead of refusing.",
+)
+@click.option(
+    "--as-text",
+    is_flag=True,
+    help="Read every column as text: for a table whose rows hold values of "
+    "another type than their column declares.",
+)
+@click.option("--stats", is_flag=True, help="After the rows, one line on stderr: what was read.")
+@command(json_opt=False)
+def query(
+    sql: str,
+    start: str | None,
+    end: str | None,
+    as_json: bool,
+    as_csv: bool,
+    partial: bool,
+    as_text: bool,
+    stats: bool,
+    config: Path | None,
+) -> None:
+    """Run read-only SQL over every event row, archived or live, without
+    restoring anything.
+
+    The rows are one table, `events`: the application's live table and every
+    archived month, with the live table's columns (a month's row restored into
+    the live table counts once). --from and --to (a month or a day, UTC, both
+    included) leave out the months outside them unopened and keep only the rows
+    whose time stamp lies between.
+
+    The SQL is DuckDB's (close to PostgreSQL's): one SELECT. Nothing is written:
+    the databases are read-only to it, and it may not touch other files. A
+    month that cannot be read refuses the query, named (exit 1), unless
+    --partial. Bad SQL, or SQL that is not a SELECT: exit 2.
+
+    \b
+      coldkeep query "SELECT kind, count(*) FROM events GROUP BY kind"
+      coldkeep query --from 2026-03 --to 2026-05 \\
+        "SELECT * FROM events WHERE kind = 'payment_failed' AND user_id = 42"
+      coldkeep query --csv "SELECT * FROM events WHERE ts > 1767225600000" > out.csv
+      coldkeep query --json "SELECT id, to_timestamp(ts / 1000) AS at FROM events" | jq .
+    """
+    from coldkeep.core.events.query import EventsQuery, parse_range  # noqa: PLC0415
+
+    if as_json and as_csv:
+        fail("--json or --csv, not both", EXIT_USAGE)
+    ctx = ctx_for(config)
+    t0 = time.perf_counter()
+    try:
+        engine = EventsQuery(
+            ctx.settings, parse_range(start, end), partial=partial, as_text=as_text
+        )
+        try:
+            plan = engine.open()
+            for month, why in plan.left_out.items():
+                click.echo(f"coldkeep: query: left out {month}: {shown(why)}", err=True)
+            rows = engine.run(sql)
+            fmt = "json" if as_json else "csv" if as_csv else "text"
+            count = _print(rows.columns, rows.batches(), fmt)
+        finally:
+            engine.close()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(EXIT_OK) from None
+    except Exception as err:  # every error ends in one line and its code
+        said = explain(err)
+        if said is None:
+            raise
+        fail(said[1], said[0])
+    if stats:
+        pruned = f", {plan.pruned} pruned by the range" if plan.pruned else ""
+        left = f", {len(plan.left_out)} left out" if plan.left_out else ""
+        click.echo(
+            f"coldkeep: query: {plural(count, 'row')} in {time.perf_counter() - t0:.2f} s from "
+            f"the live table and {plural(len(plan.months), 'month')}{pruned}{left}",
+            err=True,
+        )
+    raise SystemExit(EXIT_OK)
+
+
+def _print(columns: list[str], batches: Iterator[list[tuple[Any, ...]]], fmt: str) -> int:
+    count = 0
+
+    def counted() -> Iterator[list[tuple[Any, ...]]]:
+        nonlocal count
+        for batch in batches:
+            count += len(batch)
+            yield batch
+
+    out = sys.stdout
+    for line in _lines(fmt, columns, counted()):
+        out.write(line + "\n")
+    out.flush()
+    return count
