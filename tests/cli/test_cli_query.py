@@ -1,0 +1,94 @@
+"""``coldkeep query`` as an operator runs it, on a site whose old event rows a
+real pass moved into month databases: every row answered once, as text, JSON
+lines or CSV; what was read on stderr with --stats; bad SQL exit 2, an
+unreadable month exit 1 naming it; a reader that leaves early ends it quietly."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, make_events_db
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("query") / "site"
+    (site / "live").mkdir(parents=True)
+    make_events_db(site / "state.db", 3000, now_ms=int(time.time() * 1000), days=120)
+    (site / "coldkeep.toml").write_text(
+        'live_root = "live"\narchive_root = "archive"\nstate_db = "state.db"\nmode = "on"\n'
+        f"[events]\nkinds = {json.dumps(list(ARCHIVABLE))}\nmin_age_days = 30\n"
+    )
+    ck(site, "pass")
+    assert len(list((site / "archive" / "events").glob("*.db"))) >= 3
+    return site
+
+
+def _query(site: Path, *args: str, check: int = 0) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(
+        [*COLDKEEP, "query", *args, "--config", str(site / "coldkeep.toml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == check, run.stderr
+    return run
+
+
+def test_every_row_is_answered_once_in_each_format(site: Path) -> None:
+    rows = all_event_rows(site / "state.db", site / "archive" / "events")
+    want = sorted((r[0], r[2]) for r in rows)
+    sql = "SELECT id, kind FROM events ORDER BY id"
+    as_json = [json.loads(line) for line in _query(site, "--json", sql).stdout.splitlines()]
+    assert [(r["id"], r["kind"]) for r in as_json] == want
+    as_csv = list(csv.reader(io.StringIO(_query(site, "--csv", sql).stdout)))
+    assert as_csv[0] == ["id", "kind"]
+    assert [(int(i), k) for i, k in as_csv[1:]] == want
+    text = _query(site, sql).stdout.splitlines()
+    assert text[0].split() == ["id", "kind"] and set(text[1]) == {"-", " "}
+    assert [tuple(line.split()) for line in text[2:]] == [(str(i), k) for i, k in want]
+
+
+def test_stats_say_what_was_read(site: Path) -> None:
+    months = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))
+    run = _query(site, "--stats", "--from", months[-1], "SELECT count(*) FROM events")
+    assert run.stderr.strip().startswith("coldkeep: query: 1 row in ")
+    assert run.stderr.strip().endswith(
+        f"from the live table and 1 month, {len(months) - 1} pruned by the range"
+    )
+
+
+def test_bad_sql_is_exit_2_and_an_unreadable_month_exit_1_naming_it(
+    site: Path, tmp_path: Path
+) -> None:
+    run = _query(site, "DROP TABLE events", check=2)
+    assert run.stderr == "coldkeep: only SELECT is run (DROP given): a query reads, never writes\n"
+    run = _query(site, "--json", "--csv", "SELECT 1", check=2)
+    assert run.stderr == "coldkeep: --json or --csv, not both\n"
+    copy = tmp_path / "site"
+    subprocess.run(["cp", "-a", str(site), str(copy)], check=True)
+    month = sorted((copy / "archive" / "events").glob("*.db"))[0]
+    month.write_bytes(b"garbage" * 1000)
+    run = _query(copy, "SELECT count(*) FROM events", check=1)
+    assert run.stderr.startswith(f"coldkeep: {month}: cannot be read (")
+    run = _query(copy, "--partial", "SELECT 1 AS one")
+    assert run.stderr.startswith(f"coldkeep: query: left out {month.stem}: ")
+    assert run.stdout.split() == ["one", "---", "1"]
+
+
+def test_a_reader_that_leaves_early_ends_it_quietly(site: Path) -> None:
+    cmd = [*COLDKEEP, "query", "SELECT * FROM events", "--config", str(site / "coldkeep.toml")]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0
+    assert err == b""
