@@ -15,6 +15,8 @@ runnable alone:
                      time on a 1,000,000-entry manifest
   bench/remote.py    shipping to moto's S3 server vs a PUT per gzip (time and
                      requests); one file's remote restore (bytes transferred)
+  bench/query.py     SQL over archived events: coldkeep query vs the sqlite3 CLI
+                     on one merged database; the app's writer during queries
   bench/readpath.py  reading without a restore: coldkeep mount vs ratarmount
                      on a tar.gz of the same files and tar -xzf; sequential
                      and 4 KiB random reads; find, versions and the mount at
@@ -38,6 +40,7 @@ from pathlib import Path
 import console
 import events
 import files
+import query
 import readpath
 import remote
 from report import Row, print_table
@@ -77,7 +80,7 @@ def main() -> None:
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        for part in ("files", "events", "console", "remote", "readpath"):
+        for part in ("files", "events", "console", "remote", "query", "readpath"):
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
@@ -87,6 +90,8 @@ def main() -> None:
         shutil.rmtree(work / "console")
         rows += remote.measure(work / "remote", args.quick)
         shutil.rmtree(work / "remote")
+        rows += query.measure(work / "query", args.quick)
+        shutil.rmtree(work / "query")
         if Path("/dev/fuse").exists():
             rows += readpath.measure(work / "readpath", args.quick)
         else:

@@ -26,6 +26,9 @@ ROWS = (
     "ship 200 small archived files",
     "restore one 20 KiB file from a",
     "cat the same file (GETs",
+    "GROUP BY kind over 12 months",
+    "a lookup by id in one month",
+    "the app's writer (200/s) during 3 GROUP BYs",
 )
 # Measured only where FUSE is (bench/run.py says so when it is not).
 READ_PATH = (

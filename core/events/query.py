@@ -7,6 +7,7 @@ attaching each database read-only: it scans many SQLite files in one plan on
 every core, and takes any number of them (SQLite attaches ten at most).
 
 Invariants:
+- One core is left to the application (DuckDB runs on the others, or one).
 - Nothing is written: every database is attached ``READ_ONLY``; once they are,
   DuckDB's access to files is switched off and locked (no COPY, no ATTACH, no
   read_csv of anything), and only one SELECT (or EXPLAIN) is run. DuckDB never
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import calendar
 import importlib.util
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -175,6 +177,9 @@ class EventsQuery:
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
                 "temp_directory": "",
+                # A core left to the application: its writer's commits wait on
+                # none of ours.
+                "threads": max(1, (os.cpu_count() or 1) - 1),
                 # DuckDB 1.5.5 takes scans of the same table name in different
                 # SQLite files for one subplan, and answers every month from the
                 # first: a month's rows counted twelve times.

@@ -1,0 +1,187 @@
+"""SQL over archived events without restoring: ``coldkeep query`` beside what an
+operator would build by hand, the ``sqlite3`` CLI on one database holding the
+same rows.
+
+    python bench/query.py [--quick] [--rows N]
+
+The data: 12 month databases of ``--rows`` rows each (1,000,000; 20,000 with
+--quick), shaped as coldkeep writes them (WAL, the live table's schema), and a
+live table of a tenth as many newer rows; the anchor's copy is every row in one
+database. Each timing is the best of three, each a fresh process (the CLI's
+start-up counted on both sides).
+
+Rows:
+  GROUP BY kind over the year  ``coldkeep query`` against ``sqlite3 merged.db``
+  a lookup by id in one month  ``coldkeep query --from M --to M`` against
+                               ``sqlite3`` on that month's database
+  the writer during queries    tests/appwriter.py at 200 writes/s on the live
+                               database while the GROUP BY runs three times: its
+                               commit p99, and whether the queries left the live
+                               database's WAL as the writer alone would
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from events import Writer
+from files import COLDKEEP
+from report import Row, met, pct, print_table
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("webhook_event", "ci_completed", "recheck_noop", "pr_closed", "anomaly", "login")
+SCHEMA = (
+    "CREATE TABLE events (id INTEGER PRIMARY KEY, ts INTEGER, kind TEXT NOT NULL, payload TEXT)"
+)
+GROUP = "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind"
+
+
+def _fill(db: sqlite3.Connection, first_id: int, n: int, start_ms: int, step_ms: int) -> None:
+    kinds = " ".join(f"WHEN {i} THEN '{k}'" for i, k in enumerate(KINDS))
+    db.execute(
+        f"INSERT INTO events WITH RECURSIVE s(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s "
+        f"WHERE n + 1 < {n}) SELECT {first_id} + n, {start_ms} + n * {step_ms}, "
+        f"CASE (n * 7919) % {len(KINDS)} {kinds} END, "
+        f'printf(\'{{"req":"%x","ms":%d,"user":%d}}\', n * 2654435761 % 4294967296, '
+        f"n % 997, n % 100000) FROM s"
+    )
+
+
+def build(work: Path, rows: int) -> Path:
+    """The site (its config's path); its month databases, live table and, beside
+    them, ``merged.db`` holding every row."""
+    events = work / "archive" / "events"
+    events.mkdir(parents=True)
+    (work / "live").mkdir()
+    for m in range(1, 13):
+        with sqlite3.connect(events / f"2025-{m:02d}.db") as db:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute(SCHEMA)
+            db.execute("PRAGMA user_version = 1")
+            start = calendar.timegm((2025, m, 1, 0, 0, 0)) * 1000
+            _fill(db, (m - 1) * rows + 1, rows, start, 28 * 86_400_000 // rows)
+    with sqlite3.connect(work / "state.db") as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute(SCHEMA)
+        _fill(db, 12 * rows + 1, rows // 10, calendar.timegm((2026, 1, 1, 0, 0, 0)) * 1000, 1000)
+    with sqlite3.connect(work / "merged.db") as db:
+        db.execute(SCHEMA)
+        for src in [*sorted(events.glob("*.db")), work / "state.db"]:
+            db.execute(f"ATTACH '{src}' AS src")
+            db.execute("INSERT INTO events SELECT * FROM src.events")
+            db.commit()
+            db.execute("DETACH src")
+    config = work / "coldkeep.toml"
+    config.write_text('live_root = "live"\narchive_root = "archive"\nstate_db = "state.db"\n')
+    return config
+
+
+def _best(cmd: list[str]) -> tuple[float, str]:
+    best, out = float("inf"), ""
+    for _ in range(3):
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def _counts(text: str, sep: str | None) -> list[tuple[str, int]]:
+    got = []
+    for line in text.splitlines():
+        parts = line.split(sep)
+        if len(parts) == 2 and parts[1].strip().isdigit():
+            got.append((parts[0].strip(), int(parts[1])))
+    return got
+
+
+def _writer_during(work: Path, config: Path, rows: int) -> tuple[float, bool, int]:
+    """The writer's commit p99 (ms) while the GROUP BY runs three times, whether
+    the WAL was no larger than before the queries plus what the writer wrote,
+    and the writer's errors."""
+    state = work / "state.db"
+    writer = Writer(state, 200.0, 12 * rows + rows // 10)
+    time.sleep(1.0)  # the writer's steady state before the queries
+    t0 = time.monotonic()
+    for _ in range(3):
+        subprocess.run(
+            [str(COLDKEEP), "query", GROUP, "--config", str(config)],
+            capture_output=True,
+            check=True,
+        )
+    t1 = time.monotonic()
+    during, errors = writer.stop(t0, t1)
+    with sqlite3.connect(state) as db:
+        ok = db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    return pct(during, 99), ok, errors
+
+
+def measure(work: Path, quick: bool, rows: int | None = None) -> list[Row]:
+    n = rows or (20_000 if quick else 1_000_000)
+    print(f"building 12 months x {n:,} rows ...", flush=True)
+    config = build(work, n)
+    out: list[Row] = []
+    ck = [str(COLDKEEP), "query", "--config", str(config)]
+    ck_s, ck_out = _best([*ck, GROUP])
+    cli_s, cli_out = _best(["sqlite3", str(work / "merged.db"), GROUP])
+    assert _counts(ck_out, None) == _counts(cli_out, "|"), (ck_out, cli_out)
+    out.append(
+        (
+            f"GROUP BY kind over 12 months x {n:,} rows (vs sqlite3 on one merged DB)",
+            f"{ck_s:.2f} s",
+            f"{cli_s:.2f} s",
+            f"{ck_s / cli_s:.2f}x",
+            "<= 1.0x",
+            met(ck_s <= cli_s),
+        )
+    )
+    target = 5 * n + n // 2
+    one = f"SELECT * FROM events WHERE id = {target}"
+    ck_s, ck_out = _best([*ck, "--from", "2025-06", "--to", "2025-06", one])
+    cli_s, _ = _best(["sqlite3", str(work / "archive" / "events" / "2025-06.db"), one])
+    assert str(target) in ck_out, ck_out
+    out.append(
+        (
+            "a lookup by id in one month (vs sqlite3 on that month's DB)",
+            f"{ck_s * 1000:.0f} ms",
+            f"{cli_s * 1000:.0f} ms",
+            f"{ck_s / cli_s:.1f}x",
+            "<= 50 ms",
+            met(ck_s <= 0.05),
+        )
+    )
+    p99, ok, errors = _writer_during(work, config, n)
+    out.append(
+        (
+            "the app's writer (200/s) during 3 GROUP BYs: commit p99",
+            f"{p99:.1f} ms",
+            "",
+            "",
+            "<= 25 ms",
+            met(p99 <= 25 and ok and errors == 0),
+        )
+    )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="20,000 rows a month, under a minute")
+    ap.add_argument("--rows", type=int, help="rows a month")
+    args = ap.parse_args()
+    (ROOT / "bench" / ".data").mkdir(exist_ok=True)
+    if shutil.which("sqlite3") is None:
+        sys.exit("bench/query.py needs the sqlite3 CLI (apt-get install sqlite3)")
+    with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
+        print_table(measure(Path(tmp), args.quick, args.rows))
+
+
+if __name__ == "__main__":
+    main()
