@@ -228,7 +228,36 @@ class EventsQuery:
                 self.plan.left_out[month] = str(err)
                 continue
             self.plan.months.append(month)
+        self._remote_only([*self.plan.months, *self.plan.left_out])
         return sources
+
+    def _remote_only(self, here: list[str]) -> None:
+        """Months in range that only the remote tier holds (their databases gone
+        from here, not expired): refused, or with ``partial`` left out."""
+        manifest = Layout(self.settings.archive_root).manifest
+        if not manifest.exists():
+            return
+        conn = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True)
+        try:
+            shipped = [
+                str(m)
+                for (m,) in conn.execute(
+                    "SELECT DISTINCT month FROM remote_objects WHERE month IS NOT NULL "
+                    "AND month NOT IN (SELECT month FROM expired_months) ORDER BY month"
+                )
+            ]
+        finally:
+            conn.close()
+        away = [m for m in shipped if m not in here and self.span.holds_month(m)]
+        if away and not self.partial:
+            raise QueryError(
+                f"{', '.join(away)}: only in the remote tier (the databases are gone from "
+                f"{manifest.parent / 'events'}); their rows would be missing from the answer: "
+                "coldkeep restore-events fetches a lost month back first, --partial answers "
+                "without them"
+            )
+        for month in away:
+            self.plan.left_out[month] = "only in the remote tier"
 
     def _view(
         self, con: duckdb.DuckDBPyConnection, schema: EventSchema, sources: Sequence[Source]

@@ -7,6 +7,7 @@ answer without it; SQL that is not one SELECT is refused."""
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import re
 import sqlite3
@@ -29,6 +30,7 @@ from coldkeep.core.events.query import (
     TimeRange,
     parse_range,
 )
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import Roots
 
@@ -272,3 +274,24 @@ def test_a_bad_range_is_one_line(start: str | None, end: str | None, said: str) 
     with pytest.raises(Exception, match="^" + re.escape(said)) as got:
         parse_range(start, end)
     assert got.value.exit_code == 2  # type: ignore[attr-defined]
+
+
+def test_a_month_only_the_remote_tier_holds_is_named_not_silently_missing(roots: Roots) -> None:
+    async def make() -> None:
+        await (await Manifest.open(roots.layout.manifest)).close()
+
+    asyncio.run(make())
+    with sqlite3.connect(roots.layout.manifest) as db:
+        for month in ("2025-02", "2025-06"):
+            db.execute(
+                "INSERT INTO remote_objects (path, bytes, sha256, shipped_at, month) "
+                "VALUES (?, 1, 'x', 1, ?)",
+                [f"events/{month}.abc.db", month],
+            )
+    _site(roots, [], [(1, _month_start(2025, 1), "view", None)])
+    refused = pytest.raises(QueryError, match=r"^2025-02, 2025-06: only in the remote tier")
+    with refused, _engine(roots):
+        pass
+    with _engine(roots, parse_range("2025-01", "2025-05"), partial=True) as engine:
+        assert engine.plan.left_out == {"2025-02": "only in the remote tier"}
+        assert _all(engine, "SELECT id FROM events") == [(1,)]
