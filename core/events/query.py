@@ -3,8 +3,8 @@ archived month, seen as one table, ``events``, without restoring anything.
 
 The engine is DuckDB, its SQLite reader (the ``sqlite_scanner`` extension,
 loaded from the ``duckdb-extension-sqlite-scanner`` package, never downloaded)
-attaching each database read-only: it scans many SQLite files in one plan on
-every core, and takes any number of them (SQLite attaches ten at most).
+attaching each database read-only: it scans many SQLite files in one plan, in
+parallel, and takes any number of them (SQLite attaches ten at most).
 
 Invariants:
 - One core is left to the application (DuckDB runs on the others, or one).
@@ -17,8 +17,9 @@ Invariants:
   of the months kept are filtered by their time stamp, as the live table's.
 - A row is counted once: a row restored into the live table is also still in
   its month, and the live copy is the one shown.
-- A month that cannot be read (damaged, a newer coldkeep's) refuses the query,
-  named in one line, unless the caller accepts an answer without it.
+- A month that cannot be read (damaged, a newer coldkeep's), or that only the
+  remote tier holds, refuses the query, named in one line, unless the caller
+  accepts an answer without it: an answer is never silently missing a month.
 - A value of another type than its column declares (SQLite lets a row hold
   any) fails the query in one line that says to read every column as text.
 """
