@@ -188,6 +188,7 @@ class EventsQuery:
             }
         )
         self.con = con
+        con.execute("SET TimeZone = 'UTC'")  # times shown as every other coldkeep time is
         con.execute(f"LOAD {_sql_text(str(_extension()))}")
         if self.as_text:
             con.execute("SET sqlite_all_varchar = true")

@@ -295,3 +295,36 @@ def test_a_month_only_the_remote_tier_holds_is_named_not_silently_missing(roots:
     with _engine(roots, parse_range("2025-01", "2025-05"), partial=True) as engine:
         assert engine.plan.left_out == {"2025-02": "only in the remote tier"}
         assert _all(engine, "SELECT id FROM events") == [(1,)]
+
+
+def test_times_made_from_time_stamps_are_utc(roots: Roots) -> None:
+    _site(roots, [(1, _month_start(2025, 3) + 1500, "view", None)], [])
+    with _engine(roots) as engine:
+        [(at,)] = _all(engine, "SELECT to_timestamp(ts / 1000) FROM events")
+    assert at.isoformat() == "2025-03-01T00:00:01.500000+00:00"
+
+
+def test_an_iso_time_stamp_is_placed_by_its_offset(roots: Roots) -> None:
+    state = roots.base / "state.db"
+    _db(state, [], month=False)
+    with sqlite3.connect(state) as db:
+        db.executemany(
+            "INSERT INTO events VALUES (?, ?, 'view', NULL)",
+            [(1, "2025-03-01T01:00:00+02:00"), (2, "2025-03-01T01:00:00Z"), (3, "junk")],
+        )
+    iso = parse_settings(
+        {
+            "live_root": str(roots.live),
+            "archive_root": str(roots.archive),
+            "state_db": str(state),
+            "events": {"ts_format": "iso"},
+        },
+        roots.base / "coldkeep.toml",
+    )
+    engine = EventsQuery(iso, parse_range("2025-03", None), as_text=True)
+    try:
+        engine.open()
+        # 01:00+02:00 is February's last hour in UTC; junk has no time at all.
+        assert _all(engine, "SELECT id FROM events ORDER BY id") == [("2",)]
+    finally:
+        engine.close()
