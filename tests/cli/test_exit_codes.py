@@ -169,6 +169,11 @@ def newer_manifest(site: Path) -> None:
         db.execute("PRAGMA user_version = 9999")
 
 
+def month_damaged(site: Path) -> None:
+    month = sorted((site / "archive" / "events").glob("*.db"))[0]
+    month.write_bytes(b"not a database" * 500)
+
+
 def expired_all(site: Path) -> None:
     ck(site, "expire", "--yes")
 
@@ -291,6 +296,10 @@ CASES = [
          reads=True),
     Case("cat", 2, ("cat", "unit-0001/part-05.jsonl@2001-01-01"), says="no version of"),
     Case("cat", 2, ("cat", "a.jsonl"), site="fresh", says="nothing is archived yet"),
+    Case("query", 0, ("query", "SELECT count(*) AS n FROM events"), says="n", reads=True),
+    Case("query", 1, ("query", "SELECT 1"), setup=month_damaged, says="cannot be read"),
+    Case("query", 2, ("query", "DELETE FROM events"), says="only SELECT is run", reads=True),
+    Case("query", 2, ("query", "--from", "2026-13", "SELECT 1"), says="month must be in"),
     Case("mount", 1, ("mount", "{site}/mnt"), setup=then(newer_manifest, a_dir("mnt")),
          says="upgrade coldkeep"),
     Case("mount", 2, ("mount", "{site}/nosuch"), says="nosuch does not exist"),

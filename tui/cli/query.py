@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,10 @@ from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE, explain
 
 from ..text.fmt import plural, shown
 from .kit import command, ctx_for, fail
+
+if TYPE_CHECKING:
+    from coldkeep.core.base.config import Settings
+    from coldkeep.core.events.query import Plan
 
 WIDEST = 40  # a text column's width at most, from the first rows
 
@@ -148,25 +152,13 @@ def query(
       coldkeep query --csv "SELECT * FROM events WHERE ts > 1767225600000" > out.csv
       coldkeep query --json "SELECT id, to_timestamp(ts / 1000) AS at FROM events" | jq .
     """
-    from coldkeep.core.events.query import EventsQuery, parse_range  # noqa: PLC0415
-
     if as_json and as_csv:
         fail("--json or --csv, not both", EXIT_USAGE)
     ctx = ctx_for(config)
     t0 = time.perf_counter()
+    fmt = "json" if as_json else "csv" if as_csv else "text"
     try:
-        engine = EventsQuery(
-            ctx.settings, parse_range(start, end), partial=partial, as_text=as_text
-        )
-        try:
-            plan = engine.open()
-            for month, why in plan.left_out.items():
-                click.echo(f"coldkeep: query: left out {month}: {shown(why)}", err=True)
-            rows = engine.run(sql)
-            fmt = "json" if as_json else "csv" if as_csv else "text"
-            count = _print(rows.columns, rows.batches(), fmt)
-        finally:
-            engine.close()
+        plan, count = _answer(ctx.settings, sql, start, end, fmt, partial=partial, as_text=as_text)
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -185,6 +177,30 @@ def query(
             err=True,
         )
     raise SystemExit(EXIT_OK)
+
+
+def _answer(
+    settings: Settings,
+    sql: str,
+    start: str | None,
+    end: str | None,
+    fmt: str,
+    *,
+    partial: bool,
+    as_text: bool,
+) -> tuple[Plan, int]:
+    """The query run and its rows printed: what it read, and how many rows."""
+    from coldkeep.core.events.query import EventsQuery, parse_range  # noqa: PLC0415
+
+    engine = EventsQuery(settings, parse_range(start, end), partial=partial, as_text=as_text)
+    try:
+        plan = engine.open()
+        for month, why in plan.left_out.items():
+            click.echo(f"coldkeep: query: left out {month}: {shown(why)}", err=True)
+        rows = engine.run(sql)
+        return plan, _print(rows.columns, rows.batches(), fmt)
+    finally:
+        engine.close()
 
 
 def _print(columns: list[str], batches: Iterator[list[tuple[Any, ...]]], fmt: str) -> int:
