@@ -10,7 +10,6 @@ pipe: stdout pointed at /dev/null so the interpreter's last flush says nothing.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,15 +19,10 @@ import click
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
 from ..text.fmt import plural, shown
-from .kit import command, ctx_for, run_command
+from .kit import command, ctx_for, reader_left, run_command
 
 if TYPE_CHECKING:
     from coldkeep.core.ops.cat import CatResult
-
-
-def _reader_left() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _stats_line(result: CatResult) -> str:
@@ -92,7 +86,7 @@ def cat(path: str, version: str | None, stats: bool, config: Path | None) -> Non
         try:
             result = await ctx.archiver().cat(path, version, out, ctx.cancel)
         except BrokenPipeError:
-            _reader_left()
+            reader_left()
             return EXIT_OK
         if stats:
             click.echo(f"coldkeep: cat: {shown(_stats_line(result))}", err=True)

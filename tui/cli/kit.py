@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -152,6 +153,22 @@ def fail(message: str, code: int, ctx: Context | None = None) -> NoReturn:
         doc = {"command": name, "ok": False, "error": message, "result": None}
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     raise SystemExit(code)
+
+
+def fail_explained(err: BaseException) -> NoReturn:
+    """End on ``err`` as ``run_command`` does, for a command that runs outside
+    it: one line and its code, or, for a bug, ``err`` raised again."""
+    said = explain(err)
+    if said is None:
+        raise err
+    fail(said[1], said[0])
+
+
+def reader_left() -> None:
+    """A reader of stdout that closed the pipe (``| head``): stdout pointed at
+    /dev/null, so that the interpreter's last flush says nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 # The options every command shares, as click's declarations and attributes.

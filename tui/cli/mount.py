@@ -15,10 +15,10 @@ from pathlib import Path
 
 import click
 
-from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, explain
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
 from ..text.fmt import shown
-from .kit import command, ctx_for, fail
+from .kit import command, ctx_for, fail, fail_explained
 
 
 @click.command()
@@ -77,9 +77,6 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
     except RuntimeError as err:
         # libfuse printed why above (the mountpoint, permissions, fuse.conf).
         fail(f"libfuse refused to mount {folder} (status {err})", EXIT_FAILED)
-    except Exception as err:
-        said = explain(err)
-        if said is None:
-            raise
-        fail(said[1], said[0])
+    except Exception as err:  # noqa: BLE001 - one line and its code, or a bug's traceback
+        fail_explained(err)
     raise SystemExit(EXIT_OK)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -20,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE, explain
+from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
 
 from ..text.fmt import plural, shown
-from .kit import command, ctx_for, fail
+from .kit import command, ctx_for, fail, fail_explained, reader_left
 
 if TYPE_CHECKING:
     from coldkeep.core.base.config import Settings
@@ -160,14 +159,10 @@ def query(
     try:
         plan, count = _answer(ctx.settings, sql, start, end, fmt, partial=partial, as_text=as_text)
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        reader_left()
         raise SystemExit(EXIT_OK) from None
-    except Exception as err:  # every error ends in one line and its code
-        said = explain(err)
-        if said is None:
-            raise
-        fail(said[1], said[0])
+    except Exception as err:  # noqa: BLE001 - one line and its code, or a bug's traceback
+        fail_explained(err)
     if stats:
         pruned = f", {plan.pruned} pruned by the range" if plan.pruned else ""
         left = f", {len(plan.left_out)} left out" if plan.left_out else ""
