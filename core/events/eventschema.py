@@ -15,9 +15,11 @@ metrics, so that every month any of them sees is a real ``YYYY-MM`` (UTC).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -339,6 +341,18 @@ def check_month_version(conn: sqlite3.Connection, db: Path, *, stamp: bool = Fal
         )
     if stamp and version < MONTH_SCHEMA:
         conn.execute(f"PRAGMA user_version = {MONTH_SCHEMA}")
+
+
+@contextlib.contextmanager
+def reading_month(db: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the month database ``db``, once its version is
+    one this coldkeep reads (``sqlite3.DatabaseError`` naming it if not)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        check_month_version(conn, db)
+        yield conn
+    finally:
+        conn.close()
 
 
 def rollback(conn: sqlite3.Connection) -> None:

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
-from .eventschema import EventSchema, check_month_version, discover, open_live, q
+from ..store.manifest import reading
+from .eventschema import EventSchema, discover, open_live, q, reading_month
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,6 +59,11 @@ class BadQuery(UsageError):
     """The SQL given is not one read-only statement, or does not parse."""
 
 
+def _month_after(year: int, month: int) -> int:
+    """The UTC second the month after ``year``-``month`` begins."""
+    return calendar.timegm((year + month // 12, month % 12 + 1, 1, 0, 0, 0))
+
+
 @dataclass(frozen=True)
 class TimeRange:
     """UTC seconds: ``start`` inclusive, ``end`` exclusive; None is open."""
@@ -69,8 +75,9 @@ class TimeRange:
         """Whether any instant of ``month`` (YYYY-MM) lies in the range."""
         year, mon = int(month[:4]), int(month[5:7])
         first = calendar.timegm((year, mon, 1, 0, 0, 0))
-        after = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0))
-        return (self.end is None or first < self.end) and (self.start is None or after > self.start)
+        return (self.end is None or first < self.end) and (
+            self.start is None or _month_after(year, mon) > self.start
+        )
 
 
 def _day_or_month(text: str, flag: str, *, end: bool) -> int:
@@ -86,7 +93,7 @@ def _day_or_month(text: str, flag: str, *, end: bool) -> int:
         return int(first.timestamp())
     if day:  # through the end of that day
         return int(first.timestamp()) + 86_400
-    return calendar.timegm((year + month // 12, month % 12 + 1, 1, 0, 0, 0))
+    return _month_after(year, month)
 
 
 def parse_range(start: str | None, end: str | None) -> TimeRange:
@@ -147,12 +154,8 @@ def _extension() -> Path:
 def _month_source(path: Path, month: str, schema: EventSchema) -> Source:
     """A month checked before it is attached: a SQLite file of this coldkeep's
     month schema holding the table (``sqlite3.DatabaseError`` naming it)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        check_month_version(conn, path)
+    with reading_month(path) as conn:
         [(top,)] = conn.execute(f"SELECT max({q(schema.pk)}) FROM {q(schema.table)}").fetchall()
-    finally:
-        conn.close()
     return Source(f"m_{month.replace('-', '_')}", path, None if top is None else int(top))
 
 
@@ -239,8 +242,7 @@ class EventsQuery:
         manifest = Layout(self.settings.archive_root).manifest
         if not manifest.exists():
             return
-        conn = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True)
-        try:
+        with reading(manifest) as conn:
             shipped = [
                 str(m)
                 for (m,) in conn.execute(
@@ -248,8 +250,6 @@ class EventsQuery:
                     "AND month NOT IN (SELECT month FROM expired_months) ORDER BY month"
                 )
             ]
-        finally:
-            conn.close()
         away = [m for m in shipped if m not in here and self.span.holds_month(m)]
         if away and not self.partial:
             raise QueryError(

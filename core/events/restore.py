@@ -37,11 +37,11 @@ from .dbmove import Conflict
 from .eventschema import (
     EventSchema,
     EventsError,
-    check_month_version,
     delete_effects,
     discover,
     open_live,
     q,
+    reading_month,
     rollback,
 )
 
@@ -79,13 +79,9 @@ class ArchivedMonth:
 
 
 def _count_month(db: Path, kind_col: str, table: str) -> list[tuple[str, int]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        check_month_version(conn, db)
+    with reading_month(db) as conn:
         sql = f"SELECT {q(kind_col)}, count(*) FROM {q(table)} GROUP BY 1 ORDER BY 1"
         return [(str(k), int(n)) for k, n in conn.execute(sql)]
-    finally:
-        conn.close()
 
 
 async def archived_months(settings: Settings, events_dir: Path) -> list[ArchivedMonth]:
@@ -120,17 +116,13 @@ def _live_schema(settings: Settings) -> EventSchema:
 
 def _month_rows(db: Path, schema: EventSchema, kinds: set[str] | None) -> list[tuple[Any, ...]]:
     """The live table's columns, in its order, of the archived rows of ``kinds``."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        check_month_version(conn, db)
+    with reading_month(db) as conn:
         sql = f"SELECT {schema.select_columns} FROM {q(schema.table)}"
         params: list[str] = []
         if kinds:
             sql += f" WHERE {q(schema.kind)} IN ({', '.join('?' * len(kinds))})"
             params = sorted(kinds)
         return conn.execute(f"{sql} ORDER BY {q(schema.pk)}", params).fetchall()
-    finally:
-        conn.close()
 
 
 def _put_back(

@@ -47,12 +47,13 @@ def _month_of(ts_ms: int) -> str:
     return time.strftime("%Y-%m", time.gmtime(ts_ms // 1000))
 
 
-def _config(roots: Roots) -> Settings:
+def _config(roots: Roots, **events: str) -> Settings:
     return parse_settings(
         {
             "live_root": str(roots.live),
             "archive_root": str(roots.archive),
             "state_db": str(roots.base / "state.db"),
+            "events": events,
         },
         roots.base / "coldkeep.toml",
     )
@@ -312,15 +313,7 @@ def test_an_iso_time_stamp_is_placed_by_its_offset(roots: Roots) -> None:
             "INSERT INTO events VALUES (?, ?, 'view', NULL)",
             [(1, "2025-03-01T01:00:00+02:00"), (2, "2025-03-01T01:00:00Z"), (3, "junk")],
         )
-    iso = parse_settings(
-        {
-            "live_root": str(roots.live),
-            "archive_root": str(roots.archive),
-            "state_db": str(state),
-            "events": {"ts_format": "iso"},
-        },
-        roots.base / "coldkeep.toml",
-    )
+    iso = _config(roots, ts_format="iso")
     engine = EventsQuery(iso, parse_range("2025-03", None), as_text=True)
     try:
         engine.open()
