@@ -309,6 +309,15 @@ def mounting(site: Path, mnt: Path, *args: str) -> Iterator[subprocess.Popen[byt
         proc.wait(timeout=30)
 
 
+def preads_match(fd: int, data: bytes, rnd: random.Random, reads: int) -> None:
+    """``reads`` reads of 1 byte, 4 KiB or 70,000 bytes at random offsets of the
+    open file ``fd``, each equal to the same range of ``data``."""
+    for _ in range(reads):
+        offset = rnd.randrange(len(data))
+        size = rnd.choice([1, 4096, 70_000])
+        assert os.pread(fd, size, offset) == data[offset : offset + size], (offset, size)
+
+
 def eventually(check: Any, within: float = 15.0) -> None:
     """Polls ``check()`` until it is true, failing after ``within`` seconds (a
     change the mount shows within a bounded time)."""

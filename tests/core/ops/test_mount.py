@@ -36,6 +36,7 @@ from helpers import (
     eventually,
     jsonl,
     mounting,
+    preads_match,
     write_old,
     write_raw,
 )
@@ -185,13 +186,9 @@ def test_reads_out_of_order_give_the_right_bytes(mounted: Path) -> None:
 
 
 def _random_reads(path: Path, data: bytes, seed: int) -> None:
-    rnd = random.Random(seed)
     fd = os.open(path, os.O_RDONLY)
     try:
-        for _ in range(200):
-            offset = rnd.randrange(len(data))
-            size = rnd.choice([1, 4096, 70_000])
-            assert os.pread(fd, size, offset) == data[offset : offset + size], (offset, size)
+        preads_match(fd, data, random.Random(seed), 200)
     finally:
         os.close(fd)
 

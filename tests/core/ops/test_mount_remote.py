@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from helpers import EVERY_FILE, ck, entries, jsonl, mounting, write_old
+from helpers import EVERY_FILE, ck, entries, jsonl, mounting, preads_match, write_old
 from s3kit import S3Site
 
 CONFIG = EVERY_FILE + '[mount]\ncache_dir = "{cache}"\n'
@@ -112,11 +112,7 @@ def test_random_reads_in_a_remote_only_file(tmp_path: Path, s3: S3Site) -> None:
             end = len(BIG) - 4096
             assert os.pread(fd, 4096, end) == BIG[end:]
             first = sum(_gets_of(s3, big["gz_path"]))
-            rnd = random.Random(5)
-            for _ in range(100):
-                offset = rnd.randrange(len(BIG))
-                size = rnd.choice([1, 4096, 70_000])
-                assert os.pread(fd, size, offset) == BIG[offset : offset + size], (offset, size)
+            preads_match(fd, BIG, random.Random(5), 100)
         finally:
             os.close(fd)
     # From its seek point: at most the two blocks around it, not the gzip.
