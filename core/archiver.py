@@ -12,6 +12,7 @@ and the scheduler.
     cat(path, version, out)
                         one archived file's bytes to a stream, read-only (ops/cat.py)
     restore_events(…)   event rows back into live (events/restore.py)
+    events_query(span)  read-only SQL over every event row (events/query.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship_plan(), ship(), verify_remote(…), rebuild_from_remote()
                         the remote tier (ops/tier.py)
@@ -68,6 +69,7 @@ from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
+from .events.query import EventsQuery, TimeRange
 from .events.restore import EventsRestoreReport, restore_events
 from .events.restore import check_selection as check_events_selection
 from .files import find as finding
@@ -266,6 +268,14 @@ class Archiver:
         """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked as
         they go; read-only, no lock (ops/cat.py)."""
         return await cat_file(self.settings, path, version, out, cancel)
+
+    def events_query(
+        self, span: TimeRange, *, partial: bool = False, as_text: bool = False
+    ) -> EventsQuery:
+        """Read-only SQL over every event row, live and archived, as one table
+        (events/query.py); ``open`` it in a thread: DuckDB blocks."""
+        self._state_db("there are no event rows to query")
+        return EventsQuery(self.settings, span, partial=partial, as_text=as_text)
 
     async def _check_selection(self, selection: Selection) -> None:
         """A selection that names something, every id of it an entry's (read-only):

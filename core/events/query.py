@@ -109,14 +109,12 @@ def parse_range(start: str | None, end: str | None) -> TimeRange:
 
 @dataclass
 class Plan:
-    """What a query reads: the months opened, how many the range pruned, the
-    months left out (each with why), whether the live table is in it, and what
-    the caller should be told (a column read as text)."""
+    """What a query reads beside the live table: the months opened, how many
+    the range pruned, and the months left out (each with why)."""
 
     months: list[str] = field(default_factory=list)
     pruned: int = 0
     left_out: dict[str, str] = field(default_factory=dict)
-    live: bool = False
 
 
 @dataclass
@@ -169,13 +167,12 @@ class EventsQuery:
         self.settings, self.span, self.partial, self.as_text = settings, span, partial, as_text
         self.plan = Plan()
         self.con: duckdb.DuckDBPyConnection | None = None
-        self.schema: EventSchema | None = None
 
     def open(self) -> Plan:
         import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
 
-        self.schema = self._schema()
-        sources = self._sources(self.schema)
+        schema = self._schema()
+        sources = self._sources(schema)
         con = duckdb.connect(
             config={
                 "autoinstall_known_extensions": False,
@@ -197,15 +194,14 @@ class EventsQuery:
             con.execute("SET sqlite_all_varchar = true")
         for src in sources:
             con.execute(f"ATTACH {_sql_text(str(src.path))} AS {src.name} (TYPE sqlite, READ_ONLY)")
-        self._view(con, self.schema, sources)
+        self._view(con, schema, sources)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return self.plan
 
     def _schema(self) -> EventSchema:
         db = self.settings.state_db
-        if db is None:
-            raise QueryError("no state_db is configured: there are no event rows to query")
+        assert db is not None, "Archiver.events_query checks state_db"
         live = open_live(
             db, busy_timeout_s=self.settings.events.busy_timeout_ms / 1000, readonly=True
         )
@@ -217,7 +213,6 @@ class EventsQuery:
     def _sources(self, schema: EventSchema) -> list[Source]:
         assert self.settings.state_db is not None
         sources = [Source("live", self.settings.state_db)]
-        self.plan.live = True
         for month, path in Layout(self.settings.archive_root).event_months().items():
             if not self.span.holds_month(month):
                 self.plan.pruned += 1

@@ -300,6 +300,8 @@ CASES = [
     Case("query", 1, ("query", "SELECT 1"), setup=month_damaged, says="cannot be read"),
     Case("query", 2, ("query", "DELETE FROM events"), says="only SELECT is run", reads=True),
     Case("query", 2, ("query", "--from", "2026-13", "SELECT 1"), says="month must be in"),
+    Case("query", 2, ("query", "SELECT 1"), site="fresh", says="no state_db is configured",
+         reads=True),
     Case("mount", 1, ("mount", "{site}/mnt"), setup=then(newer_manifest, a_dir("mnt")),
          says="upgrade coldkeep"),
     Case("mount", 2, ("mount", "{site}/nosuch"), says="nosuch does not exist"),

@@ -15,18 +15,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
+from coldkeep.core.events.query import EventsQuery, Plan, parse_range
 
 from ..text.fmt import plural, shown
 from .kit import command, ctx_for, fail, fail_explained, reader_left
-
-if TYPE_CHECKING:
-    from coldkeep.core.base.config import Settings
-    from coldkeep.core.events.query import Plan
 
 WIDEST = 40  # a text column's width at most, from the first rows
 
@@ -157,7 +154,9 @@ def query(
     t0 = time.perf_counter()
     fmt = "json" if as_json else "csv" if as_csv else "text"
     try:
-        plan, count = _answer(ctx.settings, sql, start, end, fmt, partial=partial, as_text=as_text)
+        span = parse_range(start, end)
+        engine = ctx.archiver().events_query(span, partial=partial, as_text=as_text)
+        plan, count = _answer(engine, sql, fmt)
     except BrokenPipeError:
         reader_left()
         raise SystemExit(EXIT_OK) from None
@@ -174,20 +173,8 @@ def query(
     raise SystemExit(EXIT_OK)
 
 
-def _answer(
-    settings: Settings,
-    sql: str,
-    start: str | None,
-    end: str | None,
-    fmt: str,
-    *,
-    partial: bool,
-    as_text: bool,
-) -> tuple[Plan, int]:
+def _answer(engine: EventsQuery, sql: str, fmt: str) -> tuple[Plan, int]:
     """The query run and its rows printed: what it read, and how many rows."""
-    from coldkeep.core.events.query import EventsQuery, parse_range  # noqa: PLC0415
-
-    engine = EventsQuery(settings, parse_range(start, end), partial=partial, as_text=as_text)
     try:
         plan = engine.open()
         for month, why in plan.left_out.items():
