@@ -70,7 +70,12 @@ class SeriesChart(PlotextPlot):
             return
         xs = list(range(len(labels)))
         for (name, values), mark in zip(series, MARKS, strict=False):
-            got = [(x, float(v)) for x, v in zip(xs, values, strict=True) if v is not None]
+            # A bar of 0 would still be drawn as a mark on the axis: none is.
+            got = [
+                (x, float(v))
+                for x, v in zip(xs, values, strict=True)
+                if v is not None and (lines or v != 0)
+            ]
             if not got:
                 continue
             label = name if len(series) > 1 else None
@@ -80,6 +85,9 @@ class SeriesChart(PlotextPlot):
                 plt.bar([x for x, _ in got], [v for _, v in got], label=label, marker=mark)
         at, shown = _ticks(labels)
         plt.xticks(at, shown)
+        # Every label has its place, with values or not: one day's bar is one
+        # day wide, not the whole chart.
+        plt.xlim(-0.5, len(labels) - 0.5)
         top = max((v for _, vs in series for v in vs if v is not None), default=0.0)
         if top > 0:
             ys = [top * i / 3 for i in range(4)]
@@ -117,9 +125,11 @@ class NameBars(Widget):
         text = Text(f"{self.title}\n", style="bold") if self.title else Text()
         if not shown:
             return text.append("nothing yet")
-        name_w = min(24, max(len(name) for name, _ in shown))
+        # Names give way to the bars on a narrow screen (cut with "…").
+        width = self.content_size.width
+        name_w = max(6, min(24, max(len(name) for name, _ in shown), width * 2 // 5))
         value_w = max(len(self._value(n)) for _, n in shown)
-        room = max(1, self.content_size.width - name_w - value_w - 2)
+        room = max(1, width - name_w - value_w - 2)
         top = max(n for _, n in shown) or 1
         for i, (name, n) in enumerate(shown):
             label = name if len(name) <= name_w else name[: name_w - 1] + "…"

@@ -33,7 +33,9 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static
 
 from coldkeep.core.archiver import Archiver
+from coldkeep.core.base import durable
 from coldkeep.core.base.errors import ColdkeepError
+from coldkeep.core.base.fsutil import fsync_dir
 from coldkeep.core.events.overview import Overview, Page, overview, page
 from coldkeep.core.events.query import EventsQuery, Rows, TimeRange, parse_range
 
@@ -51,6 +53,7 @@ PAGE = 500
 # Rows left below the cursor when the next page is read.
 AHEAD = 50
 DEFAULT_DAYS = 90
+TIME_KEY = "coldkeep-time"
 
 
 @dataclass
@@ -232,15 +235,39 @@ class EventsScreen(Screen[None]):
             self.notify(message.error, title="events", severity="error", markup=False)
             return
         table = self.query_one("#events-rows", DataTable)
+        # The rows chosen (not a SQL result) lead with their time, readable.
+        at = self._ts_at(message.columns)
         if message.first:
             table.clear(columns=True)
+            if at is not None:
+                table.add_column("time (UTC)", key=TIME_KEY)
             for name in message.columns:
                 table.add_column(name, key=name)
         start = table.row_count
         with self.app.batch_update():
             for i, row in enumerate(message.rows):
-                table.add_row(*map(_cell, row), key=str(start + i))
+                cells = list(map(_cell, row))
+                if at is not None:
+                    cells.insert(0, self._time(row[at]))
+                table.add_row(*cells, key=str(start + i))
         self.more = message.more
+
+    def _ts_at(self, columns: list[str]) -> int | None:
+        if self.sql or self.engine is None or self.engine.schema.ts not in columns:
+            return None
+        return columns.index(self.engine.schema.ts)
+
+    def _time(self, value: Any) -> str:
+        """A time stamp in the table's units as UTC, to the second."""
+        assert self.engine is not None
+        fmt = self.engine.schema.ts_format
+        if fmt == "iso" or not isinstance(value, (int, float)):
+            return str(value)
+        secs = value / 1000 if fmt == "ms" else value
+        try:
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
+        except (OverflowError, OSError, ValueError):  # a time no calendar holds
+            return str(value)
 
     @on(DataTable.RowHighlighted, "#events-rows")
     def _near_end(self, event: DataTable.RowHighlighted) -> None:
@@ -354,8 +381,9 @@ def _export(engine: EventsQuery, sql: str, path: Path) -> int:
             for line in lines(fmt, rows.columns, counted()):
                 out.write(line + "\n")
             out.flush()
-            os.fsync(out.fileno())
+            durable.fsync(out.fileno(), "export.data")
         os.replace(tmp, path)
+        fsync_dir(path.parent, root=path.parent, site="export.placed")
     finally:
         tmp.unlink(missing_ok=True)
     return count

@@ -105,7 +105,7 @@ class TrendsScreen(Screen[None]):
             days,
             [("backlog", got.backlog_bytes)],
             lines=True,
-            empty="no sample yet (the scheduler's stats job takes one)",
+            empty="no sample yet",
         )
         self.query_one("#trends-months", SeriesChart).show(
             [m for m, _ in got.month_rows], [("rows", [n for _, n in got.month_rows])]
