@@ -27,7 +27,7 @@ from coldkeep.core.base.errors import ColdkeepError
 from coldkeep.core.ops.trends import Trends
 from coldkeep.core.store.manifest import ManifestError
 
-from ...text.fmt import human
+from ...text.fmt import human, plural
 from ..charts import NameBars, SeriesChart
 from ..footer import FittedFooter
 
@@ -95,7 +95,7 @@ class TrendsScreen(Screen[None]):
         self.query_one("#trends-summary", Static).update(
             f"the last {self.days} days (d: {' / '.join(map(str, SPANS))}): "
             f"{human(archived)} archived into {human(sum(got.bytes_out))}; "
-            f"{len(got.pass_seconds)} passes"
+            f"{plural(len(got.pass_seconds), 'pass', 'passes')}"
         )
         self.query_one("#trends-bytes", SeriesChart).show(
             days, [("in", got.bytes_in), ("out", got.bytes_out)]
