@@ -351,6 +351,11 @@ class EventsQuery:
         except duckdb.Error as err:
             raise query_failed(err) from err
 
+    def interrupt(self) -> None:
+        """Stop the statement running now, from any thread (it fails)."""
+        if self.con is not None:
+            self.con.interrupt()
+
     def close(self) -> None:
         if self.con is not None:
             self.con.close()

@@ -16,7 +16,8 @@ from textual.widgets import DataTable, Input, Static
 from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.charts import NameBars
 from coldkeep.tui.console.screens.confirm import ConfirmScreen
-from coldkeep.tui.console.screens.events import PAGE, EventsScreen
+from coldkeep.tui.console.screens.events import EventsScreen
+from coldkeep.tui.console.screens.eventsread import PAGE
 
 from consolekit import NOW_MS, archive_all, current_screen, make_app, settle
 

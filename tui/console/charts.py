@@ -12,12 +12,21 @@ imported when they are first opened, never at the console's start.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import plotext._utility as plotext_utility
 from rich.text import Text
+from textual.app import RenderResult
 from textual.widget import Widget
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from ..text.fmt import human
+
+# plotext drops duplicate ticks through a set, so which of two overlapping tick
+# labels it draws last depended on the interpreter's hash seed: one chart came
+# out two ways in two runs. The same, in order (its own comment's alternative).
+plotext_utility.no_duplicates = lambda data: list(dict.fromkeys(data))
 
 # Tick labels at most this many along the x axis: more overlap at 80 columns.
 TICKS = 5
@@ -41,13 +50,27 @@ def _tick(y: float, *, bytes_axis: bool) -> str:
     return f"{y:,.0f}" if y >= 10 else f"{y:.2g}"
 
 
+@dataclass(frozen=True)
+class _Drawing:
+    labels: Sequence[str]
+    series: Sequence[tuple[str, Sequence[float | None]]]
+    lines: bool
+    empty: str
+
+
 class SeriesChart(PlotextPlot):
-    """One or two series over the same labels (days, months, passes)."""
+    """One or two series over the same labels (days, months, passes).
+
+    The figure is made anew at each render from what was shown: plotext keeps
+    state from one build to the next (its tick places moved with how many
+    renders came before), so the picture is a function of the data and the
+    size alone."""
 
     def __init__(self, title: str, *, id: str | None = None, bytes_axis: bool = False) -> None:
         super().__init__(id=id)
         self.title = title
         self.bytes_axis = bytes_axis
+        self.drawing = _Drawing([], [], lines=False, empty="reading…")
 
     def show(
         self,
@@ -60,39 +83,43 @@ class SeriesChart(PlotextPlot):
         """``series``: (name, one value per label; None where there is none),
         the later drawn over the earlier, each with its own mark (no colour
         needed to tell them apart); ``empty``: what the title says without any."""
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(self.title)
-        if all(v is None for _, values in series for v in values):
-            plt.title(f"{self.title}: {empty}")
-            self.refresh()
+        self.drawing = _Drawing(list(labels), [(n, list(v)) for n, v in series], lines, empty)
+        self.refresh()
+
+    def render(self) -> RenderResult:
+        self._plot = Plot()
+        self._draw(self.plt, self.drawing)
+        return super().render()
+
+    def _draw(self, plt: Plot, d: _Drawing) -> None:
+        if all(v is None for _, values in d.series for v in values):
+            plt.title(f"{self.title}: {d.empty}")
             return
-        xs = list(range(len(labels)))
-        for (name, values), mark in zip(series, MARKS, strict=False):
+        plt.title(self.title)
+        xs = list(range(len(d.labels)))
+        for (name, values), mark in zip(d.series, MARKS, strict=False):
             # A bar of 0 would still be drawn as a mark on the axis: none is.
             got = [
                 (x, float(v))
                 for x, v in zip(xs, values, strict=True)
-                if v is not None and (lines or v != 0)
+                if v is not None and (d.lines or v != 0)
             ]
             if not got:
                 continue
-            label = name if len(series) > 1 else None
-            if lines:
+            label = name if len(d.series) > 1 else None
+            if d.lines:
                 plt.plot([x for x, _ in got], [v for _, v in got], label=label, marker=mark)
             else:
                 plt.bar([x for x, _ in got], [v for _, v in got], label=label, marker=mark)
-        at, shown = _ticks(labels)
+        at, shown = _ticks(d.labels)
         plt.xticks(at, shown)
         # Every label has its place, with values or not: one day's bar is one
         # day wide, not the whole chart.
-        plt.xlim(-0.5, len(labels) - 0.5)
-        top = max((v for _, vs in series for v in vs if v is not None), default=0.0)
+        plt.xlim(-0.5, len(d.labels) - 0.5)
+        top = max((v for _, vs in d.series for v in vs if v is not None), default=0.0)
         if top > 0:
             ys = [top * i / 3 for i in range(4)]
             plt.yticks(ys, [_tick(y, bytes_axis=self.bytes_axis) for y in ys])
-        self.refresh()
 
 
 class NameBars(Widget):

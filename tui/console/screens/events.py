@@ -6,20 +6,17 @@ same ``events`` table; the result (the rows chosen, or the SQL's) is written to
 a JSONL or CSV file; ``R`` puts the chosen archived rows back, asked first, as
 ``restore-events`` does.
 
-Workers read (the core's query engine, in threads: DuckDB blocks) and post
-messages; the handlers own what is shown. One engine is open while the screen
-is, for its range; one lock keeps two reads from using it at once (a worker
-that was replaced may still be in its thread). The engine is closed when the
-screen is: no reader stays on the application's database.
+Workers read through one ``EventsReader`` (eventsread.py: one engine, one
+thread at a time) and post what they read; the handlers own what is shown,
+and drop an answer to a choice the operator has since replaced. Leaving the
+screen stops a read in progress and closes the engine.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,23 +30,21 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base import durable
 from coldkeep.core.base.errors import ColdkeepError
-from coldkeep.core.base.fsutil import fsync_dir
-from coldkeep.core.events.overview import Overview, Page, overview, page
-from coldkeep.core.events.query import EventsQuery, Rows, TimeRange, parse_range
+from coldkeep.core.events.eventschema import EventSchema
+from coldkeep.core.events.overview import Overview
+from coldkeep.core.events.query import parse_range
 
 from ...operations.restore import RESTORE_EVENTS, restore_span
 from ...text.fmt import plural
-from ...text.rows import lines
 from ..charts import NameBars, SeriesChart
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, name_cell
 from .confirm import ConfirmScreen
+from .eventsread import Choice, EventsReader, Read
 from .export import ExportScreen
 
-PAGE = 500
 # Rows left below the cursor when the next page is read.
 AHEAD = 50
 DEFAULT_DAYS = 90
@@ -57,20 +52,11 @@ TIME_KEY = "coldkeep-time"
 
 
 @dataclass
-class Counted(Message):
-    """The range's counts (or why there are none)."""
-
-    overview: Overview | None
-    error: str = ""
-
-
-@dataclass
 class RowsRead(Message):
-    """Rows for the table: ``first`` replaces what it shows."""
+    """What a read got (``read``), or why it failed (``error``)."""
 
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-    more: bool
+    choice: Choice
+    read: Read | None
     first: bool
     error: str = ""
 
@@ -99,13 +85,12 @@ class EventsScreen(Screen[None]):
         self.blocked = blocked
         start = time.strftime("%Y-%m-%d", time.gmtime(now_s - DEFAULT_DAYS * 86_400))
         self.start, self.end, self.kinds = start, "", list[str]()
-        self.engine: EventsQuery | None = None
-        self.engine_span: TimeRange | None = None
-        self.engine_lock = asyncio.Lock()
-        self.counts: Overview | None = None
-        self.sql = ""  # the SQL box's query the table shows; "" for the chosen rows
-        self.after: tuple[Any, Any] | None = None
-        self.result: Rows | None = None  # the SQL's rows not read yet
+        self.reader = EventsReader(archiver)
+        self.choice: Choice | None = None  # what the table shows
+        self.sql = ""  # the SQL box's query; "" for the rows chosen
+        self.counts: Overview | None = None  # the chosen rows' counts (of self.counted)
+        self.counted: Choice | None = None
+        self.schema: EventSchema | None = None
         self.more = False
         self.reading = False
 
@@ -137,9 +122,7 @@ class EventsScreen(Screen[None]):
         self.reload()
 
     def on_unmount(self) -> None:
-        if self.engine is not None:  # no reader left on the application's database
-            engine, self.engine = self.engine, None
-            asyncio.get_running_loop().run_in_executor(None, engine.close)
+        self.reader.close()  # no reader left on the application's database
 
     # reading ------------------------------------------------------------------
 
@@ -151,123 +134,93 @@ class EventsScreen(Screen[None]):
         text = self.query_one("#events-kinds", Input).value
         self.kinds = sorted({k for k in re.split(r"[,\s]+", text) if k})
         self.sql = ""
+        self.query_one("#events-sql", Input).value = ""
         self.reload()
 
     @work(exclusive=True, group="events-read", exit_on_error=False)
     async def reload(self) -> None:
-        """The counts, then the first page (or the SQL box's first rows)."""
+        """The counts (not for SQL) and the first rows of what is chosen now."""
         try:
             span = parse_range(self.start or None, self.end or None)
-            async with self.engine_lock:
-                engine = await self._engine(span)
-                if not self.sql:
-                    counts = await asyncio.to_thread(overview, engine, self.kinds)
-                    self.post_message(Counted(counts))
-                got = await self._first(engine)
-        except (ColdkeepError, OSError) as err:
-            self.post_message(Counted(None, str(err)))
+        except ColdkeepError as err:
+            self.query_one("#events-summary", Static).update(str(err))
             return
+        choice = self.choice = Choice(span, tuple(self.kinds), self.sql)
+        try:
+            got = RowsRead(choice, await self.reader.first(choice), first=True)
+        except (ColdkeepError, OSError) as err:
+            got = RowsRead(choice, None, first=True, error=str(err))
         self.post_message(got)
-
-    async def _engine(self, span: TimeRange) -> EventsQuery:
-        """The engine for ``span``: the one open, or a new one (the old closed)."""
-        if self.engine is not None and self.engine_span == span:
-            return self.engine
-        if self.engine is not None:
-            old, self.engine = self.engine, None
-            await asyncio.to_thread(old.close)
-        engine = self.archiver.events_query(span, partial=True)
-        await asyncio.to_thread(engine.open)
-        self.engine, self.engine_span = engine, span
-        return engine
-
-    async def _first(self, engine: EventsQuery) -> RowsRead:
-        if not self.sql:
-            got: Page = await asyncio.to_thread(page, engine, self.kinds, None, PAGE)
-            self.after, self.result = got.after, None
-            return RowsRead(got.columns, got.rows, got.after is not None, first=True)
-        rows = await asyncio.to_thread(engine.run, self.sql)
-        self.result = rows
-        batch = await asyncio.to_thread(_take, rows)
-        return RowsRead(rows.columns, batch, len(batch) == PAGE, first=True)
 
     @work(exclusive=True, group="events-more", exit_on_error=False)
     async def read_more(self) -> None:
+        assert self.choice is not None
         try:
-            async with self.engine_lock:
-                engine = self.engine
-                if engine is None:
-                    return
-                if self.result is not None:
-                    batch = await asyncio.to_thread(_take, self.result)
-                    got = RowsRead(self.result.columns, batch, len(batch) == PAGE, first=False)
-                else:
-                    more: Page = await asyncio.to_thread(page, engine, self.kinds, self.after, PAGE)
-                    self.after = more.after
-                    got = RowsRead(more.columns, more.rows, more.after is not None, first=False)
+            read = await self.reader.more()
+            got = RowsRead(self.choice, read, first=False)
         except (ColdkeepError, OSError) as err:
-            got = RowsRead([], [], False, first=False, error=str(err))
+            got = RowsRead(self.choice, None, first=False, error=str(err))
         self.post_message(got)
 
     # showing ------------------------------------------------------------------
 
-    def on_counted(self, message: Counted) -> None:
-        summary = self.query_one("#events-summary", Static)
-        if message.overview is None:
-            summary.update(message.error)
+    def on_rows_read(self, message: RowsRead) -> None:
+        if message.choice != self.choice:
+            return  # an answer to what the operator has since replaced
+        self.reading = False
+        got = message.read
+        if got is None:
+            if message.first:
+                self.query_one("#events-summary", Static).update(message.error)
+            elif message.error:
+                self.notify(message.error, title="events", severity="error", markup=False)
+            self.more = False
             return
-        self.counts = got = message.overview
-        plan = self.engine.plan if self.engine is not None else None
-        left = f"; left out: {', '.join(plan.left_out)}" if plan and plan.left_out else ""
-        months = plural(len(plan.months), "archived month") if plan else ""
-        summary.update(
-            f"{got.total:,} rows ({got.archived_rows:,} archived) from the live table and "
-            f"{months}{left}"
+        self.schema = got.schema
+        if got.counts is not None:
+            self.show_counts(got)
+        if not got.choice.sql or message.first:
+            self.show_rows(got, first=message.first)
+        if got.choice.sql and message.first:
+            self.query_one("#events-summary", Static).update(f"SQL: {got.choice.sql}")
+
+    def show_counts(self, got: Read) -> None:
+        counts, plan = got.counts, got.plan
+        assert counts is not None
+        self.counts, self.counted = counts, got.choice
+        left = f"; left out: {', '.join(plan.left_out)}" if plan.left_out else ""
+        self.query_one("#events-summary", Static).update(
+            f"{counts.total:,} rows ({counts.archived_rows:,} archived) from the live table "
+            f"and {plural(len(plan.months), 'archived month')}{left}"
         )
         self.query_one("#events-days", SeriesChart).show(
-            [d[5:] for d, _ in got.days], [("rows", [n for _, n in got.days])]
+            [d[5:] for d, _ in counts.days], [("rows", [n for _, n in counts.days])]
         )
-        self.query_one("#events-kinds-bars", NameBars).show(got.kinds)
+        self.query_one("#events-kinds-bars", NameBars).show(counts.kinds)
 
-    def on_rows_read(self, message: RowsRead) -> None:
-        self.reading = False
-        if message.error:
-            self.notify(message.error, title="events", severity="error", markup=False)
-            return
+    def show_rows(self, got: Read, *, first: bool) -> None:
         table = self.query_one("#events-rows", DataTable)
         # The rows chosen (not a SQL result) lead with their time, readable.
-        at = self._ts_at(message.columns)
-        if message.first:
+        at = self._ts_at(got)
+        if first:
             table.clear(columns=True)
             if at is not None:
                 table.add_column("time (UTC)", key=TIME_KEY)
-            for name in message.columns:
+            for name in got.columns:
                 table.add_column(name, key=name)
         start = table.row_count
         with self.app.batch_update():
-            for i, row in enumerate(message.rows):
+            for i, row in enumerate(got.rows):
                 cells = list(map(_cell, row))
                 if at is not None:
-                    cells.insert(0, self._time(row[at]))
+                    cells.insert(0, _time(row[at], got.schema))
                 table.add_row(*cells, key=str(start + i))
-        self.more = message.more
+        self.more = got.more
 
-    def _ts_at(self, columns: list[str]) -> int | None:
-        if self.sql or self.engine is None or self.engine.schema.ts not in columns:
+    def _ts_at(self, got: Read) -> int | None:
+        if got.choice.sql or got.schema.ts not in got.columns:
             return None
-        return columns.index(self.engine.schema.ts)
-
-    def _time(self, value: Any) -> str:
-        """A time stamp in the table's units as UTC, to the second."""
-        assert self.engine is not None
-        fmt = self.engine.schema.ts_format
-        if fmt == "iso" or not isinstance(value, (int, float)):
-            return str(value)
-        secs = value / 1000 if fmt == "ms" else value
-        try:
-            return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
-        except (OverflowError, OSError, ValueError):  # a time no calendar holds
-            return str(value)
+        return got.columns.index(got.schema.ts)
 
     @on(DataTable.RowHighlighted, "#events-rows")
     def _near_end(self, event: DataTable.RowHighlighted) -> None:
@@ -284,9 +237,7 @@ class EventsScreen(Screen[None]):
     @on(Input.Submitted, "#events-sql")
     def _run_sql(self, event: Input.Submitted) -> None:
         self.sql = event.value.strip()
-        self.query_one("#events-summary", Static).update(
-            f"SQL: {self.sql}" if self.sql else "reading…"
-        )
+        self.query_one("#events-summary", Static).update("reading…")
         self.reload()
 
     def action_export(self) -> None:
@@ -294,6 +245,9 @@ class EventsScreen(Screen[None]):
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def ask_export(self) -> None:
+        choice = self.choice
+        if choice is None:
+            return
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         path = await self.app.push_screen_wait(
             ExportScreen(Path(os.getcwd()) / f"coldkeep-events-{stamp}.jsonl")
@@ -301,24 +255,11 @@ class EventsScreen(Screen[None]):
         if path is None:
             return
         try:
-            async with self.engine_lock:
-                if self.engine is None:
-                    return
-                count = await asyncio.to_thread(_export, self.engine, self._result_sql(), path)
+            count = await self.reader.export(choice, path)
         except (ColdkeepError, OSError) as err:
             self.notify(str(err), title="export", severity="error", markup=False)
             return
         self.notify(f"{plural(count, 'row')} written to {path}", title="export")
-
-    def _result_sql(self) -> str:
-        """The SQL of what the table shows, every row of it."""
-        if self.sql:
-            return self.sql
-        assert self.engine is not None
-        schema = self.engine.schema
-        kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in self.kinds)
-        where = f' WHERE "{schema.kind}" IN ({kinds})' if self.kinds else ""
-        return f'SELECT * FROM events{where} ORDER BY "{schema.ts}", "{schema.pk}"'
 
     def action_restore(self) -> None:
         if self.blocked is not None:
@@ -335,12 +276,12 @@ class EventsScreen(Screen[None]):
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_restore(self) -> None:
-        got, span = self.counts, self.engine_span
-        if got is None or span is None or not got.archived_rows:
+        got, chosen = self.counts, self.counted
+        if got is None or chosen is None or not got.archived_rows:
             self.notify("no archived row is in the range and kinds chosen", severity="warning")
             return
         n = got.archived_rows
-        kinds = ", ".join(self.kinds) or "every kind"
+        kinds = ", ".join(chosen.kinds) or "every kind"
         ok = await self.app.push_screen_wait(
             ConfirmScreen(
                 f"Restore {n:,} event {'row' if n == 1 else 'rows'}",
@@ -353,37 +294,16 @@ class EventsScreen(Screen[None]):
             )
         )
         if ok:
-            self.post_message(
-                Confirmed("restore", RESTORE_EVENTS.name, restore_span(self.kinds, span))
-            )
+            run = restore_span(chosen.kinds, chosen.span)
+            self.post_message(Confirmed("restore", RESTORE_EVENTS.name, run))
 
 
-def _take(rows: Rows) -> list[tuple[Any, ...]]:
-    return next(rows.batches(PAGE), [])
-
-
-def _export(engine: EventsQuery, sql: str, path: Path) -> int:
-    """Every row of ``sql`` to ``path`` (CSV for a .csv name, else JSON lines),
-    through a temporary name: a file at ``path`` is whole or not there."""
-    rows = engine.run(sql)
-    fmt = "csv" if path.suffix.lower() == ".csv" else "json"
-    count = 0
-
-    def counted() -> Iterator[list[tuple[Any, ...]]]:
-        nonlocal count
-        for batch in rows.batches():
-            count += len(batch)
-            yield batch
-
-    tmp = path.with_name(f".{path.name}.partial")
+def _time(value: Any, schema: EventSchema) -> str:
+    """A time stamp in its column's units as UTC, to the second."""
+    if schema.ts_format == "iso" or not isinstance(value, (int, float)):
+        return str(value)
+    secs = value / 1000 if schema.ts_format == "ms" else value
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as out:
-            for line in lines(fmt, rows.columns, counted()):
-                out.write(line + "\n")
-            out.flush()
-            durable.fsync(out.fileno(), "export.data")
-        os.replace(tmp, path)
-        fsync_dir(path.parent, root=path.parent, site="export.placed")
-    finally:
-        tmp.unlink(missing_ok=True)
-    return count
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds
+        return str(value)

@@ -1,0 +1,190 @@
+"""The Events screen's reads: one query engine for the range chosen, the rows
+the table shows (the range and kinds chosen, or the SQL box's), and where the
+next page starts.
+
+Invariants:
+- Every use of the engine (open, read, close) runs in a thread and holds one
+  lock, so two never overlap: a worker the screen replaced may still be in its
+  thread, and finishes before the next read starts. The engine is kept in
+  ``engine`` before it is opened, so one that a replaced worker opened is
+  closed by the next read (or by ``close``), never left open.
+- ``close`` interrupts a read in progress and closes the engine once it has
+  stopped: leaving the screen leaves no reader on the application's database.
+- A read answers for the choice it was made for (``Choice``): the screen drops
+  an answer to a choice it has since replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base import durable
+from coldkeep.core.base.fsutil import fsync_dir
+from coldkeep.core.events.eventschema import EventSchema, q
+from coldkeep.core.events.overview import Overview, overview, page
+from coldkeep.core.events.query import EventsQuery, Plan, Rows, TimeRange
+
+from ...text.rows import lines
+
+PAGE = 500
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the table shows: the rows of ``span`` of ``kinds`` (none: all), or
+    with ``sql`` that query's rows over the range."""
+
+    span: TimeRange
+    kinds: tuple[str, ...] = ()
+    sql: str = ""
+
+
+@dataclass
+class Read:
+    """Rows for the table: the first of a choice (with its counts, unless it is
+    SQL's) or the next page."""
+
+    choice: Choice
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    more: bool
+    schema: EventSchema
+    plan: Plan
+    counts: Overview | None = None
+
+
+@dataclass
+class _Cursor:
+    choice: Choice
+    after: tuple[Any, Any] | None = None  # the chosen rows: where the next page starts
+    result: Rows | None = None  # SQL: its rows not read yet
+    done: bool = False
+    columns: list[str] = field(default_factory=list)
+
+
+class EventsReader:
+    def __init__(self, archiver: Archiver) -> None:
+        self.archiver = archiver
+        self.engine: EventsQuery | None = None
+        self.span: TimeRange | None = None
+        self.cursor: _Cursor | None = None
+        self._lock = threading.Lock()
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(self._locked, fn, *args)
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return fn(*args)
+
+    def _engine(self, span: TimeRange) -> EventsQuery:
+        """The engine for ``span``: the one open, or a new one (the old closed)."""
+        if self.engine is not None and self.span == span:
+            return self.engine
+        self._close()
+        self.engine, self.span = self.archiver.events_query(span, partial=True), span
+        self.engine.open()
+        return self.engine
+
+    async def first(self, choice: Choice) -> Read:
+        """The counts of ``choice`` (unless it is SQL) and its first rows."""
+        return await self._in_thread(self._first, choice)
+
+    def _first(self, choice: Choice) -> Read:
+        engine = self._engine(choice.span)
+        self.cursor = cursor = _Cursor(choice)
+        counts = None if choice.sql else overview(engine, choice.kinds)
+        rows = self._next(engine, cursor)
+        return Read(
+            choice, cursor.columns, rows, not cursor.done, engine.schema, engine.plan, counts
+        )
+
+    async def more(self) -> Read | None:
+        """The next page of the current choice (None: there is none)."""
+        return await self._in_thread(self._more)
+
+    def _more(self) -> Read | None:
+        engine, cursor = self.engine, self.cursor
+        if engine is None or cursor is None or cursor.done:
+            return None
+        rows = self._next(engine, cursor)
+        return Read(
+            cursor.choice, cursor.columns, rows, not cursor.done, engine.schema, engine.plan
+        )
+
+    def _next(self, engine: EventsQuery, cursor: _Cursor) -> list[tuple[Any, ...]]:
+        if cursor.choice.sql:
+            if cursor.result is None:
+                cursor.result = engine.run(cursor.choice.sql)
+                cursor.columns = cursor.result.columns
+            rows = next(cursor.result.batches(PAGE), [])
+            cursor.done = len(rows) < PAGE
+            return rows
+        got = page(engine, cursor.choice.kinds, cursor.after, PAGE)
+        cursor.columns, cursor.after, cursor.done = got.columns, got.after, got.after is None
+        return got.rows
+
+    async def export(self, choice: Choice, path: Path) -> int:
+        """Every row of ``choice`` to ``path``; how many."""
+        return await self._in_thread(self._export, choice, path)
+
+    def _export(self, choice: Choice, path: Path) -> int:
+        engine = self._engine(choice.span)
+        return write_rows(engine.run(choice.sql or _chosen_sql(engine.schema, choice)), path)
+
+    def close(self) -> None:
+        """Stop a read in progress, then close the engine (in a thread, once the
+        read has stopped)."""
+        engine = self.engine
+        if engine is not None:
+            engine.interrupt()
+        threading.Thread(target=self._locked, args=(self._close,), daemon=True).start()
+
+    def _close(self) -> None:
+        if self.engine is not None:
+            engine, self.engine, self.span = self.engine, None, None
+            engine.close()
+
+
+def _chosen_sql(schema: EventSchema, choice: Choice) -> str:
+    """The chosen rows in time order, as SQL over ``events`` (the kinds as
+    quoted text: what an operator types is never SQL)."""
+    kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in choice.kinds)
+    where = f" WHERE {q(schema.kind)} IN ({kinds})" if choice.kinds else ""
+    return f"SELECT * FROM events{where} ORDER BY {q(schema.ts)}, {q(schema.pk)}"
+
+
+def write_rows(rows: Rows, path: Path) -> int:
+    """``rows`` to ``path`` (CSV for a .csv name, else JSON lines) through a
+    temporary name, fsynced, then linked at ``path``: a file there is whole or
+    not there, and one that was there already is never replaced
+    (``FileExistsError``)."""
+    fmt = "csv" if path.suffix.lower() == ".csv" else "json"
+    count = 0
+
+    def counted() -> Iterator[list[tuple[Any, ...]]]:
+        nonlocal count
+        for batch in rows.batches():
+            count += len(batch)
+            yield batch
+
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as out:
+            for line in lines(fmt, rows.columns, counted()):
+                out.write(line + "\n")
+            out.flush()
+            durable.fsync(out.fileno(), "export.data")
+        os.link(tmp, path)
+        fsync_dir(path.parent, root=path.parent, site="export.placed")
+    finally:
+        tmp.unlink(missing_ok=True)
+    return count
