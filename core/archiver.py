@@ -2,6 +2,7 @@
 and the scheduler.
 
     status()            what is archived, who holds the lock, the last pass
+    trends(days)        per-day bytes and backlog, passes, months, tiers (ops/trends.py)
     plan()              the backlog and what recovery would do; writes nothing
     run_pass()          recovery, then the files, then the event rows (ops/passes.py)
     recover(), adopt(gzs | None), sweep(), rebuild_manifest()
@@ -106,6 +107,7 @@ from .ops.passes import (
 from .ops.plan import Plan, PlanReport, make_plan
 from .ops.session import Operation, Session, Sessions, StepFeed, open_manifest
 from .ops.status import Status, read_status
+from .ops.trends import Trends, read_trends
 from .remote.fetch import remote_reader
 from .remote.rebuild import FromRemoteReport, fetch_lost_months
 from .remote.ship import ShipPlan, ShipReport
@@ -127,6 +129,7 @@ __all__ = [
     "PlanReport",
     "Session",
     "Status",
+    "Trends",
 ]
 
 
@@ -232,6 +235,13 @@ class Archiver:
         """What is archived, who holds the lock, the last passes."""
         manifest = await Manifest.open_existing(self.layout.manifest)
         return await read_status(self.settings, self.layout, manifest)
+
+    async def trends(self, days: int = 30) -> Trends:
+        """What the archive did over the last ``days`` UTC days, its last passes,
+        its event months and its bytes by tier (read-only, no lock; ops/trends.py).
+        A site no pass has run on gives zeros."""
+        async with await self._manifest_or_empty() as manifest:
+            return await read_trends(manifest, self.layout, days=days, now_s=self.clock() // 1000)
 
     async def select(self, selection: Selection) -> list[Entry]:
         """The entries a restore of ``selection`` would take, tombstones included

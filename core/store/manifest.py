@@ -46,7 +46,7 @@ from ..base.codec import Span
 from ..base.errors import ColdkeepError
 from ..base.ioerror import DatabaseFailed, naming_db
 from ..base.names import db_params, db_row, is_text, to_db
-from ..base.times import now_ms
+from ..base.times import DAY_MS, now_ms
 from .schema import migration_scripts, version_problem
 
 EntryStatus = Literal["archived", "stale", "restored", "missing", "expired"]
@@ -831,6 +831,35 @@ class Manifest:
             (start, until),
         )
         return int(files), int(size), int(gz_size)
+
+    async def archived_by_day(self, since: int) -> list[tuple[int, int, int]]:
+        """(UTC day number, bytes, gz bytes) of the entries archived each day from
+        ``since`` (ms) on, in day order; days with none left out. Every entry
+        counts, whatever became of it since (restored, expired): it was archived
+        that day."""
+        rows = await self.rows(
+            f"SELECT archived_at / {DAY_MS} AS day, sum(bytes), sum(gz_bytes) FROM entries "
+            "WHERE archived_at >= ? GROUP BY day ORDER BY day",
+            [since],
+        )
+        return [(int(d), int(b), int(g)) for d, b, g in rows]
+
+    async def tier_bytes(self) -> dict[str, int]:
+        """The gzip bytes of the entries by where their gzip is: ``local`` (here
+        only, not shipped), ``shipped`` (here and in the remote tier),
+        ``remote_only`` (its local copy dropped) and ``expired`` (deleted by
+        retention); a ``missing`` gzip counts in none. Each key present."""
+        rows = await self.rows(
+            "SELECT CASE WHEN e.status = 'expired' THEN 'expired' "
+            "WHEN r.path IS NULL THEN 'local' "
+            "WHEN r.local_gone_at IS NULL THEN 'shipped' ELSE 'remote_only' END AS tier, "
+            "coalesce(sum(e.gz_bytes), 0) FROM entries AS e "
+            "LEFT JOIN remote_objects AS r ON r.path = e.gz_path "
+            "WHERE e.status != 'missing' GROUP BY tier"
+        )
+        return {"local": 0, "shipped": 0, "remote_only": 0, "expired": 0} | {
+            str(t): int(n) for t, n in rows
+        }
 
     async def kept_gz_paths(self) -> list[str]:
         """Every archive file (a gzip, a bundle once) an entry keeps."""

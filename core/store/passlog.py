@@ -79,3 +79,14 @@ async def recent(
         PassRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {})
         for r in rows
     ]
+
+
+async def finished_spans(manifest: Manifest, limit: int) -> list[tuple[int, int, str]]:
+    """(started_at, finished_at, status) of the last ``limit`` passes that ended,
+    however they ended, oldest first."""
+    rows = await manifest.rows(
+        "SELECT started_at, finished_at, status FROM passes WHERE finished_at IS NOT NULL "
+        "ORDER BY id DESC LIMIT ?",
+        [limit],
+    )
+    return [(int(s), int(f), str(st)) for s, f, st in reversed(rows)]

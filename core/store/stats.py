@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..base.times import DAY_MS
 from .manifest import Manifest
 
 COLUMNS = ("entries", "bytes", "gz_bytes", "backlog_files", "backlog_bytes", "backlog_rows")
@@ -16,3 +17,16 @@ async def record(manifest: Manifest, at: int, totals: Mapping[str, int]) -> None
         f"INSERT INTO stats (at, {', '.join(COLUMNS)}) VALUES (?, {', '.join('?' * len(COLUMNS))})",
         (at, *(totals[c] for c in COLUMNS)),
     )
+
+
+async def last_by_day(manifest: Manifest, since: int) -> list[tuple[int, int, int]]:
+    """(UTC day number, backlog bytes, backlog files) of each day's last row from
+    ``since`` (ms) on, in day order; days without a row left out."""
+    # SQLite takes a bare column of an aggregate query from the row that gave
+    # max(): each day's last sample, in one pass.
+    rows = await manifest.rows(
+        f"SELECT at / {DAY_MS} AS day, max(at), backlog_bytes, backlog_files FROM stats "
+        "WHERE at >= ? GROUP BY day ORDER BY day",
+        [since],
+    )
+    return [(int(d), int(b), int(f)) for d, _, b, f in rows]
