@@ -69,6 +69,8 @@ class RemoteTotals:
     remote_only: int  # objects whose local copy is dropped
     remote_only_bytes: int
     verify_failed: int
+    pending_bytes: int = 0  # the gzip bytes of the pending entries
+    pending_since: int | None = None  # the oldest pending entry's archived_at (None: none)
 
 
 def read_copies(db: sqlite3.Connection) -> dict[str, bool]:
@@ -303,8 +305,10 @@ class RemoteObjects:
         return found.get(True, 0), found.get(False, 0)
 
     async def totals(self) -> RemoteTotals:
-        [(files, entries)] = await self.manifest.rows(
-            f"SELECT count(DISTINCT gz_path), count(*) FROM entries WHERE {_KEPT} "
+        # The pending bytes and age come with the count: the rows are read anyway.
+        [(files, entries, pending, since)] = await self.manifest.rows(
+            "SELECT count(DISTINCT gz_path), count(*), coalesce(sum(gz_bytes), 0), "
+            f"min(archived_at) FROM entries WHERE {_KEPT} "
             "AND gz_path NOT IN (SELECT path FROM remote_objects)"
         )
         [(n, size, gone, gone_bytes, bad)] = await self.manifest.rows(
@@ -312,4 +316,4 @@ class RemoteObjects:
             "coalesce(sum(CASE WHEN local_gone_at IS NOT NULL THEN bytes END), 0), "
             "count(verify_error) FROM remote_objects"
         )
-        return RemoteTotals(files, entries, n, size, gone, gone_bytes, bad)
+        return RemoteTotals(files, entries, n, size, gone, gone_bytes, bad, pending, since)
