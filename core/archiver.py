@@ -435,8 +435,10 @@ class Archiver:
         kinds: set[str] | None = None,
         months: list[str] | None = None,
         cancel: CancelToken | None = None,
+        span: TimeRange | None = None,
     ) -> EventsRestoreReport:
-        """Event rows back into live, left alone by passes for hold_days."""
+        """Event rows back into live (of ``kinds``, in ``months``, their time
+        stamps in ``span``), left alone by passes for hold_days."""
         self._state_db("there is no live table to restore event rows into")
         # Months or kinds no archive holds are refused before the lock: a usage
         # error writes nothing.
@@ -447,7 +449,9 @@ class Archiver:
             await check_events_selection(
                 self.settings, self.layout.events, existing, kinds=kinds, months=months
             )
-        args = {"kinds": sorted(kinds or []), "months": months}
+        args: dict[str, object] = {"kinds": sorted(kinds or []), "months": months}
+        if span is not None:
+            args["span"] = [span.start, span.end]
         async with self.session("restore-events", args, cancel) as current:
             current.start()
             await fetch_lost_months(
@@ -464,6 +468,7 @@ class Archiver:
                 kinds=kinds,
                 months=months,
                 grace_days=self.settings.hold_days,
+                span=span,
                 cancel=cancel,
             )
             summary = {

@@ -31,14 +31,21 @@ SHOTS = [
     ("after-pass", (120, 36), ("p", "y")),
     ("restore-browser", (120, 36), ("p", "y", "r", "down", "space", "down", "space")),
     ("help", (100, 30), ("question_mark",)),
+    ("events", (120, 36), ("p", "y", "E")),
+    ("trends", (120, 36), ("p", "y", "T")),
 ]
+# Drawn without the pass's toast over the charts.
+QUIET = {"events", "trends"}
 
 
-async def shoot(config: Path, size: tuple[int, int], keys: tuple[str, ...]) -> str:
+async def shoot(config: Path, size: tuple[int, int], keys: tuple[str, ...], *, quiet: bool) -> str:
     app = ColdkeepApp(load_settings(config), clock=lambda: NOW_MS, watch_live=False)
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         await press(pilot, *keys)
+        if quiet:
+            app.clear_notifications()
+            await settle(pilot)
         return app.export_screenshot(title="coldkeep")
 
 
@@ -50,7 +57,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             site = write_demo(Path(tmp) / "demo", seed=7, scale=0.1, now_ms=NOW_MS)
             site.config.write_text(site.config.read_text() + "\n[io]\nworkers = 1\n")
-            svg = asyncio.run(shoot(site.config, size, keys))
+            svg = asyncio.run(shoot(site.config, size, keys, quiet=name in QUIET))
         (HERE / f"{name}.svg").write_text(svg)
         if png:
             subprocess.run(

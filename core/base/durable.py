@@ -67,6 +67,8 @@ Site = Literal[
     # expire, fleet, doctor, metrics
     "expire.unlinked",  # an expired file's directory once it (and its -wal, -shm) is gone
     "fleet.cached",  # a site's manifest snapshot placed in the fleet view's cache
+    "export.data",  # rows the console's Events screen exports: the file's bytes
+    "export.placed",  # ... and its directory once renamed into place
     "doctor.probe_data",  # doctor's write probe
     "doctor.probe_removed",  # doctor's probe removed
     "metrics.data",  # the metrics textfile's bytes

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     import duckdb
 
 VIEW = "events"
+# The view's rows with where each came from ('live' or 'archive'), for counts
+# of what a restore would put back; ``events`` leaves the column out.
+SOURCED, FROM = "coldkeep_rows", "coldkeep_from"
 ALLOWED = ("SELECT", "EXPLAIN")
 _DATE = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
 
@@ -167,11 +170,12 @@ class EventsQuery:
         self.settings, self.span, self.partial, self.as_text = settings, span, partial, as_text
         self.plan = Plan()
         self.con: duckdb.DuckDBPyConnection | None = None
+        self._schema_found: EventSchema | None = None
 
     def open(self) -> Plan:
         import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
 
-        schema = self._schema()
+        schema = self._schema_found = self._schema()
         sources = self._sources(schema)
         con = duckdb.connect(
             config={
@@ -260,7 +264,8 @@ class EventsQuery:
         self, con: duckdb.DuckDBPyConnection, schema: EventSchema, sources: Sequence[Source]
     ) -> None:
         """``events``: every source's rows in the range, a month's row left out
-        where the live table has the same id (restored: the live copy counts)."""
+        where the live table has the same id (restored: the live copy counts);
+        ``coldkeep_rows``: the same with each row's ``coldkeep_from``."""
         pk, table = q(schema.pk), q(schema.table)
         when = self._when(schema)
         months = [s for s in sources if s.name != "live" and s.top_id is not None]
@@ -274,11 +279,17 @@ class EventsQuery:
             [(n,)] = con.execute("SELECT count(*) FROM coldkeep_live_ids").fetchall()
             if n:
                 dup = f"{pk} NOT IN (SELECT id FROM coldkeep_live_ids)"
-        parts = [f"SELECT * FROM live.{table}" + (f" WHERE {when}" if when else "")]
+        parts = [
+            f"SELECT *, 'live' AS {FROM} FROM live.{table}" + (f" WHERE {when}" if when else "")
+        ]
         for src in months:
             conds = " AND ".join(c for c in (when, dup) if c)
-            parts.append(f"SELECT * FROM {src.name}.{table}" + (f" WHERE {conds}" if conds else ""))
-        con.execute(f"CREATE TEMP VIEW {VIEW} AS " + " UNION ALL BY NAME ".join(parts))
+            parts.append(
+                f"SELECT *, 'archive' AS {FROM} FROM {src.name}.{table}"
+                + (f" WHERE {conds}" if conds else "")
+            )
+        con.execute(f"CREATE TEMP VIEW {SOURCED} AS " + " UNION ALL BY NAME ".join(parts))
+        con.execute(f"CREATE TEMP VIEW {VIEW} AS SELECT * EXCLUDE ({FROM}) FROM {SOURCED}")
 
     def _when(self, schema: EventSchema) -> str:
         """The range as a condition on the time stamp, in its own units."""
@@ -317,6 +328,26 @@ class EventsQuery:
             raise BadQuery(f"only SELECT is run ({kind} given): a query reads, never writes")
         try:
             return Rows(self.con.execute(sql))
+        except duckdb.Error as err:
+            raise query_failed(err) from err
+
+    @property
+    def schema(self) -> EventSchema:
+        """The live table's columns the view has (after ``open``)."""
+        assert self._schema_found is not None, "open() first"
+        return self._schema_found
+
+    def fetch(
+        self, sql: str, params: Sequence[Any] = ()
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """coldkeep's own SQL over the view (with ``params``), its columns and
+        every row: for queries built here, whose answers are small."""
+        import duckdb  # noqa: PLC0415
+
+        assert self.con is not None, "open() first"
+        try:
+            cur = self.con.execute(sql, list(params))
+            return [d[0] for d in (cur.description or [])], cur.fetchall()
         except duckdb.Error as err:
             raise query_failed(err) from err
 

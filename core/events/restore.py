@@ -44,6 +44,7 @@ from .eventschema import (
     reading_month,
     rollback,
 )
+from .query import TimeRange
 
 
 class NothingToRestore(UsageError):
@@ -114,14 +115,23 @@ def _live_schema(settings: Settings) -> EventSchema:
         live.close()
 
 
-def _month_rows(db: Path, schema: EventSchema, kinds: set[str] | None) -> list[tuple[Any, ...]]:
-    """The live table's columns, in its order, of the archived rows of ``kinds``."""
+def _month_rows(
+    db: Path, schema: EventSchema, kinds: set[str] | None, span: TimeRange | None
+) -> list[tuple[Any, ...]]:
+    """The live table's columns, in its order, of the archived rows of ``kinds``
+    whose time stamp lies in ``span``."""
+    conds: list[str] = []
+    params: list[Any] = []
+    if kinds:
+        conds.append(f"{q(schema.kind)} IN ({', '.join('?' * len(kinds))})")
+        params += sorted(kinds)
+    for op, bound in ((">=", span and span.start), ("<", span and span.end)):
+        if bound is not None:
+            conds.append(f"{schema.ts_seconds_sql()} {op} ?")
+            params.append(bound)
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
     with reading_month(db) as conn:
-        sql = f"SELECT {schema.select_columns} FROM {q(schema.table)}"
-        params: list[str] = []
-        if kinds:
-            sql += f" WHERE {q(schema.kind)} IN ({', '.join('?' * len(kinds))})"
-            params = sorted(kinds)
+        sql = f"SELECT {schema.select_columns} FROM {q(schema.table)}{where}"
         return conn.execute(f"{sql} ORDER BY {q(schema.pk)}", params).fetchall()
 
 
@@ -250,12 +260,13 @@ async def restore_events(
     kinds: set[str] | None,
     months: list[str] | None,
     grace_days: float,
+    span: TimeRange | None = None,
     cancel: CancelToken | None = None,
     batch_rows: int = 2000,
 ) -> EventsRestoreReport:
-    """Put archived event rows (of ``kinds`` in ``months``; None: all) back into
-    the live table, each recorded as restored first (passes leave it alone for
-    ``grace_days``)."""
+    """Put archived event rows (of ``kinds`` in ``months``, their time stamps in
+    ``span``; None: all) back into the live table, each recorded as restored
+    first (passes leave it alone for ``grace_days``)."""
     if settings.state_db is None:
         raise EventsError("no state_db is configured: there are no event rows to restore")
     token = cancel or CancelToken()
@@ -267,9 +278,11 @@ async def restore_events(
         raise error
     report = EventsRestoreReport()
     until = days_after(now_ms(), grace_days, "hold_days")
-    for month in available if months is None else sorted(set(months)):
+    chosen = available if months is None else sorted(set(months))
+    for month in [m for m in chosen if span is None or span.holds_month(m)]:
+        db = events_dir / f"{month}.db"
         try:
-            rows = await in_thread(token, _month_rows, events_dir / f"{month}.db", schema, kinds)
+            rows = await in_thread(token, _month_rows, db, schema, kinds, span)
         except sqlite3.DatabaseError as err:  # damaged, or a newer coldkeep's: not this one's
             report.refused[month] = str(err)
             continue

@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -262,6 +263,32 @@ def test_restored_event_rows_stay_live_and_never_overwrite(site: Path) -> None:
         "no archived events for 1999-01"
         in ck(site, "restore-events", "--month", "1999-01", check=2).stderr
     )
+
+
+def test_restore_events_by_days_puts_back_only_those_days(site: Path) -> None:
+    ck(site, "pass")
+    month = fullest_month(site)
+    start, end = f"{month}-10", f"{month}-11"  # two whole UTC days, both included
+    lo = int(datetime.fromisoformat(f"{start}T00:00:00+00:00").timestamp() * 1000)
+    hi = lo + 2 * 86_400_000
+    with sqlite3.connect(site / "archive" / "events" / f"{month}.db") as m:
+        kind, want = m.execute(
+            "SELECT kind, count(*) FROM events WHERE ts >= ? AND ts < ? GROUP BY kind "
+            "ORDER BY 2 DESC LIMIT 1",
+            (lo, hi),
+        ).fetchone()
+    with sqlite3.connect(site / "state.db") as live:
+        [(before,)] = live.execute("SELECT count(*) FROM events").fetchall()
+    got = ck_json(site, "restore-events", "--from", start, "--to", end, "--kind", kind)
+    assert got["result"]["restored"] == want > 0
+    with sqlite3.connect(site / "state.db") as live:
+        [(after,)] = live.execute("SELECT count(*) FROM events").fetchall()
+        [(inside,)] = live.execute(
+            "SELECT count(*) FROM events WHERE kind = ? AND ts >= ? AND ts < ?", (kind, lo, hi)
+        ).fetchall()
+    assert after == before + want, "no row outside those days, nor of another kind"
+    assert inside >= want
+    assert "--from '2026-13'" in ck(site, "restore-events", "--from", "2026-13", check=2).stderr
 
 
 def test_the_pass_summary_names_each_conflicting_row(site: Path) -> None:

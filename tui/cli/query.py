@@ -9,8 +9,6 @@ leaves early (``| head``) ends it quietly, exit 0.
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -23,78 +21,8 @@ from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
 from coldkeep.core.events.query import EventsQuery, Plan, parse_range
 
 from ..text.fmt import plural, shown
+from ..text.rows import lines
 from .kit import command, ctx_for, fail, fail_explained, reader_left
-
-WIDEST = 40  # a text column's width at most, from the first rows
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.hex()
-    return shown(str(value))
-
-
-def _as_json(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)  # dates, decimals: as DuckDB prints them
-
-
-def _text(columns: list[str], batches: Iterator[list[tuple[Any, ...]]]) -> Iterator[str]:
-    widths: list[int] | None = None
-    for batch in batches:
-        cells = [[_cell(v) for v in row] for row in batch]
-        if widths is None:
-            widths = [
-                min(WIDEST, max([len(c), *(len(r[i]) for r in cells)]))
-                for i, c in enumerate(columns)
-            ]
-            yield "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
-            yield "  ".join("-" * w for w in widths)
-        for row in cells:
-            yield "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-    if widths is None:
-        yield "  ".join(columns)
-
-
-def _lines(fmt: str, columns: list[str], batches: Iterator[list[tuple[Any, ...]]]) -> Iterator[str]:
-    if fmt == "text":
-        yield from _text(columns, batches)
-        return
-    if fmt == "json":
-        for batch in batches:
-            for row in batch:
-                yield json.dumps(
-                    dict(zip(columns, map(_as_json, row), strict=True)), ensure_ascii=False
-                )
-        return
-    out = _Line()
-    writer = csv.writer(out, lineterminator="")
-    writer.writerow(columns)
-    yield out.take()
-    for batch in batches:
-        for row in batch:
-            writer.writerow(["" if v is None else _as_json(v) for v in row])
-            yield out.take()
-
-
-class _Line:
-    """What csv.writer wrote, a row at a time."""
-
-    def __init__(self) -> None:
-        self.text = ""
-
-    def write(self, text: str) -> int:
-        self.text += text
-        return len(text)
-
-    def take(self) -> str:
-        text, self.text = self.text, ""
-        return text
 
 
 @click.command()
@@ -195,7 +123,7 @@ def _print(columns: list[str], batches: Iterator[list[tuple[Any, ...]]], fmt: st
             yield batch
 
     out = sys.stdout
-    for line in _lines(fmt, columns, counted()):
+    for line in lines(fmt, columns, counted()):
         out.write(line + "\n")
     out.flush()
     return count

@@ -55,6 +55,30 @@ _OWN = (
         footer=False,  # the footer's room goes to the operations (help and ^p list it)
         place=65,
     ),
+    # Not mutating: reading rows changes nothing; restoring them asks first and
+    # is refused where a change would be.
+    ConsoleAction(
+        "events",
+        "E",
+        "Events",
+        "Every event row, live and archived, without restoring: rows per day and per "
+        "kind for a range, the rows, SQL over them, export to JSONL or CSV; R restores "
+        "the rows chosen (asks first)",
+        button=False,
+        footer=False,
+        events=True,
+        place=66,
+    ),
+    ConsoleAction(
+        "trends",
+        "T",
+        "Trends",
+        "Charts of what coldkeep recorded: bytes archived per day and their compression, "
+        "the backlog, event rows per month, local, shipped and expired bytes, pass times",
+        button=False,
+        footer=False,
+        place=67,
+    ),
     ConsoleAction(
         "run_job",
         "j",

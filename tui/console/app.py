@@ -107,6 +107,8 @@ AGEING_S = 60.0
 # under 25 ms in 6 of 13 runs, at 0.2 s in 8 of 9 (docs/performance.md).
 FRAME_S = 0.2
 
+NO_EVENTS = "no state_db is configured: there are no event rows to read"
+
 
 class ColdkeepApp(App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
@@ -209,6 +211,8 @@ class ColdkeepApp(App[None]):
             return NO_REMOTE
         if a.retention and not settings.retention.configured:
             return NO_RETENTION
+        if a.events and settings.state_db is None:
+            return NO_EVENTS
         return None
 
     def why_unchangeable(self) -> str | None:
@@ -585,6 +589,23 @@ class ColdkeepApp(App[None]):
             return
         blocked = "the console is read-only (--read-only)" if self.read_only else None
         self.push_screen(HoldsScreen(self.archiver, holds, blocked=blocked))
+
+    async def action_events(self) -> None:
+        if self._refuse("events"):
+            return
+        # Imported when first opened: the charts' plotext costs the console's
+        # start half a second.
+        from .screens.events import EventsScreen  # noqa: PLC0415
+
+        now_s = self.clock() // 1000
+        await self.push_screen(
+            EventsScreen(self.archiver, now_s=now_s, blocked=self.why_unchangeable())
+        )
+
+    async def action_trends(self) -> None:
+        from .screens.trends import TrendsScreen  # noqa: PLC0415 - as the Events screen
+
+        await self.push_screen(TrendsScreen(self.archiver))
 
     async def action_stop(self) -> None:
         if self.attached is not None and self.running is None:

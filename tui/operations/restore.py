@@ -8,6 +8,7 @@ the call up (``restore_files``, ``restore_months``): they have no action here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.events.query import TimeRange, parse_range
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
 from coldkeep.core.store.manifest import Entry
@@ -152,7 +154,10 @@ def _events_restored(r: EventsRestoreReport) -> str:
 
 def _restore_events(options: Options) -> Run:
     kinds, months = set(options["kinds"]) or None, list(options["months"]) or None
-    return lambda archiver, cancel: archiver.restore_events(kinds, months, cancel)
+    span = None
+    if options["start"] or options["end"]:
+        span = parse_range(options["start"], options["end"])
+    return lambda archiver, cancel: archiver.restore_events(kinds, months, cancel, span)
 
 
 def restore_months(months: list[ArchivedMonth]) -> Run:
@@ -175,6 +180,13 @@ def restore_months(months: list[ArchivedMonth]) -> Run:
     return run
 
 
+def restore_span(kinds: Sequence[str], span: TimeRange) -> Run:
+    """The Events screen's choice of rows: its kinds (none: every kind) whose
+    time stamps lie in its range, from every archived month the range holds."""
+    chosen = set(kinds) or None
+    return lambda archiver, cancel: archiver.restore_events(chosen, None, cancel, span)
+
+
 RESTORE_EVENTS = Operation(
     "restore-events",
     "Put archived event rows back into the live table (held for hold_days).\n\n"
@@ -187,6 +199,16 @@ RESTORE_EVENTS = Operation(
         ),
         click.Option(
             ["--month", "months"], multiple=True, metavar="YYYY-MM", help="Only this month."
+        ),
+        click.Option(
+            ["--from", "start"],
+            metavar="YYYY-MM[-DD]",
+            help="Only rows from this month or day (UTC): the months before are not read.",
+        ),
+        click.Option(
+            ["--to", "end"],
+            metavar="YYYY-MM[-DD]",
+            help="Only rows through this month or day (UTC, included).",
         ),
     ),
     words=(

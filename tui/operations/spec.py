@@ -94,6 +94,7 @@ class ConsoleAction:
     button: bool = True
     remote: bool = False  # works on the remote tier: off where no [remote] is configured
     retention: bool = False  # deletes by retention: off where no [retention] is configured
+    events: bool = False  # reads event rows: off where no state_db is configured
     footer: bool = True  # its key in the footer (room there is short: help lists every key)
     # Acted on as soon as its key is read (a priority binding), before the next key
     # is routed: it opens a field that takes typing, so what is typed right after

@@ -1,0 +1,142 @@
+"""The shape of the event rows a query's range holds, for the console's Events
+screen: rows per UTC day, per kind and per month from one scan, and the rows
+themselves a page at a time, in time order.
+
+Both run on an open ``EventsQuery`` (its view, its engine's thread): SQL built
+here from the table's own column names, never from the operator's text but for
+the kinds, which are passed as values.
+
+Invariants:
+- A page is found by the last row of the one before (keyset: time stamp, then
+  id), never by an offset, so each page costs one bounded scan and holds at most
+  ``limit`` rows however many the range has; a row is never on two pages.
+- A row whose time stamp cannot be read (an ISO text that does not parse) is
+  counted under no day but still under its kind and the total.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .eventschema import EventSchema, q
+from .query import FROM, SOURCED, EventsQuery
+
+DAY_S = 86_400
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Counts of the rows in range: ``days`` every UTC day from the first row's
+    to the last's (days without rows as 0), ``kinds`` most rows first,
+    ``months`` in order; ``archived``: of those, the rows the archive holds
+    (a restore's to put back), per month."""
+
+    total: int = 0
+    days: list[tuple[str, int]] = field(default_factory=list)
+    kinds: list[tuple[str, int]] = field(default_factory=list)
+    months: list[tuple[str, int]] = field(default_factory=list)
+    archived: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def archived_rows(self) -> int:
+        return sum(n for _, n in self.archived)
+
+
+def _day_number(schema: EventSchema) -> str:
+    """DuckDB SQL: the row's UTC day as days since 1970-01-01, NULL if unknown."""
+    ts = q(schema.ts)
+    if schema.ts_format == "ms":
+        return f"CAST(floor({ts} / {DAY_S * 1000}) AS BIGINT)"
+    if schema.ts_format == "s":
+        return f"CAST(floor({ts} / {DAY_S}) AS BIGINT)"
+    return f"CAST(floor(epoch(TRY_CAST({ts} AS TIMESTAMPTZ)) / {DAY_S}) AS BIGINT)"
+
+
+def _kind_filter(schema: EventSchema, kinds: Sequence[str]) -> tuple[str, list[Any]]:
+    if not kinds:
+        return "", []
+    return f"{q(schema.kind)} IN ({', '.join('?' * len(kinds))})", list(kinds)
+
+
+def overview(engine: EventsQuery, kinds: Sequence[str] = ()) -> Overview:
+    """One scan of the range (of ``kinds``; empty: all): blocking, a thread's."""
+    schema = engine.schema
+    where, params = _kind_filter(schema, kinds)
+    _, rows = engine.fetch(
+        f"SELECT {_day_number(schema)} AS day, CAST({q(schema.kind)} AS VARCHAR), {FROM}, "
+        f"count(*) FROM {SOURCED} {'WHERE ' + where if where else ''} GROUP BY ALL",
+        params,
+    )
+    per_day: Counter[int] = Counter()
+    archived: Counter[int] = Counter()
+    per_kind: Counter[str] = Counter()
+    for day, kind, source, n in rows:
+        if day is not None:
+            per_day[int(day)] += n
+            if source == "archive":
+                archived[int(day)] += n
+        per_kind[str(kind)] += n
+    return Overview(
+        total=sum(per_kind.values()),
+        days=_every_day(per_day),
+        kinds=per_kind.most_common(),
+        months=_per_month(per_day),
+        archived=_per_month(archived),
+    )
+
+
+def _date(day: int) -> str:
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(days=day)).strftime("%Y-%m-%d")
+
+
+def _every_day(per_day: Counter[int]) -> list[tuple[str, int]]:
+    if not per_day:
+        return []
+    return [(_date(d), per_day[d]) for d in range(min(per_day), max(per_day) + 1)]
+
+
+def _per_month(per_day: Counter[int]) -> list[tuple[str, int]]:
+    months: Counter[str] = Counter()
+    for day, n in per_day.items():
+        months[_date(day)[:7]] += n
+    return sorted(months.items())
+
+
+@dataclass(frozen=True)
+class Page:
+    """Rows in time order: ``columns``, ``rows``, and where the next page starts
+    (None after the last)."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    after: tuple[Any, Any] | None
+
+
+def page(
+    engine: EventsQuery,
+    kinds: Sequence[str] = (),
+    after: tuple[Any, Any] | None = None,
+    limit: int = 500,
+) -> Page:
+    """The ``limit`` rows that follow ``after`` (a time stamp and an id; None:
+    from the first): blocking, a thread's."""
+    schema = engine.schema
+    ts, pk = q(schema.ts), q(schema.pk)
+    where, params = _kind_filter(schema, kinds)
+    conds = [where] if where else []
+    if after is not None:
+        conds.append(f"({ts} > ? OR ({ts} = ? AND {pk} > ?))")
+        params += [after[0], after[0], after[1]]
+    sql = (
+        f"SELECT * FROM events {'WHERE ' + ' AND '.join(conds) if conds else ''} "
+        f"ORDER BY {ts}, {pk} LIMIT {int(limit)}"
+    )
+    columns, rows = engine.fetch(sql, params)
+    if len(rows) < limit:
+        return Page(columns, rows, None)
+    last = rows[-1]
+    return Page(columns, rows, (last[columns.index(schema.ts)], last[columns.index(schema.pk)]))

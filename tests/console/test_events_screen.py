@@ -1,0 +1,138 @@
+"""The Events screen as an operator uses it, on the demo site after a pass moved
+its old rows out: the counts and the chart cover live and archived rows of the
+range, the table reads the next page as the cursor nears its end, the SQL box
+answers, an export writes every row, and R restores exactly the archived rows
+of the range and kinds chosen, asked first."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+from textual.widgets import DataTable, Input, Static
+
+from coldkeep.core.base.config import Settings
+from coldkeep.tui.console.charts import NameBars
+from coldkeep.tui.console.screens.confirm import ConfirmScreen
+from coldkeep.tui.console.screens.events import PAGE, EventsScreen
+
+from consolekit import NOW_MS, archive_all, current_screen, make_app, settle
+
+DAY_MS = 86_400_000
+START_MS = 1_785_715_200_000  # 2026-08-03, 90 days before the pinned clock's day
+
+
+def _rows(settings: Settings, where: str = "1", params: tuple[object, ...] = ()) -> Counter[str]:
+    """Kinds of the rows in live and every month DB matching ``where`` (rows
+    restored into live are counted once, as the screen does)."""
+    assert settings.state_db is not None
+    seen: dict[int, str] = {}
+    months = sorted((settings.archive_root / "events").glob("*.db"))
+    for db in [*months, settings.state_db]:  # live last: its copy wins
+        with sqlite3.connect(db) as conn:
+            for id_, kind in conn.execute(f"SELECT id, kind FROM events WHERE {where}", params):
+                seen[id_] = kind
+    return Counter(seen.values())
+
+
+def _table(app: object) -> DataTable[object]:
+    screen = current_screen(app)  # type: ignore[arg-type]
+    assert isinstance(screen, EventsScreen)
+    return screen.query_one("#events-rows", DataTable)
+
+
+async def test_counts_rows_and_the_next_page(settings: Settings) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await archive_all(app, pilot)
+        await pilot.press("E")
+        await settle(pilot)
+        screen = current_screen(app)
+        assert isinstance(screen, EventsScreen)
+        want = _rows(settings, "ts >= ?", (START_MS,))
+        total = sum(want.values())
+        assert total > PAGE, "the demo's range holds more than a page"
+        summary = str(screen.query_one("#events-summary", Static).render())
+        assert summary.startswith(f"{total:,} rows (")
+        assert dict(screen.query_one("#events-kinds-bars", NameBars).counts) == dict(want)
+        assert screen.counts is not None and sum(n for _, n in screen.counts.days) == total
+        table = _table(app)
+        assert table.row_count == PAGE
+        table.move_cursor(row=PAGE - 1)
+        await settle(pilot)
+        assert table.row_count == min(total, 2 * PAGE)
+        ids = [table.get_row_at(i)[1] for i in range(table.row_count)]  # after the time
+        assert len(set(ids)) == len(ids), "a row is never on two pages"
+
+
+async def test_sql_box_and_export(settings: Settings, tmp_path: Path) -> None:
+    app = make_app(settings)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await archive_all(app, pilot)
+        await pilot.press("E")
+        await settle(pilot)
+        await pilot.press("s")
+        field = current_screen(app).query_one("#events-sql", Input)
+        field.value = "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"
+        await pilot.press("enter")
+        await settle(pilot)
+        table = _table(app)
+        assert [c.label.plain for c in table.columns.values()] == ["kind", "n"]
+        want = _rows(settings, "ts >= ?", (START_MS,))
+        got = {str(table.get_row_at(i)[0]): table.get_row_at(i)[1] for i in range(table.row_count)}
+        assert got == dict(want)
+
+        out = tmp_path / "kinds.jsonl"
+        table.focus()  # out of the SQL box: the screen's keys work
+        await pilot.press("o")
+        await settle(pilot)
+        current_screen(app).query_one("#export-path", Input).value = str(out)
+        await pilot.press("enter")
+        await settle(pilot)
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert {d["kind"]: d["n"] for d in lines} == dict(want)
+        assert not list(tmp_path.glob(".*.partial"))
+
+
+async def test_restore_these_rows(settings: Settings) -> None:
+    assert settings.state_db is not None
+    app = make_app(settings)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await archive_all(app, pilot)
+        kind = "webhook_event"
+        # Two days of one archived month: a range that is not whole months.
+        start, end = "2026-08-10", "2026-08-11"
+        lo, hi = START_MS + 7 * DAY_MS, START_MS + 9 * DAY_MS
+        archived_before = _rows(settings, "kind = ? AND ts >= ? AND ts < ?", (kind, lo, hi))
+        with sqlite3.connect(settings.state_db) as live:
+            [(live_before,)] = live.execute("SELECT count(*) FROM events").fetchall()
+        await pilot.press("E")
+        await settle(pilot)
+        screen = current_screen(app)
+        screen.query_one("#events-from", Input).value = start
+        screen.query_one("#events-to", Input).value = end
+        screen.query_one("#events-kinds", Input).value = kind
+        screen.query_one("#events-kinds", Input).focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(screen, EventsScreen) and screen.counts is not None
+        n = screen.counts.archived_rows
+        assert n == archived_before[kind] > 0
+        _table(app).focus()
+        await pilot.press("R")
+        await settle(pilot)
+        dialog = current_screen(app)
+        assert isinstance(dialog, ConfirmScreen)
+        assert dialog.title_text == f"Restore {n:,} event rows"
+        await pilot.press("y")
+        await settle(pilot)
+        with sqlite3.connect(settings.state_db) as live:
+            [(live_after,)] = live.execute("SELECT count(*) FROM events").fetchall()
+            [(back,)] = live.execute(
+                "SELECT count(*) FROM events WHERE kind = ? AND ts >= ? AND ts < ?", (kind, lo, hi)
+            ).fetchall()
+        assert live_after == live_before + n, "only the rows of the range and kind came back"
+        assert back == n
+    assert hi < NOW_MS
