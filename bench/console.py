@@ -15,6 +15,12 @@ Rows:
                                               the whole walk (shown as it goes)
   restore browser: load / filter              the manifest into memory; the slowest of
                                               a few typical filters over it
+  trends (the Trends screen's read)           Archiver.trends(30) on a 1,000,000-entry
+                                              manifest archived over a year, 60 % of its
+                                              gzips shipped (unbundled: one remote row
+                                              each, the tiers' worst case), a fifth of
+                                              those dropped here; a stats sample every
+                                              5 minutes, a pass an hour; best of three
 
 Targets: lag p99 < 25 ms, start-up < 1.5 s, first findings < 3 s, filter < 100 ms.
 """
@@ -34,8 +40,10 @@ from pathlib import Path
 from report import Row, met, pct, print_table
 
 from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.catalog import load_catalog, parse_query
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.ops.trends import read_trends
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.messages import FindingsLoaded
@@ -208,9 +216,96 @@ def manifest_rows(work: Path, entries: int) -> list[Row]:
     ]
 
 
+TRENDS_NOW_MS = 1_790_000_000_000
+YEAR_MS = 365 * 86_400_000
+
+
+def trends_manifest(work: Path, entries: int) -> Path:
+    """An archive root whose manifest holds ``entries`` entries archived evenly
+    over the year before TRENDS_NOW_MS (no gzips on disk: trends reads none)."""
+    root = work / "trends"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    db = root / "coldkeep.db"
+
+    async def create() -> None:
+        async with await Manifest.open(db):
+            pass
+
+    asyncio.run(create())
+    step = YEAR_MS // entries
+    gz = [f"files/unit-{i % 5000:05d}/part-{i // 5000:05d}.jsonl.gz" for i in range(entries)]
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO entries (unit, relpath, bytes, sha256, gz_path, gz_bytes, mtime_ns, "
+            "mode, archived_at, source_present) VALUES (?, ?, ?, ?, ?, ?, 1, 33188, ?, 0)",
+            (
+                (
+                    p[6:16],
+                    p[6:-3],
+                    4000 + i % 997,
+                    f"{i:064x}",
+                    p,
+                    900 + i % 97,
+                    TRENDS_NOW_MS - YEAR_MS + i * step,
+                )
+                for i, p in enumerate(gz)
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO remote_objects (path, bytes, sha256, shipped_at, local_gone_at, "
+            "local_present) VALUES (?, 1, 'x', ?, ?, ?)",
+            (
+                (p, TRENDS_NOW_MS, TRENDS_NOW_MS if i % 5 == 0 else None, int(i % 5 != 0))
+                for i, p in enumerate(gz[: entries * 6 // 10])
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO stats (at, entries, bytes, gz_bytes, backlog_files, backlog_bytes, "
+            "backlog_rows) VALUES (?, 0, 0, 0, ?, ?, 0)",
+            ((TRENDS_NOW_MS - k * 300_000, k % 100, k * 1000) for k in range(365 * 288)),
+        )
+        conn.executemany(
+            "INSERT INTO passes (started_at, finished_at, mode, origin, status) "
+            "VALUES (?, ?, 'on', 'scheduler', 'ok')",
+            (
+                (TRENDS_NOW_MS - k * 3_600_000, TRENDS_NOW_MS - k * 3_600_000 + 60_000)
+                for k in range(8760)
+            ),
+        )
+    conn.close()
+    return root
+
+
+def trends_rows(work: Path, entries: int) -> list[Row]:
+    root = trends_manifest(work, entries)
+
+    async def read() -> float:
+        async with await Manifest.open(root / "coldkeep.db", readonly=True) as manifest:
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                await read_trends(manifest, Layout(root), days=30, now_s=TRENDS_NOW_MS // 1000)
+                best = min(best, time.perf_counter() - t0)
+            return best
+
+    took = asyncio.run(read())
+    return [
+        (
+            f"trends at {entries:,} entries (30 days, best of 3)",
+            f"{took * 1000:.0f} ms",
+            "",
+            "",
+            "",
+            "",
+        )
+    ]
+
+
 def measure(work: Path, quick: bool) -> list[Row]:
     rows = lag_rows(work, 0.05 if quick else 0.5)
     rows += manifest_rows(work, 20_000 if quick else 1_000_000)
+    rows += trends_rows(work, 20_000 if quick else 1_000_000)
     return rows
 
 

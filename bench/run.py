@@ -12,7 +12,7 @@ runnable alone:
   bench/events.py    the event move vs the sqlite3 CLI's one-shot move, with a
                      concurrent writer: rows/s, writer p99, WAL peak
   bench/console.py   the console's loop lag during a pass, start-up and filter
-                     time on a 1,000,000-entry manifest
+                     time on a 1,000,000-entry manifest, and the trends read
   bench/remote.py    shipping to moto's S3 server vs a PUT per gzip (time and
                      requests); one file's remote restore (bytes transferred)
   bench/query.py     SQL over archived events: coldkeep query vs the sqlite3 CLI

@@ -23,6 +23,7 @@ ROWS = (
     "console loop lag p50 / p99",
     "console start-up to first full paint",
     "restore browser: filter",
+    "trends at ",
     "ship 200 small archived files",
     "restore one 20 KiB file from a",
     "cat the same file (GETs",

@@ -106,9 +106,25 @@ async def read_trends(manifest: Manifest, layout: Layout, *, days: int = 30, now
         pass_started=[start // 1000 for start, _, _ in spans],
         pass_seconds=[max(end - start, 0) / 1000 for start, end, _ in spans],
         month_rows=await month_rows(manifest, layout),
-        tiers=await manifest.tier_bytes(),
+        tiers=await tier_bytes(manifest),
         pass_status=[status for _, _, status in spans],
     )
+
+
+async def tier_bytes(manifest: Manifest) -> dict[str, int]:
+    """The entries' gzip bytes by where the gzip is: ``local`` (here only, not
+    shipped), ``shipped`` (here and in the remote tier), ``remote_only`` (its
+    local copy dropped), ``expired`` (deleted by retention). A ``missing`` gzip
+    counts in none."""
+    counts = await manifest.status_counts()  # one scan of the status index
+    kept = sum(counts.get(s, (0, 0, 0))[2] for s in ("archived", "stale", "restored"))
+    shipped, remote_only = await RemoteObjects(manifest).kept_bytes_shipped()
+    return {
+        "local": kept - shipped - remote_only,
+        "shipped": shipped,
+        "remote_only": remote_only,
+        "expired": counts.get("expired", (0, 0, 0))[2],
+    }
 
 
 async def month_rows(manifest: Manifest, layout: Layout) -> list[tuple[str, int]]:

@@ -45,7 +45,7 @@ from ..base.durable import fsync
 from ..base.fsutil import fsync_dir
 from ..base.ioerror import naming
 from ..base.layout import Layout
-from ..base.times import now_ms
+from ..base.times import DAY_MS, now_ms
 from ..files.scan import ScanError
 from ..ops.plan import make_plan
 from ..ops.status import Status, read_status
@@ -90,6 +90,7 @@ class Snapshot:
     wal_bytes: int | None  # None: no live database configured
     holds: int = 0  # legal holds in force
     expired_months: int = 0  # event months expired (their tombstones)
+    archived_24h: tuple[int, int, int] = (0, 0, 0)  # entries, bytes, gz bytes archived
 
 
 async def read_site(settings: Settings, *, backlog: Backlog | None = None) -> Snapshot:
@@ -102,6 +103,7 @@ async def read_site(settings: Settings, *, backlog: Backlog | None = None) -> Sn
             on_error.push_async_callback(manifest.close)
         jobs = await _jobs(settings, manifest)
         holds, months = await _lifecycle(manifest)
+        recent = await _archived_24h(manifest)
         if backlog is None:
             plan = await make_plan(settings, manifest)
             rows = plan.events.rows if plan.events is not None else None
@@ -111,7 +113,16 @@ async def read_site(settings: Settings, *, backlog: Backlog | None = None) -> Sn
             wal = await asyncio.to_thread(_size, Path(f"{settings.state_db}-wal"))
         on_error.pop_all()  # read_status closes the manifest, whatever happens in it
     status = await read_status(settings, layout, manifest)
-    return Snapshot(time.time(), jobs, status, backlog, wal, holds, months)
+    return Snapshot(time.time(), jobs, status, backlog, wal, holds, months, recent)
+
+
+async def _archived_24h(manifest: Manifest | None) -> tuple[int, int, int]:
+    """Entries, bytes and gz bytes archived in the last 24 hours (a range of the
+    archived_at index)."""
+    if manifest is None:
+        return 0, 0, 0
+    now = now_ms()
+    return await manifest.archived_between(now - DAY_MS, now + 1)
 
 
 async def _lifecycle(manifest: Manifest | None) -> tuple[int, int]:
@@ -216,6 +227,30 @@ def backlog_families(s: Snapshot) -> Iterator[Metric]:
     )
 
 
+def activity_families(s: Snapshot) -> Iterator[Metric]:
+    files, size, gz_size = s.archived_24h
+    for name, doc, value in (
+        ("coldkeep_archived_24h_files", "Files archived in the last 24 hours.", files),
+        ("coldkeep_archived_24h_bytes", "Their original size.", size),
+        ("coldkeep_archived_24h_gz_bytes", "Their compressed size.", gz_size),
+    ):
+        yield _gauge(name, doc, value)
+    # The pass log has every pass, however it was started (the job's duration
+    # has only the scheduler's).
+    last = next((p for p in s.status.last_passes if p.finished_at is not None), None)
+    if last is not None and last.finished_at is not None:
+        yield _gauge(
+            "coldkeep_pass_last_duration_seconds",
+            "How long the last pass that ended ran, however it ended and whoever ran it.",
+            max(last.finished_at - last.started_at, 0) / 1000,
+        )
+        yield _gauge(
+            "coldkeep_pass_last_end_timestamp_seconds",
+            "When that pass ended.",
+            last.finished_at / 1000,
+        )
+
+
 def archive_families(s: Snapshot) -> Iterator[Metric]:
     families = [
         GaugeMetricFamily(name, doc, labels=["status"])
@@ -264,8 +299,15 @@ def remote_families(s: Snapshot) -> Iterator[Metric]:
         ("coldkeep_remote_only_files", "Shipped files whose local copy is dropped.", t.remote_only),
         ("coldkeep_remote_only_bytes", "The size of those remote-only files.", t.remote_only_bytes),
         ("coldkeep_remote_pending_files", "Archive files not shipped yet.", t.pending_files),
+        ("coldkeep_remote_pending_bytes", "The gzip bytes not shipped yet.", t.pending_bytes),
     ):
         yield _gauge(name, doc, value)
+    if t.pending_since is not None:
+        yield _gauge(
+            "coldkeep_remote_pending_oldest_timestamp_seconds",
+            "When the oldest archive file not shipped yet was archived (absent: none is).",
+            t.pending_since / 1000,
+        )
     pending = s.status.remote.pending_events
     yield _gauge(
         "coldkeep_remote_pending_event_rows",
@@ -305,6 +347,7 @@ def lifecycle_families(s: Snapshot) -> Iterator[Metric]:
 GROUPS: tuple[Callable[[Snapshot], Iterator[Metric]], ...] = (
     job_families,
     backlog_families,
+    activity_families,
     archive_families,
     remote_families,
     live_families,

@@ -844,23 +844,6 @@ class Manifest:
         )
         return [(int(d), int(b), int(g)) for d, b, g in rows]
 
-    async def tier_bytes(self) -> dict[str, int]:
-        """The gzip bytes of the entries by where their gzip is: ``local`` (here
-        only, not shipped), ``shipped`` (here and in the remote tier),
-        ``remote_only`` (its local copy dropped) and ``expired`` (deleted by
-        retention); a ``missing`` gzip counts in none. Each key present."""
-        rows = await self.rows(
-            "SELECT CASE WHEN e.status = 'expired' THEN 'expired' "
-            "WHEN r.path IS NULL THEN 'local' "
-            "WHEN r.local_gone_at IS NULL THEN 'shipped' ELSE 'remote_only' END AS tier, "
-            "coalesce(sum(e.gz_bytes), 0) FROM entries AS e "
-            "LEFT JOIN remote_objects AS r ON r.path = e.gz_path "
-            "WHERE e.status != 'missing' GROUP BY tier"
-        )
-        return {"local": 0, "shipped": 0, "remote_only": 0, "expired": 0} | {
-            str(t): int(n) for t, n in rows
-        }
-
     async def kept_gz_paths(self) -> list[str]:
         """Every archive file (a gzip, a bundle once) an entry keeps."""
         rows = await self.rows(f"SELECT DISTINCT gz_path FROM entries WHERE {_HAS_GZIP}")

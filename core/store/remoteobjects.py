@@ -69,6 +69,8 @@ class RemoteTotals:
     remote_only: int  # objects whose local copy is dropped
     remote_only_bytes: int
     verify_failed: int
+    pending_bytes: int = 0  # the gzip bytes of the pending entries
+    pending_since: int | None = None  # the oldest pending entry's archived_at (None: none)
 
 
 def read_copies(db: sqlite3.Connection) -> dict[str, bool]:
@@ -287,9 +289,26 @@ class RemoteObjects:
         """A remote copy found bad or missing, to be shipped again from local."""
         await self.manifest.run("DELETE FROM remote_objects WHERE path = ?", [path])
 
+    async def kept_bytes_shipped(self) -> tuple[int, int]:
+        """The gzip bytes of kept entries with a remote copy: (those whose local
+        copy is kept too, those whose local copy is dropped). Driven by the
+        remote rows, each one lookup of the entries' location index: the cost
+        follows the objects shipped (a bundle is one), not the entries."""
+        rows = await self.manifest.rows(
+            "SELECT r.local_gone_at IS NULL, coalesce(sum(e.gz_bytes), 0) "
+            "FROM remote_objects AS r CROSS JOIN entries AS e ON e.gz_path = r.path "
+            # '+': the status is checked on the row found, not used as a second
+            # index key (three lookups per object, one per status).
+            "WHERE r.month IS NULL AND +e.status IN ('archived', 'stale', 'restored') GROUP BY 1"
+        )
+        found = {bool(here): int(size) for here, size in rows}
+        return found.get(True, 0), found.get(False, 0)
+
     async def totals(self) -> RemoteTotals:
-        [(files, entries)] = await self.manifest.rows(
-            f"SELECT count(DISTINCT gz_path), count(*) FROM entries WHERE {_KEPT} "
+        # The pending bytes and age come with the count: the rows are read anyway.
+        [(files, entries, pending, since)] = await self.manifest.rows(
+            "SELECT count(DISTINCT gz_path), count(*), coalesce(sum(gz_bytes), 0), "
+            f"min(archived_at) FROM entries WHERE {_KEPT} "
             "AND gz_path NOT IN (SELECT path FROM remote_objects)"
         )
         [(n, size, gone, gone_bytes, bad)] = await self.manifest.rows(
@@ -297,4 +316,4 @@ class RemoteObjects:
             "coalesce(sum(CASE WHEN local_gone_at IS NOT NULL THEN bytes END), 0), "
             "count(verify_error) FROM remote_objects"
         )
-        return RemoteTotals(files, entries, n, size, gone, gone_bytes, bad)
+        return RemoteTotals(files, entries, n, size, gone, gone_bytes, bad, pending, since)

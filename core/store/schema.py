@@ -353,6 +353,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE entries ADD COLUMN seek_points TEXT;
     """,
+    # 13: the entries archived in a span of time (a trend's last days, what an
+    # interrupted pass had done) as a range of an index, not a scan of them all:
+    # the span stays days while the archive grows for years.
+    """
+    CREATE INDEX entries_archived_at ON entries (archived_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

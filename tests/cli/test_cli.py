@@ -108,6 +108,23 @@ def test_status_plan_and_pass_speak_json(site: Path) -> None:
     assert status["last_passes"][0]["status"] == "ok"
 
 
+def test_status_json_carries_the_trends_of_the_days_asked(site: Path) -> None:
+    empty = ck_json(site, "status")["result"]["trends"]
+    assert len(empty["days"]) == 30 and set(empty["bytes_in"]) == {0}
+    assert set(empty["ratio"]) == {None} and empty["passes"]["started"] == []
+    assert empty["tiers"] == {"local": 0, "shipped": 0, "remote_only": 0, "expired": 0}
+    done = ck_json(site, "pass")["result"]
+    status = ck_json(site, "status", "--days", "3")["result"]
+    trends = status["trends"]
+    assert len(trends["days"]) == len(trends["bytes_in"]) == len(trends["backlog_bytes"]) == 3
+    assert sum(trends["bytes_in"]) >= done["files"]["bytes_in"] > 0
+    assert trends["passes"]["status"] == ["ok"]
+    kept = sum(status["entries"][s]["gz_bytes"] for s in ("archived", "stale"))
+    assert trends["tiers"]["local"] == kept
+    assert "trends" not in ck(site, "status").stdout
+    assert "--days" in ck(site, "status", "--days", "0", check=2).stderr
+
+
 def test_a_manifest_entry_pointing_outside_is_refused(site: Path, tmp_path: Path) -> None:
     ck(site, "pass")
     victim = entries(site)[0]

@@ -15,6 +15,7 @@ import click
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.ops.status import RemoteState, Status
+from coldkeep.core.ops.trends import MAX_DAYS
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.audit import history as audit_history
 from coldkeep.core.store.jobruns import JobRun, job_history
@@ -28,14 +29,25 @@ from .kit import command, ctx_for, run_command
 
 @click.command()
 @command()
-def status(config: Path | None, json_out: bool) -> None:
+@click.option(
+    "--days",
+    type=click.IntRange(1, MAX_DAYS),
+    default=30,
+    show_default=True,
+    help="With --json: the UTC days its trends cover.",
+)
+def status(config: Path | None, json_out: bool, days: int) -> None:
     """What is archived, who holds the lock, the last passes."""
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
-        st = await ctx.archiver().status()
+        archiver = ctx.archiver()
+        st = await archiver.status()
         bad = st.verify_failures > 0 or "missing" in st.entries
-        ctx.emit("status", not bad, st.to_dict(), lambda: _status_text(st))
+        result = st.to_dict()
+        if json_out:  # the text leaves the charts to the console: not read for it
+            result["trends"] = (await archiver.trends(days)).to_dict()
+        ctx.emit("status", not bad, result, lambda: _status_text(st))
         return EXIT_FAILED if bad else EXIT_OK
 
     run_command(go(), ctx)

@@ -104,9 +104,22 @@ async def test_a_pass_run_as_a_job_shows_in_the_metrics(config: Path) -> None:
     assert value(after, "coldkeep_backlog_event_rows") < value(
         before, "coldkeep_backlog_event_rows"
     )
+    # Every entry was archived just now: the pass's, and those its recovery adopted.
+    statuses = [k[1] for k in after if k[0] == "coldkeep_archive_bytes"]
+    for unit in ("files", "bytes", "gz_bytes"):
+        total = sum(after[(f"coldkeep_archive_{unit}", labels)] for labels in statuses)
+        assert value(after, f"coldkeep_archived_24h_{unit}") == total > 0
+    assert value(before, "coldkeep_archived_24h_files") == 0
+    # The pass log has the pass too, as the job runs do.
+    assert value(after, "coldkeep_pass_last_duration_seconds") > 0
+    assert value(after, "coldkeep_pass_last_end_timestamp_seconds") >= started - 1
     # The demo's [remote] (a folder): nothing shipped yet, everything pending.
     assert value(after, "coldkeep_remote_files") == 0
     assert value(after, "coldkeep_remote_pending_files") > 0
+    assert value(after, "coldkeep_remote_pending_bytes") == value(
+        after, "coldkeep_archive_gz_bytes", status="archived"
+    ) + value(after, "coldkeep_archive_gz_bytes", status="stale")
+    assert value(after, "coldkeep_remote_pending_oldest_timestamp_seconds") >= started - 1
     # The rows the pass moved into month databases are not remote yet either.
     assert value(after, "coldkeep_remote_pending_event_months") > 0
     assert value(after, "coldkeep_remote_pending_event_rows") > 0
