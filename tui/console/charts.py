@@ -110,7 +110,9 @@ class SeriesChart(PlotextPlot):
             if d.lines:
                 plt.plot([x for x, _ in got], [v for _, v in got], label=label, marker=mark)
             else:
-                plt.bar([x for x, _ in got], [v for _, v in got], label=label, marker=mark)
+                plt.bar(
+                    [x for x, _ in got], [v for _, v in got], label=label, marker=mark, width=0.6
+                )
         at, shown = _ticks(d.labels)
         plt.xticks(at, shown)
         # Every label has its place, with values or not: one day's bar is one
