@@ -56,6 +56,20 @@ def test_every_row_is_answered_once_in_each_format(site: Path) -> None:
     assert [tuple(line.split()) for line in text[2:]] == [(str(i), k) for i, k in want]
 
 
+def test_the_sqlite_engine_answers_as_duckdb_does(site: Path) -> None:
+    rows = all_event_rows(site / "state.db", site / "archive" / "events")
+    some = sorted(rows)[len(rows) // 3][0]
+    for sql in (
+        "SELECT id, kind FROM events ORDER BY id",
+        "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind",
+        f"SELECT * FROM events WHERE id = {some}",
+    ):
+        duck = _query(site, "--json", sql).stdout
+        assert _query(site, "--json", "--engine", "sqlite", sql).stdout == duck
+    run = _query(site, "--engine", "mysql", "SELECT 1", check=2)
+    assert "'mysql' is not one of 'duckdb', 'sqlite'" in run.stderr
+
+
 def test_stats_say_what_was_read(site: Path) -> None:
     months = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))
     run = _query(site, "--stats", "--from", months[-1], "SELECT count(*) FROM events")
