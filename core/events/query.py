@@ -307,6 +307,7 @@ class EventsQuery:
                 continue
             self.plan.months.append(month)
             self.plan.remote.append(month)
+        self.plan.months.sort()
         return got
 
     def _schema(self) -> EventSchema:
@@ -455,7 +456,7 @@ class EventsQuery:
             raise BadQuery(str(err)) from err
         except apsw.SQLError as err:
             raise BadQuery(f"the SQL does not parse: {_first_line(err)}") from err
-        except apsw.Error as err:
+        except (apsw.Error, ColdkeepError) as err:  # a month's read from the remote too
             raise QueryError(f"the query failed: {_first_line(err)}") from err
 
         def fetched(size: int) -> list[tuple[Any, ...]]:

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import apsw
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
-from coldkeep.core.remote.monthvfs import PAGE, RemoteMonths
+from coldkeep.core.remote.monthvfs import PAGE, RemoteMonths, _MonthFile, _Object
 
 PATH = "events/2025-03.0123456789ab.db"
 ROWS = 50_000
@@ -100,3 +102,17 @@ def test_nothing_can_be_written(reader: RemoteMonths, remote: Path) -> None:
         con.close()
     assert (remote / "web-1" / PATH).read_bytes() == before
     assert sorted(p.name for p in (remote / "web-1" / "events").iterdir()) == [PATH[7:]]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(reads=st.lists(st.tuples(st.integers(0, 3 << 20), st.integers(1, 3 * PAGE)), max_size=30))
+def test_any_read_is_the_bytes_of_the_object(
+    reader: RemoteMonths, remote: Path, reads: list[tuple[int, int]]
+) -> None:
+    data = (remote / "web-1" / PATH).read_bytes()
+    reader.attach_uri("2025-03", PATH, len(data))
+    f = _MonthFile(reader, _Object(f"web-1/{PATH}", len(data)))
+    for offset, amount in [*reads, *((o + a, a) for o, a in reads)]:  # each, and what follows
+        assert f.xRead(amount, offset) == data[offset : offset + amount]
