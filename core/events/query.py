@@ -260,8 +260,8 @@ class EventsQuery:
         from . import sqlitequery as lite  # noqa: PLC0415 - only this engine loads apsw
 
         away = self._away
-        if len(sources) + len(away) > lite.ATTACHED:
-            raise QueryError(
+        if len(sources) + len(away) > lite.ATTACHED:  # the range to narrow: a usage error
+            raise UsageError(
                 f"{len(sources) + len(away) - 1} months in the range: the sqlite engine reads "
                 f"{lite.ATTACHED - 1} at most; narrow --from/--to, or use --engine duckdb"
             )
@@ -454,8 +454,12 @@ class EventsQuery:
             columns, fetch = lite.run(con, sql)
         except lite.Refused as err:
             raise BadQuery(str(err)) from err
-        except apsw.SQLError as err:
-            raise BadQuery(f"the SQL does not parse: {_first_line(err)}") from err
+        except apsw.SQLError as err:  # SQLite's error in the SQL: a syntax, a name, a view's write
+            said = _first_line(err)
+            parse = "syntax error" in said or "incomplete input" in said
+            raise BadQuery(
+                f"the SQL {'does not parse' if parse else 'cannot run'}: {said}"
+            ) from err
         except (apsw.Error, ColdkeepError) as err:  # a month's read from the remote too
             raise QueryError(f"the query failed: {_first_line(err)}") from err
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coldkeep.core.base.config import Settings, parse_settings
+from coldkeep.core.base.errors import UsageError
 from coldkeep.core.events.eventschema import MONTH_SCHEMA
 from coldkeep.core.events.query import (
     ENGINES,
@@ -250,12 +251,13 @@ def test_the_sqlite_engine_says_to_narrow_a_range_of_too_many_months(roots: Root
     )
     with (
         pytest.raises(
-            QueryError,
+            UsageError,
             match=r"^130 months in the range: .* narrow --from/--to, or use --engine duckdb",
-        ),
+        ) as got,
         _engine(roots, engine_="sqlite"),
     ):
         pass
+    assert got.value.exit_code == 2
     with _engine(roots, parse_range("2020-01", None), engine_="sqlite") as engine:
         assert _all(engine, "SELECT count(*) FROM events") == [(70,)]
 
