@@ -112,7 +112,11 @@ class RemoteMonths:
             target=self._loop.run_forever, name="coldkeep-remote-months", daemon=True
         )
         self._thread.start()
-        self.store: ObjectStore = self._wait(_opened(remote))
+        try:
+            self.store: ObjectStore = self._wait(_opened(remote))
+        except BaseException:
+            self._stop_loop()
+            raise
         self.vfs_name = f"coldkeep-remote-{secrets.token_hex(6)}"
         self._vfs: _MonthVFS | None = _MonthVFS(self)
 
@@ -174,10 +178,7 @@ class RemoteMonths:
             n += 1
         length = min(n * PAGE, obj.size - start)
         self.limiter.take(length, self._cancel)
-        try:
-            data = self._wait(self.store.read_range(obj.key, start, length))
-        except RemoteError as err:
-            raise RemoteError(f"{self.store.where(obj.key)}: {err}") from err
+        data = self._wait(self.store.read_range(obj.key, start, length))  # its errors name it
         if len(data) != length:
             raise RemoteError(
                 f"{self.store.where(obj.key)}: {len(data)} bytes at byte {start} where "
@@ -202,9 +203,12 @@ class RemoteMonths:
         try:
             self._wait(self.store.close())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
 
 async def _opened(remote: RemoteSettings) -> ObjectStore:

@@ -116,3 +116,17 @@ def test_any_read_is_the_bytes_of_the_object(
     f = _MonthFile(reader, _Object(f"web-1/{PATH}", len(data)))
     for offset, amount in [*reads, *((o + a, a) for o, a in reads)]:  # each, and what follows
         assert f.xRead(amount, offset) == data[offset : offset + amount]
+
+
+def test_an_object_gone_after_it_was_attached_fails_the_read_naming_it(
+    reader: RemoteMonths, remote: Path
+) -> None:
+    con = _attached(reader, remote)
+    (remote / "web-1" / PATH).unlink()
+    try:
+        with pytest.raises(
+            RemoteError, match=rf"{PATH}: not there \(run coldkeep verify --remote\)"
+        ):
+            con.execute("SELECT count(*) FROM m.events").fetchall()
+    finally:
+        con.close()
