@@ -262,6 +262,23 @@ def test_the_sqlite_engine_says_to_narrow_a_range_of_too_many_months(roots: Root
         assert _all(engine, "SELECT count(*) FROM events") == [(70,)]
 
 
+def test_the_sqlite_engine_finds_an_id_by_each_month_s_key_not_a_scan(roots: Roots) -> None:
+    months = [_month_start(2025, m) for m in (1, 2, 3)]
+    _site(
+        roots,
+        [(9, months[2] + 5, "view", None)],
+        [(i, t, "view", None) for i, t in enumerate(months)],
+    )
+    with _engine(roots, engine_="sqlite") as engine:
+        plan = [
+            str(r[3]) for r in _all(engine, "EXPLAIN QUERY PLAN SELECT * FROM events WHERE id = 1")
+        ]
+        assert _all(engine, "SELECT id FROM events WHERE id = 1") == [(1,)]
+    reads = [line for line in plan if ".events" in line]
+    assert len(reads) == 4, plan  # the live table and three months
+    assert all(line.startswith("SEARCH ") and "PRIMARY KEY" in line for line in reads), plan
+
+
 def test_a_select_cannot_read_other_files(roots: Roots, tmp_path: Path) -> None:
     secret = tmp_path / "secret.csv"
     secret.write_text("a,b\n1,2\n")
