@@ -70,7 +70,7 @@ from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
-from .events.query import EventsQuery, TimeRange
+from .events.query import Engine, EventsQuery, RemoteMonths, TimeRange
 from .events.restore import EventsRestoreReport, restore_events
 from .events.restore import check_selection as check_events_selection
 from .files import find as finding
@@ -280,12 +280,28 @@ class Archiver:
         return await cat_file(self.settings, path, version, out, cancel)
 
     def events_query(
-        self, span: TimeRange, *, partial: bool = False, as_text: bool = False
+        self,
+        span: TimeRange,
+        *,
+        partial: bool = False,
+        as_text: bool = False,
+        engine: Engine = "duckdb",
+        remote_reads: bool = True,
     ) -> EventsQuery:
         """Read-only SQL over every event row, live and archived, as one table
-        (events/query.py); ``open`` it in a thread: DuckDB blocks."""
+        (events/query.py); ``open`` it in a thread: both engines block. The
+        SQLite engine reads a month only the remote holds there (remote/monthvfs.py),
+        unless ``remote_reads`` is off (then it is left out, as DuckDB leaves it)."""
         self._state_db("there are no event rows to query")
-        return EventsQuery(self.settings, span, partial=partial, as_text=as_text)
+        remote = self.settings.remote if remote_reads else None
+        return EventsQuery(
+            self.settings,
+            span,
+            partial=partial,
+            as_text=as_text,
+            engine=engine,
+            remote=None if remote is None else lambda: _remote_months(remote),
+        )
 
     async def _check_selection(self, selection: Selection) -> None:
         """A selection that names something, every id of it an entry's (read-only):
@@ -582,3 +598,11 @@ class Archiver:
         """A new manifest from the gzips alone, at ``out`` (default: coldkeep.db,
         when there is none): ops/settle.py."""
         return await settle.rebuild(self.sessions, out, cancel)
+
+
+def _remote_months(remote: RemoteSettings) -> RemoteMonths:
+    """The reader of remote-only months, made when a query's range holds one:
+    apsw and the store's client are loaded then, not by every command."""
+    from .remote.monthvfs import RemoteMonths as Reader  # noqa: PLC0415
+
+    return Reader(remote)

@@ -28,7 +28,12 @@ ROWS = (
     "restore one 20 KiB file from a",
     "cat the same file (GETs",
     "GROUP BY kind over 12 months",
-    "a lookup by id in one month",
+    "a lookup by id in one month, --engine duckdb",
+    "a lookup by id in one month, --engine sqlite",
+    "a lookup by id in one month, sqlite engine alone",
+    "a lookup by id in a remote-only month",
+    "Events screen: E to its first chart",
+    "Events screen: the next 500 rows",
     "the app's writer (200/s) during 3 GROUP BYs",
 )
 # Measured only where FUSE is (bench/run.py says so when it is not).

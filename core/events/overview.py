@@ -7,9 +7,9 @@ here from the table's own column names, never from the operator's text but for
 the kinds, which are passed as values.
 
 Invariants:
-- A page is found by the last row of the one before (keyset: time stamp, then
-  id), never by an offset, so each page costs one bounded scan and holds at most
-  ``limit`` rows however many the range has; a row is never on two pages.
+- A page is found by the last id of the one before (keyset), never by an
+  offset: it holds at most ``limit`` rows however many the range has, and a
+  row is never on two pages.
 - A row whose time stamp cannot be read (an ISO text that does not parse) is
   counted under no day but still under its kind and the total.
 """
@@ -108,35 +108,34 @@ def _per_month(per_day: Counter[int]) -> list[tuple[str, int]]:
 
 @dataclass(frozen=True)
 class Page:
-    """Rows in time order: ``columns``, ``rows``, and where the next page starts
-    (None after the last)."""
+    """Rows in id order: ``columns``, ``rows``, and the id the next page starts
+    after (None after the last)."""
 
     columns: list[str]
     rows: list[tuple[Any, ...]]
-    after: tuple[Any, Any] | None
+    after: Any | None
 
 
 def page(
-    engine: EventsQuery,
-    kinds: Sequence[str] = (),
-    after: tuple[Any, Any] | None = None,
-    limit: int = 500,
+    engine: EventsQuery, kinds: Sequence[str] = (), after: Any = None, limit: int = 500
 ) -> Page:
-    """The ``limit`` rows that follow ``after`` (a time stamp and an id; None:
-    from the first): blocking, a thread's."""
+    """The ``limit`` rows whose id follows ``after`` (None: from the first), in
+    id order, the order the application wrote them: blocking, a thread's. The
+    SQL reads alike in both engines; in SQLite's each month gives its rows by
+    its primary key from ``after`` on, so a page costs the same at the first
+    row and the ten millionth."""
     schema = engine.schema
-    ts, pk = q(schema.ts), q(schema.pk)
+    pk = q(schema.pk)
     where, params = _kind_filter(schema, kinds)
     conds = [where] if where else []
     if after is not None:
-        conds.append(f"({ts} > ? OR ({ts} = ? AND {pk} > ?))")
-        params += [after[0], after[0], after[1]]
+        conds.append(f"{pk} > ?")
+        params.append(after)
     sql = (
         f"SELECT * FROM events {'WHERE ' + ' AND '.join(conds) if conds else ''} "
-        f"ORDER BY {ts}, {pk} LIMIT {int(limit)}"
+        f"ORDER BY {pk} LIMIT {int(limit)}"
     )
     columns, rows = engine.fetch(sql, params)
     if len(rows) < limit:
         return Page(columns, rows, None)
-    last = rows[-1]
-    return Page(columns, rows, (last[columns.index(schema.ts)], last[columns.index(schema.pk)]))
+    return Page(columns, rows, rows[-1][columns.index(schema.pk)])

@@ -1,10 +1,16 @@
 """Read-only SQL over every event row: the application's live table and every
 archived month, seen as one table, ``events``, without restoring anything.
 
-The engine is DuckDB, its SQLite reader (the ``sqlite_scanner`` extension,
-loaded from the ``duckdb-extension-sqlite-scanner`` package, never downloaded)
-attaching each database read-only: it scans many SQLite files in one plan, in
-parallel, and takes any number of them (SQLite attaches ten at most).
+Two engines run the same view. DuckDB (the default), its SQLite reader (the
+``sqlite_scanner`` extension, loaded from the ``duckdb-extension-sqlite-scanner``
+package, never downloaded) attaching each database read-only: it scans many
+SQLite files in one plan, in parallel, and takes any number of them; but it
+pushes no filter into a SQLite file, so a lookup by id reads every row of the
+months in range. SQLite itself (sqlitequery.py): a lookup by id is an index
+descent per month; at most 125 databases, one core, SQLite's dialect; and it
+reads a month only the remote tier holds in place, through the ``RemoteMonths``
+the caller gives (remote/monthvfs.py). Neither is chosen for the caller: the
+two dialects can answer the same SQL differently (``7/2``).
 
 Invariants:
 - One core is left to the application (DuckDB runs on the others, or one).
@@ -18,8 +24,11 @@ Invariants:
 - A row is counted once: a row restored into the live table is also still in
   its month, and the live copy is the one shown.
 - A month that cannot be read (damaged, a newer coldkeep's), or that only the
-  remote tier holds, refuses the query, named in one line, unless the caller
-  accepts an answer without it: an answer is never silently missing a month.
+  remote tier holds and the engine cannot read there (DuckDB; or no remote to
+  read from), refuses the query, named in one line, unless the caller accepts
+  an answer without it: an answer is never silently missing a month. DuckDB
+  does not download such a month whole: the SQLite engine reads the pages it
+  needs, and restore-events brings a month back for good.
 - A value of another type than its column declares (SQLite lets a row hold
   any) fails the query in one line that says to read every column as text.
 """
@@ -31,19 +40,20 @@ import importlib.util
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..store.manifest import reading
-from .eventschema import EventSchema, discover, open_live, q, reading_month
+from .eventschema import MONTH_SCHEMA, EventSchema, discover, open_live, q, reading_month
 
 if TYPE_CHECKING:
+    import apsw
     import duckdb
 
 VIEW = "events"
@@ -51,6 +61,8 @@ VIEW = "events"
 # of what a restore would put back; ``events`` leaves the column out.
 SOURCED, FROM = "coldkeep_rows", "coldkeep_from"
 ALLOWED = ("SELECT", "EXPLAIN")
+Engine = Literal["duckdb", "sqlite"]
+ENGINES: tuple[Engine, ...] = ("duckdb", "sqlite")
 _DATE = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
 
 
@@ -110,21 +122,47 @@ def parse_range(start: str | None, end: str | None) -> TimeRange:
     return got
 
 
+class RemoteMonths(Protocol):
+    """Month snapshots only the remote tier holds, read in place by the SQLite
+    engine (remote/monthvfs.py): ``attach_uri`` checks one is there and gives
+    the URI SQLite attaches it by (a ``ColdkeepError`` naming it if not)."""
+
+    fetched_bytes: int  # from the remote so far
+    pages_read: int  # distinct pages SQLite read of them
+
+    def attach_uri(self, month: str, path: str, size: int) -> str: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Plan:
-    """What a query reads beside the live table: the months opened, how many
-    the range pruned, and the months left out (each with why)."""
+    """What a query reads beside the live table: the months opened (``remote``:
+    those of them read in place from the remote tier), how many the range
+    pruned, and the months left out (each with why). Once the query is closed,
+    the bytes fetched from the remote, and the pages of its months read."""
 
     months: list[str] = field(default_factory=list)
     pruned: int = 0
     left_out: dict[str, str] = field(default_factory=dict)
+    remote: list[str] = field(default_factory=list)
+    fetched_bytes: int = 0
+    remote_pages: int = 0
 
 
 @dataclass
 class Source:
-    name: str  # the schema DuckDB attaches it as
+    name: str  # the schema the engine attaches it as
     path: Path
     top_id: int | None = None  # its largest row id (a month's), None if empty
+
+
+@dataclass(frozen=True)
+class RemoteMonth:
+    """A month's newest snapshot on the remote: its path under the site, its size."""
+
+    path: str
+    size: int
 
 
 def _sql_text(value: str) -> str:
@@ -162,21 +200,41 @@ def _month_source(path: Path, month: str, schema: EventSchema) -> Source:
 
 class EventsQuery:
     """One query's engine: ``open`` the sources, then ``run`` SQL (a thread's:
-    DuckDB blocks; the caller runs it off any event loop), then ``close``."""
+    both engines block; the caller runs it off any event loop), then ``close``.
+    ``remote`` makes the reader of remote-only months, for the SQLite engine,
+    when the range holds one."""
 
     def __init__(
-        self, settings: Settings, span: TimeRange, *, partial: bool = False, as_text: bool = False
+        self,
+        settings: Settings,
+        span: TimeRange,
+        *,
+        partial: bool = False,
+        as_text: bool = False,
+        engine: Engine = "duckdb",
+        remote: Callable[[], RemoteMonths] | None = None,
     ) -> None:
         self.settings, self.span, self.partial, self.as_text = settings, span, partial, as_text
+        self.engine, self.remote = engine, remote
         self.plan = Plan()
         self.con: duckdb.DuckDBPyConnection | None = None
+        self.lite: apsw.Connection | None = None
+        self.away: RemoteMonths | None = None
+        self._away: dict[str, RemoteMonth] = {}  # remote-only months the engine reads there
         self._schema_found: EventSchema | None = None
 
     def open(self) -> Plan:
-        import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
-
         schema = self._schema_found = self._schema()
         sources = self._sources(schema)
+        if self.engine == "sqlite":
+            self._open_sqlite(schema, sources)
+        else:
+            self._open_duckdb(schema, sources)
+        return self.plan
+
+    def _open_duckdb(self, schema: EventSchema, sources: list[Source]) -> None:
+        import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
+
         con = duckdb.connect(
             config={
                 "autoinstall_known_extensions": False,
@@ -201,7 +259,60 @@ class EventsQuery:
         self._view(con, schema, sources)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-        return self.plan
+
+    def _open_sqlite(self, schema: EventSchema, sources: list[Source]) -> None:
+        from . import sqlitequery as lite  # noqa: PLC0415 - only this engine loads apsw
+
+        away = self._away
+        if len(sources) + len(away) > lite.ATTACHED:  # the range to narrow: a usage error
+            raise UsageError(
+                f"{len(sources) + len(away) - 1} months in the range: the sqlite engine reads "
+                f"{lite.ATTACHED - 1} at most; narrow --from/--to, or use --engine duckdb"
+            )
+        con = self.lite = lite.connect(self.settings.events.busy_timeout_ms)
+        for src in sources:
+            lite.attach(con, lite.local_uri(str(src.path)), src.name)
+        tops = [(s.name, s.top_id) for s in sources if s.name != "live"]
+        tops += self._attach_remote(con, schema, away)
+        when = lite.when(schema, self.span.start, self.span.end)
+        lite.make_view(con, VIEW, schema, tops, when=when, as_text=self.as_text)
+        lite.lock_down(con)
+
+    def _attach_remote(
+        self, con: apsw.Connection, schema: EventSchema, away: dict[str, RemoteMonth]
+    ) -> list[tuple[str, int | None]]:
+        """The remote-only months attached through the remote reader, each
+        checked (its version, its largest id) as a local one is: their names
+        and largest ids. One that cannot be read refuses the query, or with
+        ``partial`` is left out."""
+        import apsw  # noqa: PLC0415
+
+        from . import sqlitequery as lite  # noqa: PLC0415
+
+        if not away or self.remote is None:
+            return []
+        reader = self.away = self.remote()
+        got: list[tuple[str, int | None]] = []
+        for month, obj in away.items():
+            name = f"r_{month.replace('-', '_')}"
+            try:
+                lite.attach(con, reader.attach_uri(month, obj.path, obj.size), name)
+                got.append((name, lite.month_check(con, name, schema, MONTH_SCHEMA)))
+            except (ColdkeepError, apsw.Error, ValueError) as err:
+                if not self.partial:
+                    raise QueryError(
+                        f"{month} (on the remote, {obj.path}): cannot be read "
+                        f"({_first_line(err)}); its rows would be missing from the answer: "
+                        "--partial answers without it"
+                    ) from err
+                if name in {str(r[1]) for r in con.execute("PRAGMA database_list")}:
+                    lite.detach(con, name)
+                self.plan.left_out[month] = _first_line(err)
+                continue
+            self.plan.months.append(month)
+            self.plan.remote.append(month)
+        self.plan.months.sort()
+        return got
 
     def _schema(self) -> EventSchema:
         db = self.settings.state_db
@@ -237,24 +348,35 @@ class EventsQuery:
 
     def _remote_only(self, here: list[str]) -> None:
         """Months in range that only the remote tier holds (their databases gone
-        from here, not expired): refused, or with ``partial`` left out."""
+        from here, not expired): read there by the SQLite engine given a remote
+        (``_away``, each month's newest snapshot); else refused, or with
+        ``partial`` left out."""
         manifest = Layout(self.settings.archive_root).manifest
         if not manifest.exists():
             return
         with reading(manifest) as conn:
-            shipped = [
-                str(m)
-                for (m,) in conn.execute(
-                    "SELECT DISTINCT month FROM remote_objects WHERE month IS NOT NULL "
-                    "AND month NOT IN (SELECT month FROM expired_months) ORDER BY month"
+            shipped = {
+                str(m): RemoteMonth(str(p), int(n))
+                for (m, p, n) in conn.execute(
+                    "SELECT month, path, bytes FROM remote_objects WHERE month IS NOT NULL "
+                    "AND month NOT IN (SELECT month FROM expired_months) "
+                    "ORDER BY month, shipped_at"
                 )
-            ]
+            }
         away = [m for m in shipped if m not in here and self.span.holds_month(m)]
+        if self.engine == "sqlite" and self.remote is not None:
+            self._away = {m: shipped[m] for m in away}
+            return
         if away and not self.partial:
+            reads = (
+                "coldkeep query --engine sqlite reads them there, "
+                if self.remote is not None
+                else ""
+            )
             raise QueryError(
                 f"{', '.join(away)}: only in the remote tier (the databases are gone from "
                 f"{manifest.parent / 'events'}); their rows would be missing from the answer: "
-                "coldkeep restore-events fetches a lost month back first, --partial answers "
+                f"{reads}coldkeep restore-events fetches a lost month back, --partial answers "
                 "without them"
             )
         for month in away:
@@ -314,6 +436,8 @@ class EventsQuery:
 
     def run(self, sql: str) -> Rows:
         """The rows of ``sql`` (one SELECT), streamed."""
+        if self.lite is not None:
+            return self._run_sqlite(self.lite, sql)
         import duckdb  # noqa: PLC0415
 
         assert self.con is not None, "open() first"
@@ -327,9 +451,36 @@ class EventsQuery:
         if kind not in ALLOWED:
             raise BadQuery(f"only SELECT is run ({kind} given): a query reads, never writes")
         try:
-            return Rows(self.con.execute(sql))
+            cur = self.con.execute(sql)
         except duckdb.Error as err:
             raise query_failed(err) from err
+        return Rows([d[0] for d in (cur.description or [])], _duckdb_fetch(cur))
+
+    def _run_sqlite(self, con: apsw.Connection, sql: str) -> Rows:
+        import apsw  # noqa: PLC0415
+
+        from . import sqlitequery as lite  # noqa: PLC0415
+
+        try:
+            columns, fetch = lite.run(con, sql)
+        except lite.Refused as err:
+            raise BadQuery(str(err)) from err
+        except apsw.SQLError as err:  # SQLite's error in the SQL: a syntax, a name, a view's write
+            said = _first_line(err)
+            parse = "syntax error" in said or "incomplete input" in said
+            raise BadQuery(
+                f"the SQL {'does not parse' if parse else 'cannot run'}: {said}"
+            ) from err
+        except (apsw.Error, ColdkeepError) as err:  # a month's read from the remote too
+            raise QueryError(f"the query failed: {_first_line(err)}") from err
+
+        def fetched(size: int) -> list[tuple[Any, ...]]:
+            try:
+                return fetch(size)
+            except (apsw.Error, ColdkeepError) as err:  # a row met as the scan goes on
+                raise QueryError(f"the query failed: {_first_line(err)}") from err
+
+        return Rows(columns, fetched)
 
     @property
     def schema(self) -> EventSchema:
@@ -341,7 +492,10 @@ class EventsQuery:
         self, sql: str, params: Sequence[Any] = ()
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """coldkeep's own SQL over the view (with ``params``), its columns and
-        every row: for queries built here, whose answers are small."""
+        every row: for queries built here, whose answers are small (SQL both
+        engines read alike, or the engine's own)."""
+        if self.lite is not None:
+            return self._fetch_sqlite(self.lite, sql, params)
         import duckdb  # noqa: PLC0415
 
         assert self.con is not None, "open() first"
@@ -351,15 +505,42 @@ class EventsQuery:
         except duckdb.Error as err:
             raise query_failed(err) from err
 
+    def _fetch_sqlite(
+        self, con: apsw.Connection, sql: str, params: Sequence[Any]
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        import apsw  # noqa: PLC0415
+
+        try:
+            cur = con.execute(sql, tuple(params))
+            try:
+                columns = [d[0] for d in cur.get_description()]
+            except apsw.ExecutionCompleteError:  # no row: the view's columns
+                return list(self.schema.columns), []
+            return columns, cur.fetchall()
+        except (apsw.Error, ColdkeepError) as err:
+            raise QueryError(f"the query failed: {_first_line(err)}") from err
+
     def interrupt(self) -> None:
         """Stop the statement running now, from any thread (it fails)."""
         if self.con is not None:
             self.con.interrupt()
+        if self.lite is not None:
+            self.lite.interrupt()
 
     def close(self) -> None:
+        """Every connection closed, then the remote reader (its bytes fetched
+        recorded in the plan). Idempotent."""
         if self.con is not None:
             self.con.close()
             self.con = None
+        if self.lite is not None:
+            self.lite.close()
+            self.lite = None
+        if self.away is not None:
+            self.plan.fetched_bytes = self.away.fetched_bytes
+            self.plan.remote_pages = self.away.pages_read
+            self.away.close()
+            self.away = None
 
 
 def _first_line(err: BaseException) -> str:
@@ -377,21 +558,25 @@ def query_failed(err: BaseException) -> QueryError:
     return QueryError(said)
 
 
+def _duckdb_fetch(cur: duckdb.DuckDBPyConnection) -> Callable[[int], list[tuple[Any, ...]]]:
+    import duckdb  # noqa: PLC0415
+
+    def fetch(size: int) -> list[tuple[Any, ...]]:
+        try:
+            return cur.fetchmany(size)
+        except duckdb.Error as err:  # a row met as the scan goes on
+            raise query_failed(err) from err
+
+    return fetch
+
+
 class Rows:
     """A query's result: its column names, and its rows a batch at a time."""
 
-    def __init__(self, cur: duckdb.DuckDBPyConnection) -> None:
-        self.cur = cur
-        self.columns: list[str] = [d[0] for d in (cur.description or [])]
+    def __init__(self, columns: list[str], fetch: Callable[[int], list[tuple[Any, ...]]]) -> None:
+        self.columns = columns
+        self._fetch = fetch
 
     def batches(self, size: int = 2048) -> Iterator[list[tuple[Any, ...]]]:
-        import duckdb  # noqa: PLC0415
-
-        while True:
-            try:
-                batch = self.cur.fetchmany(size)
-            except duckdb.Error as err:  # a row met as the scan goes on
-                raise query_failed(err) from err
-            if not batch:
-                return
+        while batch := self._fetch(size):
             yield batch

@@ -299,6 +299,13 @@ CASES = [
     Case("query", 0, ("query", "SELECT count(*) AS n FROM events"), says="n", reads=True),
     Case("query", 1, ("query", "SELECT 1"), setup=month_damaged, says="cannot be read"),
     Case("query", 2, ("query", "DELETE FROM events"), says="only SELECT is run", reads=True),
+    Case(
+        "query",
+        2,
+        ("query", "--engine", "sqlite", "SELECT 1; ATTACH 'x.db' AS x"),
+        says="only reading is allowed",
+        reads=True,
+    ),
     Case("query", 2, ("query", "--from", "2026-13", "SELECT 1"), says="month must be in"),
     Case("query", 2, ("query", "SELECT 1"), site="fresh", says="no state_db is configured",
          reads=True),

@@ -22,9 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coldkeep.core.base.config import Settings, parse_settings
+from coldkeep.core.base.errors import UsageError
 from coldkeep.core.events.eventschema import MONTH_SCHEMA
 from coldkeep.core.events.query import (
+    ENGINES,
     BadQuery,
+    Engine,
     EventsQuery,
     QueryError,
     TimeRange,
@@ -85,8 +88,17 @@ def _site(roots: Roots, live: list[Row], archived: list[Row]) -> None:
 
 
 @contextmanager
-def _engine(roots: Roots, span: TimeRange | None = None, **kw: bool) -> Iterator[EventsQuery]:
-    engine = EventsQuery(_config(roots), span or TimeRange(), **kw)
+def _engine(
+    roots: Roots,
+    span: TimeRange | None = None,
+    *,
+    partial: bool = False,
+    as_text: bool = False,
+    engine_: Engine = "duckdb",
+) -> Iterator[EventsQuery]:
+    engine = EventsQuery(
+        _config(roots), span or TimeRange(), partial=partial, as_text=as_text, engine=engine_
+    )
     try:
         engine.open()
         yield engine
@@ -116,9 +128,11 @@ days = st.sampled_from(["2025-01", "2025-02-14", "2025-03", "2025-04", "2025-05-
     start=days,
     end=days,
     kinds=st.sets(st.sampled_from(KINDS), min_size=1),
+    engine=st.sampled_from(ENGINES),
 )
 def test_the_answer_is_the_same_sql_on_one_merged_copy(
     roots: Roots,
+    engine: Engine,
     parts: list[tuple[int, str, str | None]],
     where: list[bool],
     start: str | None,
@@ -140,9 +154,11 @@ def test_the_answer_is_the_same_sql_on_one_merged_copy(
     hi = 2**62 if span.end is None else span.end * 1000
     want = sorted(r for r in merged.values() if lo <= r[1] < hi and r[2] in kinds)
     in_kinds = ", ".join(f"'{k}'" for k in sorted(kinds))
-    with _engine(roots, span) as engine:
-        got = _all(engine, f"SELECT * FROM events WHERE kind IN ({in_kinds}) ORDER BY id")
-        counts = _all(engine, "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind")
+    with _engine(roots, span, engine_=engine) as run:
+        got = _all(run, f"SELECT * FROM events WHERE kind IN ({in_kinds}) ORDER BY id")
+        counts = _all(run, "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind")
+        if want:  # a lookup by id finds the one row (pushed into each month in SQLite)
+            assert _all(run, f"SELECT * FROM events WHERE id = {want[-1][0]}") == [want[-1]]
     assert got == want
     expect: dict[str, int] = {}
     for r in merged.values():
@@ -205,6 +221,64 @@ def test_sql_that_is_not_one_select_is_refused(roots: Roots, sql: str, said: str
         engine.run(sql)
 
 
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("DELETE FROM events", "only SELECT is run (DELETE given)"),
+        ("ATTACH 'other.db' AS o", "only SELECT is run (ATTACH given)"),
+        ("DETACH live", "only SELECT is run (DETACH given)"),
+        ("PRAGMA query_only = 0", "only SELECT is run (PRAGMA given)"),
+        ("WITH x AS (SELECT 1) DELETE FROM live.events", "only reading is allowed"),
+        ("SELECT * FROM pragma_table_info('events')", "only reading is allowed"),
+        ("SELECT 1; SELECT 2", "one statement at a time (2 given)"),
+        ("SELECT 1; DROP TABLE live.events", "only reading is allowed"),
+        ("SELECT FROM WHERE", "the SQL does not parse"),
+    ],
+)
+def test_the_sqlite_engine_runs_one_read_and_nothing_else(
+    roots: Roots, sql: str, said: str
+) -> None:
+    _site(roots, [(1, _month_start(2025, 1), "view", None)], [])
+    with _engine(roots, engine_="sqlite") as engine:
+        with pytest.raises(BadQuery, match="^" + re.escape(said)):
+            engine.run(sql)
+        assert _all(engine, "SELECT id FROM events") == [(1,)]  # still open, still whole
+
+
+def test_the_sqlite_engine_says_to_narrow_a_range_of_too_many_months(roots: Roots) -> None:
+    _site(
+        roots, [], [(i, _month_start(2015 + i // 12, i % 12 + 1), "view", None) for i in range(130)]
+    )
+    with (
+        pytest.raises(
+            UsageError,
+            match=r"^130 months in the range: .* narrow --from/--to, or use --engine duckdb",
+        ) as got,
+        _engine(roots, engine_="sqlite"),
+    ):
+        pass
+    assert got.value.exit_code == 2
+    with _engine(roots, parse_range("2020-01", None), engine_="sqlite") as engine:
+        assert _all(engine, "SELECT count(*) FROM events") == [(70,)]
+
+
+def test_the_sqlite_engine_finds_an_id_by_each_month_s_key_not_a_scan(roots: Roots) -> None:
+    months = [_month_start(2025, m) for m in (1, 2, 3)]
+    _site(
+        roots,
+        [(9, months[2] + 5, "view", None)],
+        [(i, t, "view", None) for i, t in enumerate(months)],
+    )
+    with _engine(roots, engine_="sqlite") as engine:
+        plan = [
+            str(r[3]) for r in _all(engine, "EXPLAIN QUERY PLAN SELECT * FROM events WHERE id = 1")
+        ]
+        assert _all(engine, "SELECT id FROM events WHERE id = 1") == [(1,)]
+    reads = [line for line in plan if ".events" in line]
+    assert len(reads) == 4, plan  # the live table and three months
+    assert all(line.startswith("SEARCH ") and "PRIMARY KEY" in line for line in reads), plan
+
+
 def test_a_select_cannot_read_other_files(roots: Roots, tmp_path: Path) -> None:
     secret = tmp_path / "secret.csv"
     secret.write_text("a,b\n1,2\n")
@@ -213,8 +287,9 @@ def test_a_select_cannot_read_other_files(roots: Roots, tmp_path: Path) -> None:
         _all(engine, f"SELECT * FROM read_csv('{secret}')")
 
 
+@pytest.mark.parametrize("engine_", ENGINES)
 def test_the_live_database_and_its_wal_are_untouched_with_the_writer_connected(
-    roots: Roots,
+    roots: Roots, engine_: Engine
 ) -> None:
     feb = _month_start(2025, 2)
     _site(roots, [(5, feb, "view", None)], [(1, _month_start(2025, 1), "view", None)])
@@ -225,7 +300,7 @@ def test_the_live_database_and_its_wal_are_untouched_with_the_writer_connected(
     app.commit()
     before = {p.name: p.read_bytes() for p in roots.base.glob("state.db*")}
     try:
-        with _engine(roots) as engine:
+        with _engine(roots, engine_=engine_) as engine:
             assert _all(engine, "SELECT id FROM events ORDER BY id") == [(1,), (5,), (6,)]
         after = {p.name: p.read_bytes() for p in roots.base.glob("state.db*")}
         assert sorted(after) == sorted(before) == ["state.db", "state.db-shm", "state.db-wal"]
@@ -305,7 +380,8 @@ def test_times_made_from_time_stamps_are_utc(roots: Roots) -> None:
     assert at.isoformat() == "2025-03-01T00:00:01.500000+00:00"
 
 
-def test_an_iso_time_stamp_is_placed_by_its_offset(roots: Roots) -> None:
+@pytest.mark.parametrize("engine_", ENGINES)
+def test_an_iso_time_stamp_is_placed_by_its_offset(roots: Roots, engine_: Engine) -> None:
     state = roots.base / "state.db"
     _db(state, [], month=False)
     with sqlite3.connect(state) as db:
@@ -314,7 +390,7 @@ def test_an_iso_time_stamp_is_placed_by_its_offset(roots: Roots) -> None:
             [(1, "2025-03-01T01:00:00+02:00"), (2, "2025-03-01T01:00:00Z"), (3, "junk")],
         )
     iso = _config(roots, ts_format="iso")
-    engine = EventsQuery(iso, parse_range("2025-03", None), as_text=True)
+    engine = EventsQuery(iso, parse_range("2025-03", None), as_text=True, engine=engine_)
     try:
         engine.open()
         # 01:00+02:00 is February's last hour in UTC; junk has no time at all.

@@ -1,14 +1,21 @@
-"""The Events screen's reads: one query engine for the range chosen, the rows
+"""The Events screen's reads: the query engines for the range chosen, the rows
 the table shows (the range and kinds chosen, or the SQL box's), and where the
 next page starts.
 
+Two engines over the same rows: DuckDB counts them (one parallel scan) and
+runs the SQL box (its SQL is ``coldkeep query``'s); SQLite pages through the
+rows chosen by id, each page an index range per month (a few milliseconds at
+any depth, where a DuckDB page scans the range). A range of more months than
+SQLite attaches is paged by DuckDB. Neither reads a month only the remote tier
+holds: both leave it out, named, so the counts and the rows agree.
+
 Invariants:
-- Every use of the engine (open, read, close) runs in a thread and holds one
+- Every use of an engine (open, read, close) runs in a thread and holds one
   lock, so two never overlap: a worker the screen replaced may still be in its
-  thread, and finishes before the next read starts. The engine is kept in
-  ``engine`` before it is opened, so one that a replaced worker opened is
-  closed by the next read (or by ``close``), never left open.
-- ``close`` interrupts a read in progress and closes the engine once it has
+  thread, and finishes before the next read starts. An engine is kept before it
+  is opened, so one that a replaced worker opened is closed by the next read
+  for another range (or by ``close``), never left open.
+- ``close`` interrupts a read in progress and closes the engines once it has
   stopped: leaving the screen leaves no reader on the application's database.
 - A read answers for the choice it was made for (``Choice``): the screen drops
   an answer to a choice it has since replaced.
@@ -26,6 +33,7 @@ from typing import Any, TypeVar
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base import durable
+from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.fsutil import fsync_dir
 from coldkeep.core.events.eventschema import EventSchema, q
 from coldkeep.core.events.overview import Overview, overview, page
@@ -64,7 +72,7 @@ class Read:
 @dataclass
 class _Cursor:
     choice: Choice
-    after: tuple[Any, Any] | None = None  # the chosen rows: where the next page starts
+    after: Any = None  # the chosen rows: the id the next page starts after
     result: Rows | None = None  # SQL: its rows not read yet
     done: bool = False
     columns: list[str] = field(default_factory=list)
@@ -73,7 +81,8 @@ class _Cursor:
 class EventsReader:
     def __init__(self, archiver: Archiver) -> None:
         self.archiver = archiver
-        self.engine: EventsQuery | None = None
+        self.engine: EventsQuery | None = None  # DuckDB: counts, SQL, export
+        self.pager: EventsQuery | None = None  # SQLite: pages (DuckDB's when it cannot)
         self.span: TimeRange | None = None
         self.cursor: _Cursor | None = None
         self._lock = threading.Lock()
@@ -86,13 +95,29 @@ class EventsReader:
             return fn(*args)
 
     def _engine(self, span: TimeRange) -> EventsQuery:
-        """The engine for ``span``: the one open, or a new one (the old closed)."""
+        """The engine for ``span``: the one open, or a new one (the old ones closed)."""
         if self.engine is not None and self.span == span:
             return self.engine
         self._close()
-        self.engine, self.span = self.archiver.events_query(span, partial=True), span
+        self.span = span
+        self.engine = self.archiver.events_query(span, partial=True)
         self.engine.open()
         return self.engine
+
+    def _pager(self, span: TimeRange) -> EventsQuery:
+        """SQLite's engine for ``span``'s pages (opened once per range), or the
+        DuckDB one where the range holds more months than SQLite attaches."""
+        engine = self._engine(span)
+        if self.pager is None:
+            self.pager = self.archiver.events_query(
+                span, partial=True, engine="sqlite", remote_reads=False
+            )
+            try:
+                self.pager.open()
+            except UsageError:  # too many months for one SQLite connection
+                self.pager.close()
+                self.pager = engine
+        return self.pager
 
     async def first(self, choice: Choice) -> Read:
         """The counts of ``choice`` (unless it is SQL) and its first rows."""
@@ -128,7 +153,7 @@ class EventsReader:
             rows = next(cursor.result.batches(PAGE), [])
             cursor.done = len(rows) < PAGE
             return rows
-        got = page(engine, cursor.choice.kinds, cursor.after, PAGE)
+        got = page(self._pager(cursor.choice.span), cursor.choice.kinds, cursor.after, PAGE)
         cursor.columns, cursor.after, cursor.done = got.columns, got.after, got.after is None
         return got.rows
 
@@ -143,23 +168,23 @@ class EventsReader:
     def close(self) -> None:
         """Stop a read in progress, then close the engine (in a thread, once the
         read has stopped)."""
-        engine = self.engine
-        if engine is not None:
-            engine.interrupt()
+        for engine in (self.engine, self.pager):
+            if engine is not None:
+                engine.interrupt()
         threading.Thread(target=self._locked, args=(self._close,), daemon=True).start()
 
     def _close(self) -> None:
-        if self.engine is not None:
-            engine, self.engine, self.span = self.engine, None, None
+        for engine in {id(e): e for e in (self.pager, self.engine) if e is not None}.values():
             engine.close()
+        self.engine = self.pager = self.span = None
 
 
 def _chosen_sql(schema: EventSchema, choice: Choice) -> str:
-    """The chosen rows in time order, as SQL over ``events`` (the kinds as
+    """The chosen rows in id order, as the table shows them, as SQL over ``events`` (the kinds as
     quoted text: what an operator types is never SQL)."""
     kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in choice.kinds)
     where = f" WHERE {q(schema.kind)} IN ({kinds})" if choice.kinds else ""
-    return f"SELECT * FROM events{where} ORDER BY {q(schema.ts)}, {q(schema.pk)}"
+    return f"SELECT * FROM events{where} ORDER BY {q(schema.pk)}"
 
 
 def write_rows(rows: Rows, path: Path) -> int:

@@ -1,0 +1,294 @@
+"""Event months only the remote tier holds, read in place by SQLite (``coldkeep
+query --engine sqlite``): an apsw VFS whose file reads are ranged GETs of the
+month's snapshot object (``<site>/events/<month>.<sha12>.db``), so a point lookup
+fetches about the pages it reads, never the whole month.
+
+How a read is served:
+1. The pages it covers (4 KiB units, the month databases' page size) are looked
+   up in one page cache, held in memory for the whole query and bounded
+   (``memory_bytes``, every month together; the least recently used go first).
+2. A run of missing pages is fetched in one ranged GET. A read that starts where
+   the file's previous read ended (or a little after: a B-tree's next leaf) is a
+   scan going on: from the third such read in a row each GET takes twice the
+   pages of the one before, up to ``MAX_SPAN`` (a scan pays few GETs, a lookup
+   no read-ahead).
+
+Invariants:
+- Read only: the VFS opens only the objects ``attach_uri`` registered, with
+  SQLite's ``immutable`` flag (no lock, no journal, no WAL: a snapshot is one
+  committed state, taken by the backup API); every write, truncate or delete
+  is refused.
+- What is checked: the object's size, from a HEAD, against the size the manifest
+  recorded when it shipped (an object cut short, or replaced by another of
+  another size, is refused, named); every page as SQLite reads it (its B-tree
+  structure: a page that is not one fails the query, SQLite's "database disk
+  image is malformed"). What is not: the object's SHA-256 (recorded in
+  ``remote_objects``): it covers the whole object, and a ranged read sees a few
+  pages of it. A page the same size but changed in place on the remote is read as
+  it is; ``coldkeep verify --remote`` is what checks the whole object.
+- Bytes fetched are counted (``fetched_bytes``) and bounded in memory: nothing
+  is written to disk.
+- The GETs run on an event loop of this reader's own (its thread), the store's
+  client bound to it; SQLite's reads come from the query's thread and wait for
+  them. A GET that fails fails the query in one line naming the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import apsw
+
+from ..base.cancel import CancelToken
+from ..base.config import RemoteSettings
+from ..base.errors import RemoteError
+from ..base.ratelimit import RateLimiter
+from .connect import open_store
+from .objectstore import ObjectStore
+
+PAGE = 4096  # a month database's page (SQLite's default, which coldkeep keeps)
+MAX_SPAN = 512  # pages: a scan's GETs grow to 2 MiB
+NEAR = 16  # pages: a read this far past the previous one still continues a scan
+MEMORY_BYTES = 32 << 20
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Object:
+    key: str
+    size: int
+
+
+class _Pages:
+    """The pages fetched, least recently used first, at most ``budget`` bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._pages: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str, index: int) -> bytes | None:
+        with self._lock:
+            page = self._pages.get((key, index))
+            if page is not None:
+                self._pages.move_to_end((key, index))
+            return page
+
+    def put(self, key: str, index: int, page: bytes) -> None:
+        with self._lock:
+            old = self._pages.pop((key, index), None)
+            self._bytes += len(page) - (len(old) if old is not None else 0)
+            self._pages[(key, index)] = page
+            while self._bytes > self.budget and self._pages:
+                _, gone = self._pages.popitem(last=False)
+                self._bytes -= len(gone)
+
+
+class RemoteMonths:
+    """The remote tier's month snapshots, each attachable by SQLite under a URI
+    of this reader's VFS. Built from any thread; ``close`` after the query."""
+
+    def __init__(self, remote: RemoteSettings, *, memory_bytes: int = MEMORY_BYTES) -> None:
+        self.site = remote.site
+        self.limiter = RateLimiter(remote.bytes_per_s)
+        self.pages = _Pages(memory_bytes)
+        self.objects: dict[str, _Object] = {}
+        self.gets = 0
+        self.fetched_bytes = 0
+        self.pages_read = 0  # distinct pages SQLite asked for
+        self._seen: dict[str, bytearray] = {}  # a bit for each page of each object
+        self._count = threading.Lock()
+        self._cancel = CancelToken()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="coldkeep-remote-months", daemon=True
+        )
+        self._thread.start()
+        try:
+            self.store: ObjectStore = self._wait(_opened(remote))
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.vfs_name = f"coldkeep-remote-{secrets.token_hex(6)}"
+        self._vfs: _MonthVFS | None = _MonthVFS(self)
+
+    def _wait(self, call: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+    def attach_uri(self, month: str, path: str, size: int) -> str:
+        """The URI SQLite attaches ``path`` (under the site's prefix; ``size``
+        bytes as the manifest records) by, once a HEAD found it that size."""
+        key = f"{self.site}/{path}"
+        info = self._wait(self.store.head(key))
+        if info is None:
+            raise RemoteError(
+                f"{self.store.where(key)}: month {month} is not on the remote (run coldkeep "
+                "verify --remote; --partial answers without it)"
+            )
+        if info.size != size:
+            raise RemoteError(
+                f"{self.store.where(key)}: {info.size} bytes where the manifest records {size} "
+                "(the object is not the snapshot shipped: run coldkeep verify --remote)"
+            )
+        self.objects[month] = _Object(key, size)
+        self._seen[key] = bytearray(-(-size // PAGE) // 8 + 1)
+        return f"file:{urllib.parse.quote(month)}?mode=ro&immutable=1&vfs={self.vfs_name}"
+
+    def read(self, obj: _Object, offset: int, amount: int, ahead: int) -> bytes:
+        """``amount`` bytes of ``obj`` from ``offset`` (fewer at its end), a
+        missing run of pages fetched with ``ahead`` pages at least."""
+        end = min(offset + amount, obj.size)
+        if end <= offset:
+            return b""
+        first, last = offset // PAGE, (end - 1) // PAGE
+        got: list[bytes] = []
+        index = first
+        while index <= last:
+            self._saw(obj.key, index)
+            page = self.pages.get(obj.key, index)
+            if page is None:
+                page = self._fetch(obj, index, max(ahead, last - index + 1))[0]
+            got.append(page)
+            index += 1
+        data = b"".join(got)
+        return data[offset - first * PAGE : end - first * PAGE]
+
+    def _saw(self, key: str, index: int) -> None:
+        seen, bit = self._seen[key], 1 << (index % 8)
+        with self._count:
+            if not seen[index // 8] & bit:
+                seen[index // 8] |= bit
+                self.pages_read += 1
+
+    def _fetch(self, obj: _Object, first: int, count: int) -> list[bytes]:
+        """Pages ``first`` on (``count`` at most, to the object's end or the
+        next page cached: none is fetched twice while it is held) in one ranged
+        GET, placed in the page cache; them, in order."""
+        start, last = first * PAGE, (obj.size - 1) // PAGE
+        n = 1
+        while n < count and first + n <= last and self.pages.get(obj.key, first + n) is None:
+            n += 1
+        length = min(n * PAGE, obj.size - start)
+        self.limiter.take(length, self._cancel)
+        data = self._wait(self.store.read_range(obj.key, start, length))  # its errors name it
+        if len(data) != length:
+            raise RemoteError(
+                f"{self.store.where(obj.key)}: {len(data)} bytes at byte {start} where "
+                f"{length} were expected (run coldkeep verify --remote)"
+            )
+        with self._count:
+            self.gets += 1
+            self.fetched_bytes += length
+        pages = [data[i : i + PAGE] for i in range(0, length, PAGE)]
+        for i, page in enumerate(pages):
+            self.pages.put(obj.key, first + i, page)
+        return pages
+
+    def close(self) -> None:
+        """The VFS unregistered, the store closed, the loop's thread ended.
+        Idempotent; after every connection that attached a month is closed."""
+        if self._vfs is None:
+            return
+        self._vfs.unregister()
+        self._vfs = None
+        self._cancel.cancel("the query ended")
+        try:
+            self._wait(self.store.close())
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+async def _opened(remote: RemoteSettings) -> ObjectStore:
+    """The store, made on the loop its client will live on."""
+    return open_store(remote)
+
+
+class _MonthFile:
+    """One attached month, read-only (the methods apsw calls on a VFS file)."""
+
+    def __init__(self, reader: RemoteMonths, obj: _Object) -> None:
+        self.reader, self.obj = reader, obj
+        self._next = -1  # the page after the previous read's last (-1: none yet)
+        self._streak = 0  # reads in a row that went on from the previous one
+        self._span = 1  # pages the next GET of a scan takes
+
+    def xRead(self, amount: int, offset: int) -> bytes:
+        first = offset // PAGE
+        if self._next >= 0 and self._next <= first <= self._next + NEAR:
+            self._streak += 1
+            if self._streak >= 3:
+                self._span = min(MAX_SPAN, self._span * 2)
+        else:
+            self._streak, self._span = 0, 1
+        self._next = (offset + amount + PAGE - 1) // PAGE
+        return self.reader.read(self.obj, offset, amount, self._span)
+
+    def xFileSize(self) -> int:
+        return self.obj.size
+
+    def xWrite(self, data: bytes, offset: int) -> None:
+        raise apsw.ReadOnlyError(f"{self.obj.key}: a remote month is read-only")
+
+    def xTruncate(self, newsize: int) -> None:
+        raise apsw.ReadOnlyError(f"{self.obj.key}: a remote month is read-only")
+
+    def xSync(self, flags: int) -> None:
+        return None
+
+    def xLock(self, level: int) -> None:
+        return None
+
+    def xUnlock(self, level: int) -> None:
+        return None
+
+    def xCheckReservedLock(self) -> bool:
+        return False
+
+    def xFileControl(self, op: int, ptr: int) -> bool:
+        return False
+
+    def xSectorSize(self) -> int:
+        return PAGE
+
+    def xDeviceCharacteristics(self) -> int:
+        return int(apsw.SQLITE_IOCAP_IMMUTABLE)
+
+    def xClose(self) -> None:
+        return None
+
+
+class _MonthVFS(apsw.VFS):
+    """Opens the months its reader registered, nothing else."""
+
+    def __init__(self, reader: RemoteMonths) -> None:
+        self.reader = reader
+        super().__init__(reader.vfs_name, "")
+
+    def xOpen(self, name: str | apsw.URIFilename | None, flags: list[int]) -> apsw.VFSFile:
+        month = name.filename() if isinstance(name, apsw.URIFilename) else name
+        obj = self.reader.objects.get(month or "")
+        if obj is None:
+            raise apsw.CantOpenError(f"{month}: no remote month of this query's")
+        return cast(apsw.VFSFile, _MonthFile(self.reader, obj))
+
+    def xAccess(self, pathname: str, flags: int) -> bool:
+        return False
+
+    def xFullPathname(self, name: str) -> str:
+        return name
+
+    def xDelete(self, filename: str, syncdir: bool) -> None:
+        raise apsw.ReadOnlyError(f"{filename}: a remote month is read-only")
