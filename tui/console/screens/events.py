@@ -1,6 +1,6 @@
 """The Events screen: every event row, live and archived, without restoring
 any. A time range and kinds choose the rows; rows per day are charted, rows per
-kind drawn as bars, and the rows themselves listed in time order, a page at a
+kind drawn as bars, and the rows themselves listed in id order, a page at a
 time as the cursor nears the end. A SQL box runs any read-only query over the
 same ``events`` table; the result (the rows chosen, or the SQL's) is written to
 a JSONL or CSV file; ``R`` puts the chosen archived rows back, asked first, as
