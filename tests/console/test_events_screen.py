@@ -85,6 +85,23 @@ async def test_sql_box_and_export(settings: Settings, tmp_path: Path) -> None:
         got = {str(table.get_row_at(i)[0]): table.get_row_at(i)[1] for i in range(table.row_count)}
         assert got == dict(want)
 
+        # A SQL answer longer than a page is read on as the cursor goes down too.
+        field.value = "SELECT id FROM events ORDER BY id"
+        field.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        table = _table(app)
+        assert table.row_count == PAGE
+        table.move_cursor(row=PAGE - 1)
+        await settle(pilot)
+        assert table.row_count == 2 * PAGE
+        ids = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        assert ids == sorted(set(ids)), "the next rows of the same answer, none twice"
+        field.value = "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"
+        field.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+
         out = tmp_path / "kinds.jsonl"
         table.focus()  # out of the SQL box: the screen's keys work
         await pilot.press("o")

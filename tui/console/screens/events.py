@@ -90,7 +90,6 @@ class EventsScreen(Screen[None]):
         self.sql = ""  # the SQL box's query; "" for the rows chosen
         self.counts: Overview | None = None  # the chosen rows' counts (of self.counted)
         self.counted: Choice | None = None
-        self.schema: EventSchema | None = None
         self.more = False
         self.reading = False
 
@@ -157,7 +156,7 @@ class EventsScreen(Screen[None]):
         assert self.choice is not None
         try:
             read = await self.reader.more()
-            got = RowsRead(self.choice, read, first=False)
+            got = RowsRead(self.choice if read is None else read.choice, read, first=False)
         except (ColdkeepError, OSError) as err:
             got = RowsRead(self.choice, None, first=False, error=str(err))
         self.post_message(got)
@@ -176,11 +175,9 @@ class EventsScreen(Screen[None]):
                 self.notify(message.error, title="events", severity="error", markup=False)
             self.more = False
             return
-        self.schema = got.schema
         if got.counts is not None:
             self.show_counts(got)
-        if not got.choice.sql or message.first:
-            self.show_rows(got, first=message.first)
+        self.show_rows(got, first=message.first)
         if got.choice.sql and message.first:
             self.query_one("#events-summary", Static).update(f"SQL: {got.choice.sql}")
 
