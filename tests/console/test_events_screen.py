@@ -95,7 +95,7 @@ async def test_sql_box_and_export(settings: Settings, tmp_path: Path) -> None:
         table.move_cursor(row=PAGE - 1)
         await settle(pilot)
         assert table.row_count == 2 * PAGE
-        ids = [int(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        ids = [int(str(table.get_row_at(i)[0])) for i in range(table.row_count)]
         assert ids == sorted(set(ids)), "the next rows of the same answer, none twice"
         field.value = "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"
         field.focus()
