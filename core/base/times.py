@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import UTC, datetime
 
 from .errors import UsageError
 
@@ -20,6 +21,11 @@ DAY_NS = DAY_S * NS_PER_S
 def now_ms() -> int:
     """Now, in ms since the epoch."""
     return time.time_ns() // NS_PER_MS
+
+
+def day_name(day: int) -> str:
+    """UTC day number ``day`` (days since the epoch) as "YYYY-MM-DD"."""
+    return datetime.fromtimestamp(day * DAY_S, UTC).strftime("%Y-%m-%d")
 
 
 # A file's mtime read back from the archive (a copied one, maybe) is kept when it

@@ -1,6 +1,6 @@
 """The shape of the event rows a query's range holds, for the console's Events
 screen: rows per UTC day, per kind and per month from one scan, and the rows
-themselves a page at a time, in time order.
+themselves a page at a time, in id order (as the application wrote them).
 
 Both run on an open ``EventsQuery`` (its view, its engine's thread): SQL built
 here from the table's own column names, never from the operator's text but for
@@ -19,13 +19,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..base.times import DAY_S, day_name
 from .eventschema import EventSchema, q
 from .query import FROM, SOURCED, EventsQuery
-
-DAY_S = 86_400
 
 
 @dataclass(frozen=True)
@@ -89,20 +87,16 @@ def overview(engine: EventsQuery, kinds: Sequence[str] = ()) -> Overview:
     )
 
 
-def _date(day: int) -> str:
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(days=day)).strftime("%Y-%m-%d")
-
-
 def _every_day(per_day: Counter[int]) -> list[tuple[str, int]]:
     if not per_day:
         return []
-    return [(_date(d), per_day[d]) for d in range(min(per_day), max(per_day) + 1)]
+    return [(day_name(d), per_day[d]) for d in range(min(per_day), max(per_day) + 1)]
 
 
 def _per_month(per_day: Counter[int]) -> list[tuple[str, int]]:
     months: Counter[str] = Counter()
     for day, n in per_day.items():
-        months[_date(day)[:7]] += n
+        months[day_name(day)[:7]] += n
     return sorted(months.items())
 
 

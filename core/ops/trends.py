@@ -20,12 +20,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from ..base.errors import UsageError
 from ..base.layout import Layout
-from ..base.times import DAY_MS, DAY_S
+from ..base.times import DAY_MS, DAY_S, day_name
 from ..remote.months import count_rows, signature
 from ..store import passlog, stats
 from ..store.manifest import Manifest
@@ -71,11 +70,6 @@ class Trends:
             "month_rows": [{"month": m, "rows": n} for m, n in self.month_rows],
             "tiers": self.tiers,
         }
-
-
-def day_name(day: int) -> str:
-    """UTC day number ``day`` (days since the epoch) as "YYYY-MM-DD"."""
-    return datetime.fromtimestamp(day * DAY_S, UTC).strftime("%Y-%m-%d")
 
 
 async def read_trends(manifest: Manifest, layout: Layout, *, days: int = 30, now_s: int) -> Trends:

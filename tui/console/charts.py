@@ -5,7 +5,7 @@ Both are told what to draw (``show``) and draw nothing else, so a screen's
 handler owns the data. Their marks are characters, never colour alone: under
 NO_COLOR, or on a terminal without colour, every bar is still there.
 
-This module imports plotext (about half a second): the screens that chart are
+This module imports plotext (a tenth of a second): the screens that chart are
 imported when they are first opened, never at the console's start.
 """
 
