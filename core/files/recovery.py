@@ -73,7 +73,7 @@ from ..base.layout import (
 from ..base.lock import read_holder
 from ..base.times import is_mtime
 from ..store import passlog
-from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.manifest import KEPT_STATUSES, Entry, Manifest, NewEntry
 from ..store.problems import NewProblem, unlink_kind
 from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
@@ -266,10 +266,6 @@ class ArchiveFiles:
     # deeper than its archive could hold): not listed, never a reason to stop.
     too_deep: list[str] = field(default_factory=list)
 
-
-# The statuses of entries whose gzip must be there (not "missing", not restored
-# and gone for good).
-KEPT_STATUSES = ("archived", "stale", "restored")
 
 # Names per piece of a walk shown as it goes (the console's findings): a few
 # tenths of a second of walking each.

@@ -27,7 +27,7 @@ from ..base.layout import Layout
 from ..base.times import DAY_MS, DAY_S, day_name
 from ..remote.months import count_rows, signature
 from ..store import passlog, stats
-from ..store.manifest import Manifest
+from ..store.manifest import KEPT_STATUSES, Manifest
 from ..store.remoteobjects import MonthCount, RemoteObjects
 
 PASSES_SHOWN = 50
@@ -111,7 +111,7 @@ async def tier_bytes(manifest: Manifest) -> dict[str, int]:
     local copy dropped), ``expired`` (deleted by retention). A ``missing`` gzip
     counts in none."""
     counts = await manifest.status_counts()  # one scan of the status index
-    kept = sum(counts.get(s, (0, 0, 0))[2] for s in ("archived", "stale", "restored"))
+    kept = sum(counts.get(s, (0, 0, 0))[2] for s in KEPT_STATUSES)
     shipped, remote_only = await RemoteObjects(manifest).kept_bytes_shipped()
     return {
         "local": kept - shipped - remote_only,

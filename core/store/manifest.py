@@ -111,8 +111,11 @@ _ENTRY_FIELDS = tuple(f.name for f in fields(Entry))
 _NEW_FIELDS = tuple(f.name for f in fields(NewEntry))
 _ENTRY_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in _ENTRY_FIELDS)
 _NEW_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in _NEW_FIELDS)
-# The statuses whose gzip should be in the archive.
-_HAS_GZIP = "status IN ('archived', 'stale', 'restored')"
+# The statuses whose gzip should be in the archive (every copy kept: not
+# "missing", not expired), and the same as SQL over ``entries.status``.
+KEPT_STATUSES: tuple[EntryStatus, ...] = ("archived", "stale", "restored")
+KEPT_SQL = f"IN ({', '.join(repr(s) for s in KEPT_STATUSES)})"
+_HAS_GZIP = f"status {KEPT_SQL}"
 # Every status but the tombstone's.
 _NOT_EXPIRED = "status IN ('archived', 'stale', 'restored', 'missing')"
 # Entries whose gzip has a local copy: not one dropped once it was shipped.

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .manifest import IDS_PER_STATEMENT, Manifest
+from .manifest import IDS_PER_STATEMENT, KEPT_SQL, Manifest
 
 # Entries whose gzip is kept in the archive: what is shipped.
-_KEPT = "status IN ('archived', 'stale', 'restored')"
+_KEPT = f"status {KEPT_SQL}"
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ class RemoteObjects:
             "FROM remote_objects AS r CROSS JOIN entries AS e ON e.gz_path = r.path "
             # '+': the status is checked on the row found, not used as a second
             # index key (three lookups per object, one per status).
-            "WHERE r.month IS NULL AND +e.status IN ('archived', 'stale', 'restored') GROUP BY 1"
+            f"WHERE r.month IS NULL AND +e.status {KEPT_SQL} GROUP BY 1"
         )
         found = {bool(here): int(size) for here, size in rows}
         return found.get(True, 0), found.get(False, 0)
