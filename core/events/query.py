@@ -165,7 +165,9 @@ class RemoteMonth:
     size: int
 
 
-def _sql_text(value: str) -> str:
+def sql_text(value: str) -> str:
+    """``value`` as a SQL string literal (for a statement that takes no
+    parameters)."""
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -251,11 +253,11 @@ class EventsQuery:
         )
         self.con = con
         con.execute("SET TimeZone = 'UTC'")  # times shown as every other coldkeep time is
-        con.execute(f"LOAD {_sql_text(str(_extension()))}")
+        con.execute(f"LOAD {sql_text(str(_extension()))}")
         if self.as_text:
             con.execute("SET sqlite_all_varchar = true")
         for src in sources:
-            con.execute(f"ATTACH {_sql_text(str(src.path))} AS {src.name} (TYPE sqlite, READ_ONLY)")
+            con.execute(f"ATTACH {sql_text(str(src.path))} AS {src.name} (TYPE sqlite, READ_ONLY)")
         self._view(con, schema, sources)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -22,7 +20,7 @@ from coldkeep.core.base.space import human_bytes
 from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, Plan, parse_range
 
 from ..text.fmt import plural, shown
-from ..text.rows import lines
+from ..text.rows import write
 from .kit import command, ctx_for, fail, fail_explained, reader_left
 
 
@@ -135,22 +133,6 @@ def _answer(engine: EventsQuery, sql: str, fmt: str) -> tuple[Plan, int]:
         for month, why in plan.left_out.items():
             click.echo(f"coldkeep: query: left out {month}: {shown(why)}", err=True)
         rows = engine.run(sql)
-        return plan, _print(rows.columns, rows.batches(), fmt)
+        return plan, write(sys.stdout, fmt, rows.columns, rows.batches())
     finally:
         engine.close()
-
-
-def _print(columns: list[str], batches: Iterator[list[tuple[Any, ...]]], fmt: str) -> int:
-    count = 0
-
-    def counted() -> Iterator[list[tuple[Any, ...]]]:
-        nonlocal count
-        for batch in batches:
-            count += len(batch)
-            yield batch
-
-    out = sys.stdout
-    for line in lines(fmt, columns, counted()):
-        out.write(line + "\n")
-    out.flush()
-    return count

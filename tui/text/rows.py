@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO
 
 from .fmt import shown
 
@@ -86,3 +86,21 @@ class _Line:
     def take(self) -> str:
         text, self.text = self.text, ""
         return text
+
+
+def write(
+    out: TextIO, fmt: str, columns: list[str], batches: Iterator[list[tuple[Any, ...]]]
+) -> int:
+    """The rows of ``batches`` to ``out`` as lines of ``fmt``; how many rows."""
+    count = 0
+
+    def counted() -> Iterator[list[tuple[Any, ...]]]:
+        nonlocal count
+        for batch in batches:
+            count += len(batch)
+            yield batch
+
+    for line in lines(fmt, columns, counted()):
+        out.write(line + "\n")
+    out.flush()
+    return count

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,9 +37,9 @@ from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.fsutil import fsync_dir
 from coldkeep.core.events.eventschema import EventSchema, q
 from coldkeep.core.events.overview import Overview, overview, page
-from coldkeep.core.events.query import EventsQuery, Plan, Rows, TimeRange
+from coldkeep.core.events.query import EventsQuery, Plan, Rows, TimeRange, sql_text
 
-from ...text.rows import lines
+from ...text.rows import write
 
 PAGE = 500
 T = TypeVar("T")
@@ -182,7 +182,7 @@ class EventsReader:
 def _chosen_sql(schema: EventSchema, choice: Choice) -> str:
     """The chosen rows in id order, as the table shows them, as SQL over ``events`` (the kinds as
     quoted text: what an operator types is never SQL)."""
-    kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in choice.kinds)
+    kinds = ", ".join(map(sql_text, choice.kinds))
     where = f" WHERE {q(schema.kind)} IN ({kinds})" if choice.kinds else ""
     return f"SELECT * FROM events{where} ORDER BY {q(schema.pk)}"
 
@@ -193,20 +193,10 @@ def write_rows(rows: Rows, path: Path) -> int:
     not there, and one that was there already is never replaced
     (``FileExistsError``)."""
     fmt = "csv" if path.suffix.lower() == ".csv" else "json"
-    count = 0
-
-    def counted() -> Iterator[list[tuple[Any, ...]]]:
-        nonlocal count
-        for batch in rows.batches():
-            count += len(batch)
-            yield batch
-
     tmp = path.with_name(f".{path.name}.partial")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as out:
-            for line in lines(fmt, rows.columns, counted()):
-                out.write(line + "\n")
-            out.flush()
+            count = write(out, fmt, rows.columns, rows.batches())
             durable.fsync(out.fileno(), "export.data")
         os.link(tmp, path)
         fsync_dir(path.parent, root=path.parent, site="export.placed")
