@@ -76,6 +76,19 @@ class EventSchema:
         ms = now_ms - min_age_days * DAY_MS
         return ms if self.ts_format == "ms" else ms / 1000
 
+    def between_sql(self, start: int | None, end: int | None, *, iso_seconds: str) -> str:
+        """``start`` <= the time stamp < ``end`` (UTC seconds; None: open) as SQL
+        ("" when both are open): a number compared as it is, in its own units
+        (an index on it serves); an ISO text through ``iso_seconds``, the
+        dialect's expression of it in seconds (NULL, in no range, if it is not
+        a time)."""
+        if self.ts_format == "iso":
+            col, unit = iso_seconds, 1
+        else:
+            col, unit = q(self.ts), 1000 if self.ts_format == "ms" else 1
+        bounds = [(">=", start), ("<", end)]
+        return " AND ".join(f"{col} {op} {v * unit}" for op, v in bounds if v is not None)
+
     def ts_seconds_sql(self) -> str:
         """SQL for the time stamp in seconds, NULL when unparsable (no month
         can be found for it)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..base.times import DAY_S, day_name
 from .eventschema import EventSchema, q
-from .query import FROM, SOURCED, EventsQuery
+from .query import FROM, SOURCED, EventsQuery, iso_seconds
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def _day_number(schema: EventSchema) -> str:
         return f"CAST(floor({ts} / {DAY_S * 1000}) AS BIGINT)"
     if schema.ts_format == "s":
         return f"CAST(floor({ts} / {DAY_S}) AS BIGINT)"
-    return f"CAST(floor(epoch(TRY_CAST({ts} AS TIMESTAMPTZ)) / {DAY_S}) AS BIGINT)"
+    return f"CAST(floor({iso_seconds(schema)} / {DAY_S}) AS BIGINT)"
 
 
 def _kind_filter(schema: EventSchema, kinds: Sequence[str]) -> tuple[str, list[Any]]:

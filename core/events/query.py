@@ -165,6 +165,12 @@ class RemoteMonth:
     size: int
 
 
+def iso_seconds(schema: EventSchema) -> str:
+    """DuckDB SQL: an ISO time stamp as UTC seconds, placed by its offset (NULL
+    if it is not a time)."""
+    return f"epoch(TRY_CAST({q(schema.ts)} AS TIMESTAMPTZ))"
+
+
 def sql_text(value: str) -> str:
     """``value`` as a SQL string literal (for a statement that takes no
     parameters)."""
@@ -417,24 +423,7 @@ class EventsQuery:
 
     def _when(self, schema: EventSchema) -> str:
         """The range as a condition on the time stamp, in its own units."""
-        span, ts = self.span, q(schema.ts)
-        if span.start is None and span.end is None:
-            return ""
-        if schema.ts_format == "iso":
-            col = f"TRY_CAST({ts} AS TIMESTAMPTZ)"
-            bounds = [
-                f"{col} {op} to_timestamp({v})"
-                for op, v in ((">=", span.start), ("<", span.end))
-                if v is not None
-            ]
-        else:
-            unit = 1000 if schema.ts_format == "ms" else 1
-            bounds = [
-                f"{ts} {op} {v * unit}"
-                for op, v in ((">=", span.start), ("<", span.end))
-                if v is not None
-            ]
-        return " AND ".join(bounds)
+        return schema.between_sql(self.span.start, self.span.end, iso_seconds=iso_seconds(schema))
 
     def run(self, sql: str) -> Rows:
         """The rows of ``sql`` (one SELECT), streamed."""

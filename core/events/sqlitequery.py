@@ -129,14 +129,7 @@ def when(schema: EventSchema, start: int | None, end: int | None) -> str:
     """The range (UTC seconds, end excluded) as a condition on the time stamp,
     in its own units; an ISO time stamp by its offset (``unixepoch``: one that
     is not a time is in no range)."""
-    bounds = [(">=", start), ("<", end)]
-    ts = q(schema.ts)
-    if schema.ts_format == "iso":
-        return " AND ".join(
-            f"unixepoch({ts}, 'subsec') {op} {v}" for op, v in bounds if v is not None
-        )
-    unit = 1000 if schema.ts_format == "ms" else 1
-    return " AND ".join(f"{ts} {op} {v * unit}" for op, v in bounds if v is not None)
+    return schema.between_sql(start, end, iso_seconds=f"unixepoch({q(schema.ts)}, 'subsec')")
 
 
 def lock_down(con: apsw.Connection) -> None:
