@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..base.times import DAY_S, day_name
+from ..base.times import DAY_MS, DAY_S, day_name
 from .eventschema import EventSchema, q
 from .query import FROM, SOURCED, EventsQuery, iso_seconds
 
@@ -48,7 +48,7 @@ def _day_number(schema: EventSchema) -> str:
     """DuckDB SQL: the row's UTC day as days since 1970-01-01, NULL if unknown."""
     ts = q(schema.ts)
     if schema.ts_format == "ms":
-        return f"CAST(floor({ts} / {DAY_S * 1000}) AS BIGINT)"
+        return f"CAST(floor({ts} / {DAY_MS}) AS BIGINT)"
     if schema.ts_format == "s":
         return f"CAST(floor({ts} / {DAY_S}) AS BIGINT)"
     return f"CAST(floor({iso_seconds(schema)} / {DAY_S}) AS BIGINT)"

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
+from ..base.times import DAY_S
 from ..store.manifest import reading
 from .eventschema import MONTH_SCHEMA, EventSchema, discover, open_live, q, reading_month
 
@@ -107,7 +108,7 @@ def _day_or_month(text: str, flag: str, *, end: bool) -> int:
     if not end:
         return int(first.timestamp())
     if day:  # through the end of that day
-        return int(first.timestamp()) + 86_400
+        return int(first.timestamp()) + DAY_S
     return _month_after(year, month)
 
 

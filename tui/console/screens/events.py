@@ -31,6 +31,7 @@ from textual.widgets import Button, DataTable, Input, Static
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.errors import ColdkeepError
+from coldkeep.core.base.times import DAY_S
 from coldkeep.core.events.eventschema import EventSchema
 from coldkeep.core.events.overview import Overview
 from coldkeep.core.events.query import parse_range
@@ -83,7 +84,7 @@ class EventsScreen(Screen[None]):
         super().__init__()
         self.archiver = archiver
         self.blocked = blocked
-        start = time.strftime("%Y-%m-%d", time.gmtime(now_s - DEFAULT_DAYS * 86_400))
+        start = time.strftime("%Y-%m-%d", time.gmtime(now_s - DEFAULT_DAYS * DAY_S))
         self.start, self.end, self.kinds = start, "", list[str]()
         self.reader = EventsReader(archiver)
         self.choice: Choice | None = None  # what the table shows
