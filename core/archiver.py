@@ -7,12 +7,12 @@ and the scheduler.
     run_pass()          recovery, then the files, then the event rows (ops/passes.py)
     recover(), adopt(gzs | None), sweep(), rebuild_manifest()
                         what a crash or a loss left, settled (ops/settle.py)
-    restore(sel, to)    files back from the archive (files/restore.py)
+    restore(sel, to)    files back from the archive (ops/restore.py)
     find(pattern), versions(path)
                         archived versions looked up, read-only (files/find.py)
     cat(path, version, out)
                         one archived file's bytes to a stream, read-only (ops/cat.py)
-    restore_events(…)   event rows back into live (events/restore.py)
+    restore_events(…)   event rows back into live (ops/restore.py)
     events_query(span)  read-only SQL over every event row (events/query.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship_plan(), ship(), verify_remote(…), rebuild_from_remote()
@@ -20,7 +20,7 @@ and the scheduler.
     expire_plan(), expire()
                         what is past its retention, deleted (ops/expire.py)
     holds(), place_hold(…), release_hold(…)
-                        legal holds (store/legalholds.py)
+                        legal holds (ops/holds.py)
     checkpoint()        one live WAL checkpoint now
 
 Each mutating call is a short method over one ``session``: the archive lock, the
@@ -47,14 +47,10 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -62,38 +58,22 @@ from .base.cancel import CancelToken
 from .base.codec import Codec
 from .base.config import RemoteSettings, Settings
 from .base.errors import UsageError
-from .base.fsutil import ensure_dir
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter
-from .base.site import check_site
 from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
 from .events.checkpoint import checkpoint_now
 from .events.query import Engine, EventsQuery, RemoteMonths, TimeRange
-from .events.restore import EventsRestoreReport, restore_events
-from .events.restore import check_selection as check_events_selection
+from .events.restore import EventsRestoreReport
 from .files import find as finding
 from .files.rebuild import RebuildReport
-from .files.recovery import (
-    AdoptReport,
-    Recovery,
-    RecoveryReport,
-    ScanProgress,
-    SweepReport,
-)
-from .files.restore import (
-    RestoreReport,
-    Selection,
-    check_restore_root,
-    check_selection,
-    nothing_matched_error,
-    restore_files,
-    select_entries,
-    unknown_ids_error,
-)
+from .files.recovery import AdoptReport, Recovery, RecoveryReport, ScanProgress, SweepReport
+from .files.restore import RestoreReport, Selection
 from .files.verify import VerifyReport, verify_entries
 from .ops import fleet, settle, tier
+from .ops import holds as holding
+from .ops import restore as restoring
 from .ops.cat import CatResult, cat_file
 from .ops.expire import ExpirePlan, ExpireReport, expire_archive, expire_plan
 from .ops.passes import (
@@ -105,18 +85,16 @@ from .ops.passes import (
     planned_summary,
 )
 from .ops.plan import Plan, PlanReport, make_plan
-from .ops.session import Operation, Session, Sessions, StepFeed, open_manifest
+from .ops.session import Operation, Session, Sessions, StepFeed
 from .ops.status import Status, read_status
 from .ops.trends import Trends, read_trends
-from .remote.fetch import remote_reader
-from .remote.rebuild import FromRemoteReport, fetch_lost_months
+from .remote.rebuild import FromRemoteReport
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
-from .store import expiry, legalholds
+from .store import legalholds
 from .store.checkpointlog import record_checkpoint
 from .store.legalholds import Hold
 from .store.manifest import Entry, Manifest
-from .store.remoteobjects import RemoteObjects
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [
@@ -133,17 +111,8 @@ __all__ = [
 ]
 
 
-class NoRemote(UsageError):
-    """An operation on the remote tier with none configured."""
-
-
 class ModeOff(UsageError):
     """``mode = "off"``: passes are disabled by the config."""
-
-
-class NoStateDb(UsageError):
-    """An operation on the live database's event rows with no ``state_db``
-    configured: the config lacks what the command needs (exit 2, as ``NoRemote``)."""
 
 
 class Archiver:
@@ -195,41 +164,12 @@ class Archiver:
         "stop" trips ``cancel``): ``ops.session.Sessions.open``."""
         return self.sessions.open(command, args, cancel)
 
-    def _state_db(self, what: str) -> Path:
-        db = self.settings.state_db
-        if db is None:
-            where = self.settings.config_path or "coldkeep.toml"
-            raise NoStateDb(
-                f"{where}: no state_db is configured: {what} "
-                '(add state_db = "path/to/the/application.db")'
-            )
-        return db
-
-    def _remote(self) -> RemoteSettings:
-        if self.settings.remote is None:
-            where = self.settings.config_path or "coldkeep.toml"
-            raise NoRemote(
-                f"{where}: no [remote] is configured "
-                '(add [remote] with url = "s3://bucket/prefix" or "file:///path")'
-            )
-        return self.settings.remote
-
     # read-only ---------------------------------------------------------------
 
     async def _manifest_or_empty(self) -> Manifest:
         # No manifest yet: an empty one in memory, so every gzip shows as an orphan.
         existing = await Manifest.open_existing(self.layout.manifest)
         return existing or await Manifest.open(Path(":memory:"))
-
-    async def _nothing_archived(self) -> bool:
-        """No coldkeep.db yet: a site no pass has run on (or one whose manifest
-        was lost: rebuild-manifest). A command that would only read the archive
-        says so and writes nothing: not the archive_root, not the lock. A lost
-        manifest (base/site.py) is refused as such, never taken for a new site."""
-        if await asyncio.to_thread(self.layout.manifest.exists):
-            return False
-        await asyncio.to_thread(check_site, self.layout, self.settings.live_root)
-        return True
 
     async def status(self) -> Status:
         """What is archived, who holds the lock, the last passes."""
@@ -246,15 +186,7 @@ class Archiver:
     async def select(self, selection: Selection) -> list[Entry]:
         """The entries a restore of ``selection`` would take, tombstones included
         (read-only, no lock)."""
-        await self._check_selection(selection)
-        manifest = await Manifest.open_existing(self.layout.manifest)
-        if manifest is None:
-            return []
-        async with manifest:
-            entries = await select_entries(manifest, selection)
-        if not entries:
-            raise nothing_matched_error(selection)
-        return entries
+        return await restoring.select(self.sessions, selection)
 
     async def find(self, pattern: str) -> finding.Found:
         """Every version of every archived path ``pattern`` matches (read-only, no
@@ -264,7 +196,7 @@ class Archiver:
     async def find_fleet(self, pattern: str) -> fleet.FleetFound:
         """``find`` over every site under the ``[remote]`` prefix, from their
         manifest snapshots (cached as the fleet view caches them; ops/fleet.py)."""
-        remote = self._remote()
+        remote = self.sessions.remote()
         return await fleet.find_across(remote, fleet.fleet_cache(remote), pattern)
 
     async def versions(self, path: str) -> finding.Versions:
@@ -292,7 +224,7 @@ class Archiver:
         (events/query.py); ``open`` it in a thread: both engines block. The
         SQLite engine reads a month only the remote holds there (remote/monthvfs.py),
         unless ``remote_reads`` is off (then it is left out, as DuckDB leaves it)."""
-        self._state_db("there are no event rows to query")
+        self.sessions.state_db("there are no event rows to query")
         remote = self.settings.remote if remote_reads else None
         return EventsQuery(
             self.settings,
@@ -302,20 +234,6 @@ class Archiver:
             engine=engine,
             remote=None if remote is None else lambda: _remote_months(remote),
         )
-
-    async def _check_selection(self, selection: Selection) -> None:
-        """A selection that names something, every id of it an entry's (read-only):
-        else a ``SelectionError``, before anything takes the lock."""
-        check_selection(selection)
-        if not selection.ids:
-            return
-        manifest = await Manifest.open_existing(self.layout.manifest)
-        if manifest is None:
-            raise unknown_ids_error(list(selection.ids), ": nothing is archived yet")
-        async with manifest:
-            unknown = await manifest.unknown_ids(selection.ids)
-        if unknown:
-            raise unknown_ids_error(unknown)
 
     async def plan(self) -> PlanReport:
         """The backlog, and what recovery would settle; nothing is written."""
@@ -341,7 +259,7 @@ class Archiver:
 
     async def ship_plan(self) -> ShipPlan:
         """What ``ship`` would send and drop now (read-only, no lock)."""
-        self._remote()
+        self.sessions.remote()
         return await tier.plan(self.sessions)
 
     async def expire_plan(self) -> ExpirePlan:
@@ -404,7 +322,7 @@ class Archiver:
     async def checkpoint(self) -> CheckpointRan:
         """One live WAL checkpoint now (PASSIVE unless configured otherwise); told
         to the stream as the checkpoint it is, not as an operation."""
-        db = self._state_db("there is no live WAL to checkpoint")
+        db = self.sessions.state_db("there is no live WAL to checkpoint")
         async with self.session("checkpoint") as current:
             result = await checkpoint_now(db, self.settings.events)
             await record_checkpoint(current.manifest, result)
@@ -415,36 +333,8 @@ class Archiver:
         self, selection: Selection, to: Path | None = None, cancel: CancelToken | None = None
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
-        for hold_days, their restore grace), or under ``to``."""
-        root = (
-            check_restore_root(to, self.settings.archive_root, self.settings.live_root)
-            if to
-            else None
-        )
-        # A selection that cannot be used (none, an id no entry has) is refused
-        # before the lock is taken: a usage error writes nothing.
-        await self._check_selection(selection)
-        if await self._nothing_archived():
-            return RestoreReport(nothing_archived=True)
-        await self.select(selection)  # a selection that matches nothing is refused here
-        args = {**asdict(selection), "to": str(root) if root else None}
-        async with (
-            self.session("restore", args, cancel) as current,
-            remote_reader(self.settings.remote, current.manifest, self.layout) as remote,
-        ):
-            entries = await select_entries(current.manifest, selection)
-            current.start(f"{len(entries)} files")
-            report = await restore_files(
-                current.mover,
-                entries,
-                to=root,
-                grace_days=self.settings.hold_days,
-                stream=self.stream,
-                cancel=cancel,
-                remote=remote,
-            )
-            current.finish("failed" if report.failed else "ok", report.counts)
-            return report
+        for hold_days, their restore grace), or under ``to`` (ops/restore.py)."""
+        return await restoring.files(self.sessions, selection, to, cancel)
 
     async def restore_events(
         self,
@@ -454,46 +344,8 @@ class Archiver:
         span: TimeRange | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live (of ``kinds``, in ``months``, their time
-        stamps in ``span``), left alone by passes for hold_days."""
-        self._state_db("there is no live table to restore event rows into")
-        # Months or kinds no archive holds are refused before the lock: a usage
-        # error writes nothing.
-        existing = await Manifest.open_existing(self.layout.manifest)
-        async with contextlib.AsyncExitStack() as stack:
-            if existing is not None:
-                await stack.enter_async_context(existing)
-            await check_events_selection(
-                self.settings, self.layout.events, existing, kinds=kinds, months=months
-            )
-        args: dict[str, object] = {"kinds": sorted(kinds or []), "months": months}
-        if span is not None:
-            args["span"] = [span.start, span.end]
-        async with self.session("restore-events", args, cancel) as current:
-            current.start()
-            await fetch_lost_months(
-                self.layout,
-                self.settings.remote,
-                current.manifest,
-                stream=self.stream,
-                cancel=cancel,
-            )
-            report = await restore_events(
-                self.settings,
-                self.layout.events,
-                current.manifest,
-                kinds=kinds,
-                months=months,
-                grace_days=self.settings.hold_days,
-                span=span,
-                cancel=cancel,
-            )
-            summary = {
-                "restored": report.restored,
-                "already_live": report.already_live,
-                "refused": report.refused,
-            }
-            current.finish("failed" if report.conflicts or report.refused else "ok", summary)
-            return report
+        stamps in ``span``), left alone by passes for hold_days (ops/restore.py)."""
+        return await restoring.events(self.sessions, kinds, months, span, cancel)
 
     async def verify(
         self,
@@ -501,7 +353,7 @@ class Archiver:
         max_duration: float | None = None,
         cancel: CancelToken | None = None,
     ) -> VerifyReport:
-        if await self._nothing_archived():
+        if await self.sessions.nothing_archived():
             return VerifyReport(nothing_archived=True)
         args = {"sample": sample, "max_duration": max_duration}
         async with self.session("verify", args, cancel) as current:
@@ -524,15 +376,15 @@ class Archiver:
     async def ship(self, cancel: CancelToken | None = None) -> ShipReport:
         """What is archived and not yet remote, to the remote tier; then local
         copies past ``keep_local_days`` dropped (ops/tier.py)."""
-        return await tier.ship(self.sessions, self._remote(), cancel)
+        return await tier.ship(self.sessions, self.sessions.remote(), cancel)
 
     async def verify_remote(
         self, sample: float | None = None, cancel: CancelToken | None = None
     ) -> RemoteVerifyReport:
         """The remote copies read back (all, or ``sample`` of them, rotating);
         a bad one shipped again from its local copy where there is one."""
-        remote = self._remote()
-        if await self._nothing_archived():
+        remote = self.sessions.remote()
+        if await self.sessions.nothing_archived():
             return RemoteVerifyReport(nothing_archived=True)
         return await tier.verify(self.sessions, remote, sample, cancel)
 
@@ -553,36 +405,13 @@ class Archiver:
         *,
         ahead: bool = False,
     ) -> Hold:
-        """A legal hold placed and audited. No lock: a hold must go on even
-        while a long pass or an expiry runs (the expiry checks each item). A
-        unit or path hold that covers nothing archived now is refused unless
-        placed ``ahead`` (store/legalholds.py)."""
-        place = partial(legalholds.place, scope=scope, target=target, reason=reason, until=until)
-        local = await asyncio.to_thread(self.layout.event_months)
-        if await self._nothing_archived():
-            # No coldkeep.db yet: a hold that is refused (all but one placed ahead)
-            # is refused on an empty manifest in memory, and creates nothing.
-            async with await Manifest.open(Path(":memory:")) as empty:
-                await place(empty, at=self.clock(), origin=self.origin, months=local, ahead=ahead)
-            root = self.settings.archive_root
-            await asyncio.to_thread(ensure_dir, root, root=root)  # made on first use
-        async with await open_manifest(self.layout, self.settings.live_root) as manifest:
-            shipped = await RemoteObjects(manifest).latest_months()
-            candidates = sorted(local.keys() | shipped.keys())
-            gone = {m for m, _ in await expiry.expired_months(manifest, candidates)}
-            return await place(
-                manifest,
-                at=self.clock(),
-                origin=self.origin,
-                months=[m for m in candidates if m not in gone],
-                ahead=ahead,
-            )
+        """A legal hold placed and audited, with no lock: it goes on even while a
+        pass or an expiry runs. A unit or path hold that covers nothing archived
+        now is refused unless placed ``ahead`` (ops/holds.py)."""
+        return await holding.place(self.sessions, scope, target, reason, until, ahead)
 
     async def release_hold(self, hold_id: int) -> Hold:
-        if await self._nothing_archived():  # no hold was placed: nothing to create
-            raise legalholds.HoldError(f"there is no hold {hold_id} (no hold was ever placed here)")
-        async with await open_manifest(self.layout, self.settings.live_root) as manifest:
-            return await legalholds.release(manifest, hold_id, at=self.clock(), origin=self.origin)
+        return await holding.release(self.sessions, hold_id)
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------
 
@@ -590,7 +419,7 @@ class Archiver:
         """This site's manifest, event months and the knowledge of what is remote,
         back from the remote tier (ops/tier.py): for a fresh host after the old
         one was lost."""
-        return await tier.rebuild(self.sessions, self._remote(), cancel)
+        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel)
 
     async def rebuild_manifest(
         self, out: Path | None = None, cancel: CancelToken | None = None

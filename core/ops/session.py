@@ -26,7 +26,8 @@ from typing import Any
 
 from ..base.cancel import Cancelled, CancelToken
 from ..base.codec import Codec
-from ..base.config import Settings
+from ..base.config import RemoteSettings, Settings
+from ..base.errors import UsageError
 from ..base.layout import Layout
 from ..base.lock import ArchiveLock, LockHeld
 from ..base.ratelimit import RateLimiter
@@ -39,6 +40,15 @@ from ..files.filemove import FileMover
 from ..store import audit
 from ..store.manifest import Manifest, ManifestError
 from .attach import AttachServer
+
+
+class NoRemote(UsageError):
+    """An operation on the remote tier with none configured."""
+
+
+class NoStateDb(UsageError):
+    """An operation on the live database's event rows with no ``state_db``
+    configured: the config lacks what the command needs (exit 2, as ``NoRemote``)."""
 
 
 @dataclass
@@ -274,6 +284,37 @@ class Sessions:
             )
         except (ManifestError, sqlite3.Error) as err:
             self.stream.notice("warning", f"could not record the refusal in the audit: {err}")
+
+    def state_db(self, what: str) -> Path:
+        """The live database, or ``NoStateDb`` saying ``what`` cannot be done."""
+        db = self.settings.state_db
+        if db is None:
+            where = self.settings.config_path or "coldkeep.toml"
+            raise NoStateDb(
+                f"{where}: no state_db is configured: {what} "
+                '(add state_db = "path/to/the/application.db")'
+            )
+        return db
+
+    def remote(self) -> RemoteSettings:
+        """The ``[remote]`` settings, or ``NoRemote``."""
+        if self.settings.remote is None:
+            where = self.settings.config_path or "coldkeep.toml"
+            raise NoRemote(
+                f"{where}: no [remote] is configured "
+                '(add [remote] with url = "s3://bucket/prefix" or "file:///path")'
+            )
+        return self.settings.remote
+
+    async def nothing_archived(self) -> bool:
+        """No coldkeep.db yet: a site no pass has run on (or one whose manifest
+        was lost: rebuild-manifest). A command that would only read the archive
+        says so and writes nothing: not the archive_root, not the lock. A lost
+        manifest (base/site.py) is refused as such, never taken for a new site."""
+        if await asyncio.to_thread(self.layout.manifest.exists):
+            return False
+        await asyncio.to_thread(check_site, self.layout, self.settings.live_root)
+        return True
 
     def mover(self, manifest: Manifest, step: StepHook = no_step) -> FileMover:
         """A mover on ``manifest`` with this archive's roots, codec and cap."""

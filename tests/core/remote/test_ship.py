@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from coldkeep.core.archiver import Archiver, NoRemote
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import RemoteSettings, load_settings
 from coldkeep.core.base.lock import LockHeld
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.ops.session import NoRemote
 from coldkeep.core.remote.marker import RemoteUnmounted
 from coldkeep.core.remote.months import snapshot_db
 from coldkeep.core.sched import alerts

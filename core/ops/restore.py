@@ -1,0 +1,137 @@
+"""The restores as the archiver runs them: files (files/restore.py) and event rows
+(events/restore.py), each in a session of its own.
+
+Invariants: a selection that cannot be used (none, an id no entry has, months or
+kinds no archive holds) is refused before the lock is taken, so a usage error
+writes nothing; on a site no pass has run on, a files restore says nothing is
+archived and writes nothing either. Event months only the remote holds are
+fetched back before their rows are restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict
+from pathlib import Path
+
+from ..base.cancel import CancelToken
+from ..events.query import TimeRange
+from ..events.restore import EventsRestoreReport, restore_events
+from ..events.restore import check_selection as check_events_selection
+from ..files.restore import (
+    RestoreReport,
+    Selection,
+    check_restore_root,
+    check_selection,
+    nothing_matched_error,
+    restore_files,
+    select_entries,
+    unknown_ids_error,
+)
+from ..remote.fetch import remote_reader
+from ..remote.rebuild import fetch_lost_months
+from ..store.manifest import Entry, Manifest
+from .session import Sessions
+
+
+async def checked(sessions: Sessions, selection: Selection) -> None:
+    """A selection that names something, every id of it an entry's (read-only):
+    else a ``SelectionError``."""
+    check_selection(selection)
+    if not selection.ids:
+        return
+    manifest = await Manifest.open_existing(sessions.layout.manifest)
+    if manifest is None:
+        raise unknown_ids_error(list(selection.ids), ": nothing is archived yet")
+    async with manifest:
+        unknown = await manifest.unknown_ids(selection.ids)
+    if unknown:
+        raise unknown_ids_error(unknown)
+
+
+async def select(sessions: Sessions, selection: Selection) -> list[Entry]:
+    """The entries a restore of ``selection`` would take, tombstones included
+    (read-only, no lock); one that matches nothing is refused."""
+    await checked(sessions, selection)
+    manifest = await Manifest.open_existing(sessions.layout.manifest)
+    if manifest is None:
+        return []
+    async with manifest:
+        entries = await select_entries(manifest, selection)
+    if not entries:
+        raise nothing_matched_error(selection)
+    return entries
+
+
+async def files(
+    sessions: Sessions, selection: Selection, to: Path | None, cancel: CancelToken | None
+) -> RestoreReport:
+    """Files back to their live paths (left alone by passes for hold_days, their
+    restore grace), or under ``to``."""
+    settings = sessions.settings
+    root = check_restore_root(to, settings.archive_root, settings.live_root) if to else None
+    await checked(sessions, selection)
+    if await sessions.nothing_archived():
+        return RestoreReport(nothing_archived=True)
+    await select(sessions, selection)
+    args = {**asdict(selection), "to": str(root) if root else None}
+    async with (
+        sessions.open("restore", args, cancel) as current,
+        remote_reader(settings.remote, current.manifest, sessions.layout) as remote,
+    ):
+        entries = await select_entries(current.manifest, selection)
+        current.start(f"{len(entries)} files")
+        report = await restore_files(
+            current.mover,
+            entries,
+            to=root,
+            grace_days=settings.hold_days,
+            stream=sessions.stream,
+            cancel=cancel,
+            remote=remote,
+        )
+        current.finish("failed" if report.failed else "ok", report.counts)
+        return report
+
+
+async def events(
+    sessions: Sessions,
+    kinds: set[str] | None,
+    months: list[str] | None,
+    span: TimeRange | None,
+    cancel: CancelToken | None,
+) -> EventsRestoreReport:
+    """Event rows back into live (of ``kinds``, in ``months``, their time stamps
+    in ``span``), left alone by passes for hold_days."""
+    settings, layout = sessions.settings, sessions.layout
+    sessions.state_db("there is no live table to restore event rows into")
+    existing = await Manifest.open_existing(layout.manifest)
+    async with contextlib.AsyncExitStack() as stack:
+        if existing is not None:
+            await stack.enter_async_context(existing)
+        await check_events_selection(settings, layout.events, existing, kinds=kinds, months=months)
+    args: dict[str, object] = {"kinds": sorted(kinds or []), "months": months}
+    if span is not None:
+        args["span"] = [span.start, span.end]
+    async with sessions.open("restore-events", args, cancel) as current:
+        current.start()
+        await fetch_lost_months(
+            layout, settings.remote, current.manifest, stream=sessions.stream, cancel=cancel
+        )
+        report = await restore_events(
+            settings,
+            layout.events,
+            current.manifest,
+            kinds=kinds,
+            months=months,
+            grace_days=settings.hold_days,
+            span=span,
+            cancel=cancel,
+        )
+        summary = {
+            "restored": report.restored,
+            "already_live": report.already_live,
+            "refused": report.refused,
+        }
+        current.finish("failed" if report.conflicts or report.refused else "ok", summary)
+        return report
