@@ -32,8 +32,16 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
+class PinnedApp(ColdkeepApp):
+    """The console with its toasts kept until dismissed: one shown for 5 s of wall
+    time was in a snapshot or not as the machine was fast or loaded (the pager's
+    and a file's versions' snapshots, after a pass)."""
+
+    NOTIFICATION_TIMEOUT = 24 * 3600
+
+
 def make_app(settings: Settings, *, read_only: bool = False) -> ColdkeepApp:
-    return ColdkeepApp(settings, clock=lambda: NOW_MS, watch_live=False, read_only=read_only)
+    return PinnedApp(settings, clock=lambda: NOW_MS, watch_live=False, read_only=read_only)
 
 
 def current_screen(app: ColdkeepApp) -> Screen[Any]:
