@@ -5,7 +5,9 @@ the async core API, thread workers for plain blocking reads); workers only post
 messages (messages.py, or a pane's own to itself); the handlers own the state
 and tell the panes what to show. The core's event stream is read by one
 long-lived worker. Every action comes from one registry (actions.py) that also
-makes the bindings, the buttons, the help screen and the command palette.
+makes the bindings, the buttons, the help screen and the command palette. The
+console's own actions (the screens over this one, stop, quit) are own.py's,
+bound on the App by name.
 
 Every operation of the registry (tui/operations) runs through one path: its
 action is refused with the reason, or its entry's question is asked (its plan
@@ -51,7 +53,6 @@ from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.ship import ShipPlan
-from coldkeep.core.store.manifest import ManifestError
 
 from ..operations import BY_ACTION, BY_NAME
 from ..operations.jobs import run_job
@@ -59,7 +60,8 @@ from ..operations.retention import NO_RETENTION
 from ..operations.spec import ConsoleAction, Nothing, Operation, Question, Run, Site
 from ..text.events import describe
 from ..text.results import headline
-from .actions import ACTIONS, bindings, quit_question
+from . import own
+from .actions import ACTIONS, bindings
 from .actions import BY_NAME as ACTION
 from .footer import FittedFooter
 from .header import ActionBar, StatusLine, lock_words
@@ -95,7 +97,7 @@ from .panes.log import level
 from .panes.remote import NO_REMOTE, ShipPlanLoaded
 from .pilot import busy
 from .priority import background_executor
-from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
+from .screens import ConfirmScreen
 
 HOLDER_POLL_S = 2.0
 # Worker groups that outlive a settle: they last as long as the console, or as
@@ -484,7 +486,7 @@ class ColdkeepApp(App[None]):
         self.query_one(InFlightPane).idle(f"{message.operation}: {summary}", finished=True)
         self.last_result = f"{message.operation}: {summary}"
         self.notify(summary, title=message.operation)
-        if (browser := self._browser()) is not None:
+        if (browser := own.browser(self)) is not None:
             browser.finished(message.result, summary)
         self._settled()
 
@@ -493,7 +495,7 @@ class ColdkeepApp(App[None]):
         self.query_one(InFlightPane).idle(f"{message.operation}: {message.error}")
         self.notify(message.error, title=message.operation, severity="error", timeout=10)
         self.log_line("error", f"{message.operation}: {message.error}")
-        if (browser := self._browser()) is not None:
+        if (browser := own.browser(self)) is not None:
             browser.failed(f"{message.operation}: {message.error}")
         self._settled()
 
@@ -541,107 +543,20 @@ class ColdkeepApp(App[None]):
             running=self.running,
             now_ms=self.clock(),
         )
-        if (browser := self._browser()) is not None:
+        if (browser := own.browser(self)) is not None:
             browser.blocked = self.why_unchangeable()
 
     def log_line(self, level: str, text: str) -> None:
         self.query_one(LogPane).write(level, text, self.clock())
 
-    # the console's own actions ------------------------------------------------
-
-    def action_plan(self) -> None:
-        self.recount()
-        self.query_one(OrphansPane).load(self.archiver)
-        self.notify("recounting the backlog")
-
-    async def action_restore(self) -> None:
-        if self._refuse("restore"):
-            return
-        settings, blocked = self.archiver.settings, self.why_unchangeable()
-        # Awaited (r is acted on as it is read): no key is routed until the browser
-        # is mounted with its filter focused, so what is typed after r lands there.
-        await self.push_screen(
-            RestoreScreen(settings, base=self._base(), read_only=self.read_only, blocked=blocked)
-        )
-
-    async def action_find(self) -> None:
-        """The find box, opened over the restore browser (its picks select a file
-        there, or open its versions or the pager)."""
-        if self._refuse("find"):
-            return
-        await self.action_restore()
-        if (browser := self._browser()) is not None:
-            await browser.action_find()
-
-    def _browser(self) -> RestoreScreen | None:
-        """The restore browser, while it is open."""
-        return next((s for s in self.screen_stack if isinstance(s, RestoreScreen)), None)
-
-    def action_holds(self) -> None:
-        self.open_holds()
-
-    @work(exclusive=True, group="holds", exit_on_error=False)
-    async def open_holds(self) -> None:
-        try:
-            holds = await self.archiver.holds()
-        except (ManifestError, OSError) as err:
-            self.notify(str(err), title="holds", severity="error", markup=False)
-            return
-        blocked = "the console is read-only (--read-only)" if self.read_only else None
-        self.push_screen(HoldsScreen(self.archiver, holds, blocked=blocked))
-
-    async def action_events(self) -> None:
-        if self._refuse("events"):
-            return
-        # Imported when first opened: the charts' plotext costs the console's
-        # start half a second.
-        from .screens.events import EventsScreen  # noqa: PLC0415
-
-        now_s = self.clock() // 1000
-        await self.push_screen(
-            EventsScreen(self.archiver, now_s=now_s, blocked=self.why_unchangeable())
-        )
-
-    async def action_trends(self) -> None:
-        from .screens.trends import TrendsScreen  # noqa: PLC0415 - as the Events screen
-
-        await self.push_screen(TrendsScreen(self.archiver))
-
-    async def action_stop(self) -> None:
-        if self.attached is not None and self.running is None:
-            await self.attached.request("stop")
-            pid = self.attached.hello.get("pid")
-            self.log_line("warning", f"asked pid {pid} to stop at its next safe point")
-            self.notify(f"asked pid {pid} to stop at its next safe point")
-            return
-        if self.cancel_token is None or self.running is None:
-            self.notify("nothing is running")
-            return
-        self.cancel_token.cancel("stopped from the console")
-        self.log_line("warning", f"stopping {self.running} at its next safe point")
-
-    def action_refresh(self) -> None:
-        self.refresh_all()
-        self.poll_holder()
-
-    def action_help(self) -> None:
-        self.push_screen(
-            HelpScreen({a.name: w for a in ACTIONS if (w := self.unavailable(a.name))})
-        )
-
-    async def action_quit(self) -> None:
-        if self.running is None:
-            self.exit()
-            return
-        self.confirm_quit()
-
-    @work(exclusive=True, group="confirm", exit_on_error=False)
-    async def confirm_quit(self) -> None:
-        if not await self.push_screen_wait(ConfirmScreen.asking(quit_question(self.running))):
-            return
-        if self.cancel_token is not None:
-            self.cancel_token.cancel("the console is quitting")
-        for worker in self.workers:
-            if worker.group == "operation":
-                await worker.wait()
-        self.exit()
+    # the console's own actions (own.py): bound here by name, so Textual finds them
+    action_plan = own.action_plan
+    action_restore = own.action_restore
+    action_find = own.action_find
+    action_holds = own.action_holds
+    action_events = own.action_events
+    action_trends = own.action_trends
+    action_stop = own.action_stop
+    action_refresh = own.action_refresh
+    action_help = own.action_help
+    action_quit = own.action_quit
