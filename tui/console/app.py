@@ -263,9 +263,9 @@ class ColdkeepApp(App[None]):
     def action_refused(self, name: str) -> None:
         """The key of an action that is off here (read-only, no [remote], no
         [retention]): hidden from the footer, and pressed it says why."""
-        self._refuse(name)
+        self.refuse(name)
 
-    def _refuse(self, name: str, *, changes: bool = False) -> bool:
+    def refuse(self, name: str, *, changes: bool = False) -> bool:
         """Whether ``name`` is refused now (said, and logged). ``changes``: it is
         about to change the archive, whatever the action is (a browser's restore)."""
         why = self.unavailable(name) or (self.why_unchangeable() if changes else None)
@@ -322,7 +322,7 @@ class ColdkeepApp(App[None]):
     def action_operation(self, name: str) -> None:
         """The action ``name`` of a registry operation: refused with the reason;
         else, as its entry says, asked about first or started at once."""
-        if self._refuse(name):
+        if self.refuse(name):
             return
         op = BY_ACTION[name]
         assert op.console is not None
@@ -340,7 +340,7 @@ class ColdkeepApp(App[None]):
         scheduler's job of that name, run now) a yes starts the job, and a plan
         with nothing to ask about starts it unasked."""
         assert op.console is not None and op.console.ask is not None
-        site = Site(self.archiver, self._base(), self.query_one(OrphansPane).chosen())
+        site = Site(self.archiver, self.shown_from(), self.query_one(OrphansPane).chosen())
         try:
             plan, question = await op.console.ask(site)
         except Exception as err:
@@ -377,7 +377,7 @@ class ColdkeepApp(App[None]):
         self.notify(nothing.text, title=nothing.title, severity=nothing.severity, markup=False)
 
     def on_confirmed(self, message: Confirmed) -> None:
-        if not self._refuse(message.action, changes=True):
+        if not self.refuse(message.action, changes=True):
             self.operate(message.operation, message.run)
 
     def operate(self, name: str, run: Run) -> None:
@@ -393,7 +393,7 @@ class ColdkeepApp(App[None]):
     def action_run_job(self) -> None:
         """The job chosen in the Jobs pane (its table focused). From anywhere else
         nothing runs: the Jobs pane is shown and focused, to choose one."""
-        if self._refuse("run_job"):
+        if self.refuse("run_job"):
             return
         pane = self.query_one(JobsPane)
         name = pane.chosen()
@@ -434,7 +434,7 @@ class ColdkeepApp(App[None]):
         self.query_one(OrphansPane).attention(message.status)
         self._status_line()
         self.query_one(RemotePane).show(
-            self.archiver.settings.remote, self._base(), self.status.remote
+            self.archiver.settings.remote, self.shown_from(), self.status.remote
         )
         self._maybe_ready()
 
@@ -527,7 +527,7 @@ class ColdkeepApp(App[None]):
 
     # what the status line shows -----------------------------------------------
 
-    def _base(self) -> Path:
+    def shown_from(self) -> Path:
         """The folder paths are shown relative to: the config's."""
         config = self.archiver.settings.config_path
         return config.parent if config else Path.cwd()
@@ -535,7 +535,7 @@ class ColdkeepApp(App[None]):
     def _status_line(self) -> None:
         self.query_one(StatusLine).show(
             self.archiver.settings,
-            self._base(),
+            self.shown_from(),
             status=self.status,
             lock=self.holder_text,
             watching=self.attached is not None,

@@ -6,7 +6,7 @@ Each ``action_*`` here is a method of ``ColdkeepApp``, bound there by name
 (``action_plan = own.action_plan``): Textual finds it on the App as it would a
 method written there, and the bindings, the buttons and the palette reach it by
 the same name. So each takes the app as its ``self`` would be, and uses the
-app's private helpers (``_refuse``, ``_base``) as its own methods do. The two
+app's helpers (``refuse``, ``shown_from``) as its own methods do. The two
 workers (``open_holds``, ``confirm_quit``) run on the app under the names and
 groups they had as its methods.
 
@@ -43,20 +43,20 @@ def action_plan(app: ColdkeepApp) -> None:
 
 
 async def action_restore(app: ColdkeepApp) -> None:
-    if app._refuse("restore"):
+    if app.refuse("restore"):
         return
     settings, blocked = app.archiver.settings, app.why_unchangeable()
     # Awaited (r is acted on as it is read): no key is routed until the browser
     # is mounted with its filter focused, so what is typed after r lands there.
     await app.push_screen(
-        RestoreScreen(settings, base=app._base(), read_only=app.read_only, blocked=blocked)
+        RestoreScreen(settings, base=app.shown_from(), read_only=app.read_only, blocked=blocked)
     )
 
 
 async def action_find(app: ColdkeepApp) -> None:
     """The find box, opened over the restore browser (its picks select a file
     there, or open its versions or the pager)."""
-    if app._refuse("find"):
+    if app.refuse("find"):
         return
     await action_restore(app)
     if (restore := browser(app)) is not None:
@@ -79,7 +79,7 @@ async def open_holds(app: ColdkeepApp) -> None:
 
 
 async def action_events(app: ColdkeepApp) -> None:
-    if app._refuse("events"):
+    if app.refuse("events"):
         return
     # Imported when first opened: the charts' plotext costs the console's
     # start half a second.
