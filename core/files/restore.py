@@ -183,7 +183,7 @@ def check_restore_root(to: Path, archive_root: Path, live_root: Path | None = No
     if any(absolute == live or live in absolute.parents for live in lives):
         raise UnsafePath(
             f"{to} is inside live_root ({live_root}): the next pass would archive what is "
-            "restored there as new files; restore in place (without --to) or outside it"
+            "restored there as new files; restore to the live paths (no target) or outside it"
         )
     if absolute.exists() and not absolute.is_dir():
         raise UnsafePath(f"{to} is not a directory")

@@ -16,7 +16,7 @@ from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.screens import ConfirmScreen, RestoreScreen
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, current_screen, make_app, notices, settle
 
 SIZE = (120, 36)
 WANTED = "unit-0005/runs/part-03.jsonl"
@@ -109,6 +109,25 @@ async def test_a_restore_shows_its_new_status_and_keeps_the_filter(settings: Set
         await pilot.press("slash", "ctrl+u", *"status:restored")
         await settle(pilot)
         assert shown(screen) == [(WANTED, "restored")]
+
+
+async def test_a_target_inside_the_live_tree_is_refused_before_asking(settings: Settings) -> None:
+    # The next pass would archive what a restore put there, as new files.
+    app = make_app(settings)
+    said = notices(app)
+    inside = settings.live_root / "restored-here"
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        await pilot.press(*"runs/part-03", "enter")
+        screen.query_one("#restore-to", Input).value = str(inside)
+        await settle(pilot)
+        assert "inside live_root" in str(screen.query_one("#restore-preview", Static).render())
+        screen.query_one("#restore-table", DataTable).focus()
+        await pilot.press("r")
+        await settle(pilot)
+        assert current_screen(app) is screen, "a restore into the live tree was asked"
+        assert any("inside live_root" in line for line in said), said
+    assert not inside.exists()
 
 
 async def test_an_unknown_status_names_the_statuses(settings: Settings) -> None:

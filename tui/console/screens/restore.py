@@ -216,7 +216,10 @@ class RestoreScreen(Screen[None]):
     def _root(self, to: str) -> Path:
         if not to.strip():
             return self.settings.live_root
-        return check_restore_root(Path(to.strip()).expanduser(), self.settings.archive_root)
+        settings = self.settings
+        return check_restore_root(
+            Path(to.strip()).expanduser(), settings.archive_root, settings.live_root
+        )
 
     # handlers ----------------------------------------------------------------
 
