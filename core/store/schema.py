@@ -359,6 +359,68 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX entries_archived_at ON entries (archived_at);
     """,
+    # 14: what status, the console and the ship read at every start, kept by the
+    # database itself so that reading it costs the same at 10,000,000 entries as
+    # at 1,000: the entries' totals per status, and whether an entry's gzip has a
+    # remote copy (``shipped``), with the kept and unshipped ones in an index of
+    # their own (the backlog to ship: empty once shipped, not the whole archive).
+    # Triggers keep both whatever code path writes: an insert, update or delete
+    # of an entry or a remote object. A later migration that rebuilds the
+    # entries table must create its triggers again.
+    """
+    CREATE TABLE entry_totals (
+        status   TEXT    PRIMARY KEY,
+        entries  INTEGER NOT NULL,
+        bytes    INTEGER NOT NULL,
+        gz_bytes INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO entry_totals
+        SELECT status, count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0)
+        FROM entries GROUP BY status;
+    CREATE TRIGGER entry_totals_in AFTER INSERT ON entries BEGIN
+        INSERT INTO entry_totals VALUES
+            (NEW.status, 1, coalesce(NEW.bytes, 0), coalesce(NEW.gz_bytes, 0))
+        ON CONFLICT (status) DO UPDATE SET entries = entries + 1,
+            bytes = bytes + excluded.bytes, gz_bytes = gz_bytes + excluded.gz_bytes;
+    END;
+    CREATE TRIGGER entry_totals_out AFTER DELETE ON entries BEGIN
+        UPDATE entry_totals SET entries = entries - 1, bytes = bytes - coalesce(OLD.bytes, 0),
+            gz_bytes = gz_bytes - coalesce(OLD.gz_bytes, 0)
+        WHERE status = OLD.status;
+    END;
+    CREATE TRIGGER entry_totals_change AFTER UPDATE OF status, bytes, gz_bytes ON entries BEGIN
+        UPDATE entry_totals SET entries = entries - 1, bytes = bytes - coalesce(OLD.bytes, 0),
+            gz_bytes = gz_bytes - coalesce(OLD.gz_bytes, 0)
+        WHERE status = OLD.status;
+        INSERT INTO entry_totals VALUES
+            (NEW.status, 1, coalesce(NEW.bytes, 0), coalesce(NEW.gz_bytes, 0))
+        ON CONFLICT (status) DO UPDATE SET entries = entries + 1,
+            bytes = bytes + excluded.bytes, gz_bytes = gz_bytes + excluded.gz_bytes;
+    END;
+
+    ALTER TABLE entries ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0;  -- 1: a remote copy
+    UPDATE entries SET shipped = 1 WHERE gz_path IN (SELECT path FROM remote_objects);
+    CREATE INDEX entries_unshipped ON entries (gz_path, archived_at, gz_bytes, status, shipped)
+        WHERE shipped = 0 AND status IN ('archived', 'stale', 'restored');
+    CREATE TRIGGER remote_object_in AFTER INSERT ON remote_objects BEGIN
+        UPDATE entries SET shipped = 1 WHERE gz_path = NEW.path;
+    END;
+    CREATE TRIGGER remote_object_out AFTER DELETE ON remote_objects BEGIN
+        UPDATE entries SET shipped = 0 WHERE gz_path = OLD.path;
+    END;
+    CREATE TRIGGER remote_object_moved AFTER UPDATE OF path ON remote_objects BEGIN
+        UPDATE entries SET shipped = 0 WHERE gz_path = OLD.path;
+        UPDATE entries SET shipped = 1 WHERE gz_path = NEW.path;
+    END;
+    CREATE TRIGGER entry_shipped AFTER INSERT ON entries
+        WHEN EXISTS (SELECT 1 FROM remote_objects WHERE path = NEW.gz_path) BEGIN
+        UPDATE entries SET shipped = 1 WHERE id = NEW.id;
+    END;
+    CREATE TRIGGER entry_moved AFTER UPDATE OF gz_path ON entries BEGIN
+        UPDATE entries SET shipped = EXISTS (SELECT 1 FROM remote_objects WHERE path = NEW.gz_path)
+        WHERE id = NEW.id;
+    END;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from coldkeep.core.store.manifest import KEPT_SQL
 from coldkeep.core.store.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -41,3 +46,92 @@ def test_a_newer_schema_is_refused_and_an_older_one_only_read_only() -> None:
     assert newer is not None and "upgrade coldkeep" in newer
     older = version_problem(path, SCHEMA_VERSION - 1, readonly=True)
     assert older is not None and "needs migrating" in older
+
+
+# What the triggers of schema 14 keep, against what a scan of the entries says.
+_STATUSES = ("archived", "stale", "restored", "missing", "expired")
+_PATHS = ("files/a.tar", b"files/\xff.gz")
+_op = st.one_of(
+    st.tuples(st.just("entry"), st.sampled_from(_PATHS), st.sampled_from(_STATUSES)),
+    st.tuples(st.just("status"), st.integers(0, 30), st.sampled_from(_STATUSES)),
+    st.tuples(st.just("move"), st.integers(0, 30), st.sampled_from(_PATHS)),
+    st.tuples(st.just("drop"), st.integers(0, 30), st.none()),
+    st.tuples(st.just("ship"), st.sampled_from(_PATHS), st.none()),
+    st.tuples(st.just("unship"), st.sampled_from(_PATHS), st.none()),
+)
+
+
+def _apply(db: sqlite3.Connection, op: tuple[str, Any, Any]) -> None:
+    what, a, b = op
+    ids = [r[0] for r in db.execute("SELECT id FROM entries ORDER BY id")]
+    pick = ids[a % len(ids)] if ids and isinstance(a, int) else None
+    if what == "entry":
+        db.execute(
+            "INSERT INTO entries (unit, relpath, bytes, sha256, gz_path, gz_bytes, mtime_ns, "
+            "dev, ino, mode, archived_at, status, member_offset) "
+            # Every entry a member at an offset of its own: any two may share a path.
+            "VALUES ('u', ?, 100, 'x', ?, 30, 0, 0, 0, 33188, ?, ?, "
+            "(SELECT coalesce(max(id), 0) + 1 FROM entries))",
+            [f"r{len(ids)}", a, len(ids), b],
+        )
+    elif what == "status" and pick is not None:
+        db.execute("UPDATE entries SET status = ?, bytes = bytes + 1 WHERE id = ?", [b, pick])
+    elif what == "move" and pick is not None:
+        db.execute(
+            "UPDATE entries SET gz_path = ?, member_offset = ? WHERE id = ?", [b, pick, pick]
+        )
+    elif what == "drop" and pick is not None:
+        db.execute("DELETE FROM entries WHERE id = ?", [pick])
+    elif what == "ship":
+        db.execute(
+            "INSERT OR IGNORE INTO remote_objects (path, bytes, sha256, shipped_at) "
+            "VALUES (?, 1, 'x', 0)",
+            [a],
+        )
+    elif what == "unship":
+        db.execute("DELETE FROM remote_objects WHERE path = ?", [a])
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(_op, max_size=40))
+@example(ops=[("entry", "files/a.tar", "archived"), ("ship", "files/a.tar", None)] * 2)
+@example(
+    ops=[
+        ("ship", "files/a.tar", None),
+        ("entry", "files/a.tar", "stale"),
+        ("unship", "files/a.tar", None),
+    ]
+)
+def test_the_totals_and_the_shipped_marks_follow_every_write(
+    ops: list[tuple[str, Any, Any]],
+) -> None:
+    """Status, the console and ship read per-status totals and the unshipped
+    entries from what triggers keep: any sequence of writes leaves them equal to
+    what a scan of every entry says."""
+    with sqlite3.connect(":memory:", isolation_level=None) as db:
+        for _, script in migration_scripts(0):
+            db.executescript(script)
+        for op in ops:
+            _apply(db, op)
+        scanned = db.execute(
+            "SELECT status, count(*), sum(bytes), sum(gz_bytes) FROM entries GROUP BY status"
+        ).fetchall()
+        kept = db.execute(
+            "SELECT status, entries, bytes, gz_bytes FROM entry_totals WHERE entries > 0"
+        ).fetchall()
+        assert sorted(kept) == sorted(scanned)
+        wrong = db.execute(
+            "SELECT id, gz_path FROM entries WHERE shipped != "
+            "EXISTS (SELECT 1 FROM remote_objects WHERE path = gz_path)"
+        ).fetchall()
+        assert wrong == []
+
+
+def test_the_unshipped_index_is_the_one_the_pending_reads_name(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "db", isolation_level=None) as db:
+        for _, script in migration_scripts(0):
+            db.executescript(script)
+        [(sql,)] = db.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'entries_unshipped'"
+        ).fetchall()
+    assert sql.endswith(f"WHERE shipped = 0 AND status {KEPT_SQL}")
