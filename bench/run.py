@@ -13,6 +13,8 @@ runnable alone:
                      concurrent writer: rows/s, writer p99, WAL peak
   bench/console.py   the console's loop lag during a pass, start-up and filter
                      time on a 1,000,000-entry manifest, and the trends read
+  bench/scale.py     status, plan, a no-op pass, find and the console's start-up
+                     and RSS on a 10,000,000-entry manifest
   bench/remote.py    shipping to moto's S3 server vs a PUT per gzip (time and
                      requests); one file's remote restore (bytes transferred)
   bench/query.py     SQL over archived events: coldkeep query vs the sqlite3 CLI
@@ -43,6 +45,7 @@ import files
 import query
 import readpath
 import remote
+import scale
 from report import Row, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +83,7 @@ def main() -> None:
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        for part in ("files", "events", "console", "remote", "query", "readpath"):
+        for part in ("files", "events", "console", "scale", "remote", "query", "readpath"):
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
@@ -88,6 +91,8 @@ def main() -> None:
         shutil.rmtree(work / "events")
         rows += console.measure(work / "console", args.quick)
         shutil.rmtree(work / "console")
+        rows += scale.measure(work / "scale", 20_000 if args.quick else 10_000_000)
+        shutil.rmtree(work / "scale")
         rows += remote.measure(work / "remote", args.quick)
         shutil.rmtree(work / "remote")
         rows += query.measure(work / "query", args.quick)

@@ -44,7 +44,7 @@ import errno
 import functools
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -73,9 +73,8 @@ from ..base.layout import (
 from ..base.lock import read_holder
 from ..base.times import is_mtime
 from ..store import passlog
-from ..store.manifest import KEPT_STATUSES, Entry, Manifest, NewEntry
+from ..store.manifest import Entry, Manifest, NewEntry
 from ..store.problems import NewProblem, unlink_kind
-from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover
 from .gzfile import (
@@ -430,18 +429,18 @@ class Recovery:
         if progress is not None:
             progress(report.copy())
         # The first piece is looked up in the manifest by its own names, so that
-        # what it holds shows at once; then every entry's gzip path is read in
-        # one go (a million in about a second), faster than asking per piece.
-        entered: dict[str, str] | None = None
+        # what it holds shows at once; then the gzips that should be here are read
+        # in one go (a million in about a second), faster than asking per piece.
+        local: dict[str, str] | None = None
         on_disk: dict[str, str] = {}
         walker = walk_archive(self.mover.layout, WALK_PIECE)
         while (piece := await asyncio.to_thread(next, walker, None)) is not None:
             if not on_disk:  # the first piece
                 known = {path for path, _ in await self.manifest.gz_statuses_of(piece.gzips)}
             else:
-                if entered is None:
-                    entered = await self.manifest.gz_statuses()
-                known = piece.gzips.keys() & entered.keys()
+                if local is None:
+                    local = await self.manifest.local_gz_statuses()
+                known = await self._known(piece.gzips.keys(), local)
             report.partials += piece.partials
             report.orphans += too_deep(self.mover.layout, piece)
             report.walked += len(piece.gzips)
@@ -453,9 +452,9 @@ class Recovery:
                 progress(report.copy())
         report.partials.sort()
         report.orphans.sort(key=lambda o: str(o.gz))  # stable: a bundle's members stay in order
-        if entered is None:
-            entered = await self.manifest.gz_statuses()
-        report.missing = await self._missing(entered, on_disk)
+        if local is None:
+            local = await self.manifest.local_gz_statuses()
+        report.missing = await self._missing(local, on_disk)
         report.walking = False
         return report
 
@@ -480,23 +479,31 @@ class Recovery:
         await self.unlink_committed_sources(report)
         return report
 
-    async def _missing(self, entered: dict[str, str], on_disk: dict[str, str]) -> list[Entry]:
-        """Entries that should have a gzip and have none (paths and statuses only
-        are held for the whole archive; full entries only for these)."""
-        gone = [p for p, st in entered.items() if st in KEPT_STATUSES and p not in on_disk]
-        if gone:  # a local copy dropped after shipping is not missing: it is remote
-            remote = await RemoteObjects(self.manifest).gone_paths()
-            gone = [p for p in gone if p not in remote]
-        return await self.manifest.entries_by_gz(gone)
+    async def _missing(self, local: dict[str, str], on_disk: dict[str, str]) -> list[Entry]:
+        """Entries whose gzip should be here and is not (``local``: paths and
+        statuses of those alone; a copy dropped after shipping is not among them,
+        it is remote; full entries only for the missing)."""
+        return await self.manifest.entries_by_gz([p for p in local if p not in on_disk])
+
+    async def _known(self, found: Collection[str], local: dict[str, str]) -> set[str]:
+        """Those of the gzips ``found`` on disk that an entry names: one that
+        should be here, or, looked up by name, one whose entry is missing,
+        expired or remote-only (its copy came back, or was never removed)."""
+        known = {p for p in found if p in local}
+        others = [p for p in found if p not in known]
+        if others:
+            known |= {path for path, _ in await self.manifest.gz_statuses_of(others)}
+        return known
 
     async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, str]) -> None:
         """Orphans adopted, kept or removed; entries without a gzip marked missing."""
-        entered = await self.manifest.gz_statuses()
-        missing = await self._missing(entered, on_disk)
+        local = await self.manifest.local_gz_statuses()
+        known = await self._known(on_disk, local)
+        missing = await self._missing(local, on_disk)
         if missing:
             await self.manifest.set_status([e.id for e in missing], "missing")
             report.missing = missing
-        for rel in sorted(on_disk.keys() - entered.keys()):
+        for rel in sorted(on_disk.keys() - known):
             self.cancel.check()
             try:
                 report.orphans += await self.settle(Path(on_disk[rel]))

@@ -25,7 +25,7 @@ _KEPT = f"status {KEPT_SQL}"
 # Kept entries with no remote copy, read from the schema's partial index of them
 # (its WHERE is this one; named, or the planner took the status index and read
 # every kept entry): reading them costs what is still to ship, not the archive.
-_UNSHIPPED = f"shipped = 0 AND {_KEPT}"
+_UNSHIPPED = f"remote = 0 AND {_KEPT}"
 _UNSHIPPED_ENTRIES = f"entries INDEXED BY entries_unshipped WHERE {_UNSHIPPED}"
 
 
@@ -313,9 +313,8 @@ class RemoteObjects:
             "SELECT count(DISTINCT gz_path), count(*), coalesce(sum(gz_bytes), 0), "
             f"min(archived_at) FROM {_UNSHIPPED_ENTRIES}"
         )
+        # Kept by the schema's triggers (remote_totals): one row, at any size.
         [(n, size, gone, gone_bytes, bad)] = await self.manifest.rows(
-            "SELECT count(*), coalesce(sum(bytes), 0), count(local_gone_at), "
-            "coalesce(sum(CASE WHEN local_gone_at IS NOT NULL THEN bytes END), 0), "
-            "count(verify_error) FROM remote_objects"
+            "SELECT objects, bytes, gone, gone_bytes, bad FROM remote_totals"
         )
         return RemoteTotals(files, entries, n, size, gone, gone_bytes, bad, pending, since)

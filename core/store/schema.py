@@ -359,14 +359,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX entries_archived_at ON entries (archived_at);
     """,
-    # 14: what status, the console and the ship read at every start, kept by the
-    # database itself so that reading it costs the same at 10,000,000 entries as
-    # at 1,000: the entries' totals per status, and whether an entry's gzip has a
-    # remote copy (``shipped``), with the kept and unshipped ones in an index of
-    # their own (the backlog to ship: empty once shipped, not the whole archive).
-    # Triggers keep both whatever code path writes: an insert, update or delete
-    # of an entry or a remote object. A later migration that rebuilds the
-    # entries table must create its triggers again.
+    # 14: what status, the console, the ship and recovery read at every start,
+    # kept by the database itself, so that reading it costs the same at
+    # 10,000,000 entries as at 1,000: the entries' totals per status, the remote
+    # objects' totals, and where an
+    # entry's gzip has copies (``remote``: 0 here only, 1 here and remote, 2
+    # remote only, its local copy dropped), with two partial indexes: the kept
+    # entries not shipped yet (the backlog to ship) and those whose gzip should
+    # be here (what recovery expects on disk). Triggers keep them whatever code
+    # path writes: an insert, update or delete of an entry or a remote object. A
+    # later migration that rebuilds the entries table must create them again.
     """
     CREATE TABLE entry_totals (
         status   TEXT    PRIMARY KEY,
@@ -398,27 +400,69 @@ MIGRATIONS: tuple[str, ...] = (
             bytes = bytes + excluded.bytes, gz_bytes = gz_bytes + excluded.gz_bytes;
     END;
 
-    ALTER TABLE entries ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0;  -- 1: a remote copy
-    UPDATE entries SET shipped = 1 WHERE gz_path IN (SELECT path FROM remote_objects);
-    CREATE INDEX entries_unshipped ON entries (gz_path, archived_at, gz_bytes, status, shipped)
-        WHERE shipped = 0 AND status IN ('archived', 'stale', 'restored');
+    CREATE TABLE remote_totals (
+        id         INTEGER PRIMARY KEY CHECK (id = 1),
+        objects    INTEGER NOT NULL,
+        bytes      INTEGER NOT NULL,
+        gone       INTEGER NOT NULL,                  -- their local copy dropped
+        gone_bytes INTEGER NOT NULL,
+        bad        INTEGER NOT NULL                   -- their last verify failed
+    );
+    INSERT INTO remote_totals
+        SELECT 1, count(*), coalesce(sum(bytes), 0), count(local_gone_at),
+            coalesce(sum(CASE WHEN local_gone_at IS NOT NULL THEN bytes END), 0),
+            count(verify_error)
+        FROM remote_objects;
+    CREATE TRIGGER remote_totals_in AFTER INSERT ON remote_objects BEGIN
+        UPDATE remote_totals SET objects = objects + 1, bytes = bytes + NEW.bytes,
+            gone = gone + (NEW.local_gone_at IS NOT NULL),
+            gone_bytes = gone_bytes + CASE WHEN NEW.local_gone_at IS NULL THEN 0 ELSE NEW.bytes END,
+            bad = bad + (NEW.verify_error IS NOT NULL);
+    END;
+    CREATE TRIGGER remote_totals_out AFTER DELETE ON remote_objects BEGIN
+        UPDATE remote_totals SET objects = objects - 1, bytes = bytes - OLD.bytes,
+            gone = gone - (OLD.local_gone_at IS NOT NULL),
+            gone_bytes = gone_bytes - CASE WHEN OLD.local_gone_at IS NULL THEN 0 ELSE OLD.bytes END,
+            bad = bad - (OLD.verify_error IS NOT NULL);
+    END;
+    CREATE TRIGGER remote_totals_change
+        AFTER UPDATE OF bytes, local_gone_at, verify_error ON remote_objects BEGIN
+        UPDATE remote_totals SET bytes = bytes - OLD.bytes + NEW.bytes,
+            gone = gone - (OLD.local_gone_at IS NOT NULL) + (NEW.local_gone_at IS NOT NULL),
+            gone_bytes = gone_bytes - CASE WHEN OLD.local_gone_at IS NULL THEN 0 ELSE OLD.bytes END
+                + CASE WHEN NEW.local_gone_at IS NULL THEN 0 ELSE NEW.bytes END,
+            bad = bad - (OLD.verify_error IS NOT NULL) + (NEW.verify_error IS NOT NULL);
+    END;
+
+    ALTER TABLE entries ADD COLUMN remote INTEGER NOT NULL DEFAULT 0;  -- 0, 1, 2: above
+    UPDATE entries SET remote = (
+        SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = gz_path
+    ) WHERE gz_path IN (SELECT path FROM remote_objects);
+    CREATE INDEX entries_unshipped ON entries (gz_path, archived_at, gz_bytes, status, remote)
+        WHERE remote = 0 AND status IN ('archived', 'stale', 'restored');
+    CREATE INDEX entries_local ON entries (gz_path, status, remote)
+        WHERE remote < 2 AND status IN ('archived', 'stale', 'restored');
     CREATE TRIGGER remote_object_in AFTER INSERT ON remote_objects BEGIN
-        UPDATE entries SET shipped = 1 WHERE gz_path = NEW.path;
+        UPDATE entries SET remote = 1 + (NEW.local_gone_at IS NOT NULL) WHERE gz_path = NEW.path;
     END;
     CREATE TRIGGER remote_object_out AFTER DELETE ON remote_objects BEGIN
-        UPDATE entries SET shipped = 0 WHERE gz_path = OLD.path;
+        UPDATE entries SET remote = 0 WHERE gz_path = OLD.path;
     END;
-    CREATE TRIGGER remote_object_moved AFTER UPDATE OF path ON remote_objects BEGIN
-        UPDATE entries SET shipped = 0 WHERE gz_path = OLD.path;
-        UPDATE entries SET shipped = 1 WHERE gz_path = NEW.path;
+    CREATE TRIGGER remote_object_change AFTER UPDATE OF path, local_gone_at ON remote_objects
+    BEGIN
+        UPDATE entries SET remote = 0 WHERE gz_path = OLD.path;
+        UPDATE entries SET remote = 1 + (NEW.local_gone_at IS NOT NULL) WHERE gz_path = NEW.path;
     END;
-    CREATE TRIGGER entry_shipped AFTER INSERT ON entries
+    CREATE TRIGGER entry_in AFTER INSERT ON entries
         WHEN EXISTS (SELECT 1 FROM remote_objects WHERE path = NEW.gz_path) BEGIN
-        UPDATE entries SET shipped = 1 WHERE id = NEW.id;
+        UPDATE entries SET remote = (
+            SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = NEW.gz_path
+        ) WHERE id = NEW.id;
     END;
     CREATE TRIGGER entry_moved AFTER UPDATE OF gz_path ON entries BEGIN
-        UPDATE entries SET shipped = EXISTS (SELECT 1 FROM remote_objects WHERE path = NEW.gz_path)
-        WHERE id = NEW.id;
+        UPDATE entries SET remote = coalesce((
+            SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = NEW.gz_path
+        ), 0) WHERE id = NEW.id;
     END;
     """,
 )

@@ -58,6 +58,8 @@ _op = st.one_of(
     st.tuples(st.just("drop"), st.integers(0, 30), st.none()),
     st.tuples(st.just("ship"), st.sampled_from(_PATHS), st.none()),
     st.tuples(st.just("unship"), st.sampled_from(_PATHS), st.none()),
+    st.tuples(st.just("drop local"), st.sampled_from(_PATHS), st.none()),
+    st.tuples(st.just("verify"), st.sampled_from(_PATHS), st.booleans()),
 )
 
 
@@ -85,8 +87,15 @@ def _apply(db: sqlite3.Connection, op: tuple[str, Any, Any]) -> None:
     elif what == "ship":
         db.execute(
             "INSERT OR IGNORE INTO remote_objects (path, bytes, sha256, shipped_at) "
-            "VALUES (?, 1, 'x', 0)",
+            "VALUES (?, 7, 'x', 0)",
             [a],
+        )
+    elif what == "drop local":
+        db.execute("UPDATE remote_objects SET local_gone_at = 1 WHERE path = ?", [a])
+    elif what == "verify":
+        db.execute(
+            "UPDATE remote_objects SET verify_error = ?, bytes = bytes + 1 WHERE path = ?",
+            [None if b else "bad", a],
         )
     elif what == "unship":
         db.execute("DELETE FROM remote_objects WHERE path = ?", [a])
@@ -97,6 +106,13 @@ def _apply(db: sqlite3.Connection, op: tuple[str, Any, Any]) -> None:
 @example(ops=[("entry", "files/a.tar", "archived"), ("ship", "files/a.tar", None)] * 2)
 @example(
     ops=[
+        ("entry", "files/a.tar", "archived"),
+        ("ship", "files/a.tar", None),
+        ("drop local", "files/a.tar", None),
+    ]
+)
+@example(
+    ops=[
         ("ship", "files/a.tar", None),
         ("entry", "files/a.tar", "stale"),
         ("unship", "files/a.tar", None),
@@ -105,9 +121,9 @@ def _apply(db: sqlite3.Connection, op: tuple[str, Any, Any]) -> None:
 def test_the_totals_and_the_shipped_marks_follow_every_write(
     ops: list[tuple[str, Any, Any]],
 ) -> None:
-    """Status, the console and ship read per-status totals and the unshipped
-    entries from what triggers keep: any sequence of writes leaves them equal to
-    what a scan of every entry says."""
+    """Status, the console, ship and recovery read per-status totals and where
+    each entry's copies are from what triggers keep: any sequence of writes
+    leaves them equal to what a scan of every entry says."""
     with sqlite3.connect(":memory:", isolation_level=None) as db:
         for _, script in migration_scripts(0):
             db.executescript(script)
@@ -121,17 +137,31 @@ def test_the_totals_and_the_shipped_marks_follow_every_write(
         ).fetchall()
         assert sorted(kept) == sorted(scanned)
         wrong = db.execute(
-            "SELECT id, gz_path FROM entries WHERE shipped != "
-            "EXISTS (SELECT 1 FROM remote_objects WHERE path = gz_path)"
+            "SELECT id, gz_path FROM entries WHERE remote != coalesce((SELECT 1 + "
+            "(local_gone_at IS NOT NULL) FROM remote_objects WHERE path = gz_path), 0)"
         ).fetchall()
         assert wrong == []
+        remote = db.execute(
+            "SELECT count(*), coalesce(sum(bytes), 0), count(local_gone_at), "
+            "coalesce(sum(CASE WHEN local_gone_at IS NOT NULL THEN bytes END), 0), "
+            "count(verify_error) FROM remote_objects"
+        ).fetchall()
+        assert (
+            db.execute("SELECT objects, bytes, gone, gone_bytes, bad FROM remote_totals").fetchall()
+            == remote
+        )
 
 
-def test_the_unshipped_index_is_the_one_the_pending_reads_name(tmp_path: Path) -> None:
+def test_the_partial_indexes_cover_the_kept_statuses(tmp_path: Path) -> None:
+    # The reads name these indexes with the same WHERE, built from KEPT_SQL.
     with sqlite3.connect(tmp_path / "db", isolation_level=None) as db:
         for _, script in migration_scripts(0):
             db.executescript(script)
-        [(sql,)] = db.execute(
-            "SELECT sql FROM sqlite_master WHERE name = 'entries_unshipped'"
-        ).fetchall()
-    assert sql.endswith(f"WHERE shipped = 0 AND status {KEPT_SQL}")
+        where = dict(
+            db.execute(
+                "SELECT name, sql FROM sqlite_master WHERE name IN "
+                "('entries_unshipped', 'entries_local')"
+            ).fetchall()
+        )
+    assert where["entries_unshipped"].endswith(f"WHERE remote = 0 AND status {KEPT_SQL}")
+    assert where["entries_local"].endswith(f"WHERE remote < 2 AND status {KEPT_SQL}")

@@ -1,0 +1,180 @@
+"""The read-only commands and the console on a manifest of 10,000,000 entries.
+
+    python bench/scale.py [--entries N] [--quick]
+
+The manifest's rows are written directly (SQL): a year of archiving, 95 % of
+its entries shipped with their local copies dropped (the steady state of a site
+that ships), the rest archived here and not shipped yet, each with an (empty)
+gzip on disk for the walk to find.
+The live tree is the demo's, so a pass has nothing to do but look. Each row is
+one call of the core API (or the console's first full paint), timed in this
+process, best of three; the CLI's own start-up is left out (bench/query.py
+measures it).
+
+Rows: status, plan, a pass with nothing to do, find (a substring, a glob),
+console start-up to its first full paint and the peak RSS of its process (one
+of its own), the manifest's bytes per entry.
+
+Targets: status < 1 s, plan and the no-op pass < 3 s, find < 1 s, console
+start-up < 2 s, RSS < 300 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from report import Row, met, print_table
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.pilot import settle
+
+NOW_MS = 1_790_000_000_000
+YEAR_MS = 365 * 86_400_000
+UNITS = 5000
+LOCAL = 20  # one entry in LOCAL is archived here and not shipped yet
+TARGETS = {
+    "status": 1.0,
+    "plan": 3.0,
+    "a pass with nothing to do": 3.0,
+    "find a substring": 1.0,
+    "find a glob": 1.0,
+}
+
+
+def build(work: Path, entries: int) -> Path:
+    """A demo site whose manifest holds ``entries`` entries (see the module doc)."""
+    site = write_demo(work / "site", seed=7, scale=0.02)
+    db = site.archive / "coldkeep.db"
+
+    async def create() -> None:
+        async with await Manifest.open(db):
+            pass
+
+    asyncio.run(create())
+    shipped = entries - entries // LOCAL
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?) "
+            "INSERT INTO entries (unit, relpath, bytes, sha256, gz_path, gz_bytes, mtime_ns, "
+            "dev, ino, mode, archived_at, status, source_present) "
+            "SELECT printf('unit-%05d', i % ?), printf('unit-%05d/%d/part-%06d.jsonl', i % ?, "
+            "2025 + i % 2, i / ?), 1000 + i % 9000, lower(hex(randomblob(32))), "
+            "printf('files/unit-%05d/%d/part-%06d.jsonl.gz', i % ?, 2025 + i % 2, i / ?), "
+            "300, (? + i * ?) * 1000000, 1, i + 10, 33188, ? + i * ?, 'archived', 0 FROM n",
+            [entries, *[UNITS] * 5, *[NOW_MS - YEAR_MS, YEAR_MS // entries] * 2],
+        )
+        conn.execute(
+            "INSERT INTO remote_objects (path, bytes, sha256, shipped_at, local_gone_at, "
+            "local_present) SELECT gz_path, gz_bytes, sha256, archived_at + 86400000, "
+            "archived_at + 2 * 86400000, 0 FROM entries WHERE id <= ?",
+            [shipped],
+        )
+        local = conn.execute("SELECT gz_path FROM entries WHERE id > ?", [shipped]).fetchall()
+    for (gz,) in local:  # empty: the walk looks at names, a pass reads nothing
+        path = site.archive / gz
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    return site.config
+
+
+async def _best(call: Callable[[], Awaitable[Any]], times: int = 3) -> float:
+    best = float("inf")
+    for _ in range(times):
+        t0 = time.perf_counter()
+        await call()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+async def _core(config: Path, entries: int) -> dict[str, float]:
+    settings = load_settings(config)
+    one = f"00042/2025/part-{entries // UNITS // 2:06d}"  # one file, its unit's middle
+    archiver = Archiver(settings, clock=lambda: NOW_MS, serve_events=False)
+    return {
+        "status": await _best(archiver.status),
+        "plan": await _best(archiver.plan),
+        "a pass with nothing to do": await _best(archiver.run_pass),
+        "find a substring": await _best(lambda: archiver.find(one)),
+        "find a glob": await _best(lambda: archiver.find("unit-00042/2025/*.jsonl")),
+    }
+
+
+async def _startup(config: Path) -> float:
+    t0 = time.perf_counter()
+    app = ColdkeepApp(load_settings(config), watch_live=False, clock=lambda: NOW_MS)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+    assert app.ready_at
+    return app.ready_at - t0
+
+
+def _console(config: Path) -> tuple[float, float]:
+    """The console's first full paint, and its process's peak RSS (MiB), in a
+    process of its own: this one has held the core calls' reads."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--console", str(config)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return float(out[-2]), float(out[-1])
+
+
+def _row(what: str, seconds: float, target: float) -> Row:
+    return (what, f"{seconds:.2f} s", "", "", f"< {target:g} s", met(seconds < target))
+
+
+def measure(work: Path, entries: int) -> list[Row]:
+    t0 = time.perf_counter()
+    config = build(work, entries)
+    db = load_settings(config).archive_root / "coldkeep.db"
+    n = f"{entries:,}"
+    print(f"(built the {n}-entry manifest in {time.perf_counter() - t0:.0f} s)", flush=True)
+    took = asyncio.run(_core(config, entries))
+    painted, rss = min(_console(config) for _ in range(2))
+    rows = [_row(f"{k} ({n} entries)", v, TARGETS[k]) for k, v in took.items()]
+    return [
+        *rows,
+        _row(f"console start-up to first full paint ({n})", painted, 2.0),
+        (f"console peak RSS ({n})", f"{rss:.0f} MiB", "", "", "< 300 MB", met(rss < 286)),
+        (f"manifest size per entry ({n})", f"{db.stat().st_size / entries:.0f} B", "", "", "", ""),
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--entries", type=int, default=10_000_000)
+    ap.add_argument("--quick", action="store_true", help="20,000 entries, seconds")
+    ap.add_argument("--console", type=Path, help=argparse.SUPPRESS)  # one console run
+    args = ap.parse_args()
+    if args.console:
+        painted = asyncio.run(_startup(args.console))
+        print(painted, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return
+    work = Path(tempfile.mkdtemp(prefix="ck-scale-"))
+    try:
+        print_table(measure(work, 20_000 if args.quick else args.entries))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
