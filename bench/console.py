@@ -13,8 +13,9 @@ Rows:
                                               among its gzips: construction to the first
                                               walk finding in the findings pane, and to
                                               the whole walk (shown as it goes)
-  restore browser: load / filter              the manifest into memory; the slowest of
-                                              a few typical filters over it
+  restore browser: first page / filter        the catalog opened and its first page
+                                              read; the slowest of a few typical
+                                              filters (each one SQL statement)
   trends (the Trends screen's read)           Archiver.trends(30) on a 1,000,000-entry
                                               manifest archived over a year, 60 % of its
                                               gzips shipped (unbundled: one remote row
@@ -22,7 +23,8 @@ Rows:
                                               those dropped here; a stats sample every
                                               5 minutes, a pass an hour; best of three
 
-Targets: lag p99 < 25 ms, start-up < 1.5 s, first findings < 3 s, filter < 100 ms.
+Targets: lag p99 < 25 ms, start-up < 1.5 s, first findings < 3 s, the browser's first
+page < 0.5 s, filter < 200 ms.
 """
 
 from __future__ import annotations
@@ -178,6 +180,7 @@ def manifest_rows(work: Path, entries: int) -> list[Row]:
     manifest = load_settings(config).archive_root / "coldkeep.db"
     t0 = time.perf_counter()
     catalog = load_catalog(manifest)
+    catalog.filter(parse_query(""))
     loaded = time.perf_counter() - t0
     worst = 0.0
     for text in ("unit-04242", "part-0150", "sha:ab", "status:stale", "unit:unit-00042 part-01"):
@@ -204,14 +207,21 @@ def manifest_rows(work: Path, entries: int) -> list[Row]:
             met(found < 3),
         ),
         (f"console findings: the whole walk ({n})", f"{walked:.2f} s", "", "", "", ""),
-        (f"restore browser: manifest load ({n})", f"{loaded:.2f} s", "", "", "", ""),
+        (
+            f"restore browser: first page ({n})",
+            f"{loaded * 1000:.0f} ms",
+            "",
+            "",
+            "< 500 ms",
+            met(loaded < 0.5),
+        ),
         (
             f"restore browser: filter ({n}, worst of 5)",
             f"{worst * 1000:.0f} ms",
             "",
             "",
-            "< 100 ms",
-            met(worst < 0.1),
+            "< 200 ms",
+            met(worst < 0.2),
         ),
     ]
 

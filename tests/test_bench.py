@@ -30,6 +30,7 @@ ROWS = (
     "find a substring (",
     "find a glob (",
     "console peak RSS (",
+    "restore browser at ",
     "manifest size per entry (",
     "ship 200 small archived files",
     "restore one 20 KiB file from a",

@@ -1,10 +1,15 @@
-"""The manifest in memory, for filtering as an operator types (the restore browser).
+"""The manifest as the restore browser (and the fleet view) filters it while an
+operator types: each filter one SQL statement on a read-only connection of its
+own, so that nothing the size of the archive is ever held in memory and the
+first page costs the same at 10,000,000 entries as at 1,000.
 
-Loaded once, read-only, in a worker thread: one list per column, plus indexes by
-unit, by status and by the first two hex digits of the sha256, and every path in
-one string that ``str.find`` searches at C speed. A filter starts from the most
-selective of them and narrows; a word that matches more than ``cap`` rows stops
-counting there (the operator narrows the filter). bench/console.py measures it.
+A filter lists the first ``limit`` matching entries in path order (the order the
+browser shows them in), read from the manifest's indexes: by path (a word is
+looked for in the relpath index, which holds every path and nothing else: the
+first page of a common word is found at once, a rare one scans that index), by
+unit, by status, by sha256 prefix. Its count stops at ``cap`` (the operator
+narrows the filter). Each listed row carries which copies of its gzip there are
+and the legal hold that covers it. bench/console.py and bench/scale.py measure it.
 
 Query language, words separated by spaces (all must hold):
 
@@ -18,20 +23,18 @@ Query language, words separated by spaces (all must hold):
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import shlex
-from collections.abc import Iterable
+import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from ..base.errors import UsageError
+from ..base.names import to_db
 from ..base.times import now_ms
-from ..store.legalholds import ActiveHolds, compiled, read_active
-from ..store.manifest import EntryStatus, read_entries, reading
-from ..store.remoteobjects import read_copies
+from ..store.legalholds import ActiveHolds, read_active
+from ..store.manifest import IDS_PER_STATEMENT, EntryStatus, reading
 
 
 class QueryError(UsageError, ValueError):
@@ -109,170 +112,117 @@ class CatalogRow:
 
 @dataclass
 class Catalog:
-    ids: list[int] = field(default_factory=list)
-    relpaths: list[str] = field(default_factory=list)
-    units: list[str] = field(default_factory=list)
-    shas: list[str] = field(default_factory=list)
-    statuses: list[str] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    mtimes: list[int] = field(default_factory=list)
-    archived: list[int] = field(default_factory=list)
-    gz_paths: list[str] = field(default_factory=list)
-    offsets: list[int | None] = field(default_factory=list)
-    copies: list[str] = field(default_factory=list)
-    held: dict[int, str] = field(default_factory=dict)  # row -> its hold, described
+    """One manifest's entries as a filter reads them (module doc). Cheap to make:
+    the count of entries and the holds in force, read when it is loaded."""
+
+    manifest: Path
+    entries: int = 0
+    holds: ActiveHolds = field(default_factory=lambda: ActiveHolds([]))
 
     def __len__(self) -> int:
-        return len(self.ids)
-
-    def row(self, i: int) -> CatalogRow:
-        return CatalogRow(
-            self.ids[i],
-            self.relpaths[i],
-            self.units[i],
-            self.shas[i],
-            self.statuses[i],
-            self.sizes[i],
-            self.mtimes[i],
-            self.archived[i],
-            self.gz_paths[i],
-            self.offsets[i],
-            self.copies[i],
-            self.held.get(i),
-        )
-
-    def index(self) -> None:
-        """Build the lookup structures (once, after loading; in the loading thread)."""
-        self.by_unit: dict[str, list[int]] = {}
-        self.by_status: dict[str, list[int]] = {}
-        # Rows by the first two hex digits of their sha256: a prefix search looks
-        # at 1/256 of the rows (a scan of every sha took ~100 ms on a million).
-        self.by_sha2: dict[str, list[int]] = {}
-        for i, (unit, status, sha) in enumerate(
-            zip(self.units, self.statuses, self.shas, strict=True)
-        ):
-            self.by_unit.setdefault(unit, []).append(i)
-            self.by_status.setdefault(status, []).append(i)
-            self.by_sha2.setdefault(sha[:2], []).append(i)
-        # Every path in one string, NUL between (the one character no name has; a
-        # newline may be in one): a word is found by the C-level str.find over it,
-        # and its row by bisecting the starts.
-        self.blob = "\0".join(self.relpaths)
-        self.starts = list(itertools.accumulate((len(p) + 1 for p in self.relpaths), initial=0))
-
-    def mark_held(self, holds: ActiveHolds) -> None:
-        """Each row a hold covers, with the first such hold (one pass over the
-        paths per glob hold; units and ids by their index)."""
-        for hold in reversed(holds.holds):  # the oldest hold wins: it is set last
-            if hold.scope == "unit":
-                rows: Iterable[int] = self.by_unit.get(hold.target, [])
-            elif hold.scope == "entry":
-                at = bisect.bisect_left(self.ids, int(hold.target))
-                rows = [at] if at < len(self.ids) and self.ids[at] == int(hold.target) else []
-            else:
-                match = compiled(hold.target).fullmatch
-                rows = [i for i, path in enumerate(self.relpaths) if match(path)]
-            described = hold.describe()
-            for i in rows:
-                self.held[i] = described
-
-    def _sha_rows(self, prefix: str) -> list[int]:
-        """Rows whose sha256 starts with ``prefix``, in order."""
-        if len(prefix) < 2:
-            buckets = [rows for two, rows in self.by_sha2.items() if two.startswith(prefix)]
-            return sorted(itertools.chain.from_iterable(buckets))
-        rows = self.by_sha2.get(prefix[:2], [])
-        if len(prefix) == 2:
-            return list(rows)
-        shas = self.shas
-        return [i for i in rows if shas[i].startswith(prefix)]
-
-    def _rows_with(self, word: str, cap: int) -> tuple[list[int], bool]:
-        """Rows whose path contains ``word``, in order; stops after ``cap`` rows
-        (True: there were more)."""
-        rows: list[int] = []
-        blob, starts = self.blob, self.starts
-        at = blob.find(word)
-        while at >= 0:
-            row = bisect.bisect_right(starts, at) - 1
-            if not rows or rows[-1] != row:
-                if len(rows) == cap:
-                    return rows, True
-                rows.append(row)
-            at = blob.find(word, starts[row + 1] if row + 1 < len(starts) else len(blob))
-        return rows, False
+        return self.entries
 
     def filter(
         self, query: Query, limit: int = 500, cap: int = 50_000
-    ) -> tuple[int, list[int], bool]:
-        """(how many entries match, the indices of the first ``limit``, whether the
-        count stopped at ``cap`` because more match: narrow the filter)."""
-        hits: list[int] | None = None  # None: every row, still
-        capped = False
-        if query.unit is not None:
-            hits = self.by_unit.get(query.unit, [])
-        if query.status is not None:
-            statuses, status = self.statuses, query.status
-            if hits is None:
-                hits = self.by_status.get(status, [])
+    ) -> tuple[int, list[CatalogRow], bool]:
+        """(how many entries match, the first ``limit`` in path order, whether
+        the count stopped at ``cap`` because more match: narrow the filter)."""
+        if not self.entries:
+            return 0, [], False
+        where, params = _where(query)
+        with reading(self.manifest) as db:
+            rows = db.execute(
+                f"SELECT {_SELECTED} FROM entries {where} ORDER BY relpath, id LIMIT ?",
+                [*params, limit],
+            ).fetchall()
+            if len(rows) < limit:
+                total, capped = len(rows), False
+            elif not where:
+                total, capped = self.entries, False
             else:
-                hits = [i for i in hits if statuses[i] == status]
-        if query.sha is not None:
-            sha, shas = query.sha, self.shas
-            if hits is None:
-                hits = self._sha_rows(sha)
-            else:
-                hits = [i for i in hits if shas[i].startswith(sha)]
-        words = list(query.text)
-        if hits is None and words:
-            hits, capped = self._rows_with(words.pop(0), cap)
-        if hits is None:
-            hits = list(range(len(self.ids)))
-        paths = self.relpaths
-        for word in words:
-            hits = [i for i in hits if word in paths[i]]
-        mtimes = self.mtimes
-        if query.after_ns is not None:
-            after = query.after_ns
-            hits = [i for i in hits if mtimes[i] >= after]
-        if query.before_ns is not None:
-            before = query.before_ns
-            hits = [i for i in hits if mtimes[i] < before]
-        return len(hits), hits[:limit], capped
+                [(n,)] = db.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM entries {where} LIMIT ?)",
+                    [*params, cap + 1],
+                ).fetchall()
+                total, capped = min(n, cap), n > cap
+            copies = _copies(db, {r[8] for r in rows})
+        return total, [self._row(r, copies) for r in rows], capped
+
+    def _row(self, r: tuple[Any, ...], copies: dict[str, str]) -> CatalogRow:
+        hold = self.holds.for_entry(r[2], r[1], r[0]) if self.holds else None
+        where = "none" if r[4] == "expired" else copies.get(r[8], "local")
+        entry_id, relpath, unit, sha, status, size, mtime, archived, gz, offset = r
+        return CatalogRow(
+            entry_id, relpath, unit, sha, status, size, mtime, archived, gz, offset, where,
+            hold.describe() if hold else None,
+        )  # fmt: skip
 
 
-_COLUMNS = (
-    "id", "relpath", "unit", "sha256", "status", "bytes", "mtime_ns", "archived_at", "gz_path",
-    "member_offset",
-)  # fmt: skip
+_SELECTED = (
+    "id, relpath, unit, sha256, status, bytes, mtime_ns, archived_at, gz_path, member_offset"
+)
+
+
+def _where(query: Query) -> tuple[str, list[Any]]:
+    """The query as a WHERE clause and its parameters (names bound as the
+    manifest stores them: names.py)."""
+    terms: list[str] = []
+    params: list[Any] = []
+    if query.unit is not None:
+        terms.append("unit = ?")
+        params.append(to_db(query.unit))
+    if query.status is not None:
+        terms.append("status = ?")
+        params.append(query.status)
+    if query.sha is not None:
+        # Lower-case hex: every sha256 with the prefix sorts below it + "g".
+        terms.append("sha256 >= ? AND sha256 < ?")
+        params += [query.sha, query.sha + "g"]
+    for word in query.text:
+        terms.append("instr(relpath, ?) > 0")
+        params.append(to_db(word))
+    if query.after_ns is not None:
+        terms.append("mtime_ns >= ?")
+        params.append(query.after_ns)
+    if query.before_ns is not None:
+        terms.append("mtime_ns < ?")
+        params.append(query.before_ns)
+    return ("WHERE " + " AND ".join(terms) if terms else ""), params
+
+
+def _copies(db: sqlite3.Connection, gz_paths: set[str]) -> dict[str, str]:
+    """Which of ``gz_paths`` have a remote copy: "remote" (the local one
+    dropped) or "local + remote"; none from a manifest older than the remote
+    tier (a fleet site's snapshot)."""
+    found: dict[str, str] = {}
+    todo = [to_db(p) for p in gz_paths]
+    for at in range(0, len(todo), IDS_PER_STATEMENT):
+        part = todo[at : at + IDS_PER_STATEMENT]
+        try:
+            rows = db.execute(
+                "SELECT path, local_gone_at IS NULL FROM remote_objects "
+                f"WHERE path IN ({', '.join('?' * len(part))})",
+                part,
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return {}
+        found |= {p: "local + remote" if here else "remote" for p, here in rows}
+    return found
+
+
+def _entries(db: sqlite3.Connection) -> int:
+    """How many entries, from the totals the schema keeps; counted on a
+    manifest older than them (a fleet site's snapshot)."""
+    try:
+        [(n,)] = db.execute("SELECT coalesce(sum(entries), 0) FROM entry_totals").fetchall()
+    except sqlite3.OperationalError:
+        [(n,)] = db.execute("SELECT count(*) FROM entries").fetchall()
+    return int(n)
 
 
 def load_catalog(manifest: Path) -> Catalog:
-    """Every entry, newest path versions included, in id order (read-only)."""
-    cat = Catalog()
+    """The catalog of the manifest at ``manifest`` (read-only; none there: empty)."""
     if not manifest.exists():
-        return cat
+        return Catalog(manifest)
     with reading(manifest) as db:
-        for rows in read_entries(db, _COLUMNS):
-            cols = list(zip(*rows, strict=True))
-            cat.ids += cols[0]
-            cat.relpaths += cols[1]
-            cat.units += cols[2]
-            cat.shas += cols[3]
-            cat.statuses += cols[4]
-            cat.sizes += cols[5]
-            cat.mtimes += cols[6]
-            cat.archived += cols[7]
-            cat.gz_paths += cols[8]
-            cat.offsets += cols[9]
-        remote = {
-            p: "local + remote" if local else "remote" for p, local in read_copies(db).items()
-        }
-        cat.copies = [
-            "none" if st == "expired" else remote.get(p, "local")
-            for p, st in zip(cat.gz_paths, cat.statuses, strict=True)
-        ]
-        holds = read_active(db, now_ms())
-    cat.index()
-    cat.mark_held(holds)
-    return cat
+        return Catalog(manifest, _entries(db), read_active(db, now_ms()))

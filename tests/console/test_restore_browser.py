@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent
 from textual.widgets._data_table import default_cell_formatter
 
 from coldkeep.core.base.config import Settings
+from coldkeep.core.files.catalog import parse_query
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.screens import ConfirmScreen, RestoreScreen
 
@@ -156,7 +157,7 @@ async def test_a_superseded_filter_result_never_replaces_the_newer_one(
         current = shown(screen)
         assert current and all("part-03" in path for path, _ in current)
         assert screen.catalog is not None
-        everything = [screen.catalog.row(i) for i in range(len(screen.catalog))]
+        _, everything, _ = screen.catalog.filter(parse_query(""), limit=10**6)
         screen.post_message(Filtered("part-0", len(everything), everything))  # late, stale
         await settle(pilot)
         assert shown(screen) == current

@@ -1,43 +1,106 @@
-"""The restore browser's in-memory filter gives exactly what a plain scan would."""
+"""The restore browser's filter, one SQL statement per filter over a real
+manifest, gives exactly what a plain scan of every entry would: the first
+``limit`` in path order, the count (stopped at the cap), each row's copies and
+hold."""
 
 from __future__ import annotations
 
+import os
 import random
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from coldkeep.core.files.catalog import Catalog, Query, QueryError, parse_query
+from coldkeep.core.base.names import is_text, to_db
+from coldkeep.core.files.catalog import (
+    Catalog,
+    CatalogRow,
+    Query,
+    QueryError,
+    load_catalog,
+    parse_query,
+)
+from coldkeep.core.store.schema import migration_scripts
+
+HELD = "hold 1 (unit u7: case 9)"  # Hold.describe of the one hold placed
+ODD = os.fsdecode(b"u3/caf\xe9/part-001.jsonl")  # a name that is not UTF-8: a BLOB
 
 
-def catalog(n: int = 3000) -> Catalog:
+def manifest(path: Path, n: int = 3000) -> list[CatalogRow]:
+    """A manifest of ``n`` entries (one not UTF-8), a tenth of them shipped and
+    one hold on unit u7; the rows as the catalog should give them."""
     rnd = random.Random(3)
-    cat = Catalog()
-    for i in range(n):
-        unit = f"u{rnd.randrange(40)}"
-        cat.ids.append(i + 1)
-        cat.relpaths.append(f"{unit}/d{rnd.randrange(9)}/part-{rnd.randrange(300):03d}.jsonl")
-        cat.units.append(unit)
-        cat.shas.append(f"{rnd.getrandbits(256):064x}")
-        cat.statuses.append(rnd.choice(["archived", "archived", "stale", "missing"]))
-        cat.sizes.append(rnd.randrange(10**6))
-        cat.mtimes.append(rnd.randrange(10**18))
-        cat.archived.append(0)
-        cat.gz_paths.append(f"files/{cat.relpaths[-1]}.gz")
-    cat.index()
-    return cat
+    rows: list[CatalogRow] = []
+    with sqlite3.connect(path, isolation_level=None) as db:
+        for _, script in migration_scripts(0):
+            db.executescript(script)
+        db.execute("BEGIN")
+        for i in range(n):
+            unit = f"u{rnd.randrange(40)}"
+            rel = (
+                ODD if i == 7 else f"{unit}/d{rnd.randrange(9)}/part-{rnd.randrange(300):03d}.jsonl"
+            )
+            unit = rel.split("/")[0]
+            status = rnd.choice(["archived", "archived", "stale", "missing", "expired"])
+            row = CatalogRow(
+                i + 1, rel, unit, f"{rnd.getrandbits(256):064x}", status, rnd.randrange(10**6),
+                rnd.randrange(10**18), 0, f"files/{rel}.{i}.gz", None,
+            )  # fmt: skip
+            db.execute(
+                "INSERT INTO entries (id, unit, relpath, bytes, sha256, gz_path, gz_bytes, "
+                "mtime_ns, dev, ino, mode, archived_at, status) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1, ?, 0, 0, 33188, 0, ?)",
+                [row.id, row.unit, to_db(rel), row.bytes, row.sha256, to_db(row.gz_path),
+                 row.mtime_ns, status],
+            )  # fmt: skip
+            if i % 10 == 0:
+                gone = 5 if i % 20 == 0 else None
+                db.execute(
+                    "INSERT INTO remote_objects (path, bytes, sha256, shipped_at, local_gone_at) "
+                    "VALUES (?, 1, 'x', 0, ?)",
+                    [to_db(row.gz_path), gone],
+                )
+                row = replace(row, copies="remote" if gone else "local + remote")
+            if status == "expired":
+                row = replace(row, copies="none")
+            if unit == "u7":
+                row = replace(row, held=HELD)
+            rows.append(row)
+        db.execute(
+            "INSERT INTO legal_holds (scope, target, reason, placed_at, placed_by) "
+            "VALUES ('unit', 'u7', 'case 9', 0, 'tester')"
+        )
+        db.execute("COMMIT")
+    return rows
 
 
-def naive(cat: Catalog, q: Query) -> list[int]:
-    return [
-        i
-        for i in range(len(cat))
-        if (q.unit is None or cat.units[i] == q.unit)
-        and (q.status is None or cat.statuses[i] == q.status)
-        and (q.sha is None or cat.shas[i].startswith(q.sha))
-        and all(w in cat.relpaths[i] for w in q.text)
-        and (q.after_ns is None or cat.mtimes[i] >= q.after_ns)
-        and (q.before_ns is None or cat.mtimes[i] < q.before_ns)
-    ]
+def naive(rows: list[CatalogRow], q: Query) -> list[CatalogRow]:
+    return sorted(
+        (
+            r
+            for r in rows
+            if (q.unit is None or r.unit == q.unit)
+            and (q.status is None or r.status == q.status)
+            and (q.sha is None or r.sha256.startswith(q.sha))
+            and all(w in r.relpath for w in q.text)
+            and (q.after_ns is None or r.mtime_ns >= q.after_ns)
+            and (q.before_ns is None or r.mtime_ns < q.before_ns)
+        ),
+        # SQLite's order: every TEXT name, then the BLOB ones (not UTF-8: names.py).
+        key=lambda r: (not is_text(r.relpath), os.fsencode(r.relpath), r.id),
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, list[CatalogRow]]:
+    path = tmp_path_factory.mktemp("catalog") / "coldkeep.db"
+    rows = manifest(path)
+    cat = load_catalog(path)
+    [hold] = cat.holds.holds
+    assert hold.describe() == HELD
+    return cat, rows
 
 
 @pytest.mark.parametrize(
@@ -55,22 +118,38 @@ def naive(cat: Catalog, q: Query) -> list[int]:
         "sha:f unit:u3",
         "sha:0",
         "jsonl",
+        "caf",
         "nothing-like-this",
         "after:2000-01-01 before:2020-01-01 part-",
     ],
 )
-def test_filter_equals_a_plain_scan(text: str) -> None:
-    cat = catalog()
+def test_filter_equals_a_plain_scan(site: tuple[Catalog, list[CatalogRow]], text: str) -> None:
+    cat, rows = site
     query = parse_query(text)
-    expected = naive(cat, query)
+    expected = naive(rows, query)
     total, first, capped = cat.filter(query, limit=50, cap=10**9)
     assert (total, first, capped) == (len(expected), expected[:50], False)
 
 
-def test_a_word_matching_too_many_rows_stops_counting() -> None:
-    cat = catalog()
+def test_the_catalog_counts_every_entry_without_reading_them(
+    site: tuple[Catalog, list[CatalogRow]],
+) -> None:
+    cat, rows = site
+    assert len(cat) == len(rows)
+    assert cat.filter(parse_query(""), limit=10) == (len(rows), naive(rows, Query())[:10], False)
+
+
+def test_a_word_matching_too_many_rows_stops_counting(
+    site: tuple[Catalog, list[CatalogRow]],
+) -> None:
+    cat, rows = site
     total, first, capped = cat.filter(parse_query("jsonl"), limit=10, cap=100)
-    assert capped and total == 100 and first == list(range(10))
+    assert capped and total == 100 and first == naive(rows, parse_query("jsonl"))[:10]
+
+
+def test_no_manifest_is_an_empty_catalog(tmp_path: Path) -> None:
+    cat = load_catalog(tmp_path / "coldkeep.db")
+    assert len(cat) == 0 and cat.filter(parse_query("x")) == (0, [], False)
 
 
 def test_bad_dates_are_named() -> None:

@@ -41,8 +41,7 @@ async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path
         hits = {site: cat.filter(parse_query("unit-0001"))[0] for site, cat in catalogs.items()}
         assert hits["web-1"] > 0 and hits["web-2"] > 0
         cat = catalogs["web-2"]
-        _, rows, _ = cat.filter(parse_query("unit-0001"))
-        wanted = [cat.row(i) for i in rows]
+        _, wanted, _ = cat.filter(parse_query("unit-0001"))
         out = tmp_path / "restored"
         report = await fleet.restore("web-2", [r.id for r in wanted], out, stream=EventStream())
         assert {f.result for f in report.files} == {"restored"}

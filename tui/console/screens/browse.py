@@ -35,9 +35,9 @@ def search(
     catalogs: Mapping[K, Catalog], text: str, limit: int = SHOWN
 ) -> tuple[int, list[tuple[K, CatalogRow]], bool]:
     """``text`` (the query language of core/files/catalog.py) over every catalog:
-    how many entries match in all, the first ``limit`` of each catalog's (with
-    its key), and whether a count stopped at the catalog's cap. Raises
-    QueryError for a word it cannot understand."""
+    how many entries match in all, the first ``limit`` of each catalog's in path
+    order (with its key), and whether a count stopped at the catalog's cap.
+    Raises QueryError for a word it cannot understand."""
     query = parse_query(text)
     total, capped = 0, False
     rows: list[tuple[K, CatalogRow]] = []
@@ -45,7 +45,7 @@ def search(
         count, hits, cut = catalog.filter(query, limit)
         total += count
         capped = capped or cut
-        rows += [(key, catalog.row(i)) for i in hits]
+        rows += [(key, row) for row in hits]
     return total, rows, capped
 
 
