@@ -3,8 +3,8 @@ each would go and whether something is already there, restore them (to their
 live paths or under another directory) and see each result. Event rows restore
 by month and kind from the second tab.
 
-Everything slow runs in workers (loading the manifest, filtering a million
-entries, checking targets); the handlers here own the screen's state.
+Everything slow runs in workers (opening the catalog, each filter's SQL over the
+manifest, checking targets); the handlers here own the screen's state.
 
 Attributes down, messages up: the screen gets what it shows in its constructor
 (the settings, read-only or not, the folder paths are shown relative to) and
