@@ -704,18 +704,18 @@ class EventMover:
         if not batch.archived:
             return True
         locked_s = 0.0
-        conflicts = [i for m in batch.months.values() for i in m.conflicts]
-        # Restored rows are never touched; rows archived with other content stay.
-        # The same for every month of the batch, and the checker needs them too.
-        untouched = [*batch.restored, *conflicts]
-        skip = _skip(run.live, untouched, run.pk)
-        if run.checker is not None:
-            _skip(run.checker.conn, untouched, run.pk)
         for month in sorted(batch.months):
             m, alias = batch.months[month], run.months.alias(month)
             if alias is None:  # refused since step 2: its rows stay in both places
                 m.copied, m.already = 0, set()
                 continue
+            # Restored rows are never touched; rows archived before this batch
+            # stay unless step 2 found them identical to an eligible live row
+            # (conflicts among them). The checker needs the same.
+            untouched = [*batch.restored, *(m.before - m.already)]
+            skip = _skip(run.live, untouched, f"a.{run.pk}")
+            if run.checker is not None:
+                _skip(run.checker.conn, untouched, f"a.{run.pk}")
             with self._keys_enforced(run.live):
                 locked = self._delete_month(run, alias, m, skip)
             if locked is None:
@@ -778,17 +778,19 @@ class EventMover:
 
     def _deletable(self, run: _Run, alias: str, m: _Month, skip: str) -> tuple[SqlCondition, str]:
         """The condition on the month's rows step 3 may delete, and the one that a
-        row is identical to its archived copy."""
+        row is identical to its archived copy. The rows are found from the month
+        DB's ids in the range: those this batch copied and those step 2 found
+        archived already (``skip``: the others), each a seek by id in live, no
+        eligibility test per row (a row identical to its archived copy was
+        eligible when it was copied, and still is)."""
         table, pk = run.table, run.pk
         same = "".join(f"AND a.{c} IS {table}.{c} " for c in run.values)
         archived = f"EXISTS (SELECT 1 FROM {alias}.{table} a WHERE a.{pk} = {table}.{pk} {same})"
+        ids = f"SELECT a.{pk} FROM {alias}.{table} a WHERE a.{pk} BETWEEN ? AND ? AND NOT ({skip})"
         # Never the largest id (see the invariants), even if the application
         # deleted the row that was the largest when step 1 ran.
-        where = (
-            f"{pk} BETWEEN ? AND ? AND {pk} < (SELECT max({pk}) FROM main.{table}) "
-            f"AND {run.eligible.sql} AND {m.where.sql} AND NOT ({skip})"
-        )
-        return SqlCondition(where, [m.lo, m.hi, *run.eligible.params, *m.where.params]), archived
+        where = f"{pk} IN ({ids}) AND {pk} < (SELECT max({pk}) FROM main.{table})"
+        return SqlCondition(where, [m.lo, m.hi]), archived
 
     def _delete_checked(
         self, run: _Run, where: SqlCondition, archived: str, checker: Checker | None
