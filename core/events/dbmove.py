@@ -94,7 +94,7 @@ from ..base.stream import BatchMoved, CheckpointRan
 from ..store.checkpointlog import record_checkpoint
 from ..store.manifest import Manifest
 from ..store.restoredrows import restored_row_ids
-from .checkpoint import LiveCheckpointer, wal_bytes, wal_pending_bytes
+from .checkpoint import LiveCheckpointer, WalIndex, wal_bytes
 from .eventschema import (
     EventSchema,
     EventsError,
@@ -409,6 +409,7 @@ class EventMover:
         self._ids = 8 * self.cfg.batch_rows
         self._released = 0.0  # when the last delete let go of live (monotonic)
         self._gap = 0.0  # how long live stays free after it
+        self._wal_index = WalIndex(self.db)  # replaced by each run's own
 
     def run(self) -> MoveReport:
         # Closed in reverse: the month DBs, the checker, the checkpointer (after
@@ -425,6 +426,9 @@ class EventMover:
             return self.report
 
     def _open(self, closing: ExitStack) -> _Run:
+        # Closed last, once every connection to live is (see WalIndex).
+        self._wal_index = WalIndex(self.db)
+        closing.callback(self._wal_index.close)
         live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
         closing.callback(live.close)
         live.execute("PRAGMA wal_autocheckpoint = 0")
@@ -545,7 +549,7 @@ class EventMover:
         # checkpoint after nearly every batch once the file had grown past it.
         if run.checkpointer is not None and (
             batch.number % self.cfg.checkpoint_every == 0
-            or wal_pending_bytes(self.db) >= self.cfg.checkpoint_wal_bytes
+            or self._wal_index.pending_bytes() >= self.cfg.checkpoint_wal_bytes
         ):
             run.checkpointer.request()
 
