@@ -15,12 +15,14 @@ sized so that step 3 holds live's write lock about LOCK_TARGET_S):
      nothing; the same id with OTHER content is a conflict: refused, reported,
      kept in both; the rest are copied (``INSERT … SELECT`` over the id range,
      eligibility and month checked again as they are copied) and committed
-     durably (WAL, synchronous=FULL). Rows a restore put back are left out
-     everywhere                                                ->  batch_archived
+     (WAL, synchronous=NORMAL), then made durable by an fsync of the month's
+     WAL on a thread of its own (``MonthDbs.sync``). Rows a restore put back
+     are left out everywhere                                   ->  batch_archived
   3. per month, delete them from live in one short ``BEGIN IMMEDIATE``
      transaction, then leave live free until every writer it refused has
-     retried (``writer_gap_s``). Only rows identical to their archived copy
-     go: while the DELETE runs, a second connection (``Checker``) counts the
+     retried (``writer_gap_s``). The rows are found from the month DB's ids
+     in the range (each a seek by id in live). Only rows identical to their
+     archived copy go: while the DELETE runs, a second connection (``Checker``) counts the
      others on the DELETE's own snapshot (why that is sound:
      ``EventMover._delete_month``); if there are any (the application updated a
      row after it was copied), the delete is rolled back and redone with the
@@ -33,7 +35,9 @@ deleting, with the month DBs attached (at most eight at a time), so that its pag
 cache stays warm from one step to the next; the checker has the same months
 attached under the same names. Each database commits on its own (a transaction
 over ATTACHed WAL databases is not atomic across them, and nothing here needs it
-to be).
+to be). The batches run one ahead (``EventMover._loop``): batch N+1's steps 1
+and 2 run before batch N's step 3, and its fsync runs while that delete holds
+live; the steps are still announced in order, each once it is durable.
 
 Invariants:
 - A row is deleted from live only once it is durably in its month DB with
@@ -73,6 +77,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import os
 import sqlite3
 import time
 import urllib.parse
@@ -86,8 +91,9 @@ from typing import Any, NamedTuple, TypeVar
 from ..base import times
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.config import Settings
-from ..base.fsutil import ensure_dir, unlink_if_present
-from ..base.ioerror import DatabaseFailed, describe, naming_db
+from ..base.durable import fsync
+from ..base.fsutil import ensure_dir, fsync_dir, unlink_if_present
+from ..base.ioerror import DatabaseFailed, describe, naming, naming_db
 from ..base.space import OutOfSpace, out_of_space
 from ..base.steps import StepHook, ThreadStep, no_step, thread_step
 from ..base.stream import BatchMoved, CheckpointRan
@@ -243,6 +249,9 @@ class MonthDbs:
         self.refused: dict[str, str] = {}
         self.checked: set[str] = set()
         self.attached: dict[str, str] = {}  # month -> schema name, least recently used first
+        # Months attached since their WAL's name was last made durable: the
+        # first attach (or one after a detach) may create the -wal file.
+        self.new_wal: set[str] = set()
 
     def path(self, month: str) -> Path:
         return self.dir / f"{month}.db"
@@ -279,10 +288,47 @@ class MonthDbs:
             )
             return None
         for conn in self.conns:
-            conn.execute(f"PRAGMA {name}.synchronous = FULL")
+            # NORMAL: a commit writes its WAL frames without an fsync; step 2
+            # makes them durable itself, off the mover's thread (``sync``).
+            conn.execute(f"PRAGMA {name}.synchronous = NORMAL")
             conn.execute(f"PRAGMA {name}.mmap_size = {MMAP_BYTES}")
         self.attached[month] = name
+        self.new_wal.add(month)
         return name
+
+    def sync(self, months: list[str]) -> Callable[[], None]:
+        """What makes the months' commits so far durable, to run on any thread:
+        an fsync of each one's WAL (opened now, so that a later detach, which
+        checkpoints and removes it, cannot swap the file), and of the events
+        folder when a WAL may be new (what synchronous=FULL would have done at
+        the commit)."""
+        fds: list[tuple[Path, int]] = []
+        try:
+            for month in months:
+                wal = self.path(month).with_name(f"{month}.db-wal")
+                with naming(wal), suppress(FileNotFoundError):
+                    # No WAL: nothing written since the last checkpoint (which
+                    # synced the DB), or this batch wrote nothing there.
+                    fds.append((wal, os.open(wal, os.O_RDONLY | os.O_CLOEXEC)))
+        except BaseException:
+            for _wal, fd in fds:
+                os.close(fd)
+            raise
+        named = bool(self.new_wal.intersection(months))
+        self.new_wal.difference_update(months)
+
+        def run() -> None:
+            try:
+                for wal, fd in fds:
+                    with naming(wal):
+                        fsync(fd, "events.month_copied")
+                if named:
+                    fsync_dir(self.dir, root=self.dir.parent, site="events.month_wal_named")
+            finally:
+                for _wal, fd in fds:
+                    os.close(fd)
+
+        return run
 
     def _prepare(self, path: Path) -> None:
         # The events folder and the month DBs live in the archive: reached
@@ -363,6 +409,7 @@ class _Run:
     eligible: SqlCondition  # what a row must meet to move
     checker: Checker | None
     checkpointer: LiveCheckpointer | None
+    syncer: futures.ThreadPoolExecutor  # step 2's fsyncs, while step 3 runs
 
     @property
     def table(self) -> str:
@@ -454,7 +501,10 @@ class EventMover:
         conns = [live] if checker is None else [live, checker.conn]
         months = MonthDbs(conns, self.events_dir, schema)
         closing.callback(months.close)
-        return _Run(live, schema, months, self._eligible(schema), checker, checkpointer)
+        syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
+        closing.callback(syncer.shutdown)
+        eligible = self._eligible(schema)
+        return _Run(live, schema, months, eligible, checker, checkpointer, syncer)
 
     def _checkpointer(self, mode: str) -> LiveCheckpointer | None:
         if mode != "wal":
@@ -488,26 +538,49 @@ class EventMover:
     # the batches ---------------------------------------------------------------
 
     def _loop(self, run: _Run) -> None:
+        """The batches, one ahead: batch N+1 is read and copied, and its copy's
+        fsync started on the syncer thread, before batch N is deleted, so that
+        the month DB's fsync runs while the delete holds live. The steps are
+        announced in order all the same (N deleted, then N+1 archived, once
+        its fsync is done). Cancelled, the batch copied ahead is finished."""
         after = 0
         locked_in_a_row = 0
         retry: list[_Batch] = []
-        while locked_in_a_row < MAX_LOCKED_BATCHES:
-            self.cancel.check()
-            with naming_db(self.db, "reading the next batch of event rows"):
-                spans = self._read_batch(run, after)
-            if not spans:
+        pending: _Batch | None = None  # archived and announced, not yet deleted
+        while True:
+            ahead = None
+            if locked_in_a_row < MAX_LOCKED_BATCHES and not self.cancel.cancelled:
+                ahead = self._read_and_archive(run, after)
+            if pending is not None:
+                if self._delete_and_tell(run, pending):
+                    locked_in_a_row = 0
+                else:
+                    retry.append(pending)
+                    locked_in_a_row += 1
+            if ahead is None:
                 break
-            batch = self._batch(run, spans)
-            after = batch.last_id
-            if self._archive_and_delete(run, batch, spans):
-                locked_in_a_row = 0
-            else:
-                retry.append(batch)
-                locked_in_a_row += 1
+            pending, synced = ahead
+            after = pending.last_id
+            synced.result()
+            self.step("batch_archived", pending.info)
+        self.cancel.check()
         for batch in retry:
             self.cancel.check()
             if not self._delete(run, batch):
                 self.report.locked_rows += batch.archived
+
+    def _read_and_archive(
+        self, run: _Run, after: int
+    ) -> tuple[_Batch, futures.Future[None]] | None:
+        """Steps 1 and 2 of the batch after ``after`` (None: there is none), and
+        the fsync that makes its copy durable, under way."""
+        with naming_db(self.db, "reading the next batch of event rows"):
+            spans = self._read_batch(run, after)
+        if not spans:
+            return None
+        batch = self._batch(run, spans)
+        self._archive(run, spans, batch)
+        return batch, run.syncer.submit(run.months.sync(sorted(batch.months)))
 
     def _batch(self, run: _Run, spans: list[_Span]) -> _Batch:
         first, last = min(s.lo for s in spans), max(s.hi for s in spans)
@@ -517,11 +590,9 @@ class EventMover:
             self.report.held += self._count_restored(run, batch.restored)
         return batch
 
-    def _archive_and_delete(self, run: _Run, batch: _Batch, spans: list[_Span]) -> bool:
-        """Steps 2 and 3 of one batch, each announced; False when live stayed
-        locked (the batch is then in both places, to retry)."""
-        self._archive(run, spans, batch)
-        self.step("batch_archived", batch.info)
+    def _delete_and_tell(self, run: _Run, batch: _Batch) -> bool:
+        """Step 3 of a batch archived, announced; False when live stayed locked
+        (the batch is then in both places, to retry)."""
         deleted = self._delete(run, batch)
         self.step("batch_deleted", batch.info)
         self._progress(run, batch, locked=not deleted)
