@@ -410,6 +410,7 @@ class _Run:
     checker: Checker | None
     checkpointer: LiveCheckpointer | None
     syncer: futures.ThreadPoolExecutor  # step 2's fsyncs, while step 3 runs
+    unparsable: futures.Future[int]  # counted while the first batches move
 
     @property
     def table(self) -> str:
@@ -469,6 +470,7 @@ class EventMover:
                 self._loop(run)
             except Cancelled:
                 self.report.cancelled = True
+            self.report.unparsable += run.unparsable.result()
             self.report.months_refused = dict(run.months.refused)
             return self.report
 
@@ -489,8 +491,8 @@ class EventMover:
         # they are told to fire (step 3).
         check_delete_effects(live, schema, self.cfg)
         live.execute("PRAGMA foreign_keys = OFF")
-        self._count_unparsable(live, schema)
         mode = journal_mode(live)
+        unparsable = self._count_unparsable(live, schema, mode, closing)
         checkpointer = self._checkpointer(mode)
         if checkpointer is not None:
             closing.callback(_last_checkpoint, checkpointer)
@@ -504,7 +506,7 @@ class EventMover:
         syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
         closing.callback(syncer.shutdown)
         eligible = self._eligible(schema)
-        return _Run(live, schema, months, eligible, checker, checkpointer, syncer)
+        return _Run(live, schema, months, eligible, checker, checkpointer, syncer, unparsable)
 
     def _checkpointer(self, mode: str) -> LiveCheckpointer | None:
         if mode != "wal":
@@ -528,12 +530,35 @@ class EventMover:
         sql = f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND {schema.eligible_sql('?')}"
         return SqlCondition(sql, [*self._kinds, cutoff])
 
-    def _count_unparsable(self, live: sqlite3.Connection, schema: EventSchema) -> None:
+    def _count_unparsable(
+        self, live: sqlite3.Connection, schema: EventSchema, mode: str, closing: ExitStack
+    ) -> futures.Future[int]:
+        """The rows of the kinds moved whose time stamps do not parse (a scan of
+        the table or its index): in WAL mode on a connection and a thread of
+        their own while the first batches move; otherwise here, first (a reader
+        there could hold up a delete's commit)."""
         kinds = (
             "" if self._kinds is None else f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND "
         )
         sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {kinds}{schema.unparsable_sql()}"
-        self.report.unparsable = int(live.execute(sql, self._kinds or []).fetchone()[0])
+        params = self._kinds or []
+        if mode != "wal":
+            counted: futures.Future[int] = futures.Future()
+            counted.set_result(int(live.execute(sql, params).fetchone()[0]))
+            return counted
+        pool = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-unparsable")
+        closing.callback(pool.shutdown)
+        timeout_s = self.cfg.busy_timeout_ms / 1000
+
+        def count() -> int:
+            conn = open_live(self.db, busy_timeout_s=timeout_s, readonly=True, any_thread=True)
+            try:
+                conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+                return int(conn.execute(sql, params).fetchone()[0])
+            finally:
+                conn.close()
+
+        return pool.submit(count)
 
     # the batches ---------------------------------------------------------------
 
