@@ -1003,11 +1003,11 @@ def _undo(conn: sqlite3.Connection) -> None:
 def _skip(conn: sqlite3.Connection, ids: Iterable[int], column: str) -> str:
     """A condition true for the ids given (rows a restore put back, rows archived before),
     through a temporary table so that there is no limit on how many."""
+    ids = list(ids)
+    if not ids:  # usually: the condition names no table, so none is filled
+        return "0"
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS coldkeep_skip (id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.coldkeep_skip")
-    ids = list(ids)
-    if not ids:
-        return "0"
     conn.executemany("INSERT OR IGNORE INTO temp.coldkeep_skip VALUES (?)", ((i,) for i in ids))
     return f"{column} IN (SELECT id FROM temp.coldkeep_skip)"
 
