@@ -64,6 +64,9 @@ Site = Literal[
     "remote.object_deleted",  # a file:// remote's object deleted, its directory
     "local.dropped",  # a shipped file's local copy unlinked, its directory
     "local.settled",  # a drop a crash interrupted: the directory, once more
+    # the event mover (dbmove): a batch's copy, before its rows leave live
+    "events.month_copied",  # a month DB's WAL once step 2 committed into it
+    "events.month_wal_named",  # the events folder when a month DB's WAL may be new
     # expire, fleet, doctor, metrics
     "expire.unlinked",  # an expired file's directory once it (and its -wal, -shm) is gone
     "fleet.cached",  # a site's manifest snapshot placed in the fleet view's cache

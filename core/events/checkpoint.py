@@ -63,21 +63,52 @@ _WAL_FRAME_HEADER = 24
 
 def wal_pending_bytes(db: Path) -> int:
     """The bytes of WAL frames not yet copied into the database: what the next
-    checkpoint would have to do. Read from the wal-index without taking any lock
-    (a torn read only misjudges one trigger); the WAL file's size when there is
-    no readable index."""
+    checkpoint would have to do. Only where this process has no connection to
+    ``db`` (closing the descriptor drops its locks: ``WalIndex``)."""
+    index = WalIndex(db)
     try:
-        with open(db.with_name(db.name + "-shm"), "rb") as f:
-            head = f.read(_WAL_INDEX.size)
-    except FileNotFoundError:
-        return wal_bytes(db)
-    if len(head) < _WAL_INDEX.size or head[:48] != head[48:96]:
-        return wal_bytes(db)  # no index yet, or a writer is updating it right now
-    is_init, _, page, frames, backfilled = _WAL_INDEX.unpack(head)
-    if not is_init:
-        return wal_bytes(db)
-    page_size = 65536 if page == 1 else int(page)
-    return max(0, int(frames) - int(backfilled)) * (page_size + _WAL_FRAME_HEADER)
+        return index.pending_bytes()
+    finally:
+        index.close()
+
+
+class WalIndex:
+    """The wal-index (the ``-shm`` file) of a database this process has
+    connections to, read through one descriptor kept open until ``close``, to be
+    called only once those connections are closed: closing any descriptor of a
+    file drops every POSIX lock the process holds on it, SQLite's read marks and
+    write lock on the ``-shm`` among them; another process could then reset the
+    WAL under this one's reader, or write beside its writer."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self._fd: int | None = None
+
+    def pending_bytes(self) -> int:
+        """The bytes of WAL frames not yet copied into the database: what the
+        next checkpoint would have to do. Read without taking any lock (a torn
+        read only misjudges one trigger); the WAL file's size when there is no
+        readable index."""
+        if self._fd is None:
+            try:
+                self._fd = os.open(
+                    self.db.with_name(self.db.name + "-shm"), os.O_RDONLY | os.O_CLOEXEC
+                )
+            except FileNotFoundError:
+                return wal_bytes(self.db)
+        head = os.pread(self._fd, _WAL_INDEX.size, 0)
+        if len(head) < _WAL_INDEX.size or head[:48] != head[48:96]:
+            return wal_bytes(self.db)  # no index yet, or a writer is updating it right now
+        is_init, _, page, frames, backfilled = _WAL_INDEX.unpack(head)
+        if not is_init:
+            return wal_bytes(self.db)
+        page_size = 65536 if page == 1 else int(page)
+        return max(0, int(frames) - int(backfilled)) * (page_size + _WAL_FRAME_HEADER)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class LiveCheckpointer:

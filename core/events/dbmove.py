@@ -15,12 +15,14 @@ sized so that step 3 holds live's write lock about LOCK_TARGET_S):
      nothing; the same id with OTHER content is a conflict: refused, reported,
      kept in both; the rest are copied (``INSERT … SELECT`` over the id range,
      eligibility and month checked again as they are copied) and committed
-     durably (WAL, synchronous=FULL). Rows a restore put back are left out
-     everywhere                                                ->  batch_archived
+     (WAL, synchronous=NORMAL), then made durable by an fsync of the month's
+     WAL on a thread of its own (``MonthDbs.sync``). Rows a restore put back
+     are left out everywhere                                   ->  batch_archived
   3. per month, delete them from live in one short ``BEGIN IMMEDIATE``
      transaction, then leave live free until every writer it refused has
-     retried (``writer_gap_s``). Only rows identical to their archived copy
-     go: while the DELETE runs, a second connection (``Checker``) counts the
+     retried (``writer_gap_s``). The rows are found from the month DB's ids
+     in the range (each a seek by id in live). Only rows identical to their
+     archived copy go: while the DELETE runs, a second connection (``Checker``) counts the
      others on the DELETE's own snapshot (why that is sound:
      ``EventMover._delete_month``); if there are any (the application updated a
      row after it was copied), the delete is rolled back and redone with the
@@ -33,7 +35,9 @@ deleting, with the month DBs attached (at most eight at a time), so that its pag
 cache stays warm from one step to the next; the checker has the same months
 attached under the same names. Each database commits on its own (a transaction
 over ATTACHed WAL databases is not atomic across them, and nothing here needs it
-to be).
+to be). The batches run one ahead (``EventMover._loop``): batch N+1's steps 1
+and 2 run before batch N's step 3, and its fsync runs while that delete holds
+live; the steps are still announced in order, each once it is durable.
 
 Invariants:
 - A row is deleted from live only once it is durably in its month DB with
@@ -73,6 +77,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import os
 import sqlite3
 import time
 import urllib.parse
@@ -86,15 +91,16 @@ from typing import Any, NamedTuple, TypeVar
 from ..base import times
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.config import Settings
-from ..base.fsutil import ensure_dir, unlink_if_present
-from ..base.ioerror import DatabaseFailed, describe, naming_db
+from ..base.durable import fsync
+from ..base.fsutil import ensure_dir, fsync_dir, unlink_if_present
+from ..base.ioerror import DatabaseFailed, describe, naming, naming_db
 from ..base.space import OutOfSpace, out_of_space
 from ..base.steps import StepHook, ThreadStep, no_step, thread_step
 from ..base.stream import BatchMoved, CheckpointRan
 from ..store.checkpointlog import record_checkpoint
 from ..store.manifest import Manifest
 from ..store.restoredrows import restored_row_ids
-from .checkpoint import LiveCheckpointer, wal_bytes, wal_pending_bytes
+from .checkpoint import LiveCheckpointer, WalIndex, wal_bytes
 from .eventschema import (
     EventSchema,
     EventsError,
@@ -243,6 +249,9 @@ class MonthDbs:
         self.refused: dict[str, str] = {}
         self.checked: set[str] = set()
         self.attached: dict[str, str] = {}  # month -> schema name, least recently used first
+        # Months attached since their WAL's name was last made durable: the
+        # first attach (or one after a detach) may create the -wal file.
+        self.new_wal: set[str] = set()
 
     def path(self, month: str) -> Path:
         return self.dir / f"{month}.db"
@@ -279,10 +288,47 @@ class MonthDbs:
             )
             return None
         for conn in self.conns:
-            conn.execute(f"PRAGMA {name}.synchronous = FULL")
+            # NORMAL: a commit writes its WAL frames without an fsync; step 2
+            # makes them durable itself, off the mover's thread (``sync``).
+            conn.execute(f"PRAGMA {name}.synchronous = NORMAL")
             conn.execute(f"PRAGMA {name}.mmap_size = {MMAP_BYTES}")
         self.attached[month] = name
+        self.new_wal.add(month)
         return name
+
+    def sync(self, months: list[str]) -> Callable[[], None]:
+        """What makes the months' commits so far durable, to run on any thread:
+        an fsync of each one's WAL (opened now, so that a later detach, which
+        checkpoints and removes it, cannot swap the file), and of the events
+        folder when a WAL may be new (what synchronous=FULL would have done at
+        the commit)."""
+        fds: list[tuple[Path, int]] = []
+        try:
+            for month in months:
+                wal = self.path(month).with_name(f"{month}.db-wal")
+                with naming(wal), suppress(FileNotFoundError):
+                    # No WAL: nothing written since the last checkpoint (which
+                    # synced the DB), or this batch wrote nothing there.
+                    fds.append((wal, os.open(wal, os.O_RDONLY | os.O_CLOEXEC)))
+        except BaseException:
+            for _wal, fd in fds:
+                os.close(fd)
+            raise
+        named = bool(self.new_wal.intersection(months))
+        self.new_wal.difference_update(months)
+
+        def run() -> None:
+            try:
+                for wal, fd in fds:
+                    with naming(wal):
+                        fsync(fd, "events.month_copied")
+                if named:
+                    fsync_dir(self.dir, root=self.dir.parent, site="events.month_wal_named")
+            finally:
+                for _wal, fd in fds:
+                    os.close(fd)
+
+        return run
 
     def _prepare(self, path: Path) -> None:
         # The events folder and the month DBs live in the archive: reached
@@ -363,6 +409,8 @@ class _Run:
     eligible: SqlCondition  # what a row must meet to move
     checker: Checker | None
     checkpointer: LiveCheckpointer | None
+    syncer: futures.ThreadPoolExecutor  # step 2's fsyncs, while step 3 runs
+    unparsable: futures.Future[int]  # counted while the first batches move
 
     @property
     def table(self) -> str:
@@ -409,6 +457,7 @@ class EventMover:
         self._ids = 8 * self.cfg.batch_rows
         self._released = 0.0  # when the last delete let go of live (monotonic)
         self._gap = 0.0  # how long live stays free after it
+        self._wal_index = WalIndex(self.db)  # replaced by each run's own
 
     def run(self) -> MoveReport:
         # Closed in reverse: the month DBs, the checker, the checkpointer (after
@@ -421,10 +470,14 @@ class EventMover:
                 self._loop(run)
             except Cancelled:
                 self.report.cancelled = True
+            self.report.unparsable += run.unparsable.result()
             self.report.months_refused = dict(run.months.refused)
             return self.report
 
     def _open(self, closing: ExitStack) -> _Run:
+        # Closed last, once every connection to live is (see WalIndex).
+        self._wal_index = WalIndex(self.db)
+        closing.callback(self._wal_index.close)
         live = open_live(self.db, busy_timeout_s=self.cfg.busy_timeout_ms / 1000)
         closing.callback(live.close)
         live.execute("PRAGMA wal_autocheckpoint = 0")
@@ -438,8 +491,8 @@ class EventMover:
         # they are told to fire (step 3).
         check_delete_effects(live, schema, self.cfg)
         live.execute("PRAGMA foreign_keys = OFF")
-        self._count_unparsable(live, schema)
         mode = journal_mode(live)
+        unparsable = self._count_unparsable(live, schema, mode, closing)
         checkpointer = self._checkpointer(mode)
         if checkpointer is not None:
             closing.callback(_last_checkpoint, checkpointer)
@@ -450,7 +503,10 @@ class EventMover:
         conns = [live] if checker is None else [live, checker.conn]
         months = MonthDbs(conns, self.events_dir, schema)
         closing.callback(months.close)
-        return _Run(live, schema, months, self._eligible(schema), checker, checkpointer)
+        syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
+        closing.callback(syncer.shutdown)
+        eligible = self._eligible(schema)
+        return _Run(live, schema, months, eligible, checker, checkpointer, syncer, unparsable)
 
     def _checkpointer(self, mode: str) -> LiveCheckpointer | None:
         if mode != "wal":
@@ -474,36 +530,82 @@ class EventMover:
         sql = f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND {schema.eligible_sql('?')}"
         return SqlCondition(sql, [*self._kinds, cutoff])
 
-    def _count_unparsable(self, live: sqlite3.Connection, schema: EventSchema) -> None:
+    def _count_unparsable(
+        self, live: sqlite3.Connection, schema: EventSchema, mode: str, closing: ExitStack
+    ) -> futures.Future[int]:
+        """The rows of the kinds moved whose time stamps do not parse (a scan of
+        the table or its index): in WAL mode on a connection and a thread of
+        their own while the first batches move; otherwise here, first (a reader
+        there could hold up a delete's commit)."""
         kinds = (
             "" if self._kinds is None else f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND "
         )
         sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {kinds}{schema.unparsable_sql()}"
-        self.report.unparsable = int(live.execute(sql, self._kinds or []).fetchone()[0])
+        params = self._kinds or []
+        if mode != "wal":
+            counted: futures.Future[int] = futures.Future()
+            counted.set_result(int(live.execute(sql, params).fetchone()[0]))
+            return counted
+        pool = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-unparsable")
+        closing.callback(pool.shutdown)
+        timeout_s = self.cfg.busy_timeout_ms / 1000
+
+        def count() -> int:
+            conn = open_live(self.db, busy_timeout_s=timeout_s, readonly=True, any_thread=True)
+            try:
+                conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+                return int(conn.execute(sql, params).fetchone()[0])
+            finally:
+                conn.close()
+
+        return pool.submit(count)
 
     # the batches ---------------------------------------------------------------
 
     def _loop(self, run: _Run) -> None:
+        """The batches, one ahead: batch N+1 is read and copied, and its copy's
+        fsync started on the syncer thread, before batch N is deleted, so that
+        the month DB's fsync runs while the delete holds live. The steps are
+        announced in order all the same (N deleted, then N+1 archived, once
+        its fsync is done). Cancelled, the batch copied ahead is finished."""
         after = 0
         locked_in_a_row = 0
         retry: list[_Batch] = []
-        while locked_in_a_row < MAX_LOCKED_BATCHES:
-            self.cancel.check()
-            with naming_db(self.db, "reading the next batch of event rows"):
-                spans = self._read_batch(run, after)
-            if not spans:
+        pending: _Batch | None = None  # archived and announced, not yet deleted
+        while True:
+            ahead = None
+            if locked_in_a_row < MAX_LOCKED_BATCHES and not self.cancel.cancelled:
+                ahead = self._read_and_archive(run, after)
+            if pending is not None:
+                if self._delete_and_tell(run, pending):
+                    locked_in_a_row = 0
+                else:
+                    retry.append(pending)
+                    locked_in_a_row += 1
+            if ahead is None:
                 break
-            batch = self._batch(run, spans)
-            after = batch.last_id
-            if self._archive_and_delete(run, batch, spans):
-                locked_in_a_row = 0
-            else:
-                retry.append(batch)
-                locked_in_a_row += 1
+            pending, synced = ahead
+            after = pending.last_id
+            synced.result()
+            self.step("batch_archived", pending.info)
+        self.cancel.check()
         for batch in retry:
             self.cancel.check()
             if not self._delete(run, batch):
                 self.report.locked_rows += batch.archived
+
+    def _read_and_archive(
+        self, run: _Run, after: int
+    ) -> tuple[_Batch, futures.Future[None]] | None:
+        """Steps 1 and 2 of the batch after ``after`` (None: there is none), and
+        the fsync that makes its copy durable, under way."""
+        with naming_db(self.db, "reading the next batch of event rows"):
+            spans = self._read_batch(run, after)
+        if not spans:
+            return None
+        batch = self._batch(run, spans)
+        self._archive(run, spans, batch)
+        return batch, run.syncer.submit(run.months.sync(sorted(batch.months)))
 
     def _batch(self, run: _Run, spans: list[_Span]) -> _Batch:
         first, last = min(s.lo for s in spans), max(s.hi for s in spans)
@@ -513,11 +615,9 @@ class EventMover:
             self.report.held += self._count_restored(run, batch.restored)
         return batch
 
-    def _archive_and_delete(self, run: _Run, batch: _Batch, spans: list[_Span]) -> bool:
-        """Steps 2 and 3 of one batch, each announced; False when live stayed
-        locked (the batch is then in both places, to retry)."""
-        self._archive(run, spans, batch)
-        self.step("batch_archived", batch.info)
+    def _delete_and_tell(self, run: _Run, batch: _Batch) -> bool:
+        """Step 3 of a batch archived, announced; False when live stayed locked
+        (the batch is then in both places, to retry)."""
         deleted = self._delete(run, batch)
         self.step("batch_deleted", batch.info)
         self._progress(run, batch, locked=not deleted)
@@ -545,7 +645,7 @@ class EventMover:
         # checkpoint after nearly every batch once the file had grown past it.
         if run.checkpointer is not None and (
             batch.number % self.cfg.checkpoint_every == 0
-            or wal_pending_bytes(self.db) >= self.cfg.checkpoint_wal_bytes
+            or self._wal_index.pending_bytes() >= self.cfg.checkpoint_wal_bytes
         ):
             run.checkpointer.request()
 
@@ -704,18 +804,18 @@ class EventMover:
         if not batch.archived:
             return True
         locked_s = 0.0
-        conflicts = [i for m in batch.months.values() for i in m.conflicts]
-        # Restored rows are never touched; rows archived with other content stay.
-        # The same for every month of the batch, and the checker needs them too.
-        untouched = [*batch.restored, *conflicts]
-        skip = _skip(run.live, untouched, run.pk)
-        if run.checker is not None:
-            _skip(run.checker.conn, untouched, run.pk)
         for month in sorted(batch.months):
             m, alias = batch.months[month], run.months.alias(month)
             if alias is None:  # refused since step 2: its rows stay in both places
                 m.copied, m.already = 0, set()
                 continue
+            # Restored rows are never touched; rows archived before this batch
+            # stay unless step 2 found them identical to an eligible live row
+            # (conflicts among them). The checker needs the same.
+            untouched = [*batch.restored, *(m.before - m.already)]
+            skip = _skip(run.live, untouched, f"a.{run.pk}")
+            if run.checker is not None:
+                _skip(run.checker.conn, untouched, f"a.{run.pk}")
             with self._keys_enforced(run.live):
                 locked = self._delete_month(run, alias, m, skip)
             if locked is None:
@@ -778,17 +878,19 @@ class EventMover:
 
     def _deletable(self, run: _Run, alias: str, m: _Month, skip: str) -> tuple[SqlCondition, str]:
         """The condition on the month's rows step 3 may delete, and the one that a
-        row is identical to its archived copy."""
+        row is identical to its archived copy. The rows are found from the month
+        DB's ids in the range: those this batch copied and those step 2 found
+        archived already (``skip``: the others), each a seek by id in live, no
+        eligibility test per row (a row identical to its archived copy was
+        eligible when it was copied, and still is)."""
         table, pk = run.table, run.pk
         same = "".join(f"AND a.{c} IS {table}.{c} " for c in run.values)
         archived = f"EXISTS (SELECT 1 FROM {alias}.{table} a WHERE a.{pk} = {table}.{pk} {same})"
+        ids = f"SELECT a.{pk} FROM {alias}.{table} a WHERE a.{pk} BETWEEN ? AND ? AND NOT ({skip})"
         # Never the largest id (see the invariants), even if the application
         # deleted the row that was the largest when step 1 ran.
-        where = (
-            f"{pk} BETWEEN ? AND ? AND {pk} < (SELECT max({pk}) FROM main.{table}) "
-            f"AND {run.eligible.sql} AND {m.where.sql} AND NOT ({skip})"
-        )
-        return SqlCondition(where, [m.lo, m.hi, *run.eligible.params, *m.where.params]), archived
+        where = f"{pk} IN ({ids}) AND {pk} < (SELECT max({pk}) FROM main.{table})"
+        return SqlCondition(where, [m.lo, m.hi]), archived
 
     def _delete_checked(
         self, run: _Run, where: SqlCondition, archived: str, checker: Checker | None
@@ -901,11 +1003,11 @@ def _undo(conn: sqlite3.Connection) -> None:
 def _skip(conn: sqlite3.Connection, ids: Iterable[int], column: str) -> str:
     """A condition true for the ids given (rows a restore put back, rows archived before),
     through a temporary table so that there is no limit on how many."""
+    ids = list(ids)
+    if not ids:  # usually: the condition names no table, so none is filled
+        return "0"
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS coldkeep_skip (id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.coldkeep_skip")
-    ids = list(ids)
-    if not ids:
-        return "0"
     conn.executemany("INSERT OR IGNORE INTO temp.coldkeep_skip VALUES (?)", ((i,) for i in ids))
     return f"{column} IN (SELECT id FROM temp.coldkeep_skip)"
 

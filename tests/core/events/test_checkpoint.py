@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from coldkeep.core.base.config import CheckpointMode
 from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.events.checkpoint import (
     LiveCheckpointer,
+    WalIndex,
     wal_bytes,
     wal_pending_bytes,
 )
@@ -139,3 +142,31 @@ def test_pending_bytes_count_frames_not_yet_checkpointed_not_the_file(tmp_path: 
     finally:
         db.close()
     assert wal_pending_bytes(tmp_path / "none.db") == 0
+
+
+def test_reading_the_wal_index_keeps_this_process_s_locks(tmp_path: Path) -> None:
+    """Closing a descriptor of the -shm drops every POSIX lock the process holds
+    on it: a reader's snapshot would then no longer keep another process from
+    resetting the WAL under it. WalIndex keeps its descriptor until closed."""
+    path = tmp_path / "live.db"
+    db = wal_db(path)
+    reader = sqlite3.connect(path, isolation_level=None)
+    index = WalIndex(path)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchone()  # holds a read mark
+        db.execute("INSERT INTO t VALUES ('z')")
+        for _ in range(3):
+            assert index.pending_bytes() > 0
+        other = (
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "print(c.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchone()[0])"
+        )
+        busy = subprocess.run(
+            [sys.executable, "-c", other, str(path)], capture_output=True, text=True, check=True
+        )
+        assert busy.stdout.strip() == "1", "another process truncated the WAL under a reader"
+    finally:
+        reader.close()
+        db.close()
+        index.close()

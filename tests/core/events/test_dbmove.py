@@ -100,6 +100,32 @@ async def test_rows_left_in_both_places_are_only_deleted_from_live(roots: Roots,
     assert all_event_rows(db, roots.layout.events) == before
 
 
+async def test_rows_in_both_places_that_are_no_longer_eligible_stay_live(
+    roots: Roots, db: Path
+) -> None:
+    """Step 3 deletes the month DB's ids of the range: one archived earlier (a
+    crashed pass under another config) whose live row is identical but no longer
+    eligible must not go with them."""
+    await move(roots)
+    month_db = sorted(roots.layout.events.glob("*.db"))[1]
+    with sqlite3.connect(month_db) as m:
+        back = m.execute("SELECT * FROM events ORDER BY id LIMIT 100").fetchall()
+    with sqlite3.connect(db) as live:
+        live.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", back)
+    dropped = ARCHIVABLE[0]
+    kept = [r for r in back if r[2] == dropped]
+    assert kept and len(kept) < len(back)
+    narrower = [k for k in ARCHIVABLE if k != dropped]
+
+    report = await move(roots, settings(roots, kinds=narrower))
+
+    assert (report.moved, report.already_archived) == (0, len(back) - len(kept))
+    ids = ", ".join(str(r[0]) for r in back)
+    with sqlite3.connect(db) as live:
+        still = live.execute(f"SELECT * FROM events WHERE id IN ({ids}) ORDER BY id").fetchall()
+    assert still == kept, "only the rows of the kind no longer archived stay live"
+
+
 @pytest.mark.parametrize("wal", [True, False], ids=["wal", "rollback-journal"])
 async def test_a_row_updated_between_copy_and_delete_stays_live_as_updated(
     roots: Roots, wal: bool
@@ -270,7 +296,8 @@ async def test_a_live_db_locked_past_the_busy_timeout_is_retried_next_time(
         locker.stdin.close()
         locker.wait()
     assert report.moved == 0 and report.locked_rows > 0
-    assert report.batches == 3, "stops reading once live stays locked"
+    # Three batches locked in a row, and the one read ahead meanwhile.
+    assert report.batches == 4, "stops reading once live stays locked"
 
     again = await move(roots)
     assert again.already_archived == report.locked_rows and again.moved > 0
@@ -349,7 +376,8 @@ async def test_cancel_stops_between_batches(roots: Roots, db: Path) -> None:
 
     before = all_event_rows(db, roots.layout.events)
     report = await move(roots, step=hook, cancel=token)
-    assert report.cancelled and report.batches == 1 and report.moved == 100
+    # The batch read and copied ahead while the first was deleted is finished.
+    assert report.cancelled and report.batches == 2 and report.moved == 200
     assert all_event_rows(db, roots.layout.events) == before
     await asyncio.sleep(0)
 
