@@ -44,7 +44,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal, TypeAlias
+from typing import ClassVar, Literal, TypeAlias, cast
 
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
@@ -63,7 +63,14 @@ from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
 from ..base.steps import StepHook, no_step, thread_step
 from ..base.times import now_ms
-from ..store.manifest import Entry, EntryGrace, Manifest, NewEntry, RestoreIntent
+from ..store.manifest import (
+    Entry,
+    EntryGrace,
+    IntentChange,
+    Manifest,
+    NewEntry,
+    RestoreIntent,
+)
 from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name
 from .gzfile import (
@@ -111,6 +118,27 @@ class Archived:
 
 
 FileOutcome = Archived | VerifyFailed | Changed
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A restore through R3 (``FileMover.restore_placing``): what it came to, and
+    its intent's clearing, still to be committed (R4)."""
+
+    entry_id: int
+    target: Path
+    result: RestoreResult
+    clearing: IntentChange
+
+
+@dataclass
+class Carry:
+    """One restore worker's last ``Placed``, its intent not yet cleared: the
+    worker's next restore clears it in its own intent's commit, and calls
+    ``told`` once that is durable and announced."""
+
+    told: Callable[[Placed], None]
+    placed: Placed | None = None
 
 
 @dataclass
@@ -308,6 +336,34 @@ class FileMover:
         With ``grace_until``, the entry becomes ``restored`` and the next passes
         leave the file alone until then. ``earlier``: the restore intents as they
         were before this restore began (read now when not given)."""
+        placed = await self.restore_placing(
+            entry,
+            target,
+            root=root,
+            grace_until=grace_until,
+            cancel=cancel,
+            progress=progress,
+            at=at,
+            earlier=earlier,
+        )
+        await self.restore_finished(placed)
+        return placed.result
+
+    async def restore_placing(
+        self,
+        entry: Entry,
+        target: Path,
+        *,
+        root: Path,
+        grace_until: int | None = None,
+        cancel: CancelToken | None = None,
+        progress: Progress | None = None,
+        at: GzipAt | None = None,
+        earlier: Sequence[RestoreIntent] | None = None,
+        carry: Carry | None = None,
+    ) -> Placed:
+        """``restore`` up to R3: the intent's clearing (R4) is left to
+        ``restore_finished``, or to the next call given the same ``carry``."""
         await self._clear_earlier_intents(target, root, earlier)
         # The grace is recorded before the file is placed, as restored event rows
         # are, in the intent's transaction: set after the rename, a crash in
@@ -315,7 +371,7 @@ class FileMover:
         # it again (a second gzip of the same bytes, the entry still "archived"
         # beside a live file).
         held: EntryGrace | None = None if grace_until is None else ("restored", grace_until)
-        intent = await self.manifest.add_restore_intent(entry.id, target, grace=held)
+        intent_id = await self._record_intent(entry, target, held, carry)
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
         was: EntryGrace = (entry.status, entry.grace_until)
         try:
@@ -334,20 +390,50 @@ class FileMover:
             # Another file holds the partial's name: nothing was written, and the
             # intent must not name that file for recovery to remove.
             await self.manifest.clear_restore_intent(
-                intent.id, entry_id=entry.id, grace=was if held else None
+                intent_id, entry_id=entry.id, grace=was if held else None
             )
             raise
         except (OSError, Cancelled):
-            await self._failed_restore(entry, target, root, intent.id, grace_until)
+            await self._failed_restore(entry, target, root, intent_id, grace_until)
             raise
         # Nothing placed (a mismatch, or the target exists): the entry's status
         # and grace as they were, with the intent's clearing. (A crash or an I/O
         # error leaves the grace: at worst a pass leaves a path alone until it
         # runs out.)
-        back = was if held and not isinstance(result, Restored) else None
-        await self.manifest.clear_restore_intent(intent.id, entry_id=entry.id, grace=back)
-        await self.step("intent_cleared", {"target": target, "entry": entry.id})
-        return result
+        back = (entry.id, *was) if held and not isinstance(result, Restored) else None
+        return Placed(entry.id, target, result, IntentChange(clear=intent_id, grace=back))
+
+    async def restore_finished(self, placed: Placed) -> None:
+        """R4: the intent cleared (durable), then announced."""
+        await self.manifest.change_intents(placed.clearing)
+        await self.step("intent_cleared", {"target": placed.target, "entry": placed.entry_id})
+
+    async def _record_intent(
+        self, entry: Entry, target: Path, held: EntryGrace | None, carry: Carry | None
+    ) -> int:
+        """R1's commit. With a restore ``carry`` holds, its clearing is queued with
+        this intent (one commit for both), announced, and told, first."""
+        grace = None if held is None else (entry.id, *held)
+        adding = self.manifest.change_intents(
+            IntentChange(add=(entry.id, str(target), now_ms()), grace=grace)
+        )
+        if carry is None or carry.placed is None:
+            row_id = await adding
+        else:
+            earlier, carry.placed = carry.placed, None
+
+            async def clearing() -> None:
+                await self.restore_finished(earlier)
+                carry.told(earlier)
+
+            # Both queued before the committer runs: one transaction.
+            done = await asyncio.gather(clearing(), adding, return_exceptions=True)
+            for outcome in done:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            row_id = cast("int | None", done[1])
+        assert row_id is not None
+        return row_id
 
     @staticmethod
     def _expect(entry: Entry) -> RestoreExpect:

@@ -46,8 +46,8 @@ from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import days_after
 from ..store.manifest import Entry, Manifest, RestoreIntent
-from .filemove import FileMover
-from .gzfile import Restored
+from .filemove import Carry, FileMover, Placed
+from .gzfile import Restored, RestoreResult
 from .reader import RemoteCopies, entry_gzip
 
 RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error", "expired"]
@@ -297,11 +297,17 @@ class _Run:
         todo = iter(enumerate(self.entries))
 
         async def worker() -> None:
-            for i, entry in todo:  # one iterator: each worker takes the next file
-                if self.cancel is not None:
-                    self.cancel.check()  # its reason, before the follower passes it on
-                token.check()
-                self.done[i] = await self.one(entry, token)
+            # A file placed waits for its intent's clearing until this worker's
+            # next file records its own intent: one commit for both.
+            carry = Carry(self.told)
+            try:
+                for i, entry in todo:  # one iterator: each worker takes the next file
+                    if self.cancel is not None:
+                        self.cancel.check()  # its reason, before the follower passes it on
+                    token.check()
+                    await self.one(i, entry, token, carry)
+            finally:
+                await self.finish(carry)
 
         tasks = [asyncio.create_task(worker()) for _ in range(min(workers, len(self.entries)))]
         try:
@@ -312,22 +318,41 @@ class _Run:
             raise
         return [self.done[i] for i in range(len(self.entries))]
 
-    async def one(self, entry: Entry, token: CancelToken) -> FileRestore:
-        """One file restored and told to the stream."""
-        name = self.names[entry.id]
+    async def one(self, i: int, entry: Entry, token: CancelToken, carry: Carry) -> None:
+        """One file restored; told to the stream once its intent is cleared."""
         try:
-            one = await _restore_one(self, entry, name, token)
+            one = await _restore_one(self, entry, self.names[entry.id], token, carry)
         except OSError as err:
             if not out_of_space(err):
                 raise
             # The partial is gone (restore_file removes it); the rest would only
             # fail the same way on this filesystem.
+            await self.finish(carry)
             self.stream.emit(FileDone("restore", entry.relpath, "error", entry.bytes, 0, str(err)))
             target = Path(err.filename) if err.filename else self.root
             raise OutOfSpace(target, err, doing="restoring", needed=self.left) from err
+        if isinstance(one, Placed):
+            carry.placed = one
+            return
+        await self.finish(carry)  # the worker's files are told in the order they came
+        self.record(i, one)
+
+    async def finish(self, carry: Carry) -> None:
+        """The carried file's intent cleared alone (the worker has no next file)."""
+        placed, carry.placed = carry.placed, None
+        if placed is not None:
+            await self.mover.restore_finished(placed)
+            self.told(placed)
+
+    def told(self, placed: Placed) -> None:
+        i = next(n for n, e in enumerate(self.entries) if e.id == placed.entry_id)
+        self.record(i, _outcome(self.entries[i], placed.target, placed.result))
+
+    def record(self, i: int, one: FileRestore) -> None:
+        entry = self.entries[i]
         self.left -= entry.bytes
+        self.done[i] = one
         self.stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
-        return one
 
 
 def expired_detail(entry: Entry) -> str:
@@ -341,7 +366,10 @@ def expired_detail(entry: Entry) -> str:
     )
 
 
-async def _restore_one(run: _Run, entry: Entry, name: str, cancel: CancelToken) -> FileRestore:
+async def _restore_one(
+    run: _Run, entry: Entry, name: str, cancel: CancelToken, carry: Carry
+) -> FileRestore | Placed:
+    """One file up to its intent's clearing (``Placed``), or what stopped it."""
     mover, root = run.mover, run.root
 
     def result(outcome: RestoreOutcome, target: str = "", detail: str = "") -> FileRestore:
@@ -357,7 +385,7 @@ async def _restore_one(run: _Run, entry: Entry, name: str, cancel: CancelToken) 
             if at is None:
                 gone = f"the gzip {entry.gz_path} is missing from the archive"
                 return result("missing", detail=gone)
-            done = await mover.restore(
+            return await mover.restore_placing(
                 entry,
                 target,
                 root=root,
@@ -365,6 +393,7 @@ async def _restore_one(run: _Run, entry: Entry, name: str, cancel: CancelToken) 
                 cancel=cancel,
                 at=at,
                 earlier=run.earlier,
+                carry=carry,
             )
     except RemoteError as err:
         return result("error", str(target), str(err))
@@ -378,8 +407,14 @@ async def _restore_one(run: _Run, entry: Entry, name: str, cancel: CancelToken) 
         # The error names the file it happened on (the gzip read, the partial
         # written); the target is on the line already.
         return result("error", str(target), str(err) if err.filename else f"{target}: {err}")
+
+
+def _outcome(entry: Entry, target: Path, done: RestoreResult) -> FileRestore:
+    def result(outcome: RestoreOutcome, detail: str = "") -> FileRestore:
+        return FileRestore(entry.id, entry.relpath, str(target), outcome, detail)
+
     if isinstance(done, Restored):
-        return result("restored", str(target))
+        return result("restored")
     if done.kind == "exists":
-        return result("exists", str(target), f"{target} exists; left untouched")
-    return result("mismatch", str(target), done.detail)
+        return result("exists", f"{target} exists; left untouched")
+    return result("mismatch", done.detail)

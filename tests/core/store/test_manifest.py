@@ -6,12 +6,13 @@ import asyncio
 import sqlite3
 import threading
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from coldkeep.core.base.ioerror import DatabaseFailed
 from coldkeep.core.store import passlog
-from coldkeep.core.store.manifest import Manifest, ManifestError, NewEntry
+from coldkeep.core.store.manifest import IntentChange, Manifest, ManifestError, NewEntry
 from coldkeep.core.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
@@ -204,10 +205,11 @@ async def test_a_grouped_commit_that_fails_fails_every_caller_in_it(tmp_path: Pa
     async with await Manifest.open(tmp_path / "coldkeep.db") as m:
         done = await asyncio.gather(
             m.add_restore_intent(None, tmp_path / "a"),
-            m.grouped([("INSERT INTO no_such_table VALUES (1)", ())]),
+            # NOT NULL refuses it: the whole transaction goes.
+            m.change_intents(IntentChange(add=(None, cast("str", None), 0))),
             return_exceptions=True,
         )
-        assert all(isinstance(d, DatabaseFailed) for d in done), done
+        assert all(isinstance(d, sqlite3.IntegrityError) for d in done), done
         assert await m.restore_intents() == [], "the whole transaction was rolled back"
         await m.add_restore_intent(None, tmp_path / "b")  # the next commit goes on
         assert [i.target.name for i in await m.restore_intents()] == ["b"]
