@@ -3,6 +3,7 @@ operator would otherwise run, each on an identical copy of the same tree.
 
     python bench/files.py [--quick]
     python bench/files.py --only restore [--rounds 3] [--against OTHER/.venv/bin/coldkeep]
+                          [--workers N]
 
 Rows:
   file archiving end to end   ``coldkeep pass`` (hash, compress, fsync, verify,
@@ -283,14 +284,20 @@ def restore_rows(
     return rows
 
 
-def restore_only(work: Path, quick: bool, rounds: int, against: Path | None) -> list[Row]:
-    """The restore row alone: the mix archived (untimed), then restored."""
+def restore_only(
+    work: Path, quick: bool, rounds: int, against: Path | None, workers: int | None
+) -> list[Row]:
+    """The restore row alone: the mix archived (untimed), then restored (with
+    ``workers``, that ``io.workers`` for the restores)."""
     tree = work / "tree"
     n, size = write_tree(tree, 24 * MB if quick else 200 * MB, seed=1)
     print(f"(tree: {n} files, {size / MB:.0f} MB of JSONL)", flush=True)
     ck = site(work / "ck", tree)
     summary, _ = coldkeep(ck, "pass")
     assert summary["files"]["errors"] == 0, summary["files"]
+    if workers is not None:
+        config = ck / "coldkeep.toml"
+        config.write_text(config.read_text() + f"workers = {workers}\n")  # [io] is last
     gz = work / "gzip"
     shutil.copytree(tree, gz)
     sources = files_of(gz, ".jsonl")
@@ -436,11 +443,13 @@ def main() -> None:
     ap.add_argument(
         "--against", type=Path, help="--only restore: another coldkeep executable, beside"
     )
+    ap.add_argument("--workers", type=int, help="--only restore: io.workers for the restores")
     args = ap.parse_args()
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         if args.only == "restore":
-            print_table(restore_only(Path(tmp), args.quick, args.rounds, args.against))
+            rows = restore_only(Path(tmp), args.quick, args.rounds, args.against, args.workers)
+            print_table(rows)
         else:
             print_table(measure(Path(tmp), args.quick))
 
