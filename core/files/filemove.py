@@ -30,7 +30,7 @@ Restoring (``FileMover.restore``): the restore intent is committed first, with
 then ``gzfile.restore_file`` (``restore_partial_written``, ``restored``), then the
 intent is cleared (``intent_cleared``; a restore that placed nothing gives the
 entry its status and grace back in that transaction). Intents of files restored
-at once share their commits (``Manifest.grouped``). A crash anywhere leaves at
+at once share their commits (``Manifest.change_intents``). A crash anywhere leaves at
 most ``<target>.restore-partial``, named by the intent, which recovery removes;
 a file placed before the crash is already in its grace.
 """

@@ -15,7 +15,7 @@ from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.layout import RESTORE_PARTIAL_SUFFIX
 from coldkeep.core.base.steps import StepInfo, StepName
-from coldkeep.core.base.stream import EventStream, FileDone, Phase
+from coldkeep.core.base.stream import EventStream, FileDone, FileStep, Phase
 from coldkeep.core.files.restore import Selection
 
 from helpers import Roots, jsonl
@@ -118,6 +118,7 @@ async def test_a_restore_stopped_mid_way_leaves_no_partial_and_no_intent(
                 token.cancel("stopped by the test")
 
     archiver.steps.user_step = stop_at_the_fifth_partial
+    events = archiver.stream.subscribe()
     to = tmp_path / "elsewhere"
     with pytest.raises(Cancelled, match="stopped by the test"):
         await archiver.restore(Selection(glob="**"), to=to, cancel=token)
@@ -126,6 +127,17 @@ async def test_a_restore_stopped_mid_way_leaves_no_partial_and_no_intent(
     assert 5 <= len(left) < len(made)
     assert all(made[rel] == got for rel, got in left.items()), "what was placed is whole"
     assert (await archiver.status()).restore_intents == 0
+    # Every file placed was told, each once, its intent cleared before.
+    seen = events.pending()
+    told = [e.relpath for e in seen if isinstance(e, FileDone) and e.result == "restored"]
+    assert sorted(told) == sorted(left)
+    for rel in told:
+        steps = [
+            e.step if isinstance(e, FileStep) else "done"
+            for e in seen
+            if isinstance(e, FileStep | FileDone) and e.op == "restore" and e.relpath.endswith(rel)
+        ]
+        assert steps[-2:] == ["intent_cleared", "done"], (rel, steps)
 
     # The rest comes back on the next restore; the files placed are "exists".
     archiver.steps.user_step = Archiver(archiver.settings).steps.user_step
