@@ -150,11 +150,6 @@ class Archiver:
         # manifest commit, another compresses (docs/performance.md: +15-20 % on
         # many small files, the same on big ones). The console asks for one.
         self.workers = settings.io.workers or workers_per_core * (os.cpu_count() or 1)
-        # A restore's files wait on their fsyncs and on the intents' commits more
-        # than on a core: by default twice as many at once (docs/performance.md:
-        # the 302-file mix restores ~1.5x faster with 8 in flight than with 4 on
-        # two cores). An io.workers set in the config is kept as it is.
-        self.restore_workers = settings.io.workers or 2 * self.workers
 
     # the session --------------------------------------------------------------
 
@@ -339,8 +334,8 @@ class Archiver:
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to`` (ops/restore.py);
-        ``restore_workers`` files at a time."""
-        return await restoring.files(self.sessions, selection, to, cancel, self.restore_workers)
+        ``io.workers`` files at a time."""
+        return await restoring.files(self.sessions, selection, to, cancel, self.workers)
 
     async def restore_events(
         self,

@@ -5,9 +5,8 @@ Files: a ``Selection`` (entry ids, unit, path glob, mtime range, sha prefix) pic
 manifest entries (the newest version of each path unless ids or all versions are
 asked for); each goes through ``FileMover.restore`` (intent, ``.restore-partial``,
 verify, mode and mtime, rename without replacing) to its live path or under
-another directory, several files at a time (``workers``: the archiver's
-``restore_workers``), a worker's file's intent cleared in the commit of its
-next file's intent.
+another directory, ``io.workers`` files at a time, a worker's file's intent
+cleared in the commit of its next file's intent.
 
 Invariants:
 - Every target is checked before anything is written: the entry's relpath and gz
