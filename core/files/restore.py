@@ -292,9 +292,11 @@ class _Run:
     earlier: list[RestoreIntent]
     left: int = 0  # bytes not yet restored (what a full filesystem still needed)
     done: dict[int, FileRestore] = field(default_factory=dict)
+    at: dict[int, int] = field(default_factory=dict)  # entry id -> its place in entries
 
     async def all(self, token: CancelToken, workers: int) -> list[FileRestore]:
         self.left = sum(e.bytes for e in self.entries)
+        self.at = {e.id: i for i, e in enumerate(self.entries)}
         todo = iter(enumerate(self.entries))
 
         async def worker() -> None:
@@ -346,7 +348,7 @@ class _Run:
             self.told(placed)
 
     def told(self, placed: Placed) -> None:
-        i = next(n for n, e in enumerate(self.entries) if e.id == placed.entry_id)
+        i = self.at[placed.entry_id]
         self.record(i, _outcome(self.entries[i], placed.target, placed.result))
 
     def record(self, i: int, one: FileRestore) -> None:
