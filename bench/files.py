@@ -2,6 +2,8 @@
 operator would otherwise run, each on an identical copy of the same tree.
 
     python bench/files.py [--quick]
+    python bench/files.py --only restore [--rounds 3] [--against OTHER/.venv/bin/coldkeep]
+                          [--workers N]
 
 Rows:
   file archiving end to end   ``coldkeep pass`` (hash, compress, fsync, verify,
@@ -22,6 +24,11 @@ Rows:
   codec ceiling               ISA-L level 1 compress + inflate of the same bytes,
                               per core, times the cores, measured in this run:
                               the most the protocol could reach
+
+``--only restore`` archives the 302-file mix (untimed), then times only the
+restore row, ``--rounds`` times (each to a fresh folder, best of each side),
+and with ``--against`` another checkout's ``coldkeep`` restoring the same
+archive in the same rounds (its ``coldkeep`` column beside this one's).
 
 coldkeep's time runs from when the command holds the lock and starts work
 (its ``seconds``, or its audit time stamp) to the end, leaving out the CLI's
@@ -101,10 +108,12 @@ def run(cmd: list[str]) -> Ran:
     return Ran(seconds, time.time(), text)
 
 
-def coldkeep(site: Path, *args: str, peak_rss: bool = False) -> tuple[Any, Ran]:
+def coldkeep(
+    site: Path, *args: str, peak_rss: bool = False, exe: Path = COLDKEEP
+) -> tuple[Any, Ran]:
     """Run a coldkeep command with --json: its result, and how it ran (and with
     ``peak_rss``, the command's peak RSS in KiB as the output's last line)."""
-    cmd = [str(COLDKEEP), *args, "--json", "--config", str(site / "coldkeep.toml")]
+    cmd = [str(exe), *args, "--json", "--config", str(site / "coldkeep.toml")]
     ran = run([sys.executable, "-c", PEAK_RSS, *cmd] if peak_rss else cmd)
     doc, _ = json.JSONDecoder().raw_decode(ran.out[ran.out.index("{") :])
     return doc["result"], ran
@@ -184,7 +193,6 @@ def archive_rows(work: Path, tree: Path, size: int) -> list[Row]:
     )
     gzip_bytes = sum(p.with_name(p.name + ".gz").stat().st_size for p in sources)
     ratio = files["bytes_out"] / gzip_bytes
-    cmp = f"{CORES}-core"
     what = f"file archiving, {size / MB:.0f} MB, {len(sources)} files (vs pigz -p {CORES} -6)"
     rows: list[Row] = []
     if pigz is not None:
@@ -222,22 +230,7 @@ def archive_rows(work: Path, tree: Path, size: int) -> list[Row]:
     # The anchors read the same files' gzip -6 outputs (coldkeep's small ones are
     # bundle members).
     gzs = files_of(gz, ".gz")
-    restored, ran = coldkeep(ck, "restore", "--path", "**", "--to", str(work / "restored"))
-    assert isinstance(restored, list) and len(restored) == len(gzs), len(restored)
-    restore_s = ran.ended - _started(ck, "restore")
-    out = work / "gunzipped"
-    out.mkdir()
-    gunzip = script([f'gunzip -c "{p}" > "{out}/{i}"' for i, p in enumerate(gzs)], work)
-    rows.append(
-        (
-            f"restore, all {len(gzs)} files (vs gunzip -c, {cmp} machine)",
-            f"{size / restore_s / MB:.0f} MB/s",
-            f"{size / gunzip.seconds / MB:.0f} MB/s",
-            f"{gunzip.seconds / restore_s:.1f}x",
-            "",
-            "",
-        )
-    )
+    rows += restore_rows(work, ck, gzs, size)
     verified, _ = coldkeep(ck, "verify")
     assert verified["ok"] == verified["checked"] == len(gzs), verified
     verify_s = verified["seconds"]
@@ -254,6 +247,62 @@ def archive_rows(work: Path, tree: Path, size: int) -> list[Row]:
     )
     rows.append(ceiling_row(ck_rate))
     return rows
+
+
+def restore_rows(
+    work: Path, ck: Path, gzs: list[Path], size: int, rounds: int = 1, against: Path | None = None
+) -> list[Row]:
+    """``coldkeep restore --to`` of every file vs a ``gunzip -c`` loop over the
+    same files' gzips, ``rounds`` times in turn (best of each); with ``against``,
+    that ``coldkeep`` too, restoring the same archive in the same rounds."""
+    best: dict[str, float] = {}
+    for r in range(rounds):
+        for who, exe in [("this", COLDKEEP), *([("against", against)] if against else [])]:
+            dest = work / f"restored-{who}-{r}"
+            restored, ran = coldkeep(ck, "restore", "--path", "**", "--to", str(dest), exe=exe)
+            assert isinstance(restored, list) and len(restored) == len(gzs), len(restored)
+            best[who] = min(best.get(who, 1e9), ran.ended - _started(ck, "restore"))
+            shutil.rmtree(dest)
+        out = work / f"gunzipped-{r}"
+        out.mkdir()
+        gunzip = script([f'gunzip -c "{p}" > "{out}/{i}"' for i, p in enumerate(gzs)], work)
+        best["gunzip"] = min(best.get("gunzip", 1e9), gunzip.seconds)
+        shutil.rmtree(out)
+    rows: list[Row] = []
+    for who in [w for w in ("this", "against") if w in best]:
+        said = "" if who == "this" else f" [{against}]"
+        rows.append(
+            (
+                f"restore, all {len(gzs)} files (vs gunzip -c, {CORES}-core machine){said}",
+                f"{size / best[who] / MB:.0f} MB/s",
+                f"{size / best['gunzip'] / MB:.0f} MB/s",
+                f"{best['gunzip'] / best[who]:.2f}x",
+                "",
+                "",
+            )
+        )
+    return rows
+
+
+def restore_only(
+    work: Path, quick: bool, rounds: int, against: Path | None, workers: int | None
+) -> list[Row]:
+    """The restore row alone: the mix archived (untimed), then restored (with
+    ``workers``, that ``io.workers`` for the restores)."""
+    tree = work / "tree"
+    n, size = write_tree(tree, 24 * MB if quick else 200 * MB, seed=1)
+    print(f"(tree: {n} files, {size / MB:.0f} MB of JSONL)", flush=True)
+    ck = site(work / "ck", tree)
+    summary, _ = coldkeep(ck, "pass")
+    assert summary["files"]["errors"] == 0, summary["files"]
+    if workers is not None:
+        config = ck / "coldkeep.toml"
+        config.write_text(config.read_text() + f"workers = {workers}\n")  # [io] is last
+    gz = work / "gzip"
+    shutil.copytree(tree, gz)
+    sources = files_of(gz, ".jsonl")
+    script([f'gzip -6 "{p}"' for p in sources], work)
+    return restore_rows(work, ck, files_of(gz, ".gz"), size, rounds, against)
 
 
 def ceiling_row(ck_rate: float) -> Row:
@@ -389,10 +438,20 @@ def measure(work: Path, quick: bool) -> list[Row]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small data, a few seconds")
+    ap.add_argument("--only", choices=["restore"], help="only this row (its data built first)")
+    ap.add_argument("--rounds", type=int, default=1, help="--only restore: best of N rounds")
+    ap.add_argument(
+        "--against", type=Path, help="--only restore: another coldkeep executable, beside"
+    )
+    ap.add_argument("--workers", type=int, help="--only restore: io.workers for the restores")
     args = ap.parse_args()
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
-        print_table(measure(Path(tmp), args.quick))
+        if args.only == "restore":
+            rows = restore_only(Path(tmp), args.quick, args.rounds, args.against, args.workers)
+            print_table(rows)
+        else:
+            print_table(measure(Path(tmp), args.quick))
 
 
 if __name__ == "__main__":

@@ -333,8 +333,9 @@ class Archiver:
         self, selection: Selection, to: Path | None = None, cancel: CancelToken | None = None
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
-        for hold_days, their restore grace), or under ``to`` (ops/restore.py)."""
-        return await restoring.files(self.sessions, selection, to, cancel)
+        for hold_days, their restore grace), or under ``to`` (ops/restore.py);
+        ``io.workers`` files at a time."""
+        return await restoring.files(self.sessions, selection, to, cancel, self.workers)
 
     async def restore_events(
         self,

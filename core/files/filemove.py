@@ -24,14 +24,15 @@ shaped like one (``.gz``, a bundle's), is never a legacy copy: a copy of an
 archive file inside the live tree (``cp -p`` of a bundle) is archived as any
 file is, and the archive's own file is never touched.
 
-Restoring (``FileMover.restore``): the restore intent is committed first, then
-(in place) the entry's status and restore grace (``intent_recorded``: passes
-leave the restored file alone until it runs out), then ``gzfile.restore_file``
-(``restore_partial_written``, ``restored``), then the intent is cleared
-(``intent_cleared``; a restore that placed nothing gives the entry its status and
-grace back first). A crash anywhere leaves at most ``<target>.restore-partial``,
-named by the intent, which recovery removes; a file placed before the crash is
-already in its grace.
+Restoring (``FileMover.restore``): the restore intent is committed first, with
+(in place) the entry's status and restore grace in the same transaction
+(``intent_recorded``: passes leave the restored file alone until it runs out),
+then ``gzfile.restore_file`` (``restore_partial_written``, ``restored``), then the
+intent is cleared (``intent_cleared``; a restore that placed nothing gives the
+entry its status and grace back in that transaction). Intents of files restored
+at once share their commits (``Manifest.change_intents``). A crash anywhere leaves at
+most ``<target>.restore-partial``, named by the intent, which recovery removes;
+a file placed before the crash is already in its grace.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ import asyncio
 import errno
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal, TypeAlias
+from typing import ClassVar, Literal, TypeAlias, cast
 
-from ..base.cancel import CancelToken, in_thread
+from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
 from ..base.durable import Site
 from ..base.fsutil import (
@@ -62,7 +63,14 @@ from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
 from ..base.steps import StepHook, no_step, thread_step
 from ..base.times import now_ms
-from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.manifest import (
+    Entry,
+    EntryGrace,
+    IntentChange,
+    Manifest,
+    NewEntry,
+    RestoreIntent,
+)
 from ..store.remoteobjects import RemoteObjects
 from .bundle import is_bundle_name
 from .gzfile import (
@@ -110,6 +118,27 @@ class Archived:
 
 
 FileOutcome = Archived | VerifyFailed | Changed
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A restore through R3 (``FileMover.restore_placing``): what it came to, and
+    its intent's clearing, still to be committed (R4)."""
+
+    entry_id: int
+    target: Path
+    result: RestoreResult
+    clearing: IntentChange
+
+
+@dataclass
+class Carry:
+    """One restore worker's last ``Placed``, its intent not yet cleared: the
+    worker's next restore clears it in its own intent's commit, and calls
+    ``told`` once that is durable and announced."""
+
+    told: Callable[[Placed], None]
+    placed: Placed | None = None
 
 
 @dataclass
@@ -298,27 +327,58 @@ class FileMover:
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
         at: GzipAt | None = None,
+        earlier: Sequence[RestoreIntent] | None = None,
     ) -> RestoreResult:
         """Restore ``entry`` to ``target`` (already checked to be inside ``root``,
         every name on the way reached beneath it), from its gzip in the archive
         or from ``at`` (``reader.entry_gzip``: in place, or a copy read from the
         remote tier).
         With ``grace_until``, the entry becomes ``restored`` and the next passes
-        leave the file alone until then."""
-        await self._clear_earlier_intents(target, root)
-        intent = await self.manifest.add_restore_intent(entry.id, target)
-        if grace_until is not None:
-            # The grace is recorded before the file is placed, as restored event
-            # rows are: set after the rename, a crash in between left the restored
-            # file without one, and the next pass archived it again (a second gzip
-            # of the same bytes, the entry still "archived" beside a live file).
-            await self.manifest.set_status_and_grace([entry.id], "restored", grace_until)
+        leave the file alone until then. ``earlier``: the restore intents as they
+        were before this restore began (read now when not given)."""
+        placed = await self.restore_placing(
+            entry,
+            target,
+            root=root,
+            grace_until=grace_until,
+            cancel=cancel,
+            progress=progress,
+            at=at,
+            earlier=earlier,
+        )
+        await self.restore_finished(placed)
+        return placed.result
+
+    async def restore_placing(
+        self,
+        entry: Entry,
+        target: Path,
+        *,
+        root: Path,
+        grace_until: int | None = None,
+        cancel: CancelToken | None = None,
+        progress: Progress | None = None,
+        at: GzipAt | None = None,
+        earlier: Sequence[RestoreIntent] | None = None,
+        carry: Carry | None = None,
+    ) -> Placed:
+        """``restore`` up to R3: the intent's clearing (R4) is left to
+        ``restore_finished``, or to the next call given the same ``carry``."""
+        await self._clear_earlier_intents(target, root, earlier)
+        # The grace is recorded before the file is placed, as restored event rows
+        # are, in the intent's transaction: set after the rename, a crash in
+        # between left the restored file without one, and the next pass archived
+        # it again (a second gzip of the same bytes, the entry still "archived"
+        # beside a live file).
+        held: EntryGrace | None = None if grace_until is None else ("restored", grace_until)
+        intent_id = await self._record_intent(entry, target, held, carry)
         await self.step("intent_recorded", {"target": target, "entry": entry.id})
+        was: EntryGrace = (entry.status, entry.grace_until)
         try:
             result = await restore_file(
                 at.path if at else self.layout.abs(entry.gz_path),
                 target,
-                RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode),
+                self._expect(entry),
                 root=root,
                 span=at.span if at else entry.span,
                 limiter=self.limiter,
@@ -329,29 +389,65 @@ class FileMover:
         except PartialTaken:
             # Another file holds the partial's name: nothing was written, and the
             # intent must not name that file for recovery to remove.
-            if grace_until is not None:
-                await self.manifest.set_status_and_grace(
-                    [entry.id], entry.status, entry.grace_until
-                )
-            await self.manifest.clear_restore_intent(intent.id)
+            await self.manifest.clear_restore_intent(
+                intent_id, entry_id=entry.id, grace=was if held else None
+            )
             raise
-        except OSError:
-            await self._failed_restore(entry, target, root, intent.id, grace_until)
+        except (OSError, Cancelled):
+            await self._failed_restore(entry, target, root, intent_id, grace_until)
             raise
-        if grace_until is not None and not isinstance(result, Restored):
-            # Nothing was placed (a mismatch, or the target exists): the entry's
-            # status and grace as they were. (A crash or an I/O error leaves the
-            # grace: at worst a pass leaves a path alone until it runs out.)
-            await self.manifest.set_status_and_grace([entry.id], entry.status, entry.grace_until)
-        await self.manifest.clear_restore_intent(intent.id)
-        await self.step("intent_cleared", {"target": target, "entry": entry.id})
-        return result
+        # Nothing placed (a mismatch, or the target exists): the entry's status
+        # and grace as they were, with the intent's clearing. (A crash or an I/O
+        # error leaves the grace: at worst a pass leaves a path alone until it
+        # runs out.)
+        back = (entry.id, *was) if held and not isinstance(result, Restored) else None
+        return Placed(entry.id, target, result, IntentChange(clear=intent_id, grace=back))
 
-    async def _clear_earlier_intents(self, target: Path, root: Path) -> None:
+    async def restore_finished(self, placed: Placed) -> None:
+        """R4: the intent cleared (durable), then announced."""
+        await self.manifest.change_intents(placed.clearing)
+        await self.step("intent_cleared", {"target": placed.target, "entry": placed.entry_id})
+
+    async def _record_intent(
+        self, entry: Entry, target: Path, held: EntryGrace | None, carry: Carry | None
+    ) -> int:
+        """R1's commit. With a restore ``carry`` holds, its clearing is queued with
+        this intent (one commit for both), announced, and told, first."""
+        grace = None if held is None else (entry.id, *held)
+        adding = self.manifest.change_intents(
+            IntentChange(add=(entry.id, str(target), now_ms()), grace=grace)
+        )
+        if carry is None or carry.placed is None:
+            row_id = await adding
+        else:
+            earlier, carry.placed = carry.placed, None
+
+            async def clearing() -> None:
+                await self.restore_finished(earlier)
+                carry.told(earlier)
+
+            # Both queued before the committer runs: one transaction.
+            done = await asyncio.gather(clearing(), adding, return_exceptions=True)
+            for outcome in done:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            row_id = cast("int | None", done[1])
+        assert row_id is not None
+        return row_id
+
+    @staticmethod
+    def _expect(entry: Entry) -> RestoreExpect:
+        return RestoreExpect(entry.bytes, entry.sha256, entry.mtime_ns, entry.mode)
+
+    async def _clear_earlier_intents(
+        self, target: Path, root: Path, intents: Sequence[RestoreIntent] | None
+    ) -> None:
         """A restore to ``target`` that died left its partial, named by its intent:
         that partial is ours, removed (durably) before this restore creates its own
         under the same name. Any other file there is refused by ``restore_file``."""
-        for earlier in await self.manifest.restore_intents():
+        if intents is None:
+            intents = await self.manifest.restore_intents()
+        for earlier in intents:
             if earlier.target != target:
                 continue
             partial = restore_partial_of(target)
@@ -368,11 +464,12 @@ class FileMover:
     async def _failed_restore(
         self, entry: Entry, target: Path, root: Path, intent_id: int, grace_until: int | None
     ) -> None:
-        """An I/O error stopped the restore (reading the gzip, writing or fsyncing
-        the partial). ``restore_file`` removed the partial before raising, so the
-        intent names nothing left: it goes, and the entry's status and grace are
-        given back if nothing was placed. A partial still there means its removal
-        failed too: the intent stays, and recovery removes it by that name."""
+        """An I/O error (reading the gzip, writing or fsyncing the partial) or a
+        cancellation stopped the restore. ``restore_file`` removed the partial
+        before raising, so the intent names nothing left: it goes, and the
+        entry's status and grace are given back if nothing was placed. A partial
+        still there means its removal failed too: the intent stays, and recovery
+        removes it by that name."""
 
         def there(path: Path) -> bool:
             try:
@@ -382,9 +479,10 @@ class FileMover:
 
         if await asyncio.to_thread(there, restore_partial_of(target)):
             return
+        back: EntryGrace | None = None
         if grace_until is not None and not await asyncio.to_thread(there, target):
-            await self.manifest.set_status_and_grace([entry.id], entry.status, entry.grace_until)
-        await self.manifest.clear_restore_intent(intent_id)
+            back = (entry.status, entry.grace_until)
+        await self.manifest.clear_restore_intent(intent_id, entry_id=entry.id, grace=back)
 
     def live_path(self, entry: Entry) -> Path:
         """Where ``entry`` lives when restored in place (containment checked)."""

@@ -5,7 +5,8 @@ Files: a ``Selection`` (entry ids, unit, path glob, mtime range, sha prefix) pic
 manifest entries (the newest version of each path unless ids or all versions are
 asked for); each goes through ``FileMover.restore`` (intent, ``.restore-partial``,
 verify, mode and mtime, rename without replacing) to its live path or under
-another directory.
+another directory, ``io.workers`` files at a time, a worker's file's intent
+cleared in the commit of its next file's intent.
 
 Invariants:
 - Every target is checked before anything is written: the entry's relpath and gz
@@ -27,8 +28,11 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,9 +46,9 @@ from ..base.layout import UnsafePath, resolve_inside
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import days_after
-from ..store.manifest import Entry, Manifest
-from .filemove import FileMover
-from .gzfile import Restored
+from ..store.manifest import Entry, Manifest, RestoreIntent
+from .filemove import Carry, FileMover, Placed
+from .gzfile import Restored, RestoreResult
 from .reader import RemoteCopies, entry_gzip
 
 RestoreOutcome = Literal["restored", "exists", "mismatch", "missing", "refused", "error", "expired"]
@@ -225,9 +229,13 @@ async def restore_files(
     stream: EventStream,
     cancel: CancelToken | None = None,
     remote: RemoteCopies | None = None,
+    workers: int = 1,
 ) -> RestoreReport:
-    """``entries`` back, one at a time, each from its gzip in the archive or, when
-    that is gone and ``remote`` holds it, from the remote tier."""
+    """``entries`` back, ``workers`` files at a time, each from its gzip in the
+    archive or, when that is gone and ``remote`` holds it, from the remote tier.
+    Each file's ``FileDone`` comes as it finishes; the report lists them in the
+    order given. Cancellation is checked before each file; a file that fails
+    with a full filesystem stops the others (``OutOfSpace``)."""
     report = RestoreReport()
     gone = [e for e in entries if e.status == "expired"]
     entries = [e for e in entries if e.status != "expired"]
@@ -237,27 +245,117 @@ async def restore_files(
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
     grace_until = days_after(mover.clock(), grace_days, "hold_days") if to is None else None
-    left = sum(e.bytes for e in entries)
-    stream.emit(Phase("restore", len(entries), left))
-    for entry in entries:
-        if cancel is not None:
-            cancel.check()
+    stream.emit(Phase("restore", len(entries), sum(e.bytes for e in entries)))
+    # Intents a restore that died left: read once, each cleared by the file
+    # restored to its target (no two files of this restore share one).
+    earlier = await mover.manifest.restore_intents()
+    run = _Run(mover, root, names, grace_until, stream, remote, entries, cancel, earlier)
+    async with linked(cancel) as token:
+        report.files += await run.all(token, max(1, workers))
+    return report
+
+
+@asynccontextmanager
+async def linked(cancel: CancelToken | None) -> AsyncIterator[CancelToken]:
+    """A token of the restore's own, tripped when ``cancel`` is (its reason
+    kept): the restore stops its other workers through it without tripping the
+    caller's."""
+    token = CancelToken()
+    if cancel is None:
+        yield token
+        return
+
+    async def follow() -> None:
+        await cancel.wait()
+        token.cancel(cancel.reason)
+
+    watcher = asyncio.create_task(follow())
+    try:
+        yield token
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+@dataclass
+class _Run:
+    """One ``restore_files`` call's files, taken in order by its workers."""
+
+    mover: FileMover
+    root: Path
+    names: dict[int, str]
+    grace_until: int | None
+    stream: EventStream
+    remote: RemoteCopies | None
+    entries: list[Entry]
+    cancel: CancelToken | None  # the caller's: checked before each file too
+    earlier: list[RestoreIntent]
+    left: int = 0  # bytes not yet restored (what a full filesystem still needed)
+    done: dict[int, FileRestore] = field(default_factory=dict)
+    at: dict[int, int] = field(default_factory=dict)  # entry id -> its place in entries
+
+    async def all(self, token: CancelToken, workers: int) -> list[FileRestore]:
+        self.left = sum(e.bytes for e in self.entries)
+        self.at = {e.id: i for i, e in enumerate(self.entries)}
+        todo = iter(enumerate(self.entries))
+
+        async def worker() -> None:
+            # A file placed waits for its intent's clearing until this worker's
+            # next file records its own intent: one commit for both.
+            carry = Carry(self.told)
+            try:
+                for i, entry in todo:  # one iterator: each worker takes the next file
+                    if self.cancel is not None:
+                        self.cancel.check()  # its reason, before the follower passes it on
+                    token.check()
+                    await self.one(i, entry, token, carry)
+            finally:
+                await self.finish(carry)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(min(workers, len(self.entries)))]
         try:
-            one = await _restore_one(
-                mover, entry, root, names[entry.id], grace_until, cancel or CancelToken(), remote
-            )
+            await asyncio.gather(*tasks)
+        except BaseException:
+            token.cancel("the restore stopped")
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return [self.done[i] for i in range(len(self.entries))]
+
+    async def one(self, i: int, entry: Entry, token: CancelToken, carry: Carry) -> None:
+        """One file restored; told to the stream once its intent is cleared."""
+        try:
+            one = await _restore_one(self, entry, self.names[entry.id], token, carry)
         except OSError as err:
             if not out_of_space(err):
                 raise
             # The partial is gone (restore_file removes it); the rest would only
             # fail the same way on this filesystem.
-            stream.emit(FileDone("restore", entry.relpath, "error", entry.bytes, 0, str(err)))
-            target = Path(err.filename) if err.filename else root
-            raise OutOfSpace(target, err, doing="restoring", needed=left) from err
-        left -= entry.bytes
-        report.files.append(one)
-        stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
-    return report
+            await self.finish(carry)
+            self.stream.emit(FileDone("restore", entry.relpath, "error", entry.bytes, 0, str(err)))
+            target = Path(err.filename) if err.filename else self.root
+            raise OutOfSpace(target, err, doing="restoring", needed=self.left) from err
+        if isinstance(one, Placed):
+            carry.placed = one
+            return
+        await self.finish(carry)  # the worker's files are told in the order they came
+        self.record(i, one)
+
+    async def finish(self, carry: Carry) -> None:
+        """The carried file's intent cleared alone (the worker has no next file)."""
+        placed, carry.placed = carry.placed, None
+        if placed is not None:
+            await self.mover.restore_finished(placed)
+            self.told(placed)
+
+    def told(self, placed: Placed) -> None:
+        i = self.at[placed.entry_id]
+        self.record(i, _outcome(self.entries[i], placed.target, placed.result))
+
+    def record(self, i: int, one: FileRestore) -> None:
+        entry = self.entries[i]
+        self.left -= entry.bytes
+        self.done[i] = one
+        self.stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
 
 
 def expired_detail(entry: Entry) -> str:
@@ -272,14 +370,11 @@ def expired_detail(entry: Entry) -> str:
 
 
 async def _restore_one(
-    mover: FileMover,
-    entry: Entry,
-    root: Path,
-    name: str,
-    grace_until: int | None,
-    cancel: CancelToken,
-    remote: RemoteCopies | None,
-) -> FileRestore:
+    run: _Run, entry: Entry, name: str, cancel: CancelToken, carry: Carry
+) -> FileRestore | Placed:
+    """One file up to its intent's clearing (``Placed``), or what stopped it."""
+    mover, root = run.mover, run.root
+
     def result(outcome: RestoreOutcome, target: str = "", detail: str = "") -> FileRestore:
         return FileRestore(entry.id, entry.relpath, target, outcome, detail)
 
@@ -289,12 +384,19 @@ async def _restore_one(
     except UnsafePath as err:
         return result("refused", detail=f"entry {entry.id}: {err}")
     try:
-        async with entry_gzip(entry, mover.layout, remote, cancel) as at:
+        async with entry_gzip(entry, mover.layout, run.remote, cancel) as at:
             if at is None:
                 gone = f"the gzip {entry.gz_path} is missing from the archive"
                 return result("missing", detail=gone)
-            done = await mover.restore(
-                entry, target, root=root, grace_until=grace_until, cancel=cancel, at=at
+            return await mover.restore_placing(
+                entry,
+                target,
+                root=root,
+                grace_until=run.grace_until,
+                cancel=cancel,
+                at=at,
+                earlier=run.earlier,
+                carry=carry,
             )
     except RemoteError as err:
         return result("error", str(target), str(err))
@@ -308,8 +410,14 @@ async def _restore_one(
         # The error names the file it happened on (the gzip read, the partial
         # written); the target is on the line already.
         return result("error", str(target), str(err) if err.filename else f"{target}: {err}")
+
+
+def _outcome(entry: Entry, target: Path, done: RestoreResult) -> FileRestore:
+    def result(outcome: RestoreOutcome, detail: str = "") -> FileRestore:
+        return FileRestore(entry.id, entry.relpath, str(target), outcome, detail)
+
     if isinstance(done, Restored):
-        return result("restored", str(target))
+        return result("restored")
     if done.kind == "exists":
-        return result("exists", str(target), f"{target} exists; left untouched")
-    return result("mismatch", str(target), done.detail)
+        return result("exists", f"{target} exists; left untouched")
+    return result("mismatch", done.detail)

@@ -64,10 +64,14 @@ async def select(sessions: Sessions, selection: Selection) -> list[Entry]:
 
 
 async def files(
-    sessions: Sessions, selection: Selection, to: Path | None, cancel: CancelToken | None
+    sessions: Sessions,
+    selection: Selection,
+    to: Path | None,
+    cancel: CancelToken | None,
+    workers: int = 1,
 ) -> RestoreReport:
     """Files back to their live paths (left alone by passes for hold_days, their
-    restore grace), or under ``to``."""
+    restore grace), or under ``to``; ``workers`` files at a time."""
     settings = sessions.settings
     root = check_restore_root(to, settings.archive_root, settings.live_root) if to else None
     await checked(sessions, selection)
@@ -89,6 +93,7 @@ async def files(
             stream=sessions.stream,
             cancel=cancel,
             remote=remote,
+            workers=workers,
         )
         current.finish("failed" if report.failed else "ok", report.counts)
         return report

@@ -162,6 +162,24 @@ class RestoreIntent:
     created_at: int
 
 
+EntryGrace = tuple[EntryStatus, int | None]  # an entry's status and restore grace (hold_until)
+
+_ADD_INTENT = "INSERT INTO restore_intents (entry_id, target, created_at) VALUES (?, ?, ?)"
+_ADD_INTENTS = "INSERT INTO restore_intents (id, entry_id, target, created_at) VALUES (?, ?, ?, ?)"
+_CLEAR_INTENT = "DELETE FROM restore_intents WHERE id = ?"
+
+
+@dataclass(frozen=True)
+class IntentChange:
+    """One restore's change to the intents, committed as a whole: an intent added
+    (entry id, target, created at), or one cleared (its id), and an entry's
+    status and restore grace set with it (entry id, status, hold_until)."""
+
+    add: tuple[int | None, str, int] | None = None
+    clear: int | None = None
+    grace: tuple[int, EntryStatus, int | None] | None = None
+
+
 def _id_statements(
     sql: str, params: Sequence[Any], ids: Iterable[int]
 ) -> Iterator[tuple[str, list[Any]]]:
@@ -351,6 +369,9 @@ class Manifest:
         self._committer: asyncio.Task[None] | None = None
         # Sources confirmed gone, not yet written (sources_gone_later).
         self._gone: list[int] = []
+        # Intent changes waiting for the commit after the one in flight.
+        self._grouped: list[tuple[IntentChange, asyncio.Future[int | None]]] = []
+        self._grouper: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: Path, *, readonly: bool = False) -> Self:
@@ -922,16 +943,106 @@ class Manifest:
 
     # restore intents ---------------------------------------------------------
 
-    async def add_restore_intent(self, entry_id: int | None, target: Path) -> RestoreIntent:
+    async def add_restore_intent(
+        self, entry_id: int | None, target: Path, *, grace: EntryGrace | None = None
+    ) -> RestoreIntent:
+        """The intent committed, and with ``grace`` the entry's status and restore
+        grace set in the same transaction (``change_intents``)."""
         created = now_ms()
-        row_id = await self.insert(
-            "INSERT INTO restore_intents (entry_id, target, created_at) VALUES (?, ?, ?)",
-            (entry_id, str(target), created),
+        change = IntentChange(
+            add=(entry_id, str(target), created),
+            grace=None if entry_id is None or grace is None else (entry_id, *grace),
         )
+        row_id = await self.change_intents(change)
+        assert row_id is not None
         return RestoreIntent(row_id, entry_id, target, created)
 
-    async def clear_restore_intent(self, intent_id: int) -> None:
-        await self.run("DELETE FROM restore_intents WHERE id = ?", (intent_id,))
+    async def clear_restore_intent(
+        self, intent_id: int, *, entry_id: int | None = None, grace: EntryGrace | None = None
+    ) -> None:
+        """The intent gone, and with ``grace`` the entry's status and restore
+        grace given back in the same transaction (``change_intents``)."""
+        back = None if entry_id is None or grace is None else (entry_id, *grace)
+        await self.change_intents(IntentChange(clear=intent_id, grace=back))
+
+    async def change_intents(self, change: IntentChange) -> int | None:
+        """``change`` committed, durable on return; the new intent's id when it
+        adds one. Changes sent while a commit of them is in flight go into the
+        next one together (one transaction, one fsync, a few trips to the
+        connection whatever their number; all of them or none): the restore's
+        workers record and clear their intents this way."""
+        waiter: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._grouped.append((change, waiter))
+        if self._grouper is None:
+            self._grouper = asyncio.create_task(self._commit_intents())
+        return await waiter
+
+    async def _commit_intents(self) -> None:
+        batch: list[tuple[IntentChange, asyncio.Future[int | None]]] = []
+        try:
+            while self._grouped:
+                batch, self._grouped = self._grouped, []
+                try:
+                    row_ids = await self._intents_transaction([c for c, _ in batch])
+                except Exception as err:  # noqa: BLE001 - relayed to every caller, who handle it
+                    for _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_exception(err)
+                    continue
+                for (_, waiter), row_id in zip(batch, row_ids, strict=True):
+                    if not waiter.done():  # its caller may have been cancelled
+                        waiter.set_result(row_id)
+        finally:
+            # Cancelled (the loop is closing): nobody is left waiting.
+            for _, waiter in batch + self._grouped:
+                waiter.cancel()
+            self._grouped = []
+            self._grouper = None
+
+    async def _intents_transaction(self, changes: Sequence[IntentChange]) -> list[int | None]:
+        """Every change in one transaction, each kind of statement in one trip; the
+        ids of the intents added (the next free ones, taken inside it)."""
+        async with self._gate:
+            if len(changes) == 1 and changes[0].grace is None:
+                return [await self._one_intent_change(changes[0])]
+            await self._run("BEGIN IMMEDIATE")
+            try:
+                row_ids = await self._intent_statements(changes)
+                await self._run("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                    await asyncio.shield(self._run("ROLLBACK"))
+                raise
+        return row_ids
+
+    async def _one_intent_change(self, change: IntentChange) -> int | None:
+        """A lone add or clear: one statement, its own transaction, one trip."""
+        if change.add is not None:
+            with naming_db(self.path):
+                row = await self._db.execute_insert(_ADD_INTENT, db_params(change.add))
+            assert row is not None
+            return int(row[0])
+        await self._run(_CLEAR_INTENT, (change.clear,))
+        return None
+
+    async def _intent_statements(self, changes: Sequence[IntentChange]) -> list[int | None]:
+        row_ids: list[int | None] = [None] * len(changes)
+        adds = [i for i, c in enumerate(changes) if c.add is not None]
+        if adds:
+            [(last,)] = await self._rows("SELECT coalesce(max(id), 0) FROM restore_intents")
+            for n, i in enumerate(adds):
+                row_ids[i] = last + 1 + n
+            rows = [(row_ids[i], *(changes[i].add or ())) for i in adds]
+            await self._run_many(_ADD_INTENTS, rows)
+        clears = [(c.clear,) for c in changes if c.clear is not None]
+        if clears:
+            await self._run_many(_CLEAR_INTENT, clears)
+        graces = [(g[1], g[2], g[0]) for c in changes if (g := c.grace) is not None]
+        if graces:
+            await self._run_many(
+                "UPDATE entries SET status = ?, hold_until = ? WHERE id = ?", graces
+            )
+        return row_ids
 
     async def restore_intents(self) -> list[RestoreIntent]:
         rows = await self.rows(

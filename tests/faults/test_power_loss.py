@@ -499,12 +499,13 @@ def test_cut_at_random_moments(matrix: Matrix, tmp_path: Path, name: str) -> Non
 
 
 def test_a_restore_partial_recovery_removed_stays_removed(matrix: Matrix, tmp_path: Path) -> None:
-    """A restore killed with its partial written (a SIGKILL: the partial's name is
-    still there), the application fsyncs that live directory of its own accord,
-    recovery removes the partial and clears the intent naming it, and the power
-    goes. Unless the removal was durable before the intent went, the partial
-    comes back with nothing to name it, and recovery never walks live
-    directories: it would stay in the live tree for good."""
+    """A restore killed with a partial written (a SIGKILL: the partial's name is
+    still there; other files in flight may have theirs too), the application
+    fsyncs those live directories of its own accord, recovery removes the
+    partials and clears the intents naming them, and the power goes. Unless a
+    removal was durable before its intent went, the partial comes back with
+    nothing to name it, and recovery never walks live directories: it would
+    stay in the live tree for good."""
     case = matrix.cases["restore"]
     fs = mount_copy(case.template, tmp_path)
     try:
@@ -512,15 +513,19 @@ def test_a_restore_partial_recovery_removed_stays_removed(matrix: Matrix, tmp_pa
         env = {KILL: "restore_partial_written"}
         code = matrix.forker.run(fs.mount / "coldkeep.toml", [case.command], out, env)
         assert code == -signal.SIGKILL, out.read_text()
-        [partial] = (fs.mount / "live").rglob("*.restore-partial")
-        fd = os.open(partial.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # The file killed at, and any other the restore's workers had written.
+        partials = list((fs.mount / "live").rglob("*.restore-partial"))
+        assert partials
+        for folder in {p.parent for p in partials}:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         run(matrix, fs, ["recover"], tmp_path)
         cut_and_remount(fs, tmp_path)
-        assert not partial.exists(), "the partial recovery removed came back"
+        back = [p for p in partials if p.exists()]
+        assert not back, f"partials recovery removed came back: {back}"
         settle_and_check(matrix, case, fs, tmp_path)
     finally:
         fs.stop()

@@ -6,12 +6,13 @@ import asyncio
 import sqlite3
 import threading
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from coldkeep.core.base.ioerror import DatabaseFailed
 from coldkeep.core.store import passlog
-from coldkeep.core.store.manifest import Manifest, ManifestError, NewEntry
+from coldkeep.core.store.manifest import IntentChange, Manifest, ManifestError, NewEntry
 from coldkeep.core.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
@@ -173,6 +174,45 @@ async def test_restore_intents(tmp_path: Path) -> None:
         assert [i.target.name for i in await m.restore_intents()] == ["x", "y"]
         await m.clear_restore_intent(a.id)
         assert [i.target.name for i in await m.restore_intents()] == ["y"]
+
+
+async def test_intents_sent_together_share_commits_and_each_gets_its_own_id(
+    tmp_path: Path,
+) -> None:
+    """Restores in flight at once record and clear their intents in shared
+    transactions; each caller gets its own row, and the grace rides along."""
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        e = await m.add_entry(entry(1))
+        intents = await asyncio.gather(
+            *(m.add_restore_intent(None, tmp_path / f"t{n}") for n in range(6)),
+            m.add_restore_intent(e.id, tmp_path / "held", grace=("restored", 9000)),
+        )
+        assert len({i.id for i in intents}) == 7
+        recorded = {i.id: i.target.name for i in await m.restore_intents()}
+        assert recorded == {i.id: i.target.name for i in intents}
+        got = await m.entry(e.id)
+        assert got is not None and (got.status, got.grace_until) == ("restored", 9000)
+        await asyncio.gather(
+            *(m.clear_restore_intent(i.id) for i in intents[:-1]),
+            m.clear_restore_intent(intents[-1].id, entry_id=e.id, grace=("archived", None)),
+        )
+        assert await m.restore_intents() == []
+        got = await m.entry(e.id)
+        assert got is not None and (got.status, got.grace_until) == ("archived", None)
+
+
+async def test_a_grouped_commit_that_fails_fails_every_caller_in_it(tmp_path: Path) -> None:
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        done = await asyncio.gather(
+            m.add_restore_intent(None, tmp_path / "a"),
+            # NOT NULL refuses it: the whole transaction goes.
+            m.change_intents(IntentChange(add=(None, cast("str", None), 0))),
+            return_exceptions=True,
+        )
+        assert all(isinstance(d, sqlite3.IntegrityError) for d in done), done
+        assert await m.restore_intents() == [], "the whole transaction was rolled back"
+        await m.add_restore_intent(None, tmp_path / "b")  # the next commit goes on
+        assert [i.target.name for i in await m.restore_intents()] == ["b"]
 
 
 async def test_migrating_from_version_5_keeps_the_pass_log_and_the_job_runs(
