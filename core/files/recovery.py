@@ -431,20 +431,22 @@ class Recovery:
         # The first piece is looked up in the manifest by its own names, so that
         # what it holds shows at once; then the gzips that should be here are read
         # in one go (a million in about a second), faster than asking per piece.
-        local: dict[str, str] | None = None
-        on_disk: dict[str, str] = {}
+        # Names only are held for the whole walk (a set of each): the memory
+        # follows the local copies, and no more than that.
+        local: set[str] | None = None
+        on_disk: set[str] = set()
         walker = walk_archive(self.mover.layout, WALK_PIECE)
         while (piece := await asyncio.to_thread(next, walker, None)) is not None:
             if not on_disk:  # the first piece
                 known = {path for path, _ in await self.manifest.gz_statuses_of(piece.gzips)}
             else:
                 if local is None:
-                    local = await self.manifest.local_gz_statuses()
+                    local = await self.manifest.local_gz_paths()
                 known = await self._known(piece.gzips.keys(), local)
             report.partials += piece.partials
             report.orphans += too_deep(self.mover.layout, piece)
             report.walked += len(piece.gzips)
-            on_disk |= piece.gzips
+            on_disk.update(piece.gzips)
             for rel in sorted(piece.gzips.keys() - known):
                 gz = Path(piece.gzips[rel])
                 report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
@@ -453,7 +455,7 @@ class Recovery:
         report.partials.sort()
         report.orphans.sort(key=lambda o: str(o.gz))  # stable: a bundle's members stay in order
         if local is None:
-            local = await self.manifest.local_gz_statuses()
+            local = await self.manifest.local_gz_paths()
         report.missing = await self._missing(local, on_disk)
         report.walking = False
         return report
@@ -479,13 +481,13 @@ class Recovery:
         await self.unlink_committed_sources(report)
         return report
 
-    async def _missing(self, local: dict[str, str], on_disk: dict[str, str]) -> list[Entry]:
-        """Entries whose gzip should be here and is not (``local``: paths and
-        statuses of those alone; a copy dropped after shipping is not among them,
-        it is remote; full entries only for the missing)."""
+    async def _missing(self, local: set[str], on_disk: Collection[str]) -> list[Entry]:
+        """Entries whose gzip should be here and is not (``local``: the paths of
+        those alone; a copy dropped after shipping is not among them, it is
+        remote; full entries only for the missing)."""
         return await self.manifest.entries_by_gz([p for p in local if p not in on_disk])
 
-    async def _known(self, found: Collection[str], local: dict[str, str]) -> set[str]:
+    async def _known(self, found: Collection[str], local: set[str]) -> set[str]:
         """Those of the gzips ``found`` on disk that an entry names: one that
         should be here, or, looked up by name, one whose entry is missing,
         expired or remote-only (its copy came back, or was never removed)."""
@@ -497,8 +499,8 @@ class Recovery:
 
     async def settle_gzips(self, report: RecoveryReport, on_disk: dict[str, str]) -> None:
         """Orphans adopted, kept or removed; entries without a gzip marked missing."""
-        local = await self.manifest.local_gz_statuses()
-        known = await self._known(on_disk, local)
+        local = await self.manifest.local_gz_paths()
+        known = await self._known(on_disk.keys(), local)
         missing = await self._missing(local, on_disk)
         if missing:
             await self.manifest.set_status([e.id for e in missing], "missing")

@@ -749,16 +749,15 @@ class Manifest:
         rows = await self.rows(sql, params)
         return [_entry(r) for r in rows]
 
-    async def local_gz_statuses(self) -> dict[str, str]:
-        """The gzip path and status of every entry whose gzip should be here: kept,
-        its local copy not dropped after shipping. One read of the schema's
-        partial index of them: it costs the archive's local copies, not its
-        every entry (a site that ships keeps a few here of many millions)."""
+    async def local_gz_paths(self) -> set[str]:
+        """The gzip path of every entry whose gzip should be here: kept, its local
+        copy not dropped after shipping. One read of the schema's partial index
+        of them: it costs the archive's local copies, not its every entry (a
+        site that ships keeps a few here of many millions)."""
         rows = await self.rows(
-            f"SELECT gz_path, status FROM entries INDEXED BY entries_local "
-            f"WHERE remote < 2 AND {_HAS_GZIP}"
+            f"SELECT gz_path FROM entries INDEXED BY entries_local WHERE remote < 2 AND {_HAS_GZIP}"
         )
-        return {r[0]: r[1] for r in rows}
+        return {r[0] for r in rows}
 
     async def gz_statuses_of(self, gz_paths: Iterable[str]) -> list[tuple[str, str]]:
         """The gzip path and status of every entry whose gzip is one of
