@@ -848,7 +848,8 @@ class Manifest:
         """status -> (entries, bytes, gz bytes)."""
         # Kept by the schema's triggers (entry_totals): a few rows, at any size.
         rows = await self.rows(
-            "SELECT status, entries, bytes, gz_bytes FROM entry_totals WHERE entries > 0"
+            "SELECT status, sum(entries), sum(bytes), sum(gz_bytes) FROM entry_totals "
+            "GROUP BY status HAVING sum(entries) > 0"
         )
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
 

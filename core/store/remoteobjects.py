@@ -294,18 +294,14 @@ class RemoteObjects:
 
     async def kept_bytes_shipped(self) -> tuple[int, int]:
         """The gzip bytes of kept entries with a remote copy: (those whose local
-        copy is kept too, those whose local copy is dropped). Driven by the
-        remote rows, each one lookup of the entries' location index: the cost
-        follows the objects shipped (a bundle is one), not the entries."""
+        copy is kept too, those whose local copy is dropped), from the totals
+        the schema keeps per status and copies (entry_totals): a few rows."""
         rows = await self.manifest.rows(
-            "SELECT r.local_gone_at IS NULL, coalesce(sum(e.gz_bytes), 0) "
-            "FROM remote_objects AS r CROSS JOIN entries AS e ON e.gz_path = r.path "
-            # '+': the status is checked on the row found, not used as a second
-            # index key (three lookups per object, one per status).
-            f"WHERE r.month IS NULL AND +e.status {KEPT_SQL} GROUP BY 1"
+            "SELECT remote, coalesce(sum(gz_bytes), 0) FROM entry_totals "
+            f"WHERE remote > 0 AND status {KEPT_SQL} GROUP BY remote"
         )
-        found = {bool(here): int(size) for here, size in rows}
-        return found.get(True, 0), found.get(False, 0)
+        found = {int(remote): int(size) for remote, size in rows}
+        return found.get(1, 0), found.get(2, 0)
 
     async def totals(self) -> RemoteTotals:
         # The pending bytes and age come with the count: the rows are read anyway.

@@ -361,43 +361,77 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 14: what status, the console, the ship and recovery read at every start,
     # kept by the database itself, so that reading it costs the same at
-    # 10,000,000 entries as at 1,000: the entries' totals per status, the remote
-    # objects' totals, and where an
-    # entry's gzip has copies (``remote``: 0 here only, 1 here and remote, 2
-    # remote only, its local copy dropped), with two partial indexes: the kept
+    # 10,000,000 entries as at 1,000. Each entry's ``remote`` mark says where its
+    # gzip has copies (0 here only, 1 here and remote, 2 remote only: its local
+    # copy dropped); the entries' totals are kept per status and mark, the
+    # remote objects' totals in one row; two partial indexes hold the kept
     # entries not shipped yet (the backlog to ship) and those whose gzip should
-    # be here (what recovery expects on disk). Triggers keep them whatever code
-    # path writes: an insert, update or delete of an entry or a remote object. A
-    # later migration that rebuilds the entries table must create them again.
+    # be here (what recovery expects on disk). Triggers keep them whatever
+    # statement writes an entry or a remote object; an entry's insert runs its
+    # two steps in one trigger, in order (its totals, then its mark, which moves
+    # them). A later migration that rebuilds the entries table must create its
+    # triggers again.
     """
+    ALTER TABLE entries ADD COLUMN remote INTEGER NOT NULL DEFAULT 0;  -- 0, 1, 2: above
+    UPDATE entries SET remote = (
+        SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = gz_path
+    ) WHERE gz_path IN (SELECT path FROM remote_objects);
+    CREATE INDEX entries_unshipped ON entries (gz_path, archived_at, gz_bytes, status, remote)
+        WHERE remote = 0 AND status IN ('archived', 'stale', 'restored');
+    CREATE INDEX entries_local ON entries (gz_path, status, remote)
+        WHERE remote < 2 AND status IN ('archived', 'stale', 'restored');
+
     CREATE TABLE entry_totals (
-        status   TEXT    PRIMARY KEY,
+        status   TEXT    NOT NULL,
+        remote   INTEGER NOT NULL,
         entries  INTEGER NOT NULL,
         bytes    INTEGER NOT NULL,
-        gz_bytes INTEGER NOT NULL
+        gz_bytes INTEGER NOT NULL,
+        PRIMARY KEY (status, remote)
     ) WITHOUT ROWID;
     INSERT INTO entry_totals
-        SELECT status, count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0)
-        FROM entries GROUP BY status;
-    CREATE TRIGGER entry_totals_in AFTER INSERT ON entries BEGIN
+        SELECT status, remote, count(*), coalesce(sum(bytes), 0), coalesce(sum(gz_bytes), 0)
+        FROM entries GROUP BY status, remote;
+    CREATE TRIGGER entry_in AFTER INSERT ON entries BEGIN
         INSERT INTO entry_totals VALUES
-            (NEW.status, 1, coalesce(NEW.bytes, 0), coalesce(NEW.gz_bytes, 0))
-        ON CONFLICT (status) DO UPDATE SET entries = entries + 1,
+            (NEW.status, NEW.remote, 1, coalesce(NEW.bytes, 0), coalesce(NEW.gz_bytes, 0))
+        ON CONFLICT (status, remote) DO UPDATE SET entries = entries + 1,
             bytes = bytes + excluded.bytes, gz_bytes = gz_bytes + excluded.gz_bytes;
+        UPDATE entries SET remote = (
+            SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = NEW.gz_path
+        ) WHERE id = NEW.id AND EXISTS (SELECT 1 FROM remote_objects WHERE path = NEW.gz_path);
     END;
-    CREATE TRIGGER entry_totals_out AFTER DELETE ON entries BEGIN
+    CREATE TRIGGER entry_out AFTER DELETE ON entries BEGIN
         UPDATE entry_totals SET entries = entries - 1, bytes = bytes - coalesce(OLD.bytes, 0),
             gz_bytes = gz_bytes - coalesce(OLD.gz_bytes, 0)
-        WHERE status = OLD.status;
+        WHERE status = OLD.status AND remote = OLD.remote;
     END;
-    CREATE TRIGGER entry_totals_change AFTER UPDATE OF status, bytes, gz_bytes ON entries BEGIN
+    CREATE TRIGGER entry_change AFTER UPDATE OF status, bytes, gz_bytes, remote ON entries
+    BEGIN
         UPDATE entry_totals SET entries = entries - 1, bytes = bytes - coalesce(OLD.bytes, 0),
             gz_bytes = gz_bytes - coalesce(OLD.gz_bytes, 0)
-        WHERE status = OLD.status;
+        WHERE status = OLD.status AND remote = OLD.remote;
         INSERT INTO entry_totals VALUES
-            (NEW.status, 1, coalesce(NEW.bytes, 0), coalesce(NEW.gz_bytes, 0))
-        ON CONFLICT (status) DO UPDATE SET entries = entries + 1,
+            (NEW.status, NEW.remote, 1, coalesce(NEW.bytes, 0), coalesce(NEW.gz_bytes, 0))
+        ON CONFLICT (status, remote) DO UPDATE SET entries = entries + 1,
             bytes = bytes + excluded.bytes, gz_bytes = gz_bytes + excluded.gz_bytes;
+    END;
+    CREATE TRIGGER entry_moved AFTER UPDATE OF gz_path ON entries BEGIN
+        UPDATE entries SET remote = coalesce((
+            SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = NEW.gz_path
+        ), 0) WHERE id = NEW.id;
+    END;
+
+    CREATE TRIGGER remote_object_in AFTER INSERT ON remote_objects BEGIN
+        UPDATE entries SET remote = 1 + (NEW.local_gone_at IS NOT NULL) WHERE gz_path = NEW.path;
+    END;
+    CREATE TRIGGER remote_object_out AFTER DELETE ON remote_objects BEGIN
+        UPDATE entries SET remote = 0 WHERE gz_path = OLD.path;
+    END;
+    CREATE TRIGGER remote_object_change AFTER UPDATE OF path, local_gone_at ON remote_objects
+    BEGIN
+        UPDATE entries SET remote = 0 WHERE gz_path = OLD.path;
+        UPDATE entries SET remote = 1 + (NEW.local_gone_at IS NOT NULL) WHERE gz_path = NEW.path;
     END;
 
     CREATE TABLE remote_totals (
@@ -432,37 +466,6 @@ MIGRATIONS: tuple[str, ...] = (
             gone_bytes = gone_bytes - CASE WHEN OLD.local_gone_at IS NULL THEN 0 ELSE OLD.bytes END
                 + CASE WHEN NEW.local_gone_at IS NULL THEN 0 ELSE NEW.bytes END,
             bad = bad - (OLD.verify_error IS NOT NULL) + (NEW.verify_error IS NOT NULL);
-    END;
-
-    ALTER TABLE entries ADD COLUMN remote INTEGER NOT NULL DEFAULT 0;  -- 0, 1, 2: above
-    UPDATE entries SET remote = (
-        SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = gz_path
-    ) WHERE gz_path IN (SELECT path FROM remote_objects);
-    CREATE INDEX entries_unshipped ON entries (gz_path, archived_at, gz_bytes, status, remote)
-        WHERE remote = 0 AND status IN ('archived', 'stale', 'restored');
-    CREATE INDEX entries_local ON entries (gz_path, status, remote)
-        WHERE remote < 2 AND status IN ('archived', 'stale', 'restored');
-    CREATE TRIGGER remote_object_in AFTER INSERT ON remote_objects BEGIN
-        UPDATE entries SET remote = 1 + (NEW.local_gone_at IS NOT NULL) WHERE gz_path = NEW.path;
-    END;
-    CREATE TRIGGER remote_object_out AFTER DELETE ON remote_objects BEGIN
-        UPDATE entries SET remote = 0 WHERE gz_path = OLD.path;
-    END;
-    CREATE TRIGGER remote_object_change AFTER UPDATE OF path, local_gone_at ON remote_objects
-    BEGIN
-        UPDATE entries SET remote = 0 WHERE gz_path = OLD.path;
-        UPDATE entries SET remote = 1 + (NEW.local_gone_at IS NOT NULL) WHERE gz_path = NEW.path;
-    END;
-    CREATE TRIGGER entry_in AFTER INSERT ON entries
-        WHEN EXISTS (SELECT 1 FROM remote_objects WHERE path = NEW.gz_path) BEGIN
-        UPDATE entries SET remote = (
-            SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = NEW.gz_path
-        ) WHERE id = NEW.id;
-    END;
-    CREATE TRIGGER entry_moved AFTER UPDATE OF gz_path ON entries BEGIN
-        UPDATE entries SET remote = coalesce((
-            SELECT 1 + (local_gone_at IS NOT NULL) FROM remote_objects WHERE path = NEW.gz_path
-        ), 0) WHERE id = NEW.id;
     END;
     """,
 )

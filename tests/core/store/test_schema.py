@@ -130,10 +130,11 @@ def test_the_totals_and_the_shipped_marks_follow_every_write(
         for op in ops:
             _apply(db, op)
         scanned = db.execute(
-            "SELECT status, count(*), sum(bytes), sum(gz_bytes) FROM entries GROUP BY status"
+            "SELECT status, remote, count(*), sum(bytes), sum(gz_bytes) FROM entries "
+            "GROUP BY status, remote"
         ).fetchall()
         kept = db.execute(
-            "SELECT status, entries, bytes, gz_bytes FROM entry_totals WHERE entries > 0"
+            "SELECT status, remote, entries, bytes, gz_bytes FROM entry_totals WHERE entries > 0"
         ).fetchall()
         assert sorted(kept) == sorted(scanned)
         wrong = db.execute(
