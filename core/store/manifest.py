@@ -44,6 +44,7 @@ import aiosqlite
 
 from ..base.codec import Span
 from ..base.errors import ColdkeepError
+from ..base.grouped import Grouped
 from ..base.ioerror import DatabaseFailed, naming_db
 from ..base.names import db_params, db_row, is_text, to_db
 from ..base.times import DAY_MS, now_ms
@@ -365,13 +366,11 @@ class Manifest:
         # transaction holds it from BEGIN to COMMIT.
         self._gate = asyncio.Lock()
         # Entries waiting for the commit after the one in flight (add_entry).
-        self._queued: list[tuple[NewEntry, asyncio.Future[Entry]]] = []
-        self._committer: asyncio.Task[None] | None = None
+        self._entries = Grouped(self._add_named)
         # Sources confirmed gone, not yet written (sources_gone_later).
         self._gone: list[int] = []
         # Intent changes waiting for the commit after the one in flight.
-        self._grouped: list[tuple[IntentChange, asyncio.Future[int | None]]] = []
-        self._grouper: asyncio.Task[None] | None = None
+        self._intents = Grouped(self._intents_transaction)
 
     @classmethod
     async def open(cls, path: Path, *, readonly: bool = False) -> Self:
@@ -545,36 +544,12 @@ class Manifest:
         """Insert and commit one entry (durable on return). Entries added while a
         commit is in flight go into the next one together: one transaction and
         one fsync for files that finish at the same time."""
-        waiter: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
-        self._queued.append((new, waiter))
-        if self._committer is None:
-            self._committer = asyncio.create_task(self._commit_queued())
-        return await waiter
+        return await self._entries.submit(new)
 
-    async def _commit_queued(self) -> None:
-        batch: list[tuple[NewEntry, asyncio.Future[Entry]]] = []
-        try:
-            while self._queued:
-                batch, self._queued = self._queued, []
-                news = [new for new, _ in batch]
-                more = f" and {len(news) - 1} more" if len(news) > 1 else ""
-                try:
-                    with naming_db(self.path, f"recording the entry of {news[0].relpath}{more}"):
-                        added = await self.add_entries(news)
-                except Exception as err:  # noqa: BLE001 - relayed to every caller, who handle it
-                    for _, waiter in batch:
-                        if not waiter.done():
-                            waiter.set_exception(err)
-                    continue
-                for (_, waiter), entry in zip(batch, added, strict=True):
-                    if not waiter.done():  # its caller may have been cancelled
-                        waiter.set_result(entry)
-        finally:
-            # Cancelled (the loop is closing): nobody is left waiting.
-            for _, waiter in batch + self._queued:
-                waiter.cancel()
-            self._queued = []
-            self._committer = None
+    async def _add_named(self, news: list[NewEntry]) -> list[Entry]:
+        more = f" and {len(news) - 1} more" if len(news) > 1 else ""
+        with naming_db(self.path, f"recording the entry of {news[0].relpath}{more}"):
+            return await self.add_entries(news)
 
     async def add_entries(self, new: Sequence[NewEntry]) -> list[Entry]:
         """Insert many entries in one transaction (a bundle's members, a rebuild):
@@ -971,33 +946,7 @@ class Manifest:
         next one together (one transaction, one fsync, a few trips to the
         connection whatever their number; all of them or none): the restore's
         workers record and clear their intents this way."""
-        waiter: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._grouped.append((change, waiter))
-        if self._grouper is None:
-            self._grouper = asyncio.create_task(self._commit_intents())
-        return await waiter
-
-    async def _commit_intents(self) -> None:
-        batch: list[tuple[IntentChange, asyncio.Future[int | None]]] = []
-        try:
-            while self._grouped:
-                batch, self._grouped = self._grouped, []
-                try:
-                    row_ids = await self._intents_transaction([c for c, _ in batch])
-                except Exception as err:  # noqa: BLE001 - relayed to every caller, who handle it
-                    for _, waiter in batch:
-                        if not waiter.done():
-                            waiter.set_exception(err)
-                    continue
-                for (_, waiter), row_id in zip(batch, row_ids, strict=True):
-                    if not waiter.done():  # its caller may have been cancelled
-                        waiter.set_result(row_id)
-        finally:
-            # Cancelled (the loop is closing): nobody is left waiting.
-            for _, waiter in batch + self._grouped:
-                waiter.cancel()
-            self._grouped = []
-            self._grouper = None
+        return await self._intents.submit(change)
 
     async def _intents_transaction(self, changes: Sequence[IntentChange]) -> list[int | None]:
         """Every change in one transaction, each kind of statement in one trip; the
