@@ -76,9 +76,12 @@ def test_remote_only_files_read_through_the_cache(tmp_path: Path, s3: S3Site) ->
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     with mounting(site, mnt):
-        [folder] = os.listdir(tmp_path / "cache")  # the mount's own, for its life
         s3.proxy.reset_counts()
+        # The mount is made before the remote is opened (in the background); a
+        # read waits for it, so the cache's folder is there once one is done
+        # (listed before it, the folder was missing on a loaded machine).
         assert (mnt / "u" / "deep" / "small-2.jsonl").read_bytes() == SMALL[2]
+        [folder] = os.listdir(tmp_path / "cache")  # the mount's own, for its life
         # One GET of the member's bytes: not the bundle's, whatever its size.
         assert _gets_of(s3, member["gz_path"]) == [member["member_length"]]
         for e in entries(site):
