@@ -429,24 +429,25 @@ class Recovery:
         if progress is not None:
             progress(report.copy())
         # The first piece is looked up in the manifest by its own names, so that
-        # what it holds shows at once; then the gzips that should be here are read
-        # in one go (a million in about a second), faster than asking per piece.
-        # Names only are held for the whole walk (a set of each): the memory
-        # follows the local copies, and no more than that.
+        # what it holds shows at once; then the paths of the gzips that should be
+        # here are read in one go (a million in about a second), faster than
+        # asking per piece, and each one found is struck off: what is left at the
+        # end is missing. One set of names is held, shrinking as the walk goes.
+        first: set[str] | None = None
         local: set[str] | None = None
-        on_disk: set[str] = set()
         walker = walk_archive(self.mover.layout, WALK_PIECE)
         while (piece := await asyncio.to_thread(next, walker, None)) is not None:
-            if not on_disk:  # the first piece
+            if first is None:
                 known = {path for path, _ in await self.manifest.gz_statuses_of(piece.gzips)}
+                first = set(piece.gzips)
             else:
                 if local is None:
-                    local = await self.manifest.local_gz_paths()
+                    local = await self.manifest.local_gz_paths() - first
                 known = await self._known(piece.gzips.keys(), local)
+                local.difference_update(piece.gzips)
             report.partials += piece.partials
             report.orphans += too_deep(self.mover.layout, piece)
             report.walked += len(piece.gzips)
-            on_disk.update(piece.gzips)
             for rel in sorted(piece.gzips.keys() - known):
                 gz = Path(piece.gzips[rel])
                 report.orphans += await asyncio.to_thread(_orphans_found, self.mover, gz)
@@ -455,8 +456,8 @@ class Recovery:
         report.partials.sort()
         report.orphans.sort(key=lambda o: str(o.gz))  # stable: a bundle's members stay in order
         if local is None:
-            local = await self.manifest.local_gz_paths()
-        report.missing = await self._missing(local, on_disk)
+            local = await self.manifest.local_gz_paths() - (first or set())
+        report.missing = await self.manifest.entries_by_gz(sorted(local))
         report.walking = False
         return report
 
@@ -485,7 +486,7 @@ class Recovery:
         """Entries whose gzip should be here and is not (``local``: the paths of
         those alone; a copy dropped after shipping is not among them, it is
         remote; full entries only for the missing)."""
-        return await self.manifest.entries_by_gz([p for p in local if p not in on_disk])
+        return await self.manifest.entries_by_gz(sorted(p for p in local if p not in on_disk))
 
     async def _known(self, found: Collection[str], local: set[str]) -> set[str]:
         """Those of the gzips ``found`` on disk that an entry names: one that

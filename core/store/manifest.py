@@ -724,15 +724,24 @@ class Manifest:
         rows = await self.rows(sql, params)
         return [_entry(r) for r in rows]
 
-    async def local_gz_paths(self) -> set[str]:
+    async def local_gz_paths(self, chunk: int = 50_000) -> set[str]:
         """The gzip path of every entry whose gzip should be here: kept, its local
-        copy not dropped after shipping. One read of the schema's partial index
-        of them: it costs the archive's local copies, not its every entry (a
-        site that ships keeps a few here of many millions)."""
-        rows = await self.rows(
-            f"SELECT gz_path FROM entries INDEXED BY entries_local WHERE remote < 2 AND {_HAS_GZIP}"
-        )
-        return {r[0] for r in rows}
+        copy not dropped after shipping. Read from the schema's partial index of
+        them: it costs the archive's local copies, not its every entry (a site
+        that ships keeps a few here of many millions); ``chunk`` at a time, in
+        the index's order, so no list of them all is held beside the set."""
+        paths: set[str] = set()
+        after: str = ""  # every TEXT path sorts after it, and every BLOB one
+        while True:
+            rows = await self.rows(
+                "SELECT gz_path FROM entries INDEXED BY entries_local "
+                f"WHERE remote < 2 AND {_HAS_GZIP} AND gz_path > ? ORDER BY gz_path LIMIT ?",
+                [after, chunk],
+            )
+            paths.update(r[0] for r in rows)
+            if len(rows) < chunk:
+                return paths
+            after = rows[-1][0]
 
     async def gz_statuses_of(self, gz_paths: Iterable[str]) -> list[tuple[str, str]]:
         """The gzip path and status of every entry whose gzip is one of

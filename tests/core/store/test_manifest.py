@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -307,3 +308,25 @@ async def test_an_older_manifest_gains_seek_points_and_keeps_its_entries(tmp_pat
         assert await ro.entry(new.id) == new
         assert (await ro.entry(old.id)) == old
         assert await ro.rows("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+
+
+async def test_the_local_copies_paths_are_read_whole_in_chunks(tmp_path: Path) -> None:
+    # Bundles (members sharing a path), a name that is not UTF-8 (a BLOB, sorted
+    # after every TEXT), a copy dropped after shipping, a missing and an expired
+    # entry: read 2 rows at a time, the set is what one scan says.
+    odd = os.fsdecode(b"files/u/caf\xe9.jsonl.gz")
+    paths = ["files/u/a.tar"] * 3 + ["files/u/b.gz", odd, "files/u/c.tar", "files/u/c.tar"]
+    paths += ["files/u/gone.gz", "files/u/missing.gz", "files/u/expired.gz"]
+    async with await Manifest.open(tmp_path / "coldkeep.db") as m:
+        added = await m.add_entries(
+            [entry(i, gz_path=p, member_offset=i) for i, p in enumerate(paths)]
+        )
+        await m.set_status([added[-2].id], "missing")
+        await m.set_status([added[-1].id], "expired")
+        await m.run(
+            "INSERT INTO remote_objects (path, bytes, sha256, shipped_at, local_gone_at) "
+            "VALUES ('files/u/gone.gz', 1, 'x', 0, 1), ('files/u/b.gz', 1, 'x', 0, NULL)"
+        )
+        here = {"files/u/a.tar", "files/u/b.gz", odd, "files/u/c.tar"}
+        assert await m.local_gz_paths(chunk=2) == here
+        assert await m.local_gz_paths() == here
