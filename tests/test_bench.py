@@ -32,6 +32,7 @@ ROWS = (
     "console peak RSS (",
     "restore browser at ",
     "manifest size per entry (",
+    "the last schema migration on upgrade (",
     "ship 200 small archived files",
     "restore one 20 KiB file from a",
     "cat the same file (GETs",
