@@ -63,6 +63,13 @@ async def settle(pilot: Pilot[Any], *, rounds: int = 500) -> None:
                 # yet due is drawn now, or a snapshot taken on a busy machine
                 # (the timer late) showed a pane one frame behind.
                 app.flush_panes()
+                # And every screen that shows laid out and drawn again from what
+                # it holds now: a screen behind a dialog keeps what it drew
+                # before until its own timer says otherwise (CI caught the help
+                # dialog's background with its backlog table half drawn).
+                for screen in app.screen_stack:
+                    if screen.is_current:
+                        screen.refresh(layout=True)
                 await _tables_measured(pilot)
                 return
     raise TimeoutError(f"the console did not settle: {app.busy_workers()}")
