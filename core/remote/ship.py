@@ -189,7 +189,7 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
         f"{remote.url}/{remote.site}",
         totals.pending_files,
         totals.pending_entries,
-        await objects.pending_bytes(),
+        totals.pending_bytes,
         len(drops),
         sum(o.bytes for o in drops),
         remote.keep_local_days,
