@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -84,15 +85,22 @@ async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, d
     assert (again.moved, again.batches) == (0, 0)
 
 
+def put_back(roots: Roots, db: Path, n: int) -> list[Any]:
+    """The first ``n`` rows of the second month DB inserted into live again (they
+    stay archived too); the rows."""
+    month_db = sorted(roots.layout.events.glob("*.db"))[1]
+    with sqlite3.connect(month_db) as m:
+        back = m.execute(f"SELECT * FROM events ORDER BY id LIMIT {int(n)}").fetchall()
+    with sqlite3.connect(db) as live:
+        live.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", back)
+    return back
+
+
 async def test_rows_left_in_both_places_are_only_deleted_from_live(roots: Roots, db: Path) -> None:
     before = all_event_rows(db, roots.layout.events)
     await move(roots)
-    # Put some archived rows back in live, as a crash after step 2 would leave them.
-    month_db = sorted(roots.layout.events.glob("*.db"))[1]
-    with sqlite3.connect(month_db) as m:
-        back = m.execute("SELECT * FROM events ORDER BY id LIMIT 50").fetchall()
-    with sqlite3.connect(db) as live:
-        live.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", back)
+    # Some archived rows back in live, as a crash after step 2 would leave them.
+    put_back(roots, db, 50)
 
     report = await move(roots)
 
@@ -107,11 +115,7 @@ async def test_rows_in_both_places_that_are_no_longer_eligible_stay_live(
     crashed pass under another config) whose live row is identical but no longer
     eligible must not go with them."""
     await move(roots)
-    month_db = sorted(roots.layout.events.glob("*.db"))[1]
-    with sqlite3.connect(month_db) as m:
-        back = m.execute("SELECT * FROM events ORDER BY id LIMIT 100").fetchall()
-    with sqlite3.connect(db) as live:
-        live.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", back)
+    back = put_back(roots, db, 100)
     dropped = ARCHIVABLE[0]
     kept = [r for r in back if r[2] == dropped]
     assert kept and len(kept) < len(back)
