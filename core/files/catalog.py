@@ -24,7 +24,6 @@ Query language, words separated by spaces (all must hold):
 from __future__ import annotations
 
 import shlex
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +33,8 @@ from ..base.errors import UsageError
 from ..base.names import to_db
 from ..base.times import now_ms
 from ..store.legalholds import ActiveHolds, read_active
-from ..store.manifest import IDS_PER_STATEMENT, EntryStatus, reading
+from ..store.manifest import EntryStatus, read_entry_count, reading
+from ..store.remoteobjects import read_copies
 
 
 class QueryError(UsageError, ValueError):
@@ -145,19 +145,22 @@ class Catalog:
                     [*params, cap + 1],
                 ).fetchall()
                 total, capped = min(n, cap), n > cap
-            copies = _copies(db, {r[8] for r in rows})
+            copies = read_copies(db, (r[8] for r in rows))
         return total, [self._row(r, copies) for r in rows], capped
 
-    def _row(self, r: tuple[Any, ...], copies: dict[str, str]) -> CatalogRow:
-        hold = self.holds.for_entry(r[2], r[1], r[0]) if self.holds else None
-        where = "none" if r[4] == "expired" else copies.get(r[8], "local")
+    def _row(self, r: tuple[Any, ...], copies: dict[str, bool]) -> CatalogRow:
         entry_id, relpath, unit, sha, status, size, mtime, archived, gz, offset = r
+        hold = self.holds.for_entry(unit, relpath, entry_id) if self.holds else None
+        where = "none" if status == "expired" else _COPIES[copies.get(gz)]
         return CatalogRow(
             entry_id, relpath, unit, sha, status, size, mtime, archived, gz, offset, where,
             hold.describe() if hold else None,
         )  # fmt: skip
 
 
+# A row's copies by read_copies' answer for its gzip: none remote, the local one
+# still relied on, or dropped.
+_COPIES: dict[bool | None, str] = {None: "local", True: "local + remote", False: "remote"}
 _SELECTED = (
     "id, relpath, unit, sha256, status, bytes, mtime_ns, archived_at, gz_path, member_offset"
 )
@@ -190,39 +193,9 @@ def _where(query: Query) -> tuple[str, list[Any]]:
     return ("WHERE " + " AND ".join(terms) if terms else ""), params
 
 
-def _copies(db: sqlite3.Connection, gz_paths: set[str]) -> dict[str, str]:
-    """Which of ``gz_paths`` have a remote copy: "remote" (the local one
-    dropped) or "local + remote"; none from a manifest older than the remote
-    tier (a fleet site's snapshot)."""
-    found: dict[str, str] = {}
-    todo = [to_db(p) for p in gz_paths]
-    for at in range(0, len(todo), IDS_PER_STATEMENT):
-        part = todo[at : at + IDS_PER_STATEMENT]
-        try:
-            rows = db.execute(
-                "SELECT path, local_gone_at IS NULL FROM remote_objects "
-                f"WHERE path IN ({', '.join('?' * len(part))})",
-                part,
-            ).fetchall()
-        except sqlite3.OperationalError:
-            return {}
-        found |= {p: "local + remote" if here else "remote" for p, here in rows}
-    return found
-
-
-def _entries(db: sqlite3.Connection) -> int:
-    """How many entries, from the totals the schema keeps; counted on a
-    manifest older than them (a fleet site's snapshot)."""
-    try:
-        [(n,)] = db.execute("SELECT coalesce(sum(entries), 0) FROM entry_totals").fetchall()
-    except sqlite3.OperationalError:
-        [(n,)] = db.execute("SELECT count(*) FROM entries").fetchall()
-    return int(n)
-
-
 def load_catalog(manifest: Path) -> Catalog:
     """The catalog of the manifest at ``manifest`` (read-only; none there: empty)."""
     if not manifest.exists():
         return Catalog(manifest)
     with reading(manifest) as db:
-        return Catalog(manifest, _entries(db), read_active(db, now_ms()))
+        return Catalog(manifest, read_entry_count(db), read_active(db, now_ms()))

@@ -181,12 +181,12 @@ class IntentChange:
     grace: tuple[int, EntryStatus, int | None] | None = None
 
 
-def _id_statements(
-    sql: str, params: Sequence[Any], ids: Iterable[int]
+def in_statements(
+    sql: str, params: Sequence[Any], values: Iterable[Any]
 ) -> Iterator[tuple[str, list[Any]]]:
-    """``sql`` (ending in ``WHERE id IN``) and its values, IDS_PER_STATEMENT ids a
-    statement."""
-    todo = list(ids)
+    """``sql`` (ending in ``IN``: ``WHERE id IN``, ``WHERE path IN``) and its
+    parameters, IDS_PER_STATEMENT of ``values`` a statement."""
+    todo = list(values)
     for at in range(0, len(todo), IDS_PER_STATEMENT):
         part = todo[at : at + IDS_PER_STATEMENT]
         yield f"{sql} ({', '.join('?' * len(part))})", [*params, *part]
@@ -224,6 +224,20 @@ def read_entries(
     cur = db.execute(f"SELECT {columns} FROM entries ORDER BY id")
     while rows := cur.fetchmany(chunk):
         yield rows
+
+
+# How many entries: the totals the schema's triggers keep (a few rows).
+_ENTRY_COUNT = "SELECT coalesce(sum(entries), 0) FROM entry_totals"
+
+
+def read_entry_count(db: sqlite3.Connection) -> int:
+    """How many entries, on a connection from ``reading``; counted on a manifest
+    older than the totals (a fleet site's snapshot)."""
+    try:
+        [(n,)] = db.execute(_ENTRY_COUNT).fetchall()
+    except sqlite3.OperationalError:
+        [(n,)] = db.execute("SELECT count(*) FROM entries").fetchall()
+    return int(n)
 
 
 # A version as the mount lists it: (id, its relpath past the folder's, bytes,
@@ -770,7 +784,7 @@ class Manifest:
         """``sql`` ends in ``WHERE id IN``: one statement, so one commit, per
         IDS_PER_STATEMENT ids (an executemany outside a transaction commits, and
         fsyncs, once per row)."""
-        for statement, values in _id_statements(sql, params, ids):
+        for statement, values in in_statements(sql, params, ids):
             await self.run(statement, values)
 
     async def any_expired(self) -> bool:
@@ -816,7 +830,7 @@ class Manifest:
 
     async def _mark_gone(self, ids: list[int]) -> None:
         """Inside a transaction the caller holds the gate for."""
-        for statement, values in _id_statements(_MARK_GONE, [], ids):
+        for statement, values in in_statements(_MARK_GONE, [], ids):
             await self._run(statement, values)
 
     # the restore grace ---------------------------------------------------------
@@ -838,7 +852,7 @@ class Manifest:
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
     async def entry_count(self) -> int:
-        [(n,)] = await self.rows("SELECT coalesce(sum(entries), 0) FROM entry_totals")
+        [(n,)] = await self.rows(_ENTRY_COUNT)
         return int(n)
 
     async def archived_between(self, start: int, until: int) -> tuple[int, int, int]:

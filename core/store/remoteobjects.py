@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .manifest import IDS_PER_STATEMENT, KEPT_SQL, Manifest
+from ..base.names import db_params
+from .manifest import KEPT_SQL, Manifest, in_statements
 
 # Entries whose gzip is kept in the archive: what is shipped.
 _KEPT = f"status {KEPT_SQL}"
@@ -78,30 +79,28 @@ class RemoteTotals:
     pending_since: int | None = None  # the oldest pending entry's archived_at (None: none)
 
 
-def read_copies(db: sqlite3.Connection) -> dict[str, bool]:
-    """Every path with a remote copy, and whether its local copy is still relied
-    on, read on a plain connection (``manifest.reading``; the restore browser's
-    catalog loads in a thread); none from a manifest older than the remote tier."""
+_COPIES = "SELECT path, local_gone_at IS NULL FROM remote_objects WHERE path IN"
+
+
+def read_copies(db: sqlite3.Connection, paths: Iterable[str]) -> dict[str, bool]:
+    """``copies_of`` on a plain connection (``manifest.reading``: the restore
+    browser's page, read in a thread); none from a manifest older than the
+    remote tier (a fleet site's snapshot)."""
+    found: dict[str, bool] = {}
     try:
-        rows = db.execute("SELECT path, local_gone_at IS NULL FROM remote_objects").fetchall()
+        for sql, params in in_statements(_COPIES, (), db_params(dict.fromkeys(paths))):
+            found.update((r[0], bool(r[1])) for r in db.execute(sql, params))
     except sqlite3.OperationalError:
         return {}
-    return {path: bool(local) for path, local in rows}
+    return found
 
 
 async def copies_of(manifest: Manifest, paths: Iterable[str]) -> dict[str, bool]:
     """Those of ``paths`` with a remote copy, and whether the local copy is still
     relied on (bound as parameters: a path that is not UTF-8 is a BLOB)."""
-    todo = list(dict.fromkeys(paths))
     found: dict[str, bool] = {}
-    for at in range(0, len(todo), IDS_PER_STATEMENT):
-        chunk = todo[at : at + IDS_PER_STATEMENT]
-        rows = await manifest.rows(
-            "SELECT path, local_gone_at IS NULL FROM remote_objects "
-            f"WHERE path IN ({', '.join('?' * len(chunk))})",
-            chunk,
-        )
-        found.update((r[0], bool(r[1])) for r in rows)
+    for sql, params in in_statements(_COPIES, (), dict.fromkeys(paths)):
+        found.update((r[0], bool(r[1])) for r in await manifest.rows(sql, params))
     return found
 
 
