@@ -53,6 +53,11 @@ async def select(sessions: Sessions, selection: Selection) -> list[Entry]:
     """The entries a restore of ``selection`` would take, tombstones included
     (read-only, no lock); one that matches nothing is refused."""
     await checked(sessions, selection)
+    return await _matching(sessions, selection)
+
+
+async def _matching(sessions: Sessions, selection: Selection) -> list[Entry]:
+    """The entries ``selection`` (already checked) matches; none is refused."""
     manifest = await Manifest.open_existing(sessions.layout.manifest)
     if manifest is None:
         return []
@@ -77,7 +82,7 @@ async def files(
     await checked(sessions, selection)
     if await sessions.nothing_archived():
         return RestoreReport(nothing_archived=True)
-    await select(sessions, selection)
+    await _matching(sessions, selection)  # one that matches nothing is refused here
     args = {**asdict(selection), "to": str(root) if root else None}
     async with (
         sessions.open("restore", args, cancel) as current,
