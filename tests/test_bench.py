@@ -29,6 +29,7 @@ ROWS = (
     "a pass with nothing to do (",
     "find a substring (",
     "find a glob (",
+    "expire's plan (",
     "console peak RSS (",
     "restore browser at ",
     "manifest size per entry (",

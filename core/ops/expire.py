@@ -55,7 +55,7 @@ from ..remote.objectstore import ObjectStore
 from ..store import audit, expiry
 from ..store.legalholds import active, held_paths
 from ..store.manifest import Manifest, tombstone
-from ..store.remoteobjects import RemoteObject, RemoteObjects
+from ..store.remoteobjects import RemoteObjects
 from .session import Sessions
 
 Kind = Literal["gzip", "bundle", "month"]
@@ -134,12 +134,14 @@ class ExpireReport:
 
 
 async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> ExpirePlan:
+    """What is past its retention at ``now``, found in the manifest's SQL: the
+    remote rows read are those of what is due, not every object shipped."""
     retention = settings.retention
     holds = await active(manifest, now)
-    shipped = await RemoteObjects(manifest).all()
-    candidates = await _file_items(settings, manifest, shipped, now)
+    objects = RemoteObjects(manifest)
+    candidates = await _file_items(settings, manifest, objects, now)
     layout = Layout(settings.archive_root)
-    candidates += await _month_items(settings, shipped, layout, now)
+    candidates += await _month_items(settings, objects, layout, now)
     held = await held_paths(manifest, holds, [i.path for i in candidates if i.month is None])
     items, kept = [], []
     for item in candidates:
@@ -151,21 +153,26 @@ async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> Expir
     return ExpirePlan(retention.files_days, retention.events_days, items, kept)
 
 
+def _cutoff_ns(days: float, now: int) -> int:
+    """The newest mtime (ns) a file ``days`` old at ``now`` (ms) can have: one
+    whose millisecond is at or before ``now - days``."""
+    return (now - int(days * DAY_MS) + 1) * NS_PER_MS - 1
+
+
 async def _file_items(
-    settings: Settings, manifest: Manifest, shipped: list[RemoteObject], now: int
+    settings: Settings, manifest: Manifest, objects: RemoteObjects, now: int
 ) -> list[ExpireItem]:
     retention = settings.retention
     if retention.files_days is None and not retention.units:
         return []
-    remote = {o.path: o for o in shipped if o.month is None}
+    due = await manifest.past_retention(
+        {unit: _cutoff_ns(days, now) for unit, days in retention.units.items()},
+        None if retention.files_days is None else _cutoff_ns(retention.files_days, now),
+    )
+    remote = await objects.of_paths(f.gz_path for f in due)
     items = []
-    for f in await manifest.archive_files():
-        days = retention.files_days_for(f.unit)
-        if days is None:
-            continue
-        past_since = f.newest_mtime_ns // NS_PER_MS + int(days * DAY_MS)
-        if past_since > now:
-            continue
+    for f in due:
+        days = retention.files_days_for(f.unit) or 0.0
         obj = remote.get(f.gz_path)
         items.append(
             ExpireItem(
@@ -173,7 +180,7 @@ async def _file_items(
                 f.gz_path,
                 f.entries,
                 obj.bytes if obj is not None else f.gz_bytes,
-                past_since,
+                f.newest_mtime_ns // NS_PER_MS + int(days * DAY_MS),
                 local=obj is None or obj.local,
                 remote=int(obj is not None),
             )
@@ -182,16 +189,13 @@ async def _file_items(
 
 
 async def _month_items(
-    settings: Settings, shipped: list[RemoteObject], layout: Layout, now: int
+    settings: Settings, objects: RemoteObjects, layout: Layout, now: int
 ) -> list[ExpireItem]:
     days = settings.retention.events_days
     if days is None:
         return []
     local = await asyncio.to_thread(layout.event_months)
-    snapshots: dict[str, list[int]] = {}
-    for obj in shipped:
-        if obj.month is not None:
-            snapshots.setdefault(obj.month, []).append(obj.bytes)
+    snapshots = await objects.month_sizes()
     items = []
     for month in sorted(local.keys() | snapshots.keys()):
         past_since = month_end_ms(month) + int(days * DAY_MS)

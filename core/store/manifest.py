@@ -35,7 +35,7 @@ import operator
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -895,13 +895,25 @@ class Manifest:
             found += [(r[0], r[1], r[2], r[3]) for r in rows]
         return found
 
-    async def archive_files(self) -> list[ArchiveFile]:
-        """Every archive file with an entry not expired, in path order: what
-        retention judges (expire.py)."""
+    async def past_retention(
+        self, cutoffs: Mapping[str, int], otherwise: int | None
+    ) -> list[ArchiveFile]:
+        """The archive files (with an entry not expired) every entry of which has
+        an mtime at or before its unit's cutoff (ns: ``cutoffs[unit]``, else
+        ``otherwise``; a unit with neither has none), in path order: what
+        retention lets go. Decided in SQL, so an archive of millions of entries
+        costs one scan, not a row each in memory."""
+        cases = "".join(" WHEN ? THEN ?" for _ in cutoffs)
+        cutoff = f"CASE unit{cases} ELSE ? END" if cutoffs else "?"
+        params = [*(v for pair in cutoffs.items() for v in pair), otherwise]
+        newest = max([*cutoffs.values(), otherwise or 0])
         rows = await self.rows(
             "SELECT gz_path, unit, count(*), max(mtime_ns), sum(gz_bytes), "
             "max(member_offset IS NOT NULL) FROM entries "
-            f"WHERE {_NOT_EXPIRED} GROUP BY gz_path ORDER BY gz_path"
+            f"WHERE {_NOT_EXPIRED} AND gz_path IN (SELECT gz_path FROM entries "
+            f"WHERE {_NOT_EXPIRED} AND mtime_ns <= ?) "
+            f"GROUP BY gz_path HAVING min(coalesce(mtime_ns <= {cutoff}, 0)) ORDER BY gz_path",
+            [newest, *params],
         )
         return [ArchiveFile(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
 

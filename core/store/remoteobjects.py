@@ -138,6 +138,24 @@ class RemoteObjects:
         )
         return _row(rows[0]) if rows else None
 
+    async def of_paths(self, paths: Iterable[str]) -> dict[str, RemoteObject]:
+        """The rows of those of ``paths`` that were shipped, by path."""
+        found: dict[str, RemoteObject] = {}
+        sql = f"SELECT {_COLUMNS} FROM remote_objects WHERE path IN"
+        for statement, params in in_statements(sql, (), dict.fromkeys(paths)):
+            rows = await self.manifest.rows(statement, params)
+            found.update((o.path, o) for o in map(_row, rows))
+        return found
+
+    async def month_sizes(self) -> dict[str, list[int]]:
+        """Each event month's snapshots' sizes (read from the months' own index)."""
+        sizes: dict[str, list[int]] = {}
+        for month, size in await self.manifest.rows(
+            "SELECT month, bytes FROM remote_objects WHERE month IS NOT NULL ORDER BY month, path"
+        ):
+            sizes.setdefault(month, []).append(size)
+        return sizes
+
     async def all(self) -> list[RemoteObject]:
         rows = await self.manifest.rows(f"SELECT {_COLUMNS} FROM remote_objects ORDER BY path")
         return [_row(r) for r in rows]
