@@ -24,6 +24,8 @@ Query language, words separated by spaces (all must hold):
 from __future__ import annotations
 
 import shlex
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +41,10 @@ from ..store.remoteobjects import read_copies
 
 class QueryError(UsageError, ValueError):
     """A filter word that cannot be understood; the message says which."""
+
+
+class Stopped(Exception):
+    """A filter given up part way: its ``stop`` said a newer one replaced it."""
 
 
 @dataclass(frozen=True)
@@ -123,29 +129,52 @@ class Catalog:
         return self.entries
 
     def filter(
-        self, query: Query, limit: int = 500, cap: int = 50_000
+        self,
+        query: Query,
+        limit: int = 500,
+        cap: int = 50_000,
+        stop: Callable[[], bool] | None = None,
     ) -> tuple[int, list[CatalogRow], bool]:
         """(how many entries match, the first ``limit`` in path order, whether
-        the count stopped at ``cap`` because more match: narrow the filter)."""
+        the count stopped at ``cap`` because more match: narrow the filter).
+        ``stop`` is asked every few thousand rows read; when it says so, the
+        filter is given up (Stopped): a rare word scans every path, a second at
+        10,000,000 entries, and each key typed starts the next one."""
         if not self.entries:
             return 0, [], False
-        where, params = _where(query)
         with reading(self.manifest) as db:
-            rows = db.execute(
-                f"SELECT {_SELECTED} FROM entries {where} ORDER BY relpath, id LIMIT ?",
-                [*params, limit],
+            if stop is not None:
+                db.set_progress_handler(stop, _STEPS_BETWEEN_STOPS)
+            try:
+                found = self._filter(db, query, limit, cap)
+            except sqlite3.OperationalError as err:
+                if stop is not None and stop():
+                    raise Stopped from err
+                raise
+        # A read of the copies that was stopped answers none: never shown.
+        if stop is not None and stop():
+            raise Stopped
+        return found
+
+    def _filter(
+        self, db: sqlite3.Connection, query: Query, limit: int, cap: int
+    ) -> tuple[int, list[CatalogRow], bool]:
+        where, params = _where(query)
+        rows = db.execute(
+            f"SELECT {_SELECTED} FROM entries {where} ORDER BY relpath, id LIMIT ?",
+            [*params, limit],
+        ).fetchall()
+        if len(rows) < limit:
+            total, capped = len(rows), False
+        elif not where:
+            total, capped = self.entries, False
+        else:
+            [(n,)] = db.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM entries {where} LIMIT ?)",
+                [*params, cap + 1],
             ).fetchall()
-            if len(rows) < limit:
-                total, capped = len(rows), False
-            elif not where:
-                total, capped = self.entries, False
-            else:
-                [(n,)] = db.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM entries {where} LIMIT ?)",
-                    [*params, cap + 1],
-                ).fetchall()
-                total, capped = min(n, cap), n > cap
-            copies = read_copies(db, (r[8] for r in rows))
+            total, capped = min(n, cap), n > cap
+        copies = read_copies(db, (r[8] for r in rows))
         return total, [self._row(r, copies) for r in rows], capped
 
     def _row(self, r: tuple[Any, ...], copies: dict[str, bool]) -> CatalogRow:
@@ -158,6 +187,9 @@ class Catalog:
         )  # fmt: skip
 
 
+# SQLite's virtual machine steps between two questions to a filter's ``stop``:
+# about a millisecond of scanning.
+_STEPS_BETWEEN_STOPS = 20_000
 # A row's copies by read_copies' answer for its gzip: none remote, the local one
 # still relied on, or dropped.
 _COPIES: dict[bool | None, str] = {None: "local", True: "local + remote", False: "remote"}

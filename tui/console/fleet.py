@@ -43,7 +43,7 @@ from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.layout import UnsafePath, resolve_inside
 from coldkeep.core.base.stream import Event, EventStream, FileDone
-from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError
+from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped
 from coldkeep.core.files.find import Version
 from coldkeep.core.files.restore import RestoreReport, check_restore_root, target_names
 from coldkeep.core.ops.fleet import Fleet, FleetSite
@@ -55,7 +55,7 @@ from ..text.results import headline
 from .actions import bindings
 from .pilot import busy
 from .screens import ConfirmScreen, HelpScreen
-from .screens.browse import FILTER_HINT, FilterInput, result_cell, search
+from .screens.browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .screens.find import FindScreen, Pick
 from .tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 
@@ -368,7 +368,9 @@ class FleetScreen(Screen[None]):
         try:
             only, rest = split_sites(text, catalogs)
             chosen = {s: c for s, c in catalogs.items() if only is None or s in only}
-            total, hits, capped = search(chosen, rest)
+            total, hits, capped = search(chosen, rest, stop=worker_cancelled())
+        except Stopped:
+            return
         except QueryError as err:
             self.post_message(Searched(text, 0, [], str(err)))
             return

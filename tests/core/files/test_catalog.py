@@ -19,6 +19,7 @@ from coldkeep.core.files.catalog import (
     CatalogRow,
     Query,
     QueryError,
+    Stopped,
     load_catalog,
     parse_query,
 )
@@ -145,6 +146,28 @@ def test_a_word_matching_too_many_rows_stops_counting(
     cat, rows = site
     total, first, capped = cat.filter(parse_query("jsonl"), limit=10, cap=100)
     assert capped and total == 100 and first == naive(rows, parse_query("jsonl"))[:10]
+
+
+def test_a_filter_whose_stop_says_so_is_given_up_part_way(tmp_path: Path) -> None:
+    """The console's filter asks its worker whether a newer filter replaced it
+    while SQLite scans: a rare word's scan of every path stops there."""
+    manifest(tmp_path / "coldkeep.db", n=10_000)
+    cat = load_catalog(tmp_path / "coldkeep.db")
+    asked = 0
+
+    def replaced() -> bool:
+        nonlocal asked
+        asked += 1
+        return True
+
+    with pytest.raises(Stopped):
+        cat.filter(parse_query("nothing-like-this"), stop=replaced)
+    # Once by SQLite part way through the scan, once to tell a stop from a
+    # failure (a stop asked only after the scan would be asked once).
+    assert asked == 2
+    # Never stopped: the same answer as without a stop.
+    query = parse_query("part-01")
+    assert cat.filter(query, stop=lambda: False) == cat.filter(query)
 
 
 def test_no_manifest_is_an_empty_catalog(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from textual.widgets import Button, DataTable, Input, Static, TabbedContent, Tab
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, archived_months
-from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, load_catalog
+from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped, load_catalog
 from coldkeep.core.files.find import Version, find
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
 
@@ -42,7 +42,7 @@ from ...text.fmt import clock_time, human, plural, short_path, shown
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
-from .browse import FILTER_HINT, FilterInput, result_cell, search
+from .browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick
 from .pager import PagerScreen, archived
@@ -197,7 +197,9 @@ class RestoreScreen(Screen[None]):
         if catalog is None:
             return
         try:
-            total, hits, capped = search({"": catalog}, text)
+            total, hits, capped = search({"": catalog}, text, stop=worker_cancelled())
+        except Stopped:
+            return
         except QueryError as err:
             self.post_message(Filtered(text, 0, [], str(err)))
             return
@@ -236,9 +238,9 @@ class RestoreScreen(Screen[None]):
         self.query_one("#restore-table", DataTable).focus()
 
     def on_filtered(self, message: Filtered) -> None:
-        # The filter runs in a thread no one can interrupt: a slower result for
-        # text the operator has since changed arrives late and is dropped, or it
-        # would replace the rows of the newer filter.
+        # A filter a newer one replaced stops at its next check, but one that
+        # ended just before can still arrive after the text changed: dropped, or
+        # it would replace the rows of the newer filter.
         if message.query != self.query_one("#restore-filter", Input).value:
             return
         # A filter that cannot be understood lists nothing (not what an earlier
