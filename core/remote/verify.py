@@ -20,7 +20,6 @@ A copy that is missing or wrong:
 from __future__ import annotations
 
 import asyncio
-import bisect
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -37,6 +36,8 @@ from .objectstore import ObjectStore, RemoteFatal, RemoteMissing
 from .ship import Shipper
 
 RANGE = 8 << 20
+# Objects read from the manifest at a time.
+PAGE = 1000
 
 
 @dataclass
@@ -85,25 +86,36 @@ class RemoteVerifier:
         await check_marker(
             self.store, self.objects, shipper.remote.site, shipper.layout, may_write=False
         )
-        every = await self.objects.all()
-        share = await self._share(every, sample)
-        self.stream.emit(Phase("verify-remote", len(share), sum(o.bytes for o in share)))
-        for obj in share:
-            self.cancel.check()
-            await self._check(obj)
-            await self.objects.set_verify_cursor(obj.path)
-        if sample is None or len(share) == len(every):
+        total = (await self.objects.totals()).shipped
+        count = total if sample is None else min(total, math.ceil(total * sample))
+        start = None if sample is None else await self.objects.verify_cursor()
+        # The share starts after the cursor and wraps: its size and bytes said
+        # first, then it is read a page at a time (millions of rows never held).
+        n, size = await self.objects.span(start, count)
+        if n < count and start is not None:
+            size += (await self.objects.span(None, count - n))[1]
+        self.stream.emit(Phase("verify-remote", count, size))
+        await self._check_share(start, count)
+        if count == total:
             await self.objects.set_verify_cursor(None)
         return self.report
 
-    async def _share(self, every: list[RemoteObject], sample: float | None) -> list[RemoteObject]:
-        if sample is None:
-            return every
-        count = min(len(every), math.ceil(len(every) * sample))
-        cursor = await self.objects.verify_cursor()
-        # ``every`` is in path order: the share starts after the cursor and wraps.
-        start = 0 if cursor is None else bisect.bisect_right([o.path for o in every], cursor)
-        return (every[start:] + every[:start])[:count]
+    async def _check_share(self, start: str | None, count: int) -> None:
+        """``count`` objects from the one after ``start``, wrapping once to the
+        first: each read back, and the cursor moved past it."""
+        at, wrapped = start, start is None
+        while count > 0:
+            page = await self.objects.after(at, min(count, PAGE))
+            if not page:
+                if wrapped:
+                    return
+                at, wrapped = None, True
+                continue
+            for obj in page:
+                self.cancel.check()
+                await self._check(obj)
+                await self.objects.set_verify_cursor(obj.path)
+            at, count = page[-1].path, count - len(page)
 
     async def _read_sha(self, key: str, size: int) -> str:
         digest = hashlib.sha256()

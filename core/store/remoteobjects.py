@@ -156,6 +156,24 @@ class RemoteObjects:
             sizes.setdefault(month, []).append(size)
         return sizes
 
+    async def after(self, path: str | None, limit: int) -> list[RemoteObject]:
+        """Up to ``limit`` objects after ``path`` (None: from the first), in path
+        order: a page of the table read by its key, at any size."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE path > ? ORDER BY path LIMIT ?",
+            ["" if path is None else path, limit],
+        )
+        return [_row(r) for r in rows]
+
+    async def span(self, path: str | None, limit: int) -> tuple[int, int]:
+        """(how many, their bytes) of ``after(path, limit)``, without reading them."""
+        [(n, size)] = await self.manifest.rows(
+            "SELECT count(*), coalesce(sum(bytes), 0) FROM (SELECT bytes FROM remote_objects "
+            "WHERE path > ? ORDER BY path LIMIT ?)",
+            ["" if path is None else path, limit],
+        )
+        return int(n), int(size)
+
     async def all(self) -> list[RemoteObject]:
         rows = await self.manifest.rows(f"SELECT {_COLUMNS} FROM remote_objects ORDER BY path")
         return [_row(r) for r in rows]

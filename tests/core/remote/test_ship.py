@@ -4,6 +4,7 @@ when local copies go, and that everything still restores byte for byte."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.session import NoRemote
+from coldkeep.core.remote import verify as remote_verify
 from coldkeep.core.remote.marker import RemoteUnmounted
 from coldkeep.core.remote.months import snapshot_db
 from coldkeep.core.sched import alerts
@@ -259,7 +261,13 @@ async def test_verify_remote_alerts_a_bad_copy_with_no_local_one(site: Path) -> 
     assert "remote_verify_failed" in kinds
 
 
-async def test_a_sampled_remote_verify_reads_every_copy_over_successive_runs(site: Path) -> None:
+@pytest.mark.parametrize("page", [1000, 1])
+async def test_a_sampled_remote_verify_reads_every_copy_over_successive_runs(
+    site: Path, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The share is read from the manifest a page at a time (PAGE: one, here too,
+    # so that every share crosses pages and one wraps round to the first).
+    monkeypatch.setattr(remote_verify, "PAGE", page)
     clock = Clock()
     ck = archiver_for(site, clock, keep_local_days=-1)
     await ck.run_pass()
@@ -267,7 +275,8 @@ async def test_a_sampled_remote_verify_reads_every_copy_over_successive_runs(sit
     total = len(rows(site, "SELECT path FROM remote_objects"))
     seen: set[str] = set()
     for _ in range(3):
-        await ck.verify_remote(sample=0.34)
+        report = await ck.verify_remote(sample=0.34)
+        assert report.checked == math.ceil(total * 0.34)
         checked = rows(site, "SELECT path FROM remote_objects WHERE verified_at IS NOT NULL")
         seen |= {p for (p,) in checked}
     assert len(seen) == total
