@@ -207,20 +207,20 @@ class RemoteRebuild:
             return
 
     async def _mark_remote_only(self, manifest: Manifest, report: FromRemoteReport) -> None:
-        """Shipped files with no local copy here are read from the remote."""
+        """Shipped files with no local copy here are read from the remote. Read
+        from the remote tier's rows still relied on here and the index of what
+        was never shipped: not every path of an archive of millions."""
         objects = RemoteObjects(manifest)
-        candidates = [o.path for o in await objects.all() if o.month is None and o.local]
+        candidates = await objects.relied_on_here()
         gone = await asyncio.to_thread(
             lambda: [path for path in candidates if not self._exists(path)]
         )
         await objects.mark_remote_only(gone, now_ms())
-        recorded = {o.path for o in await objects.all()}
-        kept = await manifest.kept_gz_paths()
+        unshipped = await objects.pending_files()
         report.entries = await manifest.entry_count()
-        report.remote_only = len(await objects.gone_paths())
-        unrecorded = [path for path in kept if path not in recorded]
+        report.remote_only = (await objects.totals()).remote_only
         report.never_shipped = await asyncio.to_thread(
-            lambda: [path for path in unrecorded if not self._exists(path)]
+            lambda: [path for path in unshipped if not self._exists(path)]
         )
 
     def _exists(self, path: str) -> bool:

@@ -877,11 +877,6 @@ class Manifest:
         )
         return [(int(d), int(b), int(g)) for d, b, g in rows]
 
-    async def kept_gz_paths(self) -> list[str]:
-        """Every archive file (a gzip, a bundle once) an entry keeps."""
-        rows = await self.rows(f"SELECT DISTINCT gz_path FROM entries WHERE {_HAS_GZIP}")
-        return [r[0] for r in rows]
-
     async def members_of(self, gz_paths: Sequence[str]) -> list[tuple[str, int, str, str]]:
         """(gz path, entry id, unit, relpath) of every entry in the archive files
         ``gz_paths``: a bundle's every member."""

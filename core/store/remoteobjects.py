@@ -204,6 +204,15 @@ class RemoteObjects:
         )
         return [_row(r) for r in rows]
 
+    async def relied_on_here(self) -> list[str]:
+        """Archive files shipped whose local copy is still relied on (no drop
+        recorded), in path order."""
+        rows = await self.manifest.rows(
+            "SELECT path FROM remote_objects WHERE local_gone_at IS NULL AND month IS NULL "
+            "ORDER BY path"
+        )
+        return [r[0] for r in rows]
+
     async def mark_local_gone(self, path: str, at: int) -> None:
         await self.manifest.run(
             "UPDATE remote_objects SET local_gone_at = ? WHERE path = ?", [at, path]
@@ -283,13 +292,6 @@ class RemoteObjects:
             "source_sig = excluded.source_sig, counted_at = excluded.counted_at",
             [month, rows, sig, at],
         )
-
-    async def gone_paths(self) -> set[str]:
-        """The paths whose only copy is remote."""
-        rows = await self.manifest.rows(
-            "SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL"
-        )
-        return {r[0] for r in rows}
 
     async def mark_verified(self, path: str, at: int, error: str | None) -> None:
         await self.manifest.run(
