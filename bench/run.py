@@ -1,7 +1,7 @@
 """Every speed and memory target in one run, coldkeep beside the tools an operator would
 otherwise script, on identical copies of data this script builds.
 
-    python bench/run.py [--quick]        (or: make bench)
+    python bench/run.py [--quick] [--scale-site DIR]        (or: make bench)
 
 One table: what, coldkeep, anchor, ratio, target, met?. The parts, each also
 runnable alone:
@@ -25,7 +25,9 @@ runnable alone:
                      1,000,000 entries
 
 --quick runs everything small (under a minute); the numbers then say nothing
-about the targets, only that every row can be measured.
+about the targets, only that every row can be measured. --scale-site DIR keeps
+bench/scale.py's site (its rows are data, written in a quarter of an hour) for
+the next run, which reuses it: its migration row then says so.
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ def machine() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small data, under a minute")
+    ap.add_argument(
+        "--scale-site",
+        type=Path,
+        help="bench/scale.py's 10,000,000-entry site: built there and kept, or reused "
+        "(its build takes a quarter of an hour)",
+    )
     args = ap.parse_args()
     print(machine(), flush=True)
     t0 = time.perf_counter()
@@ -91,7 +99,10 @@ def main() -> None:
         shutil.rmtree(work / "events")
         rows += console.measure(work / "console", args.quick)
         shutil.rmtree(work / "console")
-        rows += scale.measure(work / "scale", 20_000 if args.quick else 10_000_000)
+        entries = 20_000 if args.quick else 10_000_000
+        if args.scale_site is not None:
+            args.scale_site.mkdir(parents=True, exist_ok=True)
+        rows += scale.measure(args.scale_site or work / "scale", entries)
         shutil.rmtree(work / "scale")
         rows += remote.measure(work / "remote", args.quick)
         shutil.rmtree(work / "remote")
