@@ -134,12 +134,12 @@ class ExpireReport:
 
 
 async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> ExpirePlan:
-    """What is past its retention at ``now``, found in the manifest's SQL: the
-    remote rows read are those of what is due, not every object shipped."""
+    """What is past its retention at ``now``, found in the manifest's SQL with
+    the remote copies of what is due: never every object shipped."""
     retention = settings.retention
     holds = await active(manifest, now)
     objects = RemoteObjects(manifest)
-    candidates = await _file_items(settings, manifest, objects, now)
+    candidates = await _file_items(settings, manifest, now)
     layout = Layout(settings.archive_root)
     candidates += await _month_items(settings, objects, layout, now)
     held = await held_paths(manifest, holds, [i.path for i in candidates if i.month is None])
@@ -159,9 +159,7 @@ def _cutoff_ns(days: float, now: int) -> int:
     return (now - int(days * DAY_MS) + 1) * NS_PER_MS - 1
 
 
-async def _file_items(
-    settings: Settings, manifest: Manifest, objects: RemoteObjects, now: int
-) -> list[ExpireItem]:
+async def _file_items(settings: Settings, manifest: Manifest, now: int) -> list[ExpireItem]:
     retention = settings.retention
     if retention.files_days is None and not retention.units:
         return []
@@ -169,20 +167,18 @@ async def _file_items(
         {unit: _cutoff_ns(days, now) for unit, days in retention.units.items()},
         None if retention.files_days is None else _cutoff_ns(retention.files_days, now),
     )
-    remote = await objects.of_paths(f.gz_path for f in due)
     items = []
     for f in due:
         days = retention.files_days_for(f.unit) or 0.0
-        obj = remote.get(f.gz_path)
         items.append(
             ExpireItem(
                 "bundle" if f.bundled else "gzip",
                 f.gz_path,
                 f.entries,
-                obj.bytes if obj is not None else f.gz_bytes,
+                f.gz_bytes if f.shipped_bytes is None else f.shipped_bytes,
                 f.newest_mtime_ns // NS_PER_MS + int(days * DAY_MS),
-                local=obj is None or obj.local,
-                remote=int(obj is not None),
+                local=not f.dropped,
+                remote=int(f.shipped_bytes is not None),
             )
         )
     return items

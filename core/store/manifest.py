@@ -133,6 +133,8 @@ class ArchiveFile:
     newest_mtime_ns: int
     gz_bytes: int
     bundled: bool
+    shipped_bytes: int | None = None  # its remote copy's size (None: not shipped)
+    dropped: bool = False  # its local copy dropped for the remote one
 
 
 # One statement and its parameters, for ``Manifest.transaction``.
@@ -902,15 +904,25 @@ class Manifest:
         cutoff = f"CASE unit{cases} ELSE ? END" if cutoffs else "?"
         params = [*(v for pair in cutoffs.items() for v in pair), otherwise]
         newest = max([*cutoffs.values(), otherwise or 0])
+        # One scan of the table finds the files with an entry old enough (no
+        # index has mtimes; the status index would cost a lookup per entry:
+        # two minutes at 10,000,000), then each one's entries by its path.
         rows = await self.rows(
-            "SELECT gz_path, unit, count(*), max(mtime_ns), sum(gz_bytes), "
-            "max(member_offset IS NOT NULL) FROM entries "
-            f"WHERE {_NOT_EXPIRED} AND gz_path IN (SELECT gz_path FROM entries "
-            f"WHERE {_NOT_EXPIRED} AND mtime_ns <= ?) "
-            f"GROUP BY gz_path HAVING min(coalesce(mtime_ns <= {cutoff}, 0)) ORDER BY gz_path",
+            "WITH due(gz_path) AS (SELECT DISTINCT gz_path FROM entries NOT INDEXED "
+            f"WHERE mtime_ns <= ? AND {_NOT_EXPIRED}), "
+            "files AS (SELECT e.gz_path, e.unit, count(*) AS n, max(e.mtime_ns) AS newest, "
+            "sum(e.gz_bytes) AS size, max(e.member_offset IS NOT NULL) AS bundled "
+            "FROM due CROSS JOIN entries AS e INDEXED BY entries_location USING (gz_path) "
+            f"WHERE e.{_NOT_EXPIRED} GROUP BY e.gz_path "
+            f"HAVING min(coalesce(e.mtime_ns <= {cutoff}, 0))) "
+            "SELECT f.gz_path, f.unit, n, newest, size, bundled, r.bytes, "
+            "r.local_gone_at IS NOT NULL FROM files AS f "
+            "LEFT JOIN remote_objects AS r ON r.path = f.gz_path ORDER BY f.gz_path",
             [newest, *params],
         )
-        return [ArchiveFile(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
+        return [
+            ArchiveFile(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], bool(r[7])) for r in rows
+        ]
 
     # verify ------------------------------------------------------------------
 
