@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +34,8 @@ from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
 
 VerifyOutcome = Literal["ok", "mismatch", "corrupt", "missing", "error"]
+# Entries read from the manifest at a time.
+PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -99,44 +102,81 @@ async def verify_entries(
     deadline = t0 + max_duration if max_duration else None
     round_started = now_ms()
     after = 0
+    chosen: list[int] | None = None
     if sample is not None:
-        pool = await manifest.verifiable_entries()
+        pool = await manifest.verifiable_ids()
         k = max(1, round(len(pool) * sample)) if pool else 0
-        entries = sorted((rng or random.Random()).sample(pool, k), key=lambda e: e.id)
+        chosen = sorted((rng or random.Random()).sample(pool, k))
+        del pool
+        stream.emit(Phase("verify", len(chosen), await manifest.bytes_of(chosen)))
     else:
         cursor = await manifest.verify_cursor() if max_duration else None
         if cursor is not None:
             after, round_started = cursor
             report.resumed_from = after
-        entries = await manifest.verifiable_entries(after_id=after)
+        stream.emit(Phase("verify", *await manifest.verifiable_totals(after_id=after)))
     report.remote_only = await manifest.remote_only_count(after_id=after)
-    stream.emit(Phase("verify", len(entries), sum(e.bytes for e in entries)))
-    for i in range(0, len(entries), workers):
+    last: Entry | None = None
+    async for chunk in _chunks(manifest, chosen, after, workers):
         token.check()
-        if i and deadline is not None and time.monotonic() >= deadline:
+        if last is not None and deadline is not None and time.monotonic() >= deadline:
             report.complete = False
-            await manifest.set_verify_cursor(entries[i - 1].id, round_started)
+            await manifest.set_verify_cursor(last.id, round_started)
             break
-        chunk = entries[i : i + workers]
-        results = await asyncio.gather(*(_check(mover, e, stream, token) for e in chunk))
-        at = now_ms()
-        await manifest.mark_verified([c.entry_id for c in results if c.result == "ok"], at)
-        for entry, checked in zip(chunk, results, strict=True):
-            report.checked += 1
-            report.bytes += entry.bytes
-            if checked.result == "ok":
-                report.ok += 1
-                continue
-            report.problems.append(checked)
-            if checked.result == "missing":
-                await manifest.set_status([entry.id], "missing")
-            elif checked.result in ("mismatch", "corrupt"):
-                await manifest.mark_verify_failed(entry.id, at, checked.detail)
+        await _check_chunk(manifest, mover, stream, token, chunk, report)
+        last = chunk[-1]
     else:
         if sample is None:
             await manifest.set_verify_cursor(None)  # the round is complete
     report.seconds = time.monotonic() - t0
     return report
+
+
+async def _chunks(
+    manifest: Manifest, ids: list[int] | None, after: int, size: int
+) -> AsyncIterator[list[Entry]]:
+    """``size`` entries at a time, in id order: those of ``ids``, or (None)
+    every verifiable one after ``after``; read PAGE at a time, so that a round
+    over millions of entries never holds them all."""
+    at = 0
+    while True:
+        if ids is None:
+            page = await manifest.verifiable_entries(after_id=after, limit=PAGE)
+            if not page:
+                return
+            after = page[-1].id
+        else:
+            if at >= len(ids):
+                return
+            page = await manifest.entries_with_ids(ids[at : at + PAGE])
+            at += PAGE
+        for start in range(0, len(page), size):
+            yield page[start : start + size]
+
+
+async def _check_chunk(
+    manifest: Manifest,
+    mover: FileMover,
+    stream: EventStream,
+    token: CancelToken,
+    chunk: list[Entry],
+    report: VerifyReport,
+) -> None:
+    """``chunk``'s gzips verified at once; what they prove marked."""
+    results = await asyncio.gather(*(_check(mover, e, stream, token) for e in chunk))
+    at = now_ms()
+    await manifest.mark_verified([c.entry_id for c in results if c.result == "ok"], at)
+    for entry, checked in zip(chunk, results, strict=True):
+        report.checked += 1
+        report.bytes += entry.bytes
+        if checked.result == "ok":
+            report.ok += 1
+            continue
+        report.problems.append(checked)
+        if checked.result == "missing":
+            await manifest.set_status([entry.id], "missing")
+        elif checked.result in ("mismatch", "corrupt"):
+            await manifest.mark_verify_failed(entry.id, at, checked.detail)
 
 
 async def _check(

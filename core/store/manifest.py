@@ -120,7 +120,11 @@ _HAS_GZIP = f"status {KEPT_SQL}"
 # Every status but the tombstone's.
 _NOT_EXPIRED = "status IN ('archived', 'stale', 'restored', 'missing')"
 # Entries whose gzip has a local copy: not one dropped once it was shipped.
-_LOCAL = "gz_path NOT IN (SELECT path FROM remote_objects WHERE local_gone_at IS NOT NULL)"
+# Kept, the local copy relied on: by the copies mark the schema keeps (remote 2:
+# the copy is remote only), not by a list of every remote-only path.
+_VERIFIABLE = f"{_HAS_GZIP} AND remote < 2"
+# ... read from the schema's partial index of them (its WHERE is this one).
+_VERIFIABLE_ENTRIES = f"entries INDEXED BY entries_local WHERE {_VERIFIABLE}"
 
 
 @dataclass(frozen=True)
@@ -608,19 +612,50 @@ class Manifest:
         """Every entry, in id order."""
         return await self._select("", ())
 
-    async def verifiable_entries(self, *, after_id: int = 0) -> list[Entry]:
-        """The entries whose gzip should be in the archive to verify (archived,
-        stale or restored, and not dropped for its remote copy), after
-        ``after_id``, in id order."""
-        return await self._select(f"WHERE {_HAS_GZIP} AND {_LOCAL} AND id > ?", (after_id,))
+    async def verifiable_entries(self, *, after_id: int = 0, limit: int) -> list[Entry]:
+        """Up to ``limit`` entries whose gzip should be in the archive to verify
+        (kept, and not dropped for its remote copy), after ``after_id``, in id
+        order."""
+        # In id order from the cursor by the rowid (the status index would cost
+        # a lookup per kept entry before the first row).
+        return await self._select(
+            f"NOT INDEXED WHERE {_VERIFIABLE} AND id > ?", (after_id,), limit=limit
+        )
+
+    async def verifiable_ids(self) -> list[int]:
+        """The ids of every entry ``verifiable_entries`` gives (a sample's pool)."""
+        return [r[0] for r in await self.rows(f"SELECT id FROM {_VERIFIABLE_ENTRIES}")]
+
+    async def verifiable_totals(self, *, after_id: int = 0) -> tuple[int, int]:
+        """(how many, their bytes) of the verifiable entries after ``after_id``."""
+        [(n, size)] = await self.rows(
+            f"SELECT count(*), coalesce(sum(bytes), 0) FROM {_VERIFIABLE_ENTRIES} AND id > ?",
+            [after_id],
+        )
+        return int(n), int(size)
+
+    async def bytes_of(self, ids: Sequence[int]) -> int:
+        [(size,)] = await self.rows(
+            "SELECT coalesce(sum(bytes), 0) FROM entries WHERE id IN "
+            "(SELECT value FROM json_each(?))",
+            [json.dumps(list(ids))],
+        )
+        return int(size)
 
     async def remote_only_count(self, *, after_id: int = 0) -> int:
         """The entries ``verifiable_entries`` leaves out because their gzip's local
         copy was dropped once it was shipped (``verify --remote`` reads those)."""
-        [(n,)] = await self.rows(
-            f"SELECT count(*) FROM entries WHERE {_HAS_GZIP} AND NOT {_LOCAL} AND id > ?",
-            [after_id],
-        )
+        if not after_id:
+            [(n,)] = await self.rows(
+                "SELECT coalesce(sum(entries), 0) FROM entry_totals "
+                f"WHERE remote = 2 AND {_HAS_GZIP}"
+            )
+        else:
+            [(n,)] = await self.rows(
+                f"SELECT count(*) FROM entries NOT INDEXED WHERE {_HAS_GZIP} AND remote = 2 "
+                "AND id > ?",
+                [after_id],
+            )
         return int(n)
 
     async def entries_pending_unlink(self) -> list[Entry]:
