@@ -119,11 +119,11 @@ KEPT_SQL = f"IN ({', '.join(repr(s) for s in KEPT_STATUSES)})"
 _HAS_GZIP = f"status {KEPT_SQL}"
 # Every status but the tombstone's.
 _NOT_EXPIRED = "status IN ('archived', 'stale', 'restored', 'missing')"
-# Entries whose gzip has a local copy: not one dropped once it was shipped.
-# Kept, the local copy relied on: by the copies mark the schema keeps (remote 2:
-# the copy is remote only), not by a list of every remote-only path.
+# Kept entries whose gzip has a local copy (not one dropped once it was shipped):
+# told by the copies mark the schema keeps (2: remote only), not by a list of
+# every remote-only path.
 _VERIFIABLE = f"{_HAS_GZIP} AND remote < 2"
-# ... read from the schema's partial index of them (its WHERE is this one).
+# The same, read from the schema's partial index of them (its WHERE is this one).
 _VERIFIABLE_ENTRIES = f"entries INDEXED BY entries_local WHERE {_VERIFIABLE}"
 
 
@@ -635,6 +635,7 @@ class Manifest:
         return int(n), int(size)
 
     async def bytes_of(self, ids: Sequence[int]) -> int:
+        """The original bytes of the entries ``ids``, summed."""
         [(size,)] = await self.rows(
             "SELECT coalesce(sum(bytes), 0) FROM entries WHERE id IN "
             "(SELECT value FROM json_each(?))",
