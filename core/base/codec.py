@@ -216,11 +216,10 @@ def keep_freed_buffers() -> None:
     inflater's outputs are new ``bytes`` of up to 1 MiB per call: by default
     glibc maps each from the kernel and unmaps it when freed, or trims the heap
     it came from, so every file faulted in (and the kernel zeroed) its output
-    pages again, each fault and unmap taking the process's memory-map lock
-    while the other workers' faults waited on it. Kept, they are reused: ~30 %
-    fewer page faults per pass, 6 % less CPU and wall time on the 302-file mix
-    (docs/performance.md). What is kept is at most the largest set of buffers
-    in use at once, a few MiB per worker thread."""
+    pages again, each fault and unmap under the process's memory-map lock.
+    Kept, they are reused: two thirds fewer page faults per pass
+    (docs/performance.md). What is kept is at most the most the threads had in
+    use at once, a few MiB each."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
