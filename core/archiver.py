@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .base.cancel import CancelToken
-from .base.codec import Codec
+from .base.codec import Codec, keep_freed_buffers
 from .base.config import RemoteSettings, Settings
 from .base.errors import UsageError
 from .base.layout import Layout
@@ -150,6 +150,7 @@ class Archiver:
         # manifest commit, another compresses (docs/performance.md: +15-20 % on
         # many small files, the same on big ones). The console asks for one.
         self.workers = settings.io.workers or workers_per_core * (os.cpu_count() or 1)
+        keep_freed_buffers()
 
     # the session --------------------------------------------------------------
 

@@ -31,13 +31,16 @@ Invariants:
 from __future__ import annotations
 
 import base64
+import ctypes
 import hashlib
 import io
 import os
 import re
 import struct
+import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, cast
@@ -198,6 +201,49 @@ class _Hashes:
         return self.prefix_sha.hexdigest()
 
 
+_spare = threading.local()
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_KEEP_FREED = 64 << 20
+_HEAP_UP_TO = 32 << 20  # glibc's most for M_MMAP_THRESHOLD on 64-bit
+
+
+def keep_freed_buffers() -> None:
+    """Ask the C allocator (glibc's; any other is left as it is) to keep what
+    the codec frees for the next file, process-wide. The compressor's and the
+    inflater's outputs are new ``bytes`` of up to 1 MiB per call: by default
+    glibc maps each from the kernel and unmaps it when freed, or trims the heap
+    it came from, so every file faulted in (and the kernel zeroed) its output
+    pages again, each fault and unmap under the process's memory-map lock.
+    Kept, they are reused: two thirds fewer page faults per pass
+    (docs/performance.md). What is kept is at most the most the threads had in
+    use at once, a few MiB each."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED)
+    mallopt(_M_MMAP_THRESHOLD, _HEAP_UP_TO)
+
+
+@contextmanager
+def _chunk_buffer() -> Iterator[bytearray]:
+    """This thread's 1 MiB read buffer, lent for one stream. A fresh bytearray
+    for every file cost more than reading a small one: the kernel faults in and
+    zeroes its pages each time (measured in docs/performance.md). A nested
+    stream on the same thread gets a buffer of its own."""
+    buf: bytearray | None = _spare.__dict__.pop("buf", None)
+    if buf is None:
+        buf = bytearray(CHUNK)
+    try:
+        yield buf
+    finally:
+        _spare.buf = buf
+
+
 def _read_chunks(
     src: io.RawIOBase,
     limiter: RateLimiter,
@@ -242,20 +288,16 @@ def _compress_into(
     prefix_bytes: int | None,
     progress: Progress | None,
     src_path: Path | None,
-    size_hint: int | None = None,
 ) -> tuple[_Hashes, int, list[tuple[int, int]]]:
     """One standard gzip of the open file ``src_fd`` (from its current offset)
-    written to ``out``: its hashes and the gzip's length. ``size_hint``: the
-    source's size, when small, sizes the read buffer (a bundle's members are
-    many and small; a 1 MiB buffer zeroed for each cost more than its read).
-    Its seek points too (``Codec.seek_every``)."""
+    written to ``out``: its hashes and the gzip's length. Its seek points too
+    (``Codec.seek_every``)."""
     hashes = _Hashes(prefix_bytes)
     points: list[tuple[int, int]] = []
     crc = 0
     comp = codec.compressobj()
     n = out.write(gzip_header(name, mtime_ns, mode))
-    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
-        buf = bytearray(CHUNK if size_hint is None else min(CHUNK, size_hint + 1))
+    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src, _chunk_buffer() as buf:
         next_chunk = _read_chunks(src, limiter, cancel, buf, src_path)
         while (chunk := next_chunk()) is not None:
             crc = isal_zlib.crc32(chunk, crc)
@@ -349,14 +391,13 @@ def compress_to_bytes(
     limiter: RateLimiter = UNLIMITED,
     cancel: CancelToken,
     src_path: Path | None = None,
-    size_hint: int | None = None,
 ) -> tuple[bytes, Packed]:
     """One small file's standard gzip, in memory (a bundle member), and what
     was read."""
     out = io.BytesIO()
     hashes, gz_bytes, points = _compress_into(
         out, src_fd, name=name, mtime_ns=mtime_ns, mode=mode, codec=codec, limiter=limiter,
-        cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path, size_hint=size_hint,
+        cancel=cancel, prefix_bytes=None, progress=None, src_path=src_path,
     )  # fmt: skip
     packed = Packed(hashes.n, hashes.sha.hexdigest(), gz_bytes, None, encode_points(points))
     return out.getvalue(), packed
@@ -373,8 +414,8 @@ def digest_fd(
     """sha256 of an open file from its current offset (and of its first
     ``prefix_bytes``), through the rate cap; a read error names ``path``."""
     hashes = _Hashes(prefix_bytes)
-    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src:
-        next_chunk = _read_chunks(src, limiter, cancel, bytearray(CHUNK), path)
+    with os.fdopen(os.dup(src_fd), "rb", buffering=0) as src, _chunk_buffer() as buf:
+        next_chunk = _read_chunks(src, limiter, cancel, buf, path)
         while (chunk := next_chunk()) is not None:
             hashes.update(chunk)
     return Digest(hashes.n, hashes.sha.hexdigest()), hashes.prefix_hex()
@@ -436,32 +477,32 @@ def _inflate_from(
         with naming(gz):
             src.seek(span.offset)
     limit = None if span is None else span.length
-    buf = bytearray(CHUNK if span is None else max(1, min(CHUNK, span.length)))
-    next_chunk = _read_chunks(src, limiter, cancel, buf, gz, limit)
-    while (chunk := next_chunk()) is not None:
-        read_any = True
-        data: bytes | memoryview = chunk
-        while data:
-            if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
-                raise CorruptGzip(f"{where}: trailing zero bytes after the last gzip member")
-            in_member = True
-            try:
-                piece = d.decompress(data, CHUNK)
-            except _CODEC_ERRORS as err:
-                raise CorruptGzip(f"{where}: {err}") from err
-            if piece:
-                sha.update(piece)
-                total += len(piece)
-                if out is not None:
-                    out.write(piece)
-            if d.eof:
-                data = d.unused_data
-                d = _inflater()
-                in_member = False
-            else:
-                data = d.unconsumed_tail
-        if progress is not None:
-            progress(total)
+    with _chunk_buffer() as buf:
+        next_chunk = _read_chunks(src, limiter, cancel, buf, gz, limit)
+        while (chunk := next_chunk()) is not None:
+            read_any = True
+            data: bytes | memoryview = chunk
+            while data:
+                if not in_member and data[0] == 0 and not bytes(data).strip(b"\0"):
+                    raise CorruptGzip(f"{where}: trailing zero bytes after the last gzip member")
+                in_member = True
+                try:
+                    piece = d.decompress(data, CHUNK)
+                except _CODEC_ERRORS as err:
+                    raise CorruptGzip(f"{where}: {err}") from err
+                if piece:
+                    sha.update(piece)
+                    total += len(piece)
+                    if out is not None:
+                        out.write(piece)
+                if d.eof:
+                    data = d.unused_data
+                    d = _inflater()
+                    in_member = False
+                else:
+                    data = d.unconsumed_tail
+            if progress is not None:
+                progress(total)
     if not read_any:
         raise CorruptGzip(f"{where}: empty file, not a gzip")
     if in_member:

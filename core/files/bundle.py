@@ -159,7 +159,6 @@ def _member_of(
             limiter=limiter,
             cancel=cancel,
             src_path=src,
-            size_hint=ident.size,
         )
         if leased and not lease_held(src_fd):
             raise InUse(f"{src} was opened by another process while it was read; left live")

@@ -158,6 +158,7 @@ class FileMover:
         *,
         cancel: CancelToken | None = None,
         progress: Progress | None = None,
+        no_legacy_copy: bool = False,
     ) -> FileOutcome:
         """Archive the live file at ``relpath`` (steps 1–7).
 
@@ -165,10 +166,12 @@ class FileMover:
         settled in the same read: the source's first N bytes (N = the copy's
         length) are hashed alongside; once the new gzip and its entry are in
         place, a copy that is a proven prefix of the source is removed, anything
-        else is kept and reported."""
+        else is kept and reported. ``no_legacy_copy``: the caller found nothing
+        at that path under the lock, so the manifest is not asked about it (a
+        lookup that waited behind other files' commits)."""
         src = resolve_inside(self.live_root, relpath)
         dest = self.layout.gz_for(relpath)
-        legacy = await self.legacy_candidate(relpath)
+        legacy = None if no_legacy_copy else await self.legacy_candidate(relpath)
         result = await archive_file(
             src,
             dest,

@@ -272,6 +272,9 @@ class Pass:
         self.settled: list[str] = []  # relpaths archived and gone: their problems go
         self.pending: set[str] = set()  # committed sources recovery could not remove
         self.eligible: set[str] | None = None  # what the scan offered, once it ran
+        # Relpaths with something at files/<relpath> when the files were planned
+        # (None: not looked): only those can have an older scheme's plain copy.
+        self.copies_at: set[str] | None = None
 
     async def run(self) -> PassSummary:
         summary, manifest = self.summary, self.manifest
@@ -411,6 +414,7 @@ class Pass:
         by_rel = {c.relpath: c for c in eligible}
         layout = self.mover.layout
         legacy = {c.relpath for c in eligible if os.path.lexists(layout.files / c.relpath)}
+        self.copies_at = legacy
         small = [(c.relpath, c.identity) for c in eligible if c.relpath not in legacy]
         single, groups = bundle_groups(small, files.bundle_below, files.bundle_bytes)
         return [by_rel[rel] for rel in sorted({r for r, _ in single} | legacy)], groups
@@ -495,7 +499,12 @@ class Pass:
         self.stream.emit(FileStep("archive", rel, "started", 0, size))
         progress = thread_progress(self.stream, "archive", rel, size)
         try:
-            result = await self.mover.archive(rel, cancel=self.cancel, progress=progress)
+            # Nothing was at files/<relpath>: nothing can be there now but what
+            # this pass writes, whose names are never a legacy copy's.
+            absent = self.copies_at is not None and rel not in self.copies_at
+            result = await self.mover.archive(
+                rel, cancel=self.cancel, progress=progress, no_legacy_copy=absent
+            )
         except Unarchivable as err:
             totals.skip("not_regular")
             self.stream.emit(FileDone("archive", rel, "skipped", detail=str(err)))

@@ -9,6 +9,7 @@ import random
 import shutil
 import subprocess
 import tempfile
+import threading
 import zlib
 from pathlib import Path
 
@@ -21,9 +22,11 @@ from coldkeep.core.base.codec import (
     CHUNK,
     Codec,
     DamagedSeekPoints,
+    _chunk_buffer,
     compress_fd,
     decode_points,
     encode_points,
+    keep_freed_buffers,
     read_gzip_header,
 )
 from coldkeep.core.base.fsutil import identity_of
@@ -176,3 +179,29 @@ def test_raw_inflate_from_each_seek_point_gives_the_bytes_from_there(tmp_path: P
         again = (base / "again.gz").read_bytes()
         for u, c in points:
             assert zlib.decompressobj(-15).decompress(again[c:], 10_000) == data[u : u + 10_000]
+
+
+def test_each_thread_lends_its_read_buffer_to_one_stream_at_a_time() -> None:
+    """A stream begun while another reads on the same thread gets a buffer of its
+    own; once they end, the thread's next stream reuses one (no new 1 MiB)."""
+    with _chunk_buffer() as outer, _chunk_buffer() as inner:
+        assert outer is not inner
+        assert len(outer) == len(inner) == CHUNK
+    with _chunk_buffer() as again:
+        assert again is outer or again is inner
+    seen: list[bytearray] = []
+
+    def elsewhere() -> None:
+        with _chunk_buffer() as buf:
+            seen.append(buf)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert seen[0] is not outer and seen[0] is not inner
+
+
+def test_the_allocator_told_to_keep_freed_buffers_changes_no_byte(tmp_path: Path) -> None:
+    keep_freed_buffers()
+    keep_freed_buffers()  # again: the same settings, nothing else
+    asyncio.run(round_trip(tmp_path, payload(3 * CHUNK + 7, 4, True), Codec()))

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -475,3 +475,32 @@ async def test_a_restore_after_one_that_died_replaces_the_partial_its_intent_nam
         again = await fm.restore(done.entry, src, root=roots.live)
         assert again.kind == "restored" and src.read_bytes() == data
         assert not restore_partial_of(src).exists() and await m.restore_intents() == []
+
+
+async def test_a_file_said_to_have_no_legacy_copy_is_archived_without_asking_the_manifest(
+    roots: Roots, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass that found nothing at files/<relpath> says so: the file is archived
+    the same, and the manifest is not asked whether that path is one of its own
+    (a lookup that waited behind the other files' commits)."""
+    data = jsonl(2_000)
+    roots.write("u/app.jsonl", data)
+    m, mv = await mover(roots)
+    asked: list[list[str]] = []
+    looked_up = m.gz_statuses_of
+
+    async def counting(paths: Iterable[str]) -> list[tuple[str, str]]:
+        asked.append(list(paths))
+        return await looked_up(asked[-1])
+
+    monkeypatch.setattr(m, "gz_statuses_of", counting)
+    try:
+        done = await mv.archive("u/app.jsonl", no_legacy_copy=True)
+        assert isinstance(done, Archived) and done.legacy == "none"
+        assert gunzip(roots.layout.files / "u" / "app.jsonl.gz") == data
+        assert asked == []
+        roots.write("v/app.jsonl", data)
+        assert isinstance(await mv.archive("v/app.jsonl"), Archived)
+        assert asked == [["files/v/app.jsonl"]], "without the word, it asks"
+    finally:
+        await m.close()
