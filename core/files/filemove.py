@@ -356,10 +356,13 @@ class FileMover:
         at: GzipAt | None = None,
         earlier: Sequence[RestoreIntent] | None = None,
         intent: int | None = None,
+        sync_dir: bool = True,
     ) -> Placed:
         """``restore`` up to R3: the intent's clearing (R4) is left to
         ``restore_finished``. ``intent``: R1 done already (``record_intent``,
-        with the same ``grace_until``)."""
+        with the same ``grace_until``). ``sync_dir=False``: a file placed
+        (``Restored``) is not durable yet: its directory's fsync, and
+        ``restored``, are the caller's (``gzfile.restore_file``), before R4."""
         if intent is None:
             intent = await self.record_intent(
                 entry, target, root=root, grace_until=grace_until, earlier=earlier
@@ -378,6 +381,7 @@ class FileMover:
                 cancel=cancel,
                 step=self.step,
                 progress=progress,
+                sync_dir=sync_dir,
             )
         except PartialTaken:
             # Another file holds the partial's name: nothing was written, and the

@@ -43,8 +43,9 @@ from typing import Any, Literal
 from ..base.beneath import Refused
 from ..base.cancel import CancelToken
 from ..base.errors import RemoteError, UsageError
+from ..base.fsutil import fsync_dir
 from ..base.globs import GlobError, compile_globs
-from ..base.layout import UnsafePath, resolve_inside
+from ..base.layout import UnsafePath, resolve_inside, restore_partial_of
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import days_after
@@ -389,9 +390,29 @@ class _Clearing:
             self.commits.append(asyncio.create_task(self._clear(batch)))
 
     async def _clear(self, batch: list[Placed]) -> None:
-        await asyncio.gather(*(self.run.mover.restore_finished(p) for p in batch))
-        for placed in batch:
-            self.run.told(placed)
+        """The batch's directories fsynced (one each), ``restored`` announced,
+        then the intents cleared in one commit."""
+        run = self.run
+        placed = [p for p in batch if isinstance(p.result, Restored)]
+        failed = await asyncio.to_thread(_sync_dirs, {p.target.parent for p in placed}, run.root)
+        cleared: list[Placed] = []
+        for p in batch:
+            err = failed.get(p.target.parent) if p in placed else None
+            if err is not None:
+                # Its name may not be durable: the intent stays, and recovery
+                # removes the partial by that name if a power cut brings it back.
+                detail = str(err) if err.filename else f"{p.target.parent}: {err}"
+                entry = run.entries[run.at[p.entry_id]]
+                failure = FileRestore(entry.id, entry.relpath, str(p.target), "error", detail)
+                run.record(run.at[p.entry_id], failure)
+                continue
+            if p in placed:
+                info = {"target": p.target, "partial": restore_partial_of(p.target)}
+                await run.mover.step("restored", info)
+            cleared.append(p)
+        await asyncio.gather(*(run.mover.restore_finished(p) for p in cleared))
+        for p in cleared:
+            run.told(p)
 
     async def close(self) -> None:
         """Every clearing sent and committed; the first that failed raised."""
@@ -477,6 +498,18 @@ def _unused(run: _Run, i: int, intent: int) -> IntentChange:
     return IntentChange(clear=intent, grace=back)
 
 
+def _sync_dirs(dirs: set[Path], root: Path) -> dict[Path, OSError]:
+    """Each directory's names fsynced once for all the files placed in it; the
+    ones that failed, with their error."""
+    failed: dict[Path, OSError] = {}
+    for directory in sorted(dirs):
+        try:
+            fsync_dir(directory, root=root, site="restore.placed")
+        except OSError as err:
+            failed[directory] = err
+    return failed
+
+
 def _targets(run: _Run, places: range) -> dict[int, Path | str]:
     """Where each entry goes, or why it is refused: its target or its gzip's
     path leaves its root, or goes through a symlinked directory."""
@@ -530,6 +563,7 @@ async def _restore_one(
                 cancel=cancel,
                 at=at,
                 intent=given,
+                sync_dir=False,  # one fsync for the files of a directory (_Clearing)
             )
     except RemoteError as err:
         return result("error", str(target), str(err))
