@@ -30,7 +30,10 @@ Restoring (``FileMover.restore``): the restore intent is committed first, with
 then ``gzfile.restore_file`` (``restore_partial_written``, ``restored``), then the
 intent is cleared (``intent_cleared``; a restore that placed nothing gives the
 entry its status and grace back in that transaction). Intents of files restored
-at once share their commits (``Manifest.change_intents``). A crash anywhere leaves at
+at once share their commits (``Manifest.change_intents``): a restore of many files
+records them a chunk ahead (``record_intent``), and fsyncs the directory of the
+files it placed once for all of them (``sync_dir=False``) before clearing their
+intents (files/restore.py). A crash anywhere leaves at
 most ``<target>.restore-partial``, named by the intent, which recovery removes;
 a file placed before the crash is already in its grace.
 """
