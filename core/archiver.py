@@ -150,6 +150,10 @@ class Archiver:
         # manifest commit, another compresses (docs/performance.md: +15-20 % on
         # many small files, the same on big ones). The console asks for one.
         self.workers = settings.io.workers or workers_per_core * (os.cpu_count() or 1)
+        # A restore waits on the disk more than it computes (each file's fsync,
+        # its directory's): twice as many files in flight keep the cores busy
+        # (docs/performance.md, "Restore in parallel": 7-10 % on the mix).
+        self.restore_workers = settings.io.workers or 2 * self.workers
         keep_freed_buffers()
 
     # the session --------------------------------------------------------------
@@ -335,8 +339,8 @@ class Archiver:
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to`` (ops/restore.py);
-        ``io.workers`` files at a time."""
-        return await restoring.files(self.sessions, selection, to, cancel, self.workers)
+        ``io.workers`` files at a time (by default twice a pass's)."""
+        return await restoring.files(self.sessions, selection, to, cancel, self.restore_workers)
 
     async def restore_events(
         self,

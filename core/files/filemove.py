@@ -30,7 +30,10 @@ Restoring (``FileMover.restore``): the restore intent is committed first, with
 then ``gzfile.restore_file`` (``restore_partial_written``, ``restored``), then the
 intent is cleared (``intent_cleared``; a restore that placed nothing gives the
 entry its status and grace back in that transaction). Intents of files restored
-at once share their commits (``Manifest.change_intents``). A crash anywhere leaves at
+at once share their commits (``Manifest.change_intents``): a restore of many files
+records them a chunk ahead (``record_intent``), and fsyncs the directory of the
+files it placed once for all of them (``sync_dir=False``) before clearing their
+intents (files/restore.py). A crash anywhere leaves at
 most ``<target>.restore-partial``, named by the intent, which recovery removes;
 a file placed before the crash is already in its grace.
 """
@@ -44,7 +47,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal, TypeAlias, cast
+from typing import ClassVar, Literal, TypeAlias
 
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
@@ -131,14 +134,9 @@ class Placed:
     clearing: IntentChange
 
 
-@dataclass
-class Carry:
-    """One restore worker's last ``Placed``, its intent not yet cleared: the
-    worker's next restore clears it in its own intent's commit, and calls
-    ``told`` once that is durable and announced."""
-
-    told: Callable[[Placed], None]
-    placed: Placed | None = None
+def _held(grace_until: int | None) -> EntryGrace | None:
+    """What a restore in place (a grace) makes of its entry until it runs out."""
+    return None if grace_until is None else ("restored", grace_until)
 
 
 @dataclass
@@ -363,19 +361,20 @@ class FileMover:
         progress: Progress | None = None,
         at: GzipAt | None = None,
         earlier: Sequence[RestoreIntent] | None = None,
-        carry: Carry | None = None,
+        intent: int | None = None,
+        sync_dir: bool = True,
     ) -> Placed:
         """``restore`` up to R3: the intent's clearing (R4) is left to
-        ``restore_finished``, or to the next call given the same ``carry``."""
-        await self._clear_earlier_intents(target, root, earlier)
-        # The grace is recorded before the file is placed, as restored event rows
-        # are, in the intent's transaction: set after the rename, a crash in
-        # between left the restored file without one, and the next pass archived
-        # it again (a second gzip of the same bytes, the entry still "archived"
-        # beside a live file).
-        held: EntryGrace | None = None if grace_until is None else ("restored", grace_until)
-        intent_id = await self._record_intent(entry, target, held, carry)
-        await self.step("intent_recorded", {"target": target, "entry": entry.id})
+        ``restore_finished``. ``intent``: R1 done already (``record_intent``,
+        with the same ``grace_until``). ``sync_dir=False``: a file placed
+        (``Restored``) is not durable yet: its directory's fsync, and
+        ``restored``, are the caller's (``gzfile.restore_file``), before R4."""
+        if intent is None:
+            intent = await self.record_intent(
+                entry, target, root=root, grace_until=grace_until, earlier=earlier
+            )
+        intent_id = intent
+        held = _held(grace_until)
         was: EntryGrace = (entry.status, entry.grace_until)
         try:
             result = await restore_file(
@@ -388,6 +387,7 @@ class FileMover:
                 cancel=cancel,
                 step=self.step,
                 progress=progress,
+                sync_dir=sync_dir,
             )
         except PartialTaken:
             # Another file holds the partial's name: nothing was written, and the
@@ -411,31 +411,32 @@ class FileMover:
         await self.manifest.change_intents(placed.clearing)
         await self.step("intent_cleared", {"target": placed.target, "entry": placed.entry_id})
 
-    async def _record_intent(
-        self, entry: Entry, target: Path, held: EntryGrace | None, carry: Carry | None
+    async def record_intent(
+        self,
+        entry: Entry,
+        target: Path,
+        *,
+        root: Path,
+        grace_until: int | None = None,
+        earlier: Sequence[RestoreIntent] | None = None,
     ) -> int:
-        """R1's commit. With a restore ``carry`` holds, its clearing is queued with
-        this intent (one commit for both), announced, and told, first."""
+        """R1: the restore intent committed (with the grace, in place) and
+        announced; its id. Intents recorded at once (gathered) share one commit
+        (``Manifest.change_intents``): a restore of many files records them a
+        chunk at a time, ahead of its workers."""
+        await self._clear_earlier_intents(target, root, earlier)
+        # The grace is recorded before the file is placed, as restored event rows
+        # are, in the intent's transaction: set after the rename, a crash in
+        # between left the restored file without one, and the next pass archived
+        # it again (a second gzip of the same bytes, the entry still "archived"
+        # beside a live file).
+        held = _held(grace_until)
         grace = None if held is None else (entry.id, *held)
-        adding = self.manifest.change_intents(
+        row_id = await self.manifest.change_intents(
             IntentChange(add=(entry.id, str(target), now_ms()), grace=grace)
         )
-        if carry is None or carry.placed is None:
-            row_id = await adding
-        else:
-            earlier, carry.placed = carry.placed, None
-
-            async def clearing() -> None:
-                await self.restore_finished(earlier)
-                carry.told(earlier)
-
-            # Both queued before the committer runs: one transaction.
-            done = await asyncio.gather(clearing(), adding, return_exceptions=True)
-            for outcome in done:
-                if isinstance(outcome, BaseException):
-                    raise outcome
-            row_id = cast("int | None", done[1])
         assert row_id is not None
+        await self.step("intent_recorded", {"target": target, "entry": entry.id})
         return row_id
 
     @staticmethod

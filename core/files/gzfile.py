@@ -595,12 +595,13 @@ def _unpack(
     return None
 
 
-def _put_in_place(partial: Path, target: Path, root: Path) -> Restored | Exists:
+def _put_in_place(partial: Path, target: Path, root: Path, sync_dir: bool) -> Restored | Exists:
     if rename_noreplace(partial, target, root=root) == "exists":
         # As in _unpack: the intent is cleared next.
         _remove_durably(partial, root, "restore.partial_removed")
         return Exists()
-    fsync_dir(target.parent, root=root, site="restore.placed")
+    if sync_dir:
+        fsync_dir(target.parent, root=root, site="restore.placed")
     return Restored(identity_of(target, root=root))
 
 
@@ -615,13 +616,16 @@ async def restore_file(
     cancel: CancelToken | None = None,
     step: StepHook = no_step,
     progress: Progress | None = None,
+    sync_dir: bool = True,
 ) -> RestoreResult:
     """Put the bytes of ``gz`` (a path, or a remote copy read through the block
     cache) back at ``target`` (the caller checked that the path
     is inside its ``root``, every name reached beneath it): ``<target>.restore-partial``,
     sha256 verified, mode and mtime set, fsynced, renamed into place without
     replacing anything that is there, the directory fsynced. A target that exists
-    is ``exists``, untouched.
+    is ``exists``, untouched. ``sync_dir=False``: the directory is left to the
+    caller, who fsyncs it once for the files it placed there and announces
+    ``restored`` for each, before their intents are cleared.
 
     A failure removes the partial before it is reported; only a crash can leave
     one, and the restore intent names it for recovery.
@@ -645,11 +649,11 @@ async def restore_file(
     # Outside the clean-up: a crash here leaves the partial, as a real one would.
     await step("restore_partial_written", info)
     try:
-        result = await in_thread(cancel, _put_in_place, temp, target, root)
+        result = await in_thread(cancel, _put_in_place, temp, target, root, sync_dir)
     except BaseException:
         await _discard(temp, root, durably="restore.partial_discarded")
         raise
-    if isinstance(result, Restored):
+    if isinstance(result, Restored) and sync_dir:
         await step("restored", info)
     return result
 

@@ -5,8 +5,10 @@ Files: a ``Selection`` (entry ids, unit, path glob, mtime range, sha prefix) pic
 manifest entries (the newest version of each path unless ids or all versions are
 asked for); each goes through ``FileMover.restore`` (intent, ``.restore-partial``,
 verify, mode and mtime, rename without replacing) to its live path or under
-another directory, ``io.workers`` files at a time, a worker's file's intent
-cleared in the commit of its next file's intent.
+another directory, ``io.workers`` files at a time. The intents are recorded a
+chunk of files at a time in one commit, the next chunk's while the workers
+restore this one's, and cleared in groups as the files are placed: the workers
+never wait for a commit of their own.
 
 Invariants:
 - Every target is checked before anything is written: the entry's relpath and gz
@@ -41,13 +43,14 @@ from typing import Any, Literal
 from ..base.beneath import Refused
 from ..base.cancel import CancelToken
 from ..base.errors import RemoteError, UsageError
+from ..base.fsutil import fsync_dir
 from ..base.globs import GlobError, compile_globs
-from ..base.layout import UnsafePath, resolve_inside
+from ..base.layout import UnsafePath, resolve_inside, restore_partial_of
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import days_after
-from ..store.manifest import Entry, Manifest, RestoreIntent
-from .filemove import Carry, FileMover, Placed
+from ..store.manifest import Entry, IntentChange, Manifest, RestoreIntent
+from .filemove import FileMover, Placed
 from .gzfile import Restored, RestoreResult
 from .reader import RemoteCopies, entry_gzip
 
@@ -277,6 +280,13 @@ async def linked(cancel: CancelToken | None) -> AsyncIterator[CancelToken]:
         await asyncio.gather(watcher, return_exceptions=True)
 
 
+# Intents recorded in one commit, per file in flight: the commits of a restore
+# are one per chunk, not one per file (each cost more than a file's own fsyncs
+# with the disk busy writing the files), while a crash leaves at most two
+# chunks of intents for recovery to clear.
+CHUNK_PER_WORKER = 4
+
+
 @dataclass
 class _Run:
     """One ``restore_files`` call's files, taken in order by its workers."""
@@ -298,19 +308,16 @@ class _Run:
         self.left = sum(e.bytes for e in self.entries)
         self.at = {e.id: i for i, e in enumerate(self.entries)}
         todo = iter(enumerate(self.entries))
+        chunk = CHUNK_PER_WORKER * workers
+        clearing = _Clearing(self, chunk)
+        ahead = _Ahead(self, chunk, clearing)
 
         async def worker() -> None:
-            # A file placed waits for its intent's clearing until this worker's
-            # next file records its own intent: one commit for both.
-            carry = Carry(self.told)
-            try:
-                for i, entry in todo:  # one iterator: each worker takes the next file
-                    if self.cancel is not None:
-                        self.cancel.check()  # its reason, before the follower passes it on
-                    token.check()
-                    await self.one(i, entry, token, carry)
-            finally:
-                await self.finish(carry)
+            for i, entry in todo:  # one iterator: each worker takes the next file
+                if self.cancel is not None:
+                    self.cancel.check()  # its reason, before the follower passes it on
+                token.check()
+                await self.one(i, entry, token, ahead, clearing)
 
         tasks = [asyncio.create_task(worker()) for _ in range(min(workers, len(self.entries)))]
         try:
@@ -319,33 +326,33 @@ class _Run:
             token.cancel("the restore stopped")
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        finally:
+            # The files placed are told once their intents are cleared; the
+            # intents recorded for files no worker took go, graces given back.
+            try:
+                await clearing.close()
+            finally:
+                await ahead.give_back_unused()
         return [self.done[i] for i in range(len(self.entries))]
 
-    async def one(self, i: int, entry: Entry, token: CancelToken, carry: Carry) -> None:
+    async def one(
+        self, i: int, entry: Entry, token: CancelToken, ahead: _Ahead, clearing: _Clearing
+    ) -> None:
         """One file restored; told to the stream once its intent is cleared."""
         try:
-            one = await _restore_one(self, entry, self.names[entry.id], token, carry)
+            one = await _restore_one(self, i, entry, token, ahead)
         except OSError as err:
             if not out_of_space(err):
                 raise
             # The partial is gone (restore_file removes it); the rest would only
             # fail the same way on this filesystem.
-            await self.finish(carry)
             self.stream.emit(FileDone("restore", entry.relpath, "error", entry.bytes, 0, str(err)))
             target = Path(err.filename) if err.filename else self.root
             raise OutOfSpace(target, err, doing="restoring", needed=self.left) from err
         if isinstance(one, Placed):
-            carry.placed = one
-            return
-        await self.finish(carry)  # the worker's files are told in the order they came
-        self.record(i, one)
-
-    async def finish(self, carry: Carry) -> None:
-        """The carried file's intent cleared alone (the worker has no next file)."""
-        placed, carry.placed = carry.placed, None
-        if placed is not None:
-            await self.mover.restore_finished(placed)
-            self.told(placed)
+            clearing.add(one)
+        else:
+            self.record(i, one)
 
     def told(self, placed: Placed) -> None:
         i = self.at[placed.entry_id]
@@ -356,6 +363,165 @@ class _Run:
         self.left -= entry.bytes
         self.done[i] = one
         self.stream.emit(FileDone("restore", entry.relpath, one.result, entry.bytes, 0, one.detail))
+
+
+@dataclass
+class _Clearing:
+    """Placed files whose intents are not yet cleared, cleared ``chunk`` at a
+    time in one commit (or with the next chunk's intents), each told once its
+    clearing is durable. Workers never wait for it: they go on to their next
+    file."""
+
+    run: _Run
+    chunk: int
+    pending: list[Placed] = field(default_factory=list)
+    commits: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def add(self, placed: Placed) -> None:
+        self.pending.append(placed)
+        if len(self.pending) >= self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        """The pending clearings sent now: they share the commit of whatever
+        else is sent before the committer runs."""
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.commits.append(asyncio.create_task(self._clear(batch)))
+
+    async def _clear(self, batch: list[Placed]) -> None:
+        """The batch's directories fsynced (one each), ``restored`` announced,
+        then the intents cleared in one commit."""
+        run = self.run
+        placed = [p for p in batch if isinstance(p.result, Restored)]
+        failed = await asyncio.to_thread(_sync_dirs, {p.target.parent for p in placed}, run.root)
+        cleared: list[Placed] = []
+        for p in batch:
+            err = failed.get(p.target.parent) if p in placed else None
+            if err is not None:
+                # Its name may not be durable: the intent stays, and recovery
+                # removes the partial by that name if a power cut brings it back.
+                detail = str(err) if err.filename else f"{p.target.parent}: {err}"
+                entry = run.entries[run.at[p.entry_id]]
+                failure = FileRestore(entry.id, entry.relpath, str(p.target), "error", detail)
+                run.record(run.at[p.entry_id], failure)
+                continue
+            if p in placed:
+                info = {"target": p.target, "partial": restore_partial_of(p.target)}
+                await run.mover.step("restored", info)
+            cleared.append(p)
+        await asyncio.gather(*(run.mover.restore_finished(p) for p in cleared))
+        for p in cleared:
+            run.told(p)
+
+    async def close(self) -> None:
+        """Every clearing sent and committed; the first that failed raised."""
+        self.flush()
+        done = await asyncio.gather(*self.commits, return_exceptions=True)
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+
+@dataclass
+class _Ahead:
+    """The restore intents, recorded ``chunk`` files at a time in one commit
+    (the next chunk's while the workers restore this one's). A file's intent is
+    the worker's once it takes it; those no worker took when the restore stops
+    are cleared by ``give_back_unused``."""
+
+    run: _Run
+    chunk: int
+    clearing: _Clearing
+    chunks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    ids: dict[int, int] = field(default_factory=dict)  # entry's place -> its intent, not yet taken
+    targets: dict[int, Path | str] = field(default_factory=dict)  # ... its target, or why refused
+
+    async def take(self, i: int) -> tuple[Path, int] | str:
+        """File ``i``'s target and intent, now the caller's; or why its target
+        or its gzip's path is refused (no intent recorded for it)."""
+        k = i // self.chunk
+        for n in (k, k + 1):  # the next chunk's commit overlaps this chunk's files
+            if n not in self.chunks and n * self.chunk < len(self.run.entries):
+                self.clearing.flush()  # the clearings waiting share that commit
+                self.chunks[n] = asyncio.create_task(self._record(n))
+        # Shielded: a worker stopped while it waits leaves the chunk's commit to finish.
+        await asyncio.shield(self.chunks[k])
+        target = self.targets.pop(i)
+        return target if isinstance(target, str) else (target, self.ids.pop(i))
+
+    async def _record(self, k: int) -> None:
+        run = self.run
+        places = range(k * self.chunk, min((k + 1) * self.chunk, len(run.entries)))
+        # Checked in a thread (a few lstat each), a chunk at a time.
+        self.targets.update(await asyncio.to_thread(_targets, run, places))
+        todo = [(i, t) for i in places if isinstance(t := self.targets[i], Path)]
+        recorded = await asyncio.gather(
+            *(
+                run.mover.record_intent(
+                    run.entries[i],
+                    t,
+                    root=run.root,
+                    grace_until=run.grace_until,
+                    earlier=run.earlier,
+                )
+                for i, t in todo
+            ),
+            return_exceptions=True,
+        )
+        for (i, _), got in zip(todo, recorded, strict=True):
+            if not isinstance(got, BaseException):
+                self.ids[i] = got
+        for got in recorded:
+            if isinstance(got, BaseException):
+                raise got
+
+    async def give_back(self, i: int, intent: int) -> None:
+        """A taken intent whose file was never written (its gzip missing, or
+        unreadable): cleared, the entry's status and grace as they were."""
+        await self.run.mover.manifest.change_intents(_unused(self.run, i, intent))
+
+    async def give_back_unused(self) -> None:
+        await asyncio.gather(*self.chunks.values(), return_exceptions=True)
+        unused, self.ids = self.ids, {}
+        await asyncio.gather(
+            *(
+                self.run.mover.manifest.change_intents(_unused(self.run, i, n))
+                for i, n in unused.items()
+            )
+        )
+
+
+def _unused(run: _Run, i: int, intent: int) -> IntentChange:
+    entry = run.entries[i]
+    back = None if run.grace_until is None else (entry.id, entry.status, entry.grace_until)
+    return IntentChange(clear=intent, grace=back)
+
+
+def _sync_dirs(dirs: set[Path], root: Path) -> dict[Path, OSError]:
+    """Each directory's names fsynced once for all the files placed in it; the
+    ones that failed, with their error."""
+    failed: dict[Path, OSError] = {}
+    for directory in sorted(dirs):
+        try:
+            fsync_dir(directory, root=root, site="restore.placed")
+        except OSError as err:
+            failed[directory] = err
+    return failed
+
+
+def _targets(run: _Run, places: range) -> dict[int, Path | str]:
+    """Where each entry goes, or why it is refused: its target or its gzip's
+    path leaves its root, or goes through a symlinked directory."""
+    out: dict[int, Path | str] = {}
+    for i in places:
+        entry = run.entries[i]
+        try:
+            run.mover.layout.abs(entry.gz_path)
+            out[i] = resolve_inside(run.root, run.names[entry.id])
+        except UnsafePath as err:
+            out[i] = f"entry {entry.id}: {err}"
+    return out
 
 
 def expired_detail(entry: Entry) -> str:
@@ -370,7 +536,7 @@ def expired_detail(entry: Entry) -> str:
 
 
 async def _restore_one(
-    run: _Run, entry: Entry, name: str, cancel: CancelToken, carry: Carry
+    run: _Run, i: int, entry: Entry, cancel: CancelToken, ahead: _Ahead
 ) -> FileRestore | Placed:
     """One file up to its intent's clearing (``Placed``), or what stopped it."""
     mover, root = run.mover, run.root
@@ -378,16 +544,17 @@ async def _restore_one(
     def result(outcome: RestoreOutcome, target: str = "", detail: str = "") -> FileRestore:
         return FileRestore(entry.id, entry.relpath, target, outcome, detail)
 
-    try:
-        target = resolve_inside(root, name)
-        mover.layout.abs(entry.gz_path)
-    except UnsafePath as err:
-        return result("refused", detail=f"entry {entry.id}: {err}")
+    taken = await ahead.take(i)
+    if isinstance(taken, str):  # no intent was recorded for it
+        return result("refused", detail=taken)
+    target, recorded = taken
+    intent: int | None = recorded
     try:
         async with entry_gzip(entry, mover.layout, run.remote, cancel) as at:
             if at is None:
                 gone = f"the gzip {entry.gz_path} is missing from the archive"
                 return result("missing", detail=gone)
+            given, intent = intent, None  # restore_placing's now, cleared by it if it fails
             return await mover.restore_placing(
                 entry,
                 target,
@@ -395,8 +562,8 @@ async def _restore_one(
                 grace_until=run.grace_until,
                 cancel=cancel,
                 at=at,
-                earlier=run.earlier,
-                carry=carry,
+                intent=given,
+                sync_dir=False,  # one fsync for the files of a directory (_Clearing)
             )
     except RemoteError as err:
         return result("error", str(target), str(err))
@@ -410,6 +577,9 @@ async def _restore_one(
         # The error names the file it happened on (the gzip read, the partial
         # written); the target is on the line already.
         return result("error", str(target), str(err) if err.filename else f"{target}: {err}")
+    finally:
+        if intent is not None:  # nothing was written under it
+            await ahead.give_back(i, intent)
 
 
 def _outcome(entry: Entry, target: Path, done: RestoreResult) -> FileRestore:

@@ -496,6 +496,37 @@ def test_a_restore_that_meets_an_io_error_places_nothing_and_changes_nothing(
     checked(tally, fs, templates.passed.originals, remount=False)
 
 
+def test_a_restore_whose_directory_fsync_fails_leaves_those_intents_to_recovery(
+    mount: Mount, templates: Templates, tally: Tally
+) -> None:
+    """The files a restore placed in one directory share one fsync of it, before
+    their intents are cleared. When it fails their names may not be durable:
+    each is ``error`` and keeps its intent (a partial a power cut brought back
+    would be removed by that name); recovery clears them, and the next restore
+    finds the files in place."""
+    site, fs = mount(templates.passed)
+    folder = "live/unit-0001"
+    rule = fs.fail("fsyncdir", folder, EIO, times=1)
+
+    done = failed_cli(tally, site, "restore", "--unit", "unit-0001", names=str(site / folder))
+    injected(tally, fs, rule, "restore dir fsync")
+    outcomes = {f["relpath"]: f["result"] for f in done["result"]}
+    failed = sorted(rel for rel, result in outcomes.items() if result == "error")
+    assert failed and set(outcomes.values()) <= {"error", "restored"}, outcomes
+    fs.clear()
+    assert restore_intents(site) == len(failed), "kept for recovery"
+    assert not list((site / "live").rglob("*.restore-partial"))
+    tally.checks += 3
+
+    assert next_run(site, fs, "recover")["result"]["intents_cleared"] == len(failed)
+    assert restore_intents(site) == 0
+    again = next_run(site, fs, "restore", "--unit", "unit-0001")
+    assert {f["relpath"]: f["result"] for f in again["result"]} == dict.fromkeys(outcomes, "exists")
+    originals = templates.passed.originals.files
+    assert all(sha_of(site / "live" / rel) == originals[rel] for rel in outcomes)
+    tally.checks += 4
+
+
 def test_a_manifest_that_cannot_be_read_stops_every_command_with_one_line(
     mount: Mount, templates: Templates, tally: Tally
 ) -> None:

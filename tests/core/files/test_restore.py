@@ -144,3 +144,31 @@ async def test_a_restore_stopped_mid_way_leaves_no_partial_and_no_intent(
     report = await archiver.restore(Selection(glob="**"), to=to)
     assert report.counts == {"exists": len(left), "restored": len(made) - len(left)}
     assert back(to) == made
+
+
+async def test_a_restore_in_place_stopped_mid_way_gives_back_the_graces_it_did_not_use(
+    archived: tuple[Archiver, dict[str, tuple[bytes, int, int]]], roots: Roots
+) -> None:
+    """The intents (and in place, the graces) are recorded a chunk ahead of the
+    workers: those of files never written go when the restore stops, and their
+    entries are as they were."""
+    archiver, made = archived
+    token = CancelToken()
+    written = 0
+
+    async def stop_at_the_third_partial(name: StepName, info: StepInfo) -> None:
+        nonlocal written
+        if name == "restore_partial_written":
+            written += 1
+            if written == 3:  # the intents of two chunks are recorded by now
+                token.cancel("stopped by the test")
+
+    archiver.steps.user_step = stop_at_the_third_partial
+    with pytest.raises(Cancelled, match="stopped by the test"):
+        await archiver.restore(Selection(glob="**"), cancel=token)
+    left = back(roots.live)
+    assert 1 <= len(left) < len(made) // 2
+    status = await archiver.status()
+    assert status.restore_intents == 0
+    assert status.entries["restored"][0] == len(left)
+    assert status.entries["archived"][0] == len(made) - len(left)
