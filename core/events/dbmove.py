@@ -253,9 +253,15 @@ class MonthDbs:
     last connection checkpoints a month's WAL)."""
 
     def __init__(
-        self, conns: Iterable[sqlite3.Connection], events_dir: Path, schema: EventSchema
+        self,
+        conns: Iterable[sqlite3.Connection],
+        events_dir: Path,
+        schema: EventSchema,
+        closer: futures.Executor | None = None,
     ) -> None:
         self.conns = tuple(conns)
+        # Where a detached month's last connection is closed (None: at once).
+        self.closer = closer
         self.dir = events_dir
         self.schema = schema
         self.refused: dict[str, str] = {}
@@ -372,9 +378,33 @@ class MonthDbs:
         conn.close()
 
     def _detach(self, month: str) -> None:
+        """Detach a month. The last connection to a WAL database to close
+        checkpoints it (copying every page written since it was attached, and
+        fsyncs): with a closer, a connection of its own opened first stays, and
+        is closed there, off the mover's thread."""
         name = self.attached.pop(month)
+        keeper = self._keeper(month) if self.closer is not None else None
         for conn in self.conns:
             conn.execute(f"DETACH DATABASE {name}")
+        if keeper is not None and self.closer is not None:
+            self.closer.submit(keeper.close)
+
+    def _keeper(self, month: str) -> sqlite3.Connection | None:
+        """A connection to the month DB holding its WAL open (None: it could not
+        be opened; the detach then checkpoints on this thread)."""
+        try:
+            keeper = sqlite3.connect(
+                _uri(self.path(month)), uri=True, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error:
+            return None
+        try:
+            keeper.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            keeper.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.Error:
+            keeper.close()
+            return None
+        return keeper
 
     def close(self) -> None:
         for month in list(self.attached):
@@ -505,6 +535,10 @@ class EventMover:
         live.execute("PRAGMA foreign_keys = OFF")
         mode = journal_mode(live)
         unparsable = self._count_unparsable(live, schema, mode, closing)
+        # The month DBs' last connections close there (see MonthDbs._detach),
+        # all of them waited for after live's last checkpoint.
+        closer = futures.ThreadPoolExecutor(2, thread_name_prefix="coldkeep-month-close")
+        closing.callback(closer.shutdown)
         checkpointer = self._checkpointer(mode)
         if checkpointer is not None:
             closing.callback(_last_checkpoint, checkpointer)
@@ -513,7 +547,7 @@ class EventMover:
             checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
             closing.callback(checker.close)
         conns = [live] if checker is None else [live, checker.conn]
-        months = MonthDbs(conns, self.events_dir, schema)
+        months = MonthDbs(conns, self.events_dir, schema, closer)
         closing.callback(months.close)
         syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
         closing.callback(syncer.shutdown)
