@@ -290,7 +290,9 @@ def measure(
     if shutil.which("sqlite3"):
         contenders.append("one-shot")
     best: dict[str, Run] = {}
+    pairs: list[float] = []  # coldkeep / --against, turn by turn
     for turn in range(runs):
+        speed: dict[str, float] = {}
         for name in contenders if turn % 2 == 0 else contenders[::-1]:
             base = work / f"{name}-{turn}"
             base.mkdir()
@@ -309,6 +311,12 @@ def measure(
             )
             if name not in best or run.rows_per_s > best[name].rows_per_s:
                 best[name] = run
+            speed[name] = run.rows_per_s
+        if against is not None:
+            pairs.append(speed["coldkeep"] / speed["against"])
+    if pairs:
+        turns = " ".join(f"{r:.2f}" for r in pairs)
+        print(f"  coldkeep / --against, turn by turn: {turns} (median {pct(pairs, 50):.2f})")
     ck = best["coldkeep"]
     return table(ck, best.get("one-shot"), best.get("against")), ck
 
