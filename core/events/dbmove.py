@@ -69,8 +69,9 @@ Invariants:
   only around the DELETE.
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
-that), the checker on one more; steps are announced through the async step hook
-from the first. One run's state (the live connection, the table, the month DBs,
+that), the checker on one more, the month DBs' fsyncs on another, and a
+detached month's checkpoint (``MonthDbs._detach``) on a closer thread; steps are
+announced through the async step hook from the first. One run's state (the live connection, the table, the month DBs,
 the eligibility test) is set up once, as a ``_Run``.
 """
 
