@@ -70,9 +70,10 @@ Invariants:
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
 that), the checker on one more, the month DBs' fsyncs on another, and a
-detached month's checkpoint (``MonthDbs._detach``) on a closer thread; steps are
-announced through the async step hook from the first. One run's state (the live connection, the table, the month DBs,
-the eligibility test) is set up once, as a ``_Run``.
+detached month's checkpoint (``MonthDbs._detach``) on a closer thread; steps
+are announced through the async step hook from the first. One run's state (the
+live connection, the table, the month DBs, the eligibility test) is set up
+once, as a ``_Run``.
 """
 
 from __future__ import annotations
@@ -820,7 +821,7 @@ class EventMover:
             self._present(run, alias, m, restored)
             m.copied, last = self._copy(run, alias, m, [*restored, *m.before], limit)
             if limit is not None:
-                self._alone(run, m.lo, last or m.hi, where)
+                self._alone(run, m.lo, m.hi if last is None else last, where)
             run.live.execute("COMMIT")
         except BaseException as err:
             _undo(run.live)
