@@ -95,7 +95,7 @@ def main() -> None:
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
-        rows += events.measure(20_000 if args.quick else 1_000_000, 200.0, work / "events")
+        rows += events.measure(20_000 if args.quick else 1_000_000, 200.0, work / "events")[0]
         shutil.rmtree(work / "events")
         rows += console.measure(work / "console", args.quick)
         shutil.rmtree(work / "console")

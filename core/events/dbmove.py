@@ -5,16 +5,18 @@ the application keeps writing.
 One batch, oldest ids first (at most ``events.batch_rows`` rows, over an id span
 sized so that step 3 holds live's write lock about LOCK_TARGET_S):
 
-  1. find the id range of the next eligible rows in live (of a kind
-     ``events.kinds`` names, any kind without it; time stamp parsable and older
-     than ``events.min_age_days``,
-     never the row with the largest id) and the months they fall in: aggregate
-     SELECTs, no transaction left open;
-  2. per month, in one transaction on the live connection with the month DB
-     attached: rows the month DB already holds with the same content need
-     nothing; the same id with OTHER content is a conflict: refused, reported,
-     kept in both; the rest are copied (``INSERT … SELECT`` over the id range,
-     eligibility and month checked again as they are copied) and committed
+  1. find the next eligible row in live (of a kind ``events.kinds`` names, any
+     kind without it; time stamp parsable and older than
+     ``events.min_age_days``, never the row with the largest id) and its month:
+     the batch's id range starts there; one SELECT, no transaction left open;
+  2. per month, that month first, in one transaction on the live connection
+     with the month DB attached: rows the month DB already holds with the same
+     content need nothing; the same id with OTHER content is a conflict:
+     refused, reported, kept in both; the rest are copied (``INSERT … SELECT``
+     over the id range, eligibility and month tested as they are copied; the
+     first month's copy stops at ``batch_rows`` rows, and the batch's range
+     ends where it stopped; then the months of the range's other eligible
+     rows, if any, are found and copied the same way) and committed
      (WAL, synchronous=NORMAL), then made durable by an fsync of the month's
      WAL on a thread of its own (``MonthDbs.sync``). Rows a restore put back
      are left out everywhere                                   ->  batch_archived
@@ -67,9 +69,11 @@ Invariants:
   only around the DELETE.
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
-that), the checker on one more; steps are announced through the async step hook
-from the first. One run's state (the live connection, the table, the month DBs,
-the eligibility test) is set up once, as a ``_Run``.
+that), the checker on one more, the month DBs' fsyncs on another, and a
+detached month's checkpoint (``MonthDbs._detach``) on a closer thread; steps
+are announced through the async step hook from the first. One run's state (the
+live connection, the table, the month DBs, the eligibility test) is set up
+once, as a ``_Run``.
 """
 
 from __future__ import annotations
@@ -109,7 +113,6 @@ from .eventschema import (
     check_month_version,
     discover,
     journal_mode,
-    months_spanned,
     open_live,
     q,
     rollback,
@@ -130,8 +133,6 @@ LOCK_TARGET_S = 0.005
 BUSY_RETRIES_MS = (0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228)
 GAP_MARGIN_S = 0.0005
 MIN_IDS = 64
-# Months a batch may span before step 1 asks SQLite which months its rows are in.
-MAX_SPAN = 3
 # No memory-mapped I/O on live or the month DBs (set to 0 whatever SQLite's build
 # default): a read error on a mapped page is a SIGBUS, which kills coldkeep (and a
 # scheduler with it) without a word, where read() gives SQLITE_IOERR and the phase
@@ -167,12 +168,25 @@ class MoveReport:
 
 
 class _Span(NamedTuple):
-    """Step 1's answer for one month of a batch."""
+    """One month of a batch's range other than its first row's (step 2)."""
 
     month: str | None  # None: time stamps no month can be found for
-    rows: int  # 0 when the months came from the time stamps' range, not from SQLite
+    rows: int
     lo: int  # the lowest and highest id
     hi: int
+
+
+class _Mixed(Exception):
+    """The rows of a month copied up to the limit have other months' rows among
+    them: the copy is rolled back."""
+
+
+class _First(NamedTuple):
+    """Step 1's answer: where the next batch starts."""
+
+    row_id: int  # the first eligible row after the last batch
+    month: str | None  # its month (None: Python cannot place it)
+    hi: int  # the last id the batch may reach
 
 
 @dataclass
@@ -241,9 +255,15 @@ class MonthDbs:
     last connection checkpoints a month's WAL)."""
 
     def __init__(
-        self, conns: Iterable[sqlite3.Connection], events_dir: Path, schema: EventSchema
+        self,
+        conns: Iterable[sqlite3.Connection],
+        events_dir: Path,
+        schema: EventSchema,
+        closer: futures.Executor | None = None,
     ) -> None:
         self.conns = tuple(conns)
+        # Where a detached month's last connection is closed (None: at once).
+        self.closer = closer
         self.dir = events_dir
         self.schema = schema
         self.refused: dict[str, str] = {}
@@ -360,9 +380,33 @@ class MonthDbs:
         conn.close()
 
     def _detach(self, month: str) -> None:
+        """Detach a month. The last connection to a WAL database to close
+        checkpoints it (copying every page written since it was attached, and
+        fsyncs): with a closer, a connection of its own opened first stays, and
+        is closed there, off the mover's thread."""
         name = self.attached.pop(month)
+        keeper = self._keeper(month) if self.closer is not None else None
         for conn in self.conns:
             conn.execute(f"DETACH DATABASE {name}")
+        if keeper is not None and self.closer is not None:
+            self.closer.submit(keeper.close)
+
+    def _keeper(self, month: str) -> sqlite3.Connection | None:
+        """A connection to the month DB holding its WAL open (None: it could not
+        be opened; the detach then checkpoints on this thread)."""
+        try:
+            keeper = sqlite3.connect(
+                _uri(self.path(month)), uri=True, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error:
+            return None
+        try:
+            keeper.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            keeper.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.Error:
+            keeper.close()
+            return None
+        return keeper
 
     def close(self) -> None:
         for month in list(self.attached):
@@ -493,6 +537,10 @@ class EventMover:
         live.execute("PRAGMA foreign_keys = OFF")
         mode = journal_mode(live)
         unparsable = self._count_unparsable(live, schema, mode, closing)
+        # The month DBs' last connections close there (see MonthDbs._detach),
+        # all of them waited for after live's last checkpoint.
+        closer = futures.ThreadPoolExecutor(2, thread_name_prefix="coldkeep-month-close")
+        closing.callback(closer.shutdown)
         checkpointer = self._checkpointer(mode)
         if checkpointer is not None:
             closing.callback(_last_checkpoint, checkpointer)
@@ -501,7 +549,7 @@ class EventMover:
             checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
             closing.callback(checker.close)
         conns = [live] if checker is None else [live, checker.conn]
-        months = MonthDbs(conns, self.events_dir, schema)
+        months = MonthDbs(conns, self.events_dir, schema, closer)
         closing.callback(months.close)
         syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
         closing.callback(syncer.shutdown)
@@ -600,20 +648,11 @@ class EventMover:
         """Steps 1 and 2 of the batch after ``after`` (None: there is none), and
         the fsync that makes its copy durable, under way."""
         with naming_db(self.db, "reading the next batch of event rows"):
-            spans = self._read_batch(run, after)
-        if not spans:
+            first = self._first(run, after)
+        if first is None:
             return None
-        batch = self._batch(run, spans)
-        self._archive(run, spans, batch)
+        batch = self._archive_batch(run, first)
         return batch, run.syncer.submit(run.months.sync(sorted(batch.months)))
-
-    def _batch(self, run: _Run, spans: list[_Span]) -> _Batch:
-        first, last = min(s.lo for s in spans), max(s.hi for s in spans)
-        self.report.batches += 1
-        batch = _Batch(self.report.batches, first, last, self._restored_in(first, last))
-        if batch.restored:
-            self.report.held += self._count_restored(run, batch.restored)
-        return batch
 
     def _delete_and_tell(self, run: _Run, batch: _Batch) -> bool:
         """Step 3 of a batch archived, announced; False when live stayed locked
@@ -649,56 +688,36 @@ class EventMover:
         ):
             run.checkpointer.request()
 
-    def _read_batch(self, run: _Run, after: int) -> list[_Span]:
-        """Step 1: the next eligible rows after ``after``, at most ``batch_rows``
-        of them within ``self._ids`` ids of the first, as their months' spans."""
+    def _first(self, run: _Run, after: int) -> _First | None:
+        """Step 1: the first eligible row after ``after`` and its month, and the
+        last id the batch may reach (``self._ids`` from it, below the largest)."""
         table, pk, eligible = run.table, run.pk, run.eligible
+        top = f"(SELECT max({pk}) FROM {table})"
         # NOT INDEXED: walk the table by id from `after`. An index on (kind, ts)
         # would make every batch re-read and sort all eligible rows: quadratic.
-        below_max = f"{pk} < (SELECT max({pk}) FROM {table}) AND {eligible.sql}"
         found = run.live.execute(
-            f"SELECT {pk} FROM {table} NOT INDEXED WHERE {pk} > ? AND {below_max} "
-            f"ORDER BY {pk} LIMIT 1",
+            f"SELECT {pk}, {run.schema.month_sql()}, {top} FROM {table} NOT INDEXED "
+            f"WHERE {pk} > ? AND {pk} < {top} AND {eligible.sql} ORDER BY {pk} LIMIT 1",
             [after, *eligible.params],
         ).fetchone()
         if found is None:
-            return []
-        rows = (
-            f"SELECT {pk}, {q(run.schema.ts)} FROM {table} NOT INDEXED "
-            f"WHERE {pk} BETWEEN ? AND ? AND {below_max} "
-            f"ORDER BY {pk} LIMIT {self.cfg.batch_rows}"
-        )
-        args = [found[0], found[0] + self._ids - 1, *eligible.params]
-        secs = run.schema.ts_seconds_sql()
-        lo_s, hi_s, n, first, last = run.live.execute(
-            f"SELECT min({secs}), max({secs}), count(*), min({pk}), max({pk}) FROM ({rows})", args
-        ).fetchone()
-        if not n:
-            return []
-        # Ids follow time in an events table: a batch spans a month or two, found
-        # from its oldest and newest time stamps, no date function per row.
-        span = months_spanned(lo_s, hi_s, MAX_SPAN) if lo_s is not None else None
-        if span is not None:
-            inner = span[1:-1]  # between the first and the last: maybe no rows at all
-            return [
-                _Span(month, 0, first, last)
-                for month in span
-                if month not in inner or self._any(run, month, first, last)
-            ]
-        by_month = f"SELECT {run.schema.month_sql()}, count(*), min({pk}), max({pk}) FROM ({rows})"
-        return [_Span(*r) for r in run.live.execute(f"{by_month} GROUP BY 1", args)]
+            return None
+        row_id, month, largest = found
+        return _First(row_id, month, min(row_id + self._ids - 1, largest - 1))
 
-    def _any(self, run: _Run, month: str, lo: int, hi: int) -> bool:
-        where = run.schema.month_condition(month)
-        if where is None:
-            return False
+    def _other_months(self, run: _Run, lo: int, hi: int, done: SqlCondition | None) -> list[_Span]:
+        """The months of the eligible rows in [lo, hi] but the month ``done``
+        (None: every month). Its test comes first: it looks at the time stamp
+        alone, and passes over most rows before the eligibility test."""
         pk = run.pk
+        not_done = "" if done is None else f"NOT ({done.sql}) AND "
         sql = (
-            f"SELECT EXISTS (SELECT 1 FROM {run.table} NOT INDEXED "
-            f"WHERE {pk} BETWEEN ? AND ? AND {run.eligible.sql} AND {where.sql})"
+            f"SELECT {run.schema.month_sql()}, count(*), min({pk}), max({pk}) "
+            f"FROM {run.table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {not_done}"
+            f"{run.eligible.sql} GROUP BY 1"
         )
-        params = [lo, hi, *run.eligible.params, *where.params]
-        return bool(run.live.execute(sql, params).fetchone()[0])
+        params = [lo, hi, *(done.params if done else []), *run.eligible.params]
+        return [_Span(*r) for r in run.live.execute(sql, params)]
 
     def _restored_in(self, lo: int, hi: int) -> list[int]:
         ids = self._restored
@@ -711,39 +730,111 @@ class EventMover:
 
     # step 2 --------------------------------------------------------------------
 
+    def _archive_batch(self, run: _Run, first: _First) -> _Batch:
+        """Step 2. Usually the range holds rows of the first row's month alone:
+        at most ``batch_rows`` of them are copied in id order, and the batch
+        ends where that copy stopped (each row's eligibility tested once, as it
+        is copied). When other months' rows are among them (rows the
+        application wrote late, a month's turn), that copy is rolled back, the
+        batch's end is found first, and each month of it is copied in turn."""
+        self.report.batches += 1
+        lo, hi, month = first.row_id, first.hi, first.month
+        where = run.schema.month_condition(month) if month is not None else None
+        m = None
+        if month is not None and where is not None:
+            restored = self._restored_in(lo, hi)
+            with suppress(_Mixed):  # and None: the month is refused
+                m = self._archive_month(run, month, where, (lo, hi), restored, self.cfg.batch_rows)
+        spans: list[_Span] = []
+        if m is not None:
+            hi = m.hi
+        else:
+            with naming_db(self.db, "reading the next batch of event rows"):
+                hi = self._batch_end(run, lo, hi)
+                spans = self._other_months(run, lo, hi, None)
+        batch = _Batch(self.report.batches, lo, hi, self._restored_in(lo, hi))
+        if batch.restored:
+            self.report.held += self._count_restored(run, batch.restored)
+        if month is not None and m is not None:
+            self._conflicts(run, month, m)
+            batch.months[month] = m
+            self.report.months.add(month)
+        self._archive(run, spans, batch)
+        return batch
+
+    def _alone(self, run: _Run, lo: int, hi: int, month: SqlCondition) -> None:
+        """``_Mixed`` if rows of another month than ``month`` are eligible in [lo, hi]."""
+        if self._other_months(run, lo, hi, month):
+            raise _Mixed
+
+    def _batch_end(self, run: _Run, lo: int, hi: int) -> int:
+        """The id of the ``batch_rows``-th eligible row from ``lo`` (``hi`` when
+        there are fewer)."""
+        pk = run.pk
+        rows = (
+            f"SELECT {pk} FROM {run.table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? "
+            f"AND {run.eligible.sql} ORDER BY {pk} LIMIT {int(self.cfg.batch_rows)}"
+        )
+        n, last = run.live.execute(
+            f"SELECT count(*), max({pk}) FROM ({rows})", [lo, hi, *run.eligible.params]
+        ).fetchone()
+        return int(last) if n >= self.cfg.batch_rows else hi
+
     def _archive(self, run: _Run, spans: list[_Span], batch: _Batch) -> None:
-        """Step 2, month by month: what the month DB holds already, then a copy of
-        the rest, committed durably."""
+        """Step 2 for the other months, month by month."""
         for span in sorted(spans, key=lambda s: s.month or ""):
             where = run.schema.month_condition(span.month) if span.month is not None else None
             if span.month is None or where is None:  # a time stamp no month can be found for
                 self.report.unparsable += span.rows
                 continue
-            alias = run.months.alias(span.month)
-            if alias is None:
+            m = self._archive_month(run, span.month, where, (span.lo, span.hi), batch.restored)
+            if m is None:
                 continue
-            m = _Month(span.lo, span.hi, where)
-            restored = set(batch.restored)
-            # Deferred, never IMMEDIATE: that would take the write lock on every
-            # attached database, live included. This takes it on the month DB only.
-            path = run.months.path(span.month)
-            try:
-                run.live.execute("BEGIN")
-                self._present(run, alias, m, restored)
-                m.copied = self._copy(run, alias, m, [*restored, *m.before])
-                run.live.execute("COMMIT")
-            except BaseException as err:
-                _undo(run.live)
-                if out_of_space(err):
-                    raise OutOfSpace(path, err, doing="copying event rows into") from err
-                if isinstance(err, sqlite3.Error):
-                    # Reading live or writing the month: SQLite does not say which.
-                    doing = f"copying event rows into it from {self.db}; rolled back"
-                    raise DatabaseFailed(path, err, doing) from err
-                raise
             self._conflicts(run, span.month, m)
             batch.months[span.month] = m
             self.report.months.add(span.month)
+
+    def _archive_month(
+        self,
+        run: _Run,
+        month: str,
+        where: SqlCondition,
+        span: tuple[int, int],
+        restored_ids: list[int],
+        limit: int | None = None,
+    ) -> _Month | None:
+        """One month's share of the batch in ``span``: what the month DB holds
+        already, then a copy of the rest (at most ``limit`` rows, in id order:
+        the month's range then ends at the last one copied), committed; None
+        when the month is refused. With a limit, ``_Mixed`` (rolled back) when
+        the rows copied are not the range's only eligible rows up to the last."""
+        alias = run.months.alias(month)
+        if alias is None:
+            return None
+        m = _Month(*span, where)
+        restored = set(restored_ids)
+        # Deferred, never IMMEDIATE: that would take the write lock on every
+        # attached database, live included. This takes it on the month DB only.
+        path = run.months.path(month)
+        try:
+            run.live.execute("BEGIN")
+            self._present(run, alias, m, restored)
+            m.copied, last = self._copy(run, alias, m, [*restored, *m.before], limit)
+            if limit is not None:
+                self._alone(run, m.lo, m.hi if last is None else last, where)
+            run.live.execute("COMMIT")
+        except BaseException as err:
+            _undo(run.live)
+            if out_of_space(err):
+                raise OutOfSpace(path, err, doing="copying event rows into") from err
+            if isinstance(err, sqlite3.Error):
+                # Reading live or writing the month: SQLite does not say which.
+                doing = f"copying event rows into it from {self.db}; rolled back"
+                raise DatabaseFailed(path, err, doing) from err
+            raise
+        if last is not None:
+            _end_at(m, last)
+        return m
 
     def _conflicts(self, run: _Run, month: str, m: _Month) -> None:
         name = run.months.path(month).name
@@ -778,22 +869,29 @@ class EventMover:
             if row_id not in restored:
                 (m.already if equal else m.conflicts).add(row_id)
 
-    def _copy(self, run: _Run, alias: str, m: _Month, skip_ids: list[int]) -> int:
+    def _copy(
+        self, run: _Run, alias: str, m: _Month, skip_ids: list[int], limit: int | None
+    ) -> tuple[int, int | None]:
         """Copy this month's eligible rows in the range from live into the month
-        DB, but for ``skip_ids``; returns how many. Eligibility and month are
-        checked again here, as the rows are read."""
+        DB, but for ``skip_ids``, at most ``limit`` of them in id order; returns
+        how many, and the last id copied when the limit stopped the copy (None
+        when every row of the range was copied)."""
         table, pk, cols = run.table, run.pk, run.schema.select_columns
         skip = _skip(run.live, skip_ids, pk)
         # NOT INDEXED: by id, never by the (kind, ts) index the eligibility test
-        # would tempt the planner into (a scan of every eligible row).
-        return int(
-            run.live.execute(
-                f"INSERT INTO {alias}.{table} ({cols}) SELECT {cols} FROM main.{table} "
-                f"NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {run.eligible.sql} "
-                f"AND {m.where.sql} AND NOT ({skip})",
-                [m.lo, m.hi, *run.eligible.params, *m.where.params],
-            ).rowcount
+        # would tempt the planner into (a scan of every eligible row); the
+        # ORDER BY then costs nothing.
+        upto = "" if limit is None else f" ORDER BY {pk} LIMIT {int(limit)}"
+        cur = run.live.execute(
+            f"INSERT INTO {alias}.{table} ({cols}) SELECT {cols} FROM main.{table} "
+            f"NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {run.eligible.sql} "
+            f"AND {m.where.sql} AND NOT ({skip}){upto}",
+            [m.lo, m.hi, *run.eligible.params, *m.where.params],
         )
+        copied = int(cur.rowcount)
+        # Rows go in in id order, so the last row inserted has the largest id.
+        last = cur.lastrowid if limit is not None and copied >= limit else None
+        return copied, last
 
     # step 3 --------------------------------------------------------------------
 
@@ -982,6 +1080,15 @@ class EventMover:
                 run.live.execute(f"DELETE FROM {alias}.{table} WHERE {pk} = ?", (row_id,))
                 m.copied -= 1
                 self.report.kept_changed += 1
+
+
+def _end_at(m: _Month, last: int) -> None:
+    """Cut a month's share of a batch at ``last``: the rows after it, found
+    archived or conflicting, are the next batch's."""
+    m.hi = last
+    m.before = {i for i in m.before if i <= last}
+    m.already = {i for i in m.already if i <= last}
+    m.conflicts = {i for i in m.conflicts if i <= last}
 
 
 def _last_checkpoint(checkpointer: LiveCheckpointer) -> None:

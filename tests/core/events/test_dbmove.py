@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.base.stream import BatchMoved
 from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
 from coldkeep.core.events.eventschema import EventsError
 from coldkeep.core.events.restore import restore_events
@@ -83,6 +84,38 @@ async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, d
     # A second run has nothing to do.
     again = await move(roots)
     assert (again.moved, again.batches) == (0, 0)
+
+
+async def test_months_interleaved_by_id_move_in_batches_of_at_most_batch_rows(
+    roots: Roots, db: Path
+) -> None:
+    """A batch's range normally holds one month (its copy stops at batch_rows and
+    ends the batch); with the time stamps shuffled across the ids every range
+    mixes months, and each is still copied into its own month, batch_rows at
+    most a batch."""
+    with sqlite3.connect(db) as live:
+        stamps = [ts for (ts,) in live.execute("SELECT ts FROM events ORDER BY id")]
+        stamps = stamps[1::2] + stamps[::2]  # neighbours months apart
+        live.executemany(
+            "UPDATE events SET ts = ? WHERE id = ?", [(ts, i + 1) for i, ts in enumerate(stamps)]
+        )
+    before = all_event_rows(db, roots.layout.events)
+    cutoff = NOW - 30 * DAY_MS
+    kinds = ", ".join(f"'{k}'" for k in ARCHIVABLE)
+    eligible = live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}")
+    batches: list[BatchMoved] = []
+
+    report = await move(roots, on_batch=batches.append)
+
+    assert report.moved == len(eligible) > 0
+    assert max(b.moved + b.already for b in batches) <= 100
+    assert any(len(b.months) > 1 for b in batches)
+    assert live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}") == []
+    assert all_event_rows(db, roots.layout.events) == before, "every row exactly once"
+    for month_db in roots.layout.events.glob("*.db"):
+        with sqlite3.connect(month_db) as m:
+            for (ts,) in m.execute("SELECT ts FROM events"):
+                assert time.strftime("%Y-%m", time.gmtime(ts / 1000)) == month_db.stem
 
 
 def put_back(roots: Roots, db: Path, n: int) -> list[Any]:
