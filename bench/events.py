@@ -321,6 +321,29 @@ def measure(
     return table(ck, best.get("one-shot"), best.get("against")), ck
 
 
+def at_two_sizes(small: int, large: int, rate: float, work: Path) -> list[Row]:
+    """The table at ``small`` rows, the same rows at ``large`` (their labels
+    naming the size), and whether the large run's rows/s is within 10 % of the
+    small one's."""
+    for size in ("small", "large"):
+        (work / size).mkdir()
+    first, ck_small = measure(small, rate, work / "small")
+    second, ck_large = measure(large, rate, work / "large")
+    drop = 1 - ck_large.rows_per_s / ck_small.rows_per_s
+    return [
+        *first,
+        *((f"{r[0]} ({large:,} rows)", *r[1:]) for r in second),
+        (
+            f"event move rows/s, {large:,} vs {small:,} rows",
+            f"{ck_large.rows_per_s:,.0f}",
+            f"{ck_small.rows_per_s:,.0f}",
+            f"{-drop:+.0%}",
+            "within 10 %",
+            met(abs(drop) <= 0.1),
+        ),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, action="append", help="repeatable (default 1000000)")

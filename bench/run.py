@@ -10,7 +10,8 @@ runnable alone:
                      output size vs gzip -6, restore vs gunzip -c, verify,
                      peak RSS on a 2 GiB file, rate-cap accuracy
   bench/events.py    the event move vs the sqlite3 CLI's one-shot move, with a
-                     concurrent writer: rows/s, writer p99, WAL peak
+                     concurrent writer: rows/s, writer p99, WAL peak; at
+                     1,000,000 rows and at 10,000,000
   bench/console.py   the console's loop lag during a pass, start-up and filter
                      time on a 1,000,000-entry manifest, and the trends read
   bench/scale.py     status, plan, a no-op pass, find and the console's start-up
@@ -95,7 +96,8 @@ def main() -> None:
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
-        rows += events.measure(20_000 if args.quick else 1_000_000, 200.0, work / "events")[0]
+        small, large = (20_000, 60_000) if args.quick else (1_000_000, 10_000_000)
+        rows += events.at_two_sizes(small, large, 200.0, work / "events")
         shutil.rmtree(work / "events")
         rows += console.measure(work / "console", args.quick)
         shutil.rmtree(work / "console")

@@ -20,6 +20,8 @@ ROWS = (
     "writer commit p50 / p99",
     "WAL peak (MB)",
     "writer errors",
+    "event move rows/s (",
+    "event move rows/s, ",
     "console loop lag p50 / p99",
     "console start-up to first full paint",
     "restore browser: filter",
