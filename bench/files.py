@@ -285,8 +285,8 @@ def restore_rows(
                 f"{size / best[who] / MB:.0f} MB/s",
                 f"{size / best['gunzip'] / MB:.0f} MB/s",
                 f"{best['gunzip'] / best[who]:.2f}x",
-                "",
-                "",
+                ">= 2x",
+                met(best["gunzip"] / best[who] >= 2),
             )
         )
     return rows

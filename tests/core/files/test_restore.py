@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -103,21 +104,26 @@ async def test_a_parallel_restore_gives_every_file_back_whole(
     assert set(status.entries) == {"restored"}
 
 
+def stop_at_partial(token: CancelToken, n: int) -> Callable[[StepName, StepInfo], Awaitable[None]]:
+    """A step hook that stops the restore once its ``n``-th partial is written."""
+    written = 0
+
+    async def step(name: StepName, info: StepInfo) -> None:
+        nonlocal written
+        if name == "restore_partial_written":
+            written += 1
+            if written == n:
+                token.cancel("stopped by the test")
+
+    return step
+
+
 async def test_a_restore_stopped_mid_way_leaves_no_partial_and_no_intent(
     archived: tuple[Archiver, dict[str, tuple[bytes, int, int]]], roots: Roots, tmp_path: Path
 ) -> None:
     archiver, made = archived
     token = CancelToken()
-    written = 0
-
-    async def stop_at_the_fifth_partial(name: StepName, info: StepInfo) -> None:
-        nonlocal written
-        if name == "restore_partial_written":
-            written += 1
-            if written == 5:  # other workers are mid-file now
-                token.cancel("stopped by the test")
-
-    archiver.steps.user_step = stop_at_the_fifth_partial
+    archiver.steps.user_step = stop_at_partial(token, 5)  # other workers are mid-file then
     events = archiver.stream.subscribe()
     to = tmp_path / "elsewhere"
     with pytest.raises(Cancelled, match="stopped by the test"):
@@ -154,16 +160,8 @@ async def test_a_restore_in_place_stopped_mid_way_gives_back_the_graces_it_did_n
     entries are as they were."""
     archiver, made = archived
     token = CancelToken()
-    written = 0
-
-    async def stop_at_the_third_partial(name: StepName, info: StepInfo) -> None:
-        nonlocal written
-        if name == "restore_partial_written":
-            written += 1
-            if written == 3:  # the intents of two chunks are recorded by now
-                token.cancel("stopped by the test")
-
-    archiver.steps.user_step = stop_at_the_third_partial
+    # The intents of two chunks are recorded by the third partial.
+    archiver.steps.user_step = stop_at_partial(token, 3)
     with pytest.raises(Cancelled, match="stopped by the test"):
         await archiver.restore(Selection(glob="**"), cancel=token)
     left = back(roots.live)
