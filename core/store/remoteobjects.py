@@ -165,10 +165,6 @@ class RemoteObjects:
         )
         return int(n), int(size)
 
-    async def all(self) -> list[RemoteObject]:
-        rows = await self.manifest.rows(f"SELECT {_COLUMNS} FROM remote_objects ORDER BY path")
-        return [_row(r) for r in rows]
-
     async def latest_months(self) -> dict[str, RemoteObject]:
         """Each event month's newest snapshot."""
         rows = await self.manifest.rows(
