@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.layout import RESTORE_PARTIAL_SUFFIX
-from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.base.steps import StepHook, StepInfo, StepName
 from coldkeep.core.base.stream import EventStream, FileDone, FileStep, Phase
 from coldkeep.core.files.restore import Selection
 
@@ -104,7 +103,7 @@ async def test_a_parallel_restore_gives_every_file_back_whole(
     assert set(status.entries) == {"restored"}
 
 
-def stop_at_partial(token: CancelToken, n: int) -> Callable[[StepName, StepInfo], Awaitable[None]]:
+def stop_at_partial(token: CancelToken, n: int) -> StepHook:
     """A step hook that stops the restore once its ``n``-th partial is written."""
     written = 0
 
