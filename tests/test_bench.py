@@ -35,7 +35,7 @@ ROWS = (
     "console peak RSS (",
     "restore browser at ",
     "manifest size per entry (",
-    "the last schema migration on upgrade (",
+    "the schema migrations on upgrade from ",
     "ship 200 small archived files",
     "restore one 20 KiB file from a",
     "cat the same file (GETs",

@@ -28,6 +28,9 @@ _KEPT = f"status {KEPT_SQL}"
 # every kept entry): reading them costs what is still to ship, not the archive.
 _UNSHIPPED = f"remote = 0 AND {_KEPT}"
 _UNSHIPPED_ENTRIES = f"entries INDEXED BY entries_unshipped WHERE {_UNSHIPPED}"
+# The objects whose local copy is still relied on, read from the schema's
+# partial index of them: few, where the table holds every object shipped.
+_HERE = "remote_objects INDEXED BY remote_objects_here WHERE local_gone_at IS NULL"
 
 
 @dataclass(frozen=True)
@@ -184,9 +187,8 @@ class RemoteObjects:
         """Archive files shipped before ``shipped_before`` whose local copy is still
         there and whose remote copy has not failed a verify."""
         rows = await self.manifest.rows(
-            f"SELECT {_COLUMNS} FROM remote_objects WHERE local_gone_at IS NULL "
-            "AND month IS NULL AND path LIKE 'files/%' AND verify_error IS NULL "
-            "AND shipped_at <= ? ORDER BY path",
+            f"SELECT {_COLUMNS} FROM {_HERE} AND month IS NULL AND path LIKE 'files/%' "
+            "AND verify_error IS NULL AND shipped_at <= ? ORDER BY path",
             [shipped_before],
         )
         return [_row(r) for r in rows]
@@ -194,10 +196,7 @@ class RemoteObjects:
     async def relied_on_here(self) -> list[str]:
         """Archive files shipped whose local copy is still relied on (no drop
         recorded), in path order."""
-        rows = await self.manifest.rows(
-            "SELECT path FROM remote_objects WHERE local_gone_at IS NULL AND month IS NULL "
-            "ORDER BY path"
-        )
+        rows = await self.manifest.rows(f"SELECT path FROM {_HERE} AND month IS NULL ORDER BY path")
         return [r[0] for r in rows]
 
     async def mark_local_gone(self, path: str, at: int) -> None:

@@ -468,6 +468,14 @@ MIGRATIONS: tuple[str, ...] = (
             bad = bad - (OLD.verify_error IS NOT NULL) + (NEW.verify_error IS NOT NULL);
     END;
     """,
+    # 15: the shipped objects whose local copy is still relied on (no drop
+    # recorded), as a partial index: what every ship asks for the copies it may
+    # drop, few at any size (a site that ships keeps its last days here), where
+    # the table holds every object ever shipped (a scan of 9,500,000 rows took
+    # 2.7 s on every ship).
+    """
+    CREATE INDEX remote_objects_here ON remote_objects (shipped_at) WHERE local_gone_at IS NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
