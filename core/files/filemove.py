@@ -167,7 +167,8 @@ class FileMover:
         else is kept and reported. ``no_legacy_copy``: the caller found nothing
         at that path under the lock, so the manifest is not asked about it (a
         lookup that waited behind other files' commits)."""
-        src = resolve_inside(self.live_root, relpath)
+        # Its parents are lstat'ed (no link on the way): off the event loop.
+        src = await asyncio.to_thread(resolve_inside, self.live_root, relpath)
         dest = self.layout.gz_for(relpath)
         legacy = None if no_legacy_copy else await self.legacy_candidate(relpath)
         result = await archive_file(

@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -101,7 +102,8 @@ async def entry_gzip(
         async with remote.gzip_of(entry, cancel) as at:
             yield at
         return
-    yield GzipAt(layout.abs(entry.gz_path), entry.span, "local")
+    # Its parents are lstat'ed (no link on the way): off the event loop.
+    yield GzipAt(await asyncio.to_thread(layout.abs, entry.gz_path), entry.span, "local")
 
 
 @dataclass(frozen=True)
