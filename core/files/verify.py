@@ -187,7 +187,8 @@ async def _check(
         return Checked(entry.id, entry.relpath, entry.location, result, detail)
 
     try:
-        gz = mover.layout.abs(entry.gz_path)
+        # Its parents are lstat'ed (no link on the way): off the event loop.
+        gz = await asyncio.to_thread(mover.layout.abs, entry.gz_path)
     except UnsafePath as err:
         return out("error", f"entry {entry.id}: {err}")
     stream.emit(FileStep("verify", entry.relpath, "started", 0, entry.bytes))
