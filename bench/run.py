@@ -102,8 +102,6 @@ def main() -> None:
         rows += console.measure(work / "console", args.quick)
         shutil.rmtree(work / "console")
         entries = 20_000 if args.quick else 10_000_000
-        if args.scale_site is not None:
-            args.scale_site.mkdir(parents=True, exist_ok=True)
         rows += scale.measure(args.scale_site or work / "scale", entries)
         shutil.rmtree(work / "scale")
         rows += remote.measure(work / "remote", args.quick)

@@ -196,6 +196,7 @@ def _browser(db: Path) -> tuple[float, float]:
 def built(work: Path, entries: int) -> tuple[Path, float | None]:
     """The site in ``work``: built, or the one a run with ``--keep`` left there
     (then no migration was timed)."""
+    work.mkdir(parents=True, exist_ok=True)
     config = work / "site" / "coldkeep.toml"
     if config.exists():
         print(f"(reusing the site in {work})", flush=True)
@@ -252,7 +253,6 @@ def main() -> None:
         print(painted, hwm_mb(os.getpid()))
         return
     if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
         print_table(measure(args.keep, 20_000 if args.quick else args.entries))
         return
     work = Path(tempfile.mkdtemp(prefix="ck-scale-"))
