@@ -220,21 +220,32 @@ class PathIndex:
         with self._guard, reading(self.manifest) as db:
             db.row_factory = None  # paths as the manifest's bytes, not made names
             mst = os.stat(self.manifest)
-            if not self._bring_up(db, mst):
+            if not self._bring_up(db, mst, append=True):
                 self._build(db, mst)
 
-    def _bring_up(self, db: sqlite3.Connection, mst: os.stat_result) -> bool:
-        """The existing index appended to; False when there is none to keep."""
+    def check(self) -> bool:
+        """Whether the index there can be read as it is (checked once a process):
+        for a command that writes nothing, it is neither built nor appended to."""
+        with self._guard, reading(self.manifest) as db:
+            db.row_factory = None
+            return self._bring_up(db, os.stat(self.manifest), append=False)
+
+    def _bring_up(self, db: sqlite3.Connection, mst: os.stat_result, *, append: bool) -> bool:
+        """The existing index checked, and appended to; False when there is none
+        to keep."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(
+                self.path, (os.O_RDWR if append else os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
         except FileNotFoundError:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX if append else fcntl.LOCK_SH)
             header = Header.from_bytes(os.pread(fd, HEADER_BYTES, 0))
             if header is None or not self._still_true(fd, header, db, mst):
                 return False
-            _append(fd, header, db)
+            if append:
+                _append(fd, header, db)
             return True
         finally:
             os.close(fd)
