@@ -263,18 +263,13 @@ def lease_guard(fd: int, path: Path, progress: Progress | None) -> Progress:
     return guarded
 
 
-async def _discard(path: Path, root: Path, *, durably: Site | None = None) -> None:
-    """Remove a temporary, even while the caller is being cancelled. ``durably``:
-    a restore partial, whose intent may be cleared next: its directory is fsynced
-    too (as that fsync site), best effort (the error being handled is the one to
-    report)."""
-
-    def remove() -> None:
-        if unlink_if_present(path, root=root) and durably:
-            with contextlib.suppress(OSError):
-                fsync_dir(path.parent, root=root, site=durably)
-
-    await asyncio.shield(asyncio.to_thread(remove))
+def _discard(path: Path, root: Path, durably: Site) -> None:
+    """A restore partial removed after an error: its intent may be cleared next,
+    so its directory is fsynced too (as that fsync site), best effort (the error
+    being handled is the one to report)."""
+    if unlink_if_present(path, root=root):
+        with contextlib.suppress(OSError):
+            fsync_dir(path.parent, root=root, site=durably)
 
 
 def _create_archive_partial(partial: Path, root: Path) -> int:
@@ -622,7 +617,8 @@ async def restore_file(
     cache) back at ``target`` (the caller checked that the path
     is inside its ``root``, every name reached beneath it): ``<target>.restore-partial``,
     sha256 verified, mode and mtime set, fsynced, renamed into place without
-    replacing anything that is there, the directory fsynced. A target that exists
+    replacing anything that is there, the directory fsynced; in one trip to a
+    worker thread. A target that exists
     is ``exists``, untouched. ``sync_dir=False``: the directory is left to the
     caller, who fsyncs it once for the files it placed there and announces
     ``restored`` for each, before their intents are cleared.
@@ -631,30 +627,49 @@ async def restore_file(
     one, and the restore intent names it for recovery.
     """
     cancel = cancel or CancelToken()
-    if await asyncio.to_thread(functools.partial(identity_or_none, target, root=root)) is not None:
+    announce = thread_step(step, asyncio.get_running_loop())
+    return await in_thread(
+        cancel, _restore, gz, target, expect, root, span, limiter, cancel, announce, progress,
+        sync_dir,
+    )  # fmt: skip
+
+
+def _restore(
+    gz: Path | CachedCopy,
+    target: Path,
+    expect: RestoreExpect,
+    root: Path,
+    span: Span | None,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    step: ThreadStep,
+    progress: Progress | None,
+    sync_dir: bool,
+) -> RestoreResult:
+    """``restore_file`` on this worker thread, each step announced through
+    ``step`` (which returns once the hook is done)."""
+    if identity_or_none(target, root=root) is not None:
         return Exists()
     temp = restore_partial_of(target)
     info = {"gz": gz if isinstance(gz, Path) else gz.name, "target": target, "partial": temp}
     try:
-        bad = await in_thread(
-            cancel, _unpack, gz, span, temp, root, expect, limiter, cancel, progress
-        )
+        bad = _unpack(gz, span, temp, root, expect, limiter, cancel, progress)
         if bad is not None:
             return bad
     except PartialTaken:
         raise  # not ours: never removed
     except BaseException:
-        await _discard(temp, root, durably="restore.partial_discarded")
+        _discard(temp, root, "restore.partial_discarded")
         raise
     # Outside the clean-up: a crash here leaves the partial, as a real one would.
-    await step("restore_partial_written", info)
+    step("restore_partial_written", info)
     try:
-        result = await in_thread(cancel, _put_in_place, temp, target, root, sync_dir)
+        result = _put_in_place(temp, target, root, sync_dir)
     except BaseException:
-        await _discard(temp, root, durably="restore.partial_discarded")
+        _discard(temp, root, "restore.partial_discarded")
         raise
     if isinstance(result, Restored) and sync_dir:
-        await step("restored", info)
+        step("restored", info)
     return result
 
 
