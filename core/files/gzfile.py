@@ -66,12 +66,14 @@ from ..base.durable import Site, fsync
 from ..base.errors import ColdkeepError
 from ..base.fsutil import (
     FileIdentity,
+    create_unless_there,
     fsync_dir,
     identity_of,
     identity_or_none,
     kind_of,
     lease_held,
     open_file,
+    place_noreplace,
     rename_noreplace,
     set_mtime,
     take_lease,
@@ -534,6 +536,7 @@ async def stale_of(gz: Path, digest: Digest) -> Stale:
 
 
 def _unpack(
+    fd: int,
     gz: Path | CachedCopy,
     span: Span | None,
     partial: Path,
@@ -543,22 +546,11 @@ def _unpack(
     cancel: CancelToken,
     progress: Progress | None,
 ) -> Mismatch | None:
-    """Write the restore partial completely: bytes, then verdict, then mode, mtime
-    and fsync. On a mismatch the partial is removed. A read error names the gzip,
-    any other error the partial; a failed fsync is never retried (see
-    ``codec.compress_fd``): the caller removes the partial."""
-    # O_EXCL (and never through a link): a file already at the partial's name,
-    # an application's own or a hard link planted there, is never written to.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-    try:
-        fd = open_file(partial, flags, root=root, create_parents=True)
-    except FileExistsError as err:
-        raise PartialTaken(
-            errno.EEXIST,
-            f"{partial} already exists and is not coldkeep's: this restore is refused and "
-            "that file left untouched (move it away, then restore again)",
-            str(partial),
-        ) from err
+    """Write the restore partial (open as ``fd``, closed here) completely:
+    bytes, then verdict, then mode, mtime and fsync. On a mismatch the partial
+    is removed. A read error names the gzip, any other error the partial; a
+    failed fsync is never retried (see ``codec.compress_fd``): the caller
+    removes the partial."""
     with naming(partial), os.fdopen(fd, "wb") as out:
         src = gz if isinstance(gz, Path) else gz.open()
         try:
@@ -591,13 +583,14 @@ def _unpack(
 
 
 def _put_in_place(partial: Path, target: Path, root: Path, sync_dir: bool) -> Restored | Exists:
-    if rename_noreplace(partial, target, root=root) == "exists":
+    placed = place_noreplace(partial, target, root=root)
+    if placed is None:
         # As in _unpack: the intent is cleared next.
         _remove_durably(partial, root, "restore.partial_removed")
         return Exists()
     if sync_dir:
         fsync_dir(target.parent, root=root, site="restore.placed")
-    return Restored(identity_of(target, root=root))
+    return Restored(placed)
 
 
 async def restore_file(
@@ -648,12 +641,24 @@ def _restore(
 ) -> RestoreResult:
     """``restore_file`` on this worker thread, each step announced through
     ``step`` (which returns once the hook is done)."""
-    if identity_or_none(target, root=root) is not None:
-        return Exists()
     temp = restore_partial_of(target)
+    try:
+        # O_EXCL (and never through a link): a file already at the partial's
+        # name, an application's own or a hard link planted there, is never
+        # written to.
+        fd = create_unless_there(target, temp, root=root)
+    except FileExistsError as err:
+        raise PartialTaken(
+            errno.EEXIST,
+            f"{temp} already exists and is not coldkeep's: this restore is refused and "
+            "that file left untouched (move it away, then restore again)",
+            str(temp),
+        ) from err
+    if fd is None:
+        return Exists()
     info = {"gz": gz if isinstance(gz, Path) else gz.name, "target": target, "partial": temp}
     try:
-        bad = _unpack(gz, span, temp, root, expect, limiter, cancel, progress)
+        bad = _unpack(fd, gz, span, temp, root, expect, limiter, cancel, progress)
         if bad is not None:
             return bad
     except PartialTaken:
