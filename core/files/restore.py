@@ -397,7 +397,8 @@ class _Clearing:
         failed = await asyncio.to_thread(_sync_dirs, {p.target.parent for p in placed}, run.root)
         cleared: list[Placed] = []
         for p in batch:
-            err = failed.get(p.target.parent) if p in placed else None
+            was_placed = isinstance(p.result, Restored)
+            err = failed.get(p.target.parent) if was_placed else None
             if err is not None:
                 # Its name may not be durable: the intent stays, and recovery
                 # removes the partial by that name if a power cut brings it back.
@@ -406,7 +407,7 @@ class _Clearing:
                 failure = FileRestore(entry.id, entry.relpath, str(p.target), "error", detail)
                 run.record(run.at[p.entry_id], failure)
                 continue
-            if p in placed:
+            if was_placed:
                 info = {"target": p.target, "partial": restore_partial_of(p.target)}
                 await run.mover.step("restored", info)
             cleared.append(p)
