@@ -157,6 +157,8 @@ class RemoteSettings:
     site: str = field(default_factory=socket.gethostname)
     keep_local_days: float = 30.0  # -1: keep local copies for ever
     bytes_per_s: int = 0
+    sse: str | None = None  # server-side encryption asked of every upload (SSE_MODES)
+    kms_key_id: str | None = None  # with sse = "aws:kms": the key (None: the account's)
 
     @property
     def keeps_local(self) -> bool:
@@ -663,6 +665,7 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
         raise ConfigError(
             t.file, t.key("storage_class"), f"{storage_class!r} is not supported", fix
         )
+    sse, kms_key_id = _sse(t, url)
     remote = RemoteSettings(
         url=url,
         endpoint_url=endpoint,
@@ -671,9 +674,34 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
         site=site,
         keep_local_days=keep,
         bytes_per_s=t.integer("bytes_per_s", 0, minimum=0),
+        sse=sse,
+        kms_key_id=kms_key_id,
     )
     t.done()
     return remote
+
+
+SSE_MODES = ("AES256", "aws:kms")
+
+
+def _sse(t: _Table, url: str) -> tuple[str | None, str | None]:
+    """``[remote] sse`` and ``kms_key_id``, checked against each other and the URL."""
+    sse = t.string("sse", None)
+    kms_key_id = t.string("kms_key_id", None)
+    if sse is not None and sse not in SSE_MODES:
+        raise ConfigError(
+            t.file, t.key("sse"), f"{sse!r} is not supported", 'use "AES256" or "aws:kms"'
+        )
+    if sse is not None and not url.startswith("s3:"):
+        raise ConfigError(
+            t.file, t.key("sse"), "a file:// remote has no server-side encryption", "remove it"
+        )
+    if kms_key_id is not None and sse != "aws:kms":
+        raise ConfigError(
+            t.file, t.key("kms_key_id"), 'is a KMS key: it needs sse = "aws:kms"',
+            'set sse = "aws:kms", or remove kms_key_id',
+        )  # fmt: skip
+    return sse, kms_key_id
 
 
 class RemoteUrlError(UsageError, ValueError):

@@ -65,11 +65,44 @@ class RemoteMissing(RemoteError):
 
 
 @dataclass(frozen=True)
+class Encryption:
+    """Server-side encryption, as asked of an upload or said of an object:
+    ``AES256`` (keys the server manages), ``aws:kms`` (a KMS key: ``kms_key_id``,
+    an id, ARN or alias; None: the account's default), or None."""
+
+    sse: str | None = None
+    kms_key_id: str | None = None
+
+    def __str__(self) -> str:
+        if self.sse is None:
+            return "no server-side encryption"
+        key = f" with key {self.kms_key_id}" if self.kms_key_id else ""
+        return f"server-side encryption {self.sse}{key}"
+
+    def satisfied_by(self, got: Encryption) -> bool:
+        """Whether an object stored as ``got`` is encrypted as this asks. A key
+        asked for by id matches the ARN the server names; one asked for by
+        alias cannot be told from the answer, so any KMS key is taken."""
+        if self.sse is None:
+            return True
+        if got.sse != self.sse:
+            return False
+        want, key = self.kms_key_id, got.kms_key_id or ""
+        return (
+            want is None
+            or want.startswith("alias/")
+            or key in (want, f"key/{want}")
+            or (key.endswith(f":key/{want}"))
+        )
+
+
+@dataclass(frozen=True)
 class Put:
     """A create-only upload's answer."""
 
     created: bool  # False: the key held an object already, left as it was
     kept: str | None = None  # hex SHA-256 the server's answer says it keeps, if it said
+    encryption: Encryption | None = None  # what the answer says it applied, if it said
 
 
 @dataclass(frozen=True)
@@ -77,6 +110,7 @@ class ObjectInfo:
     key: str
     size: int
     sha256: str | None = None  # hex; None where the server keeps no checksum
+    encryption: Encryption = Encryption()  # as a HEAD says it (a listing does not)
 
 
 class ObjectStore(ABC):
@@ -84,6 +118,7 @@ class ObjectStore(ABC):
 
     url: str  # for messages: never holds a credential
     conditional: bool = True  # refuses to overwrite on its own
+    encryption: Encryption = Encryption()  # asked of every upload ([remote] sse)
 
     def where(self, key: str) -> str:
         return f"{self.url.rstrip('/')}/{key}"

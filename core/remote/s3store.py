@@ -11,6 +11,9 @@ Invariants:
   the body against it, keeps it, says it in the PUT's answer, and ``head`` reads
   it back (``ChecksumMode=ENABLED``). A server that keeps none answers without
   it and the caller reads the bytes back instead.
+- With ``[remote] sse``, every PUT asks for that server-side encryption (and
+  ``kms_key_id``'s key); the PUT's answer and ``head`` say what the server
+  applied, for the caller to hold against what was asked.
 - Credentials come from botocore's standard chain only; a missing or refused one
   is a ``RemoteAuthError`` saying where credentials are looked for, and no
   message carries a key. An endpoint no connection reaches is a
@@ -54,6 +57,7 @@ from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.names import is_text
 from .objectstore import (
+    Encryption,
     ObjectInfo,
     ObjectStore,
     Put,
@@ -103,6 +107,11 @@ def _hex(b64: str | None) -> str | None:
     return base64.b64decode(b64).hex()
 
 
+def _encryption(answer: dict[str, Any]) -> Encryption:
+    """The server-side encryption a PUT's or a HEAD's answer says."""
+    return Encryption(answer.get("ServerSideEncryption"), answer.get("SSEKMSKeyId"))
+
+
 class S3Store(ObjectStore):
     def __init__(self, remote: RemoteSettings) -> None:
         bucket, _, prefix = remote.url.removeprefix("s3://").partition("/")
@@ -110,6 +119,7 @@ class S3Store(ObjectStore):
         self.prefix = f"{prefix}/" if prefix else ""
         self.url = remote.url
         self.remote = remote
+        self.encryption = Encryption(remote.sse, remote.kms_key_id)
         self.conditional = True
         self.notices: list[str] = []
         self._probed = False
@@ -244,6 +254,10 @@ class S3Store(ObjectStore):
         }
         if self.conditional:
             args["IfNoneMatch"] = "*"
+        if self.encryption.sse is not None:
+            args["ServerSideEncryption"] = self.encryption.sse
+        if self.encryption.kms_key_id is not None:
+            args["SSEKMSKeyId"] = self.encryption.kms_key_id
         body = await asyncio.to_thread(open, src, "rb")
         try:
             with body:
@@ -254,7 +268,7 @@ class S3Store(ObjectStore):
             raise self._error(key, err, "uploading") from err
         except BotoCoreError as err:
             raise self._error(key, err, "uploading") from err
-        return Put(created=True, kept=_hex(got.get("ChecksumSHA256")))
+        return Put(created=True, kept=_hex(got.get("ChecksumSHA256")), encryption=_encryption(got))
 
     # reads ---------------------------------------------------------------------
 
@@ -270,7 +284,9 @@ class S3Store(ObjectStore):
             raise self._error(key, err, "reading its size and checksum") from err
         except BotoCoreError as err:
             raise self._error(key, err, "reading its size and checksum") from err
-        return ObjectInfo(key, int(got["ContentLength"]), _hex(got.get("ChecksumSHA256")))
+        return ObjectInfo(
+            key, int(got["ContentLength"]), _hex(got.get("ChecksumSHA256")), _encryption(got)
+        )
 
     async def _get(self, key: str, doing: str, **ranged: str) -> bytes:
         """The object's body (or a range of it), read again while it comes back

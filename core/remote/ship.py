@@ -59,7 +59,7 @@ import posixpath
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects
 from .fetch import clear_scratch, remove_scratch
 from .marker import check_marker
 from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
-from .objectstore import ObjectInfo, ObjectStore, Put, RemoteFatal
+from .objectstore import Encryption, ObjectInfo, ObjectStore, Put, RemoteFatal
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -139,6 +139,7 @@ class _Sent:
     sha: str
     created: bool
     kept: str | None  # the SHA-256 the PUT's answer says the server keeps
+    encryption: Encryption | None  # what the PUT's answer says the server applied
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,12 @@ class Shipper:
                 sent = await self._upload_file(path)
                 if sent is None:
                     return
-                if not (sent.created and sent.kept == sent.sha):
+                answered = sent.encryption or Encryption()
+                if not (
+                    sent.created
+                    and sent.kept == sent.sha
+                    and self.store.encryption.satisfied_by(answered)
+                ):
                     await self._confirm_one(sent)
                     return
             waiting.append(sent)
@@ -407,7 +413,7 @@ class Shipper:
     async def _upload(self, path: str, local: Path, size: int, sha: str) -> _Sent:
         put = await self._put(self.key(path), local, size, sha)
         await self._announce("object_uploaded", path)
-        return _Sent(path, size, sha, put.created, put.kept)
+        return _Sent(path, size, sha, put.created, put.kept, put.encryption)
 
     async def _read_back(self, sent: _Sent) -> str | None:
         """None when the server holds exactly ``sent``'s bytes at its key (size
@@ -416,15 +422,21 @@ class Shipper:
         key = self.key(sent.path)
         info = await self.store.head(key)
         if info is not None and info.sha256 is None:
-            info = await self._read_bytes_back(key, info.size)
+            info = await self._read_bytes_back(info)
         if info is None:
             return f"{self.store.where(key)}: gone right after its upload; not recorded"
+        how = "was uploaded" if sent.created else "was already there"
         if (info.size, info.sha256) != (sent.size, sent.sha):
-            how = "was uploaded" if sent.created else "was already there"
             return (
                 f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
                 f"not the local {sent.size} bytes, sha256 {sent.sha}: not recorded, nothing "
                 "replaced (another host shipping as the same remote.site?)"
+            )
+        if not self.store.encryption.satisfied_by(info.encryption):
+            return (
+                f"{self.store.where(key)} {how} with {info.encryption}, not the "
+                f"{self.store.encryption} [remote] asks for: not recorded (does a bucket "
+                "policy or a proxy change it? doctor reads the bucket's default)"
             )
         return None
 
@@ -458,10 +470,10 @@ class Shipper:
             return Put(created=False)  # under the archive lock: nobody of this site writes
         return await self.store.put_new(key, local, size, sha)
 
-    async def _read_bytes_back(self, key: str, size: int) -> ObjectInfo:
+    async def _read_bytes_back(self, head: ObjectInfo) -> ObjectInfo:
         """A server that keeps no checksum: the bytes read back and hashed."""
-        data = await self.store.read_range(key, 0, size) if size else b""
-        return ObjectInfo(key, len(data), hashlib.sha256(data).hexdigest())
+        data = await self.store.read_range(head.key, 0, head.size) if head.size else b""
+        return replace(head, size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
     def _problem(self, path: str, message: str) -> None:
         self.report.problems.append(message)

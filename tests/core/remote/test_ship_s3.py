@@ -37,13 +37,15 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
     report_line(request.config, t.line("S3 fault matrix", "faults"))
 
 
-def with_remote(archived: Path, tmp_path: Path, s3: S3Site, keep_local_days: int = 0) -> Path:
+def with_remote(
+    archived: Path, tmp_path: Path, s3: S3Site, keep_local_days: int = 0, more: str = ""
+) -> Path:
     site = tmp_path / "site"
     shutil.copytree(archived, site, symlinks=True)
     set_remote(
         site,
         f'url = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
-        f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = {keep_local_days}\n',
+        f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = {keep_local_days}\n{more}',
     )
     return site
 
@@ -382,3 +384,45 @@ def test_a_prefix_emptied_behind_coldkeeps_back_stops_the_ship_and_drops_nothing
     assert "has no marker: is its disk mounted?" in line, run.stderr
     assert s3.server.list_keys(s3.bucket, f"{PREFIX}/") == []
     assert sorted(p for p in (site / "archive" / "files").rglob("*") if p.is_file()) == local
+
+
+def _encryption_of(s3: S3Site, key: str) -> tuple[str | None, str | None]:
+    got = s3.server.client.head_object(Bucket=s3.bucket, Key=key)
+    return got.get("ServerSideEncryption"), got.get("SSEKMSKeyId")
+
+
+def test_every_object_is_stored_with_the_server_side_encryption_asked(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    asked = 'sse = "aws:kms"\nkms_key_id = "coldkeep-test"\n'
+    site = with_remote(archived, tmp_path, s3, keep_local_days=-1, more=asked)
+    doc = ck_json(site, "ship")
+    assert doc["ok"] and doc["result"]["problems"] == [] and doc["result"]["uploaded"] > 0
+    keys = s3.server.list_keys(s3.bucket, f"{PREFIX}/{SITE}/")
+    assert keys and {k.rsplit("/", 2)[-2] for k in keys} >= {"manifest"}
+    for key in keys:
+        sse, kms = _encryption_of(s3, key)
+        assert sse == "aws:kms" and (kms or "").endswith("coldkeep-test"), key
+    check(site, s3, tally)
+
+
+def test_an_object_stored_without_the_encryption_asked_is_not_recorded(
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally
+) -> None:
+    """A proxy (or policy) that drops the encryption header: the answer says
+    what the server applied, each such object is a problem, nothing is
+    recorded or dropped, and the next ship, through an honest path, says the
+    same of what is already there until it is replaced."""
+    site = with_remote(archived, tmp_path, s3, more='sse = "aws:kms"\n')
+    rule = s3.proxy.fail(StripHeader("x-amz-server-side-encryption"), method="PUT", path="/files/")
+    result = ck_json(site, "ship", check=1)["result"]
+    assert rule.hits > 0
+    problems = [p for p in result["problems"] if "/files/" in p]
+    assert len(problems) == rule.hits, problems
+    assert all("not the server-side encryption aws:kms [remote] asks for" in p for p in problems)
+    assert not [p for p in remote_rows(site) if p.startswith("files/")], "nothing recorded"
+    assert [p for p in (site / "archive" / "files").rglob("*.gz")], "nothing dropped"
+    s3.proxy.clear()
+    again = ck_json(site, "ship", check=1)["result"]
+    assert [p for p in again["problems"] if "was already there with" in p] != []
+    check(site, s3, tally)
