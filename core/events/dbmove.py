@@ -81,7 +81,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
-import math
 import os
 import sqlite3
 import time
@@ -140,10 +139,7 @@ LOCK_TARGET_S = 0.005
 # SQLite's default busy handler (the one an application's busy_timeout installs)
 # retries a refused writer this long after its first try, then every 100 ms.
 BUSY_RETRIES_MS = (0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228)
-# Each of those sleeps (usleep) overruns: by 95 us at the median, 100-140 us at
-# the 90th percentile, on the reference machine at load 2.7. The gap allows this
-# much for each sleep before the retry it waits for.
-OVERSLEEP_S = 0.00015
+GAP_MARGIN_S = 0.0005
 MIN_IDS = 64
 # No memory-mapped I/O on live or the month DBs (set to 0 whatever SQLite's build
 # default): a read error on a mapped page is a SIGBUS, which kills coldkeep (and a
@@ -240,14 +236,12 @@ def writer_gap_s(locked_s: float) -> float:
     …; the first of those past H comes at most one step of that schedule after
     H, and the longest such step is the one H falls in (from x = 0): 5 ms for
     locks up to 8 ms, 10 ms up to 18 ms, and so on. A writer waits at most that
-    step past the lock, plus what its sleeps up to that retry overran (k sleeps
-    for the retry at the k-th step)."""
+    step past the lock."""
     locked_ms = locked_s * 1000
-    for sleeps, (before, after) in enumerate(itertools.pairwise(BUSY_RETRIES_MS), start=1):
+    for before, after in itertools.pairwise(BUSY_RETRIES_MS):
         if locked_ms <= after:
-            return (after - before) / 1000 + sleeps * OVERSLEEP_S
-    sleeps = len(BUSY_RETRIES_MS) + math.ceil((locked_ms - BUSY_RETRIES_MS[-1]) / 100)
-    return 0.1 + sleeps * OVERSLEEP_S
+            return (after - before) / 1000 + GAP_MARGIN_S
+    return 0.1 + GAP_MARGIN_S
 
 
 def _marks(n: int) -> str:
