@@ -15,8 +15,9 @@ sized so that step 3 holds live's write lock about LOCK_TARGET_S):
      refused, reported, kept in both; the rest are copied (``INSERT … SELECT``
      over the id range, eligibility and month tested as they are copied; the
      first month's copy stops at ``batch_rows`` rows, and the batch's range
-     ends where it stopped; then the months of the range's other eligible
-     rows, if any, are found and copied the same way) and committed
+     ends where it stopped, or before the next month's first row (a month's
+     turn); when other months' rows are interleaved with it, the copy is
+     rolled back and each month of the range copied the same way) and committed
      (WAL, synchronous=NORMAL), then made durable by an fsync of the month's
      WAL on a thread of its own (``MonthDbs.sync``). Rows a restore put back
      are left out everywhere                                   ->  batch_archived
@@ -58,7 +59,8 @@ Invariants:
   checkpointed by ``LiveCheckpointer`` (PASSIVE) every N batches and whenever it
   grows past a size. Its own commits to live are ``synchronous = NORMAL``: a
   delete lost to a power cut puts the row back in live, beside its archived
-  copy, which the next pass settles; the month DBs stay FULL.
+  copy, which the next pass settles. The month DBs commit with NORMAL too:
+  step 2 fsyncs each month's WAL before any of its rows is deleted.
 - A month DB that cannot be opened or fails its quick check is refused for this
   pass (its rows stay live); the other months go on.
 - The application's triggers that a DELETE on the events table fires, and the
@@ -69,8 +71,10 @@ Invariants:
   only around the DELETE.
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
-that), the checker on one more, the month DBs' fsyncs on another, and a
-detached month's checkpoint (``MonthDbs._detach``) on a closer thread; steps
+that), the checker on one more, the month DBs' fsyncs on another, the next
+month DB's creation on another (``MonthDbs._prepare_next``), and a detached
+month's checkpoint (``MonthDbs._detach``: a month idle for a few batches, the
+ninth attached, or at the end) on a closer thread; steps
 are announced through the async step hook from the first. One run's state (the
 live connection, the table, the month DBs, the eligibility test) is set up
 once, as a ``_Run``.
