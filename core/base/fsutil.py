@@ -212,12 +212,51 @@ def _link_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> RenameResul
 def rename_noreplace(src: Path, dst: Path, *, root: Path) -> RenameResult:
     """Move ``src`` to ``dst`` (both under ``root``) unless ``dst`` exists; never
     replaces, never through a link. The caller fsyncs the directory."""
+    if src.parent == dst.parent:  # a temporary beside its final name: one walk
+        with beneath.parent(root, dst) as (fd, name), naming(src):
+            return _rename_noreplace_at(fd, src.name, fd, name)
     with (
         beneath.parent(root, src) as (src_fd, src_name),
         beneath.parent(root, dst) as (dst_fd, dst_name),
         naming(src),
     ):
         return _rename_noreplace_at(src_fd, src_name, dst_fd, dst_name)
+
+
+def place_noreplace(src: Path, dst: Path, *, root: Path) -> FileIdentity | None:
+    """``rename_noreplace`` of ``src`` to ``dst`` in the same directory, then the
+    identity of the file placed, ``lstat``'ed through the same walk (after the
+    rename: it changed the file's ctime); None when ``dst`` exists and nothing
+    moved. The caller fsyncs the directory."""
+    if src.parent != dst.parent:
+        raise ValueError(f"{src} and {dst} are not in one directory")
+    with beneath.parent(root, dst) as (fd, name):
+        with naming(src):
+            if _rename_noreplace_at(fd, src.name, fd, name) == "exists":
+                return None
+        with naming(dst):
+            return FileIdentity.of_stat(os.stat(name, dir_fd=fd, follow_symlinks=False))
+
+
+def create_unless_there(there: Path, new: Path, *, root: Path) -> int | None:
+    """``new`` created (write-only, 0600, ``O_EXCL``, never through a link) in
+    the directory of ``there`` (its directories made on the way, each one
+    durable), unless ``there`` exists, whatever it is: then None, and nothing
+    is created. One walk for both names (a restore's target and its partial).
+    ``new`` already there is ``FileExistsError``."""
+    if new.parent != there.parent:
+        raise ValueError(f"{new} and {there} are not in one directory")
+    with beneath.parent(root, there, create=True) as (fd, name):
+        try:
+            with naming(there):
+                os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            return None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with naming(new):
+            return os.open(new.name, flags, 0o600, dir_fd=fd)
 
 
 def _rename_noreplace_at(src_fd: int, src: str, dst_fd: int, dst: str) -> RenameResult:

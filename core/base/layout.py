@@ -5,6 +5,9 @@
     <archive_root>/.lock                     the mutex (see lock.py)
     <archive_root>/.reserve                  room kept to record a full filesystem (space.py)
     <archive_root>/.coldkeep.sock            the attach socket of the lock's holder (ops/attach.py)
+    <archive_root>/coldkeep.paths            every entry's path, for the browser's filter: a cache
+                                             (files/pathindex.py), ``coldkeep.paths.<hex>.partial``
+                                             while it is built
     <archive_root>/.remote-<what>-<hex>.partial
                                              a copy read back from the remote tier (remote/fetch.py)
     <archive_root>/files/<relpath>.gz        one gzip per archived file version
@@ -50,6 +53,7 @@ ASIDE_PREFIX = ".coldkeep-unlinking-"
 GZ_SUFFIX = ".gz"
 MANIFEST_NAME = "coldkeep.db"
 SITE_NAME = "coldkeep.site"
+PATH_INDEX_NAME = "coldkeep.paths"
 LOCK_NAME = ".lock"
 RESERVE_NAME = ".reserve"
 SOCKET_NAME = ".coldkeep.sock"

@@ -23,6 +23,8 @@ Query language, words separated by spaces (all must hold):
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import sqlite3
 from collections.abc import Callable
@@ -37,14 +39,14 @@ from ..base.times import now_ms
 from ..store.legalholds import ActiveHolds, read_active
 from ..store.manifest import EntryStatus, read_entry_count, reading
 from ..store.remoteobjects import read_copies
+from .pathindex import PathIndex, Stopped, Unusable
+
+# Stopped is the filter's, raised from either module.
+__all__ = ["Catalog", "CatalogRow", "Query", "QueryError", "Stopped", "load_catalog", "parse_query"]
 
 
 class QueryError(UsageError, ValueError):
     """A filter word that cannot be understood; the message says which."""
-
-
-class Stopped(Exception):
-    """A filter given up part way: its ``stop`` said a newer one replaced it."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,22 @@ class Catalog:
     manifest: Path
     entries: int = 0
     holds: ActiveHolds = field(default_factory=lambda: ActiveHolds([]))
+    paths: PathIndex | None = None
 
     def __len__(self) -> int:
         return self.entries
+
+    def prepare(self) -> str | None:
+        """The index of paths built or brought up to date (seconds at 10,000,000
+        entries, a worker's job; until then a word scans the relpath index).
+        None, or why there is none (the filter still works, slower)."""
+        if self.paths is None:
+            return None
+        try:
+            self.paths.prepare()
+        except (Unusable, OSError, sqlite3.Error) as err:
+            return f"{self.paths.path}: {err}"
+        return None
 
     def filter(
         self,
@@ -146,7 +161,9 @@ class Catalog:
             if stop is not None:
                 db.set_progress_handler(stop, _STEPS_BETWEEN_STOPS)
             try:
-                found = self._filter(db, query, limit, cap)
+                found = self._indexed(db, query, limit, cap, stop)
+                if found is None:
+                    found = self._filter(db, query, limit, cap)
             except sqlite3.OperationalError as err:
                 if stop is not None and stop():
                     raise Stopped from err
@@ -160,8 +177,11 @@ class Catalog:
         self, db: sqlite3.Connection, query: Query, limit: int, cap: int
     ) -> tuple[int, list[CatalogRow], bool]:
         where, params = _where(query)
+        # The page chosen by id first: from an index that holds the path (the
+        # relpath index, the sha256 one) no other row is read.
         rows = db.execute(
-            f"SELECT {_SELECTED} FROM entries {where} ORDER BY relpath, id LIMIT ?",
+            f"SELECT {_SELECTED} FROM (SELECT id AS pick FROM entries {where} "
+            "ORDER BY relpath, id LIMIT ?) CROSS JOIN entries ON id = pick ORDER BY relpath, id",
             [*params, limit],
         ).fetchall()
         if len(rows) < limit:
@@ -176,6 +196,37 @@ class Catalog:
             total, capped = min(n, cap), n > cap
         copies = read_copies(db, (r[8] for r in rows))
         return total, [self._row(r, copies) for r in rows], capped
+
+    def _indexed(
+        self,
+        db: sqlite3.Connection,
+        query: Query,
+        limit: int,
+        cap: int,
+        stop: Callable[[], bool] | None,
+    ) -> tuple[int, list[CatalogRow], bool] | None:
+        """The filter answered from the entries whose path holds its longest word
+        (the index of paths, and the entries archived since it was brought up to
+        date); None when there is no index yet, or more than ``cap`` hold the word
+        (a common word: the relpath index finds its first page at once)."""
+        if not query.text or self.paths is None:
+            return None
+        word = max(query.text, key=len)
+        found = self.paths.candidates(os.fsencode(word), cap, stop)
+        if found is None or len(found[0]) > cap:
+            return None
+        ids, covered = found
+        ids += [i for (i,) in db.execute(_SINCE, [covered, to_db(word), cap + 1 - len(ids)])]
+        if len(ids) > cap:
+            return None
+        where, params = _where(query)
+        among = [json.dumps(ids), *params]
+        rows = db.execute(
+            f"SELECT {_SELECTED} {_AMONG} {where} ORDER BY relpath, id LIMIT ?", [*among, limit]
+        ).fetchall()
+        [(total,)] = db.execute(f"SELECT count(*) {_AMONG} {where}", among).fetchall()
+        copies = read_copies(db, (r[8] for r in rows))
+        return total, [self._row(r, copies) for r in rows], False
 
     def _row(self, r: tuple[Any, ...], copies: dict[str, bool]) -> CatalogRow:
         entry_id, relpath, unit, sha, status, size, mtime, archived, gz, offset = r
@@ -193,6 +244,10 @@ _STEPS_BETWEEN_STOPS = 20_000
 # A row's copies by read_copies' answer for its gzip: none remote, the local one
 # still relied on, or dropped.
 _COPIES: dict[bool | None, str] = {None: "local", True: "local + remote", False: "remote"}
+# The entries with the given ids (a JSON list), each read by its id.
+_AMONG = "FROM (SELECT value AS candidate FROM json_each(?)) CROSS JOIN entries ON id = candidate"
+# Entries past those the index of paths covers, whose path holds a word.
+_SINCE = "SELECT id FROM entries WHERE id > ? AND instr(relpath, ?) > 0 ORDER BY id LIMIT ?"
 _SELECTED = (
     "id, relpath, unit, sha256, status, bytes, mtime_ns, archived_at, gz_path, member_offset"
 )
@@ -230,4 +285,6 @@ def load_catalog(manifest: Path) -> Catalog:
     if not manifest.exists():
         return Catalog(manifest)
     with reading(manifest) as db:
-        return Catalog(manifest, read_entry_count(db), read_active(db, now_ms()))
+        return Catalog(
+            manifest, read_entry_count(db), read_active(db, now_ms()), PathIndex(manifest)
+        )

@@ -14,14 +14,19 @@ Invariants:
   written; a missing manifest is said in one line.
 - Fast at a million entries: the glob's literal prefix is a range of the
   relpath index, its longest literal piece an ``instr`` in SQL; only those
-  candidates meet the glob's regex, and only the matches are read whole.
+  candidates meet the glob's regex, and only the matches are read whole. A
+  pattern without a literal prefix asks the index of paths beside the manifest
+  (pathindex.py) for its longest piece when the console left one there: a
+  tenth of the relpath index's scan at 10,000,000 entries.
 - Names are bytes: a name that is not UTF-8 (a BLOB) is found like any other,
   and given back exactly (the text client escapes it, --json carries it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,9 +37,12 @@ from ..base.times import now_ms
 from ..store.legalholds import Hold, active
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import copies_of
+from .pathindex import PathIndex
 
 Location = Literal["gzip", "bundle", "remote", "missing", "expired"]
 _GLOB_CHARS = "*?["
+# Above this many paths holding the word, the relpath index is scanned instead.
+FROM_INDEX_AT_MOST = 50_000
 
 
 class NothingFound(UsageError, ValueError):
@@ -190,6 +198,30 @@ def _nothing(pattern: str, glob: bool) -> str:
     return f"no archived file matches the glob {pattern!r}{anywhere}"
 
 
+async def _from_index(manifest: Manifest, pieces: list[str]) -> list[Entry] | None:
+    """The entries whose path may hold the longest of ``pieces``, through the
+    index of paths (read as it is: nothing written); None without one this
+    process could check, or for a piece so common that scanning the relpath
+    index costs no more."""
+    index = PathIndex(manifest.path)
+    word = max(pieces, key=len)
+
+    def candidates() -> tuple[list[int], int] | None:
+        try:
+            usable = index.check()
+        except (OSError, sqlite3.Error):
+            return None  # unreadable: the manifest's own index answers
+        found = index.candidates(os.fsencode(word), FROM_INDEX_AT_MOST) if usable else None
+        return None if found is None or len(found[0]) > FROM_INDEX_AT_MOST else found
+
+    found = await asyncio.to_thread(candidates)
+    if found is None:
+        return None
+    ids, covered = found
+    ids += [i for i, _ in await manifest.paths_after(covered, word)]
+    return await manifest.entries_with_ids(ids) if ids else []
+
+
 async def find(manifest_path: Path, pattern: str, live_root: Path | None) -> Found:
     """The versions of every archived path ``pattern`` matches (module doc)."""
     pattern = relative(pattern, live_root, "PATTERN")
@@ -199,11 +231,18 @@ async def find(manifest_path: Path, pattern: str, live_root: Path | None) -> Fou
     match = compile_glob(pattern).fullmatch if glob else None  # a bad glob: one line
     prefix, pieces = (literal_prefix(pattern), literal_pieces(pattern)) if glob else ("", [pattern])
     async with await _open(manifest_path) as manifest:
-        # Every piece as a filter in SQL: a glob whose prefix spans the whole
-        # archive ("logs/*/app.log") still hands Python only its candidates.
-        candidates = await manifest.paths_from(prefix, [p for p in pieces if p not in prefix])
-        ids = [i for i, path in candidates if match is None or match(path)]
-        entries = await manifest.entries_with_ids(ids) if ids else []
+        indexed = await _from_index(manifest, pieces) if not prefix and any(pieces) else None
+        if indexed is not None:
+            entries = [
+                e for e in indexed
+                if all(p in e.relpath for p in pieces) and (match is None or match(e.relpath))
+            ]  # fmt: skip
+        else:
+            # Every piece as a filter in SQL: a glob whose prefix spans the whole
+            # archive ("logs/*/app.log") still hands Python only its candidates.
+            candidates = await manifest.paths_from(prefix, [p for p in pieces if p not in prefix])
+            ids = [i for i, path in candidates if match is None or match(path)]
+            entries = await manifest.entries_with_ids(ids) if ids else []
         entries.sort(key=lambda e: (e.relpath, *_newest_first(e)))
         versions = await _described(manifest, entries)
     if not versions:

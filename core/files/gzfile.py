@@ -66,12 +66,14 @@ from ..base.durable import Site, fsync
 from ..base.errors import ColdkeepError
 from ..base.fsutil import (
     FileIdentity,
+    create_unless_there,
     fsync_dir,
     identity_of,
     identity_or_none,
     kind_of,
     lease_held,
     open_file,
+    place_noreplace,
     rename_noreplace,
     set_mtime,
     take_lease,
@@ -263,18 +265,13 @@ def lease_guard(fd: int, path: Path, progress: Progress | None) -> Progress:
     return guarded
 
 
-async def _discard(path: Path, root: Path, *, durably: Site | None = None) -> None:
-    """Remove a temporary, even while the caller is being cancelled. ``durably``:
-    a restore partial, whose intent may be cleared next: its directory is fsynced
-    too (as that fsync site), best effort (the error being handled is the one to
-    report)."""
-
-    def remove() -> None:
-        if unlink_if_present(path, root=root) and durably:
-            with contextlib.suppress(OSError):
-                fsync_dir(path.parent, root=root, site=durably)
-
-    await asyncio.shield(asyncio.to_thread(remove))
+def _discard(path: Path, root: Path, durably: Site) -> None:
+    """A restore partial removed after an error: its intent may be cleared next,
+    so its directory is fsynced too (as that fsync site), best effort (the error
+    being handled is the one to report)."""
+    if unlink_if_present(path, root=root):
+        with contextlib.suppress(OSError):
+            fsync_dir(path.parent, root=root, site=durably)
 
 
 def _create_archive_partial(partial: Path, root: Path) -> int:
@@ -539,6 +536,7 @@ async def stale_of(gz: Path, digest: Digest) -> Stale:
 
 
 def _unpack(
+    fd: int,
     gz: Path | CachedCopy,
     span: Span | None,
     partial: Path,
@@ -548,22 +546,11 @@ def _unpack(
     cancel: CancelToken,
     progress: Progress | None,
 ) -> Mismatch | None:
-    """Write the restore partial completely: bytes, then verdict, then mode, mtime
-    and fsync. On a mismatch the partial is removed. A read error names the gzip,
-    any other error the partial; a failed fsync is never retried (see
-    ``codec.compress_fd``): the caller removes the partial."""
-    # O_EXCL (and never through a link): a file already at the partial's name,
-    # an application's own or a hard link planted there, is never written to.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-    try:
-        fd = open_file(partial, flags, root=root, create_parents=True)
-    except FileExistsError as err:
-        raise PartialTaken(
-            errno.EEXIST,
-            f"{partial} already exists and is not coldkeep's: this restore is refused and "
-            "that file left untouched (move it away, then restore again)",
-            str(partial),
-        ) from err
+    """Write the restore partial (open as ``fd``, closed here) completely:
+    bytes, then verdict, then mode, mtime and fsync. On a mismatch the partial
+    is removed. A read error names the gzip, any other error the partial; a
+    failed fsync is never retried (see ``codec.compress_fd``): the caller
+    removes the partial."""
     with naming(partial), os.fdopen(fd, "wb") as out:
         src = gz if isinstance(gz, Path) else gz.open()
         try:
@@ -596,13 +583,14 @@ def _unpack(
 
 
 def _put_in_place(partial: Path, target: Path, root: Path, sync_dir: bool) -> Restored | Exists:
-    if rename_noreplace(partial, target, root=root) == "exists":
+    placed = place_noreplace(partial, target, root=root)
+    if placed is None:
         # As in _unpack: the intent is cleared next.
         _remove_durably(partial, root, "restore.partial_removed")
         return Exists()
     if sync_dir:
         fsync_dir(target.parent, root=root, site="restore.placed")
-    return Restored(identity_of(target, root=root))
+    return Restored(placed)
 
 
 async def restore_file(
@@ -622,7 +610,8 @@ async def restore_file(
     cache) back at ``target`` (the caller checked that the path
     is inside its ``root``, every name reached beneath it): ``<target>.restore-partial``,
     sha256 verified, mode and mtime set, fsynced, renamed into place without
-    replacing anything that is there, the directory fsynced. A target that exists
+    replacing anything that is there, the directory fsynced; in one trip to a
+    worker thread. A target that exists
     is ``exists``, untouched. ``sync_dir=False``: the directory is left to the
     caller, who fsyncs it once for the files it placed there and announces
     ``restored`` for each, before their intents are cleared.
@@ -631,30 +620,61 @@ async def restore_file(
     one, and the restore intent names it for recovery.
     """
     cancel = cancel or CancelToken()
-    if await asyncio.to_thread(functools.partial(identity_or_none, target, root=root)) is not None:
-        return Exists()
+    announce = thread_step(step, asyncio.get_running_loop())
+    return await in_thread(
+        cancel, _restore, gz, target, expect, root, span, limiter, cancel, announce, progress,
+        sync_dir,
+    )  # fmt: skip
+
+
+def _restore(
+    gz: Path | CachedCopy,
+    target: Path,
+    expect: RestoreExpect,
+    root: Path,
+    span: Span | None,
+    limiter: RateLimiter,
+    cancel: CancelToken,
+    step: ThreadStep,
+    progress: Progress | None,
+    sync_dir: bool,
+) -> RestoreResult:
+    """``restore_file`` on this worker thread, each step announced through
+    ``step`` (which returns once the hook is done)."""
     temp = restore_partial_of(target)
+    try:
+        # O_EXCL (and never through a link): a file already at the partial's
+        # name, an application's own or a hard link planted there, is never
+        # written to.
+        fd = create_unless_there(target, temp, root=root)
+    except FileExistsError as err:
+        raise PartialTaken(
+            errno.EEXIST,
+            f"{temp} already exists and is not coldkeep's: this restore is refused and "
+            "that file left untouched (move it away, then restore again)",
+            str(temp),
+        ) from err
+    if fd is None:
+        return Exists()
     info = {"gz": gz if isinstance(gz, Path) else gz.name, "target": target, "partial": temp}
     try:
-        bad = await in_thread(
-            cancel, _unpack, gz, span, temp, root, expect, limiter, cancel, progress
-        )
+        bad = _unpack(fd, gz, span, temp, root, expect, limiter, cancel, progress)
         if bad is not None:
             return bad
     except PartialTaken:
         raise  # not ours: never removed
     except BaseException:
-        await _discard(temp, root, durably="restore.partial_discarded")
+        _discard(temp, root, "restore.partial_discarded")
         raise
     # Outside the clean-up: a crash here leaves the partial, as a real one would.
-    await step("restore_partial_written", info)
+    step("restore_partial_written", info)
     try:
-        result = await in_thread(cancel, _put_in_place, temp, target, root, sync_dir)
+        result = _put_in_place(temp, target, root, sync_dir)
     except BaseException:
-        await _discard(temp, root, durably="restore.partial_discarded")
+        _discard(temp, root, "restore.partial_discarded")
         raise
     if isinstance(result, Restored) and sync_dir:
-        await step("restored", info)
+        step("restored", info)
     return result
 
 

@@ -88,11 +88,16 @@ class RemoteCopies(Protocol):
 
 @asynccontextmanager
 async def entry_gzip(
-    entry: Entry, layout: Layout, remote: RemoteCopies | None, cancel: CancelToken
+    entry: Entry,
+    layout: Layout,
+    remote: RemoteCopies | None,
+    cancel: CancelToken,
+    local: Path | None = None,
 ) -> AsyncIterator[GzipAt | None]:
     """``entry``'s gzip, readable for the life of the block; None when no copy
     holds it (the local one gone or recorded missing, and no remote one). A
-    ``gz_path`` that would leave archive_root is ``UnsafePath``."""
+    ``gz_path`` that would leave archive_root is ``UnsafePath``. ``local``: its
+    local path, already checked by the caller (``layout.abs``)."""
     source = "local" if remote is None else await remote.source_of(entry)
     if source is None or (source == "local" and entry.status == "missing"):
         yield None
@@ -102,8 +107,10 @@ async def entry_gzip(
         async with remote.gzip_of(entry, cancel) as at:
             yield at
         return
-    # Its parents are lstat'ed (no link on the way): off the event loop.
-    yield GzipAt(await asyncio.to_thread(layout.abs, entry.gz_path), entry.span, "local")
+    if local is None:
+        # Its parents are lstat'ed (no link on the way): off the event loop.
+        local = await asyncio.to_thread(layout.abs, entry.gz_path)
+    yield GzipAt(local, entry.span, "local")
 
 
 @dataclass(frozen=True)

@@ -397,7 +397,8 @@ class _Clearing:
         failed = await asyncio.to_thread(_sync_dirs, {p.target.parent for p in placed}, run.root)
         cleared: list[Placed] = []
         for p in batch:
-            err = failed.get(p.target.parent) if p in placed else None
+            was_placed = isinstance(p.result, Restored)
+            err = failed.get(p.target.parent) if was_placed else None
             if err is not None:
                 # Its name may not be durable: the intent stays, and recovery
                 # removes the partial by that name if a power cut brings it back.
@@ -406,7 +407,7 @@ class _Clearing:
                 failure = FileRestore(entry.id, entry.relpath, str(p.target), "error", detail)
                 run.record(run.at[p.entry_id], failure)
                 continue
-            if p in placed:
+            if was_placed:
                 info = {"target": p.target, "partial": restore_partial_of(p.target)}
                 await run.mover.step("restored", info)
             cleared.append(p)
@@ -436,10 +437,11 @@ class _Ahead:
     chunks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     ids: dict[int, int] = field(default_factory=dict)  # entry's place -> its intent, not yet taken
     targets: dict[int, Path | str] = field(default_factory=dict)  # ... its target, or why refused
+    gzips: dict[int, Path] = field(default_factory=dict)  # ... its local gzip's path, checked
 
-    async def take(self, i: int) -> tuple[Path, int] | str:
-        """File ``i``'s target and intent, now the caller's; or why its target
-        or its gzip's path is refused (no intent recorded for it)."""
+    async def take(self, i: int) -> tuple[Path, int, Path] | str:
+        """File ``i``'s target, intent and local gzip path, now the caller's; or
+        why its target or its gzip's path is refused (no intent recorded for it)."""
         k = i // self.chunk
         for n in (k, k + 1):  # the next chunk's commit overlaps this chunk's files
             if n not in self.chunks and n * self.chunk < len(self.run.entries):
@@ -448,13 +450,18 @@ class _Ahead:
         # Shielded: a worker stopped while it waits leaves the chunk's commit to finish.
         await asyncio.shield(self.chunks[k])
         target = self.targets.pop(i)
-        return target if isinstance(target, str) else (target, self.ids.pop(i))
+        if isinstance(target, str):
+            return target
+        return target, self.ids.pop(i), self.gzips.pop(i)
 
     async def _record(self, k: int) -> None:
         run = self.run
         places = range(k * self.chunk, min((k + 1) * self.chunk, len(run.entries)))
         # Checked in a thread (a few lstat each), a chunk at a time.
-        self.targets.update(await asyncio.to_thread(_targets, run, places))
+        for i, (target, gz) in (await asyncio.to_thread(_targets, run, places)).items():
+            self.targets[i] = target
+            if gz is not None:
+                self.gzips[i] = gz
         todo = [(i, t) for i in places if isinstance(t := self.targets[i], Path)]
         recorded = await asyncio.gather(
             *(
@@ -510,17 +517,18 @@ def _sync_dirs(dirs: set[Path], root: Path) -> dict[Path, OSError]:
     return failed
 
 
-def _targets(run: _Run, places: range) -> dict[int, Path | str]:
-    """Where each entry goes, or why it is refused: its target or its gzip's
-    path leaves its root, or goes through a symlinked directory."""
-    out: dict[int, Path | str] = {}
+def _targets(run: _Run, places: range) -> dict[int, tuple[Path | str, Path | None]]:
+    """Where each entry goes and its gzip's local path, or why it is refused:
+    its target or its gzip's path leaves its root, or goes through a symlinked
+    directory."""
+    out: dict[int, tuple[Path | str, Path | None]] = {}
     for i in places:
         entry = run.entries[i]
         try:
-            run.mover.layout.abs(entry.gz_path)
-            out[i] = resolve_inside(run.root, run.names[entry.id])
+            gz = run.mover.layout.abs(entry.gz_path)
+            out[i] = (resolve_inside(run.root, run.names[entry.id]), gz)
         except UnsafePath as err:
-            out[i] = f"entry {entry.id}: {err}"
+            out[i] = (f"entry {entry.id}: {err}", None)
     return out
 
 
@@ -547,10 +555,10 @@ async def _restore_one(
     taken = await ahead.take(i)
     if isinstance(taken, str):  # no intent was recorded for it
         return result("refused", detail=taken)
-    target, recorded = taken
+    target, recorded, gz = taken
     intent: int | None = recorded
     try:
-        async with entry_gzip(entry, mover.layout, run.remote, cancel) as at:
+        async with entry_gzip(entry, mover.layout, run.remote, cancel, local=gz) as at:
             if at is None:
                 gone = f"the gzip {entry.gz_path} is missing from the archive"
                 return result("missing", detail=gone)

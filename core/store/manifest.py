@@ -747,6 +747,18 @@ class Manifest:
         found += [(r[0], r[1]) for r in blobs if all(p in r[1] for p in containing)]
         return found
 
+    async def paths_after(self, after_id: int, containing: str) -> list[tuple[int, str]]:
+        """(id, relpath) of the entries past ``after_id`` whose relpath may
+        contain ``containing``: those whose TEXT holds it, and every name stored
+        as a BLOB (``instr`` over a BLOB's bytes is not a name's containment: the
+        caller looks)."""
+        rows = await self.rows(
+            "SELECT id, relpath FROM entries WHERE id > ? "
+            "AND (typeof(relpath) = 'blob' OR instr(relpath, ?) > 0)",
+            [after_id, containing],
+        )
+        return [(r[0], r[1]) for r in rows]
+
     async def entries_with_ids(self, ids: Sequence[int]) -> list[Entry]:
         """The entries of ``ids`` (one statement, the ids as a JSON array), in id
         order."""

@@ -243,3 +243,28 @@ async def test_names_are_shown_escaped_and_never_read_as_markup(settings: Settin
         assert isinstance(drawn, Text)
         assert drawn.plain == "unit-0000/esc\\x1b[2J[bold]x\\xe9.log", drawn.plain
         assert not drawn.spans, "no style from the name"
+
+
+async def test_the_browser_builds_the_index_of_paths_its_filter_reads(
+    settings: Settings,
+) -> None:
+    """Once the first page shows, the browser's worker builds the index of paths
+    beside the manifest; a filter typed then is answered from it, archived
+    entries it does not cover yet included."""
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        said = notices(app)
+        screen = await open_browser(app, pilot)
+        # Waited for by name: an empty list would wait for every worker (the
+        # app's watchers run for its life).
+        if loading := [w for w in app.workers if w.group == "catalog"]:
+            await app.workers.wait_for_complete(loading)
+        catalog = screen.catalog
+        assert catalog is not None and catalog.paths is not None
+        assert catalog.paths.path == settings.archive_root / "coldkeep.paths"
+        found = catalog.paths.candidates(b"runs/part-03", cap=10)
+        assert found is not None and len(found[0]) == 1
+        await pilot.press(*"runs/part-03")
+        await settle(pilot)
+        assert shown(screen) == [(WANTED, "archived")]
+        assert not [n for n in said if "index of paths" in n]

@@ -19,6 +19,7 @@ from faults.sites import on_faultfs, on_small_fs, unmount_site, write_site
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.steps import StepInfo, StepName
+from coldkeep.core.files.catalog import load_catalog, parse_query
 from coldkeep.core.sched.alerts import conditions
 from coldkeep.core.store.manifest import Manifest
 
@@ -166,3 +167,17 @@ def test_manifest_full_stops_the_pass_and_leaves_no_unrecorded_gzip(
         check_site(site, originals)
     finally:
         fs.stop()
+
+
+def test_the_index_of_paths_is_not_built_where_the_archive_needs_the_room(site: Path) -> None:
+    """The restore browser's index of paths is a cache: on an archive's
+    filesystem without room to spare it is not built (the filter reads the
+    manifest), and the console is told why in one line."""
+    ck(site, "pass")
+    archive = on_small_fs(site, "archive", size="64m")
+    catalog = load_catalog(archive / "coldkeep.db")
+    why = catalog.prepare()
+    assert why is not None and why.endswith(f"{archive} keeps too little room for it"), why
+    assert sorted(p.name for p in archive.iterdir() if p.name.startswith("coldkeep.paths")) == []
+    total, rows, _ = catalog.filter(parse_query(".jsonl"))
+    assert total == len(rows) > 0

@@ -358,7 +358,12 @@ class FleetScreen(Screen[None]):
             # again (one delimiter listing) and fetches each site's snapshot.
             self.post_message(SitesListed(await self.fleet.store.list_dirs("")))
             self.post_message(SitesLoaded(await self.fleet.load()))
-            self.post_message(CatalogsLoaded(await self.fleet.catalogs()))
+            catalogs = await self.fleet.catalogs()
+            self.post_message(CatalogsLoaded(catalogs))
+            # Each site's index of paths, for the filters typed next; a site
+            # without one (no room in the cache) is filtered by its manifest.
+            for catalog in catalogs.values():
+                await asyncio.to_thread(catalog.prepare)
         except (RemoteError, ManifestError, OSError, sqlite3.Error) as err:
             self.post_message(FleetLoadFailed(str(err)))
 

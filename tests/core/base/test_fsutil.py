@@ -10,10 +10,12 @@ import pytest
 from coldkeep.core.base import fsutil
 from coldkeep.core.base.beneath import Refused
 from coldkeep.core.base.fsutil import (
+    create_unless_there,
     ensure_dir,
     identity_of,
     identity_or_none,
     open_file,
+    place_noreplace,
     rename_noreplace,
     unlink_if_identity,
     unlink_if_present,
@@ -49,6 +51,41 @@ def test_rename_without_replace(
     dst.unlink()
     assert rename_noreplace(src, dst, root=tmp_path) == "renamed"
     assert dst.read_bytes() == b"new" and not src.exists()
+
+
+def test_place_without_replace_gives_the_placed_files_identity(tmp_path: Path) -> None:
+    src, dst = tmp_path / "d" / "f.partial", tmp_path / "d" / "f"
+    src.parent.mkdir()
+    src.write_bytes(b"new")
+    dst.write_bytes(b"precious")
+    assert place_noreplace(src, dst, root=tmp_path) is None
+    assert dst.read_bytes() == b"precious" and src.read_bytes() == b"new"
+
+    dst.unlink()
+    placed = place_noreplace(src, dst, root=tmp_path)
+    assert placed == identity_of(dst, root=tmp_path), "taken after the rename (its ctime)"
+    assert dst.read_bytes() == b"new" and not src.exists()
+    with pytest.raises(ValueError, match="not in one directory"):
+        place_noreplace(dst, tmp_path / "elsewhere", root=tmp_path)
+
+
+def test_create_unless_there(tmp_path: Path) -> None:
+    """The new file is made (with the directories on the way) only where the
+    other name is free, whatever holds it; an existing new name is refused."""
+    there, new = tmp_path / "a" / "b" / "t", tmp_path / "a" / "b" / "t.partial"
+    fd = create_unless_there(there, new, root=tmp_path)
+    assert fd is not None
+    os.write(fd, b"x")
+    os.close(fd)
+    assert new.read_bytes() == b"x" and oct(new.stat().st_mode & 0o777) == "0o600"
+    with pytest.raises(FileExistsError):
+        create_unless_there(there, new, root=tmp_path)
+    new.unlink()
+    there.symlink_to(tmp_path / "nowhere")  # a dangling link holds the name too
+    assert create_unless_there(there, new, root=tmp_path) is None
+    assert not new.exists()
+    with pytest.raises(ValueError, match="not in one directory"):
+        create_unless_there(there, tmp_path / "t.partial", root=tmp_path)
 
 
 def test_unlink_if_identity_refuses_any_change(tmp_path: Path) -> None:
@@ -106,6 +143,9 @@ def test_a_symlinked_directory_under_the_root_is_refused_never_followed(
         lambda: unlink_if_present(through, root=root),
         lambda: ensure_dir(root / "unit" / "deeper", root=root),
         lambda: rename_noreplace(through, root / "taken", root=root),
+        lambda: rename_noreplace(through, root / "unit" / "taken", root=root),
+        lambda: place_noreplace(through, root / "unit" / "taken", root=root),
+        lambda: create_unless_there(through, root / "unit" / "new", root=root),
     ):
         with pytest.raises(Refused, match=r"refused: .*unit is a symlink"):
             refused()

@@ -23,15 +23,19 @@ from coldkeep.core.files.catalog import (
     load_catalog,
     parse_query,
 )
+from coldkeep.core.files.pathindex import PathIndex
 from coldkeep.core.store.schema import migration_scripts
 
 HELD = "hold 1 (unit u7: case 9)"  # Hold.describe of the one hold placed
 ODD = os.fsdecode(b"u3/caf\xe9/part-001.jsonl")  # a name that is not UTF-8: a BLOB
 
 
-def manifest(path: Path, n: int = 3000) -> list[CatalogRow]:
+def manifest(
+    path: Path, n: int = 3000, index: PathIndex | None = None, index_at: int = 2000
+) -> list[CatalogRow]:
     """A manifest of ``n`` entries (one not UTF-8), a tenth of them shipped and
-    one hold on unit u7; the rows as the catalog should give them."""
+    one hold on unit u7; the rows as the catalog should give them. ``index`` is
+    prepared when ``index_at`` entries are there: it covers those."""
     rnd = random.Random(3)
     rows: list[CatalogRow] = []
     with sqlite3.connect(path, isolation_level=None) as db:
@@ -39,6 +43,10 @@ def manifest(path: Path, n: int = 3000) -> list[CatalogRow]:
             db.executescript(script)
         db.execute("BEGIN")
         for i in range(n):
+            if index is not None and i == index_at:
+                db.execute("COMMIT")
+                index.prepare()
+                db.execute("BEGIN")
             unit = f"u{rnd.randrange(40)}"
             rel = (
                 ODD if i == 7 else f"{unit}/d{rnd.randrange(9)}/part-{rnd.randrange(300):03d}.jsonl"
@@ -94,11 +102,19 @@ def naive(rows: list[CatalogRow], q: Query) -> list[CatalogRow]:
     )
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, list[CatalogRow]]:
+@pytest.fixture(scope="module", params=["manifest", "index of paths"])
+def site(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[Catalog, list[CatalogRow]]:
+    """The catalog, read from the manifest alone, or from the index of paths
+    (built when 2,000 entries were there) and the manifest's later entries."""
     path = tmp_path_factory.mktemp("catalog") / "coldkeep.db"
-    rows = manifest(path)
-    cat = load_catalog(path)
+    index = PathIndex(path) if request.param == "index of paths" else None
+    rows = manifest(path, index=index)
+    cat = replace(load_catalog(path), paths=index)
+    if index is not None:
+        found = index.candidates(b"part", cap=10**6)
+        assert found is not None and found[1] == 2000
     [hold] = cat.holds.holds
     assert hold.describe() == HELD
     return cat, rows

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.globs import GlobError, compile_glob
 from coldkeep.core.files.find import NothingFound, find, literal_pieces
+from coldkeep.core.files.pathindex import PathIndex
 from coldkeep.core.store.manifest import Manifest, NewEntry
 
 NAMES = [
@@ -38,15 +39,21 @@ def _entry(n: int, relpath: str) -> NewEntry:
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["manifest", "index of paths"])
+def manifest(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The names in a manifest; or half of them there when the index of paths
+    beside it was built, and the rest archived since (find reads both)."""
     path = tmp_path_factory.mktemp("find") / "coldkeep.db"
+    half = len(NAMES) // 2 if request.param == "index of paths" else len(NAMES)
 
-    async def build() -> None:
+    async def add(first: int, names: list[str]) -> None:
         async with await Manifest.open(path) as m:
-            await m.add_entries([_entry(n, name) for n, name in enumerate(NAMES, 1)])
+            await m.add_entries([_entry(n, name) for n, name in enumerate(names, first)])
 
-    asyncio.run(build())
+    asyncio.run(add(1, NAMES[:half]))
+    if half < len(NAMES):
+        PathIndex(path).prepare()
+        asyncio.run(add(half + 1, NAMES[half:]))
     return path
 
 

@@ -71,6 +71,11 @@ class CatalogLoaded(Message):
 
 
 @dataclass
+class PathsUnindexed(Message):
+    why: str
+
+
+@dataclass
 class Filtered(Message):
     query: str
     total: int
@@ -184,7 +189,12 @@ class RestoreScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="catalog", exit_on_error=False)
     def load_catalog(self) -> None:
-        self.post_message(CatalogLoaded(load_catalog(self.archive.manifest)))
+        catalog = load_catalog(self.archive.manifest)
+        self.post_message(CatalogLoaded(catalog))
+        # The index of paths, for the filters typed next (seconds at 10,000,000
+        # entries, after the first page is shown).
+        if (why := catalog.prepare()) is not None:
+            self.post_message(PathsUnindexed(why))
 
     @work(exclusive=True, group="months", exit_on_error=False)
     async def load_months(self) -> None:
@@ -228,6 +238,9 @@ class RestoreScreen(Screen[None]):
     def on_catalog_loaded(self, message: CatalogLoaded) -> None:
         self.catalog = message.catalog
         self.run_filter(self.query_one("#restore-filter", Input).value)
+
+    def on_paths_unindexed(self, message: PathsUnindexed) -> None:
+        self.notify(f"no index of paths, a filter reads the manifest: {message.why}")
 
     @on(Input.Changed, "#restore-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
