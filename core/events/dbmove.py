@@ -15,8 +15,9 @@ sized so that step 3 holds live's write lock about LOCK_TARGET_S):
      refused, reported, kept in both; the rest are copied (``INSERT … SELECT``
      over the id range, eligibility and month tested as they are copied; the
      first month's copy stops at ``batch_rows`` rows, and the batch's range
-     ends where it stopped; then the months of the range's other eligible
-     rows, if any, are found and copied the same way) and committed
+     ends where it stopped, or before the next month's first row (a month's
+     turn); when other months' rows are interleaved with it, the copy is
+     rolled back and each month of the range copied the same way) and committed
      (WAL, synchronous=NORMAL), then made durable by an fsync of the month's
      WAL on a thread of its own (``MonthDbs.sync``). Rows a restore put back
      are left out everywhere                                   ->  batch_archived
@@ -58,7 +59,8 @@ Invariants:
   checkpointed by ``LiveCheckpointer`` (PASSIVE) every N batches and whenever it
   grows past a size. Its own commits to live are ``synchronous = NORMAL``: a
   delete lost to a power cut puts the row back in live, beside its archived
-  copy, which the next pass settles; the month DBs stay FULL.
+  copy, which the next pass settles. The month DBs commit with NORMAL too:
+  step 2 fsyncs each month's WAL before any of its rows is deleted.
 - A month DB that cannot be opened or fails its quick check is refused for this
   pass (its rows stay live); the other months go on.
 - The application's triggers that a DELETE on the events table fires, and the
@@ -69,8 +71,10 @@ Invariants:
   only around the DELETE.
 
 Synchronous: ``EventMover.run`` runs on one worker thread (``move_events`` does
-that), the checker on one more, the month DBs' fsyncs on another, and a
-detached month's checkpoint (``MonthDbs._detach``) on a closer thread; steps
+that), the checker on one more, the month DBs' fsyncs on another, the next
+month DB's creation on another (``MonthDbs._prepare_next``), and a detached
+month's checkpoint (``MonthDbs._detach``: a month idle for a few batches, the
+ninth attached, or at the end) on a closer thread; steps
 are announced through the async step hook from the first. One run's state (the
 live connection, the table, the month DBs, the eligibility test) is set up
 once, as a ``_Run``.
@@ -96,8 +100,9 @@ from ..base import times
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.config import Settings
 from ..base.durable import fsync
-from ..base.fsutil import ensure_dir, fsync_dir, unlink_if_present
+from ..base.fsutil import ensure_dir, fsync_dir, rename_noreplace, unlink_if_present
 from ..base.ioerror import DatabaseFailed, describe, naming, naming_db
+from ..base.layout import partial_of
 from ..base.space import OutOfSpace, out_of_space
 from ..base.steps import StepHook, ThreadStep, no_step, thread_step
 from ..base.stream import BatchMoved, CheckpointRan
@@ -113,6 +118,8 @@ from .eventschema import (
     check_month_version,
     discover,
     journal_mode,
+    month_of_ms,
+    next_month,
     open_live,
     q,
     rollback,
@@ -124,6 +131,11 @@ T = TypeVar("T")
 MAX_LOCKED_BATCHES = 3
 # Month DBs attached to the live connection at once (SQLite's limit is 10).
 MAX_ATTACHED = 8
+# A month no batch has used for this many batches is detached (with a closer:
+# its checkpoint then runs during the run, not all of them at its end). More
+# than the one batch read ahead, so that a month is not detached between its
+# copy and its delete.
+IDLE_BATCHES = 4
 # A delete holds live's write lock about LOCK_TARGET_S; live is then left free
 # long enough for every writer refused meanwhile to get in at its next retry
 # (``writer_gap_s``). Steps 1 and 2 of the next batch usually fill that gap.
@@ -260,15 +272,27 @@ class MonthDbs:
         events_dir: Path,
         schema: EventSchema,
         closer: futures.Executor | None = None,
+        *,
+        ahead: futures.Executor | None = None,
+        last_month: str | None = None,
     ) -> None:
         self.conns = tuple(conns)
         # Where a detached month's last connection is closed (None: at once).
         self.closer = closer
+        # Where the month after each one used is prepared, while the mover works
+        # on that one (None: each month prepared when first used), up to
+        # ``last_month``, the last that can hold eligible rows.
+        self.ahead = ahead
+        self.last_month = last_month
+        self.prepared: dict[str, futures.Future[bool]] = {}  # ... and whether it is new
+        self.followed: set[str] = set()  # months whose next month was looked at
         self.dir = events_dir
         self.schema = schema
         self.refused: dict[str, str] = {}
         self.checked: set[str] = set()
         self.attached: dict[str, str] = {}  # month -> schema name, least recently used first
+        self.clock = 0  # the batch being read, set by the mover
+        self.used: dict[str, int] = {}  # month -> the last batch it was attached for
         # Months attached since their WAL's name was last made durable: the
         # first attach (or one after a detach) may create the -wal file.
         self.new_wal: set[str] = set()
@@ -281,13 +305,16 @@ class MonthDbs:
         Never inside a transaction (ATTACH and DETACH cannot run there)."""
         if month in self.refused:
             return None
+        self.used[month] = self.clock
         if month in self.attached:
             self.attached[month] = self.attached.pop(month)
+            # Not at its first use: that batch's fsyncs come first.
+            self._prepare_next(month)
             return self.attached[month]
         name = "m_" + month.replace("-", "_")
         try:
             if month not in self.checked:
-                self._prepare(self.path(month))
+                self._prepared(month)
                 self.checked.add(month)
             if len(self.attached) >= MAX_ATTACHED:
                 self._detach(next(iter(self.attached)))
@@ -350,12 +377,38 @@ class MonthDbs:
 
         return run
 
-    def _prepare(self, path: Path) -> None:
+    def _prepared(self, month: str) -> None:
+        """``_prepare`` the month, unless it was prepared ahead. A preparation
+        ahead that failed is tried again here, so that its error is the one
+        the month is refused with."""
+        ahead = self.prepared.get(month)
+        if ahead is not None:
+            futures.wait([ahead])
+            if ahead.exception() is None:
+                return
+        self._prepare(self.path(month))
+
+    def _prepare_next(self, month: str) -> None:
+        """Prepare the month after ``month`` on the ahead thread: with rows in
+        id order by time, the next month's first batch then finds it ready (a
+        new month DB takes several fsyncs). One no batch used is removed at
+        ``close`` if it was new."""
+        if self.ahead is None or self.last_month is None or month in self.followed:
+            return
+        self.followed.add(month)
+        after = next_month(month)
+        if after > self.last_month or after in self.checked or after in self.prepared:
+            return
+        self.prepared[after] = self.ahead.submit(self._prepare, self.path(after))
+
+    def _prepare(self, path: Path) -> bool:
+        """Create or check one month DB; True when it is new."""
         # The events folder and the month DBs live in the archive: reached
         # beneath it, its name made durable when it is new.
         root = self.dir.parent
         ensure_dir(path.parent, root=root)
-        new = not path.exists()
+        if not path.exists() and self._create(path):
+            return True
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             check_month_version(conn, path)
@@ -371,13 +424,35 @@ class MonthDbs:
                 for col in self.schema.columns:
                     if col not in have:
                         conn.execute(f"ALTER TABLE {q(table)} ADD COLUMN {q(col)}")
-        except BaseException:
+        finally:
             conn.close()
-            if new:  # a month DB this run began and could not finish holds nothing
-                for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
-                    unlink_if_present(path.with_name(name), root=root)
+        return False
+
+    def _create(self, path: Path) -> bool:
+        """A new month DB, made whole under a temporary name and renamed into
+        place, so that no month DB is ever found without its table (one is
+        made on the ahead thread while steps are announced, where a crash can
+        come). Closing it checkpoints it, with SQLite's fsyncs; its name is
+        made durable with its WAL's, before any of its rows leaves live
+        (``sync``). False when a month DB took the name meanwhile."""
+        root = self.dir.parent
+        tmp = partial_of(path)
+        _remove_month(tmp, root)  # what an interrupted run left
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                check_month_version(conn, tmp, stamp=True)
+                conn.execute(self.schema.create_sql)
+            finally:
+                conn.close()
+            renamed = rename_noreplace(tmp, path, root=root) == "renamed"
+        except BaseException:
+            _remove_month(tmp, root)
             raise
-        conn.close()
+        if not renamed:
+            _remove_month(tmp, root)
+        return renamed
 
     def _detach(self, month: str) -> None:
         """Detach a month. The last connection to a WAL database to close
@@ -408,9 +483,33 @@ class MonthDbs:
             return None
         return keeper
 
+    def detach_idle(self) -> None:
+        """Detach the months no batch has used for IDLE_BATCHES batches (only
+        with a closer: without one the checkpoint would run here). Between
+        batches only: no transaction may be open on any connection."""
+        if self.closer is None:
+            return
+        for month in [m for m in self.attached if self.used[m] <= self.clock - IDLE_BATCHES]:
+            self._detach(month)
+
     def close(self) -> None:
         for month in list(self.attached):
             self._detach(month)
+        # Months prepared ahead that no batch used: those this run created hold
+        # nothing, and go.
+        for month, ahead in self.prepared.items():
+            if month in self.used:
+                continue
+            futures.wait([ahead])
+            if ahead.exception() is None and ahead.result():
+                _remove_month(self.path(month), self.dir.parent)
+
+
+def _remove_month(path: Path, root: Path) -> None:
+    """Remove a month DB (or its temporary) this run created that holds
+    nothing, with its WAL and wal-index."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        unlink_if_present(path.with_name(name), root=root)
 
 
 class Checker:
@@ -549,7 +648,12 @@ class EventMover:
             checker = Checker(self.db, self.cfg.busy_timeout_ms / 1000)
             closing.callback(checker.close)
         conns = [live] if checker is None else [live, checker.conn]
-        months = MonthDbs(conns, self.events_dir, schema, closer)
+        # Shut down once the month DBs are closed (which waits for any month
+        # prepared ahead that no batch used).
+        ahead = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-month-prepare")
+        closing.callback(ahead.shutdown)
+        last = month_of_ms(self.now_ms - self.cfg.min_age_days * times.DAY_MS)
+        months = MonthDbs(conns, self.events_dir, schema, closer, ahead=ahead, last_month=last)
         closing.callback(months.close)
         syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
         closing.callback(syncer.shutdown)
@@ -647,6 +751,8 @@ class EventMover:
     ) -> tuple[_Batch, futures.Future[None]] | None:
         """Steps 1 and 2 of the batch after ``after`` (None: there is none), and
         the fsync that makes its copy durable, under way."""
+        run.months.clock = self.report.batches + 1
+        run.months.detach_idle()
         with naming_db(self.db, "reading the next batch of event rows"):
             first = self._first(run, after)
         if first is None:
@@ -705,19 +811,15 @@ class EventMover:
         row_id, month, largest = found
         return _First(row_id, month, min(row_id + self._ids - 1, largest - 1))
 
-    def _other_months(self, run: _Run, lo: int, hi: int, done: SqlCondition | None) -> list[_Span]:
-        """The months of the eligible rows in [lo, hi] but the month ``done``
-        (None: every month). Its test comes first: it looks at the time stamp
-        alone, and passes over most rows before the eligibility test."""
+    def _months_in(self, run: _Run, lo: int, hi: int) -> list[_Span]:
+        """The months of the eligible rows in [lo, hi]."""
         pk = run.pk
-        not_done = "" if done is None else f"NOT ({done.sql}) AND "
         sql = (
             f"SELECT {run.schema.month_sql()}, count(*), min({pk}), max({pk}) "
-            f"FROM {run.table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND {not_done}"
+            f"FROM {run.table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? AND "
             f"{run.eligible.sql} GROUP BY 1"
         )
-        params = [lo, hi, *(done.params if done else []), *run.eligible.params]
-        return [_Span(*r) for r in run.live.execute(sql, params)]
+        return [_Span(*r) for r in run.live.execute(sql, [lo, hi, *run.eligible.params])]
 
     def _restored_in(self, lo: int, hi: int) -> list[int]:
         ids = self._restored
@@ -751,7 +853,7 @@ class EventMover:
         else:
             with naming_db(self.db, "reading the next batch of event rows"):
                 hi = self._batch_end(run, lo, hi)
-                spans = self._other_months(run, lo, hi, None)
+                spans = self._months_in(run, lo, hi)
         batch = _Batch(self.report.batches, lo, hi, self._restored_in(lo, hi))
         if batch.restored:
             self.report.held += self._count_restored(run, batch.restored)
@@ -762,10 +864,32 @@ class EventMover:
         self._archive(run, spans, batch)
         return batch
 
-    def _alone(self, run: _Run, lo: int, hi: int, month: SqlCondition) -> None:
-        """``_Mixed`` if rows of another month than ``month`` are eligible in [lo, hi]."""
-        if self._other_months(run, lo, hi, month):
+    def _alone(self, run: _Run, alias: str, m: _Month, end: int, limit: int) -> int | None:
+        """Where the month's copy, which reached ``end``, must stop for the
+        batch to hold this month's rows alone: None when no other month's
+        eligible row lies in [m.lo, end]; else the id before the first one,
+        this copy's rows after it taken out again (a month's turn: the
+        batch ends with the month, and the next one starts the next month
+        with one delete, not two). ``_Mixed`` when that would leave few rows
+        (other months' rows interleaved with this one's) or would take out
+        rows the month DB held before. Its test comes first: it looks at the
+        time stamp alone, and passes over most rows before the eligibility test."""
+        table, pk = run.table, run.pk
+        found = run.live.execute(
+            f"SELECT {pk} FROM {table} NOT INDEXED WHERE {pk} BETWEEN ? AND ? "
+            f"AND NOT ({m.where.sql}) AND {run.eligible.sql} ORDER BY {pk} LIMIT 1",
+            [m.lo, end, *m.where.params, *run.eligible.params],
+        ).fetchone()
+        if found is None:
+            return None
+        other = int(found[0])
+        if other - m.lo < limit // 8 or any(other <= i <= end for i in m.before):
             raise _Mixed
+        cur = run.live.execute(
+            f"DELETE FROM {alias}.{table} WHERE {pk} BETWEEN ? AND ?", (other, end)
+        )
+        m.copied -= int(cur.rowcount)
+        return other - 1
 
     def _batch_end(self, run: _Run, lo: int, hi: int) -> int:
         """The id of the ``batch_rows``-th eligible row from ``lo`` (``hi`` when
@@ -806,8 +930,9 @@ class EventMover:
         """One month's share of the batch in ``span``: what the month DB holds
         already, then a copy of the rest (at most ``limit`` rows, in id order:
         the month's range then ends at the last one copied), committed; None
-        when the month is refused. With a limit, ``_Mixed`` (rolled back) when
-        the rows copied are not the range's only eligible rows up to the last."""
+        when the month is refused. With a limit, the range ends before another
+        month's first eligible row in it (``_alone``), or ``_Mixed`` (rolled
+        back) when it cannot."""
         alias = run.months.alias(month)
         if alias is None:
             return None
@@ -821,7 +946,8 @@ class EventMover:
             self._present(run, alias, m, restored)
             m.copied, last = self._copy(run, alias, m, [*restored, *m.before], limit)
             if limit is not None:
-                self._alone(run, m.lo, m.hi if last is None else last, where)
+                cut = self._alone(run, alias, m, m.hi if last is None else last, limit)
+                last = last if cut is None else cut
             run.live.execute("COMMIT")
         except BaseException as err:
             _undo(run.live)

@@ -179,6 +179,21 @@ def month_end_ms(month: str) -> int:
     return bounds[1] * 1000
 
 
+def month_of_ms(ms: float) -> str | None:
+    """The UTC month (``YYYY-MM``) holding ``ms`` since the epoch (None: no
+    calendar month holds it)."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m")
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def next_month(month: str) -> str:
+    """The month after ``month`` (``YYYY-MM``)."""
+    y, m = int(month[:4]), int(month[5:7])
+    return f"{y + 1:04d}-01" if m == 12 else f"{y:04d}-{m + 1:02d}"
+
+
 def discover(conn: sqlite3.Connection, db: Path, cfg: EventsSettings) -> EventSchema:
     """Read and check the events table's definition on an open connection."""
     row = conn.execute(

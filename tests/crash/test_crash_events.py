@@ -62,11 +62,13 @@ def test_event_phase_killed_between_steps(roots: Roots, kill: str) -> None:
     after_kill = all_event_rows(db, roots.layout.events)
     # At worst a batch is in both places; nothing is missing.
     assert set(after_kill) == set(before)
-    assert len(after_kill) - len(before) <= 250
+    in_both = len(after_kill) - len(before)
+    assert in_both <= 250
 
     rerun = drive(roots, config, "none")
     assert rerun.returncode == 0, rerun.stderr
     _moved, already = map(int, rerun.stdout.split())
     if kill.startswith("batch_archived"):
-        assert already == 250, "the batch archived before the kill is only deleted"
+        # (A batch may end before batch_rows, with its month.)
+        assert already == in_both > 0, "the batch archived before the kill is only deleted"
     assert all_event_rows(db, roots.layout.events) == before

@@ -67,10 +67,15 @@ async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, d
     kinds = ", ".join(f"'{k}'" for k in ARCHIVABLE)
     eligible = live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}")
 
-    report = await move(roots)
+    batches: list[BatchMoved] = []
+    report = await move(roots, on_batch=batches.append)
 
     assert report.moved == len(eligible) > 0
-    assert report.batches == -(-len(eligible) // 100)
+    # Ids in time order: a batch holds one month's rows, batch_rows at most, and
+    # ends with its month, so that each month's turn adds a batch at most.
+    assert all(len(b.months) == 1 and b.moved <= 100 for b in batches)
+    turns = len(report.months) - 1
+    assert -(-len(eligible) // 100) <= report.batches <= -(-len(eligible) // 100) + turns
     assert live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}") == []
     assert all_event_rows(db, roots.layout.events) == before, "every row exactly once"
     months = sorted(p.stem for p in roots.layout.events.glob("*.db"))
@@ -89,13 +94,15 @@ async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, d
 async def test_months_interleaved_by_id_move_in_batches_of_at_most_batch_rows(
     roots: Roots, db: Path
 ) -> None:
-    """A batch's range normally holds one month (its copy stops at batch_rows and
-    ends the batch); with the time stamps shuffled across the ids every range
-    mixes months, and each is still copied into its own month, batch_rows at
-    most a batch."""
+    """A batch's range normally holds one month (its copy stops at batch_rows, or
+    before the next month's first row, and ends the batch); with the time
+    stamps shuffled across the ids every range mixes months, and each is still
+    copied into its own month, batch_rows at most a batch."""
     with sqlite3.connect(db) as live:
         stamps = [ts for (ts,) in live.execute("SELECT ts FROM events ORDER BY id")]
-        stamps = stamps[1::2] + stamps[::2]  # neighbours months apart
+        half = len(stamps) // 2
+        # Neighbours months apart: ids take turns from the older half and the newer.
+        stamps = [ts for pair in zip(stamps[:half], stamps[half:], strict=True) for ts in pair]
         live.executemany(
             "UPDATE events SET ts = ? WHERE id = ?", [(ts, i + 1) for i, ts in enumerate(stamps)]
         )
@@ -116,6 +123,25 @@ async def test_months_interleaved_by_id_move_in_batches_of_at_most_batch_rows(
         with sqlite3.connect(month_db) as m:
             for (ts,) in m.execute("SELECT ts FROM events"):
                 assert time.strftime("%Y-%m", time.gmtime(ts / 1000)) == month_db.stem
+
+
+async def test_a_month_prepared_ahead_and_never_used_is_not_left_behind(
+    roots: Roots, db: Path
+) -> None:
+    """Each month's next is prepared while the mover works on it; a month with
+    no eligible rows (here the second, emptied) gets no file."""
+    months = "strftime('%Y-%m', ts / 1000, 'unixepoch')"
+    with sqlite3.connect(db) as live:
+        found = [m for (m,) in live.execute(f"SELECT DISTINCT {months} FROM events ORDER BY 1")]
+        live.execute(f"DELETE FROM events WHERE {months} = ?", (found[1],))
+    before = all_event_rows(db, roots.layout.events)
+
+    report = await move(roots)
+
+    made = sorted(p.stem for p in roots.layout.events.glob("*.db*"))
+    assert found[1] not in report.months and found[2] in report.months
+    assert made == sorted(report.months), "no month DB, WAL or wal-index for the empty month"
+    assert all_event_rows(db, roots.layout.events) == before
 
 
 def put_back(roots: Roots, db: Path, n: int) -> list[Any]:
@@ -412,9 +438,11 @@ async def test_cancel_stops_between_batches(roots: Roots, db: Path) -> None:
             token.cancel("operator asked")
 
     before = all_event_rows(db, roots.layout.events)
-    report = await move(roots, step=hook, cancel=token)
+    batches: list[BatchMoved] = []
+    report = await move(roots, step=hook, cancel=token, on_batch=batches.append)
     # The batch read and copied ahead while the first was deleted is finished.
-    assert report.cancelled and report.batches == 2 and report.moved == 200
+    assert report.cancelled and report.batches == len(batches) == 2
+    assert report.moved == sum(b.moved for b in batches) > 100
     assert all_event_rows(db, roots.layout.events) == before
     await asyncio.sleep(0)
 
