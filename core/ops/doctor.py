@@ -9,7 +9,9 @@ can write where a pass writes (archive_root) and unlinks (the folders of the
 eligible files); the free space on archive_root against the backlog (the plan's
 own count, ``plan.make_plan``); the live DB is in WAL mode with an index on
 (kind, ts), and which of its kinds ``events.kinds`` archives; a ``[remote]``
-answers and takes a write; pigz and gzip are at hand.
+answers and takes a write, and an S3 bucket's versioning, Object Lock and
+default encryption are read and held against what coldkeep does there; pigz and
+gzip are at hand.
 
 Invariants:
 - It never takes the archive lock and changes nothing but its own probes: a
@@ -62,7 +64,7 @@ from ..events.eventschema import (
 from ..files.scan import ScanError
 from ..remote.connect import connected
 from ..remote.marker import RemoteUnmounted, check_marker
-from ..remote.objectstore import ObjectStore
+from ..remote.objectstore import BucketSettings, ObjectStore
 from ..store.manifest import Manifest, ManifestError
 from ..store.remoteobjects import RemoteObjects
 from ..store.schema import SCHEMA_VERSION, version_problem
@@ -113,6 +115,7 @@ async def diagnose(config: Path) -> list[Finding]:
     else:
         findings += await asyncio.to_thread(_live_db, settings, settings.state_db)
     findings.append(await _remote(settings))
+    findings += await _bucket(settings)
     findings.append(await asyncio.to_thread(_tools))
     return findings
 
@@ -671,6 +674,79 @@ async def _remote(settings: Settings) -> Finding:
             "the archive lock",
         )
     return Finding("remote", "ok", f"{found}; it refuses to overwrite an existing key")
+
+
+async def _bucket(settings: Settings) -> list[Finding]:
+    """An S3 remote's bucket as it is set up: its versioning, its Object Lock
+    and its default encryption, one line each, held against what coldkeep
+    does there (no lines for a folder remote)."""
+    remote = settings.remote
+    if remote is None or remote.folder is not None:
+        return []
+    async with connected(remote) as store:
+        try:
+            bucket = await store.bucket_settings()
+        except RemoteError as err:
+            return [Finding("bucket", "fail", str(err))]
+    if bucket is None:
+        return []
+    findings = [_versioning(bucket), _lock(bucket), _default_encryption(bucket, remote.sse)]
+    if bucket.unread:
+        findings.append(
+            Finding(
+                "bucket",
+                "warn",
+                f"this host may not read {', '.join(bucket.unread)}",
+                "grant it s3:GetBucketVersioning, s3:GetBucketObjectLockConfiguration and "
+                "s3:GetEncryptionConfiguration to have them checked",
+            )
+        )
+    return findings
+
+
+def _versioning(bucket: BucketSettings) -> Finding:
+    if bucket.versioning is None:
+        return Finding("bucket_versioning", "ok", "not read (below)")
+    if bucket.versioning != "Enabled" or bucket.lock:
+        said = bucket.versioning.lower() or "never turned on"
+        return Finding("bucket_versioning", "ok", f"versioning {said}")
+    return Finding(
+        "bucket_versioning",
+        "warn",
+        "versioning is on: what coldkeep deletes there (expire, an old manifest snapshot, "
+        "a copy replaced) stays as a noncurrent version, still stored and readable",
+        "add a lifecycle rule that expires noncurrent versions (or suspend versioning)",
+    )
+
+
+def _lock(bucket: BucketSettings) -> Finding:
+    if bucket.lock is None:
+        return Finding("bucket_lock", "ok", "not read (below)")
+    if not bucket.lock:
+        return Finding("bucket_lock", "ok", "no Object Lock")
+    return Finding(
+        "bucket_lock",
+        "warn",
+        f"Object Lock is {bucket.lock}: coldkeep sets no retention of its own, and what "
+        "it deletes before the bucket's retention ends stays there, locked, as a "
+        "noncurrent version",
+        "expect expire to free nothing in the bucket before the lock's retention ends",
+    )
+
+
+def _default_encryption(bucket: BucketSettings, sse: str | None) -> Finding:
+    if bucket.encryption is None:
+        return Finding("bucket_encryption", "ok", "not read (below)")
+    asked = f"every upload asks for {sse} ([remote] sse)" if sse else "[remote] sse is not set"
+    default = f"the bucket's default is {bucket.encryption}"
+    if sse is None and bucket.encryption.sse is None:
+        return Finding(
+            "bucket_encryption",
+            "warn",
+            f"{default} and {asked}: the objects are stored unencrypted",
+            'set [remote] sse = "AES256" (or "aws:kms")',
+        )
+    return Finding("bucket_encryption", "ok", f"{default}; {asked}")
 
 
 async def _shipped(settings: Settings) -> int:

@@ -106,6 +106,17 @@ class Put:
 
 
 @dataclass(frozen=True)
+class BucketSettings:
+    """How a bucket is set up, as far as this host may read it (None: not read,
+    ``unread`` says why)."""
+
+    versioning: str | None  # "Enabled", "Suspended", or "" (never turned on)
+    lock: str | None  # "" without Object Lock, else its default retention said
+    encryption: Encryption | None  # the default for uploads that ask for none
+    unread: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ObjectInfo:
     key: str
     size: int
@@ -127,6 +138,11 @@ class ObjectStore(ABC):
         """Whether ``put_new`` alone refuses an existing key (found out once,
         before the first upload); sets ``conditional``."""
         return self.conditional
+
+    async def bucket_settings(self) -> BucketSettings | None:
+        """The bucket's versioning, Object Lock and default encryption; None for
+        a store that is no bucket."""
+        return None
 
     @abstractmethod
     async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:

@@ -57,6 +57,7 @@ from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.names import is_text
 from .objectstore import (
+    BucketSettings,
     Encryption,
     ObjectInfo,
     ObjectStore,
@@ -105,6 +106,28 @@ def _hex(b64: str | None) -> str | None:
     if not b64 or "-" in b64:  # a multipart upload's checksum of checksums
         return None
     return base64.b64decode(b64).hex()
+
+
+def _lock_said(answer: dict[str, Any]) -> str:
+    """GetObjectLockConfiguration's answer in a few words ("" without a lock)."""
+    config = answer.get("ObjectLockConfiguration", {})
+    if config.get("ObjectLockEnabled") != "Enabled":
+        return ""
+    retention = config.get("Rule", {}).get("DefaultRetention", {})
+    if not retention:
+        return "on, no default retention"
+    years = retention.get("Years")
+    span = f"{years} years" if years else f"{retention.get('Days')} days"
+    return f"on, {retention.get('Mode')} for {span} by default"
+
+
+def _default_encryption(answer: dict[str, Any]) -> Encryption:
+    """GetBucketEncryption's answer: the first rule's default."""
+    rules = answer.get("ServerSideEncryptionConfiguration", {}).get("Rules", [])
+    if not rules:
+        return Encryption()
+    default = rules[0].get("ApplyServerSideEncryptionByDefault", {})
+    return Encryption(default.get("SSEAlgorithm"), default.get("KMSMasterKeyID"))
 
 
 def _encryption(answer: dict[str, Any]) -> Encryption:
@@ -351,6 +374,43 @@ class S3Store(ObjectStore):
             await s3.delete_object(Bucket=self.bucket, Key=self._key(key))
         except (ClientError, BotoCoreError) as err:
             raise self._error(key, err, "deleting") from err
+
+    async def bucket_settings(self) -> BucketSettings:
+        s3 = await self._s3()
+        unread: list[str] = []
+
+        async def ask(what: str, call: Any, absent: set[str]) -> dict[str, Any] | None:
+            try:
+                return dict(await call(Bucket=self.bucket))
+            except ClientError as err:
+                if _code(err) in absent:
+                    return {}
+                if _code(err) == "NoSuchBucket":
+                    raise self._error("", err, f"reading the bucket's {what}") from err
+                # A host may well not be let read it (AccessDenied), or a server
+                # not know it (NotImplemented): said, not fatal.
+                unread.append(f"its {what} ({_code(err) or _status(err)})")
+            except BotoCoreError as err:
+                raise self._error("", err, f"reading the bucket's {what}") from err
+            return None
+
+        versioning = await ask("versioning", s3.get_bucket_versioning, set())
+        lock = await ask(
+            "Object Lock configuration",
+            s3.get_object_lock_configuration,
+            {"ObjectLockConfigurationNotFoundError"},
+        )
+        default = await ask(
+            "default encryption",
+            s3.get_bucket_encryption,
+            {"ServerSideEncryptionConfigurationNotFoundError"},
+        )
+        return BucketSettings(
+            None if versioning is None else str(versioning.get("Status", "")),
+            None if lock is None else _lock_said(lock),
+            None if default is None else _default_encryption(default),
+            tuple(unread),
+        )
 
     async def clear_incomplete(self, prefix: str) -> int:
         # Single PUTs leave nothing behind when cut short: S3 stores an object

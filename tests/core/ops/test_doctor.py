@@ -442,3 +442,71 @@ def test_read_only_archive_live_tree_and_remote_each_fail(site: Path) -> None:
     assert "Read-only file system" in f["archive_write"]["found"]
     assert "are not writable" in f["live_write"]["found"]
     assert "Read-only file system" in f["remote"]["found"]
+
+
+async def test_a_plain_bucket_says_its_settings_and_that_its_objects_are_unencrypted(
+    s3_site: Path,
+) -> None:
+    f = by_check(await diagnose(s3_site))
+    assert (
+        f["bucket_versioning"].level == "ok" and "never turned on" in f["bucket_versioning"].found
+    )
+    assert f["bucket_lock"] == Finding("bucket_lock", "ok", "no Object Lock")
+    enc = f["bucket_encryption"]
+    assert enc.level == "warn" and "stored unencrypted" in enc.found and "sse" in enc.fix
+    assert "bucket" not in f  # every setting read
+
+
+async def test_a_versioned_bucket_with_a_default_encryption_is_said_one_line_each(
+    s3_site: Path, s3: S3Site
+) -> None:
+    client = s3.server.client
+    client.put_bucket_versioning(Bucket=s3.bucket, VersioningConfiguration={"Status": "Enabled"})
+    client.put_bucket_encryption(
+        Bucket=s3.bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+    f = by_check(await diagnose(s3_site))
+    v = f["bucket_versioning"]
+    assert v.level == "warn" and "noncurrent version" in v.found and "lifecycle" in v.fix
+    assert f["bucket_encryption"] == Finding(
+        "bucket_encryption",
+        "ok",
+        "the bucket's default is server-side encryption AES256; [remote] sse is not set",
+    )
+
+
+async def test_a_bucket_with_object_lock_says_its_default_retention(site: Path, s3: S3Site) -> None:
+    client = s3.server.client
+    client.create_bucket(Bucket="locked", ObjectLockEnabledForBucket=True)
+    client.put_object_lock_configuration(
+        Bucket="locked",
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 30}},
+        },
+    )
+    with_remote(
+        site,
+        f'url = "s3://locked/pre"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "demo"\nsse = "AES256"\n',
+    )
+    f = by_check(await diagnose(site))
+    lock = f["bucket_lock"]
+    assert lock.level == "warn" and "on, COMPLIANCE for 30 days by default" in lock.found
+    assert f["bucket_versioning"].level == "ok"  # the lock's line says what it means
+    assert "every upload asks for AES256" in f["bucket_encryption"].found
+
+
+async def test_settings_this_host_may_not_read_are_said_not_fatal(
+    s3_site: Path, s3: S3Site
+) -> None:
+    denied = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+    s3.proxy.fail(Respond(403, denied), method="GET", query=r"^versioning")
+    f = by_check(await diagnose(s3_site))
+    assert f["bucket_versioning"].found == "not read (below)"
+    assert f["bucket"].level == "warn" and "its versioning (AccessDenied)" in f["bucket"].found
+    assert "s3:GetBucketVersioning" in f["bucket"].fix
+    assert f["remote"].level == "ok"
