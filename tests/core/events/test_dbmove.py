@@ -55,6 +55,10 @@ async def move(roots: Roots, cfg: Settings | None = None, **kw: object) -> MoveR
     )
 
 
+# The rows a move takes: the archivable kinds, past the 30 days of min_age_days.
+ELIGIBLE = f"kind IN ({', '.join(repr(k) for k in ARCHIVABLE)}) AND ts < {NOW - 30 * DAY_MS}"
+
+
 @pytest.fixture
 def db(roots: Roots) -> Path:
     make_events_db(roots.base / "state.db", 3000, now_ms=NOW)
@@ -63,9 +67,7 @@ def db(roots: Roots) -> Path:
 
 async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, db: Path) -> None:
     before = all_event_rows(db, roots.layout.events)
-    cutoff = NOW - 30 * DAY_MS
-    kinds = ", ".join(f"'{k}'" for k in ARCHIVABLE)
-    eligible = live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}")
+    eligible = live_rows(roots, ELIGIBLE)
 
     batches: list[BatchMoved] = []
     report = await move(roots, on_batch=batches.append)
@@ -76,7 +78,7 @@ async def test_moves_old_rows_of_archivable_kinds_into_month_dbs(roots: Roots, d
     assert all(len(b.months) == 1 and b.moved <= 100 for b in batches)
     turns = len(report.months) - 1
     assert -(-len(eligible) // 100) <= report.batches <= -(-len(eligible) // 100) + turns
-    assert live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}") == []
+    assert live_rows(roots, ELIGIBLE) == []
     assert all_event_rows(db, roots.layout.events) == before, "every row exactly once"
     months = sorted(p.stem for p in roots.layout.events.glob("*.db"))
     assert months == sorted(report.months) and len(months) >= 3
@@ -107,9 +109,7 @@ async def test_months_interleaved_by_id_move_in_batches_of_at_most_batch_rows(
             "UPDATE events SET ts = ? WHERE id = ?", [(ts, i + 1) for i, ts in enumerate(stamps)]
         )
     before = all_event_rows(db, roots.layout.events)
-    cutoff = NOW - 30 * DAY_MS
-    kinds = ", ".join(f"'{k}'" for k in ARCHIVABLE)
-    eligible = live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}")
+    eligible = live_rows(roots, ELIGIBLE)
     batches: list[BatchMoved] = []
 
     report = await move(roots, on_batch=batches.append)
@@ -117,7 +117,7 @@ async def test_months_interleaved_by_id_move_in_batches_of_at_most_batch_rows(
     assert report.moved == len(eligible) > 0
     assert max(b.moved + b.already for b in batches) <= 100
     assert any(len(b.months) > 1 for b in batches)
-    assert live_rows(roots, f"kind IN ({kinds}) AND ts < {cutoff}") == []
+    assert live_rows(roots, ELIGIBLE) == []
     assert all_event_rows(db, roots.layout.events) == before, "every row exactly once"
     for month_db in roots.layout.events.glob("*.db"):
         with sqlite3.connect(month_db) as m:
