@@ -162,6 +162,16 @@ def fsync_dir(path: Path, *, root: Path, site: Site) -> None:
         fsync(fd, site)
 
 
+def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
+    """All of ``data`` written to ``fd`` (a short write goes on where it
+    stopped): at the file's position, or from ``offset`` (pwrite). Not fsynced."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset)
+        view = view[n:]
+        offset = None if offset is None else offset + n
+
+
 def ensure_dir(path: Path, *, root: Path) -> None:
     """``mkdir -p`` under ``root`` that makes each new directory's name durable in
     its parent, never through a link."""

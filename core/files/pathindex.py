@@ -47,6 +47,7 @@ from pathlib import Path
 
 from isal.isal_zlib import crc32
 
+from ..base.fsutil import write_all
 from ..base.layout import PARTIAL_SUFFIX, PATH_INDEX_NAME
 from ..base.space import free_bytes
 from ..store.manifest import read_entry_count, reading
@@ -276,17 +277,14 @@ class PathIndex:
             raise Unusable(f"{self.path.parent} keeps too little room for it")
         self._sweep()
         partial = self.path.with_name(f"{self.path.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
-        fd = os.open(
-            partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
+        fd = os.open(partial, _NEW, 0o600)
         try:
             empty = Header(mst.st_dev, mst.st_ino, 0, HEADER_BYTES, 0, (), 0, "")
-            os.pwrite(fd, empty.to_bytes(), 0)
-            _append(fd, empty, db)
+            write_all(fd, empty.to_bytes(), 0)
+            built = _append(fd, empty, db)
             os.rename(partial, self.path)
             st = os.fstat(fd)
-            end = Header.from_bytes(os.pread(fd, HEADER_BYTES, 0))
-            self._marks[st.st_dev, st.st_ino] = _read_through(fd, end.end if end else 0)[1]
+            self._marks[st.st_dev, st.st_ino] = _read_through(fd, built.end)[1]
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
@@ -303,28 +301,22 @@ class PathIndex:
                     partial.unlink()
 
 
-def _append(fd: int, header: Header, db: sqlite3.Connection) -> None:
+def _append(fd: int, header: Header, db: sqlite3.Connection) -> Header:
     """The entries above ``header.last_id`` appended, a statement's rows at a
-    time; the header is written after each batch's records."""
+    time; the header is written after each batch's records. The last header
+    written."""
     while True:
         rows = db.execute(
             "SELECT id, CAST(relpath AS BLOB) FROM entries WHERE id > ? ORDER BY id LIMIT ?",
             [header.last_id, _ROWS],
         ).fetchall()
         if not rows:
-            return
+            return header
         data = b"\0".join(path for _, path in rows) + b"\0"
         grown = header.extended([entry_id for entry_id, _ in rows], data)
-        _write_all(fd, data, header.end)
-        _write_all(fd, grown.to_bytes(), 0)
+        write_all(fd, data, header.end)
+        write_all(fd, grown.to_bytes(), 0)
         header = grown
-
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def _read_through(fd: int, end: int) -> tuple[int, list[int]]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..base.durable import fsync
-from ..base.fsutil import open_file, unlink_if_present
+from ..base.fsutil import open_file, unlink_if_present, write_all
 from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
 from ..files.reader import CachedCopy, GzipAt
@@ -61,14 +61,6 @@ def remove_scratch(tmp: Path, layout: Layout) -> None:
     """The scratch file ``tmp`` (if still there) and what SQLite left beside it."""
     for path in (tmp, *sidecars_of(tmp)):
         unlink_if_present(path, root=layout.root)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Not fsynced: a bundle member's bytes for a restore to read in this boot
-    (it fsyncs what it writes); the scratch is never renamed into place."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 class RemoteReader:
@@ -168,7 +160,9 @@ class RemoteReader:
         await asyncio.to_thread(self.limiter.take, span.length, cancel)
         data = await self.store.read_range(key, span.offset, span.length)
         async with scratch_file(self.layout, f"fetch-{entry.id}") as (tmp, fd):
-            await asyncio.to_thread(_write_all, fd, data)
+            # Not fsynced: a bundle member's bytes for a restore to read in this
+            # boot (it fsyncs what it writes); the scratch is never renamed into place.
+            await asyncio.to_thread(write_all, fd, data)
             yield tmp
 
 

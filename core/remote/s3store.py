@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -55,6 +54,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
+from ..base.fsutil import write_all
 from ..base.names import is_text
 from .objectstore import (
     BucketSettings,
@@ -342,7 +342,7 @@ class S3Store(ObjectStore):
         # Whole objects are read into memory: what restores from here is one
         # gzip of its own (bundles are read a member at a time, by range).
         data = await self._get(key, "downloading")
-        await asyncio.to_thread(_write_all, fd, data)
+        await asyncio.to_thread(write_all, fd, data)
         return len(data)
 
     async def list_objects(self, prefix: str) -> AsyncIterator[ObjectInfo]:
@@ -420,9 +420,3 @@ class S3Store(ObjectStore):
     async def close(self) -> None:
         await self._stack.aclose()
         self._client = None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
