@@ -76,6 +76,7 @@ from .ops import holds as holding
 from .ops import restore as restoring
 from .ops.cat import CatResult, cat_file
 from .ops.expire import ExpirePlan, ExpireReport, expire_archive, expire_plan
+from .ops.holds import HoldChange
 from .ops.passes import (
     EventsMoved,
     EventsPlanned,
@@ -410,13 +411,13 @@ class Archiver:
         until: int | None = None,
         *,
         ahead: bool = False,
-    ) -> Hold:
+    ) -> HoldChange:
         """A legal hold placed and audited, with no lock: it goes on even while a
         pass or an expiry runs. A unit or path hold that covers nothing archived
         now is refused unless placed ``ahead`` (ops/holds.py)."""
         return await holding.place(self.sessions, scope, target, reason, until, ahead)
 
-    async def release_hold(self, hold_id: int) -> Hold:
+    async def release_hold(self, hold_id: int) -> HoldChange:
         return await holding.release(self.sessions, hold_id)
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------

@@ -159,6 +159,13 @@ class RemoteSettings:
     bytes_per_s: int = 0
     sse: str | None = None  # server-side encryption asked of every upload (SSE_MODES)
     kms_key_id: str | None = None  # with sse = "aws:kms": the key (None: the account's)
+    object_lock: str = "off"  # LOCK_MODES: each object retained until its expiry
+
+    @property
+    def locks(self) -> str | None:
+        """The S3 Object Lock mode every upload asks for (``GOVERNANCE`` or
+        ``COMPLIANCE``), None when ``object_lock`` is off."""
+        return None if self.object_lock == "off" else self.object_lock.upper()
 
     @property
     def keeps_local(self) -> bool:
@@ -380,14 +387,8 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "expire"})
 
     _check_roots_apart(file, live_root, archive_root, state_db)
-    if remote is not None and remote.folder is not None:
-        _check_apart(
-            file,
-            "remote.url",
-            remote.folder,
-            (live_root, archive_root),
-            "put the remote elsewhere, ideally on another disk",
-        )
+    if remote is not None:
+        _check_remote(file, remote, retention, (live_root, archive_root))
     _check_apart(
         file,
         "mount.cache_dir",
@@ -412,6 +413,32 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         retention=retention,
         mount=mount,
     )
+
+
+def _check_remote(
+    file: Path, remote: RemoteSettings, retention: RetentionSettings, roots: tuple[Path, Path]
+) -> None:
+    """A remote folder outside the roots; an Object Lock with an end: objects are
+    locked until expiry would delete them, which a retention for files and for
+    event months says."""
+    if remote.folder is not None:
+        _check_apart(
+            file,
+            "remote.url",
+            remote.folder,
+            roots,
+            "put the remote elsewhere, ideally on another disk",
+        )
+    if remote.locks is None:
+        return
+    for key, days in (("files_days", retention.files_days), ("events_days", retention.events_days)):
+        if days is None:
+            raise ConfigError(
+                file,
+                "remote.object_lock",
+                f"locks each object until its expiry, and [retention] {key} is not set",
+                f'set [retention] {key}, or object_lock = "off"',
+            )
 
 
 def _mount(t: _Table, base: Path) -> MountSettings:
@@ -676,9 +703,22 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
         bytes_per_s=t.integer("bytes_per_s", 0, minimum=0),
         sse=sse,
         kms_key_id=kms_key_id,
+        object_lock=_object_lock(t, url),
     )
     t.done()
     return remote
+
+
+LOCK_MODES = ("off", "governance", "compliance")
+
+
+def _object_lock(t: _Table, url: str) -> str:
+    object_lock = str(t.choice("object_lock", "off", LOCK_MODES))
+    if object_lock != "off" and not url.startswith("s3:"):
+        raise ConfigError(
+            t.file, t.key("object_lock"), "a file:// remote has no Object Lock", 'set it to "off"'
+        )
+    return object_lock
 
 
 SSE_MODES = ("AES256", "aws:kms")

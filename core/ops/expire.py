@@ -19,7 +19,7 @@ One expiry, under the archive lock:
                ``expiring``, an audit row naming it, in one transaction; then
                its remote copies deleted (their rows after); then its local
                file unlinked (identity re-checked) and its directory fsynced;
-               then the note cleared
+               then the note cleared, once no remote copy is left
 
 Invariants:
 - The manifest changes first, the files after: a crash leaves tombstones whose
@@ -28,6 +28,11 @@ Invariants:
 - Nothing held by an active legal hold is recorded, whatever its age; a hold
   placed while an expiry runs is seen by the next item it checks.
 - A name that expired stays taken: a later file never gets it (``taken_names``).
+- A remote copy the bucket's Object Lock keeps (its recorded retain-until not
+  reached, or the bucket refusing the delete: a retention or a legal hold) is
+  left with its row and the item's note: the expiry is said to be waiting on
+  the bucket, never failed, and the next expiry whose time has come deletes it.
+  Nothing is asked of the bucket before the recorded retain-until.
 - Cancelled, it stops between items; what is recorded is finished first.
 """
 
@@ -51,11 +56,11 @@ from ..base.steps import StepHook, StepName, no_step
 from ..base.times import DAY_MS, NS_PER_MS
 from ..events.eventschema import month_end_ms
 from ..remote.connect import connected
-from ..remote.objectstore import ObjectStore
+from ..remote.objectstore import ObjectStore, RemoteLocked
 from ..store import audit, expiry
 from ..store.legalholds import active, held_paths
 from ..store.manifest import Manifest, tombstone
-from ..store.remoteobjects import RemoteObjects
+from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .session import Sessions
 
 Kind = Literal["gzip", "bundle", "month"]
@@ -71,6 +76,7 @@ class ExpireItem:
     local: bool  # a local copy is there
     remote: int  # copies on the remote tier
     held: str | None = None  # the hold that keeps it, described
+    locked_until: int | None = None  # ms: the bucket's lock keeps its remote copies until then
 
     @property
     def copies(self) -> str:
@@ -123,6 +129,7 @@ class ExpireReport:
     months: int = 0
     held: int = 0  # past retention, kept by a hold
     settled: int = 0  # interrupted expiries finished
+    locked: list[str] = field(default_factory=list)  # remote copies the bucket keeps, said
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -179,6 +186,7 @@ async def _file_items(settings: Settings, manifest: Manifest, now: int) -> list[
                 f.newest_mtime_ns // NS_PER_MS + int(days * DAY_MS),
                 local=not f.dropped,
                 remote=int(f.shipped_bytes is not None),
+                locked_until=_later(f.retain_until, now),
             )
         )
     return items
@@ -200,6 +208,7 @@ async def _month_items(
         db = local.get(month)
         size = (await asyncio.to_thread(db.stat)).st_size if db is not None else 0
         remote = snapshots.get(month, [])
+        until = max((o.retain_until or 0 for o in await objects.of_month(month)), default=0)
         items.append(
             ExpireItem(
                 "month",
@@ -209,9 +218,14 @@ async def _month_items(
                 past_since,
                 local=db is not None,
                 remote=len(remote),
+                locked_until=_later(until, now),
             )
         )
     return items
+
+
+def _later(until: int | None, now: int) -> int | None:
+    return until if until is not None and until > now else None
 
 
 async def expire_archive(
@@ -269,8 +283,8 @@ class Expirer:
 
     async def run(self) -> ExpireReport:
         for path in await expiry.interrupted(self.manifest):
-            await self._finish(path)
-            self.report.settled += 1
+            if await self._finish(path):
+                self.report.settled += 1
         plan = await expire_plan(self.settings, self.manifest, self.clock())
         self.report.held = len(plan.held)
         for item in plan.items:
@@ -329,23 +343,59 @@ class Expirer:
         latest = (await self.objects.latest_months()).get(item.month or "")
         return latest.sha256 if latest is not None else ""
 
-    async def _finish(self, path: str) -> None:
-        """An expiry recorded: its remote copies and its local file deleted."""
+    async def _finish(self, path: str) -> bool:
+        """An expiry recorded: its remote copies and its local file deleted; True
+        when nothing of it is left (else its note stays for the next expiry)."""
         if path.startswith("events/"):
-            remote = [o.path for o in await self.objects.of_month(Path(path).stem)]
+            remote = await self.objects.of_month(Path(path).stem)
         else:
-            remote = [o.path for o in [await self.objects.get(path)] if o is not None]
+            remote = [o for o in [await self.objects.get(path)] if o is not None]
+        kept: list[RemoteObject] = []
         if remote:
             site = self.settings.remote.site if self.settings.remote is not None else None
             if self.store is None or site is None:
                 self.report.problems.append(
                     f"{path}: its remote copies stay until an expiry runs with [remote] configured"
                 )
-                return
-            for key in remote:
-                await self.store.delete(f"{site}/{key}")
-                await self.objects.forget(key)
-            await self._announce("expire_remote_deleted", path)
+                return False
+            kept = await self._delete_remote(self.store, site, remote)
+            if len(kept) < len(remote):
+                await self._announce("expire_remote_deleted", path)
+        await self._delete_local(path)
+        if kept:
+            self._said_locked(path, kept)
+            return False
+        await expiry.finished(self.manifest, path)
+        await self._announce("expire_local_deleted", path)
+        return True
+
+    async def _delete_remote(
+        self, store: ObjectStore, site: str, remote: list[RemoteObject]
+    ) -> list[RemoteObject]:
+        """Each copy deleted and its row forgotten, but those the bucket's lock
+        keeps: returned, asked of the bucket only once their retain-until is past."""
+        kept = []
+        for obj in remote:
+            if obj.retain_until is not None and obj.retain_until > self.clock():
+                kept.append(obj)
+                continue
+            try:
+                await store.delete(f"{site}/{obj.path}")
+            except RemoteLocked:
+                kept.append(obj)
+                continue
+            await self.objects.forget(obj.path)
+        return kept
+
+    def _said_locked(self, path: str, kept: list[RemoteObject]) -> None:
+        until = max(o.retain_until or 0 for o in kept)
+        when = f"until {_day(until)}" if until > self.clock() else "by its lock or a legal hold"
+        self.report.locked.append(
+            f"{path}: its remote copies are kept by the bucket's lock {when}; "
+            "an expiry after that deletes them"
+        )
+
+    async def _delete_local(self, path: str) -> None:
         local = self.layout.abs(path)
         root = self.layout.root
         for target in (local, *(local.with_name(local.name + s) for s in ("-wal", "-shm"))):
@@ -361,8 +411,6 @@ class Expirer:
                 functools.partial(unlink_if_identity, target, ident, root=root, durably=None)
             )
         await asyncio.to_thread(fsync_dir, local.parent, root=root, site="expire.unlinked")
-        await expiry.finished(self.manifest, path)
-        await self._announce("expire_local_deleted", path)
 
 
 def _day(ms: int) -> str:

@@ -30,7 +30,7 @@ from ..base.durable import fsync
 from ..base.errors import RemoteError
 from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
 from ..base.layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
-from .objectstore import ObjectInfo, ObjectStore, Put, RemoteMissing
+from .objectstore import ObjectInfo, ObjectLock, ObjectStore, Put, RemoteMissing
 
 CHUNK = 1 << 20
 
@@ -52,7 +52,11 @@ class FileStore(ObjectStore):
     def _failed(self, key: str, err: OSError) -> RemoteError:
         return RemoteError(f"{self.where(key)}: {err.strerror or err} (check the remote folder)")
 
-    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
+    async def put_new(
+        self, key: str, src: Path, size: int, sha256: str, lock: ObjectLock | None = None
+    ) -> Put:
+        # The config allows no Object Lock on a folder: nothing could keep it.
+        assert lock is None
         try:
             return Put(await asyncio.to_thread(self._put_new, key, src))
         except OSError as err:

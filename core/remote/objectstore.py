@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -62,6 +63,47 @@ class RemoteNoBucket(RemoteFatal):
 
 class RemoteMissing(RemoteError):
     """The object is not at its key."""
+
+
+class RemoteLocked(RemoteError):
+    """The bucket refused to delete an object: its Object Lock retention has not
+    ended, or a legal hold is on it. Not a failure to retry: the object stays
+    until the bucket lets it go."""
+
+
+@dataclass(frozen=True)
+class ObjectLock:
+    """S3 Object Lock, as asked of an upload or said of an object: ``mode``
+    (``GOVERNANCE``/``COMPLIANCE``) until ``retain_until`` (ms since the epoch;
+    None: no retention), and a legal hold."""
+
+    mode: str | None = None
+    retain_until: int | None = None
+    legal_hold: bool = False
+
+    def satisfied_by(self, got: ObjectLock) -> bool:
+        """Whether an object locked as ``got`` is kept at least as this asks."""
+        if self.legal_hold and not got.legal_hold:
+            return False
+        if self.retain_until is None:
+            return True
+        return (
+            got.mode == self.mode
+            and got.retain_until is not None
+            and got.retain_until >= self.retain_until
+        )
+
+    def __str__(self) -> str:
+        parts = []
+        if self.retain_until is not None:
+            parts.append(f"{self.mode} retention until {_utc(self.retain_until)}")
+        if self.legal_hold:
+            parts.append("a legal hold")
+        return " and ".join(parts) or "no lock"
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 @dataclass(frozen=True)
@@ -122,6 +164,7 @@ class ObjectInfo:
     size: int
     sha256: str | None = None  # hex; None where the server keeps no checksum
     encryption: Encryption = Encryption()  # as a HEAD says it (a listing does not)
+    lock: ObjectLock = ObjectLock()  # as a HEAD says it
 
 
 class ObjectStore(ABC):
@@ -145,9 +188,17 @@ class ObjectStore(ABC):
         return None
 
     @abstractmethod
-    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
+    async def put_new(
+        self, key: str, src: Path, size: int, sha256: str, lock: ObjectLock | None = None
+    ) -> Put:
         """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
-        server checks where it can) to ``key`` unless it exists."""
+        server checks where it can) to ``key`` unless it exists, locked as
+        ``lock`` says (only a bucket with Object Lock is given one)."""
+
+    async def set_legal_hold(self, key: str, on: bool) -> None:
+        """Place or lift the S3 legal hold on ``key``'s current version (only a
+        bucket with Object Lock is asked)."""
+        raise RemoteError(f"{self.where(key)}: this remote has no legal holds")
 
     @abstractmethod
     async def head(self, key: str) -> ObjectInfo | None:
@@ -174,7 +225,8 @@ class ObjectStore(ABC):
 
     @abstractmethod
     async def delete(self, key: str) -> None:
-        """Remove ``key`` (gone already is fine)."""
+        """Remove ``key`` (gone already is fine); with Object Lock, every version
+        of it, or ``RemoteLocked`` when the bucket refuses."""
 
     @abstractmethod
     async def clear_incomplete(self, prefix: str) -> int:

@@ -14,6 +14,11 @@ Invariants:
 - With ``[remote] sse``, every PUT asks for that server-side encryption (and
   ``kms_key_id``'s key); the PUT's answer and ``head`` say what the server
   applied, for the caller to hold against what was asked.
+- With ``[remote] object_lock``, every PUT asks for its retention (mode and
+  retain-until) and, where a hold covers it, a legal hold; ``head`` says what the
+  object carries. A delete removes every version of the key by its id (a plain
+  DELETE in a versioned bucket only hides it behind a marker); the bucket's
+  refusal (AccessDenied on a version) is ``RemoteLocked``, never an auth failure.
 - Credentials come from botocore's standard chain only; a missing or refused one
   is a ``RemoteAuthError`` saying where credentials are looked for, and no
   message carries a key. An endpoint no connection reaches is a
@@ -38,6 +43,7 @@ import base64
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +66,12 @@ from .objectstore import (
     BucketSettings,
     Encryption,
     ObjectInfo,
+    ObjectLock,
     ObjectStore,
     Put,
     RemoteAuthError,
+    RemoteFatal,
+    RemoteLocked,
     RemoteMissing,
     RemoteNoBucket,
     RemoteUnreachable,
@@ -133,6 +142,32 @@ def _default_encryption(answer: dict[str, Any]) -> Encryption:
 def _encryption(answer: dict[str, Any]) -> Encryption:
     """The server-side encryption a PUT's or a HEAD's answer says."""
     return Encryption(answer.get("ServerSideEncryption"), answer.get("SSEKMSKeyId"))
+
+
+def _object_lock(answer: dict[str, Any]) -> ObjectLock:
+    """The Object Lock a HEAD's answer says."""
+    until = answer.get("ObjectLockRetainUntilDate")
+    return ObjectLock(
+        answer.get("ObjectLockMode"),
+        None if until is None else int(until.timestamp() * 1000),
+        answer.get("ObjectLockLegalHoldStatus") == "ON",
+    )
+
+
+def _lock_args(lock: ObjectLock) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    if lock.retain_until is not None:
+        args["ObjectLockMode"] = lock.mode
+        args["ObjectLockRetainUntilDate"] = datetime.fromtimestamp(lock.retain_until / 1000, UTC)
+    if lock.legal_hold:
+        args["ObjectLockLegalHoldStatus"] = "ON"
+    return args
+
+
+def _no_lock(err: ClientError) -> bool:
+    """The bucket was asked for a lock it cannot keep (created without Object Lock)."""
+    message = str(err.response.get("Error", {}).get("Message", ""))
+    return _code(err) == "InvalidRequest" and "ObjectLock" in message.replace(" ", "")
 
 
 class S3Store(ObjectStore):
@@ -244,8 +279,8 @@ class S3Store(ObjectStore):
         finally:
             if created:
                 try:
-                    await s3.delete_object(Bucket=self.bucket, Key=key)
-                except (ClientError, BotoCoreError):
+                    await self.delete(probe)
+                except RemoteError:
                     self.notices.append(
                         f"{self.where(probe)}: the probe object could not be removed"
                     )
@@ -259,7 +294,16 @@ class S3Store(ObjectStore):
         notices, self.notices = self.notices, []
         return notices
 
-    async def put_new(self, key: str, src: Path, size: int, sha256: str) -> Put:
+    def _no_lock_error(self) -> RemoteFatal:
+        return RemoteFatal(
+            f"{self.url}: the bucket {self.bucket} has no Object Lock, and [remote] "
+            f"object_lock is {self.remote.object_lock!r} (use a bucket created with Object "
+            'Lock, or set object_lock = "off")'
+        )
+
+    async def put_new(
+        self, key: str, src: Path, size: int, sha256: str, lock: ObjectLock | None = None
+    ) -> Put:
         if size > MAX_PUT:
             raise RemoteError(
                 f"{self.where(key)}: {size} bytes is more than one PUT carries (5 GiB); "
@@ -281,6 +325,8 @@ class S3Store(ObjectStore):
             args["ServerSideEncryption"] = self.encryption.sse
         if self.encryption.kms_key_id is not None:
             args["SSEKMSKeyId"] = self.encryption.kms_key_id
+        if lock is not None:
+            args.update(_lock_args(lock))
         body = await asyncio.to_thread(open, src, "rb")
         try:
             with body:
@@ -288,6 +334,8 @@ class S3Store(ObjectStore):
         except ClientError as err:
             if self.conditional and (_code(err) in _EXISTS or _status(err) in _EXISTS):
                 return Put(created=False)
+            if _no_lock(err):
+                raise self._no_lock_error() from err
             raise self._error(key, err, "uploading") from err
         except BotoCoreError as err:
             raise self._error(key, err, "uploading") from err
@@ -308,7 +356,11 @@ class S3Store(ObjectStore):
         except BotoCoreError as err:
             raise self._error(key, err, "reading its size and checksum") from err
         return ObjectInfo(
-            key, int(got["ContentLength"]), _hex(got.get("ChecksumSHA256")), _encryption(got)
+            key,
+            int(got["ContentLength"]),
+            _hex(got.get("ChecksumSHA256")),
+            _encryption(got),
+            _object_lock(got),
         )
 
     async def _get(self, key: str, doing: str, **ranged: str) -> bytes:
@@ -369,11 +421,61 @@ class S3Store(ObjectStore):
         return sorted(n for n in names if n and not n.startswith("."))
 
     async def delete(self, key: str) -> None:
+        if self.remote.locks is not None:
+            await self._delete_versions(key)
+            return
         s3 = await self._s3()
         try:
             await s3.delete_object(Bucket=self.bucket, Key=self._key(key))
         except (ClientError, BotoCoreError) as err:
             raise self._error(key, err, "deleting") from err
+
+    async def _delete_versions(self, key: str) -> None:
+        """Every version of ``key`` (and delete marker) removed by its id: only
+        that removes an object from a versioned bucket. Those the bucket keeps
+        (a retention not ended, a legal hold) make one ``RemoteLocked``."""
+        s3 = await self._s3()
+        name = self._key(key)
+        kept = 0
+        try:
+            paginator = s3.get_paginator("list_object_versions")
+            versions = [
+                str(v["VersionId"])
+                async for page in paginator.paginate(Bucket=self.bucket, Prefix=name)
+                for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+                if v["Key"] == name
+            ]
+            for version in versions:
+                try:
+                    await s3.delete_object(Bucket=self.bucket, Key=name, VersionId=version)
+                except ClientError as err:
+                    if _code(err) != "AccessDenied":
+                        raise
+                    kept += 1
+        except (ClientError, BotoCoreError) as err:
+            raise self._error(key, err, "deleting its versions") from err
+        if kept:
+            raise RemoteLocked(
+                f"{self.where(key)}: kept by the bucket's lock ({kept} of {len(versions)} "
+                "versions: a retention not ended or a legal hold; or this host may not "
+                "s3:DeleteObjectVersion)"
+            )
+
+    async def set_legal_hold(self, key: str, on: bool) -> None:
+        s3 = await self._s3()
+        status = "ON" if on else "OFF"
+        try:
+            await s3.put_object_legal_hold(
+                Bucket=self.bucket, Key=self._key(key), LegalHold={"Status": status}
+            )
+        except ClientError as err:
+            if _code(err) in _NOT_FOUND:
+                raise RemoteMissing(f"{self.where(key)}: not there to hold") from err
+            if _no_lock(err):
+                raise self._no_lock_error() from err
+            raise self._error(key, err, f"setting its legal hold {status}") from err
+        except BotoCoreError as err:
+            raise self._error(key, err, f"setting its legal hold {status}") from err
 
     async def bucket_settings(self) -> BucketSettings:
         s3 = await self._s3()

@@ -78,13 +78,29 @@ from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.steps import StepHook, StepName, no_step
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import DAY_MS, now_ms
-from ..store.legalholds import Hold, active, held_paths
+from ..store.legalholds import ActiveHolds, Hold, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects
+from .bucketlock import (
+    file_retain_until,
+    lock_for,
+    mirror_holds,
+    month_retain_until,
+    snapshot_retain_until,
+    snapshot_taken_at,
+)
 from .fetch import clear_scratch, remove_scratch
 from .marker import check_marker
 from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
-from .objectstore import Encryption, ObjectInfo, ObjectStore, Put, RemoteFatal
+from .objectstore import (
+    Encryption,
+    ObjectInfo,
+    ObjectLock,
+    ObjectStore,
+    Put,
+    RemoteFatal,
+    RemoteLocked,
+)
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -107,6 +123,10 @@ class ShipReport:
     dropped_bytes: int = 0
     held: int = 0  # local copies a legal hold keeps
     pending: int = 0  # archive files still to ship (after a problem or a stop)
+    locked: int = 0  # objects shipped with a retain-until (object_lock)
+    holds_placed: int = 0  # S3 legal holds placed on objects shipped before
+    holds_lifted: int = 0
+    snapshots_kept: int = 0  # old manifest snapshots the bucket's lock still keeps
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
 
@@ -125,6 +145,10 @@ class ShipReport:
             "dropped_bytes": self.dropped_bytes,
             "held": self.held,
             "pending": self.pending,
+            "locked": self.locked,
+            "holds_placed": self.holds_placed,
+            "holds_lifted": self.holds_lifted,
+            "snapshots_kept": self.snapshots_kept,
             "problems": self.problems,
             "notices": self.notices,
         }
@@ -140,6 +164,7 @@ class _Sent:
     created: bool
     kept: str | None  # the SHA-256 the PUT's answer says the server keeps
     encryption: Encryption | None  # what the PUT's answer says the server applied
+    lock: ObjectLock | None = None  # what the upload asked of the bucket's Object Lock
 
 
 @dataclass(frozen=True)
@@ -235,6 +260,7 @@ class Shipper:
         self.report = ShipReport()
         self._probing = asyncio.Lock()
         self._counted = False  # a month's row count changed: the manifest snapshot says it
+        self._holds = ActiveHolds([])  # in force when the ship began: uploads ask for them
 
     def key(self, path: str) -> str:
         return f"{self.remote.site}/{path}"
@@ -253,8 +279,10 @@ class Shipper:
         await self.settle_drops()
         await asyncio.to_thread(clear_scratch, self.layout)
         await self.store.clear_incomplete(self.key(""))
+        self._holds = await active(self.manifest, self.clock())
         await self.ship_files()
         await self.ship_months()
+        await self.mirror_holds()
         for notice in self.store.take_notices():
             self.report.notices.append(notice)
             self.stream.notice("warning", notice)
@@ -265,6 +293,18 @@ class Shipper:
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())
         return r
+
+    async def mirror_holds(self) -> None:
+        """The bucket's legal holds made to match the site's: what a hold placed
+        or released while the bucket could not be told, or during this ship,
+        left undone."""
+        if self.remote.locks is None and not await self.objects.legal_held():
+            return
+        done = await mirror_holds(self.manifest, self.store, self.remote, self.clock())
+        self.report.holds_placed += done.placed
+        self.report.holds_lifted += done.lifted
+        for problem in done.problems:
+            self.report.problems.append(problem)
 
     async def _announce(self, name: StepName, path: str) -> None:
         await self.step(name, {"label": path})
@@ -290,6 +330,7 @@ class Shipper:
                     sent.created
                     and sent.kept == sent.sha
                     and self.store.encryption.satisfied_by(answered)
+                    and sent.lock is None  # only a HEAD says what the bucket locked
                 ):
                     await self._confirm_one(sent)
                     return
@@ -323,12 +364,20 @@ class Shipper:
             )
             return None
         try:
-            return await self._upload(path, local, size, sha)
+            return await self._upload(path, local, size, sha, await self._file_lock(path))
         except RemoteFatal:
             raise
         except RemoteError as err:
             self._problem(path, str(err))
             return None
+
+    async def _file_lock(self, path: str) -> ObjectLock | None:
+        """What archive file ``path``'s upload asks of the bucket's lock."""
+        if self.remote.locks is None:
+            return None
+        held = bool(self._holds) and bool(await held_paths(self.manifest, self._holds, [path]))
+        until = await file_retain_until(self.objects, self.settings.retention, path)
+        return lock_for(self.remote, until, held, self.clock())
 
     async def _confirm_one(self, sent: _Sent) -> None:
         try:
@@ -375,8 +424,13 @@ class Shipper:
     ) -> bool:
         """``local`` at ``path``'s key, read back, recorded (``month``: the event
         month whose snapshot it is); True if recorded."""
+        lock = None
+        if month is not None:
+            held = self._holds.for_month(month.month) is not None
+            until = month_retain_until(self.settings.retention, month.month)
+            lock = lock_for(self.remote, until, held, self.clock())
         try:
-            sent = await self._upload(path, local, size, sha)
+            sent = await self._upload(path, local, size, sha, lock)
             why = await self._read_back(sent)
         except RemoteFatal:
             raise
@@ -399,8 +453,11 @@ class Shipper:
                 month=month.month if month else None,
                 source_sig=month.sig if month else None,
                 row_count=month.rows if month else None,
+                retain_until=sent.lock.retain_until if sent.lock else None,
+                legal_hold=bool(sent.lock and sent.lock.legal_hold),
             )
         )
+        self.report.locked += bool(sent.lock and sent.lock.retain_until)
         await self._announce("object_recorded", sent.path)
         if sent.created:
             self.report.uploaded += 1
@@ -410,10 +467,12 @@ class Shipper:
         how = "shipped" if sent.created else "exists"
         self.stream.emit(FileDone("ship", sent.path, how, sent.size))
 
-    async def _upload(self, path: str, local: Path, size: int, sha: str) -> _Sent:
-        put = await self._put(self.key(path), local, size, sha)
+    async def _upload(
+        self, path: str, local: Path, size: int, sha: str, lock: ObjectLock | None
+    ) -> _Sent:
+        put = await self._put(self.key(path), local, size, sha, lock)
         await self._announce("object_uploaded", path)
-        return _Sent(path, size, sha, put.created, put.kept, put.encryption)
+        return _Sent(path, size, sha, put.created, put.kept, put.encryption, lock)
 
     async def _read_back(self, sent: _Sent) -> str | None:
         """None when the server holds exactly ``sent``'s bytes at its key (size
@@ -438,6 +497,12 @@ class Shipper:
                 f"{self.store.encryption} [remote] asks for: not recorded (does a bucket "
                 "policy or a proxy change it? doctor reads the bucket's default)"
             )
+        if sent.lock is not None and not sent.lock.satisfied_by(info.lock):
+            return (
+                f"{self.store.where(key)} {how} with {info.lock}, not the {sent.lock} "
+                "[remote] object_lock asks for: not recorded (does a proxy drop the "
+                "Object Lock headers?)"
+            )
         return None
 
     async def reship(self, obj: RemoteObject) -> str | None:
@@ -453,7 +518,10 @@ class Shipper:
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
         try:
             await self.store.delete(self.key(obj.path))
-            why = await self._read_back(await self._upload(obj.path, local, size, sha))
+            lock = await self._file_lock(obj.path)
+            why = await self._read_back(await self._upload(obj.path, local, size, sha, lock))
+        except RemoteLocked as err:
+            return f"{err}: the bad copy stays until the bucket lets it go; the local copy is kept"
         except RemoteFatal:
             raise
         except RemoteError as err:
@@ -462,13 +530,15 @@ class Shipper:
             await self.objects.renew(obj.path, self.clock())
         return why
 
-    async def _put(self, key: str, local: Path, size: int, sha: str) -> Put:
+    async def _put(
+        self, key: str, local: Path, size: int, sha: str, lock: ObjectLock | None
+    ) -> Put:
         await asyncio.to_thread(self.limiter.take, size, self.cancel)
         async with self._probing:  # the first upload finds out; the others wait for it
             conditional = await self.store.refuses_overwrite()
         if not conditional and await self.store.head(key) is not None:
             return Put(created=False)  # under the archive lock: nobody of this site writes
-        return await self.store.put_new(key, local, size, sha)
+        return await self.store.put_new(key, local, size, sha, lock)
 
     async def _read_bytes_back(self, head: ObjectInfo) -> ObjectInfo:
         """A server that keeps no checksum: the bytes read back and hashed."""
@@ -547,12 +617,17 @@ class Shipper:
         try:
             await asyncio.to_thread(snapshot_db, self.layout.manifest, tmp)
             size, sha = await self._hash(tmp)
-            await self._put(key, tmp, size, sha)
+            until = snapshot_retain_until(self.settings.retention, self.clock())
+            lock = lock_for(self.remote, until, False, self.clock())
+            await self._put(key, tmp, size, sha, lock)
             info = await self.store.head(key)
             if info is None or info.size != size or info.sha256 not in (sha, None):
                 self._problem(
                     path, f"{self.store.where(key)}: the snapshot did not read back whole"
                 )
+                return
+            if lock is not None and not lock.satisfied_by(info.lock):
+                self._problem(path, f"{self.store.where(key)}: stored with {info.lock}, not {lock}")
                 return
         except RemoteFatal:
             raise
@@ -571,10 +646,20 @@ class Shipper:
         return False
 
     async def _prune_snapshots(self) -> None:
+        """All but the newest KEEP_SNAPSHOTS deleted, less those the bucket's lock
+        keeps (told by the time in their names, so none is asked for in vain)."""
         prefix = self.key("manifest/")
         keys = sorted([info.key async for info in self.store.list_objects(prefix)])
         for old in keys[:-KEEP_SNAPSHOTS]:
-            await self.store.delete(old)
+            taken = snapshot_taken_at(old)
+            until = None if taken is None else snapshot_retain_until(self.settings.retention, taken)
+            if self.remote.locks is not None and until is not None and until > self.clock():
+                self.report.snapshots_kept += 1
+                continue
+            try:
+                await self.store.delete(old)
+            except RemoteLocked:
+                self.report.snapshots_kept += 1
 
     # dropping local copies --------------------------------------------------------
 

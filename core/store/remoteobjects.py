@@ -46,6 +46,8 @@ class RemoteObject:
     month: str | None = None  # an event month's snapshot
     source_sig: str | None = None  # its database's size:mtime_ns when taken
     row_count: int | None = None  # a month snapshot's rows (None: shipped before they were counted)
+    retain_until: int | None = None  # ms: the bucket's Object Lock keeps it until then
+    legal_hold: bool = False  # its S3 legal hold is on
 
     @property
     def local(self) -> bool:
@@ -58,7 +60,7 @@ _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 def _row(r: Any) -> RemoteObject:
     obj = RemoteObject(*r)
-    return replace(obj, local_present=bool(obj.local_present))
+    return replace(obj, local_present=bool(obj.local_present), legal_hold=bool(obj.legal_hold))
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,15 @@ class RemoteObjects:
             sizes.setdefault(month, []).append(size)
         return sizes
 
+    async def month_snapshots(self) -> dict[str, list[str]]:
+        """Each event month's snapshots' paths (read from the months' own index)."""
+        paths: dict[str, list[str]] = {}
+        for month, path in await self.manifest.rows(
+            "SELECT month, path FROM remote_objects WHERE month IS NOT NULL ORDER BY month, path"
+        ):
+            paths.setdefault(month, []).append(path)
+        return paths
+
     async def after(self, path: str | None, limit: int) -> list[RemoteObject]:
         """Up to ``limit`` objects after ``path`` (None: from the first), in path
         order: a page of the table read by its key, at any size."""
@@ -182,6 +193,50 @@ class RemoteObjects:
             f"SELECT {_COLUMNS} FROM remote_objects WHERE month = ? ORDER BY path", [month]
         )
         return [_row(r) for r in rows]
+
+    async def newest_by_unit(self, gz_path: str) -> dict[str, int]:
+        """Each unit's newest mtime (ns) among the entries of archive file
+        ``gz_path`` not expired: when retention lets the file go."""
+        rows = await self.manifest.rows(
+            "SELECT unit, max(mtime_ns) FROM entries INDEXED BY entries_location "
+            "WHERE gz_path = ? AND status != 'expired' GROUP BY unit",
+            [gz_path],
+        )
+        return {str(unit): int(newest) for unit, newest in rows}
+
+    async def shipped_files(self) -> list[str]:
+        """Every archive file shipped (not event months), in path order."""
+        rows = await self.manifest.rows(
+            "SELECT path FROM remote_objects WHERE month IS NULL AND path LIKE 'files/%' "
+            "ORDER BY path"
+        )
+        return [r[0] for r in rows]
+
+    async def legal_held(self) -> list[str]:
+        """The objects whose S3 legal hold is on, in path order."""
+        rows = await self.manifest.rows(
+            "SELECT path FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold "
+            "ORDER BY path"
+        )
+        return [r[0] for r in rows]
+
+    async def set_legal_hold(self, path: str, on: bool) -> None:
+        await self.manifest.run(
+            "UPDATE remote_objects SET legal_hold = ? WHERE path = ?", [int(on), path]
+        )
+
+    async def lock_counts(self, now: int) -> tuple[int, int]:
+        """(objects the bucket's retention keeps after ``now``, objects under an
+        S3 legal hold), each from its partial index."""
+        [(locked,)] = await self.manifest.rows(
+            "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_locked "
+            "WHERE retain_until > ?",
+            [now],
+        )
+        [(held,)] = await self.manifest.rows(
+            "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold"
+        )
+        return int(locked), int(held)
 
     async def droppable(self, shipped_before: int) -> list[RemoteObject]:
         """Archive files shipped before ``shipped_before`` whose local copy is still

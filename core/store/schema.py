@@ -484,6 +484,17 @@ MIGRATIONS: tuple[str, ...] = (
     DROP INDEX entries_sha256;
     CREATE INDEX entries_sha256 ON entries (sha256, relpath);
     """,
+    # 17: S3 Object Lock. Each object's retain-until as asked of the bucket (ms;
+    # NULL: none) and whether its S3 legal hold is on; indexed where set, so that
+    # counting what the bucket keeps and finding the holds to lift never reads
+    # every object shipped.
+    """
+    ALTER TABLE remote_objects ADD COLUMN retain_until INTEGER;
+    ALTER TABLE remote_objects ADD COLUMN legal_hold INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX remote_objects_locked ON remote_objects (retain_until)
+        WHERE retain_until IS NOT NULL;
+    CREATE INDEX remote_objects_held ON remote_objects (path) WHERE legal_hold;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

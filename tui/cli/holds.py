@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 
-from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from coldkeep.core.ops.holds import HoldChange
 from coldkeep.core.store.legalholds import Hold
 
 from ..operations.spec import parse_when
 from ..text.fmt import day
-from .kit import command, ctx_for, fail, run_command
+from .kit import Context, command, ctx_for, fail, run_command
 
 
 def _hold_line(h: Hold) -> str:
@@ -25,6 +26,23 @@ def _hold_line(h: Hold) -> str:
     placed = f"placed {day(h.placed_at)} by {h.placed_by}"
     released = f", released {day(h.released_at)} by {h.released_by}" if h.released_at else ""
     return f"{h.id:>4}  {h.scope} {h.target}{until}: {h.reason}  ({placed}{released})"
+
+
+def _said(ctx: Context, done: str, change: HoldChange) -> int:
+    """The hold as placed or released, then what the bucket's legal holds became:
+    exit 1 when the bucket could not be told all of it (the hold stands)."""
+
+    def text() -> str:
+        lines = [f"{done} {_hold_line(change.hold).strip()}"]
+        if change.placed or change.lifted:
+            lines.append(
+                f"S3 legal holds: {change.placed} placed, {change.lifted} lifted on the bucket"
+            )
+        lines += [f"PROBLEM: {p}" for p in change.problems]
+        return "\n".join(lines)
+
+    ctx.emit("hold", not change.problems, change.to_dict(), text)
+    return EXIT_FAILED if change.problems else EXIT_OK
 
 
 @click.group()
@@ -74,9 +92,8 @@ def hold_add(
     async def go() -> int:
         until_ms = None if until_ns is None else until_ns // 1_000_000
         # A HoldError (nothing covered, no such entry, …): exit 2, its one line.
-        h = await ctx.archiver().place_hold(scope, str(target), reason, until_ms, ahead=ahead)
-        ctx.emit("hold", True, h.to_dict(), lambda: f"placed {_hold_line(h).strip()}")
-        return EXIT_OK
+        change = await ctx.archiver().place_hold(scope, str(target), reason, until_ms, ahead=ahead)
+        return _said(ctx, "placed", change)
 
     run_command(go(), ctx)
 
@@ -105,8 +122,7 @@ def hold_release(hold_id: int, config: Path | None, json_out: bool) -> None:
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
-        h = await ctx.archiver().release_hold(hold_id)  # a HoldError: exit 2, its line
-        ctx.emit("hold", True, h.to_dict(), lambda: f"released {_hold_line(h).strip()}")
-        return EXIT_OK
+        change = await ctx.archiver().release_hold(hold_id)  # a HoldError: exit 2, its line
+        return _said(ctx, "released", change)
 
     run_command(go(), ctx)

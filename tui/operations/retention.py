@@ -12,7 +12,7 @@ import click
 
 from coldkeep.core.ops.expire import ExpireItem, ExpirePlan, ExpireReport
 
-from ..text.fmt import LIST_MAX, human, plural
+from ..text.fmt import LIST_MAX, day, human, plural
 from .spec import Console, ConsoleAction, Nothing, Operation, Options, Question, Run, Site, Words
 
 NO_RETENTION = "no [retention] is configured: everything is kept for ever"
@@ -31,6 +31,8 @@ def _expired(r: ExpireReport) -> str:
     )
     if r.settled:
         text += f"; {plural(r.settled, 'interrupted expiry', 'interrupted expiries')} finished"
+    if r.locked:
+        text += f"; {len(r.locked)} with remote copies the bucket's lock still keeps"
     return text + (f", {plural(len(r.problems), 'PROBLEM', 'PROBLEMS')}" if r.problems else "")
 
 
@@ -46,9 +48,16 @@ def _planned(plan: ExpirePlan) -> str:
     )
 
 
+def _copies(i: ExpireItem) -> str:
+    """Where it is, and until when the bucket's lock keeps the remote copy."""
+    if i.locked_until is None:
+        return i.copies
+    return f"{i.copies}, remote locked until {day(i.locked_until)}"
+
+
 def _item(i: ExpireItem) -> str:
     what = plural(i.files, "file") if i.kind != "month" else "event month"
-    line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {i.copies})"
+    line = f"  {i.path}  ({i.kind}, {what}, {human(i.bytes)}, {_copies(i)})"
     return line + (f"  HELD by {i.held}" if i.held else "")
 
 
@@ -68,7 +77,7 @@ async def _ask_expire(site: Site) -> tuple[ExpirePlan, Question | Nothing]:
         kept = f"; {len(plan.held)} kept by legal holds" if plan.held else ""
         return plan, Nothing(f"nothing is past its retention{kept}", title="expire")
     rows: list[tuple[str, ...]] = [
-        (i.path, i.kind, str(i.files) if i.kind != "month" else "", human(i.bytes), i.copies)
+        (i.path, i.kind, str(i.files) if i.kind != "month" else "", human(i.bytes), _copies(i))
         for i in plan.items
     ]
     rows += [(i.path, "HELD", "", human(i.bytes), i.held or "") for i in plan.held]
@@ -89,8 +98,18 @@ async def _ask_expire(site: Site) -> tuple[ExpirePlan, Question | Nothing]:
         "the history.",
         columns=("Path", "Kind", "Files", "Size", "Copies"),
         rows=rows,
-        warning=f"These are DELETED from the archive{remote}: no copy of them is left anywhere.",
+        warning=_warning(plan, remote),
         confirm="Delete them",
+    )
+
+
+def _warning(plan: ExpirePlan, remote: str) -> str:
+    locked = sum(i.locked_until is not None for i in plan.items)
+    if not locked:
+        return f"These are DELETED from the archive{remote}: no copy of them is left anywhere."
+    return (
+        f"These are DELETED from the archive{remote}, but the bucket's lock keeps the remote "
+        f"copies of {locked} until the dates shown; an expiry after that deletes them."
     )
 
 
@@ -116,7 +135,12 @@ EXPIRE = Operation(
         ),
     ),
     words=(
-        Words(ExpireReport, _expired, failed=lambda r: r.failed, detail=lambda r: list(r.problems)),
+        Words(
+            ExpireReport,
+            _expired,
+            failed=lambda r: r.failed,
+            detail=lambda r: [*r.problems, *r.locked],
+        ),
         Words(ExpirePlan, _planned, text=_plan_text),
     ),
     console=Console(

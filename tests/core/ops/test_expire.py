@@ -138,8 +138,8 @@ async def test_nothing_a_hold_covers_is_expired_until_it_is_released(site: Path)
     ck, clock = await archived(site, RetentionSettings(files_days=1))
     [(unit,)] = rows(site, "SELECT unit FROM entries GROUP BY unit ORDER BY count(*) DESC LIMIT 1")
     clock.now = real_now() + 400 * DAY_MS
-    hold = await ck.place_hold("unit", unit, "case 2026-114")
-    by_path = await ck.place_hold("path", "bulk-0/**", "audit")
+    hold = (await ck.place_hold("unit", unit, "case 2026-114")).hold
+    by_path = (await ck.place_hold("path", "bulk-0/**", "audit")).hold
     plan = await ck.expire_plan()
     held_paths = {i.path for i in plan.held}
     assert held_paths and all(i.held for i in plan.held)
@@ -190,7 +190,7 @@ async def test_a_bad_hold_is_refused_in_one_line(
     with pytest.raises(HoldError, match=says):
         await ck.place_hold(scope, target, reason)
     if "--ahead" in says:  # placed ahead, on purpose, it goes on
-        assert (await ck.place_hold(scope, target, reason, ahead=True)).target == target
+        assert (await ck.place_hold(scope, target, reason, ahead=True)).hold.target == target
 
 
 async def test_an_event_month_expires_when_its_last_day_is_past_retention(site: Path) -> None:

@@ -60,7 +60,7 @@ async def test_holds_and_expired_data_show_in_the_metrics(config: Path) -> None:
     )
     archiver = Archiver(settings, stream=EventStream(), serve_events=False)
     await archiver.run_pass()
-    hold = await archiver.place_hold("unit", "unit-0001", "case 114")
+    hold = (await archiver.place_hold("unit", "unit-0001", "case 114")).hold
     held = await scrape(settings)
     # A pass run by hand (the CLI from a systemd timer) is a pass's success too.
     assert value(held, "coldkeep_job_last_success_timestamp_seconds", job="pass") > 0

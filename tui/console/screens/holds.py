@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Select, Static
 
 from coldkeep.core.archiver import Archiver
+from coldkeep.core.ops.holds import HoldChange
 from coldkeep.core.store.legalholds import SCOPES, Hold, HoldError
 from coldkeep.core.store.manifest import ManifestError
 
@@ -126,21 +127,29 @@ class HoldsScreen(Screen[None]):
     async def place(self, scope: str, target: str, reason: str, until: str) -> None:
         try:
             at = parse_day(until) if until else None
-            hold = await self.archiver.place_hold(scope, target, reason, at)
+            change = await self.archiver.place_hold(scope, target, reason, at)
         except (HoldError, ManifestError, OSError, ValueError) as err:
             self.notify(str(err), title="holds", severity="error", markup=False)
             return
-        said = f"placed {hold.describe()}"
+        self._bucket_said(change)
+        said = f"placed {change.hold.describe()}"
         self.post_message(HoldsRead(await self.archiver.holds(), said, placed=True))
 
     @work(exclusive=True, group="holds", exit_on_error=False)
     async def release(self, hold_id: int) -> None:
         try:
-            hold = await self.archiver.release_hold(hold_id)
+            change = await self.archiver.release_hold(hold_id)
         except (HoldError, ManifestError, OSError) as err:
             self.notify(str(err), title="holds", severity="error", markup=False)
             return
-        self.post_message(HoldsRead(await self.archiver.holds(), f"released {hold.describe()}"))
+        self._bucket_said(change)
+        said = f"released {change.hold.describe()}"
+        self.post_message(HoldsRead(await self.archiver.holds(), said))
+
+    def _bucket_said(self, change: HoldChange) -> None:
+        """What the bucket's legal holds could not be told (the hold stands)."""
+        for problem in change.problems:
+            self.notify(problem, title="holds: the bucket", severity="warning", markup=False)
 
     def on_holds_read(self, message: HoldsRead) -> None:
         if message.placed:  # the form is cleared for the next one
