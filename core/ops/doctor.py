@@ -690,7 +690,11 @@ async def _bucket(settings: Settings) -> list[Finding]:
             return [Finding("bucket", "fail", str(err))]
     if bucket is None:
         return []
-    findings = [_versioning(bucket), _lock(bucket), _default_encryption(bucket, remote.sse)]
+    findings = [
+        _versioning(bucket),
+        _lock(bucket, remote.object_lock),
+        _default_encryption(bucket, remote.sse),
+    ]
     if bucket.unread:
         findings.append(
             Finding(
@@ -719,9 +723,25 @@ def _versioning(bucket: BucketSettings) -> Finding:
     )
 
 
-def _lock(bucket: BucketSettings) -> Finding:
+def _lock(bucket: BucketSettings, object_lock: str) -> Finding:
     if bucket.lock is None:
         return Finding("bucket_lock", "ok", "not read (below)")
+    if object_lock != "off" and not bucket.lock:
+        return Finding(
+            "bucket_lock",
+            "fail",
+            f"[remote] object_lock is {object_lock!r} and the bucket has no Object Lock: "
+            "every ship stops at its first upload",
+            "ship to a bucket created with Object Lock (or turn it on for this one), "
+            'or set object_lock = "off"',
+        )
+    if object_lock != "off":
+        return Finding(
+            "bucket_lock",
+            "ok",
+            f"Object Lock is {bucket.lock}; each object is locked {object_lock} until its "
+            "expiry ([remote] object_lock)",
+        )
     if not bucket.lock:
         return Finding("bucket_lock", "ok", "no Object Lock")
     return Finding(
@@ -730,7 +750,8 @@ def _lock(bucket: BucketSettings) -> Finding:
         f"Object Lock is {bucket.lock}: coldkeep sets no retention of its own, and what "
         "it deletes before the bucket's retention ends stays there, locked, as a "
         "noncurrent version",
-        "expect expire to free nothing in the bucket before the lock's retention ends",
+        'set [remote] object_lock = "compliance" (or "governance") to have each object '
+        "locked until its own expiry",
     )
 
 

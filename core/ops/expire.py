@@ -149,6 +149,10 @@ async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> Expir
     candidates = await _file_items(settings, manifest, now)
     layout = Layout(settings.archive_root)
     candidates += await _month_items(settings, objects, layout, now)
+    # Recorded already, its remote copies waiting on the bucket's lock: the next
+    # expiry finishes it, nothing to plan (a month's snapshots still list it).
+    waiting = set(await expiry.interrupted(manifest))
+    candidates = [i for i in candidates if i.path not in waiting]
     held = await held_paths(manifest, holds, [i.path for i in candidates if i.month is None])
     items, kept = [], []
     for item in candidates:

@@ -171,6 +171,22 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (REMOTE + "kms_key_id = 'k1'\n", "remote.kms_key_id", 'needs sse = "aws:kms"'),
         (REMOTE + "sse = 'AES256'\nkms_key_id = 'k1'\n", "remote.kms_key_id", "remove kms_key_id"),
         (ROOTS + "[remote]\nurl = 'file:r'\nsse = 'AES256'\n", "remote.sse", "file:// remote"),
+        (REMOTE + "object_lock = 'on'\n", "remote.object_lock", "is not one of 'off', 'gov"),
+        (
+            ROOTS + "[remote]\nurl = 'file:r'\nobject_lock = 'compliance'\n",
+            "remote.object_lock",
+            "a file:// remote has no Object Lock",
+        ),
+        (
+            REMOTE + "object_lock = 'compliance'\n",
+            "remote.object_lock",
+            "[retention] files_days is not set",
+        ),
+        (
+            REMOTE + "object_lock = 'governance'\n[retention]\nfiles_days = 30\n",
+            "remote.object_lock",
+            "set [retention] events_days, or object_lock",
+        ),
         (REMOTE + "keep_local_days = -0.5\n", "remote.keep_local_days", "use -1"),
         (REMOTE + "keep_local_days = -2\n", "remote.keep_local_days", "below -1"),
         (REMOTE + "site = 'a/b'\n", "remote.site", "plain folder name"),

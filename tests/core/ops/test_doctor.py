@@ -500,6 +500,26 @@ async def test_a_bucket_with_object_lock_says_its_default_retention(site: Path, 
     assert "every upload asks for AES256" in f["bucket_encryption"].found
 
 
+@pytest.mark.parametrize(("bucket_lock", "level"), [(False, "fail"), (True, "ok")])
+async def test_object_lock_asked_for_is_held_against_the_bucket(
+    site: Path, s3: S3Site, bucket_lock: bool, level: str
+) -> None:
+    s3.server.client.create_bucket(Bucket="worm", ObjectLockEnabledForBucket=bucket_lock)
+    with_remote(
+        site,
+        f'url = "s3://worm/pre"\nendpoint_url = "{s3.endpoint}"\nregion = "us-east-1"\n'
+        'site = "demo"\nobject_lock = "compliance"\n',
+    )
+    site.write_text(site.read_text() + "\n[retention]\nfiles_days = 400\nevents_days = 400\n")
+    lock = by_check(await diagnose(site))["bucket_lock"]
+    assert lock.level == level, lock
+    if bucket_lock:
+        assert "each object is locked compliance until its expiry" in lock.found
+    else:
+        assert "the bucket has no Object Lock: every ship stops" in lock.found
+        assert 'object_lock = "off"' in lock.fix
+
+
 async def test_settings_this_host_may_not_read_are_said_not_fatal(
     s3_site: Path, s3: S3Site
 ) -> None:

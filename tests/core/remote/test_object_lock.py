@@ -1,0 +1,280 @@
+"""S3 Object Lock on moto's server (which enforces it: a versioned DELETE of an
+object whose retention has not ended, or under a legal hold, is refused): every
+shipped object locked until its expiry, expiry deleting exactly what the bucket
+lets go, and the site's legal holds mirrored to the bucket's."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import RemoteSettings, RetentionSettings, load_settings
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.base.times import DAY_MS, now_ms
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.remote.objectstore import RemoteFatal
+from s3kit import S3Site
+from s3kit.proxy import INTERNAL_ERROR, ResetRequest
+
+WORM = "coldkeep-worm"
+PREFIX = "fleet"
+SITE = "web-1"
+TOP = f"{PREFIX}/{SITE}/"
+MINUTE_MS = 60_000
+
+
+class Clock:
+    """The archiver's clock, moved by the test (moto's is the real one)."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def worm(s3: S3Site) -> S3Site:
+    """A bucket created with Object Lock (versioned, no default retention)."""
+    s3.server.client.create_bucket(Bucket=WORM, ObjectLockEnabledForBucket=True)
+    return S3Site(s3.server, s3.proxy, WORM)
+
+
+@pytest.fixture
+def no_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A refused request is answered at once, not after botocore's backoff."""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    yield
+
+
+def archiver_for(
+    config: Path, clock: Clock, s3: S3Site, files_days: float, events_days: float
+) -> Archiver:
+    settings = load_settings(config)
+    remote = RemoteSettings(
+        f"s3://{s3.bucket}/{PREFIX}",
+        endpoint_url=s3.endpoint,
+        region="us-east-1",
+        site=SITE,
+        keep_local_days=-1,
+        object_lock="compliance",
+    )
+    retention = RetentionSettings(files_days, events_days)
+    settings = replace(settings, remote=remote, retention=retention)
+    return Archiver(settings, stream=EventStream(), clock=clock, serve_events=False)
+
+
+def heads(s3: S3Site) -> dict[str, dict[str, Any]]:
+    """Every object of the site, as its HEAD says it."""
+    client = s3.server.client
+    return {
+        key: client.head_object(Bucket=s3.bucket, Key=key)
+        for key in s3.server.list_keys(s3.bucket, TOP)
+    }
+
+
+def versions(s3: S3Site) -> dict[str, int]:
+    """How many versions each key of the site has in the bucket."""
+    found: dict[str, int] = {}
+    pages = s3.server.client.get_paginator("list_object_versions").paginate(
+        Bucket=s3.bucket, Prefix=TOP
+    )
+    for page in pages:
+        for v in page.get("Versions", []):
+            found[v["Key"]] = found.get(v["Key"], 0) + 1
+    return found
+
+
+def until_ms(head: dict[str, Any]) -> int:
+    return int(head["ObjectLockRetainUntilDate"].timestamp() * 1000)
+
+
+def newest_ms(config: Path) -> dict[str, int]:
+    """Each archive file's newest entry mtime (ms), read from the manifest."""
+    with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
+        rows = db.execute(
+            "SELECT gz_path, max(mtime_ns) FROM entries WHERE status != 'expired' "
+            "GROUP BY gz_path"
+        ).fetchall()
+    return {str(path): int(ns) // 1_000_000 for path, ns in rows}
+
+
+def legal_holds(s3: S3Site) -> set[str]:
+    """The site's objects whose S3 legal hold is on (relative to the site)."""
+    return {
+        key.removeprefix(TOP)
+        for key, head in heads(s3).items()
+        if head.get("ObjectLockLegalHoldStatus") == "ON"
+    }
+
+
+async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_through(
+    tmp_path: Path, worm: S3Site
+) -> None:
+    clock = Clock(now_ms())
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
+    ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
+    await ck.run_pass()
+    # Uploads and read-backs meet faults: retried, and every object still locked.
+    worm.proxy.fail(ResetRequest(after_bytes=500), method="PUT", path=r"/files/", times=1)
+    worm.proxy.fail(INTERNAL_ERROR, method="HEAD", path=r"/files/", times=1)
+    shipped = await ck.ship()
+    assert not shipped.problems and shipped.uploaded > 1, shipped
+    assert shipped.locked == shipped.uploaded  # every file and month snapshot
+
+    # Each object's expiry as expire computes it, ten years on.
+    clock.now += 3650 * DAY_MS
+    plan = await ck.expire_plan()
+    clock.now -= 3650 * DAY_MS
+    expiry = {f"{TOP}{i.path}": i.past_since for i in plan.items if i.month is None}
+    for i in plan.items:
+        if i.month is not None:
+            expiry.update({k: i.past_since for k in heads(worm) if f"/events/{i.month}." in k})
+    objects = heads(worm)
+    [snapshot] = [k for k in objects if "/manifest/" in k]
+    expiry[snapshot] = clock.now + 400 * DAY_MS
+    assert set(expiry) == set(objects)
+    # An independent reading for the files: their newest mtime plus files_days.
+    for path, newest in newest_ms(config).items():
+        assert expiry[f"{TOP}{path}"] == newest + 400 * DAY_MS
+    for key, head in objects.items():
+        assert head["ObjectLockMode"] == "COMPLIANCE", key
+        assert until_ms(head) >= expiry[key], key
+
+    client = worm.server.client
+    for key, head in objects.items():
+        with pytest.raises(ClientError) as refused:
+            client.delete_object(Bucket=worm.bucket, Key=key, VersionId=head["VersionId"])
+        assert refused.value.response["Error"]["Code"] == "AccessDenied", key
+
+    # The host's clock says everything is past its retention; the bucket's does
+    # not: the local copies go, the remote ones stay, said and not failed.
+    before = versions(worm)
+    clock.now += 800 * DAY_MS
+    done = await ck.expire()
+    assert not done.problems and not done.failed
+    assert len(done.expired) == len(plan.items) == len(done.locked)
+    assert all("kept by the bucket's lock" in line for line in done.locked)
+    assert versions(worm) == before
+    again = await ck.expire()
+    assert (again.expired, again.settled, again.problems) == ([], 0, [])
+    assert len(again.locked) == len(done.locked)
+    assert versions(worm) == before
+
+
+async def test_expire_deletes_exactly_what_the_bucket_lets_go(
+    tmp_path: Path, worm: S3Site
+) -> None:
+    """Shipped on a clock 200 days back, with files_days set so that half the
+    files' locks have ended by now: expire now deletes those, every version; a
+    clock ahead of the bucket's finds the rest kept, and leaves them."""
+    real = now_ms()
+    clock = Clock(real - 200 * DAY_MS)
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
+    await archiver_for(config, clock, worm, 10_000, 10_000).run_pass()
+    newest = newest_ms(config)
+    middle = sorted(newest.values())[len(newest) // 2]
+    files_ms = real - middle - 30 * MINUTE_MS
+    assert all(abs(n + files_ms - real) > MINUTE_MS for n in newest.values())
+    clock.now += MINUTE_MS
+    assert min(newest.values()) + files_ms > clock.now, "every file locked when shipped"
+    ck = archiver_for(config, clock, worm, files_ms / DAY_MS, 10_000)
+    shipped = await ck.ship()
+    assert not shipped.problems
+    due = {f"{TOP}{p}" for p, n in newest.items() if n + files_ms <= real}
+    rest = {f"{TOP}{p}" for p in newest} - due
+    assert due and rest
+
+    clock.now = now_ms()
+    done = await ck.expire()
+    assert {f"{TOP}{p}" for p in done.expired} == due
+    assert (done.locked, done.problems) == ([], [])
+    left = versions(worm)
+    assert not due & set(left), "every version of what expired is gone"
+    assert rest <= set(left)
+
+    clock.now += 400 * DAY_MS  # ahead of the bucket's clock
+    later = await ck.expire()
+    assert {f"{TOP}{p}" for p in later.expired} == rest
+    assert len(later.locked) == len(rest) and not later.problems
+    assert versions(worm) == left
+
+
+async def test_holds_are_the_bucket_s_legal_holds_on_what_they_cover(
+    tmp_path: Path, worm: S3Site
+) -> None:
+    clock = Clock(now_ms())
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
+    ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
+    await ck.run_pass()
+    with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
+        units = dict(db.execute("SELECT gz_path, unit FROM entries GROUP BY gz_path"))
+    unit = sorted(units.values())[0]
+    covered = {p for p, u in units.items() if u == unit}
+    early = (await ck.place_hold("unit", unit, "case 114")).hold
+
+    worm.proxy.reset_counts()
+    shipped = await ck.ship()
+    assert not shipped.problems and shipped.holds_placed == 0
+    assert not [x for x in worm.proxy.exchanges if "legal-hold" in x.query], "set at upload"
+    assert legal_holds(worm) == covered
+
+    months = {k.removeprefix(TOP) for k in heads(worm) if "/events/" in k}
+    tax = await ck.place_hold("unit", "events", "tax year")
+    assert (tax.placed, tax.problems) == (len(months), [])
+    assert legal_holds(worm) == covered | months
+
+    released = await ck.release_hold(early.id)
+    assert (released.placed, released.lifted) == (0, len(covered))
+    assert legal_holds(worm) == months
+    # A held object is kept by the bucket whatever its retention.
+    [key] = [k for k in heads(worm) if k.removeprefix(TOP) in months][:1]
+    version = worm.server.client.head_object(Bucket=worm.bucket, Key=key)["VersionId"]
+    with pytest.raises(ClientError):
+        worm.server.client.delete_object(Bucket=worm.bucket, Key=key, VersionId=version)
+
+
+async def test_a_bucket_that_cannot_be_told_keeps_the_hold_and_the_next_ship_tells_it(
+    tmp_path: Path, worm: S3Site, no_retries: None
+) -> None:
+    clock = Clock(now_ms())
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
+    ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
+    await ck.run_pass()
+    assert not (await ck.ship()).problems
+    # "**" covers every file and every event month: all but the manifest snapshot.
+    data = {k.removeprefix(TOP) for k in heads(worm) if "/manifest/" not in k}
+
+    refused = worm.proxy.fail(INTERNAL_ERROR, method="PUT", query=r"legal-hold")
+    change = await ck.place_hold("path", "**", "litigation")
+    assert refused.hits and change.placed == 0 and len(change.problems) == refused.hits
+    assert [h.id for h in await ck.holds()] == [change.hold.id], "the hold stands"
+    assert legal_holds(worm) == set()
+
+    worm.proxy.clear()
+    clock.now += MINUTE_MS
+    shipped = await ck.ship()
+    assert shipped.holds_placed == len(data) and not shipped.problems
+    assert legal_holds(worm) == data
+    assert (await ck.ship()).holds_placed == 0, "told once"
+
+
+async def test_object_lock_on_a_bucket_without_it_stops_the_ship_in_one_line(
+    tmp_path: Path, s3: S3Site
+) -> None:
+    clock = Clock(now_ms())
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
+    ck = archiver_for(config, clock, s3, files_days=400, events_days=400)
+    await ck.run_pass()
+    with pytest.raises(RemoteFatal, match="has no Object Lock") as stopped:
+        await ck.ship()
+    assert "\n" not in str(stopped.value) and 'object_lock = "off"' in str(stopped.value)
+    with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
+        assert db.execute("SELECT count(*) FROM remote_objects").fetchone() == (0,)
