@@ -20,6 +20,7 @@ from coldkeep.core.base.stream import EventStream
 from coldkeep.core.base.times import DAY_MS, now_ms
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.remote.objectstore import RemoteFatal
+
 from s3kit import S3Site
 from s3kit.proxy import INTERNAL_ERROR, ResetRequest
 
@@ -100,8 +101,7 @@ def newest_ms(config: Path) -> dict[str, int]:
     """Each archive file's newest entry mtime (ms), read from the manifest."""
     with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
         rows = db.execute(
-            "SELECT gz_path, max(mtime_ns) FROM entries WHERE status != 'expired' "
-            "GROUP BY gz_path"
+            "SELECT gz_path, max(mtime_ns) FROM entries WHERE status != 'expired' GROUP BY gz_path"
         ).fetchall()
     return {str(path): int(ns) // 1_000_000 for path, ns in rows}
 
@@ -169,9 +169,7 @@ async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_throug
     assert versions(worm) == before
 
 
-async def test_expire_deletes_exactly_what_the_bucket_lets_go(
-    tmp_path: Path, worm: S3Site
-) -> None:
+async def test_expire_deletes_exactly_what_the_bucket_lets_go(tmp_path: Path, worm: S3Site) -> None:
     """Shipped on a clock 200 days back, with files_days set so that half the
     files' locks have ended by now: expire now deletes those, every version; a
     clock ahead of the bucket's finds the rest kept, and leaves them."""
