@@ -35,6 +35,7 @@ from ..base.fsutil import fsync_dir, rename_noreplace, unlink_if_present
 from ..base.layout import Layout
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream
+from ..base.times import now_ms
 from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
 from ..files.find import Found, NothingFound, find
@@ -43,7 +44,8 @@ from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch, downloaded
 from ..remote.objectstore import ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_problem
-from ..store.manifest import Manifest, ManifestError
+from ..store.manifest import Manifest, ManifestError, reading
+from ..store.remoteobjects import read_lock_counts
 
 
 def fleet_cache(remote: RemoteSettings) -> Path:
@@ -90,6 +92,8 @@ class FleetSite:
     site: str
     snapshot: str | None  # the manifest snapshot in use (its key)
     problem: str | None = None  # why there is none
+    locked: int = 0  # objects its bucket's Object Lock retains now, as its snapshot says
+    legal_held: int = 0  # objects under an S3 legal hold
 
     @property
     def usable(self) -> bool:
@@ -157,13 +161,23 @@ class Fleet:
         problems = []
         for key in snapshots:
             if key == cached and await asyncio.to_thread(layout.manifest.exists):
-                return FleetSite(site, key)
+                return await self._usable(site, key)
             why = await self._fetch_snapshot(key, layout)
             if why is None:
                 await asyncio.to_thread(marker.write_text, key)
-                return FleetSite(site, key)
+                return await self._usable(site, key)
             problems.append(why)
         return FleetSite(site, None, "; ".join(problems))
+
+    async def _usable(self, site: str, key: str) -> FleetSite:
+        """A site whose snapshot ``key`` is in place, with what its bucket locks."""
+
+        def counts() -> tuple[int, int]:
+            with reading(self.layout(site).manifest) as db:
+                return read_lock_counts(db, now_ms())
+
+        locked, held = await asyncio.to_thread(counts)
+        return FleetSite(site, key, locked=locked, legal_held=held)
 
     async def _fetch_snapshot(self, key: str, layout: Layout) -> str | None:
         """``key`` in place as the site's cached manifest; None, or why not."""

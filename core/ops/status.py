@@ -12,6 +12,7 @@ from typing import Any
 from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
+from ..base.times import now_ms
 from ..remote.months import PendingEvents, pending_events
 from ..store import passlog, problems
 from ..store.audit import AuditRecord, last_of
@@ -34,6 +35,9 @@ class RemoteState:
     totals: RemoteTotals
     last_ship: AuditRecord | None
     pending_events: PendingEvents = field(default_factory=PendingEvents)  # rows no snapshot holds
+    object_lock: str = "off"  # [remote] object_lock
+    locked: int = 0  # objects the bucket's Object Lock retains now
+    legal_held: int = 0  # objects under an S3 legal hold
 
     def to_dict(self) -> dict[str, Any]:
         last = self.last_ship
@@ -44,6 +48,9 @@ class RemoteState:
             **asdict(self.totals),
             "pending_event_months": len(self.pending_events.months),
             "pending_event_rows": self.pending_events.rows,
+            "object_lock": self.object_lock,
+            "locked_objects": self.locked,
+            "legal_held_objects": self.legal_held,
             "last_ship": (
                 {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
             ),
@@ -147,4 +154,7 @@ async def remote_state(
     totals = await objects.totals()
     last = await last_of(manifest, "ship")
     pending = await pending_events(layout, objects)
-    return RemoteState(r.url, r.site, r.keep_local_days, totals, last, pending)
+    locked, held = await objects.lock_counts(now_ms())
+    return RemoteState(
+        r.url, r.site, r.keep_local_days, totals, last, pending, r.object_lock, locked, held
+    )

@@ -308,6 +308,16 @@ def remote_families(s: Snapshot) -> Iterator[Metric]:
             "When the oldest archive file not shipped yet was archived (absent: none is).",
             t.pending_since / 1000,
         )
+    yield _gauge(
+        "coldkeep_remote_locked_objects",
+        "Objects the bucket's Object Lock retains now ([remote] object_lock).",
+        s.status.remote.locked,
+    )
+    yield _gauge(
+        "coldkeep_remote_legal_held_objects",
+        "Objects under an S3 legal hold (mirrored from the site's legal holds).",
+        s.status.remote.legal_held,
+    )
     pending = s.status.remote.pending_events
     yield _gauge(
         "coldkeep_remote_pending_event_rows",

@@ -85,6 +85,22 @@ class RemoteTotals:
 
 
 _COPIES = "SELECT path, local_gone_at IS NULL FROM remote_objects WHERE path IN"
+# What the bucket's Object Lock keeps, each counted from its partial index.
+_LOCKED = (
+    "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_locked WHERE retain_until > ?"
+)
+_HELD = "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold"
+
+
+def read_lock_counts(db: sqlite3.Connection, now: int) -> tuple[int, int]:
+    """``lock_counts`` on a plain connection (a fleet site's snapshot); none from
+    a manifest older than Object Lock."""
+    try:
+        [(locked,)] = db.execute(_LOCKED, [now]).fetchall()
+        [(held,)] = db.execute(_HELD).fetchall()
+    except sqlite3.OperationalError:
+        return 0, 0
+    return int(locked), int(held)
 
 
 def read_copies(db: sqlite3.Connection, paths: Iterable[str]) -> dict[str, bool]:
@@ -228,14 +244,8 @@ class RemoteObjects:
     async def lock_counts(self, now: int) -> tuple[int, int]:
         """(objects the bucket's retention keeps after ``now``, objects under an
         S3 legal hold), each from its partial index."""
-        [(locked,)] = await self.manifest.rows(
-            "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_locked "
-            "WHERE retain_until > ?",
-            [now],
-        )
-        [(held,)] = await self.manifest.rows(
-            "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold"
-        )
+        [(locked,)] = await self.manifest.rows(_LOCKED, [now])
+        [(held,)] = await self.manifest.rows(_HELD)
         return int(locked), int(held)
 
     async def droppable(self, shipped_before: int) -> list[RemoteObject]:

@@ -119,6 +119,11 @@ def _remote_lines(r: RemoteState) -> list[str]:
         f"({plural(t.pending_entries, 'entry', 'entries')}; coldkeep ship)",
         f"  pending     {event_rows(r.pending_events, 8)}{_months_named(r)}",
     ]
+    if r.object_lock != "off" or r.locked or r.legal_held:
+        lines.append(
+            f"  locked      {r.locked:>8} {'object ' if r.locked == 1 else 'objects'}  "
+            f"(object_lock {r.object_lock}; {r.legal_held} under legal holds)"
+        )
     if t.verify_failed:
         failed = plural(t.verify_failed, "object")
         lines.append(f"  REMOTE VERIFY FAILED {failed} (coldkeep verify --remote)")

@@ -167,6 +167,13 @@ def split_sites(text: str, known: Iterable[str]) -> tuple[set[str] | None, str]:
     return (sites or None), " ".join(rest)
 
 
+def _locks(site: FleetSite) -> Text | str:
+    """What the site's bucket keeps locked, as its snapshot says ("" for none)."""
+    if not site.locked and not site.legal_held:
+        return ""
+    return Text(f"{site.locked} locked, {site.legal_held} legally held", style="dim")
+
+
 @dataclass(frozen=True)
 class Planned:
     """One file of a restore as the confirmation shows it."""
@@ -431,7 +438,7 @@ class FleetScreen(Screen[None]):
             if site.usable:
                 catalog = self.catalogs.get(name)
                 entries = f"{len(catalog):,}" if catalog is not None else "…"
-                rows[name] = (name, snapshot_time(site.snapshot), entries, "")
+                rows[name] = (name, snapshot_time(site.snapshot), entries, _locks(site))
             else:
                 # Listed, with why, rather than left out: a host that stopped
                 # shipping is what the operator needs to see here.

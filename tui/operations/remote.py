@@ -28,6 +28,10 @@ def _shipped(r: ShipReport) -> str:
         parts.append(f"{copies} dropped ({human(r.dropped_bytes)})")
     if r.held:
         parts.append(f"{plural(r.held, 'local copy', 'local copies')} kept by legal holds")
+    if r.locked:
+        parts.append(f"{r.locked} locked by the bucket until their expiry")
+    if r.holds_placed or r.holds_lifted:
+        parts.append(f"S3 legal holds {r.holds_placed} placed, {r.holds_lifted} lifted")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.problems:

@@ -19,6 +19,7 @@ from coldkeep.core.base.config import RemoteSettings, RetentionSettings, load_se
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.base.times import DAY_MS, now_ms
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.ops.fleet import Fleet
 from coldkeep.core.remote.objectstore import RemoteFatal
 
 from s3kit import S3Site
@@ -128,6 +129,9 @@ async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_throug
     shipped = await ck.ship()
     assert not shipped.problems and shipped.uploaded > 1, shipped
     assert shipped.locked == shipped.uploaded  # every file and month snapshot
+    remote = (await ck.status()).remote
+    assert remote is not None and remote.object_lock == "compliance"
+    assert (remote.locked, remote.legal_held) == (shipped.locked, 0)
 
     # Each object's expiry as expire computes it, ten years on.
     clock.now += 3650 * DAY_MS
@@ -223,12 +227,22 @@ async def test_holds_are_the_bucket_s_legal_holds_on_what_they_cover(
     assert not shipped.problems and shipped.holds_placed == 0
     assert not [x for x in worm.proxy.exchanges if "legal-hold" in x.query], "set at upload"
     assert legal_holds(worm) == covered
+    # The fleet view says it from the snapshot that ship left.
+    assert ck.settings.remote is not None
+    fleet = Fleet(ck.settings.remote, tmp_path / "fleet-cache")
+    try:
+        [site] = await fleet.load()
+    finally:
+        await fleet.close()
+    assert (site.locked, site.legal_held) == (shipped.locked, len(covered))
 
     months = {k.removeprefix(TOP) for k in heads(worm) if "/events/" in k}
     tax = await ck.place_hold("unit", "events", "tax year")
     assert (tax.placed, tax.problems) == (len(months), [])
     assert legal_holds(worm) == covered | months
 
+    remote = (await ck.status()).remote
+    assert remote is not None and remote.legal_held == len(covered | months)
     released = await ck.release_hold(early.id)
     assert (released.placed, released.lifted) == (0, len(covered))
     assert legal_holds(worm) == months

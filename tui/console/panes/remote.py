@@ -224,7 +224,7 @@ class RemotePane(Pane):
             self._problems([])
             sync_table(self.query_one("#remote-table", DataTable), {})
             return
-        where.update(Text(self.where))
+        where.update(Text(self.where + self._locked()))
         self.border_subtitle = keep_text(self.keep_local_days)
         t = self.transfer
         last = self.state.last_ship if self.state else None
@@ -233,6 +233,13 @@ class RemotePane(Pane):
         else:
             self._problems(audit_problems(last) if last else [])
         sync_table(self.query_one("#remote-table", DataTable), self._rows())
+
+    def _locked(self) -> str:
+        """The bucket's Object Lock, where one keeps anything: `` · 27 locked, 3 held``."""
+        s = self.state
+        if s is None or (s.object_lock == "off" and not s.locked and not s.legal_held):
+            return ""
+        return f" · {s.object_lock} lock: {s.locked} locked, {s.legal_held} legally held"
 
     def _rows(self) -> dict[str, list[Cell]]:
         rows: dict[str, list[Cell]] = {}
