@@ -88,7 +88,7 @@ class ObjectLock:
         if self.retain_until is None:
             return True
         return (
-            got.mode == self.mode
+            got.mode in (self.mode, "COMPLIANCE")  # compliance keeps at least as well
             and got.retain_until is not None
             and got.retain_until >= self.retain_until
         )
@@ -194,6 +194,12 @@ class ObjectStore(ABC):
         """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
         server checks where it can) to ``key`` unless it exists, locked as
         ``lock`` says (only a bucket with Object Lock is given one)."""
+
+    async def keep(self, key: str, lock: ObjectLock) -> None:
+        """An object already at ``key`` locked at least as ``lock`` asks: its
+        retention extended, its legal hold placed (only a bucket with Object Lock
+        is asked)."""
+        raise RemoteError(f"{self.where(key)}: this remote has no Object Lock")
 
     async def set_legal_hold(self, key: str, on: bool) -> None:
         """Place or lift the S3 legal hold on ``key``'s current version (only a

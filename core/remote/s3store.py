@@ -461,6 +461,25 @@ class S3Store(ObjectStore):
                 "s3:DeleteObjectVersion)"
             )
 
+    async def keep(self, key: str, lock: ObjectLock) -> None:
+        if lock.retain_until is not None:
+            s3 = await self._s3()
+            until = datetime.fromtimestamp(lock.retain_until / 1000, UTC)
+            try:
+                await s3.put_object_retention(
+                    Bucket=self.bucket,
+                    Key=self._key(key),
+                    Retention={"Mode": lock.mode, "RetainUntilDate": until},
+                )
+            except ClientError as err:
+                if _no_lock(err):
+                    raise self._no_lock_error() from err
+                raise self._error(key, err, "extending its retention") from err
+            except BotoCoreError as err:
+                raise self._error(key, err, "extending its retention") from err
+        if lock.legal_hold:
+            await self.set_legal_hold(key, True)
+
     async def set_legal_hold(self, key: str, on: bool) -> None:
         s3 = await self._s3()
         status = "ON" if on else "OFF"

@@ -30,6 +30,10 @@ Invariants:
 - Nothing is recorded as remote until the server's own size and SHA-256 equal
   the local file's. An object already at its key counts as shipped only if its
   bytes are the same; different bytes are a problem to report, never replaced.
+- With ``[remote] object_lock``, nothing is recorded until a HEAD shows it
+  locked at least as asked (bucketlock.py: until its expiry); one already at its
+  key with a shorter lock or none has its retention extended first (a retention
+  can always grow), one just uploaded without it is a problem.
 - A local copy is dropped only when its row says it was shipped and verified,
   ``keep_local_days`` have passed, its last remote verify did not fail, no
   legal hold covers it, and the server, asked right before, still holds its
@@ -498,11 +502,17 @@ class Shipper:
                 "policy or a proxy change it? doctor reads the bucket's default)"
             )
         if sent.lock is not None and not sent.lock.satisfied_by(info.lock):
-            return (
-                f"{self.store.where(key)} {how} with {info.lock}, not the {sent.lock} "
-                "[remote] object_lock asks for: not recorded (does a proxy drop the "
-                "Object Lock headers?)"
-            )
+            if not sent.created:
+                # Uploaded before the lock was asked for, or with a shorter one:
+                # a retention can always be extended.
+                await self.store.keep(key, sent.lock)
+                info = await self.store.head(key) or info
+            if not sent.lock.satisfied_by(info.lock):
+                return (
+                    f"{self.store.where(key)} {how} with {info.lock}, not the {sent.lock} "
+                    "[remote] object_lock asks for: not recorded (does a proxy drop the "
+                    "Object Lock headers?)"
+                )
         return None
 
     async def reship(self, obj: RemoteObject) -> str | None:

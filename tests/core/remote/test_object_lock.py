@@ -23,7 +23,7 @@ from coldkeep.core.ops.fleet import Fleet
 from coldkeep.core.remote.objectstore import RemoteFatal
 
 from s3kit import S3Site
-from s3kit.proxy import INTERNAL_ERROR, ResetRequest
+from s3kit.proxy import INTERNAL_ERROR, ResetRequest, Truncate
 
 WORM = "coldkeep-worm"
 PREFIX = "fleet"
@@ -123,12 +123,18 @@ async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_throug
     config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
     ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
     await ck.run_pass()
+    # One file is there already, unlocked (a ship cut short before object_lock
+    # was set): its retention is set when it is found, like every other one's.
+    early = sorted(newest_ms(config))[0]
+    data = (config.parent / "archive" / early).read_bytes()
+    worm.server.put_raw(worm.bucket, f"{TOP}{early}", data)
     # Uploads and read-backs meet faults: retried, and every object still locked.
     worm.proxy.fail(ResetRequest(after_bytes=500), method="PUT", path=r"/files/", times=1)
     worm.proxy.fail(INTERNAL_ERROR, method="HEAD", path=r"/files/", times=1)
     shipped = await ck.ship()
     assert not shipped.problems and shipped.uploaded > 1, shipped
-    assert shipped.locked == shipped.uploaded  # every file and month snapshot
+    assert shipped.already == 1
+    assert shipped.locked == shipped.uploaded + 1  # every file and month snapshot
     remote = (await ck.status()).remote
     assert remote is not None and remote.object_lock == "compliance"
     assert (remote.locked, remote.legal_held) == (shipped.locked, 0)
@@ -195,7 +201,11 @@ async def test_expire_deletes_exactly_what_the_bucket_lets_go(tmp_path: Path, wo
     assert due and rest
 
     clock.now = now_ms()
+    # A listing of versions cut short, and a DELETE answered 500: read and asked again.
+    cut = worm.proxy.fail(Truncate(keep_bytes=100), method="GET", query=r"versions", times=1)
+    failed = worm.proxy.fail(INTERNAL_ERROR, method="DELETE", times=1)
     done = await ck.expire()
+    assert (cut.hits, failed.hits) == (1, 1)
     assert {f"{TOP}{p}" for p in done.expired} == due
     assert (done.locked, done.problems) == ([], [])
     left = versions(worm)
