@@ -6,14 +6,19 @@ The format (age v1, binary, through pyrage: nothing here is cryptography):
 - A whole object (a gzip of its own, an event month's snapshot, a manifest
   snapshot) is one age stream of its bytes, to every recipient of the set: what
   ``age -d -i KEY`` opens.
-- A bundle is tiled into spans: each member's span and the bytes between them
-  (tar headers, padding, the index; ``tile``). The sealed object is one age
-  stream per span, back to back, so one member is one ranged GET of its
-  stream's (offset, length) and opens alone. A stream costs its header (one
-  stanza per recipient and a random "grease" stanza: 217 to 372 bytes for one
-  recipient, 413 to 569 for three, over 300 seals each) plus 16 bytes of nonce
-  and 16 of tag per 64 KiB chunk (one chunk at least): a member of m bytes
-  reads m + m/4096 + under 1 KiB, within m + 64 KiB up to 255 MiB.
+- A bundle is tiled into spans (``tile``): each member with the bytes before
+  it back to the member before (its tar header, padding), and what follows the
+  last member (the tar's end, the index). The sealed object is one age stream
+  per span, back to back, so one member is one ranged GET of its stream's
+  (offset, length), opened alone, its header's bytes skipped. A stream costs
+  its header (one stanza per recipient and a random "grease" stanza: 217 to
+  372 bytes for one recipient, 413 to 569 for three, over 300 seals each) plus
+  16 bytes of nonce and 16 of tag per 64 KiB chunk (one chunk at least): a
+  member of m bytes after a 512-byte tar header reads m + m/4096 + under
+  1.5 KiB, within m + 64 KiB up to 255 MiB. A tar header rides in its member's
+  stream rather than in one of its own because each stream wraps a new file
+  key to every recipient (an X25519 exchange, about 55 µs each), which is most
+  of a small member's cost.
 - The header's size is random (the grease stanza), so a stream's place in the
   sealed object is never computed: ``seal_spans`` returns each span's
   ciphertext (offset, length), which the caller records.
@@ -330,21 +335,26 @@ def _write_all(out: Writable, data: bytes) -> None:
 
 
 class _Tee:
-    """Where pyrage writes: ``out``, counted and hashed."""
+    """Where pyrage writes: ``out``, counted and hashed, its first ``skip``
+    bytes dropped."""
 
-    def __init__(self, out: Writable) -> None:
+    def __init__(self, out: Writable, skip: int = 0) -> None:
         self.out = out
         self.sha = hashlib.sha256()
         self.n = 0
+        self.skip = skip
         self.failure: BaseException | None = None
 
     def write(self, data: bytes) -> int:
         # pyrage drops an exception raised by the first write of a stream (the
         # header's) and returns as if it had sealed: kept, and raised after.
         try:
-            _write_all(self.out, data)
-            self.sha.update(data)
-            self.n += len(data)
+            kept = data
+            if self.skip:
+                kept, self.skip = data[self.skip :], max(0, self.skip - len(data))
+            _write_all(self.out, kept)
+            self.sha.update(kept)
+            self.n += len(kept)
             return len(data)
         except BaseException as err:
             self.failure = self.failure or err
@@ -372,25 +382,27 @@ class Sealed:
     sealed: Digest
     pieces: tuple[tuple[Span, Span], ...]
 
-    def sealed_span(self, plain: Span) -> Span:
-        """Where the stream of the plaintext span ``plain`` lies in the object."""
+    def locate(self, member: Span) -> tuple[Span, int]:
+        """Where the stream holding ``member`` (a plaintext span that ends one of
+        the pieces) lies in the object, and how many plaintext bytes of it come
+        before the member (``open_sealed``'s ``skip``)."""
         for p, s in self.pieces:
-            if p == plain:
-                return s
-        raise KeyError(plain)
+            if p.offset <= member.offset and p.offset + p.length == member.offset + member.length:
+                return s, member.offset - p.offset
+        raise KeyError(member)
 
 
 def tile(size: int, members: Sequence[Span]) -> tuple[Span, ...]:
-    """A file of ``size`` bytes cut at ``members`` (a bundle's spans): each member
-    and each run of bytes between them (none empty) its own span, in order."""
+    """A file of ``size`` bytes cut after each of ``members`` (a bundle's spans):
+    each member's span taking the bytes between it and the member before (its
+    tar header), and what follows the last member (the tar's end, the index)
+    one span of its own, in order."""
     out: list[Span] = []
     at = 0
     for m in sorted(members, key=lambda s: (s.offset, s.length)):
         if m.offset < at or m.length < 0 or m.offset + m.length > size:
             raise ValueError(f"span {m} overlaps another or leaves the {size} bytes")
-        if m.offset > at:
-            out.append(Span(at, m.offset - at))
-        out.append(m)
+        out.append(Span(at, m.offset + m.length - at))
         at = m.offset + m.length
     if at < size or not out:
         out.append(Span(at, size - at))  # an empty file is one empty stream, not none
@@ -420,9 +432,8 @@ def seal_spans(
     for span in spans if spans is not None else (None,):
         if span is not None and span.offset != at:
             raise ValueError(f"span {span} does not start where the one before ended ({at})")
-        window.start(span.length if span is not None else None)
         start = tee.n
-        _through(lambda: pyrage.encrypt_io(_io(window), _io(tee), recipients._parsed), window, tee)
+        _seal_one(window, tee, recipients, span.length if span is not None else None)
         if span is not None and window.got < span.length:
             raise SealError(f"{what}: ended at byte {at + window.got}, inside the span {span}")
         plain = span if span is not None else Span(0, window.got)
@@ -435,6 +446,13 @@ def seal_spans(
     return Sealed(
         Digest(at, window.sha.hexdigest()), Digest(tee.n, tee.sha.hexdigest()), tuple(pieces)
     )
+
+
+def _seal_one(window: _Window, tee: _Tee, recipients: RecipientSet, length: int | None) -> None:
+    """The next ``length`` bytes of the window's source (all that is left, with
+    None) as one age stream written to ``tee``."""
+    window.start(length)
+    _through(lambda: pyrage.encrypt_io(_io(window), _io(tee), recipients._parsed), window, tee)
 
 
 def _io(end: _Window | _Tee) -> io.BufferedIOBase:
@@ -481,15 +499,17 @@ def open_sealed(
     sealed_to: str | None,
     cancel: CancelToken,
     limiter: RateLimiter = UNLIMITED,
+    skip: int = 0,
 ) -> Digest:
     """One age stream of ``length`` bytes read from ``src`` (a whole object, or a
-    member's span read by one ranged GET), opened into ``out``; the plaintext's
-    size and sha256. ``sealed_to`` (the recorded set, described) is what a wrong
-    identity's message names. On error ``out`` holds nothing to trust.
-    Synchronous: run it in a worker thread."""
+    member's stream read by one ranged GET), opened into ``out`` but for its
+    first ``skip`` bytes (a member's tar header: ``Sealed.locate``); the size
+    and sha256 of what was written. ``sealed_to`` (the recorded set, described)
+    is what a wrong identity's message names. On error ``out`` holds nothing to
+    trust. Synchronous: run it in a worker thread."""
     window = _Window(src, limiter, cancel, hashed=False)
     window.start(length)
-    tee = _Tee(out)
+    tee = _Tee(out, skip)
     try:
         _through(lambda: pyrage.decrypt_io(_io(window), _io(tee), identities._keys), window, tee)
     except (pyrage.DecryptError, OSError) as err:

@@ -72,7 +72,9 @@ def seal_bytes(
     return out.getvalue(), sealed
 
 
-def open_bytes(ct: bytes, ids: Identities, length: int | None = None, sealed_to: str = "") -> bytes:
+def open_bytes(
+    ct: bytes, ids: Identities, length: int | None = None, sealed_to: str = "", skip: int = 0
+) -> bytes:
     out = io.BytesIO()
     got = open_sealed(
         io.BytesIO(ct),
@@ -82,6 +84,7 @@ def open_bytes(ct: bytes, ids: Identities, length: int | None = None, sealed_to:
         what="files/u/b.tar member a.gz",
         sealed_to=sealed_to or None,
         cancel=CancelToken(),
+        skip=skip,
     )
     assert got.bytes == len(out.getvalue())
     assert got.sha256 == hashlib.sha256(out.getvalue()).hexdigest()
@@ -258,8 +261,8 @@ def test_each_member_opens_alone_from_its_recorded_span(
         assert cut.length <= plain.length + AGE_CHUNK
     assert at == len(ct)
     for m in members:
-        cut = sealed.sealed_span(m)
-        got = open_bytes(ct[cut.offset : cut.offset + cut.length], ids)
+        cut, skip = sealed.locate(m)
+        got = open_bytes(ct[cut.offset : cut.offset + cut.length], ids, skip=skip)
         assert got == data[m.offset : m.offset + m.length]
 
 
@@ -301,7 +304,14 @@ def test_a_source_that_is_not_what_its_spans_say_is_refused() -> None:
         seal_bytes(b"x" * 101, rs, (Span(0, 50), Span(50, 50)))
     with pytest.raises(ValueError, match="overlaps"):
         tile(100, [Span(0, 60), Span(50, 10)])
-    assert tile(0, []) == (Span(0, 0),)
+
+
+def test_a_bundle_is_cut_after_each_member() -> None:
+    # A tar header rides in the stream of the member it precedes.
+    members = [Span(1124, 300), Span(512, 100), Span(1124, 0)]
+    assert tile(2000, members) == (Span(0, 612), Span(612, 512), Span(1124, 300), Span(1424, 576))
+    assert tile(100, [Span(0, 100)]) == (Span(0, 100),)
+    assert tile(0, []) == (Span(0, 0),)  # an empty file is one empty stream
 
 
 class FailingOut:
