@@ -4,6 +4,7 @@ from its recorded span, every damage a distinct error, memory bounded."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import math
@@ -12,6 +13,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from pyrage import x25519
 
 from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.codec import Span
+from coldkeep.core.files.bundle import read_bundle
 from coldkeep.core.remote.sealing import (
     MAGIC,
     Current,
@@ -276,6 +279,32 @@ def test_a_whole_file_is_one_stream_the_age_cli_opens(tmp_path: Path) -> None:
     key = key_file(tmp_path / "cli.txt", KEYS[1])
     out = subprocess.run(["age", "-d", "-i", str(key)], input=ct, capture_output=True, check=True)
     assert out.stdout == data
+
+
+def test_a_real_bundle_s_members_read_back_one_stream_each(tmp_path: Path) -> None:
+    rnd = random.Random(5)
+    files = {f"u/{i:02d}é.jsonl": rnd.randbytes(rnd.choice([0, 1, 700, 20_000])) for i in range(12)}
+    path = tmp_path / "b.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files.items():
+            gz = gzip.compress(data)
+            info = tarfile.TarInfo(f"{name}.gz")
+            info.size = len(gz)
+            tar.addfile(info, io.BytesIO(gz))
+    members = read_bundle(path).members
+    assert len(members) == len(files)
+    raw = path.read_bytes()
+    spans = tile(len(raw), [m.span for m in members])
+    assert len(spans) == len(members) + 1  # the tar's end its own stream
+    ct, sealed = seal_bytes(raw, parse_recipients(PUBLIC), spans)
+    ids = identities(tmp_path, KEYS[0])
+    for m in members:
+        cut, skip = sealed.locate(m.span)
+        assert cut.length < m.span.length + 3 * KIB  # the member, its tar header, age's
+        got = open_bytes(ct[cut.offset : cut.offset + cut.length], ids, skip=skip)
+        assert gzip.decompress(got) == files[m.relpath]
+    with pytest.raises(KeyError):
+        sealed.locate(Span(1, 2))
 
 
 def test_no_plaintext_shows_through(tmp_path: Path) -> None:
