@@ -20,6 +20,8 @@ runnable alone:
                      requests); one file's remote restore (bytes transferred)
   bench/query.py     SQL over archived events: coldkeep query vs the sqlite3 CLI
                      on one merged database; the app's writer during queries
+  bench/sealing.py   client-side sealing (age) of a 64 MiB gzip and of a bundle
+                     a stream per member, and opening, vs the age CLI
   bench/readpath.py  reading without a restore: coldkeep mount vs ratarmount
                      on a tar.gz of the same files and tar -xzf; sequential
                      and 4 KiB random reads; find, versions and the mount at
@@ -49,6 +51,7 @@ import query
 import readpath
 import remote
 import scale
+import sealing
 from report import Row, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +95,8 @@ def main() -> None:
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        for part in ("files", "events", "console", "scale", "remote", "query", "readpath"):
+        parts = ("files", "events", "console", "scale", "remote", "sealing", "query", "readpath")
+        for part in parts:
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
         shutil.rmtree(work / "files")
@@ -106,6 +110,8 @@ def main() -> None:
         shutil.rmtree(work / "scale")
         rows += remote.measure(work / "remote", args.quick)
         shutil.rmtree(work / "remote")
+        rows += sealing.measure(work / "sealing", args.quick, rounds=1 if args.quick else 5)
+        shutil.rmtree(work / "sealing")
         rows += query.measure(work / "query", args.quick)
         shutil.rmtree(work / "query")
         if Path("/dev/fuse").exists():
