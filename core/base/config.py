@@ -33,6 +33,7 @@ from croniter import CroniterBadDateError, croniter
 
 from .errors import UsageError
 from .globs import GlobError, compile_globs
+from .recipients import RecipientInvalid, RecipientSet, parse_recipients
 
 Mode = Literal["off", "plan", "on"]
 Engine = Literal["isal", "zlib-ng", "zlib"]
@@ -160,6 +161,7 @@ class RemoteSettings:
     sse: str | None = None  # server-side encryption asked of every upload (SSE_MODES)
     kms_key_id: str | None = None  # with sse = "aws:kms": the key (None: the account's)
     object_lock: str = "off"  # LOCK_MODES: each object retained until its expiry
+    encrypt_to: RecipientSet | None = None  # objects sealed to these age recipients first
 
     @property
     def locks(self) -> str | None:
@@ -704,12 +706,32 @@ def _remote(t: _Table, base: Path) -> RemoteSettings | None:
         sse=sse,
         kms_key_id=kms_key_id,
         object_lock=_object_lock(t, url),
+        encrypt_to=_encrypt_to(t),
     )
     t.done()
     return remote
 
 
 LOCK_MODES = ("off", "governance", "compliance")
+
+
+def _encrypt_to(t: _Table) -> RecipientSet | None:
+    """``[remote] encrypt_to``: age X25519 recipients, checked; no value of it is
+    ever echoed (a secret key put there by mistake stays unprinted)."""
+    raw = t._get("encrypt_to")
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise ConfigError(
+            t.file,
+            t.key("encrypt_to"),
+            f"expected a list of age1… recipients, got {type(raw).__name__}",
+            'write encrypt_to = ["age1…"]',
+        )
+    try:
+        return parse_recipients(raw)
+    except RecipientInvalid as err:
+        raise ConfigError(t.file, f"remote.{err.key}", err.problem, err.fix) from None
 
 
 def _object_lock(t: _Table, url: str) -> str:

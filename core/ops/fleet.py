@@ -94,6 +94,7 @@ class FleetSite:
     problem: str | None = None  # why there is none
     locked: int = 0  # objects its bucket's Object Lock retains now, as its snapshot says
     legal_held: int = 0  # objects under an S3 legal hold
+    sealed: int = 0  # objects sealed to age recipients
 
     @property
     def usable(self) -> bool:
@@ -172,12 +173,12 @@ class Fleet:
     async def _usable(self, site: str, key: str) -> FleetSite:
         """A site whose snapshot ``key`` is in place, with what its bucket locks."""
 
-        def counts() -> tuple[int, int]:
+        def counts() -> tuple[int, int, int]:
             with reading(self.layout(site).manifest) as db:
                 return read_lock_counts(db, now_ms())
 
-        locked, held = await asyncio.to_thread(counts)
-        return FleetSite(site, key, locked=locked, legal_held=held)
+        locked, held, sealed = await asyncio.to_thread(counts)
+        return FleetSite(site, key, locked=locked, legal_held=held, sealed=sealed)
 
     async def _fetch_snapshot(self, key: str, layout: Layout) -> str | None:
         """``key`` in place as the site's cached manifest; None, or why not."""

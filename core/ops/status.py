@@ -38,6 +38,8 @@ class RemoteState:
     object_lock: str = "off"  # [remote] object_lock
     locked: int = 0  # objects the bucket's Object Lock retains now
     legal_held: int = 0  # objects under an S3 legal hold
+    sealed_to: str | None = None  # the age recipient set new objects are sealed to
+    sealed: int = 0  # objects sealed to age recipients (any set)
 
     def to_dict(self) -> dict[str, Any]:
         last = self.last_ship
@@ -51,6 +53,8 @@ class RemoteState:
             "object_lock": self.object_lock,
             "locked_objects": self.locked,
             "legal_held_objects": self.legal_held,
+            "sealed_to": self.sealed_to,
+            "sealed_objects": self.sealed,
             "last_ship": (
                 {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
             ),
@@ -155,6 +159,18 @@ async def remote_state(
     last = await last_of(manifest, "ship")
     pending = await pending_events(layout, objects)
     locked, held = await objects.lock_counts(now_ms())
+    sealed_to = r.encrypt_to.fingerprint if r.encrypt_to is not None else None
+    sealed = await objects.sealed_count()
     return RemoteState(
-        r.url, r.site, r.keep_local_days, totals, last, pending, r.object_lock, locked, held
+        r.url,
+        r.site,
+        r.keep_local_days,
+        totals,
+        last,
+        pending,
+        r.object_lock,
+        locked,
+        held,
+        sealed_to,
+        sealed,
     )

@@ -14,12 +14,12 @@ Invariants:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..base.names import db_params
-from .manifest import KEPT_SQL, Manifest, in_statements
+from .manifest import KEPT_SQL, Manifest, Statement, in_statements
 
 # Entries whose gzip is kept in the archive: what is shipped.
 _KEPT = f"status {KEPT_SQL}"
@@ -48,6 +48,23 @@ class RemoteObject:
     row_count: int | None = None  # a month snapshot's rows (None: shipped before they were counted)
     retain_until: int | None = None  # ms: the bucket's Object Lock keeps it until then
     legal_hold: bool = False  # its S3 legal hold is on
+    sealed_to: str | None = None  # the age recipient set it is sealed to (its fingerprint)
+    plain_bytes: int | None = None  # sealed: the local file's size (bytes: the stored object's)
+    plain_sha256: str | None = None  # sealed: the local file's sha256
+
+    @property
+    def key(self) -> str:
+        """Its key under the site's prefix."""
+        return sealed_key(self.path, self.sealed_to)
+
+    @property
+    def local_bytes(self) -> int:
+        """The local file's size (the object's, unless it is sealed)."""
+        return self.bytes if self.plain_bytes is None else self.plain_bytes
+
+    @property
+    def local_sha256(self) -> str:
+        return self.sha256 if self.plain_sha256 is None else self.plain_sha256
 
     @property
     def local(self) -> bool:
@@ -58,9 +75,32 @@ class RemoteObject:
 _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 
+def sealed_key(path: str, sealed_to: str | None) -> str:
+    """Where the object of archive file ``path`` lives under the site's prefix:
+    at its path, or, sealed, under a name of its recipient set's (so that new
+    recipients get a new object, uploaded create-only beside the old one)."""
+    return path if sealed_to is None else f"{path}.{sealed_to}.age"
+
+
 def _row(r: Any) -> RemoteObject:
     obj = RemoteObject(*r)
     return replace(obj, local_present=bool(obj.local_present), legal_hold=bool(obj.legal_hold))
+
+
+# A sealed object's age stream: (plaintext offset, plaintext length, offset in
+# the object, length).
+Stream = tuple[int, int, int, int]
+
+
+def _streams(path: str, streams: Sequence[Stream]) -> list[Statement]:
+    return [
+        (
+            "INSERT INTO sealed_spans (path, plain_offset, plain_length, offset, length) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [path, *s],
+        )
+        for s in streams
+    ]
 
 
 @dataclass(frozen=True)
@@ -90,17 +130,23 @@ _LOCKED = (
     "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_locked WHERE retain_until > ?"
 )
 _HELD = "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold"
+_SEALED = (
+    "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_sealed "
+    "WHERE sealed_to IS NOT NULL"
+)
 
 
-def read_lock_counts(db: sqlite3.Connection, now: int) -> tuple[int, int]:
+def read_lock_counts(db: sqlite3.Connection, now: int) -> tuple[int, int, int]:
     """``lock_counts`` on a plain connection (a fleet site's snapshot); none from
-    a manifest older than Object Lock."""
-    try:
-        [(locked,)] = db.execute(_LOCKED, [now]).fetchall()
-        [(held,)] = db.execute(_HELD).fetchall()
-    except sqlite3.OperationalError:
-        return 0, 0
-    return int(locked), int(held)
+    a manifest older than Object Lock, none sealed from one older than sealing."""
+    counts = []
+    for sql, params in ((_LOCKED, [now]), (_HELD, []), (_SEALED, [])):
+        try:
+            [(n,)] = db.execute(sql, params).fetchall()
+        except sqlite3.OperationalError:
+            n = 0
+        counts.append(int(n))
+    return counts[0], counts[1], counts[2]
 
 
 def read_copies(db: sqlite3.Connection, paths: Iterable[str]) -> dict[str, bool]:
@@ -146,12 +192,35 @@ class RemoteObjects:
         )
         return int(rows[0][0])
 
-    async def record(self, obj: RemoteObject) -> None:
+    async def record(self, obj: RemoteObject, streams: Sequence[Stream] = ()) -> None:
+        """``obj`` recorded, with its age streams (sealed: one per plaintext span)."""
         marks = ", ".join("?" * len(fields(RemoteObject)))
-        await self.manifest.run(
-            f"INSERT INTO remote_objects ({_COLUMNS}) VALUES ({marks})",
-            [getattr(obj, f.name) for f in fields(RemoteObject)],
+        await self.manifest.transaction(
+            [
+                (
+                    f"INSERT INTO remote_objects ({_COLUMNS}) VALUES ({marks})",
+                    [getattr(obj, f.name) for f in fields(RemoteObject)],
+                ),
+                *_streams(obj.path, streams),
+            ]
         )
+
+    async def stream_of(self, path: str, offset: int, length: int) -> tuple[int, int, int] | None:
+        """The age stream of sealed object ``path`` that holds the local file's
+        bytes [offset, offset + length) (a bundle member): its (offset, length)
+        in the object, and how many plaintext bytes of it come first; None
+        where no stream ends with them."""
+        rows = await self.manifest.rows(
+            "SELECT plain_offset, plain_length, offset, length FROM sealed_spans "
+            "WHERE path = ? AND plain_offset <= ? ORDER BY plain_offset DESC LIMIT 1",
+            [path, offset],
+        )
+        if not rows:
+            return None
+        p_off, p_len, off, n = (int(v) for v in rows[0])
+        if p_off + p_len != offset + length:
+            return None
+        return off, n, offset - p_off
 
     async def get(self, path: str) -> RemoteObject | None:
         rows = await self.manifest.rows(
@@ -247,6 +316,11 @@ class RemoteObjects:
         [(locked,)] = await self.manifest.rows(_LOCKED, [now])
         [(held,)] = await self.manifest.rows(_HELD)
         return int(locked), int(held)
+
+    async def sealed_count(self) -> int:
+        """Objects sealed to age recipients (from their partial index)."""
+        [(n,)] = await self.manifest.rows(_SEALED)
+        return int(n)
 
     async def droppable(self, shipped_before: int) -> list[RemoteObject]:
         """Archive files shipped before ``shipped_before`` whose local copy is still
@@ -350,6 +424,22 @@ class RemoteObjects:
             [at, error, path],
         )
 
+    async def replace_row(self, obj: RemoteObject, streams: Sequence[Stream] = ()) -> None:
+        """``obj``'s row (and its streams) instead of the one its path has: a copy
+        shipped again, or sealed again to new recipients, once read back."""
+        await self.manifest.transaction(
+            [
+                ("DELETE FROM remote_objects WHERE path = ?", [obj.path]),
+                ("DELETE FROM sealed_spans WHERE path = ?", [obj.path]),
+                (
+                    f"INSERT INTO remote_objects ({_COLUMNS}) "
+                    f"VALUES ({', '.join('?' * len(fields(RemoteObject)))})",
+                    [getattr(obj, f.name) for f in fields(RemoteObject)],
+                ),
+                *_streams(obj.path, streams),
+            ]
+        )
+
     async def renew(self, path: str, at: int) -> None:
         """Shipped again, read back: verified as of ``at``."""
         await self.manifest.run(
@@ -378,7 +468,12 @@ class RemoteObjects:
 
     async def forget(self, path: str) -> None:
         """A remote copy found bad or missing, to be shipped again from local."""
-        await self.manifest.run("DELETE FROM remote_objects WHERE path = ?", [path])
+        await self.manifest.transaction(
+            [
+                ("DELETE FROM remote_objects WHERE path = ?", [path]),
+                ("DELETE FROM sealed_spans WHERE path = ?", [path]),
+            ]
+        )
 
     async def kept_bytes_shipped(self) -> tuple[int, int]:
         """The gzip bytes of kept entries with a remote copy: (those whose local

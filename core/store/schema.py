@@ -495,6 +495,25 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE retain_until IS NOT NULL;
     CREATE INDEX remote_objects_held ON remote_objects (path) WHERE legal_hold;
     """,
+    # 18: client-side encryption. An object sealed to age recipients names the
+    # set (its fingerprint) and keeps the local file's size and sha256 beside
+    # the stored object's (bytes, sha256: what the server reads back); a sealed
+    # bundle's age streams, one per member, are found by their plaintext spans.
+    """
+    ALTER TABLE remote_objects ADD COLUMN sealed_to TEXT;
+    ALTER TABLE remote_objects ADD COLUMN plain_bytes INTEGER;
+    ALTER TABLE remote_objects ADD COLUMN plain_sha256 TEXT;
+    CREATE INDEX remote_objects_sealed ON remote_objects (sealed_to)
+        WHERE sealed_to IS NOT NULL;
+    CREATE TABLE sealed_spans (
+        path         TEXT NOT NULL,      -- the remote object's row
+        plain_offset INTEGER NOT NULL,   -- the span of the local file this stream holds
+        plain_length INTEGER NOT NULL,
+        offset       INTEGER NOT NULL,   -- the stream's place in the stored object
+        length       INTEGER NOT NULL,
+        PRIMARY KEY (path, plain_offset)
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
