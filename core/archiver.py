@@ -90,6 +90,7 @@ from .ops.session import Operation, Session, Sessions, StepFeed
 from .ops.status import Status, read_status
 from .ops.trends import Trends, read_trends
 from .remote.rebuild import FromRemoteReport
+from .remote.sealing import Identities
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
 from .store import legalholds
@@ -211,11 +212,17 @@ class Archiver:
         return await finding.versions(self.layout.manifest, path, self.settings.live_root)
 
     async def cat(
-        self, path: str, version: str | None, out: BinaryIO, cancel: CancelToken | None = None
+        self,
+        path: str,
+        version: str | None,
+        out: BinaryIO,
+        cancel: CancelToken | None = None,
+        identities: Identities | None = None,
     ) -> CatResult:
         """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked as
-        they go; read-only, no lock (ops/cat.py)."""
-        return await cat_file(self.settings, path, version, out, cancel)
+        they go; read-only, no lock (ops/cat.py); a sealed remote copy opened
+        with ``identities``."""
+        return await cat_file(self.settings, path, version, out, cancel, identities)
 
     def events_query(
         self,
@@ -336,12 +343,19 @@ class Archiver:
             return result
 
     async def restore(
-        self, selection: Selection, to: Path | None = None, cancel: CancelToken | None = None
+        self,
+        selection: Selection,
+        to: Path | None = None,
+        cancel: CancelToken | None = None,
+        identities: Identities | None = None,
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to`` (ops/restore.py);
-        ``io.workers`` files at a time (by default twice a pass's)."""
-        return await restoring.files(self.sessions, selection, to, cancel, self.restore_workers)
+        ``io.workers`` files at a time (by default twice a pass's); sealed
+        remote copies opened with ``identities`` (``--identity``)."""
+        return await restoring.files(
+            self.sessions, selection, to, cancel, self.restore_workers, identities
+        )
 
     async def restore_events(
         self,
@@ -349,10 +363,12 @@ class Archiver:
         months: list[str] | None = None,
         cancel: CancelToken | None = None,
         span: TimeRange | None = None,
+        identities: Identities | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live (of ``kinds``, in ``months``, their time
-        stamps in ``span``), left alone by passes for hold_days (ops/restore.py)."""
-        return await restoring.events(self.sessions, kinds, months, span, cancel)
+        stamps in ``span``), left alone by passes for hold_days (ops/restore.py);
+        sealed month snapshots opened with ``identities``."""
+        return await restoring.events(self.sessions, kinds, months, span, cancel, identities)
 
     async def verify(
         self,
@@ -422,11 +438,13 @@ class Archiver:
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------
 
-    async def rebuild_from_remote(self, cancel: CancelToken | None = None) -> FromRemoteReport:
+    async def rebuild_from_remote(
+        self, cancel: CancelToken | None = None, identities: Identities | None = None
+    ) -> FromRemoteReport:
         """This site's manifest, event months and the knowledge of what is remote,
         back from the remote tier (ops/tier.py): for a fresh host after the old
-        one was lost."""
-        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel)
+        one was lost; sealed objects opened with ``identities``."""
+        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel, identities)
 
     async def rebuild_manifest(
         self, out: Path | None = None, cancel: CancelToken | None = None

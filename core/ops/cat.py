@@ -15,7 +15,9 @@ Invariants:
   through a block cache (remote/rangecache.py: ranged GETs of its member's or
   object's bytes as they are inflated, blocks kept in a folder of its own under
   ``[mount] cache_dir``, removed after the read); what it cost is
-  ``CatResult.remote``. Scratch files a crash left under archive_root are not
+  ``CatResult.remote``. A sealed copy's age stream is read through the same
+  cache and opened whole into a file in the cache's folder (age cannot be read
+  by ranges), removed with it. Scratch files a crash left under archive_root are not
   cleared here: that is for an operation holding the lock.
 - An unknown path or version is a ``UsageError`` (exit 2), before any byte is
   sent; an expired version says when, exit 1.
@@ -44,6 +46,7 @@ from ..files.restore import expired_detail
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import CacheStats, range_cache
+from ..remote.sealing import Identities
 from ..store.manifest import Entry, Manifest
 from ..store.remoteobjects import RemoteObjects
 
@@ -152,7 +155,7 @@ async def _remote_needed(entry: Entry, manifest: Manifest, layout: Layout) -> bo
 
 @asynccontextmanager
 async def _remote(
-    settings: Settings, manifest: Manifest, entry: Entry
+    settings: Settings, manifest: Manifest, entry: Entry, identities: Identities | None
 ) -> AsyncIterator[RemoteReader | None]:
     """The remote tier's copies, read through a block cache, when a [remote] is
     configured and only it holds ``entry``'s gzip; the cache closed (its folder
@@ -164,7 +167,7 @@ async def _remote(
         return
     limiter = RateLimiter(remote.bytes_per_s)
     async with connected(remote) as store, range_cache(store, settings.mount, limiter) as cache:
-        yield RemoteReader(store, remote.site, manifest, layout, limiter, cache)
+        yield RemoteReader(store, remote.site, manifest, layout, limiter, cache, identities)
 
 
 async def cat_file(
@@ -173,9 +176,11 @@ async def cat_file(
     version: str | None,
     out: BinaryIO,
     cancel: CancelToken | None = None,
+    identities: Identities | None = None,
 ) -> CatResult:
     """The bytes of the version ``arg`` (and ``version``) names to ``out``, checked
-    as they go (``CatResult.problem``: not the archived bytes, said after them)."""
+    as they go (``CatResult.problem``: not the archived bytes, said after them);
+    a sealed remote copy opened with ``identities``."""
     cancel = cancel or CancelToken()
     layout = Layout(settings.archive_root)
     manifest = await Manifest.open_existing(layout.manifest)
@@ -185,7 +190,7 @@ async def cat_file(
         entry = await pick_version(manifest, arg, version, settings.live_root)
         if entry.status == "expired":
             raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
-        async with _remote(settings, manifest, entry) as remote:
+        async with _remote(settings, manifest, entry, identities) as remote:
             async with entry_gzip(entry, layout, remote, cancel) as at:
                 if at is None:
                     raise Unreadable(

@@ -13,6 +13,9 @@ Invariants:
   removed after it, and those a killed view left at the site's next load.
 - A snapshot is used only if it reads back whole (the server's checksum) and
   passes ``integrity_check``; a site without a usable one is listed with why.
+  A sealed snapshot (client-side encryption) is opened with the identity the
+  view was given; without one its site is listed with "sealed: give
+  --identity" as its problem.
 - A restored file's sha256 is checked against its entry before it is placed,
   as in any restore; a file that was never shipped is reported ``missing``.
 """
@@ -41,11 +44,17 @@ from ..files.filemove import FileMover
 from ..files.find import Found, NothingFound, find
 from ..files.restore import RestoreReport, check_restore_root, restore_files
 from ..remote.connect import open_store
-from ..remote.fetch import RemoteReader, clear_scratch, downloaded
+from ..remote.fetch import RemoteReader, clear_scratch
 from ..remote.objectstore import ObjectStore, RemoteNoBucket
-from ..remote.rebuild import snapshot_problem
+from ..remote.rebuild import snapshot_fetched
+from ..remote.sealing import Identities, IdentityNeeded
+from ..remote.unseal import SealedUnreadable
 from ..store.manifest import Manifest, ManifestError, reading
 from ..store.remoteobjects import read_lock_counts
+
+
+# A site whose newest snapshot is sealed, listed without an identity.
+SEALED = "sealed: give --identity"
 
 
 def fleet_cache(remote: RemoteSettings) -> Path:
@@ -104,9 +113,12 @@ class FleetSite:
 class Fleet:
     """The sites under one remote prefix, their snapshots cached under ``cache``."""
 
-    def __init__(self, remote: RemoteSettings, cache: Path) -> None:
+    def __init__(
+        self, remote: RemoteSettings, cache: Path, identities: Identities | None = None
+    ) -> None:
         self.remote = remote
         self.cache = cache
+        self.identities = identities  # opens sealed snapshots and copies
         self.store: ObjectStore = open_store(remote)
         self.sites: list[FleetSite] = []
 
@@ -167,6 +179,8 @@ class Fleet:
             if why is None:
                 await asyncio.to_thread(marker.write_text, key)
                 return await self._usable(site, key)
+            if why == SEALED:  # an older snapshot would hide what the newest holds
+                return FleetSite(site, None, SEALED)
             problems.append(why)
         return FleetSite(site, None, "; ".join(problems))
 
@@ -184,12 +198,18 @@ class Fleet:
         """``key`` in place as the site's cached manifest; None, or why not."""
         root = layout.root
         try:
-            async with downloaded(self.store, key, layout, "fleet") as tmp:
-                why = await snapshot_problem(self.store, key, tmp, root)
+            async with snapshot_fetched(self.store, key, layout, "fleet", self.identities) as (
+                tmp,
+                why,
+            ):
                 if why is not None:
                     return why
                 await asyncio.to_thread(unlink_if_present, layout.manifest, root=root)
                 await asyncio.to_thread(rename_noreplace, tmp, layout.manifest, root=root)
+        except SealedUnreadable as err:
+            if isinstance(err.cause, IdentityNeeded):
+                return SEALED
+            return str(err)
         except RemoteError as err:
             return str(err)
         await asyncio.to_thread(fsync_dir, root, root=root, site="fleet.cached")
@@ -210,7 +230,10 @@ class Fleet:
             limiter = RateLimiter(self.remote.bytes_per_s)
             # live_root is never written: a fleet restore always goes --to a folder.
             mover = FileMover(layout.root, layout, manifest, Codec("zlib", 6), limiter)
-            yield manifest, mover, RemoteReader(self.store, site, manifest, layout, limiter)
+            reader = RemoteReader(
+                self.store, site, manifest, layout, limiter, identities=self.identities
+            )
+            yield manifest, mover, reader
 
     async def restore(
         self,

@@ -36,7 +36,11 @@ Invariants:
   there is EIO.
 - A version only the remote tier holds is read through the block cache: a
   bundle member costs the GETs of its own bytes, never the bundle's; a random
-  read the blocks its seek point needs. Its blocks live in a folder of their
+  read the blocks its seek point needs. A sealed copy (client-side
+  encryption) is read through the same cache as its age stream and opened
+  whole, at its first read, into a file in the cache's folder (age cannot be
+  read by ranges; fetch.py), read from there; without ``--identity`` it is EIO
+  with the line naming the key it needs. Its blocks live in a folder of their
   own under ``[mount] cache_dir``, at most ``cache_bytes``, removed when the
   mount ends (the cache's GETs and bytes fetched logged then). Nothing is
   written under archive_root: the reader is built here, not by
@@ -76,6 +80,7 @@ from ..files.seek import SeekReader
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import RangeCache, range_cache
+from ..remote.sealing import Identities
 from ..store.manifest import Entry, Manifest
 from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 
@@ -311,7 +316,8 @@ class _Remote:
     ``cache``); or, when there is none or it cannot be read, ``why`` (said in
     every EIO it causes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, identities: Identities | None = None) -> None:
+        self.identities = identities  # opens sealed copies (``--identity``)
         self.reader: RemoteReader | None = None
         self.cache: RangeCache | None = None
         self.why = "no [remote] is configured to read it from"
@@ -340,7 +346,9 @@ class _Remote:
                 range_cache(store, settings.mount, limiter)
             )
             layout = Layout(settings.archive_root)
-            reader = RemoteReader(store, remote.site, manifest, layout, limiter, cache)
+            reader = RemoteReader(
+                store, remote.site, manifest, layout, limiter, cache, self.identities
+            )
             await asyncio.wait_for(reader.check(), REMOTE_CHECK_S)
         except (ColdkeepError, OSError, TimeoutError) as err:
             said = str(err) or f"no answer within {REMOTE_CHECK_S:.0f} s"
@@ -603,10 +611,12 @@ def serve(
     *,
     with_live: bool = False,
     ready: Callable[[], None] | None = None,
+    identities: Identities | None = None,
 ) -> None:
     """Mount the archive at ``mountpoint`` and serve until it is unmounted
     (``fusermount3 -u``, Ctrl-C or SIGTERM: libfuse's handlers unmount);
-    ``ready`` is called once the mount is made. A mountpoint that will not do
+    ``ready`` is called once the mount is made; sealed remote copies are
+    opened with ``identities``. A mountpoint that will not do
     is ``UsageError``, a machine without FUSE ``MountError``, a mount libfuse
     refuses ``RuntimeError``."""
     check_mountpoint(mountpoint)
@@ -621,7 +631,7 @@ def serve(
             # without it), which only the mount itself needs.
             import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
 
-            remote = _Remote()
+            remote = _Remote(identities)
             asyncio.run_coroutine_threadsafe(remote.start(settings, manifest), loop).result()
             try:
                 fs = ArchiveFS(settings, view, manifest, loop, remote)

@@ -30,6 +30,7 @@ from ..files.restore import (
 )
 from ..remote.fetch import remote_reader
 from ..remote.rebuild import fetch_lost_months
+from ..remote.sealing import Identities
 from ..store.manifest import Entry, Manifest
 from .session import Sessions
 
@@ -74,9 +75,11 @@ async def files(
     to: Path | None,
     cancel: CancelToken | None,
     workers: int = 1,
+    identities: Identities | None = None,
 ) -> RestoreReport:
     """Files back to their live paths (left alone by passes for hold_days, their
-    restore grace), or under ``to``; ``workers`` files at a time."""
+    restore grace), or under ``to``; ``workers`` files at a time; remote copies
+    that are sealed opened with ``identities``."""
     settings = sessions.settings
     root = check_restore_root(to, settings.archive_root, settings.live_root) if to else None
     await checked(sessions, selection)
@@ -86,7 +89,7 @@ async def files(
     args = {**asdict(selection), "to": str(root) if root else None}
     async with (
         sessions.open("restore", args, cancel) as current,
-        remote_reader(settings.remote, current.manifest, sessions.layout) as remote,
+        remote_reader(settings.remote, current.manifest, sessions.layout, identities) as remote,
     ):
         entries = await select_entries(current.manifest, selection)
         current.start(f"{len(entries)} files")
@@ -110,9 +113,11 @@ async def events(
     months: list[str] | None,
     span: TimeRange | None,
     cancel: CancelToken | None,
+    identities: Identities | None = None,
 ) -> EventsRestoreReport:
     """Event rows back into live (of ``kinds``, in ``months``, their time stamps
-    in ``span``), left alone by passes for hold_days."""
+    in ``span``), left alone by passes for hold_days; month snapshots only the
+    remote holds fetched first (sealed ones opened with ``identities``)."""
     settings, layout = sessions.settings, sessions.layout
     sessions.state_db("there is no live table to restore event rows into")
     existing = await Manifest.open_existing(layout.manifest)
@@ -126,7 +131,12 @@ async def events(
     async with sessions.open("restore-events", args, cancel) as current:
         current.start()
         await fetch_lost_months(
-            layout, settings.remote, current.manifest, stream=sessions.stream, cancel=cancel
+            layout,
+            settings.remote,
+            current.manifest,
+            stream=sessions.stream,
+            cancel=cancel,
+            identities=identities,
         )
         report = await restore_events(
             settings,

@@ -18,6 +18,7 @@ from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..remote.connect import connected
 from ..remote.rebuild import FromRemoteReport, rebuild_from_remote
+from ..remote.sealing import Identities
 from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
 from ..remote.verify import RemoteVerifier, RemoteVerifyReport
 from ..store.manifest import Manifest
@@ -84,15 +85,24 @@ async def verify(
 
 
 async def rebuild(
-    sessions: Sessions, remote: RemoteSettings, cancel: CancelToken | None
+    sessions: Sessions,
+    remote: RemoteSettings,
+    cancel: CancelToken | None,
+    identities: Identities | None = None,
 ) -> FromRemoteReport:
     """This site's manifest, event months and the knowledge of what is remote,
-    back from ``remote``: for a fresh host after the old one was lost."""
+    back from ``remote``: for a fresh host after the old one was lost; sealed
+    objects opened with ``identities``."""
     await asyncio.to_thread(sessions.layout.root.mkdir, parents=True, exist_ok=True)
     async with sessions.lock_only("rebuild-manifest", "rebuild-manifest --from-remote") as op:
         op.start(f"from {remote.url}/{remote.site}")
         report = await rebuild_from_remote(
-            sessions.layout, remote, stream=sessions.stream, reads=sessions.limiter, cancel=cancel
+            sessions.layout,
+            remote,
+            stream=sessions.stream,
+            reads=sessions.limiter,
+            cancel=cancel,
+            identities=identities,
         )
         op.finish("failed" if report.failed else "ok", report.to_dict())
         return report

@@ -5,9 +5,21 @@ as a plain gzip and that is removed after. Or, for a reader given a block cache
 (the mount, ``cat``), a file over the entry's window of its object, read through
 the cache (rangecache.py) as it is read: nothing under archive_root.
 
+A sealed copy (client-side encryption, unseal.py) is fetched as its age stream:
+a bundle member's by one ranged GET of the stream recorded for it, a gzip of
+its own whole; opened with the command's identity into the scratch file, then
+read as a plain gzip. Age cannot be read by ranges, so a block-cache reader
+reads the stream through the cache and opens it whole into a file in the
+cache's own folder (``.opened-*``: kept for later reads of the same copy, at
+most ``cache_bytes`` of them besides the blocks, least recently used removed;
+gone with the folder when the cache closes).
+
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
-  compares the SHA-256 with the entry's before anything is placed).
+  compares the SHA-256 with the entry's before anything is placed). A sealed
+  copy's opened bytes are read only once the stream opened whole and gave the
+  recorded size (and sha256, for a whole object); on any error the scratch is
+  removed unread.
 - Scratch files are ``Layout.scratch`` names directly under ``archive_root`` (or
   a fleet site's cache), and what SQLite leaves beside one it opened (a
   snapshot's ``-journal``; a checked snapshot's ``-wal`` and ``-shm``): removed
@@ -20,12 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import io
 import os
+import secrets
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..base.cancel import CancelToken
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import Digest
 from ..base.config import RemoteSettings
 from ..base.durable import fsync
 from ..base.fsutil import open_file, unlink_if_present, write_all
@@ -33,11 +50,13 @@ from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
 from ..files.reader import CachedCopy, GzipAt
 from ..store.manifest import Entry, Manifest
-from ..store.remoteobjects import RemoteObjects
+from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .connect import connected
 from .marker import RemoteUnmounted, check_marker
 from .objectstore import ObjectStore
 from .rangecache import RangeCache, RemoteFile, Window
+from .sealing import Identities
+from .unseal import Readable, SealedUnreadable, identity_for, open_into
 
 
 def window_of(site: str, entry: Entry) -> Window:
@@ -63,6 +82,20 @@ def remove_scratch(tmp: Path, layout: Layout) -> None:
         unlink_if_present(path, root=layout.root)
 
 
+@dataclass(frozen=True)
+class SealedCopy:
+    """Where a sealed copy of an entry's gzip is read: its age stream's
+    ``window`` in the object, the plaintext bytes before the gzip (``skip``: a
+    member's tar header), and what the opened gzip must be (``expect``: the
+    local file's size and sha256, or a member's size)."""
+
+    window: Window
+    skip: int
+    expect: Digest | int
+    obj: RemoteObject
+    where: str  # the object's URL, for messages
+
+
 class RemoteReader:
     """The remote copies of one site's archive files: read through ``cache`` when
     given (a block cache of ``store``), else fetched into scratch files."""
@@ -75,6 +108,7 @@ class RemoteReader:
         layout: Layout,
         limiter: RateLimiter,
         cache: RangeCache | None = None,
+        identities: Identities | None = None,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -82,8 +116,13 @@ class RemoteReader:
         self.objects = RemoteObjects(manifest)
         self.layout = layout
         self.limiter = limiter
+        self.identities = identities  # opens sealed copies (None: they are refused)
         self._marked = False  # the remote marker seen (or legacy objects): checked once
         self._unmounted: RemoteUnmounted | None = None  # or found missing, once
+        # Sealed copies opened into the block cache's folder, oldest use first.
+        self._opened: OrderedDict[tuple[str, int, int], asyncio.Future[tuple[Path, int]]] = (
+            OrderedDict()
+        )
 
     async def _check_marker(self) -> None:
         """Before the first read: the remote is the one shipped to (a folder whose
@@ -130,6 +169,9 @@ class RemoteReader:
         store): each reader opens a ``RemoteFile`` of its own over its window;
         the marker checked first, as for any fetch."""
         await self._check_marker()
+        sealed = await self.sealed_copy(entry)
+        if sealed is not None:
+            return await self._opened_in_cache(sealed, cache)
         window = window_of(self.site, entry)
         where = RemoteFile(cache, window).name
         opener = functools.partial(RemoteFile, cache, window)
@@ -150,6 +192,11 @@ class RemoteReader:
     async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:
         """``entry``'s gzip alone in a scratch file, for the life of the block."""
         await self._check_marker()
+        sealed = await self.sealed_copy(entry)
+        if sealed is not None:
+            async with self._opened_scratch(entry, sealed, cancel) as tmp:
+                yield tmp
+            return
         key = f"{self.site}/{entry.gz_path}"
         span = entry.span
         if span is None:
@@ -165,19 +212,143 @@ class RemoteReader:
             await asyncio.to_thread(write_all, fd, data)
             yield tmp
 
+    # sealed copies ----------------------------------------------------------------
+
+    async def sealed_copy(self, entry: Entry) -> SealedCopy | None:
+        """Where ``entry``'s gzip is read when its remote copy is sealed (None:
+        it is not): refused first, before any GET, without an identity."""
+        obj = await self.objects.get(entry.gz_path)
+        if obj is None or obj.sealed_to is None:
+            return None
+        key = f"{self.site}/{obj.key}"
+        where = self.store.where(key)
+        identity_for(self.identities, where, obj.sealed_to)
+        span = entry.span
+        if span is None:
+            whole = Digest(obj.local_bytes, obj.local_sha256)
+            return SealedCopy(Window(key, 0, obj.bytes), 0, whole, obj, where)
+        found = await self.objects.stream_of(entry.gz_path, span.offset, span.length)
+        if found is None:
+            raise SealedUnreadable(
+                f"{where}: no age stream is recorded for its member at byte {span.offset:,} "
+                f"({span.length:,} bytes; rebuilt without the snapshot's sealed_spans?)"
+            )
+        offset, length, skip = found
+        return SealedCopy(Window(key, offset, length), skip, span.length, obj, where)
+
+    def _open(self, sealed: SealedCopy, src: Readable, fd: int, cancel: CancelToken) -> None:
+        assert self.identities is not None  # sealed_copy refused the read without
+        open_into(
+            src,
+            fd,
+            self.identities,
+            length=sealed.window.size,
+            what=sealed.where,
+            sealed_to=sealed.obj.sealed_to,
+            cancel=cancel,
+            skip=sealed.skip,
+            expect=sealed.expect,
+        )
+
+    def _open_path(
+        self, sealed: SealedCopy, src: Path, root: Path, fd: int, cancel: CancelToken
+    ) -> None:
+        with open(open_file(src, os.O_RDONLY, root=root), "rb", buffering=0) as f:
+            self._open(sealed, f, fd, cancel)
+
+    @asynccontextmanager
+    async def _opened_scratch(
+        self, entry: Entry, sealed: SealedCopy, cancel: CancelToken
+    ) -> AsyncIterator[Path]:
+        """A sealed copy's gzip opened into a scratch file (not fsynced: read in
+        this boot, never placed): a bundle member's stream by one ranged GET, a
+        whole object downloaded into a scratch of its own first."""
+        w, root = sealed.window, self.layout.root
+        await asyncio.to_thread(self.limiter.take, w.size, cancel)
+        async with scratch_file(self.layout, f"fetch-{entry.id}") as (tmp, fd):
+            if sealed.skip or w.start or entry.span is not None:
+                data = await self.store.read_range(w.key, w.start, w.size)
+                await in_thread(cancel, self._open, sealed, io.BytesIO(data), fd, cancel)
+            else:
+                async with scratch_file(self.layout, f"fetch-{entry.id}-sealed") as (ct, ct_fd):
+                    await self.store.download(w.key, ct_fd)
+                    await in_thread(cancel, self._open_path, sealed, ct, root, fd, cancel)
+            yield tmp
+
+    async def _opened_in_cache(self, sealed: SealedCopy, cache: RangeCache) -> GzipAt:
+        """A sealed copy's gzip read from a file in the block cache's folder: its
+        stream read through the cache (age cannot be read by ranges) and opened
+        there whole, once; later reads of it share the file."""
+        w = sealed.window
+        ident = (w.key, w.start, w.size)
+        opening = self._opened.get(ident)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open_in_cache(ident, sealed, cache))
+            self._opened[ident] = opening
+        self._opened.move_to_end(ident)
+        path, _ = await asyncio.shield(opening)
+        await self._trim(cache.cache_bytes)
+        copy = CachedCopy(f"{sealed.where} (opened)", ident, functools.partial(io.FileIO, path))
+        return GzipAt(copy, None, "remote")
+
+    async def _open_in_cache(
+        self, ident: tuple[str, int, int], sealed: SealedCopy, cache: RangeCache
+    ) -> tuple[Path, int]:
+        path = cache.folder / f".opened-{secrets.token_hex(8)}"
+        cancel = CancelToken()
+
+        def run() -> int:
+            fd = open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=cache.folder)
+            try:
+                self._open(sealed, RemoteFile(cache, sealed.window), fd, cancel)
+                return os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+
+        try:
+            return path, await in_thread(cancel, run)
+        except BaseException:
+            self._opened.pop(ident, None)  # the next read tries again
+            await asyncio.to_thread(unlink_if_present, path, root=cache.folder)
+            raise
+
+    async def _trim(self, budget: int) -> None:
+        """Opened copies past ``budget`` bytes removed, least recently used first
+        (a reader that has one open keeps reading it)."""
+        done = [
+            (k, f.result())
+            for k, f in self._opened.items()
+            if f.done() and not f.cancelled() and f.exception() is None
+        ]
+        total = sum(size for _, (_, size) in done)
+        gone = []
+        for ident, (path, size) in done[:-1]:
+            if total <= budget:
+                break
+            del self._opened[ident]
+            gone.append(path)
+            total -= size
+        for path in gone:
+            await asyncio.to_thread(unlink_if_present, path, root=path.parent)
+
 
 @asynccontextmanager
 async def remote_reader(
-    remote: RemoteSettings | None, manifest: Manifest, layout: Layout
+    remote: RemoteSettings | None,
+    manifest: Manifest,
+    layout: Layout,
+    identities: Identities | None = None,
 ) -> AsyncIterator[RemoteReader | None]:
     """The remote tier's copies, for reading, its store open for the block (None:
-    no remote configured). Scratch files a crash left are removed first."""
+    no remote configured), sealed ones opened with ``identities``. Scratch files
+    a crash left are removed first."""
     if remote is None:
         yield None
         return
     await asyncio.to_thread(clear_scratch, layout)
     async with connected(remote) as store:
-        yield RemoteReader(store, remote.site, manifest, layout, RateLimiter(remote.bytes_per_s))
+        limiter = RateLimiter(remote.bytes_per_s)
+        yield RemoteReader(store, remote.site, manifest, layout, limiter, identities=identities)
 
 
 @asynccontextmanager

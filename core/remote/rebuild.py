@@ -17,6 +17,15 @@ Without any snapshot, every archive file under ``<site>/files/`` is fetched into
 ``files/`` (each written to a partial, fsynced, renamed without replacing) and
 the manifest is rebuilt from them as after losing ``coldkeep.db`` locally.
 
+Sealed objects (client-side encryption) are opened with the identity given
+(``--identity``): a sealed manifest snapshot (its name ends in
+``.<set>.age``) read back as the server holds it, opened into a scratch file,
+then checked as any snapshot; a sealed month snapshot as its row says. Without
+an identity, a sealed newest snapshot stops the rebuild in one line naming
+it. Without any snapshot, a sealed gzip of its own is opened into place; a
+sealed bundle cannot be: its streams' places are only in the snapshot's
+``sealed_spans``, so it is skipped and named in the report.
+
 Invariants:
 - Nothing local is overwritten: the manifest and every fetched file are placed
   with ``rename_noreplace``; a name already taken is left and reported.
@@ -27,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,23 +44,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..base.cancel import CancelToken
-from ..base.codec import digest_path
+from ..base.cancel import CancelToken, in_thread
+from ..base.codec import Digest, digest_path
 from ..base.config import RemoteSettings
+from ..base.durable import fsync
 from ..base.errors import RemoteError, UsageError
-from ..base.fsutil import ensure_dir, fsync_dir, rename_noreplace
+from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace
 from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
+from ..files.bundle import is_bundle_name
 from ..files.rebuild import rebuild_manifest
 from ..store.manifest import Manifest
-from ..store.remoteobjects import RemoteObjects
+from ..store.remoteobjects import RemoteObject, RemoteObjects
 from ..store.schema import SCHEMA_VERSION
 from .connect import connected
-from .fetch import clear_scratch, downloaded
+from .fetch import clear_scratch, downloaded, scratch_file
 from .months import MonthLost, months_lost
 from .objectstore import ObjectStore
+from .sealing import Identities, IdentityNeeded, WrongIdentity
+from .unseal import SealedUnreadable, identity_for, open_into, unsealed_name
 
 
 class FromRemoteError(UsageError):
@@ -67,6 +81,8 @@ class FromRemoteReport:
     months: int = 0  # event month databases fetched
     fetched: int = 0  # archive files fetched (no snapshot)
     never_shipped: list[str] = field(default_factory=list)  # entries' gzips in neither place
+    # Sealed bundles fetched without a snapshot: not split without its sealed_spans.
+    sealed_skipped: list[str] = field(default_factory=list)
     events_never_shipped: list[MonthLost] = field(default_factory=list)  # rows in no snapshot
     problems: list[str] = field(default_factory=list)
 
@@ -88,6 +104,7 @@ class FromRemoteReport:
             "months": self.months,
             "fetched": self.fetched,
             "never_shipped": self.never_shipped,
+            "sealed_skipped": self.sealed_skipped,
             "events_never_shipped": [m.to_dict() for m in self.events_never_shipped],
             "problems": self.problems,
         }
@@ -107,15 +124,89 @@ def check_db(path: Path) -> str | None:
     return None
 
 
-async def snapshot_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
-    """Why the manifest snapshot ``key``, downloaded to ``path``, cannot serve:
-    it did not read back as the server holds it, or it is no sound manifest."""
+async def read_back_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
+    """Why the object ``key``, downloaded to ``path``, is not what the server
+    holds (its checksum, where it keeps one), or None."""
     info = await store.head(key)
     got = (await asyncio.to_thread(digest_path, path, root=root, cancel=CancelToken())).sha256
     if info is not None and info.sha256 not in (None, got):
         return f"{store.where(key)}: it reads back as {got}, not the server's {info.sha256}"
+    return None
+
+
+async def snapshot_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
+    """Why the manifest snapshot ``key``, downloaded to ``path``, cannot serve:
+    it did not read back as the server holds it, or it is no sound manifest."""
+    why = await read_back_problem(store, key, path, root)
+    if why is not None:
+        return why
     why = await asyncio.to_thread(check_db, path)
     return None if why is None else f"{store.where(key)}: {why}"
+
+
+def open_path(
+    src: Path,
+    fd: int,
+    identities: Identities,
+    *,
+    root: Path,
+    what: str,
+    sealed_to: str | None,
+    cancel: CancelToken,
+    expect: Digest | int | None = None,
+) -> Digest:
+    """The sealed object downloaded to ``src`` (all of it one age stream) opened
+    into ``fd``, then fsynced: the caller may place it. Synchronous."""
+    with open(open_file(src, os.O_RDONLY, root=root), "rb", buffering=0) as f:
+        length = os.fstat(f.fileno()).st_size
+        got = open_into(
+            f,
+            fd,
+            identities,
+            length=length,
+            what=what,
+            sealed_to=sealed_to,
+            cancel=cancel,
+            expect=expect,
+        )
+    fsync(fd, "fetch.scratch")
+    return got
+
+
+@asynccontextmanager
+async def snapshot_fetched(
+    store: ObjectStore, key: str, layout: Layout, what: str, identities: Identities | None
+) -> AsyncIterator[tuple[Path, str | None]]:
+    """The manifest snapshot ``key`` in a scratch file (fsynced, for the caller
+    to place), a sealed one opened with ``identities``, and why it cannot serve
+    (None: it can). A sealed one without an identity, or with a wrong one, is
+    ``SealedUnreadable``."""
+    sealed = unsealed_name(key)
+    async with downloaded(store, key, layout, what) as tmp:
+        if sealed is None:
+            yield tmp, await snapshot_problem(store, key, tmp, layout.root)
+            return
+        where = store.where(key)
+        ids = identity_for(identities, where, sealed[1])
+        why = await read_back_problem(store, key, tmp, layout.root)
+        async with scratch_file(layout, f"{what}-opened") as (plain, fd):
+            if why is None:
+                cancel = CancelToken()
+                await in_thread(
+                    cancel,
+                    lambda: open_path(
+                        tmp,
+                        fd,
+                        ids,
+                        root=layout.root,
+                        what=where,
+                        sealed_to=sealed[1],
+                        cancel=cancel,
+                    ),
+                )
+                db_why = await asyncio.to_thread(check_db, plain)
+                why = None if db_why is None else f"{where}: {db_why}"
+            yield plain, why
 
 
 class RemoteRebuild:
@@ -128,6 +219,7 @@ class RemoteRebuild:
         stream: EventStream,
         limiter: RateLimiter,
         cancel: CancelToken,
+        identities: Identities | None = None,
     ) -> None:
         self.layout = layout
         self.store = store
@@ -135,6 +227,7 @@ class RemoteRebuild:
         self.stream = stream
         self.limiter = limiter
         self.cancel = cancel
+        self.identities = identities  # opens sealed objects (None: they are refused)
 
     def key(self, path: str) -> str:
         return f"{self.site}/{path}"
@@ -156,11 +249,54 @@ class RemoteRebuild:
                         f"{self.store.where(key)}: its bytes hash to {got}, not the recorded "
                         f"{sha256}; not placed"
                     )
-            await asyncio.to_thread(ensure_dir, dest.parent, root=root)
-            placed = await asyncio.to_thread(rename_noreplace, tmp, dest, root=root)
-            if placed == "renamed":
-                await asyncio.to_thread(fsync_dir, dest.parent, root=root, site="rebuild.placed")
-            return placed == "renamed"
+            return await self._place(tmp, dest)
+
+    async def _place(self, tmp: Path, dest: Path) -> bool:
+        """The scratch ``tmp`` (fsynced) renamed to ``dest`` unless it exists, its
+        folder fsynced; whether it was placed."""
+        root = self.layout.root
+        await asyncio.to_thread(ensure_dir, dest.parent, root=root)
+        placed = await asyncio.to_thread(rename_noreplace, tmp, dest, root=root)
+        if placed == "renamed":
+            await asyncio.to_thread(fsync_dir, dest.parent, root=root, site="rebuild.placed")
+        return placed == "renamed"
+
+    async def fetch_sealed(
+        self, key: str, dest: Path, size: int, sealed_to: str, expect: Digest | None
+    ) -> bool:
+        """The sealed object ``key`` (one age stream of ``size`` bytes) opened
+        with the identity and placed at ``dest`` as ``fetch_to`` places; its
+        plaintext checked against ``expect`` first (when known)."""
+        where = self.store.where(key)
+        ids = identity_for(self.identities, where, sealed_to)
+        root, cancel = self.layout.root, self.cancel
+        await asyncio.to_thread(self.limiter.take, size, cancel)
+        async with (
+            downloaded(self.store, key, self.layout, "dr-sealed") as ct,
+            scratch_file(self.layout, "dr") as (tmp, fd),
+        ):
+            await in_thread(
+                cancel,
+                lambda: open_path(
+                    ct,
+                    fd,
+                    ids,
+                    root=root,
+                    what=where,
+                    sealed_to=sealed_to,
+                    cancel=cancel,
+                    expect=expect,
+                ),
+            )
+            return await self._place(tmp, dest)
+
+    async def fetch_object(self, obj: RemoteObject, dest: Path) -> bool:
+        """The object of row ``obj`` placed at ``dest`` (``fetch_to``), opened
+        first when it is sealed."""
+        if obj.sealed_to is None:
+            return await self.fetch_to(self.key(obj.path), dest, obj.bytes, obj.sha256)
+        expect = Digest(obj.local_bytes, obj.local_sha256)
+        return await self.fetch_sealed(self.key(obj.key), dest, obj.bytes, obj.sealed_to, expect)
 
     async def run(self, out: Path) -> FromRemoteReport:
         await asyncio.to_thread(clear_scratch, self.layout)
@@ -189,12 +325,18 @@ class RemoteRebuild:
         for key in snapshots:
             self.cancel.check()
             try:
-                async with downloaded(self.store, key, self.layout, "dr-manifest") as tmp:
-                    why = await snapshot_problem(self.store, key, tmp, root)
+                async with snapshot_fetched(
+                    self.store, key, self.layout, "dr-manifest", self.identities
+                ) as (tmp, why):
                     if why is not None:
                         report.problems.append(f"{why}; skipped")
                         continue
                     placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
+            except SealedUnreadable as err:
+                if isinstance(err.cause, IdentityNeeded | WrongIdentity):
+                    raise err.cause from None  # an older snapshot would lose what it holds
+                report.problems.append(f"{err}; trying an older snapshot")
+                continue
             except RemoteError as err:
                 report.problems.append(f"{err}; trying an older snapshot")
                 continue
@@ -244,7 +386,7 @@ class RemoteRebuild:
             self.cancel.check()
             try:
                 dest = self.layout.events / f"{month}.db"
-                if await self.fetch_to(self.key(obj.path), dest, obj.bytes, obj.sha256):
+                if await self.fetch_object(obj, dest):
                     fetched += 1
                     self.stream.emit(FileDone("fetch", obj.path, "fetched", obj.bytes))
             except RemoteError as err:
@@ -263,21 +405,41 @@ class RemoteRebuild:
         self.stream.emit(Phase("fetch", len(found), sum(i.size for i in found)))
         for info in found:
             self.cancel.check()
-            path = info.key[len(self.site) + 1 :]
             try:
-                dest = self.layout.abs(path)
-                if await self.fetch_to(info.key, dest, info.size, None):
+                if await self._fetch_listed(info.key, info.size, report):
                     report.fetched += 1
-                    self.stream.emit(FileDone("fetch", path, "fetched", info.size))
             except (RemoteError, UnsafePath) as err:
                 report.problems.append(f"{info.key}: {err}")
+
+    async def _fetch_listed(self, key: str, size: int, report: FromRemoteReport) -> bool:
+        """An object listed under ``files/`` placed at its path (a sealed gzip of
+        its own opened; a sealed bundle skipped, named in the report)."""
+        path = key[len(self.site) + 1 :]
+        sealed = unsealed_name(path)
+        if sealed is None:
+            placed = await self.fetch_to(key, self.layout.abs(path), size, None)
+        elif is_bundle_name(sealed[0].rsplit("/", 1)[-1]):
+            report.sealed_skipped.append(self.store.where(key))
+            return False
+        else:
+            path = sealed[0]
+            placed = await self.fetch_sealed(key, self.layout.abs(path), size, sealed[1], None)
+        if placed:
+            self.stream.emit(FileDone("fetch", path, "fetched", size))
+        return placed
 
 
 @asynccontextmanager
 async def rebuilding(
-    layout: Layout, remote: RemoteSettings, *, stream: EventStream, cancel: CancelToken | None
+    layout: Layout,
+    remote: RemoteSettings,
+    *,
+    stream: EventStream,
+    cancel: CancelToken | None,
+    identities: Identities | None = None,
 ) -> AsyncIterator[RemoteRebuild]:
-    """What reads a lost archive back from the remote, its store open for the block."""
+    """What reads a lost archive back from the remote, its store open for the
+    block; sealed objects opened with ``identities``."""
     async with connected(remote) as store:
         yield RemoteRebuild(
             layout,
@@ -286,6 +448,7 @@ async def rebuilding(
             stream=stream,
             limiter=RateLimiter(remote.bytes_per_s),
             cancel=cancel or CancelToken(),
+            identities=identities,
         )
 
 
@@ -296,12 +459,16 @@ async def rebuild_from_remote(
     stream: EventStream,
     reads: RateLimiter,
     cancel: CancelToken | None,
+    identities: Identities | None = None,
 ) -> FromRemoteReport:
     """This site's manifest, event months and the knowledge of what is remote,
     back from the remote tier; without a manifest snapshot, every archive file
     fetched and the manifest rebuilt from them (``reads``: the cap on reading
-    them back). The caller holds the lock."""
-    async with rebuilding(layout, remote, stream=stream, cancel=cancel) as rebuild:
+    them back); sealed objects opened with ``identities``. The caller holds
+    the lock."""
+    async with rebuilding(
+        layout, remote, stream=stream, cancel=cancel, identities=identities
+    ) as rebuild:
         report = await rebuild.run(layout.manifest)
         if report.snapshot is None:
             await rebuild.fetch_files(report)
@@ -311,6 +478,11 @@ async def rebuild_from_remote(
             report.entries = local.entries
             report.problems += [f"unreadable: {u}" for u in local.unreadable]
             report.problems += [f"refused: {r}" for r in local.refused]
+            report.problems += [
+                f"{where}: sealed bundle not fetched: its streams are found only with the "
+                "manifest snapshot's sealed_spans"
+                for where in report.sealed_skipped
+            ]
     return report
 
 
@@ -321,12 +493,16 @@ async def fetch_lost_months(
     *,
     stream: EventStream,
     cancel: CancelToken | None,
+    identities: Identities | None = None,
 ) -> None:
     """Event month databases gone from here and shipped: fetched back (before a
-    restore of event rows), what happened told to the stream."""
+    restore of event rows; sealed ones opened with ``identities``), what
+    happened told to the stream."""
     if remote is None:
         return
-    async with rebuilding(layout, remote, stream=stream, cancel=cancel) as rebuild:
+    async with rebuilding(
+        layout, remote, stream=stream, cancel=cancel, identities=identities
+    ) as rebuild:
         fetched, problems = await rebuild.fetch_months(manifest)
     if fetched:
         stream.notice("info", f"{fetched} event months fetched from {remote.url}")
