@@ -402,14 +402,23 @@ class Archiver:
         return await tier.ship(self.sessions, self.sessions.remote(), cancel)
 
     async def verify_remote(
-        self, sample: float | None = None, cancel: CancelToken | None = None
+        self,
+        sample: float | None = None,
+        cancel: CancelToken | None = None,
+        *,
+        deep: bool = False,
+        identities: Identities | None = None,
     ) -> RemoteVerifyReport:
         """The remote copies read back (all, or ``sample`` of them, rotating);
-        a bad one shipped again from its local copy where there is one."""
+        a bad one shipped again from its local copy where there is one.
+        ``deep``: sealed copies opened with ``identities`` and their plaintext
+        compared with the local file's recorded size and sha256."""
         remote = self.sessions.remote()
         if await self.sessions.nothing_archived():
             return RemoteVerifyReport(nothing_archived=True)
-        return await tier.verify(self.sessions, remote, sample, cancel)
+        return await tier.verify(
+            self.sessions, remote, sample, cancel, deep=deep, identities=identities
+        )
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None

@@ -52,7 +52,6 @@ from ..remote.unseal import SealedUnreadable
 from ..store.manifest import Manifest, ManifestError, reading
 from ..store.remoteobjects import read_lock_counts
 
-
 # A site whose newest snapshot is sealed, listed without an identity.
 SEALED = "sealed: give --identity"
 

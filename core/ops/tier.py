@@ -58,11 +58,18 @@ async def ship(
 
 
 async def verify(
-    sessions: Sessions, remote: RemoteSettings, sample: float | None, cancel: CancelToken | None
+    sessions: Sessions,
+    remote: RemoteSettings,
+    sample: float | None,
+    cancel: CancelToken | None,
+    *,
+    deep: bool = False,
+    identities: Identities | None = None,
 ) -> RemoteVerifyReport:
     """The copies at ``remote`` read back (all, or ``sample`` of them, rotating);
-    a bad one shipped again from its local copy where there is one."""
-    args = {"sample": sample, "remote": True}
+    a bad one shipped again from its local copy where there is one. ``deep``:
+    sealed ones opened with ``identities`` too."""
+    args = {"sample": sample, "remote": True, "deep": deep}
     async with sessions.open("verify", args, cancel) as current:
         current.start(f"remote copies at {remote.url}/{remote.site}")
         async with connected(remote) as store:
@@ -77,7 +84,13 @@ async def verify(
                 cancel=token,
             )
             verifier = RemoteVerifier(
-                current.manifest, store, shipper, stream=sessions.stream, cancel=token
+                current.manifest,
+                store,
+                shipper,
+                stream=sessions.stream,
+                cancel=token,
+                deep=deep,
+                identities=identities,
             )
             report = await verifier.run(sample)
         current.finish("failed" if report.failed else "ok", report.to_dict())

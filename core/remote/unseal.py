@@ -22,6 +22,8 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import re
 from typing import Protocol
 
@@ -30,6 +32,7 @@ from ..base.codec import Digest
 from ..base.errors import ColdkeepError, RemoteError
 from ..base.fsutil import write_all
 from ..base.ratelimit import UNLIMITED, RateLimiter
+from .objectstore import ObjectStore
 from .sealing import (
     Identities,
     SealedAltered,
@@ -127,3 +130,80 @@ def open_into(
             f"{what}: opens to {said}, not the {recorded} recorded (not the object shipped)"
         )
     return got
+
+
+class _Hashed:
+    """Where an opening writes when only its size and sha256 are wanted."""
+
+    def __init__(self) -> None:
+        self.sha = hashlib.sha256()
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.n += len(data)
+        return len(data)
+
+
+class RangedSource:
+    """The object ``key`` of ``size`` bytes read from its start by ranged GETs of
+    ``piece`` bytes, sent to the store's ``loop`` from a worker thread, and
+    hashed as read: what an opening reads when nothing is to be written."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        key: str,
+        size: int,
+        loop: asyncio.AbstractEventLoop,
+        piece: int,
+    ) -> None:
+        self.store, self.key, self.size, self.loop, self.piece = store, key, size, loop, piece
+        self.sha = hashlib.sha256()
+        self.at = 0  # bytes fetched
+        self.held = memoryview(b"")
+
+    def read(self, n: int) -> bytes:
+        if not self.held:
+            want = min(self.piece, self.size - self.at)
+            if want <= 0:
+                return b""
+            call = self.store.read_range(self.key, self.at, want)
+            data = asyncio.run_coroutine_threadsafe(call, self.loop).result()
+            if len(data) != want:
+                raise RemoteError(
+                    f"{self.store.where(self.key)}: a read of {want:,} bytes at {self.at:,} "
+                    f"gave {len(data):,}"
+                )
+            self.sha.update(data)
+            self.at += want
+            self.held = memoryview(data)
+        piece, self.held = self.held[:n], self.held[n:]
+        return bytes(piece)
+
+
+def open_all(
+    src: RangedSource,
+    identities: Identities,
+    streams: list[tuple[int, int]],
+    *,
+    what: str,
+    sealed_to: str | None,
+    cancel: CancelToken,
+) -> Digest:
+    """Every age stream of ``src`` ((offset, length) each, back to back from its
+    start) opened in order: the size and sha256 of the whole plaintext. Any
+    failure to open is ``SealedUnreadable``. Synchronous: a worker thread."""
+    out = _Hashed()
+    at = 0
+    for offset, length in streams:
+        if offset != at:
+            raise SealedUnreadable(f"{what}: its recorded streams leave a gap at byte {at:,}")
+        try:
+            open_sealed(
+                src, out, identities, length=length, what=what, sealed_to=sealed_to, cancel=cancel
+            )
+        except (WrongIdentity, SealedAltered, SealedTruncated) as err:
+            raise SealedUnreadable(str(err), err) from None
+        at += length
+    return Digest(out.n, out.sha.hexdigest())

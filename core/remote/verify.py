@@ -15,6 +15,17 @@ A copy that is missing or wrong:
   month again;
 - otherwise the failure stays on the row (``verify_error``): the alert job
   raises it, and restore of those files fails loudly instead of placing bad bytes.
+
+A sealed object (client-side encryption) is read as stored: its size and
+sha256 are the ciphertext's, which is all a verify without an identity can
+check. ``--deep`` opens each sealed object as well, with the identity given
+(``--identity``), as it is read (the same GETs, one pass): every age stream of
+it must open, and the plaintext's size and sha256 be the local file's
+recorded (``local_bytes``, ``local_sha256``): an object replaced by another
+sealed to the same keys is found only so. Unsealed objects are read as
+without ``--deep``; with no sealed object, ``--deep`` needs no identity. An
+identity that opens none of an object's streams proves nothing about it: said,
+nothing marked.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..base.cancel import CancelToken
+from ..base.cancel import CancelToken, in_thread
 from ..base.errors import RemoteError
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
@@ -33,7 +44,9 @@ from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .marker import check_marker
 from .objectstore import ObjectStore, RemoteFatal, RemoteMissing
+from .sealing import Identities, IdentityNeeded, WrongIdentity
 from .ship import Shipper
+from .unseal import RangedSource, SealedUnreadable, open_all
 
 RANGE = 8 << 20
 # Objects read from the manifest at a time.
@@ -70,7 +83,11 @@ class RemoteVerifier:
         *,
         stream: EventStream,
         cancel: CancelToken,
+        deep: bool = False,
+        identities: Identities | None = None,
     ) -> None:
+        self.deep = deep  # sealed objects opened too
+        self.identities = identities
         self.manifest = manifest
         self.objects = RemoteObjects(manifest)
         self.store = store
@@ -86,6 +103,13 @@ class RemoteVerifier:
         await check_marker(
             self.store, self.objects, shipper.remote.site, shipper.layout, may_write=False
         )
+        if self.deep and self.identities is None:
+            sealed = await self.objects.sealed_count()
+            if sealed:
+                raise IdentityNeeded(
+                    f"verify --remote --deep: {sealed:,} remote objects are sealed: give "
+                    "--identity FILE, an age identity file with their key"
+                )
         total = (await self.objects.totals()).shipped
         count = total if sample is None else min(total, math.ceil(total * sample))
         start = None if sample is None else await self.objects.verify_cursor()
@@ -125,19 +149,66 @@ class RemoteVerifier:
             await asyncio.to_thread(digest.update, data)
         return digest.hexdigest()
 
+    async def _streams(self, obj: RemoteObject) -> list[tuple[int, int]]:
+        """The (offset, length) of each age stream of sealed ``obj``: its recorded
+        ones (a bundle), else one of all of it."""
+        rows = await self.manifest.rows(
+            "SELECT offset, length FROM sealed_spans WHERE path = ? ORDER BY offset", [obj.path]
+        )
+        return [(int(o), int(n)) for o, n in rows] or [(0, obj.bytes)]
+
+    async def _read_deep(self, key: str, obj: RemoteObject) -> str | None:
+        """Sealed ``obj`` read once, its streams opened as they come: why it is
+        not what was shipped, or None. ``WrongIdentity`` raised as itself."""
+        assert self.identities is not None
+        src = RangedSource(self.store, key, obj.bytes, asyncio.get_running_loop(), RANGE)
+        streams = await self._streams(obj)
+        what = self.store.where(key)
+        identities, sealed_to, cancel = self.identities, obj.sealed_to, self.cancel
+        try:
+            plain = await in_thread(
+                cancel,
+                lambda: open_all(
+                    src, identities, streams, what=what, sealed_to=sealed_to, cancel=cancel
+                ),
+            )
+        except SealedUnreadable as err:
+            if isinstance(err.cause, WrongIdentity):
+                raise err.cause from None
+            return str(err)
+        if src.at != obj.bytes or src.sha.hexdigest() != obj.sha256:
+            return f"sha256 {src.sha.hexdigest()}, not the {obj.sha256} shipped"
+        if (plain.bytes, plain.sha256) != (obj.local_bytes, obj.local_sha256):
+            return (
+                f"opens to {plain.bytes} bytes, sha256 {plain.sha256}, not the local file's "
+                f"{obj.local_bytes} bytes, {obj.local_sha256} shipped (another object sealed "
+                "to the same keys?)"
+            )
+        return None
+
+    async def _problem(self, key: str, obj: RemoteObject) -> str | None:
+        """Why the object at ``key`` is not ``obj`` as shipped, or None."""
+        info = await self.store.head(key)
+        if info is None:
+            return "not there"
+        if info.size != obj.bytes:
+            return f"{info.size} bytes, not the {obj.bytes} shipped"
+        if self.deep and obj.sealed_to is not None:
+            return await self._read_deep(key, obj)
+        got = await self._read_sha(key, obj.bytes)
+        return None if got == obj.sha256 else f"sha256 {got}, not the {obj.sha256} shipped"
+
     async def _check(self, obj: RemoteObject) -> None:
-        key = self.shipper.key(obj.path)
+        key = self.shipper.key(obj.key)
         self.report.checked += 1
         why: str | None
         try:
-            info = await self.store.head(key)
-            if info is None:
-                why = "not there"
-            elif info.size != obj.bytes:
-                why = f"{info.size} bytes, not the {obj.bytes} shipped"
-            else:
-                got = await self._read_sha(key, obj.bytes)
-                why = None if got == obj.sha256 else f"sha256 {got}, not the {obj.sha256} shipped"
+            why = await self._problem(key, obj)
+        except WrongIdentity as err:
+            # Not opened proves nothing about the object: said, nothing marked.
+            self.report.failed.append(str(err))
+            self.stream.emit(FileDone("verify-remote", obj.path, "error", detail=str(err)))
+            return
         except RemoteMissing:
             why = "not there"
         except RemoteFatal:

@@ -18,6 +18,7 @@ import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
+from ..operations.spec import IDENTITY_HELP, load_identity
 from ..text.fmt import plural, shown
 from .kit import command, ctx_for, reader_left, run_command
 
@@ -53,8 +54,11 @@ def _stats_line(result: CatResult) -> str:
     help="After the bytes, one line on stderr: where they were read, and for a "
     "remote-only copy the GETs sent and the bytes they fetched.",
 )
+@click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
 @command(json_opt=False)
-def cat(path: str, version: str | None, stats: bool, config: Path | None) -> None:
+def cat(
+    path: str, version: str | None, stats: bool, identity: Path | None, config: Path | None
+) -> None:
     """Print an archived file's bytes, without restoring it.
 
     PATH is relative to live_root (or absolute, inside it). VERSION is an entry
@@ -71,7 +75,9 @@ def cat(path: str, version: str | None, stats: bool, config: Path | None) -> Non
 
     A copy only the remote tier holds is read by ranged GETs as it streams, its
     blocks kept in a folder of their own under [mount] cache_dir, removed after;
-    --stats says what that cost.
+    --stats says what that cost. A copy sealed to age recipients ([remote]
+    encrypt_to) needs --identity: its stream is read through the same cache and
+    opened whole into a file there before its bytes stream.
 
     \b
       coldkeep cat tenant-42/2026/03/app.jsonl | grep ERROR
@@ -83,8 +89,9 @@ def cat(path: str, version: str | None, stats: bool, config: Path | None) -> Non
     out = sys.stdout.buffer
 
     async def go() -> int:
+        identities = load_identity(identity)
         try:
-            result = await ctx.archiver().cat(path, version, out, ctx.cancel)
+            result = await ctx.archiver().cat(path, version, out, ctx.cancel, identities)
         except BrokenPipeError:
             reader_left()
             return EXIT_OK

@@ -17,6 +17,7 @@ import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
+from ..operations.spec import IDENTITY_HELP, load_identity
 from ..text.fmt import shown
 from .kit import command, ctx_for, fail, fail_explained
 
@@ -26,8 +27,9 @@ from .kit import command, ctx_for, fail, fail_explained
 @click.option(
     "--with-live", is_flag=True, help="Merge the live tree in: a live file wins over its archive."
 )
+@click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
 @command(json_opt=False)
-def mount(folder: Path, with_live: bool, config: Path | None) -> None:
+def mount(folder: Path, with_live: bool, identity: Path | None, config: Path | None) -> None:
     """Mount the archive read-only at DIR, in the foreground until Ctrl-C.
 
     Every archived path is at its original place, its newest version, with its
@@ -43,7 +45,9 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
     read by ranged GETs into a block cache under [mount] cache_dir (at most
     [mount] cache_bytes, removed at unmount, its GETs and bytes logged then).
     A remote that cannot be read when the mount starts: local copies are
-    served, remote-only ones are EIO with a line saying why.
+    served, remote-only ones are EIO with a line saying why. A copy sealed to
+    age recipients needs --identity: it is opened whole into the cache at its
+    first read (without one it is EIO, the line naming the key it needs).
 
     DIR must be an empty folder. Stop with Ctrl-C, SIGTERM or
     `fusermount3 -u DIR` (exit 0). Needs /dev/fuse and libfuse3 (apt-get
@@ -73,7 +77,10 @@ def mount(folder: Path, with_live: bool, config: Path | None) -> None:
         )
 
     try:
-        serve(ctx.settings, folder.absolute(), with_live=with_live, ready=ready)
+        identities = load_identity(identity)
+        serve(
+            ctx.settings, folder.absolute(), with_live=with_live, ready=ready, identities=identities
+        )
     except RuntimeError as err:
         # libfuse printed why above (the mountpoint, permissions, fuse.conf).
         fail(f"libfuse refused to mount {folder} (status {err})", EXIT_FAILED)

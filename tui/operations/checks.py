@@ -19,15 +19,30 @@ from coldkeep.core.remote.rebuild import FromRemoteReport
 from coldkeep.core.remote.verify import RemoteVerifyReport
 
 from ..text.fmt import human, plural
-from .spec import Console, ConsoleAction, Operation, Options, Run, Words
+from .spec import (
+    Console,
+    ConsoleAction,
+    Operation,
+    Options,
+    Run,
+    Words,
+    identity_option,
+    load_identity,
+)
 
 # verify -----------------------------------------------------------------------
 
 
 def _verify(options: Options) -> Run:
     sample, max_duration = options["sample"], options["max_duration"]
+    deep = options["deep"]
+    if (deep or options["identity"]) and not options["remote"]:
+        raise UsageError("--deep and --identity read the remote copies: give --remote too")
     if options["remote"]:
-        return lambda archiver, cancel: archiver.verify_remote(sample, cancel)
+        ids = load_identity(options["identity"])
+        return lambda archiver, cancel: archiver.verify_remote(
+            sample, cancel, deep=deep, identities=ids
+        )
     return lambda archiver, cancel: archiver.verify(sample, max_duration, cancel)
 
 
@@ -92,6 +107,13 @@ VERIFY = Operation(
             help="Read the remote tier's copies back instead (ranged GETs); a bad one is "
             "shipped again from its local copy, else alerted.",
         ),
+        click.Option(
+            ["--deep"],
+            is_flag=True,
+            help="With --remote: open each sealed copy too (with --identity) and compare its "
+            "plaintext with the local file's recorded size and sha256.",
+        ),
+        identity_option(),
     ),
     words=(
         Words(
@@ -125,11 +147,14 @@ VERIFY = Operation(
 
 def _rebuild(options: Options) -> Run:
     out: Path | None = options["out"]
+    if options["identity"] and not options["from_remote"]:
+        raise UsageError("--identity opens sealed remote objects: give --from-remote too")
     if not options["from_remote"]:
         return lambda archiver, cancel: archiver.rebuild_manifest(out, cancel)
     if out is not None:
         raise UsageError("--out and --from-remote: the remote rebuilds this site's own coldkeep.db")
-    return lambda archiver, cancel: archiver.rebuild_from_remote(cancel)
+    ids = load_identity(options["identity"])
+    return lambda archiver, cancel: archiver.rebuild_from_remote(cancel, ids)
 
 
 def _rebuilt(r: RebuildReport) -> str:
@@ -179,6 +204,7 @@ REBUILD_MANIFEST = Operation(
             help="From the remote tier: the newest manifest snapshot (else every archive file "
             "there), on a fresh host with only the bucket and credentials.",
         ),
+        identity_option(),
     ),
     words=(
         Words(
@@ -195,6 +221,7 @@ REBUILD_MANIFEST = Operation(
             failed=lambda r: r.failed,
             detail=lambda r: [
                 *(f"never shipped {p}" for p in r.never_shipped),
+                *(f"sealed bundle not fetched {p}" for p in r.sealed_skipped),
                 *map(_month_lost, r.events_never_shipped),
                 *r.problems,
             ],

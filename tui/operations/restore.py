@@ -21,10 +21,11 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.events.query import TimeRange, parse_range
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
+from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.store.manifest import Entry
 
 from ..text.fmt import day, human, plural, shown
-from .spec import Operation, Options, Run, Words, parse_when
+from .spec import Operation, Options, Run, Words, identity_option, load_identity, parse_when
 
 # restore ----------------------------------------------------------------------
 
@@ -69,9 +70,12 @@ async def _listing(archiver: Archiver, selection: Selection) -> Listing:
     return Listing(await archiver.select(selection))
 
 
-def restore_files(selection: Selection, to: Path | None) -> Run:
-    """Files back: to their live paths, or under ``to``."""
-    return lambda archiver, cancel: archiver.restore(selection, to, cancel)
+def restore_files(
+    selection: Selection, to: Path | None, identities: Identities | None = None
+) -> Run:
+    """Files back: to their live paths, or under ``to``; sealed remote copies
+    opened with ``identities``."""
+    return lambda archiver, cancel: archiver.restore(selection, to, cancel, identities)
 
 
 def _restore(options: Options) -> Run:
@@ -86,7 +90,7 @@ def _restore(options: Options) -> Run:
     )
     if options["list_only"]:
         return lambda archiver, cancel: _listing(archiver, selection)
-    return restore_files(selection, options["to"])
+    return restore_files(selection, options["to"], load_identity(options["identity"]))
 
 
 def _restore_line(r: RestoreReport) -> str:
@@ -135,6 +139,7 @@ RESTORE = Operation(
             help="Only list what the selection names (entry id, status, size, modified, path); "
             "takes no lock, writes nothing.",
         ),
+        identity_option(),
     ),
     words=(
         Words(RestoreReport, _restore_line, failed=lambda r: r.failed, detail=_restore_detail),
@@ -157,7 +162,8 @@ def _restore_events(options: Options) -> Run:
     span = None
     if options["start"] or options["end"]:
         span = parse_range(options["start"], options["end"])
-    return lambda archiver, cancel: archiver.restore_events(kinds, months, cancel, span)
+    ids = load_identity(options["identity"])
+    return lambda archiver, cancel: archiver.restore_events(kinds, months, cancel, span, ids)
 
 
 def restore_months(months: list[ArchivedMonth]) -> Run:
@@ -210,6 +216,7 @@ RESTORE_EVENTS = Operation(
             metavar="YYYY-MM[-DD]",
             help="Only rows through this month or day (UTC, included).",
         ),
+        identity_option(),
     ),
     words=(
         Words(

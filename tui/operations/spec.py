@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import click
 
@@ -27,6 +27,9 @@ from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
 from ..text.fmt import parse_day, shown, terminal_text
+
+if TYPE_CHECKING:
+    from coldkeep.core.remote.sealing import Identities
 
 
 class Result(Protocol):
@@ -181,6 +184,30 @@ class Operation:
     # Its own options and arguments; --wait, --json and --config come after them.
     params: tuple[click.Parameter, ...] = ()
     console: Console[Any] | None = None
+
+
+IDENTITY_HELP = (
+    "An age identity file (age-keygen's AGE-SECRET-KEY-1… lines): opens remote copies "
+    "sealed to its key ([remote] encrypt_to). Read once for the command, never kept."
+)
+
+
+def identity_option() -> click.Option:
+    """``--identity FILE``, for every command that reads remote copies."""
+    return click.Option(
+        ["--identity"], type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP
+    )
+
+
+def load_identity(path: Path | None) -> Identities | None:
+    """The keys of ``--identity``, loaded once for the command (None without
+    one); a file that holds none is a usage error naming it, before anything
+    is read."""
+    if path is None:
+        return None
+    from coldkeep.core.remote.sealing import load_identities  # noqa: PLC0415 - pyrage, only then
+
+    return load_identities(path)
 
 
 def parse_when(value: str | None, option: str) -> int | None:

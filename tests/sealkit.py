@@ -1,0 +1,80 @@
+"""Sealed remote copies made behind coldkeep's back, as a sealing ship leaves
+them: each object of a shipped folder remote sealed to a fresh identity (a
+bundle one age stream per member), moved to its sealed key and its row
+replaced with the sealed one and its streams. For the read side's tests before
+(and besides) ship sealing itself."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from pyrage import x25519
+
+from coldkeep.core.base.cancel import CancelToken
+from coldkeep.core.base.codec import Span
+from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.recipients import RecipientSet, parse_recipients
+from coldkeep.core.remote.sealing import seal_spans, tile
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.core.store.remoteobjects import RemoteObjects
+
+
+def new_identity(folder: Path, name: str = "key.txt") -> tuple[Path, RecipientSet]:
+    """A fresh age identity file in ``folder`` and the set of its public key."""
+    key = x25519.Identity.generate()
+    path = folder / name
+    path.write_text(f"# created by a test\n{key}\n")
+    return path, parse_recipients([str(key.to_public())])
+
+
+async def member_spans(manifest: Manifest, gz_path: str) -> list[Span]:
+    rows = await manifest.rows(
+        "SELECT DISTINCT member_offset, member_length FROM entries WHERE gz_path = ? "
+        "AND member_offset IS NOT NULL ORDER BY member_offset",
+        [gz_path],
+    )
+    return [Span(int(o), int(n)) for o, n in rows]
+
+
+async def seal_remote(archive: Path, remote: Path, site: str, recipients: RecipientSet) -> int:
+    """Every object recorded for the site at ``archive``, in the folder remote
+    ``remote``, sealed in place of its plain copy; how many."""
+    manifest = await Manifest.open(Layout(archive).manifest)
+    n = 0
+    async with manifest:
+        objects = RemoteObjects(manifest)
+        for obj in await objects.after(None, 1 << 30):
+            src = remote / site / obj.path
+            spans = await member_spans(manifest, obj.path)
+            sealed_obj = replace(obj, sealed_to=recipients.fingerprint)
+            dst = remote / site / sealed_obj.key
+            with open(src, "rb") as f, open(dst, "wb") as w:
+                size = os.fstat(f.fileno()).st_size
+                sealed = seal_spans(
+                    f,
+                    w,
+                    recipients,
+                    tile(size, spans) if spans else None,
+                    what=str(src),
+                    cancel=CancelToken(),
+                )
+            src.unlink()
+            streams = (
+                [(p.offset, p.length, s.offset, s.length) for p, s in sealed.pieces]
+                if spans
+                else []
+            )
+            await objects.replace_row(
+                replace(
+                    sealed_obj,
+                    bytes=sealed.sealed.bytes,
+                    sha256=sealed.sealed.sha256,
+                    plain_bytes=sealed.plain.bytes,
+                    plain_sha256=sealed.plain.sha256,
+                ),
+                streams,
+            )
+            n += 1
+    return n
