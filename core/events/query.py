@@ -131,7 +131,7 @@ class RemoteMonths(Protocol):
     fetched_bytes: int  # from the remote so far
     pages_read: int  # distinct pages SQLite read of them
 
-    def attach_uri(self, month: str, path: str, size: int) -> str: ...
+    def attach_uri(self, month: str, path: str, size: int, sealed_to: str | None) -> str: ...
 
     def close(self) -> None: ...
 
@@ -160,10 +160,12 @@ class Source:
 
 @dataclass(frozen=True)
 class RemoteMonth:
-    """A month's newest snapshot on the remote: its path under the site, its size."""
+    """A month's newest snapshot on the remote: its path under the site, its size,
+    and the age recipient set it is sealed to (None: stored as it is here)."""
 
     path: str
     size: int
+    sealed_to: str | None = None
 
 
 def iso_seconds(schema: EventSchema) -> str:
@@ -305,7 +307,8 @@ class EventsQuery:
         for month, obj in away.items():
             name = f"r_{month.replace('-', '_')}"
             try:
-                lite.attach(con, reader.attach_uri(month, obj.path, obj.size), name)
+                uri = reader.attach_uri(month, obj.path, obj.size, obj.sealed_to)
+                lite.attach(con, uri, name)
                 got.append((name, lite.month_check(con, name, schema, MONTH_SCHEMA)))
             except (ColdkeepError, apsw.Error, ValueError) as err:
                 if not self.partial:
@@ -365,9 +368,10 @@ class EventsQuery:
             return
         with reading(manifest) as conn:
             shipped = {
-                str(m): RemoteMonth(str(p), int(n))
-                for (m, p, n) in conn.execute(
-                    "SELECT month, path, bytes FROM remote_objects WHERE month IS NOT NULL "
+                str(m): RemoteMonth(str(p), int(n), None if s is None else str(s))
+                for (m, p, n, s) in conn.execute(
+                    "SELECT month, path, bytes, sealed_to FROM remote_objects "
+                    "WHERE month IS NOT NULL "
                     "AND month NOT IN (SELECT month FROM expired_months) "
                     "ORDER BY month, shipped_at"
                 )

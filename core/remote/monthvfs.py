@@ -26,6 +26,9 @@ Invariants:
   ``remote_objects``): it covers the whole object, and a ranged read sees a few
   pages of it. A page the same size but changed in place on the remote is read as
   it is; ``coldkeep verify --remote`` is what checks the whole object.
+- A sealed month snapshot (client-side encryption) is refused in one line:
+  an age stream cannot be read a page at a time, and its rows come back with
+  ``restore-events --identity``.
 - Bytes fetched are counted (``fetched_bytes``) and bounded in memory: nothing
   is written to disk.
 - The GETs run on an event loop of this reader's own (its thread), the store's
@@ -50,6 +53,7 @@ from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.ratelimit import RateLimiter
+from ..store.remoteobjects import sealed_key
 from .connect import open_store
 from .objectstore import ObjectStore
 
@@ -123,9 +127,16 @@ class RemoteMonths:
     def _wait(self, call: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
-    def attach_uri(self, month: str, path: str, size: int) -> str:
+    def attach_uri(self, month: str, path: str, size: int, sealed_to: str | None = None) -> str:
         """The URI SQLite attaches ``path`` (under the site's prefix; ``size``
-        bytes as the manifest records) by, once a HEAD found it that size."""
+        bytes as the manifest records) by, once a HEAD found it that size. A
+        sealed snapshot (``sealed_to``) is refused: age cannot be read by pages."""
+        if sealed_to is not None:
+            raise RemoteError(
+                f"{self.store.where(sealed_key(f'{self.site}/{path}', sealed_to))}: month {month} "
+                f"is sealed: coldkeep restore-events --month {month} --identity FILE first "
+                "(its rows back in the live table), or --partial answers without it"
+            )
         key = f"{self.site}/{path}"
         info = self._wait(self.store.head(key))
         if info is None:
