@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -49,13 +50,14 @@ class RemoteObject:
     retain_until: int | None = None  # ms: the bucket's Object Lock keeps it until then
     legal_hold: bool = False  # its S3 legal hold is on
     sealed_to: str | None = None  # the age recipient set it is sealed to (its fingerprint)
+    stored_as: str | None = None  # its key under the site's prefix, where not its path
     plain_bytes: int | None = None  # sealed: the local file's size (bytes: the stored object's)
     plain_sha256: str | None = None  # sealed: the local file's sha256
 
     @property
     def key(self) -> str:
         """Its key under the site's prefix."""
-        return sealed_key(self.path, self.sealed_to)
+        return self.path if self.stored_as is None else self.stored_as
 
     @property
     def local_bytes(self) -> int:
@@ -75,11 +77,13 @@ class RemoteObject:
 _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 
-def sealed_key(path: str, sealed_to: str | None) -> str:
-    """Where the object of archive file ``path`` lives under the site's prefix:
-    at its path, or, sealed, under a name of its recipient set's (so that new
-    recipients get a new object, uploaded create-only beside the old one)."""
-    return path if sealed_to is None else f"{path}.{sealed_to}.age"
+def sealed_key(path: str, sealed_to: str) -> str:
+    """A new key under the site's prefix for archive file ``path`` sealed to the
+    set ``sealed_to``: ``<path>.<set>-<random>.age``. Age seals the same bytes
+    differently each time, so an object an interrupted ship left at a key can
+    never be told to hold what this one would: each sealing gets a key of its
+    own, create-only, and new recipients a new object beside the old one."""
+    return f"{path}.{sealed_to}-{secrets.token_hex(4)}.age"
 
 
 def _row(r: Any) -> RemoteObject:
