@@ -126,7 +126,7 @@ class RemoteVerifier:
         return digest.hexdigest()
 
     async def _check(self, obj: RemoteObject) -> None:
-        key = self.shipper.key(obj.path)
+        key = self.shipper.key(obj.key)
         self.report.checked += 1
         why: str | None
         try:

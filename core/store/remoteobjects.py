@@ -293,6 +293,17 @@ class RemoteObjects:
         )
         return {str(unit): int(newest) for unit, newest in rows}
 
+    async def member_spans(self, gz_path: str) -> list[tuple[int, int]]:
+        """The members of bundle ``gz_path`` (offset, length), every entry's that
+        has one whatever its status: the bundle's bytes hold them all."""
+        rows = await self.manifest.rows(
+            "SELECT DISTINCT member_offset, member_length FROM entries INDEXED BY "
+            "entries_location WHERE gz_path = ? AND member_offset IS NOT NULL "
+            "ORDER BY member_offset",
+            [gz_path],
+        )
+        return [(int(o), int(n)) for o, n in rows]
+
     async def shipped_files(self) -> list[str]:
         """Every archive file shipped (not event months), in path order."""
         rows = await self.manifest.rows(
@@ -442,14 +453,6 @@ class RemoteObjects:
                 ),
                 *_streams(obj.path, streams),
             ]
-        )
-
-    async def renew(self, path: str, at: int) -> None:
-        """Shipped again, read back: verified as of ``at``."""
-        await self.manifest.run(
-            "UPDATE remote_objects SET shipped_at = ?, verified_at = ?, verify_error = NULL "
-            "WHERE path = ?",
-            [at, at, path],
         )
 
     async def failed_verify(self) -> list[RemoteObject]:
