@@ -160,7 +160,7 @@ class ShipReport:
 
 
 @dataclass(frozen=True)
-class _Sent:
+class Sent:
     """An upload (or an object found at its key), not yet read back."""
 
     path: str
@@ -237,7 +237,7 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
     )
 
 
-def _row(sent: _Sent, now: int, month: _Month | None) -> RemoteObject:
+def _row(sent: Sent, now: int, month: _Month | None) -> RemoteObject:
     """The row of an object the server was shown to hold, shipped at ``now``."""
     return RemoteObject(
         sent.path,
@@ -348,7 +348,7 @@ class Shipper:
         pending = await self.objects.pending_files()
         self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
         gate = asyncio.Semaphore(IN_FLIGHT)
-        waiting: list[_Sent] = []
+        waiting: list[Sent] = []
         waiting_bytes = 0
 
         async def one(path: str) -> None:
@@ -387,12 +387,12 @@ class Shipper:
             raise
         await self._confirm_group(waiting)
 
-    async def _upload_file(self, path: str) -> _Sent | None:
+    async def _upload_file(self, path: str) -> Sent | None:
         try:
             local = self.layout.abs(path)
-            lock = await self._file_lock(path)
+            lock = await self.file_lock(path)
             if self.seal is not None:  # hashed as it is sealed, in one pass
-                return await self._upload_sealed(path, local, lock, await self._spans(path))
+                return await self.upload_sealed(path, local, lock, await self.spans_of(path))
             size, sha = await self._hash(local)
             return await self._upload(path, local, size, sha, lock)
         except RemoteFatal:
@@ -405,12 +405,12 @@ class Shipper:
             )
         return None
 
-    async def _spans(self, path: str) -> list[Span] | None:
+    async def spans_of(self, path: str) -> list[Span] | None:
         """A bundle's members, each sealed as its own stream (None: a gzip)."""
         spans = [Span(o, n) for o, n in await self.objects.member_spans(path)]
         return spans or None
 
-    async def _file_lock(self, path: str) -> ObjectLock | None:
+    async def file_lock(self, path: str) -> ObjectLock | None:
         """What archive file ``path``'s upload asks of the bucket's lock."""
         if self.remote.locks is None:
             return None
@@ -418,9 +418,9 @@ class Shipper:
         until = await file_retain_until(self.objects, self.settings.retention, path)
         return lock_for(self.remote, until, held, self.clock())
 
-    async def _confirm_one(self, sent: _Sent) -> None:
+    async def _confirm_one(self, sent: Sent) -> None:
         try:
-            why = await self._read_back(sent)
+            why = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
@@ -430,7 +430,7 @@ class Shipper:
         else:
             self._problem(sent.path, why)
 
-    async def _confirm_group(self, group: list[_Sent]) -> None:
+    async def _confirm_group(self, group: list[Sent]) -> None:
         """Uploads whose answer carried the server's SHA-256 (the one sent),
         their sizes read back by one listing where that costs fewer requests
         than a HEAD each; what the listing does not show is read back by HEAD."""
@@ -470,7 +470,7 @@ class Shipper:
             lock = lock_for(self.remote, until, held, self.clock())
         try:
             sent = await self._upload(path, local, size, sha, lock)
-            why = await self._read_back(sent)
+            why = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
@@ -481,7 +481,7 @@ class Shipper:
         await self._accept(sent, month)
         return True
 
-    async def _accept(self, sent: _Sent, month: _Month | None = None) -> None:
+    async def _accept(self, sent: Sent, month: _Month | None = None) -> None:
         """An object the server was shown to hold: recorded as remote."""
         await self.objects.record(_row(sent, self.clock(), month), sent.streams)
         self.report.locked += bool(sent.lock and sent.lock.retain_until)
@@ -496,21 +496,21 @@ class Shipper:
 
     async def _upload(
         self, path: str, local: Path, size: int, sha: str, lock: ObjectLock | None
-    ) -> _Sent:
+    ) -> Sent:
         """``local`` (``size`` bytes, ``sha``) uploaded for ``path``, sealed first
         where ``[remote] encrypt_to`` asks."""
         if self.seal is not None:
-            sent = await self._upload_sealed(path, local, lock, None)
+            sent = await self.upload_sealed(path, local, lock, None)
             if sent.plain != Digest(size, sha):
                 raise RemoteError(f"{local}: changed while it was sealed; not recorded")
             return sent
         put = await self._put(self.key(path), local, size, sha, lock)
         await self._announce("object_uploaded", path)
-        return _Sent(path, size, sha, put.created, put.kept, put.encryption, lock)
+        return Sent(path, size, sha, put.created, put.kept, put.encryption, lock)
 
-    async def _upload_sealed(
+    async def upload_sealed(
         self, path: str, local: Path, lock: ObjectLock | None, spans: list[Span] | None
-    ) -> _Sent:
+    ) -> Sent:
         """``local`` sealed to the recipients into a scratch file (a bundle: one
         age stream per member), uploaded under a key of its own, the scratch
         removed; what was read is hashed in the same pass."""
@@ -530,12 +530,12 @@ class Shipper:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
         await self._announce("object_uploaded", path)
         streams = tuple((p.offset, p.length, s.offset, s.length) for p, s in sealed.pieces)
-        return _Sent(
+        return Sent(
             path, stored.bytes, stored.sha256, put.created, put.kept, put.encryption, lock, key,
             self.seal.fingerprint, sealed.plain, streams if spans is not None else (),
         )  # fmt: skip
 
-    async def _read_back(self, sent: _Sent) -> str | None:
+    async def read_back(self, sent: Sent) -> str | None:
         """None when the server holds exactly ``sent``'s bytes at its key (size
         and SHA-256 read back by HEAD, or the bytes themselves where the server
         keeps no checksum), else why not."""
@@ -585,12 +585,14 @@ class Shipper:
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
         try:
             await self.store.delete(self.key(obj.key))
-            lock = await self._file_lock(obj.path)
+            lock = await self.file_lock(obj.path)
             if self.seal is not None:
-                sent = await self._upload_sealed(obj.path, local, lock, await self._spans(obj.path))
+                sent = await self.upload_sealed(
+                    obj.path, local, lock, await self.spans_of(obj.path)
+                )
             else:
                 sent = await self._upload(obj.path, local, size, sha, lock)
-            why = await self._read_back(sent)
+            why = await self.read_back(sent)
         except RemoteLocked as err:
             return f"{err}: the bad copy stays until the bucket lets it go; the local copy is kept"
         except RemoteFatal:

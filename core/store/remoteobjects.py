@@ -293,6 +293,26 @@ class RemoteObjects:
         )
         return {str(unit): int(newest) for unit, newest in rows}
 
+    async def streams_of(self, path: str) -> list[Stream]:
+        """Sealed object ``path``'s age streams, in the order of the file they
+        tile (none: one stream, the whole object)."""
+        rows = await self.manifest.rows(
+            "SELECT plain_offset, plain_length, offset, length FROM sealed_spans "
+            "WHERE path = ? ORDER BY plain_offset",
+            [path],
+        )
+        return [(int(a), int(b), int(c), int(d)) for a, b, c, d in rows]
+
+    async def not_sealed_to(self, fingerprint: str) -> list[RemoteObject]:
+        """Every object stored unsealed or sealed to another recipient set, in
+        path order: what ``rekey`` seals again."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE sealed_to IS NULL "
+            "OR sealed_to != ? ORDER BY path",
+            [fingerprint],
+        )
+        return [_row(r) for r in rows]
+
     async def member_spans(self, gz_path: str) -> list[tuple[int, int]]:
         """The members of bundle ``gz_path`` (offset, length), every entry's that
         has one whatever its status: the bundle's bytes hold them all."""
