@@ -43,11 +43,11 @@ from report import Row, met, print_table
 
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import Span
+from coldkeep.core.base.recipients import parse_recipients
 from coldkeep.core.remote.sealing import (
     Identities,
     load_identities,
     open_sealed,
-    parse_recipients,
     seal_spans,
     tile,
 )

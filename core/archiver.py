@@ -15,7 +15,7 @@ and the scheduler.
     restore_events(…)   event rows back into live (ops/restore.py)
     events_query(span)  read-only SQL over every event row (events/query.py)
     verify(…)           re-read gzips against the manifest (files/verify.py)
-    ship_plan(), ship(), verify_remote(…), rebuild_from_remote()
+    ship_plan(), ship(), verify_remote(…), rebuild_from_remote(), rekey_plan(), rekey(…)
                         the remote tier (ops/tier.py)
     expire_plan(), expire()
                         what is past its retention, deleted (ops/expire.py)
@@ -90,6 +90,7 @@ from .ops.session import Operation, Session, Sessions, StepFeed
 from .ops.status import Status, read_status
 from .ops.trends import Trends, read_trends
 from .remote.rebuild import FromRemoteReport
+from .remote.rekey import RekeyPlan, RekeyReport
 from .remote.sealing import Identities
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
@@ -400,6 +401,19 @@ class Archiver:
         """What is archived and not yet remote, to the remote tier; then local
         copies past ``keep_local_days`` dropped (ops/tier.py)."""
         return await tier.ship(self.sessions, self.sessions.remote(), cancel)
+
+    async def rekey_plan(self) -> RekeyPlan:
+        """What ``rekey`` would seal again to ``[remote] encrypt_to``'s recipients,
+        and from where (read-only, no lock)."""
+        return await tier.rekey_plan(self.sessions, self.sessions.remote())
+
+    async def rekey(
+        self, identities: Identities | None = None, cancel: CancelToken | None = None
+    ) -> RekeyReport:
+        """Every object sealed to other recipients (or unsealed) sealed again to
+        ``encrypt_to``'s: from its local copy, else from the remote one opened
+        with ``identities`` (remote/rekey.py)."""
+        return await tier.rekey(self.sessions, self.sessions.remote(), identities, cancel)
 
     async def verify_remote(
         self,

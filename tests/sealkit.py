@@ -18,7 +18,7 @@ from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.recipients import RecipientSet, parse_recipients
 from coldkeep.core.remote.sealing import seal_spans, tile
 from coldkeep.core.store.manifest import Manifest
-from coldkeep.core.store.remoteobjects import RemoteObjects
+from coldkeep.core.store.remoteobjects import RemoteObjects, sealed_key
 
 
 def new_identity(folder: Path, name: str = "key.txt") -> tuple[Path, RecipientSet]:
@@ -48,7 +48,10 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
         for obj in await objects.after(None, 1 << 30):
             src = remote / site / obj.path
             spans = await member_spans(manifest, obj.path)
-            sealed_obj = replace(obj, sealed_to=recipients.fingerprint)
+            fingerprint = recipients.fingerprint
+            sealed_obj = replace(
+                obj, sealed_to=fingerprint, stored_as=sealed_key(obj.path, fingerprint)
+            )
             dst = remote / site / sealed_obj.key
             with open(src, "rb") as f, open(dst, "wb") as w:
                 size = os.fstat(f.fileno()).st_size

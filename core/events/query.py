@@ -160,7 +160,7 @@ class Source:
 
 @dataclass(frozen=True)
 class RemoteMonth:
-    """A month's newest snapshot on the remote: its path under the site, its size,
+    """A month's newest snapshot on the remote: its key under the site, its size,
     and the age recipient set it is sealed to (None: stored as it is here)."""
 
     path: str
@@ -370,7 +370,7 @@ class EventsQuery:
             shipped = {
                 str(m): RemoteMonth(str(p), int(n), None if s is None else str(s))
                 for (m, p, n, s) in conn.execute(
-                    "SELECT month, path, bytes, sealed_to FROM remote_objects "
+                    "SELECT month, coalesce(stored_as, path), bytes, sealed_to FROM remote_objects "
                     "WHERE month IS NOT NULL "
                     "AND month NOT IN (SELECT month FROM expired_months) "
                     "ORDER BY month, shipped_at"

@@ -384,7 +384,7 @@ class Expirer:
                 kept.append(obj)
                 continue
             try:
-                await store.delete(f"{site}/{obj.path}")
+                await store.delete(f"{site}/{obj.key}")
             except RemoteLocked:
                 kept.append(obj)
                 continue

@@ -8,6 +8,8 @@ archiver's (``Sessions``), and says how it went. The archiver has checked that a
     verify   the remote copies read back; bad ones shipped again (remote/verify.py)
     rebuild  a lost host's archive back from its bucket (remote/rebuild.py): the
              lock alone, there is no manifest to open yet
+    rekey    objects sealed to other recipients sealed again to encrypt_to's
+             (remote/rekey.py); its plan read without the lock
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ import asyncio
 from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..remote.connect import connected
+from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import FromRemoteReport, rebuild_from_remote
+from ..remote.rekey import NO_RECIPIENTS, NothingToSealTo, Rekeyer, RekeyPlan, RekeyReport
+from ..remote.rekey import rekey_plan as plan_rekey
 from ..remote.sealing import Identities
 from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
 from ..remote.verify import RemoteVerifier, RemoteVerifyReport
 from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObjects
 from .session import Sessions
 
 
@@ -42,17 +48,7 @@ async def ship(
     async with sessions.open("ship", {"url": remote.url}, cancel) as current:
         current.start(f"to {remote.url}/{remote.site}")
         async with connected(remote) as store:
-            shipper = Shipper(
-                sessions.settings,
-                current.manifest,
-                store,
-                stream=sessions.stream,
-                step=sessions.steps.hook(),
-                clock=sessions.clock,
-                reads=sessions.limiter,
-                cancel=cancel,
-            )
-            report = await shipper.run()
+            report = await _shipper(sessions, current.manifest, store, cancel).run()
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report
 
@@ -93,6 +89,48 @@ async def verify(
                 identities=identities,
             )
             report = await verifier.run(sample)
+        current.finish("failed" if report.failed else "ok", report.to_dict())
+        return report
+
+
+def _shipper(
+    sessions: Sessions, manifest: Manifest, store: ObjectStore, cancel: CancelToken | None
+) -> Shipper:
+    return Shipper(
+        sessions.settings,
+        manifest,
+        store,
+        stream=sessions.stream,
+        step=sessions.steps.hook(),
+        clock=sessions.clock,
+        reads=sessions.limiter,
+        cancel=cancel,
+    )
+
+
+async def rekey_plan(sessions: Sessions, remote: RemoteSettings) -> RekeyPlan:
+    """What ``rekey`` would seal again, read without the lock."""
+    if remote.encrypt_to is None:
+        raise NothingToSealTo(NO_RECIPIENTS)
+    manifest = await Manifest.open_existing(sessions.layout.manifest)
+    if manifest is None:
+        return RekeyPlan(remote.encrypt_to.describe())
+    async with manifest:
+        return await plan_rekey(RemoteObjects(manifest), remote.encrypt_to)
+
+
+async def rekey(
+    sessions: Sessions,
+    remote: RemoteSettings,
+    identities: Identities | None,
+    cancel: CancelToken | None,
+) -> RekeyReport:
+    """Every object not sealed to ``encrypt_to``'s recipients sealed again to them."""
+    async with sessions.open("rekey", {"url": remote.url}, cancel) as current:
+        current.start(f"objects at {remote.url}/{remote.site}")
+        async with connected(remote) as store:
+            shipper = _shipper(sessions, current.manifest, store, cancel)
+            report = await Rekeyer(shipper, identities, shipper.cancel).run()
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report
 

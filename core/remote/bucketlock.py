@@ -41,7 +41,7 @@ from ..store.remoteobjects import RemoteObjects
 from .objectstore import ObjectLock, ObjectStore, RemoteFatal, RemoteMissing
 
 # ``manifest/<UTC time>.<ms>Z.db``: the snapshot's time is in its name.
-_SNAPSHOT = re.compile(r"(\d{8}T\d{6})\.(\d{3})Z\.db$")
+_SNAPSHOT = re.compile(r"(\d{8}T\d{6})\.(\d{3})Z\.db(\.[0-9a-f]{12}\.age)?$")
 
 
 def lock_for(
@@ -121,8 +121,10 @@ async def mirror_holds(
     done = HoldsMirrored()
     changes = [(p, True) for p in sorted(want - have)] + [(p, False) for p in sorted(have - want)]
     for path, on in changes:
+        obj = await objects.get(path)
+        key = obj.key if obj is not None else path
         try:
-            await store.set_legal_hold(f"{remote.site}/{path}", on)
+            await store.set_legal_hold(f"{remote.site}/{key}", on)
         except RemoteFatal:
             raise
         except RemoteMissing as err:

@@ -53,7 +53,6 @@ from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.ratelimit import RateLimiter
-from ..store.remoteobjects import sealed_key
 from .connect import open_store
 from .objectstore import ObjectStore
 
@@ -133,7 +132,7 @@ class RemoteMonths:
         sealed snapshot (``sealed_to``) is refused: age cannot be read by pages."""
         if sealed_to is not None:
             raise RemoteError(
-                f"{self.store.where(sealed_key(f'{self.site}/{path}', sealed_to))}: month {month} "
+                f"{self.store.where(f'{self.site}/{path}')}: month {month} "
                 f"is sealed: coldkeep restore-events --month {month} --identity FILE first "
                 "(its rows back in the live table), or --partial answers without it"
             )

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ from pyrage import x25519
 from ..base.cancel import CancelToken
 from ..base.codec import Digest, Span
 from ..base.errors import ColdkeepError, UsageError
+from ..base.fsutil import open_file
 from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.recipients import RecipientSet, short
 
@@ -366,6 +368,31 @@ def seal_spans(
     return Sealed(
         Digest(at, window.sha.hexdigest()), Digest(tee.n, tee.sha.hexdigest()), tuple(pieces)
     )
+
+
+def seal_path(
+    src: Path,
+    out: Path,
+    recipients: RecipientSet,
+    spans: Sequence[Span] | None,
+    *,
+    root: Path,
+    cancel: CancelToken,
+    limiter: RateLimiter = UNLIMITED,
+) -> Sealed:
+    """The file ``src`` (reached beneath ``root``, never through a link) sealed
+    into a new file ``out`` (a scratch name under ``root``), as ``seal_spans``
+    seals it (``spans``: a bundle's members, which ``tile`` cuts it around).
+    Synchronous: run it in a worker thread."""
+    fd = open_file(src, os.O_RDONLY, root=root)
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        tiles = None if spans is None else tile(size, spans)
+        out_fd = open_file(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, root=root)
+        with os.fdopen(out_fd, "wb") as w:
+            return seal_spans(
+                f, w, recipients, tiles, what=str(src), cancel=cancel, limiter=limiter
+            )
 
 
 def _seal_one(window: _Window, tee: _Tee, recipients: RecipientSet, length: int | None) -> None:

@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.cancel import CancelToken
-from ..base.codec import digest_path
+from ..base.codec import Digest, Span, digest_path
 from ..base.config import Settings
 from ..base.errors import RemoteError
 from ..base.fsutil import (
@@ -84,7 +84,7 @@ from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import DAY_MS, now_ms
 from ..store.legalholds import ActiveHolds, Hold, active, held_paths
 from ..store.manifest import Manifest
-from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects
+from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects, Stream, sealed_key
 from .bucketlock import (
     file_retain_until,
     lock_for,
@@ -105,6 +105,7 @@ from .objectstore import (
     RemoteFatal,
     RemoteLocked,
 )
+from .sealing import SealError, seal_path
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -159,7 +160,7 @@ class ShipReport:
 
 
 @dataclass(frozen=True)
-class _Sent:
+class Sent:
     """An upload (or an object found at its key), not yet read back."""
 
     path: str
@@ -169,6 +170,14 @@ class _Sent:
     kept: str | None  # the SHA-256 the PUT's answer says the server keeps
     encryption: Encryption | None  # what the PUT's answer says the server applied
     lock: ObjectLock | None = None  # what the upload asked of the bucket's Object Lock
+    stored_as: str | None = None  # sealed: its key under the site (not its path)
+    sealed_to: str | None = None  # sealed: the recipient set's fingerprint
+    plain: Digest | None = None  # sealed: the local file's size and sha256
+    streams: tuple[Stream, ...] = ()  # sealed bundle: each member's age stream
+
+    @property
+    def key(self) -> str:
+        return self.path if self.stored_as is None else self.stored_as
 
 
 @dataclass(frozen=True)
@@ -228,6 +237,25 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
     )
 
 
+def _row(sent: Sent, now: int, month: _Month | None) -> RemoteObject:
+    """The row of an object the server was shown to hold, shipped at ``now``."""
+    return RemoteObject(
+        sent.path,
+        sent.size,
+        sent.sha,
+        now,
+        month=month.month if month else None,
+        source_sig=month.sig if month else None,
+        row_count=month.rows if month else None,
+        retain_until=sent.lock.retain_until if sent.lock else None,
+        legal_hold=bool(sent.lock and sent.lock.legal_hold),
+        sealed_to=sent.sealed_to,
+        stored_as=sent.stored_as,
+        plain_bytes=sent.plain.bytes if sent.plain else None,
+        plain_sha256=sent.plain.sha256 if sent.plain else None,
+    )
+
+
 async def _held(manifest: Manifest, objs: list[RemoteObject], now: int) -> dict[str, Hold]:
     """Which of ``objs`` a legal hold keeps local."""
     return await held_paths(manifest, await active(manifest, now), [o.path for o in objs])
@@ -265,6 +293,7 @@ class Shipper:
         self._probing = asyncio.Lock()
         self._counted = False  # a month's row count changed: the manifest snapshot says it
         self._holds = ActiveHolds([])  # in force when the ship began: uploads ask for them
+        self.seal = self.remote.encrypt_to  # objects sealed to these recipients first
 
     def key(self, path: str) -> str:
         return f"{self.remote.site}/{path}"
@@ -319,7 +348,7 @@ class Shipper:
         pending = await self.objects.pending_files()
         self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
         gate = asyncio.Semaphore(IN_FLIGHT)
-        waiting: list[_Sent] = []
+        waiting: list[Sent] = []
         waiting_bytes = 0
 
         async def one(path: str) -> None:
@@ -358,24 +387,30 @@ class Shipper:
             raise
         await self._confirm_group(waiting)
 
-    async def _upload_file(self, path: str) -> _Sent | None:
+    async def _upload_file(self, path: str) -> Sent | None:
         try:
             local = self.layout.abs(path)
+            lock = await self.file_lock(path)
+            if self.seal is not None:  # hashed as it is sealed, in one pass
+                return await self.upload_sealed(path, local, lock, await self.spans_of(path))
             size, sha = await self._hash(local)
-        except (OSError, ValueError) as err:
-            self._problem(
-                path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
-            )
-            return None
-        try:
-            return await self._upload(path, local, size, sha, await self._file_lock(path))
+            return await self._upload(path, local, size, sha, lock)
         except RemoteFatal:
             raise
         except RemoteError as err:
             self._problem(path, str(err))
-            return None
+        except (OSError, ValueError, SealError) as err:
+            self._problem(
+                path, f"{path}: the local copy cannot be read: {err} (run coldkeep verify)"
+            )
+        return None
 
-    async def _file_lock(self, path: str) -> ObjectLock | None:
+    async def spans_of(self, path: str) -> list[Span] | None:
+        """A bundle's members, each sealed as its own stream (None: a gzip)."""
+        spans = [Span(o, n) for o, n in await self.objects.member_spans(path)]
+        return spans or None
+
+    async def file_lock(self, path: str) -> ObjectLock | None:
         """What archive file ``path``'s upload asks of the bucket's lock."""
         if self.remote.locks is None:
             return None
@@ -383,9 +418,9 @@ class Shipper:
         until = await file_retain_until(self.objects, self.settings.retention, path)
         return lock_for(self.remote, until, held, self.clock())
 
-    async def _confirm_one(self, sent: _Sent) -> None:
+    async def _confirm_one(self, sent: Sent) -> None:
         try:
-            why = await self._read_back(sent)
+            why = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
@@ -395,7 +430,7 @@ class Shipper:
         else:
             self._problem(sent.path, why)
 
-    async def _confirm_group(self, group: list[_Sent]) -> None:
+    async def _confirm_group(self, group: list[Sent]) -> None:
         """Uploads whose answer carried the server's SHA-256 (the one sent),
         their sizes read back by one listing where that costs fewer requests
         than a HEAD each; what the listing does not show is read back by HEAD."""
@@ -406,7 +441,7 @@ class Shipper:
         listed_pages = -(-(await self.objects.count_under(prefix) + len(group)) // LIST_PAGE)
         sizes: dict[str, int] = {}
         if listed_pages < len(group):
-            wanted = {self.key(s.path) for s in group}
+            wanted = {self.key(s.key) for s in group}
             try:
                 async for info in self.store.list_objects(self.key(prefix)):
                     if info.key in wanted:
@@ -418,7 +453,7 @@ class Shipper:
             except RemoteError:
                 sizes.clear()  # each read back by HEAD instead, which says what fails
         for sent in group:
-            if sizes.get(self.key(sent.path)) == sent.size:
+            if sizes.get(self.key(sent.key)) == sent.size:
                 await self._accept(sent)
             else:
                 await self._confirm_one(sent)
@@ -435,7 +470,7 @@ class Shipper:
             lock = lock_for(self.remote, until, held, self.clock())
         try:
             sent = await self._upload(path, local, size, sha, lock)
-            why = await self._read_back(sent)
+            why = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
@@ -446,21 +481,9 @@ class Shipper:
         await self._accept(sent, month)
         return True
 
-    async def _accept(self, sent: _Sent, month: _Month | None = None) -> None:
+    async def _accept(self, sent: Sent, month: _Month | None = None) -> None:
         """An object the server was shown to hold: recorded as remote."""
-        await self.objects.record(
-            RemoteObject(
-                sent.path,
-                sent.size,
-                sent.sha,
-                self.clock(),
-                month=month.month if month else None,
-                source_sig=month.sig if month else None,
-                row_count=month.rows if month else None,
-                retain_until=sent.lock.retain_until if sent.lock else None,
-                legal_hold=bool(sent.lock and sent.lock.legal_hold),
-            )
-        )
+        await self.objects.record(_row(sent, self.clock(), month), sent.streams)
         self.report.locked += bool(sent.lock and sent.lock.retain_until)
         await self._announce("object_recorded", sent.path)
         if sent.created:
@@ -473,16 +496,50 @@ class Shipper:
 
     async def _upload(
         self, path: str, local: Path, size: int, sha: str, lock: ObjectLock | None
-    ) -> _Sent:
+    ) -> Sent:
+        """``local`` (``size`` bytes, ``sha``) uploaded for ``path``, sealed first
+        where ``[remote] encrypt_to`` asks."""
+        if self.seal is not None:
+            sent = await self.upload_sealed(path, local, lock, None)
+            if sent.plain != Digest(size, sha):
+                raise RemoteError(f"{local}: changed while it was sealed; not recorded")
+            return sent
         put = await self._put(self.key(path), local, size, sha, lock)
         await self._announce("object_uploaded", path)
-        return _Sent(path, size, sha, put.created, put.kept, put.encryption, lock)
+        return Sent(path, size, sha, put.created, put.kept, put.encryption, lock)
 
-    async def _read_back(self, sent: _Sent) -> str | None:
+    async def upload_sealed(
+        self, path: str, local: Path, lock: ObjectLock | None, spans: list[Span] | None
+    ) -> Sent:
+        """``local`` sealed to the recipients into a scratch file (a bundle: one
+        age stream per member), uploaded under a key of its own, the scratch
+        removed; what was read is hashed in the same pass."""
+        assert self.seal is not None
+        tmp = self.layout.scratch("seal")
+        key = sealed_key(path, self.seal.fingerprint)
+        try:
+            sealed = await asyncio.to_thread(
+                functools.partial(
+                    seal_path, local, tmp, self.seal, spans, root=self.layout.root,
+                    cancel=self.cancel, limiter=self.reads,
+                )
+            )  # fmt: skip
+            stored = sealed.sealed
+            put = await self._put(self.key(key), tmp, stored.bytes, stored.sha256, lock)
+        finally:
+            await asyncio.to_thread(remove_scratch, tmp, self.layout)
+        await self._announce("object_uploaded", path)
+        streams = tuple((p.offset, p.length, s.offset, s.length) for p, s in sealed.pieces)
+        return Sent(
+            path, stored.bytes, stored.sha256, put.created, put.kept, put.encryption, lock, key,
+            self.seal.fingerprint, sealed.plain, streams if spans is not None else (),
+        )  # fmt: skip
+
+    async def read_back(self, sent: Sent) -> str | None:
         """None when the server holds exactly ``sent``'s bytes at its key (size
         and SHA-256 read back by HEAD, or the bytes themselves where the server
         keeps no checksum), else why not."""
-        key = self.key(sent.path)
+        key = self.key(sent.key)
         info = await self.store.head(key)
         if info is not None and info.sha256 is None:
             info = await self._read_bytes_back(info)
@@ -524,12 +581,18 @@ class Shipper:
             size, sha = await self._hash(local)
         except OSError as err:
             return f"{local}: the local copy cannot be read: {err}"
-        if (size, sha) != (obj.bytes, obj.sha256):
+        if (size, sha) != (obj.local_bytes, obj.local_sha256):
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
         try:
-            await self.store.delete(self.key(obj.path))
-            lock = await self._file_lock(obj.path)
-            why = await self._read_back(await self._upload(obj.path, local, size, sha, lock))
+            await self.store.delete(self.key(obj.key))
+            lock = await self.file_lock(obj.path)
+            if self.seal is not None:
+                sent = await self.upload_sealed(
+                    obj.path, local, lock, await self.spans_of(obj.path)
+                )
+            else:
+                sent = await self._upload(obj.path, local, size, sha, lock)
+            why = await self.read_back(sent)
         except RemoteLocked as err:
             return f"{err}: the bad copy stays until the bucket lets it go; the local copy is kept"
         except RemoteFatal:
@@ -537,7 +600,11 @@ class Shipper:
         except RemoteError as err:
             return str(err)
         if why is None:
-            await self.objects.renew(obj.path, self.clock())
+            now = self.clock()
+            new = replace(_row(sent, now, None), local_gone_at=obj.local_gone_at, verified_at=now)
+            await self.objects.replace_row(
+                replace(new, local_present=obj.local_present), sent.streams
+            )
         return why
 
     async def _put(
@@ -586,7 +653,7 @@ class Shipper:
             # Counted before it ships: a snapshot the server refuses still leaves
             # the manifest snapshot knowing what the month holds.
             await self._record_count(snap, counted)
-            if last is not None and last.sha256 == sha:
+            if last is not None and last.local_sha256 == sha:
                 await self.objects.set_source_sig(last.path, db.sig, snap.rows)
                 return
             path = f"events/{month}.{sha[:12]}.db"
@@ -623,13 +690,11 @@ class Shipper:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock() / 1000))
         path = f"manifest/{stamp}.{self.clock() % 1000:03d}Z.db"
         tmp = self.layout.scratch("ship-manifest")
-        key = self.key(path)
         try:
             await asyncio.to_thread(snapshot_db, self.layout.manifest, tmp)
-            size, sha = await self._hash(tmp)
             until = snapshot_retain_until(self.settings.retention, self.clock())
             lock = lock_for(self.remote, until, False, self.clock())
-            await self._put(key, tmp, size, sha, lock)
+            key, size, sha = await self._put_snapshot(path, tmp, lock)
             info = await self.store.head(key)
             if info is None or info.size != size or info.sha256 not in (sha, None):
                 self._problem(
@@ -649,6 +714,31 @@ class Shipper:
         self.report.snapshot = key
         await self._announce("manifest_shipped", path)
         await self._prune_snapshots()
+
+    async def _put_snapshot(
+        self, path: str, tmp: Path, lock: ObjectLock | None
+    ) -> tuple[str, int, str]:
+        """The manifest snapshot ``tmp`` uploaded (sealed, where asked, as
+        ``<path>.<set>.age``: its time makes the name its own); its key, and
+        the size and sha256 of what was uploaded."""
+        if self.seal is None:
+            size, sha = await self._hash(tmp)
+            await self._put(self.key(path), tmp, size, sha, lock)
+            return self.key(path), size, sha
+        sealed_tmp = self.layout.scratch("seal-manifest")
+        key = self.key(f"{path}.{self.seal.fingerprint}.age")
+        try:
+            sealed = await asyncio.to_thread(
+                functools.partial(
+                    seal_path, tmp, sealed_tmp, self.seal, None, root=self.layout.root,
+                    cancel=self.cancel, limiter=self.reads,
+                )
+            )  # fmt: skip
+            stored = sealed.sealed
+            await self._put(key, sealed_tmp, stored.bytes, stored.sha256, lock)
+        finally:
+            await asyncio.to_thread(remove_scratch, sealed_tmp, self.layout)
+        return key, stored.bytes, stored.sha256
 
     async def _any_snapshot(self) -> bool:
         async for _ in self.store.list_objects(self.key("manifest/")):
@@ -690,8 +780,8 @@ class Shipper:
         root = self.layout.root
         local = self.layout.abs(obj.path)
         ident = await asyncio.to_thread(identity_or_none, local, root=root)
-        if ident is None or not ident.is_regular or ident.size != obj.bytes:
-            what = "gone" if ident is None else f"not the {obj.bytes} bytes shipped"
+        if ident is None or not ident.is_regular or ident.size != obj.local_bytes:
+            what = "gone" if ident is None else f"not the {obj.local_bytes} bytes shipped"
             self.report.problems.append(
                 f"{local}: {what}; its remote copy is kept, nothing dropped"
             )
@@ -710,7 +800,7 @@ class Shipper:
         """The remote copy re-checked right before its local copy goes (it may
         have been deleted or replaced since it was shipped): None when the
         server still holds its size and SHA-256, else why not."""
-        key = self.key(obj.path)
+        key = self.key(obj.key)
         try:
             info = await self.store.head(key)
         except RemoteFatal:

@@ -42,8 +42,9 @@ from .sealing import (
     open_sealed,
 )
 
-# A sealed object's key ends in its recipient set's fingerprint: ``<path>.<12 hex>.age``.
-SEALED_NAME = re.compile(r"^(?P<path>.+)\.(?P<set>[0-9a-f]{12})\.age$")
+# A sealed object's key ends in its recipient set's fingerprint: an archive
+# file's ``<path>.<set>-<random>.age``, a manifest snapshot's ``<path>.<set>.age``.
+SEALED_NAME = re.compile(r"^(?P<path>.+)\.(?P<set>[0-9a-f]{12})(?:-[0-9a-f]+)?\.age$")
 
 
 class Readable(Protocol):

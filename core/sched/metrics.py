@@ -318,6 +318,11 @@ def remote_families(s: Snapshot) -> Iterator[Metric]:
         "Objects under an S3 legal hold (mirrored from the site's legal holds).",
         s.status.remote.legal_held,
     )
+    yield _gauge(
+        "coldkeep_remote_encrypted_objects",
+        "Objects sealed to age recipients before they shipped ([remote] encrypt_to).",
+        s.status.remote.sealed,
+    )
     pending = s.status.remote.pending_events
     yield _gauge(
         "coldkeep_remote_pending_event_rows",

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -49,13 +50,14 @@ class RemoteObject:
     retain_until: int | None = None  # ms: the bucket's Object Lock keeps it until then
     legal_hold: bool = False  # its S3 legal hold is on
     sealed_to: str | None = None  # the age recipient set it is sealed to (its fingerprint)
+    stored_as: str | None = None  # its key under the site's prefix, where not its path
     plain_bytes: int | None = None  # sealed: the local file's size (bytes: the stored object's)
     plain_sha256: str | None = None  # sealed: the local file's sha256
 
     @property
     def key(self) -> str:
         """Its key under the site's prefix."""
-        return sealed_key(self.path, self.sealed_to)
+        return self.path if self.stored_as is None else self.stored_as
 
     @property
     def local_bytes(self) -> int:
@@ -75,11 +77,13 @@ class RemoteObject:
 _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 
-def sealed_key(path: str, sealed_to: str | None) -> str:
-    """Where the object of archive file ``path`` lives under the site's prefix:
-    at its path, or, sealed, under a name of its recipient set's (so that new
-    recipients get a new object, uploaded create-only beside the old one)."""
-    return path if sealed_to is None else f"{path}.{sealed_to}.age"
+def sealed_key(path: str, sealed_to: str) -> str:
+    """A new key under the site's prefix for archive file ``path`` sealed to the
+    set ``sealed_to``: ``<path>.<set>-<random>.age``. Age seals the same bytes
+    differently each time, so an object an interrupted ship left at a key can
+    never be told to hold what this one would: each sealing gets a key of its
+    own, create-only, and new recipients a new object beside the old one."""
+    return f"{path}.{sealed_to}-{secrets.token_hex(4)}.age"
 
 
 def _row(r: Any) -> RemoteObject:
@@ -289,6 +293,37 @@ class RemoteObjects:
         )
         return {str(unit): int(newest) for unit, newest in rows}
 
+    async def streams_of(self, path: str) -> list[Stream]:
+        """Sealed object ``path``'s age streams, in the order of the file they
+        tile (none: one stream, the whole object)."""
+        rows = await self.manifest.rows(
+            "SELECT plain_offset, plain_length, offset, length FROM sealed_spans "
+            "WHERE path = ? ORDER BY plain_offset",
+            [path],
+        )
+        return [(int(a), int(b), int(c), int(d)) for a, b, c, d in rows]
+
+    async def not_sealed_to(self, fingerprint: str) -> list[RemoteObject]:
+        """Every object stored unsealed or sealed to another recipient set, in
+        path order: what ``rekey`` seals again."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE sealed_to IS NULL "
+            "OR sealed_to != ? ORDER BY path",
+            [fingerprint],
+        )
+        return [_row(r) for r in rows]
+
+    async def member_spans(self, gz_path: str) -> list[tuple[int, int]]:
+        """The members of bundle ``gz_path`` (offset, length), every entry's that
+        has one whatever its status: the bundle's bytes hold them all."""
+        rows = await self.manifest.rows(
+            "SELECT DISTINCT member_offset, member_length FROM entries INDEXED BY "
+            "entries_location WHERE gz_path = ? AND member_offset IS NOT NULL "
+            "ORDER BY member_offset",
+            [gz_path],
+        )
+        return [(int(o), int(n)) for o, n in rows]
+
     async def shipped_files(self) -> list[str]:
         """Every archive file shipped (not event months), in path order."""
         rows = await self.manifest.rows(
@@ -438,14 +473,6 @@ class RemoteObjects:
                 ),
                 *_streams(obj.path, streams),
             ]
-        )
-
-    async def renew(self, path: str, at: int) -> None:
-        """Shipped again, read back: verified as of ``at``."""
-        await self.manifest.run(
-            "UPDATE remote_objects SET shipped_at = ?, verified_at = ?, verify_error = NULL "
-            "WHERE path = ?",
-            [at, at, path],
         )
 
     async def failed_verify(self) -> list[RemoteObject]:

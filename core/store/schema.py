@@ -496,11 +496,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX remote_objects_held ON remote_objects (path) WHERE legal_hold;
     """,
     # 18: client-side encryption. An object sealed to age recipients names the
-    # set (its fingerprint) and keeps the local file's size and sha256 beside
-    # the stored object's (bytes, sha256: what the server reads back); a sealed
-    # bundle's age streams, one per member, are found by their plaintext spans.
+    # set (its fingerprint) and its key (a name of its own: age seals the same
+    # bytes differently each time), and keeps the local file's size and sha256
+    # beside the stored object's (bytes, sha256: what the server reads back); a
+    # sealed bundle's age streams, one per member, are found by their plaintext
+    # spans.
     """
     ALTER TABLE remote_objects ADD COLUMN sealed_to TEXT;
+    ALTER TABLE remote_objects ADD COLUMN stored_as TEXT;
     ALTER TABLE remote_objects ADD COLUMN plain_bytes INTEGER;
     ALTER TABLE remote_objects ADD COLUMN plain_sha256 TEXT;
     CREATE INDEX remote_objects_sealed ON remote_objects (sealed_to)

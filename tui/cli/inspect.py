@@ -124,6 +124,12 @@ def _remote_lines(r: RemoteState) -> list[str]:
             f"  locked      {r.locked:>8} {'object ' if r.locked == 1 else 'objects'}  "
             f"(object_lock {r.object_lock}; {r.legal_held} under legal holds)"
         )
+    if r.sealed_to is not None or r.sealed:
+        to = f"sealed to set {r.sealed_to}" if r.sealed_to else "encrypt_to is not set"
+        lines.append(
+            f"  encrypted   {r.sealed:>8} {'object ' if r.sealed == 1 else 'objects'}  "
+            f"(new ones {to}; coldkeep rekey after a change)"
+        )
     if t.verify_failed:
         failed = plural(t.verify_failed, "object")
         lines.append(f"  REMOTE VERIFY FAILED {failed} (coldkeep verify --remote)")

@@ -28,6 +28,7 @@ from .metrics import metrics
 from .mount import mount
 from .operations import COMMANDS
 from .query import query
+from .rekey import rekey
 from .run import run
 
 
@@ -74,6 +75,7 @@ _ALL = (
     demo,
     doctor,
     hold,
+    rekey,
     metrics,
 )
 for _command in _ALL:

@@ -168,10 +168,14 @@ def split_sites(text: str, known: Iterable[str]) -> tuple[set[str] | None, str]:
 
 
 def _locks(site: FleetSite) -> Text | str:
-    """What the site's bucket keeps locked, as its snapshot says ("" for none)."""
-    if not site.locked and not site.legal_held:
-        return ""
-    return Text(f"{site.locked} locked, {site.legal_held} legally held", style="dim")
+    """What the site's bucket keeps locked and what is sealed, as its snapshot
+    says ("" for neither)."""
+    parts = []
+    if site.locked or site.legal_held:
+        parts.append(f"{site.locked} locked, {site.legal_held} legally held")
+    if site.sealed:
+        parts.append(f"{site.sealed} sealed")
+    return Text(", ".join(parts), style="dim") if parts else ""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from pyrage import x25519
 
 from coldkeep.core.base.config import (
     ConfigError,
@@ -171,6 +172,14 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (REMOTE + "kms_key_id = 'k1'\n", "remote.kms_key_id", 'needs sse = "aws:kms"'),
         (REMOTE + "sse = 'AES256'\nkms_key_id = 'k1'\n", "remote.kms_key_id", "remove kms_key_id"),
         (ROOTS + "[remote]\nurl = 'file:r'\nsse = 'AES256'\n", "remote.sse", "file:// remote"),
+        (REMOTE + "encrypt_to = 'age1x'\n", "remote.encrypt_to", "expected a list of age1"),
+        (REMOTE + "encrypt_to = []\n", "remote.encrypt_to[0]", "the list is empty"),
+        (
+            REMOTE + "encrypt_to = ['AGE-SECRET-KEY-1QQQ']\n",
+            "remote.encrypt_to[0]",
+            "is a secret key",
+        ),
+        (REMOTE + "encrypt_to = ['ssh-ed25519 AAAA']\n", "remote.encrypt_to[0]", "SSH key"),
         (REMOTE + "object_lock = 'on'\n", "remote.object_lock", "is not one of 'off', 'gov"),
         (
             ROOTS + "[remote]\nurl = 'file:r'\nobject_lock = 'compliance'\n",
@@ -448,3 +457,22 @@ def test_an_archive_root_on_a_bind_mount_of_live_root_is_refused(site: Path) -> 
     # The same config without the mount: alias is a plain folder beside live.
     run = _load_in_namespace(site, "true", path)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("shape", ["in the list", "as the value"])
+def test_a_secret_key_in_encrypt_to_is_refused_and_never_echoed(site: Path, shape: str) -> None:
+    key = x25519.Identity.generate()
+    secret = str(key)
+    value = f"['{key.to_public()}', '{secret}']" if shape == "in the list" else f"'{secret}'"
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(site, REMOTE + f"encrypt_to = {value}\n"))
+    assert "remote.encrypt_to" in str(err.value) and secret not in str(err.value)
+    assert secret[20:40] not in str(err.value)
+
+
+def test_encrypt_to_is_a_set_whatever_its_order(site: Path) -> None:
+    a, b = (str(x25519.Identity.generate().to_public()) for _ in range(2))
+    one = load_settings(write(site, REMOTE + f"encrypt_to = ['{a}', '{b}']\n")).remote
+    two = load_settings(write(site, REMOTE + f"encrypt_to = ['{b}', '{a}']\n")).remote
+    assert one is not None and two is not None and one.encrypt_to and two.encrypt_to
+    assert one.encrypt_to.fingerprint == two.encrypt_to.fingerprint

@@ -95,9 +95,9 @@ def test_an_object_of_another_size_than_recorded_is_refused(
 def test_a_sealed_month_is_refused_in_one_line(reader: RemoteMonths) -> None:
     """Age cannot be read a page at a time: its rows come back by restore-events."""
     with pytest.raises(RemoteError) as err:
-        reader.attach_uri("2025-03", PATH, 4096, "0123456789ab")
+        reader.attach_uri("2025-03", f"{PATH}.0123456789ab-0a1b2c3d.age", 4096, "0123456789ab")
     said = str(err.value)
-    assert f"{PATH}.0123456789ab.age: month 2025-03 is sealed: coldkeep restore-events" in said
+    assert f"{PATH}.0123456789ab-0a1b2c3d.age: month 2025-03 is sealed: coldkeep" in said
     assert "--month 2025-03 --identity FILE" in said and "\n" not in said
     assert reader.gets == 0
 

@@ -24,6 +24,7 @@ from pyrage import x25519
 
 from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.codec import Span
+from coldkeep.core.base.recipients import RecipientInvalid, RecipientSet, parse_recipients
 from coldkeep.core.files.bundle import read_bundle
 from coldkeep.core.remote.sealing import (
     MAGIC,
@@ -31,8 +32,6 @@ from coldkeep.core.remote.sealing import (
     Identities,
     IdentityFileError,
     IdentityNeeded,
-    RecipientInvalid,
-    RecipientSet,
     Reseal,
     Sealed,
     SealedAltered,
@@ -42,7 +41,6 @@ from coldkeep.core.remote.sealing import (
     identity_needed,
     load_identities,
     open_sealed,
-    parse_recipients,
     rekey_step,
     seal_spans,
     tile,
@@ -510,7 +508,8 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from pyrage import x25519
     from coldkeep.core.base.cancel import CancelToken
-    from coldkeep.core.remote.sealing import Identities, open_sealed, parse_recipients, seal_spans
+    from coldkeep.core.base.recipients import parse_recipients
+    from coldkeep.core.remote.sealing import Identities, open_sealed, seal_spans
 
     def hwm():
         for line in open("/proc/self/status"):

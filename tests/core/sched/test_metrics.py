@@ -126,6 +126,7 @@ async def test_a_pass_run_as_a_job_shows_in_the_metrics(config: Path) -> None:
     # No Object Lock asked for, nothing locked or held on the bucket.
     assert value(after, "coldkeep_remote_locked_objects") == 0
     assert value(after, "coldkeep_remote_legal_held_objects") == 0
+    assert value(after, "coldkeep_remote_encrypted_objects") == 0
     assert value(after, "coldkeep_verify_failures", tier="local") == 0
     assert value(after, "coldkeep_verify_failures", tier="remote") == 0
 

@@ -235,11 +235,17 @@ class RemotePane(Pane):
         sync_table(self.query_one("#remote-table", DataTable), self._rows())
 
     def _locked(self) -> str:
-        """The bucket's Object Lock, where one keeps anything: `` · 27 locked, 3 held``."""
+        """The bucket's Object Lock and client-side encryption, where either is
+        in use: `` · compliance lock: 27 locked, 3 legally held · 27 sealed``."""
         s = self.state
-        if s is None or (s.object_lock == "off" and not s.locked and not s.legal_held):
+        if s is None:
             return ""
-        return f" · {s.object_lock} lock: {s.locked} locked, {s.legal_held} legally held"
+        said = ""
+        if s.object_lock != "off" or s.locked or s.legal_held:
+            said += f" · {s.object_lock} lock: {s.locked} locked, {s.legal_held} legally held"
+        if s.sealed_to is not None or s.sealed:
+            said += f" · {s.sealed} sealed"
+        return said
 
     def _rows(self) -> dict[str, list[Cell]]:
         rows: dict[str, list[Cell]] = {}
