@@ -157,6 +157,7 @@ class Archiver:
         # its directory's): twice as many files in flight keep the cores busy
         # (docs/performance.md, "Restore in parallel": 7-10 % on the mix).
         self.restore_workers = settings.io.workers or 2 * self.workers
+        self.identities: Identities | None = None  # --identity: opens sealed remote copies
         keep_freed_buffers()
 
     # the session --------------------------------------------------------------
@@ -213,17 +214,11 @@ class Archiver:
         return await finding.versions(self.layout.manifest, path, self.settings.live_root)
 
     async def cat(
-        self,
-        path: str,
-        version: str | None,
-        out: BinaryIO,
-        cancel: CancelToken | None = None,
-        identities: Identities | None = None,
+        self, path: str, version: str | None, out: BinaryIO, cancel: CancelToken | None = None
     ) -> CatResult:
         """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked as
-        they go; read-only, no lock (ops/cat.py); a sealed remote copy opened
-        with ``identities``."""
-        return await cat_file(self.settings, path, version, out, cancel, identities)
+        they go; read-only, no lock (ops/cat.py)."""
+        return await cat_file(self.settings, path, version, out, cancel, self.identities)
 
     def events_query(
         self,
@@ -344,19 +339,13 @@ class Archiver:
             return result
 
     async def restore(
-        self,
-        selection: Selection,
-        to: Path | None = None,
-        cancel: CancelToken | None = None,
-        identities: Identities | None = None,
+        self, selection: Selection, to: Path | None = None, cancel: CancelToken | None = None
     ) -> RestoreReport:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to`` (ops/restore.py);
-        ``io.workers`` files at a time (by default twice a pass's); sealed
-        remote copies opened with ``identities`` (``--identity``)."""
-        return await restoring.files(
-            self.sessions, selection, to, cancel, self.restore_workers, identities
-        )
+        ``io.workers`` files at a time (by default twice a pass's)."""
+        workers, ids = self.restore_workers, self.identities
+        return await restoring.files(self.sessions, selection, to, cancel, workers, ids)
 
     async def restore_events(
         self,
@@ -364,12 +353,10 @@ class Archiver:
         months: list[str] | None = None,
         cancel: CancelToken | None = None,
         span: TimeRange | None = None,
-        identities: Identities | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live (of ``kinds``, in ``months``, their time
-        stamps in ``span``), left alone by passes for hold_days (ops/restore.py);
-        sealed month snapshots opened with ``identities``."""
-        return await restoring.events(self.sessions, kinds, months, span, cancel, identities)
+        stamps in ``span``), left alone by passes for hold_days (ops/restore.py)."""
+        return await restoring.events(self.sessions, kinds, months, span, cancel, self.identities)
 
     async def verify(
         self,
@@ -416,23 +403,15 @@ class Archiver:
         return await tier.rekey(self.sessions, self.sessions.remote(), identities, cancel)
 
     async def verify_remote(
-        self,
-        sample: float | None = None,
-        cancel: CancelToken | None = None,
-        *,
-        deep: bool = False,
-        identities: Identities | None = None,
+        self, sample: float | None = None, cancel: CancelToken | None = None, deep: bool = False
     ) -> RemoteVerifyReport:
         """The remote copies read back (all, or ``sample`` of them, rotating);
-        a bad one shipped again from its local copy where there is one.
-        ``deep``: sealed copies opened with ``identities`` and their plaintext
-        compared with the local file's recorded size and sha256."""
+        a bad one shipped again from its local copy where there is one;
+        ``deep``: sealed ones opened too, their plaintext checked."""
         remote = self.sessions.remote()
         if await self.sessions.nothing_archived():
             return RemoteVerifyReport(nothing_archived=True)
-        return await tier.verify(
-            self.sessions, remote, sample, cancel, deep=deep, identities=identities
-        )
+        return await tier.verify(self.sessions, remote, sample, cancel, deep, self.identities)
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None
@@ -461,13 +440,11 @@ class Archiver:
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------
 
-    async def rebuild_from_remote(
-        self, cancel: CancelToken | None = None, identities: Identities | None = None
-    ) -> FromRemoteReport:
+    async def rebuild_from_remote(self, cancel: CancelToken | None = None) -> FromRemoteReport:
         """This site's manifest, event months and the knowledge of what is remote,
         back from the remote tier (ops/tier.py): for a fresh host after the old
-        one was lost; sealed objects opened with ``identities``."""
-        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel, identities)
+        one was lost."""
+        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel, self.identities)
 
     async def rebuild_manifest(
         self, out: Path | None = None, cancel: CancelToken | None = None

@@ -58,7 +58,6 @@ async def verify(
     remote: RemoteSettings,
     sample: float | None,
     cancel: CancelToken | None,
-    *,
     deep: bool = False,
     identities: Identities | None = None,
 ) -> RemoteVerifyReport:

@@ -91,7 +91,9 @@ def cat(
     async def go() -> int:
         identities = load_identity(identity)
         try:
-            result = await ctx.archiver().cat(path, version, out, ctx.cancel, identities)
+            archiver = ctx.archiver()
+            archiver.identities = identities
+            result = await archiver.cat(path, version, out, ctx.cancel)
         except BrokenPipeError:
             reader_left()
             return EXIT_OK

@@ -27,7 +27,7 @@ from .spec import (
     Run,
     Words,
     identity_option,
-    load_identity,
+    unsealing,
 )
 
 # verify -----------------------------------------------------------------------
@@ -39,9 +39,9 @@ def _verify(options: Options) -> Run:
     if (deep or options["identity"]) and not options["remote"]:
         raise UsageError("--deep and --identity read the remote copies: give --remote too")
     if options["remote"]:
-        ids = load_identity(options["identity"])
-        return lambda archiver, cancel: archiver.verify_remote(
-            sample, cancel, deep=deep, identities=ids
+        return unsealing(
+            options["identity"],
+            lambda archiver, cancel: archiver.verify_remote(sample, cancel, deep),
         )
     return lambda archiver, cancel: archiver.verify(sample, max_duration, cancel)
 
@@ -153,8 +153,9 @@ def _rebuild(options: Options) -> Run:
         return lambda archiver, cancel: archiver.rebuild_manifest(out, cancel)
     if out is not None:
         raise UsageError("--out and --from-remote: the remote rebuilds this site's own coldkeep.db")
-    ids = load_identity(options["identity"])
-    return lambda archiver, cancel: archiver.rebuild_from_remote(cancel, ids)
+    return unsealing(
+        options["identity"], lambda archiver, cancel: archiver.rebuild_from_remote(cancel)
+    )
 
 
 def _rebuilt(r: RebuildReport) -> str:

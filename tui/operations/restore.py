@@ -21,11 +21,10 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.events.query import TimeRange, parse_range
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
-from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.store.manifest import Entry
 
 from ..text.fmt import day, human, plural, shown
-from .spec import Operation, Options, Run, Words, identity_option, load_identity, parse_when
+from .spec import Operation, Options, Run, Words, identity_option, parse_when, unsealing
 
 # restore ----------------------------------------------------------------------
 
@@ -70,12 +69,9 @@ async def _listing(archiver: Archiver, selection: Selection) -> Listing:
     return Listing(await archiver.select(selection))
 
 
-def restore_files(
-    selection: Selection, to: Path | None, identities: Identities | None = None
-) -> Run:
-    """Files back: to their live paths, or under ``to``; sealed remote copies
-    opened with ``identities``."""
-    return lambda archiver, cancel: archiver.restore(selection, to, cancel, identities)
+def restore_files(selection: Selection, to: Path | None) -> Run:
+    """Files back: to their live paths, or under ``to``."""
+    return lambda archiver, cancel: archiver.restore(selection, to, cancel)
 
 
 def _restore(options: Options) -> Run:
@@ -90,7 +86,7 @@ def _restore(options: Options) -> Run:
     )
     if options["list_only"]:
         return lambda archiver, cancel: _listing(archiver, selection)
-    return restore_files(selection, options["to"], load_identity(options["identity"]))
+    return unsealing(options["identity"], restore_files(selection, options["to"]))
 
 
 def _restore_line(r: RestoreReport) -> str:
@@ -162,8 +158,10 @@ def _restore_events(options: Options) -> Run:
     span = None
     if options["start"] or options["end"]:
         span = parse_range(options["start"], options["end"])
-    ids = load_identity(options["identity"])
-    return lambda archiver, cancel: archiver.restore_events(kinds, months, cancel, span, ids)
+    return unsealing(
+        options["identity"],
+        lambda archiver, cancel: archiver.restore_events(kinds, months, cancel, span),
+    )
 
 
 def restore_months(months: list[ArchivedMonth]) -> Run:

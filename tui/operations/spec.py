@@ -210,6 +210,21 @@ def load_identity(path: Path | None) -> Identities | None:
     return load_identities(path)
 
 
+def unsealing(identity: Path | None, run: Run) -> Run:
+    """``run`` with its archiver opening sealed remote copies with the keys of
+    ``--identity`` (loaded now, once: a bad file ends the command before
+    anything is read)."""
+    identities = load_identity(identity)
+    if identities is None:
+        return run
+
+    def with_keys(archiver: Archiver, cancel: CancelToken) -> Awaitable[Result]:
+        archiver.identities = identities
+        return run(archiver, cancel)
+
+    return with_keys
+
+
 def parse_when(value: str | None, option: str) -> int | None:
     """A ``YYYY-MM-DD[THH:MM]`` option (local time) as ns since the epoch."""
     if value is None:

@@ -55,7 +55,8 @@ def settings_of(base: Path) -> Settings:
 
 def restore_all(base: Path, to: Path, identities: Identities | None) -> RestoreReport:
     archiver = Archiver(settings_of(base), stream=EventStream(), serve_events=False)
-    return asyncio.run(archiver.restore(Selection(glob="**"), to, identities=identities))
+    archiver.identities = identities
+    return asyncio.run(archiver.restore(Selection(glob="**"), to))
 
 
 def test_every_file_restores_with_the_identity(
