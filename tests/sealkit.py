@@ -12,10 +12,14 @@ from pathlib import Path
 
 from pyrage import x25519
 
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import Span
+from coldkeep.core.base.config import RemoteSettings, load_settings
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.recipients import RecipientSet, parse_recipients
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.remote.sealing import seal_spans, tile
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.core.store.remoteobjects import RemoteObjects, sealed_key
@@ -81,3 +85,19 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
             )
             n += 1
     return n
+
+
+async def ship_sealed_site(base: Path, remote: Path, name: str, seed: int, key: Path) -> None:
+    """A demo site archived and shipped sealed to the identity file ``key``'s
+    public key (made by ``new_identity``), every local copy dropped."""
+    public = [line for line in key.read_text().splitlines() if line.startswith("AGE-SECRET")]
+    recipients = parse_recipients([str(x25519.Identity.from_str(public[0]).to_public())])
+    config = write_demo(base / name, seed=seed, scale=0.02).config
+    settings = replace(
+        load_settings(config),
+        remote=RemoteSettings(remote.as_uri(), site=name, keep_local_days=0, encrypt_to=recipients),
+    )
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    await archiver.run_pass()
+    report = await archiver.ship()
+    assert not report.problems

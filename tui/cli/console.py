@@ -16,9 +16,10 @@ import click
 from coldkeep.core.base.config import ConfigError, RemoteSettings, RemoteUrlError
 from coldkeep.core.base.config import endpoint_url as check_endpoint
 from coldkeep.core.base.config import remote_url as check_remote_url
-from coldkeep.core.base.errors import EXIT_USAGE
+from coldkeep.core.base.errors import EXIT_USAGE, ColdkeepError
 from coldkeep.core.ops.fleet import fleet_cache
 
+from ..operations.spec import IDENTITY_HELP, load_identity
 from .kit import command, ctx_for, fail
 
 
@@ -37,12 +38,19 @@ from .kit import command, ctx_for, fail
     "--endpoint-url", metavar="URL", help="With --remote: an S3-compatible endpoint (http(s))."
 )
 @click.option("--region", help="With --remote: the bucket's region (default: the environment's).")
+@click.option(
+    "--identity",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="With --remote: " + IDENTITY_HELP,
+)
 def console(
     config: Path | None,
     read_only: bool = False,
     remote_url: str | None = None,
     endpoint_url: str | None = None,
     region: str | None = None,
+    identity: Path | None = None,
 ) -> None:
     """Open the console (the default command), or with --remote the fleet view."""
     if remote_url is not None:
@@ -51,9 +59,12 @@ def console(
                 "--remote opens the fleet view, which reads no coldkeep.toml: drop --config",
                 EXIT_USAGE,
             )
-        _fleet(remote_url, endpoint_url, region)
-    if endpoint_url is not None or region is not None:
-        fail("--endpoint-url and --region go with --remote URL (the fleet view)", EXIT_USAGE)
+        _fleet(remote_url, endpoint_url, region, identity)
+    if endpoint_url is not None or region is not None or identity is not None:
+        fail(
+            "--endpoint-url, --region and --identity go with --remote URL (the fleet view)",
+            EXIT_USAGE,
+        )
     ctx = ctx_for(config)
     root = click.get_current_context().find_root()
     read_only = read_only or bool(root.params.get("read_only"))
@@ -91,13 +102,18 @@ def fleet_remote(url: str, endpoint: str | None, region: str | None) -> RemoteSe
     return RemoteSettings(url, endpoint_url=endpoint, region=region)
 
 
-def _fleet(url: str, endpoint_url: str | None, region: str | None) -> NoReturn:
+def _fleet(
+    url: str, endpoint_url: str | None, region: str | None, identity: Path | None
+) -> NoReturn:
     try:
         remote = fleet_remote(url, endpoint_url, region)
+        identities = load_identity(identity)
     except ValueError as err:
         fail(str(err), EXIT_USAGE)
+    except ColdkeepError as err:
+        fail(str(err), err.exit_code)
     from ..console.fleet import FleetApp  # noqa: PLC0415 - Textual loads only for the console
 
-    app = FleetApp(remote, fleet_cache(remote))
+    app = FleetApp(remote, fleet_cache(remote), identities)
     app.run()
     raise SystemExit(app.return_code or 0)

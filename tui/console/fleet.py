@@ -47,6 +47,7 @@ from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped
 from coldkeep.core.files.find import Version
 from coldkeep.core.files.restore import RestoreReport, check_restore_root, target_names
 from coldkeep.core.ops.fleet import Fleet, FleetSite
+from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.store.manifest import Entry, ManifestError
 
 from ..operations.spec import ConsoleAction
@@ -883,9 +884,11 @@ class FleetApp(App[None]):
     """
     TITLE = "coldkeep fleet"
 
-    def __init__(self, remote: RemoteSettings, cache: Path) -> None:
+    def __init__(
+        self, remote: RemoteSettings, cache: Path, identities: Identities | None = None
+    ) -> None:
         super().__init__()
-        self.fleet = Fleet(remote, cache)
+        self.fleet = Fleet(remote, cache, identities)
         self.view = FleetScreen(self.fleet)
 
     def get_default_screen(self) -> Screen[Any]:

@@ -8,12 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sealkit import new_identity, ship_sealed_site
 
 from coldkeep.core.base.config import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.catalog import parse_query
-from coldkeep.core.ops.fleet import Fleet
+from coldkeep.core.ops.fleet import SEALED, Fleet
+from coldkeep.core.remote.sealing import load_identities
 
 from remotecheck import ship_site
 from s3kit import S3Site
@@ -76,3 +78,30 @@ async def test_a_bucket_that_is_not_there_is_said_for_the_fleet_view(
     line = str(err.value)
     assert "the bucket no-such-bucket does not exist" in line, line
     assert "remote.url" not in line and "--remote" in line, line
+
+
+async def test_a_sealed_site_asks_for_the_identity(tmp_path: Path) -> None:
+    """Its snapshot sealed: listed with what to give, then opened with it, and
+    its files restored from their sealed copies."""
+    remote = tmp_path / "bucket"
+    key, _ = new_identity(tmp_path)
+    await ship_sealed_site(tmp_path, remote, "web-1", 7, key)
+    shutil.rmtree(tmp_path / "web-1")
+    blind = Fleet(RemoteSettings(remote.as_uri()), tmp_path / "cache")
+    try:
+        [site] = await blind.load()
+    finally:
+        await blind.close()
+    assert not site.usable and site.problem == SEALED
+    fleet = Fleet(RemoteSettings(remote.as_uri()), tmp_path / "cache", load_identities(key))
+    try:
+        [site] = await fleet.load()
+        assert site.usable and site.sealed > 0, site
+        cat = (await fleet.catalogs())["web-1"]
+        _, wanted, _ = cat.filter(parse_query("unit-0001"))
+        out = tmp_path / "restored"
+        report = await fleet.restore("web-1", [r.id for r in wanted], out, stream=EventStream())
+        assert {f.result for f in report.files} == {"restored"}
+        assert scratch_left(tmp_path / "cache") == []
+    finally:
+        await fleet.close()
