@@ -389,6 +389,10 @@ class RemoteRebuild:
                 if await self.fetch_object(obj, dest):
                     fetched += 1
                     self.stream.emit(FileDone("fetch", obj.path, "fetched", obj.bytes))
+            except SealedUnreadable as err:
+                if isinstance(err.cause, IdentityNeeded | WrongIdentity):
+                    raise err.cause from None  # every sealed month would say the same
+                problems.append(str(err))
             except RemoteError as err:
                 problems.append(str(err))
         return fetched, problems

@@ -27,7 +27,7 @@ from coldkeep.core.files.reader import stream_entry
 from coldkeep.core.files.restore import RestoreReport, Selection
 from coldkeep.core.remote.fetch import RemoteReader, remote_reader
 from coldkeep.core.remote.rangecache import range_cache
-from coldkeep.core.remote.sealing import Identities, load_identities
+from coldkeep.core.remote.sealing import Identities, IdentityNeeded, load_identities
 from coldkeep.core.remote.unseal import SealedUnreadable, unsealed_name
 from coldkeep.core.store.manifest import Entry, Manifest
 
@@ -210,3 +210,26 @@ def test_an_altered_stream_is_refused_and_nothing_placed(tmp_path: Path) -> None
     assert all("fails age's authentication" in f.detail for f in failed), failed
     placed = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
     assert len(placed) == len(report.files) - len(failed)
+
+
+def test_a_month_only_the_remote_holds_comes_back_with_the_identity(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    asyncio.run(ship_site(tmp_path, remote, SITE, seed=13))
+    key, recipients = new_identity(tmp_path)
+    asyncio.run(seal_remote(tmp_path / SITE / "archive", remote, SITE, recipients))
+    archive = tmp_path / SITE / "archive"
+    with sqlite3.connect(archive / "coldkeep.db") as db:
+        [month] = db.execute(
+            "SELECT month FROM remote_objects WHERE month IS NOT NULL ORDER BY month LIMIT 1"
+        ).fetchone()
+    month_db = archive / "events" / f"{month}.db"
+    month_db.unlink()
+    archiver = Archiver(settings_of(tmp_path), stream=EventStream(), serve_events=False)
+    with pytest.raises(
+        IdentityNeeded, match=rf"events/{month}\.[0-9a-f]+\.db\.[0-9a-f-]+\.age is sealed"
+    ):
+        asyncio.run(archiver.restore_events(months=[month]))
+    assert not month_db.exists()
+    archiver.identities = load_identities(key)
+    report = asyncio.run(archiver.restore_events(months=[month]))
+    assert month_db.exists() and report.restored + report.already_live > 0
