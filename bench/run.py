@@ -22,6 +22,8 @@ runnable alone:
                      on one merged database; the app's writer during queries
   bench/sealing.py   client-side sealing (age) of a 64 MiB gzip and of a bundle
                      a stream per member, and opening, vs the age CLI
+  bench/sealedread.py  restoring sealed remote copies (--identity) vs the same
+                     archive shipped plain, and vs age -d | gunzip -c
   bench/readpath.py  reading without a restore: coldkeep mount vs ratarmount
                      on a tar.gz of the same files and tar -xzf; sequential
                      and 4 KiB random reads; find, versions and the mount at
@@ -51,6 +53,7 @@ import query
 import readpath
 import remote
 import scale
+import sealedread
 import sealing
 from report import Row, print_table
 
@@ -95,7 +98,10 @@ def main() -> None:
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        parts = ("files", "events", "console", "scale", "remote", "sealing", "query", "readpath")
+        parts = (
+            "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query",
+            "readpath",
+        )  # fmt: skip
         for part in parts:
             (work / part).mkdir()
         rows += files.measure(work / "files", args.quick)
@@ -112,6 +118,8 @@ def main() -> None:
         shutil.rmtree(work / "remote")
         rows += sealing.measure(work / "sealing", args.quick, rounds=1 if args.quick else 5)
         shutil.rmtree(work / "sealing")
+        rows += sealedread.measure(work / "sealedread", args.quick, 1 if args.quick else 5)
+        shutil.rmtree(work / "sealedread")
         rows += query.measure(work / "query", args.quick)
         shutil.rmtree(work / "query")
         if Path("/dev/fuse").exists():
