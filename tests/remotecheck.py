@@ -14,6 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyrage
+from pyrage import x25519
+
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import RemoteSettings, load_settings
 from coldkeep.core.base.stream import EventStream
@@ -70,10 +73,18 @@ def remote_rows(site: Path) -> dict[str, dict[str, Any]]:
         return {r["path"]: dict(r) for r in db.execute("SELECT * FROM remote_objects")}
 
 
-def check_remote_site(site: Path, fetch: Fetch, site_name: str, *, settled: bool = True) -> int:
+def check_remote_site(
+    site: Path,
+    fetch: Fetch,
+    site_name: str,
+    *,
+    settled: bool = True,
+    identity: x25519.Identity | None = None,
+) -> int:
     """The checks; how many ran (for a tally). Not ``settled`` (right after a
     kill): an upload cut short may have left its partial in a remote folder, and
-    a snapshot its scratch file, which the next ship removes."""
+    a snapshot its scratch file, which the next ship removes. ``identity``
+    opens the objects sealed to age recipients (``[remote] encrypt_to``)."""
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     leftovers = [
@@ -85,10 +96,10 @@ def check_remote_site(site: Path, fetch: Fetch, site_name: str, *, settled: bool
     recorded = remote_rows(site)
     objects: dict[str, bytes] = {}
     for path, row in recorded.items():
-        data = fetch(f"{site_name}/{path}")
+        data = fetch(f"{site_name}/{row['stored_as'] or path}")
         assert data is not None, f"{path} recorded as remote and not there"
         assert (len(data), hashlib.sha256(data).hexdigest()) == (row["bytes"], row["sha256"]), path
-        objects[path] = data
+        objects[path] = _opened(site, row, data, identity)
     archive = site / "archive"
     for e in entries(site):
         if e["status"] not in ("archived", "stale", "restored"):
@@ -109,6 +120,27 @@ def _settled_later(site: Path, partial: Path) -> bool:
     rel = partial.relative_to(site)
     scratch = rel.parent == Path("archive") and rel.name.startswith(".remote-")
     return scratch or "remote" in rel.parts
+
+
+def _opened(
+    site: Path, row: dict[str, Any], data: bytes, identity: x25519.Identity | None
+) -> bytes:
+    """A sealed object's plaintext (each of its age streams opened in turn),
+    checked against the local file's size and sha256 the row keeps."""
+    if row["sealed_to"] is None:
+        return data
+    assert identity is not None, f"{row['path']} is sealed: the check needs the identity"
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        streams = db.execute(
+            "SELECT offset, length FROM sealed_spans WHERE path = ? ORDER BY plain_offset",
+            [row["path"]],
+        ).fetchall()
+    plain = b"".join(
+        pyrage.decrypt(data[o : o + n], [identity]) for o, n in streams or [(0, len(data))]
+    )
+    got = (len(plain), hashlib.sha256(plain).hexdigest())
+    assert got == (row["plain_bytes"], row["plain_sha256"]), row["path"]
+    return plain
 
 
 def _gunzip_remote(obj: bytes, e: dict[str, Any]) -> bytes:

@@ -345,7 +345,7 @@ class Expirer:
             )
             return digest.sha256
         latest = (await self.objects.latest_months()).get(item.month or "")
-        return latest.sha256 if latest is not None else ""
+        return latest.local_sha256 if latest is not None else ""
 
     async def _finish(self, path: str) -> bool:
         """An expiry recorded: its remote copies and its local file deleted; True

@@ -25,6 +25,7 @@ from coldkeep.core.store.manifest import Manifest
 from coldkeep.core.store.remoteobjects import RemoteObjects
 
 from s3kit import S3Site
+from s3kit.proxy import INTERNAL_ERROR, ResetRequest
 
 PREFIX = "fleet"
 SITE = "web-1"
@@ -61,7 +62,14 @@ async def test_nothing_leaves_the_host_unsealed(tmp_path: Path, s3: S3Site) -> N
     marker = biggest.read_bytes()[100:140]
     ck = archiver_for(config, s3)
     await ck.run_pass()
+    # Faults on the way: a PUT reset mid-body, a HEAD and a listing answered 500.
+    faults = [
+        s3.proxy.fail(ResetRequest(after_bytes=300), method="PUT", path=r"\.age$", times=1),
+        s3.proxy.fail(INTERNAL_ERROR, method="HEAD", path=r"\.age$", times=1),
+        s3.proxy.fail(INTERNAL_ERROR, method="GET", query=r"list-type=2", times=1),
+    ]
     shipped = await ck.ship()
+    assert [f.hits for f in faults] == [1, 1, 1]
     assert not shipped.problems and shipped.uploaded > 1 and shipped.snapshot
     archive = config.parent / "archive"
     with sqlite3.connect(archive / "coldkeep.db") as db:

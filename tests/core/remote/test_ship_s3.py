@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyrage import x25519
 
 from helpers import ck, ck_json, entries, report_line, sha
 from remotecheck import check_remote_site, demo_after_pass, remote_rows, set_remote
@@ -50,11 +51,18 @@ def with_remote(
     return site
 
 
-def check(site: Path, s3: S3Site, tally: Tally) -> None:
+def check(
+    site: Path,
+    s3: S3Site,
+    tally: Tally,
+    identity: x25519.Identity | None = None,
+    *,
+    settled: bool = True,
+) -> None:
     def fetch(key: str) -> bytes | None:
         return s3.server.get_raw(s3.bucket, f"{PREFIX}/{key}")
 
-    tally.checks += check_remote_site(site, fetch, SITE)
+    tally.checks += check_remote_site(site, fetch, SITE, settled=settled, identity=identity)
 
 
 def test_a_ship_to_s3_is_read_back_and_resumes_to_nothing(
@@ -276,19 +284,24 @@ def test_copies_changed_or_deleted_behind_coldkeeps_back_are_shipped_again(
     tally.by_kind["remote copy changed or deleted"] += 2
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
 @pytest.mark.parametrize("step", ["object_uploaded", "object_recorded", "local_drop_recorded"])
 def test_a_ship_to_s3_killed_at_a_step_resumes_without_loss(
-    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally, step: str
+    archived: Path, tmp_path: Path, s3: S3Site, tally: Tally, step: str, sealed: bool
 ) -> None:
-    site = with_remote(archived, tmp_path, s3)
+    key = x25519.Identity.generate() if sealed else None
+    more = f'encrypt_to = ["{key.to_public()}"]\n' if key is not None else ""
+    site = with_remote(archived, tmp_path, s3, more=more)
     run = ck(site, "ship", check=None, env={"COLDKEEP_TEST_KILL_AT": f"{step}:3"})
     assert run.returncode == -signal.SIGKILL, run.stderr
-    check(site, s3, tally)
+    # Sealing writes each object to a scratch file first: the uploads in flight
+    # when it was killed left theirs, which the next ship removes.
+    check(site, s3, tally, key, settled=not sealed)
     result = ck_json(site, "ship")["result"]
     assert result["problems"] == [] and result["pending"] == 0
-    check(site, s3, tally)
+    check(site, s3, tally, key)
     tally.faults += 1
-    tally.by_kind[f"SIGKILL at {step}"] += 1
+    tally.by_kind[f"SIGKILL at {step}{' (sealed)' if sealed else ''}"] += 1
 
 
 def test_a_month_that_never_shipped_is_said_by_status_and_by_the_rebuild(
