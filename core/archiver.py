@@ -157,7 +157,6 @@ class Archiver:
         # its directory's): twice as many files in flight keep the cores busy
         # (docs/performance.md, "Restore in parallel": 7-10 % on the mix).
         self.restore_workers = settings.io.workers or 2 * self.workers
-        self.identities: Identities | None = None  # --identity: opens sealed remote copies
         keep_freed_buffers()
 
     # the session --------------------------------------------------------------
@@ -218,7 +217,7 @@ class Archiver:
     ) -> CatResult:
         """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked as
         they go; read-only, no lock (ops/cat.py)."""
-        return await cat_file(self.settings, path, version, out, cancel, self.identities)
+        return await cat_file(self.settings, path, version, out, cancel, self.sessions.identities)
 
     def events_query(
         self,
@@ -344,8 +343,7 @@ class Archiver:
         """Files back from the archive: to their live paths (left alone by passes
         for hold_days, their restore grace), or under ``to`` (ops/restore.py);
         ``io.workers`` files at a time (by default twice a pass's)."""
-        workers, ids = self.restore_workers, self.identities
-        return await restoring.files(self.sessions, selection, to, cancel, workers, ids)
+        return await restoring.files(self.sessions, selection, to, cancel, self.restore_workers)
 
     async def restore_events(
         self,
@@ -356,7 +354,7 @@ class Archiver:
     ) -> EventsRestoreReport:
         """Event rows back into live (of ``kinds``, in ``months``, their time
         stamps in ``span``), left alone by passes for hold_days (ops/restore.py)."""
-        return await restoring.events(self.sessions, kinds, months, span, cancel, self.identities)
+        return await restoring.events(self.sessions, kinds, months, span, cancel)
 
     async def verify(
         self,
@@ -411,7 +409,7 @@ class Archiver:
         remote = self.sessions.remote()
         if await self.sessions.nothing_archived():
             return RemoteVerifyReport(nothing_archived=True)
-        return await tier.verify(self.sessions, remote, sample, cancel, deep, self.identities)
+        return await tier.verify(self.sessions, remote, sample, cancel, deep)
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None
@@ -444,7 +442,7 @@ class Archiver:
         """This site's manifest, event months and the knowledge of what is remote,
         back from the remote tier (ops/tier.py): for a fresh host after the old
         one was lost."""
-        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel, self.identities)
+        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel)
 
     async def rebuild_manifest(
         self, out: Path | None = None, cancel: CancelToken | None = None

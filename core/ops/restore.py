@@ -30,7 +30,6 @@ from ..files.restore import (
 )
 from ..remote.fetch import remote_reader
 from ..remote.rebuild import fetch_lost_months
-from ..remote.sealing import Identities
 from ..store.manifest import Entry, Manifest
 from .session import Sessions
 
@@ -75,11 +74,10 @@ async def files(
     to: Path | None,
     cancel: CancelToken | None,
     workers: int = 1,
-    identities: Identities | None = None,
 ) -> RestoreReport:
     """Files back to their live paths (left alone by passes for hold_days, their
     restore grace), or under ``to``; ``workers`` files at a time; remote copies
-    that are sealed opened with ``identities``."""
+    that are sealed opened with the command's identity (``sessions.identities``)."""
     settings = sessions.settings
     root = check_restore_root(to, settings.archive_root, settings.live_root) if to else None
     await checked(sessions, selection)
@@ -89,7 +87,9 @@ async def files(
     args = {**asdict(selection), "to": str(root) if root else None}
     async with (
         sessions.open("restore", args, cancel) as current,
-        remote_reader(settings.remote, current.manifest, sessions.layout, identities) as remote,
+        remote_reader(
+            settings.remote, current.manifest, sessions.layout, sessions.identities
+        ) as remote,
     ):
         entries = await select_entries(current.manifest, selection)
         current.start(f"{len(entries)} files")
@@ -113,11 +113,10 @@ async def events(
     months: list[str] | None,
     span: TimeRange | None,
     cancel: CancelToken | None,
-    identities: Identities | None = None,
 ) -> EventsRestoreReport:
     """Event rows back into live (of ``kinds``, in ``months``, their time stamps
     in ``span``), left alone by passes for hold_days; month snapshots only the
-    remote holds fetched first (sealed ones opened with ``identities``)."""
+    remote holds fetched first (sealed ones opened with ``sessions.identities``)."""
     settings, layout = sessions.settings, sessions.layout
     sessions.state_db("there is no live table to restore event rows into")
     existing = await Manifest.open_existing(layout.manifest)
@@ -136,7 +135,7 @@ async def events(
             current.manifest,
             stream=sessions.stream,
             cancel=cancel,
-            identities=identities,
+            identities=sessions.identities,
         )
         report = await restore_events(
             settings,

@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.cancel import Cancelled, CancelToken
 from ..base.codec import Codec
@@ -40,6 +40,9 @@ from ..files.filemove import FileMover
 from ..store import audit
 from ..store.manifest import Manifest, ManifestError
 from .attach import AttachServer
+
+if TYPE_CHECKING:
+    from ..remote.sealing import Identities
 
 
 class NoRemote(UsageError):
@@ -187,6 +190,8 @@ class Sessions:
         self.serve_events = serve_events  # attached consoles can watch and stop
         self.codec = codec
         self.limiter = limiter
+        # ``--identity``'s keys, set by the command: they open sealed remote copies.
+        self.identities: Identities | None = None
 
     @asynccontextmanager
     async def open(

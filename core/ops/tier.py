@@ -59,11 +59,10 @@ async def verify(
     sample: float | None,
     cancel: CancelToken | None,
     deep: bool = False,
-    identities: Identities | None = None,
 ) -> RemoteVerifyReport:
     """The copies at ``remote`` read back (all, or ``sample`` of them, rotating);
     a bad one shipped again from its local copy where there is one. ``deep``:
-    sealed ones opened with ``identities`` too."""
+    sealed ones opened with ``sessions.identities`` too."""
     args = {"sample": sample, "remote": True, "deep": deep}
     async with sessions.open("verify", args, cancel) as current:
         current.start(f"remote copies at {remote.url}/{remote.site}")
@@ -85,7 +84,7 @@ async def verify(
                 stream=sessions.stream,
                 cancel=token,
                 deep=deep,
-                identities=identities,
+                identities=sessions.identities,
             )
             report = await verifier.run(sample)
         current.finish("failed" if report.failed else "ok", report.to_dict())
@@ -138,11 +137,10 @@ async def rebuild(
     sessions: Sessions,
     remote: RemoteSettings,
     cancel: CancelToken | None,
-    identities: Identities | None = None,
 ) -> FromRemoteReport:
     """This site's manifest, event months and the knowledge of what is remote,
     back from ``remote``: for a fresh host after the old one was lost; sealed
-    objects opened with ``identities``."""
+    objects opened with ``sessions.identities``."""
     await asyncio.to_thread(sessions.layout.root.mkdir, parents=True, exist_ok=True)
     async with sessions.lock_only("rebuild-manifest", "rebuild-manifest --from-remote") as op:
         op.start(f"from {remote.url}/{remote.site}")
@@ -152,7 +150,7 @@ async def rebuild(
             stream=sessions.stream,
             reads=sessions.limiter,
             cancel=cancel,
-            identities=identities,
+            identities=sessions.identities,
         )
         op.finish("failed" if report.failed else "ok", report.to_dict())
         return report

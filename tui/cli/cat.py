@@ -92,7 +92,7 @@ def cat(
         identities = load_identity(identity)
         try:
             archiver = ctx.archiver()
-            archiver.identities = identities
+            archiver.sessions.identities = identities
             result = await archiver.cat(path, version, out, ctx.cancel)
         except BrokenPipeError:
             reader_left()

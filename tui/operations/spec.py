@@ -219,7 +219,7 @@ def unsealing(identity: Path | None, run: Run) -> Run:
         return run
 
     def with_keys(archiver: Archiver, cancel: CancelToken) -> Awaitable[Result]:
-        archiver.identities = identities
+        archiver.sessions.identities = identities
         return run(archiver, cancel)
 
     return with_keys

@@ -55,7 +55,7 @@ def settings_of(base: Path) -> Settings:
 
 def restore_all(base: Path, to: Path, identities: Identities | None) -> RestoreReport:
     archiver = Archiver(settings_of(base), stream=EventStream(), serve_events=False)
-    archiver.identities = identities
+    archiver.sessions.identities = identities
     return asyncio.run(archiver.restore(Selection(glob="**"), to))
 
 
@@ -230,6 +230,6 @@ def test_a_month_only_the_remote_holds_comes_back_with_the_identity(tmp_path: Pa
     ):
         asyncio.run(archiver.restore_events(months=[month]))
     assert not month_db.exists()
-    archiver.identities = load_identities(key)
+    archiver.sessions.identities = load_identities(key)
     report = asyncio.run(archiver.restore_events(months=[month]))
     assert month_db.exists() and report.restored + report.already_live > 0
