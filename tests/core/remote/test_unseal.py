@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import shutil
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sealkit import new_identity, seal_remote
+from sealkit import new_identity, seal_remote, ship_sealed_site
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
@@ -233,3 +234,29 @@ def test_a_month_only_the_remote_holds_comes_back_with_the_identity(tmp_path: Pa
     archiver.sessions.identities = load_identities(key)
     report = asyncio.run(archiver.restore_events(months=[month]))
     assert month_db.exists() and report.restored + report.already_live > 0
+
+
+def test_without_any_snapshot_sealed_gzips_open_and_sealed_bundles_are_named(
+    tmp_path: Path,
+) -> None:
+    remote = tmp_path / "remote"
+    key, _ = new_identity(tmp_path)
+    asyncio.run(ship_sealed_site(tmp_path, remote, SITE, 14, key))
+    shutil.rmtree(tmp_path / SITE / "archive")
+    shutil.rmtree(remote / SITE / "manifest")
+    archiver = Archiver(settings_of(tmp_path), stream=EventStream(), serve_events=False)
+    archiver.sessions.identities = load_identities(key)
+    report = asyncio.run(archiver.rebuild_from_remote())
+    assert report.snapshot is None and report.fetched > 0
+    assert report.sealed_skipped and all(".tar." in k for k in report.sealed_skipped)
+    assert all("sealed bundle not fetched" in p for p in report.problems), report.problems
+    gzips = [p for p in (tmp_path / SITE / "archive" / "files").rglob("*") if p.is_file()]
+    assert gzips and all(p.name.endswith(".gz") for p in gzips)
+    assert report.entries == len(gzips)
+
+
+def test_deep_without_sealed_objects_needs_no_identity(tmp_path: Path) -> None:
+    asyncio.run(ship_site(tmp_path, tmp_path / "remote", SITE, seed=15))
+    archiver = Archiver(settings_of(tmp_path), stream=EventStream(), serve_events=False)
+    report = asyncio.run(archiver.verify_remote(deep=True))
+    assert not report.failed and report.ok == report.checked > 1
