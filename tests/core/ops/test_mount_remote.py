@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyrage import x25519
 
 from helpers import EVERY_FILE, ck, entries, jsonl, mounting, preads_match, write_old
 from s3kit import S3Site
@@ -163,3 +164,35 @@ def test_an_endpoint_that_does_not_answer_leaves_local_copies_served(
     [first] = [x for x in said.splitlines() if "will be EIO" in x]
     assert dead in first, said
     assert any("u/big.jsonl" in x and "cannot be read" in x for x in said.splitlines()), said
+
+
+def test_sealed_copies_read_with_the_identity_and_eio_without(tmp_path: Path) -> None:
+    """Copies sealed to an age key: with --identity every file reads as its
+    sha256 (each stream opened whole into the cache's folder, gone at the
+    unmount); without it each read is EIO, the log naming the key it needs."""
+    key = x25519.Identity.generate()
+    identity = tmp_path / "key.txt"
+    identity.write_text(f"{key}\n")
+    seal = f'encrypt_to = ["{key.to_public()}"]\n'
+    site = _site(tmp_path, f'url = "file:remote"\nsite = "t"\n{seal}')
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt, "--identity", str(identity)):
+        for e in entries(site):
+            rel = os.fsencode(e["relpath"]) if isinstance(e["relpath"], str) else e["relpath"]
+            with open(os.fsencode(mnt) + b"/" + rel, "rb") as f:
+                assert hashlib.sha256(f.read()).hexdigest() == e["sha256"], rel
+        fd = os.open(mnt / "u" / "big.jsonl", os.O_RDONLY)
+        try:
+            preads_match(fd, BIG, random.Random(6), 30)
+        finally:
+            os.close(fd)
+    assert os.listdir(tmp_path / "cache") == []
+    blind = tmp_path / "mnt2"
+    blind.mkdir()
+    with mounting(site, blind):
+        with pytest.raises(OSError) as err:
+            (blind / "u" / "deep" / "small-1.jsonl").read_bytes()
+        assert err.value.errno == errno.EIO
+    lines = [x for x in _logged(blind).splitlines() if "give --identity FILE" in x]
+    assert lines and all(".age is sealed to" in x for x in lines)
