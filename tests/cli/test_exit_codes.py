@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 import pytest
+from pyrage import x25519
 
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.tui.cli.main import main
@@ -162,6 +163,25 @@ def remote_copy_damaged(site: Path) -> None:
 
 def a_hold(site: Path) -> None:
     ck(site, "hold", "add", "--unit", "events", "--reason", "tax year")
+
+
+def sealing(site: Path) -> None:
+    """The site's [remote] seals to a new age recipient (the demo's config ends
+    with its [remote])."""
+    config = site / "coldkeep.toml"
+    public = x25519.Identity.generate().to_public()
+    config.write_text(config.read_text().rstrip("\n") + f'\nencrypt_to = ["{public}"]\n')
+
+
+def rotated(site: Path) -> None:
+    """Every object sealed to one recipient, which is then replaced by another:
+    the event months' snapshots only the remote holds need the first's key."""
+    sealing(site)
+    ck(site, "rekey", "--yes")
+    config = site / "coldkeep.toml"
+    head = config.read_text().rsplit("\nencrypt_to = ", 1)[0]
+    public = x25519.Identity.generate().to_public()
+    config.write_text(f'{head}\nencrypt_to = ["{public}"]\n')
 
 
 def newer_manifest(site: Path) -> None:
@@ -382,6 +402,13 @@ CASES = [
     Case("hold release", 0, ("hold", "release", "1"), setup=a_hold, says="released"),
     Case("hold release", 2, ("hold", "release", "7"), says="there is no hold 7"),
     Case("hold release", 2, ("hold", "release", "7"), site="fresh", says="no hold 7"),
+    Case("rekey", 0, ("rekey",), setup=sealing, says="to seal again", site="shipped", reads=True),
+    Case("rekey", 1, ("rekey", "--yes"), setup=rotated, site="shipped", says="--identity"),
+    Case("rekey", 2, ("rekey",), says="encrypt_to is not set", reads=True),
+    Case("rekey", 2, ("rekey", "--yes", "--identity", "{site}/no.key"), setup=sealing,
+         says="no such file", reads=True),
+    Case("rekey", 2, ("rekey",), setup=bad_config),
+    Case("rekey", 3, ("rekey", "--yes"), setup=sealing, site="shipped", locked=True),
     Case("metrics", 0, ("metrics",), site="fresh", says="coldkeep_up 1.0", reads=True),
     Case("metrics", 2, ("metrics",), setup=bad_config),
     Case("run", 1, ("run",), setup=newer_manifest, says="upgrade coldkeep"),
