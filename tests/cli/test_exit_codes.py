@@ -238,6 +238,8 @@ class Case:
 
 # What the table says but a case here cannot show (a terminal, a signal).
 ELSEWHERE = {
+    ("hold add", 1): "tests/core/remote/test_object_lock.py: a bucket that refuses the legal hold",
+    ("hold release", 1): "tests/core/remote/test_object_lock.py: the same bucket, on release",
     ("run", 0): "tests/cli/test_run.py: SIGTERM stops it at a safe point, exit 0",
     ("console", 0): "tests/console/test_tmux.py: the real console quits with q",
     ("mount", 0): "tests/cli/test_cli_mount.py: SIGTERM, Ctrl-C or fusermount3 -u, exit 0",
