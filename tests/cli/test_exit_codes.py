@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 import pytest
+from pyrage import x25519
 
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.tui.cli.main import main
@@ -164,6 +165,25 @@ def a_hold(site: Path) -> None:
     ck(site, "hold", "add", "--unit", "events", "--reason", "tax year")
 
 
+def sealing(site: Path) -> None:
+    """The site's [remote] seals to a new age recipient (the demo's config ends
+    with its [remote])."""
+    config = site / "coldkeep.toml"
+    public = x25519.Identity.generate().to_public()
+    config.write_text(config.read_text().rstrip("\n") + f'\nencrypt_to = ["{public}"]\n')
+
+
+def rotated(site: Path) -> None:
+    """Every object sealed to one recipient, which is then replaced by another:
+    the event months' snapshots only the remote holds need the first's key."""
+    sealing(site)
+    ck(site, "rekey", "--yes")
+    config = site / "coldkeep.toml"
+    head = config.read_text().rsplit("\nencrypt_to = ", 1)[0]
+    public = x25519.Identity.generate().to_public()
+    config.write_text(f'{head}\nencrypt_to = ["{public}"]\n')
+
+
 def newer_manifest(site: Path) -> None:
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         db.execute("PRAGMA user_version = 9999")
@@ -218,6 +238,8 @@ class Case:
 
 # What the table says but a case here cannot show (a terminal, a signal).
 ELSEWHERE = {
+    ("hold add", 1): "tests/core/remote/test_object_lock.py: a bucket that refuses the legal hold",
+    ("hold release", 1): "tests/core/remote/test_object_lock.py: the same bucket, on release",
     ("run", 0): "tests/cli/test_run.py: SIGTERM stops it at a safe point, exit 0",
     ("console", 0): "tests/console/test_tmux.py: the real console quits with q",
     ("mount", 0): "tests/cli/test_cli_mount.py: SIGTERM, Ctrl-C or fusermount3 -u, exit 0",
@@ -382,6 +404,13 @@ CASES = [
     Case("hold release", 0, ("hold", "release", "1"), setup=a_hold, says="released"),
     Case("hold release", 2, ("hold", "release", "7"), says="there is no hold 7"),
     Case("hold release", 2, ("hold", "release", "7"), site="fresh", says="no hold 7"),
+    Case("rekey", 0, ("rekey",), setup=sealing, says="to seal again", site="shipped", reads=True),
+    Case("rekey", 1, ("rekey", "--yes"), setup=rotated, site="shipped", says="--identity"),
+    Case("rekey", 2, ("rekey",), says="encrypt_to is not set", reads=True),
+    Case("rekey", 2, ("rekey", "--yes", "--identity", "{site}/no.key"), setup=sealing,
+         says="no such file", reads=True),
+    Case("rekey", 2, ("rekey",), setup=bad_config),
+    Case("rekey", 3, ("rekey", "--yes"), setup=sealing, site="shipped", locked=True),
     Case("metrics", 0, ("metrics",), site="fresh", says="coldkeep_up 1.0", reads=True),
     Case("metrics", 2, ("metrics",), setup=bad_config),
     Case("run", 1, ("run",), setup=newer_manifest, says="upgrade coldkeep"),

@@ -39,6 +39,8 @@ def _said(ctx: Context, done: str, change: HoldChange) -> int:
                 f"S3 legal holds: {change.placed} placed, {change.lifted} lifted on the bucket"
             )
         lines += [f"PROBLEM: {p}" for p in change.problems]
+        if change.problems:
+            lines.append("the hold stands; the next ship tells the bucket what it was not told")
         return "\n".join(lines)
 
     ctx.emit("hold", not change.problems, change.to_dict(), text)

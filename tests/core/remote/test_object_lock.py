@@ -22,6 +22,8 @@ from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.fleet import Fleet
 from coldkeep.core.remote.objectstore import RemoteFatal
 
+from helpers import ck, ck_json
+from remotecheck import set_remote
 from s3kit import S3Site
 from s3kit.proxy import INTERNAL_ERROR, ResetRequest, Truncate
 
@@ -286,6 +288,34 @@ async def test_a_bucket_that_cannot_be_told_keeps_the_hold_and_the_next_ship_tel
     assert shipped.holds_placed == len(data) and not shipped.problems
     assert legal_holds(worm) == data
     assert (await ck.ship()).holds_placed == 0, "told once"
+
+
+def test_hold_says_what_the_bucket_was_not_told_and_exits_1(tmp_path: Path, worm: S3Site) -> None:
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=now_ms()).config
+    site = config.parent
+    set_remote(
+        site,
+        f'url = "s3://{WORM}/{PREFIX}"\nendpoint_url = "{worm.endpoint}"\nregion = "us-east-1"\n'
+        f'site = "{SITE}"\nkeep_local_days = -1\nobject_lock = "compliance"\n'
+        "\n[retention]\nfiles_days = 400\nevents_days = 400\n",
+    )
+    ck(site, "pass")
+    ck(site, "ship")
+    worm.proxy.fail(INTERNAL_ERROR, method="PUT", query=r"legal-hold")
+    quick = {"AWS_MAX_ATTEMPTS": "1"}
+    placed = ck(site, "hold", "add", "--unit", "events", "--reason", "tax", check=1, env=quick)
+    assert placed.stdout.startswith("placed 1 ") and "PROBLEM: " in placed.stdout, placed.stdout
+    assert "the next ship tells the bucket" in placed.stdout
+    doc = ck_json(site, "hold", "list")["result"]
+    assert [h["id"] for h in doc] == [1], "the hold stands"
+    worm.proxy.clear()
+    assert ck_json(site, "ship")["result"]["holds_placed"] > 0
+    worm.proxy.fail(INTERNAL_ERROR, method="PUT", query=r"legal-hold")
+    released = ck(site, "hold", "release", "1", check=1, env=quick)
+    assert released.stdout.startswith("released 1 ") and "PROBLEM: " in released.stdout
+    worm.proxy.clear()
+    assert ck_json(site, "ship")["result"]["holds_lifted"] > 0
+    assert legal_holds(worm) == set()
 
 
 async def test_object_lock_on_a_bucket_without_it_stops_the_ship_in_one_line(
