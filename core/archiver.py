@@ -91,7 +91,6 @@ from .ops.status import Status, read_status
 from .ops.trends import Trends, read_trends
 from .remote.rebuild import FromRemoteReport
 from .remote.rekey import RekeyPlan, RekeyReport
-from .remote.sealing import Identities
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
 from .store import legalholds
@@ -208,15 +207,13 @@ class Archiver:
         return await fleet.find_across(remote, fleet.fleet_cache(remote), pattern)
 
     async def versions(self, path: str) -> finding.Versions:
-        """Every version of the archived file at ``path``, newest first (read-only,
-        no lock)."""
+        """Every version of the archived file at ``path``, newest first (no lock)."""
         return await finding.versions(self.layout.manifest, path, self.settings.live_root)
 
     async def cat(
         self, path: str, version: str | None, out: BinaryIO, cancel: CancelToken | None = None
     ) -> CatResult:
-        """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked as
-        they go; read-only, no lock (ops/cat.py)."""
+        """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked; no lock."""
         return await cat_file(self.settings, path, version, out, cancel, self.sessions.identities)
 
     def events_query(
@@ -387,25 +384,17 @@ class Archiver:
         copies past ``keep_local_days`` dropped (ops/tier.py)."""
         return await tier.ship(self.sessions, self.sessions.remote(), cancel)
 
-    async def rekey_plan(self) -> RekeyPlan:
-        """What ``rekey`` would seal again to ``[remote] encrypt_to``'s recipients,
-        and from where (read-only, no lock)."""
+    async def rekey_plan(self) -> RekeyPlan:  # what rekey would seal again (no lock)
         return await tier.rekey_plan(self.sessions, self.sessions.remote())
 
-    async def rekey(
-        self, identities: Identities | None = None, cancel: CancelToken | None = None
-    ) -> RekeyReport:
-        """Every object sealed to other recipients (or unsealed) sealed again to
-        ``encrypt_to``'s: from its local copy, else from the remote one opened
-        with ``identities`` (remote/rekey.py)."""
-        return await tier.rekey(self.sessions, self.sessions.remote(), identities, cancel)
+    async def rekey(self, cancel: CancelToken | None = None) -> RekeyReport:
+        return await tier.rekey(self.sessions, self.sessions.remote(), cancel)  # remote/rekey.py
 
     async def verify_remote(
         self, sample: float | None = None, cancel: CancelToken | None = None, deep: bool = False
     ) -> RemoteVerifyReport:
-        """The remote copies read back (all, or ``sample`` of them, rotating);
-        a bad one shipped again from its local copy where there is one;
-        ``deep``: sealed ones opened too, their plaintext checked."""
+        """The remote copies read back (all, or ``sample`` of them, rotating; ``deep``:
+        sealed ones opened too); a bad one shipped again from its local copy."""
         remote = self.sessions.remote()
         if await self.sessions.nothing_archived():
             return RemoteVerifyReport(nothing_archived=True)

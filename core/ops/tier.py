@@ -23,7 +23,6 @@ from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import FromRemoteReport, rebuild_from_remote
 from ..remote.rekey import NO_RECIPIENTS, NothingToSealTo, Rekeyer, RekeyPlan, RekeyReport
 from ..remote.rekey import rekey_plan as plan_rekey
-from ..remote.sealing import Identities
 from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
 from ..remote.verify import RemoteVerifier, RemoteVerifyReport
 from ..store.manifest import Manifest
@@ -118,17 +117,16 @@ async def rekey_plan(sessions: Sessions, remote: RemoteSettings) -> RekeyPlan:
 
 
 async def rekey(
-    sessions: Sessions,
-    remote: RemoteSettings,
-    identities: Identities | None,
-    cancel: CancelToken | None,
+    sessions: Sessions, remote: RemoteSettings, cancel: CancelToken | None
 ) -> RekeyReport:
-    """Every object not sealed to ``encrypt_to``'s recipients sealed again to them."""
+    """Every object not sealed to ``encrypt_to``'s recipients sealed again to
+    them: from its local copy, else from the remote one opened with the
+    session's identities (``--identity``)."""
     async with sessions.open("rekey", {"url": remote.url}, cancel) as current:
         current.start(f"objects at {remote.url}/{remote.site}")
         async with connected(remote) as store:
             shipper = _shipper(sessions, current.manifest, store, cancel)
-            report = await Rekeyer(shipper, identities, shipper.cancel).run()
+            report = await Rekeyer(shipper, sessions.identities, shipper.cancel).run()
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report
 

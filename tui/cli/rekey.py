@@ -77,8 +77,9 @@ def rekey(yes: bool, identity: Path | None, config: Path | None, json_out: bool)
             plan = await archiver.rekey_plan()
             ctx.emit("rekey", True, plan.to_dict(), lambda: _plan_text(plan))
             return EXIT_OK
-        ids = await asyncio.to_thread(load_identities, identity) if identity else None
-        report = await archiver.rekey(ids)
+        if identity is not None:
+            archiver.sessions.identities = await asyncio.to_thread(load_identities, identity)
+        report = await archiver.rekey()
         ctx.emit("rekey", not report.failed, report.to_dict(), lambda: _report_text(report))
         return EXIT_FAILED if report.failed else EXIT_OK
 

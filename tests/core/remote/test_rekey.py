@@ -97,7 +97,8 @@ async def test_new_recipients_get_every_object_sealed_again(tmp_path: Path) -> N
     key_file.write_text(f"# the first key\n{first}\n")
     from coldkeep.core.remote.sealing import load_identities
 
-    done = await ck.rekey(load_identities(key_file))
+    ck.sessions.identities = load_identities(key_file)
+    done = await ck.rekey()
     assert not done.failed, done.problems
     objs = await rows(config)
     assert all(opens_with(config, o, second) for o in objs)
@@ -105,7 +106,9 @@ async def test_new_recipients_get_every_object_sealed_again(tmp_path: Path) -> N
     # A wrong identity reseals nothing and says which key it needed.
     wrong = tmp_path / "third.key"
     wrong.write_text(f"{third}\n")
-    refused = await archiver_for(config, third, 0).rekey(load_identities(wrong))
+    other = archiver_for(config, third, 0)
+    other.sessions.identities = load_identities(wrong)
+    refused = await other.rekey()
     assert refused.problems and not refused.resealed
     assert all("sealed to" in p for p in refused.problems), refused.problems
     assert {o.key for o in await rows(config)} == before
