@@ -10,6 +10,7 @@ one that is another sealed to the same key."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -189,3 +190,43 @@ def test_verify_deep_opens_every_sealed_object(tmp_path: Path, s3: S3Site) -> No
     deep = ck_json(site, "verify", "--remote", "--deep", "--identity", str(identity), check=1)
     [line] = deep["result"]["failed"]
     assert a[1] in line and "not the local file's" in line
+
+
+def test_one_member_of_a_64_mib_bundle_costs_its_own_stream(tmp_path: Path, s3: S3Site) -> None:
+    """A bundle full to its 64 MiB cap: one file restored from it is one ranged
+    GET of its own stream, at most its member's size and 64 KiB more."""
+    key = x25519.Identity.generate()
+    identity = tmp_path / "key.txt"
+    identity.write_text(f"{key}\n")
+    site = write_demo(tmp_path / "demo", seed=21, scale=0.02, now_ms=now_ms()).config.parent
+    unit = site / "live" / "unit-full"
+    unit.mkdir()
+    old = now_ms() / 1000 - 60 * 86_400
+    for i in range(700):  # 700 × 96 KiB that do not compress: past the 64 MiB cap
+        path = unit / f"part-{i:03d}.log"
+        path.write_bytes(os.urandom(96 << 10))
+        os.utime(path, (old, old))
+    (unit / ".closed").write_text("closed\n")
+    set_remote(
+        site,
+        f'url = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = 0\n'
+        f'encrypt_to = ["{key.to_public()}"]\n',
+    )
+    ck(site, "pass")
+    ck(site, "ship")
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        entry_id, gz_path, length = db.execute(
+            "SELECT e.id, e.gz_path, e.member_length FROM entries AS e JOIN remote_objects AS r "
+            "ON r.path = e.gz_path WHERE e.relpath LIKE 'unit-full/%' AND r.plain_bytes >= ? "
+            "ORDER BY e.id LIMIT 1",
+            [60 << 20],
+        ).fetchone()
+    s3.proxy.reset_counts()
+    out = tmp_path / "out"
+    ck(site, "restore", str(entry_id), "--to", str(out), "--identity", str(identity))
+    gets = [x for x in s3.proxy.exchanges if x.method == "GET" and "/files/" in x.path]
+    assert len(gets) == 1 and f"/{gz_path}." in gets[0].path, [x.path for x in gets]
+    assert length < gets[0].body_sent <= length + (64 << 10)
+    [got] = [p for p in out.rglob("*") if p.is_file()]
+    assert hashlib.sha256(got.read_bytes()).hexdigest() == archived(site)[str(got.relative_to(out))]
