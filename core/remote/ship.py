@@ -105,7 +105,7 @@ from .objectstore import (
     RemoteFatal,
     RemoteLocked,
 )
-from .sealing import SealError, seal_path
+from .sealing import Sealed, SealError, seal_path
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -515,19 +515,9 @@ class Shipper:
         age stream per member), uploaded under a key of its own, the scratch
         removed; what was read is hashed in the same pass."""
         assert self.seal is not None
-        tmp = self.layout.scratch("seal")
         key = sealed_key(path, self.seal.fingerprint)
-        try:
-            sealed = await asyncio.to_thread(
-                functools.partial(
-                    seal_path, local, tmp, self.seal, spans, root=self.layout.root,
-                    cancel=self.cancel, limiter=self.reads,
-                )
-            )  # fmt: skip
-            stored = sealed.sealed
-            put = await self._put(self.key(key), tmp, stored.bytes, stored.sha256, lock)
-        finally:
-            await asyncio.to_thread(remove_scratch, tmp, self.layout)
+        sealed, put = await self._seal_and_put(local, key, lock, spans)
+        stored = sealed.sealed
         await self._announce("object_uploaded", path)
         streams = tuple((p.offset, p.length, s.offset, s.length) for p, s in sealed.pieces)
         return Sent(
@@ -725,20 +715,30 @@ class Shipper:
             size, sha = await self._hash(tmp)
             await self._put(self.key(path), tmp, size, sha, lock)
             return self.key(path), size, sha
-        sealed_tmp = self.layout.scratch("seal-manifest")
-        key = self.key(f"{path}.{self.seal.fingerprint}.age")
+        key = f"{path}.{self.seal.fingerprint}.age"
+        sealed, _ = await self._seal_and_put(tmp, key, lock, None)
+        return self.key(key), sealed.sealed.bytes, sealed.sealed.sha256
+
+    async def _seal_and_put(
+        self, local: Path, key: str, lock: ObjectLock | None, spans: list[Span] | None
+    ) -> tuple[Sealed, Put]:
+        """``local`` sealed to the recipients into a scratch file under
+        archive_root, uploaded create-only at ``key`` (under the site), the
+        scratch removed however that ends."""
+        assert self.seal is not None
+        tmp = self.layout.scratch("seal")
         try:
             sealed = await asyncio.to_thread(
                 functools.partial(
-                    seal_path, tmp, sealed_tmp, self.seal, None, root=self.layout.root,
+                    seal_path, local, tmp, self.seal, spans, root=self.layout.root,
                     cancel=self.cancel, limiter=self.reads,
                 )
             )  # fmt: skip
             stored = sealed.sealed
-            await self._put(key, sealed_tmp, stored.bytes, stored.sha256, lock)
+            put = await self._put(self.key(key), tmp, stored.bytes, stored.sha256, lock)
         finally:
-            await asyncio.to_thread(remove_scratch, sealed_tmp, self.layout)
-        return key, stored.bytes, stored.sha256
+            await asyncio.to_thread(remove_scratch, tmp, self.layout)
+        return sealed, put
 
     async def _any_snapshot(self) -> bool:
         async for _ in self.store.list_objects(self.key("manifest/")):
