@@ -685,15 +685,15 @@ class EventMover:
     def _count_unparsable(
         self, live: sqlite3.Connection, schema: EventSchema, mode: str, closing: ExitStack
     ) -> futures.Future[int]:
-        """The rows of the kinds moved whose time stamps do not parse (a scan of
-        the table or its index): in WAL mode on a connection and a thread of
+        """The rows of the kinds moved whose time stamps do not parse (index
+        ranges, or a scan of the table or its index): in WAL mode on a connection and a thread of
         their own while the first batches move; otherwise here, first (a reader
         there could hold up a delete's commit)."""
-        kinds = (
-            "" if self._kinds is None else f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND "
-        )
-        sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {kinds}{schema.unparsable_sql()}"
-        params = self._kinds or []
+        kinds = None
+        if self._kinds is not None:
+            kinds = SqlCondition(f"{q(schema.kind)} IN ({_marks(len(self._kinds))})", self._kinds)
+        where = schema.unparsable_of_kinds(kinds)
+        sql, params = f"SELECT count(*) FROM {q(schema.table)} WHERE {where.sql}", where.params
         if mode != "wal":
             counted: futures.Future[int] = futures.Future()
             counted.set_result(int(live.execute(sql, params).fetchone()[0]))
