@@ -111,10 +111,7 @@ class EventsSettings:
     ts_format: TsFormat = "ms"
     kinds: frozenset[str] | None = None  # the kinds archived; None: every kind
     min_age_days: float = 30.0
-    # 2600: the delete then holds live's write lock ~2.5 ms on the reference
-    # machine, under the 3 ms past which a refused writer's next retry is 5 ms
-    # away instead of 2 (dbmove.writer_gap_s); the next batch's copy fills the gap.
-    batch_rows: int = 2600
+    batch_rows: int = 2000
     busy_timeout_ms: int = 5000
     checkpoint_every: int = 8  # batches
     checkpoint_wal_bytes: int = 16 << 20
