@@ -116,6 +116,7 @@ class EventsSettings:
     busy_timeout_ms: int = 5000
     checkpoint_every: int = 8  # batches
     checkpoint_wal_bytes: int = 16 << 20
+    wal_restart_bytes: int = 32 << 20  # 0: never wait for the checkpoints
     checkpoint_timeout_s: float = 30.0
     checkpoint_mode: CheckpointMode = "PASSIVE"
     triggers: TriggerPolicy = "refuse"
@@ -534,6 +535,9 @@ def _events(t: _Table) -> EventsSettings:
         checkpoint_every=t.integer("checkpoint_every", EventsSettings.checkpoint_every, minimum=1),
         checkpoint_wal_bytes=t.integer(
             "checkpoint_wal_bytes", EventsSettings.checkpoint_wal_bytes, minimum=0
+        ),
+        wal_restart_bytes=t.integer(
+            "wal_restart_bytes", EventsSettings.wal_restart_bytes, minimum=0
         ),
         checkpoint_timeout_s=t.number(
             "checkpoint_timeout_s", EventsSettings.checkpoint_timeout_s, minimum=0.1

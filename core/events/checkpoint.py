@@ -89,21 +89,40 @@ class WalIndex:
         next checkpoint would have to do. Read without taking any lock (a torn
         read only misjudges one trigger); the WAL file's size when there is no
         readable index."""
+        frames = self._frames()
+        if frames is None:
+            return wal_bytes(self.db)
+        written, backfilled, frame_bytes = frames
+        return max(0, written - backfilled) * frame_bytes
+
+    def written_bytes(self) -> int:
+        """The bytes of WAL frames written since the log last started over
+        (copied into the database or not): how far into the file the next
+        commit writes. The file never shrinks, so the furthest this ever
+        reaches is the file's size. Read as ``pending_bytes`` is."""
+        frames = self._frames()
+        if frames is None:
+            return wal_bytes(self.db)
+        return frames[0] * frames[2]
+
+    def _frames(self) -> tuple[int, int, int] | None:
+        """The last valid frame, the frames already copied, and a frame's size
+        in bytes; None when there is no readable index."""
         if self._fd is None:
             try:
                 self._fd = os.open(
                     self.db.with_name(self.db.name + "-shm"), os.O_RDONLY | os.O_CLOEXEC
                 )
             except FileNotFoundError:
-                return wal_bytes(self.db)
+                return None
         head = os.pread(self._fd, _WAL_INDEX.size, 0)
         if len(head) < _WAL_INDEX.size or head[:48] != head[48:96]:
-            return wal_bytes(self.db)  # no index yet, or a writer is updating it right now
+            return None  # no index yet, or a writer is updating it right now
         is_init, _, page, frames, backfilled = _WAL_INDEX.unpack(head)
         if not is_init:
-            return wal_bytes(self.db)
+            return None
         page_size = 65536 if page == 1 else int(page)
-        return max(0, int(frames) - int(backfilled)) * (page_size + _WAL_FRAME_HEADER)
+        return int(frames), int(backfilled), page_size + _WAL_FRAME_HEADER
 
     def close(self) -> None:
         if self._fd is not None:

@@ -57,9 +57,11 @@ Invariants:
   a new row while the old one sits in the archive.
 - The mover's live connection runs with ``wal_autocheckpoint = 0``; the WAL is
   checkpointed by ``LiveCheckpointer`` (PASSIVE) every N batches and whenever it
-  grows past a size. Its own commits to live are ``synchronous = NORMAL``: a
-  delete lost to a power cut puts the row back in live, beside its archived
-  copy, which the next pass settles. The month DBs commit with NORMAL too:
+  grows past a size; once it reaches ``events.wal_restart_bytes`` into its file,
+  the next delete waits (briefly) for a checkpoint to copy all of it, so that the
+  log starts over (``EventMover._catch_up``). Its own commits to live are
+  ``synchronous = NORMAL``: a delete lost to a power cut puts the row back in
+  live, beside its archived copy, which the next pass settles. The month DBs commit with NORMAL too:
   step 2 fsyncs each month's WAL before any of its rows is deleted.
 - A month DB that cannot be opened or fails its quick check is refused for this
   pass (its rows stay live); the other months go on.
@@ -152,6 +154,9 @@ MIN_IDS = 64
 # 1 GiB map bought nothing measurable: bench/events.py, 7 runs each, 137-160k
 # rows/s mapped, 146-166k not, the writer's p99 alike.
 MMAP_BYTES = 0
+# How long a delete waits for the checkpoints to catch up with the live WAL
+# (``EventMover._catch_up``) before it goes on without.
+CATCH_UP_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -601,6 +606,8 @@ class EventMover:
         self._released = 0.0  # when the last delete let go of live (monotonic)
         self._gap = 0.0  # how long live stays free after it
         self._wal_index = WalIndex(self.db)  # replaced by each run's own
+        # How far the WAL must reach before the next catch-up (after one gave up).
+        self._catch_up_at = self.cfg.wal_restart_bytes
 
     def run(self) -> MoveReport:
         # Closed in reverse: the month DBs, the checker, the checkpointer (after
@@ -685,15 +692,15 @@ class EventMover:
     def _count_unparsable(
         self, live: sqlite3.Connection, schema: EventSchema, mode: str, closing: ExitStack
     ) -> futures.Future[int]:
-        """The rows of the kinds moved whose time stamps do not parse (a scan of
-        the table or its index): in WAL mode on a connection and a thread of
+        """The rows of the kinds moved whose time stamps do not parse (index
+        ranges, or a scan of the table or its index): in WAL mode on a connection and a thread of
         their own while the first batches move; otherwise here, first (a reader
         there could hold up a delete's commit)."""
-        kinds = (
-            "" if self._kinds is None else f"{q(schema.kind)} IN ({_marks(len(self._kinds))}) AND "
-        )
-        sql = f"SELECT count(*) FROM {q(schema.table)} WHERE {kinds}{schema.unparsable_sql()}"
-        params = self._kinds or []
+        kinds = None
+        if self._kinds is not None:
+            kinds = SqlCondition(f"{q(schema.kind)} IN ({_marks(len(self._kinds))})", self._kinds)
+        where = schema.unparsable_of_kinds(kinds)
+        sql, params = f"SELECT count(*) FROM {q(schema.table)} WHERE {where.sql}", where.params
         if mode != "wal":
             counted: futures.Future[int] = futures.Future()
             counted.set_result(int(live.execute(sql, params).fetchone()[0]))
@@ -788,9 +795,11 @@ class EventMover:
         # The size trigger counts the frames still to copy: the WAL file keeps
         # its size after a PASSIVE checkpoint, and comparing that fired a
         # checkpoint after nearly every batch once the file had grown past it.
+        index, restart = self._wal_index, self.cfg.wal_restart_bytes
         if run.checkpointer is not None and (
             batch.number % self.cfg.checkpoint_every == 0
-            or self._wal_index.pending_bytes() >= self.cfg.checkpoint_wal_bytes
+            or index.pending_bytes() >= self.cfg.checkpoint_wal_bytes
+            or (restart and index.written_bytes() >= restart)
         ):
             run.checkpointer.request()
 
@@ -1084,6 +1093,7 @@ class EventMover:
         where, archived = self._deletable(run, alias, m, skip)
         checker = run.checker
         while True:
+            self._catch_up(run)
             self._pause()
             try:
                 run.live.execute("BEGIN IMMEDIATE")
@@ -1158,6 +1168,39 @@ class EventMover:
         locked_s = self._released - locked_at
         self._gap = writer_gap_s(locked_s)
         return locked_s
+
+    def _catch_up(self, run: _Run) -> None:
+        """Hold the next delete, once the WAL reaches ``wal_restart_bytes`` into
+        its file, until checkpoints have copied all of it: the next write (the
+        delete's or the application's) then starts the log over from the
+        file's beginning. The checkpoints alone fall behind the deletes: each
+        ends behind the ones made while it ran, and the log starts over only
+        when one finds nothing written since it began. Given up after
+        CATCH_UP_S (an old snapshot a reader holds keeps any checkpoint from
+        finishing), then tried again once the WAL has grown by half as much."""
+        cp, limit = run.checkpointer, self.cfg.wal_restart_bytes
+        if cp is None or not limit:
+            return
+        index = self._wal_index
+        written = index.written_bytes()
+        if written < limit:
+            self._catch_up_at = limit
+            return
+        if written < self._catch_up_at:
+            return
+        deadline = time.monotonic() + CATCH_UP_S
+        before = None  # the frames left to copy after the last round
+        while (left := index.pending_bytes()) and index.written_bytes() >= limit:
+            if time.monotonic() >= deadline or cp.dead:
+                self._catch_up_at = written + limit // 2
+                return
+            if before is not None and left >= before:
+                # No progress: the application's own checkpoint was running,
+                # or a reader holds the frames. Not a busy loop.
+                time.sleep(0.001)
+            before = left
+            cp.request()  # refused while one runs: waited for all the same
+            cp.wait_idle(max(0.0, deadline - time.monotonic()))
 
     def _pause(self) -> None:
         """Leave live unlocked after each delete until every writer it refused

@@ -317,6 +317,7 @@ INTEGERS = {
     "events.busy_timeout_ms": "",
     "events.checkpoint_every": "",
     "events.checkpoint_wal_bytes": "",
+    "events.wal_restart_bytes": "",
     "io.bytes_per_s": "",
     "io.workers": "",
     "jobs.retention_rows": "",

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import BatchMoved
+from coldkeep.core.events.checkpoint import LiveCheckpointer
 from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
 from coldkeep.core.events.eventschema import EventsError
 from coldkeep.core.events.restore import restore_events
@@ -483,6 +484,57 @@ async def test_the_size_trigger_counts_frames_not_yet_checkpointed(roots: Roots)
     # Each batch writes ~64 KiB of WAL: about one checkpoint every four batches.
     assert report.batches >= 40 and report.wal_peak > 256 * 1024
     assert 2 <= len(ran) <= report.batches // 3, (len(ran), report.batches)
+
+
+async def test_the_wal_starts_over_once_it_reaches_wal_restart_bytes(
+    roots: Roots, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpoints asked for by neither trigger, each slow to start (a busy
+    disk): without the catch-up nothing is checkpointed and the WAL takes every
+    batch's frames; with it the mover waits at the limit for a checkpoint that
+    copies all of them, and its next delete starts the log over. Deleting on
+    meanwhile, the deletes would stay ahead of every checkpoint."""
+    slow = LiveCheckpointer._checkpoint
+
+    def checkpoint(cp: LiveCheckpointer, conn: sqlite3.Connection) -> object:
+        time.sleep(0.05)
+        return slow(cp, conn)
+
+    monkeypatch.setattr(LiveCheckpointer, "_checkpoint", checkpoint)
+    peaks = []
+    for restart in (0, 256 * 1024):
+        make_events_db(roots.base / "state.db", 20_000, now_ms=NOW)
+        cfg = settings(
+            roots,
+            batch_rows=200,
+            checkpoint_every=10_000,
+            checkpoint_wal_bytes=1 << 30,
+            wal_restart_bytes=restart,
+        )
+        report = await move(roots, cfg)
+        assert report.batches >= 40
+        peaks.append(report.wal_peak)
+        for p in [*roots.layout.events.iterdir(), *roots.base.glob("state.db*")]:
+            p.unlink()
+    # Each batch writes ~64 KiB of WAL.
+    assert peaks[0] > 2 << 20 and peaks[1] < 256 * 1024 + 3 * 64 * 1024, peaks
+
+
+async def test_a_reader_holding_an_old_snapshot_does_not_stop_the_move(
+    roots: Roots, db: Path
+) -> None:
+    """No checkpoint can pass the reader's snapshot, so no catch-up finishes: each
+    gives up, and the rows move all the same."""
+    eligible = live_rows(roots, ELIGIBLE)
+    reader = sqlite3.connect(db, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()
+        cfg = settings(roots, batch_rows=50, wal_restart_bytes=64 * 1024)
+        report = await move(roots, cfg)
+    finally:
+        reader.close()
+    assert report.moved == len(eligible) and report.wal_peak > 4 * 64 * 1024
 
 
 def _counts(db: Path, *tables: str) -> list[int]:
