@@ -15,8 +15,8 @@ import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.remote.rekey import RekeyPlan, RekeyReport
-from coldkeep.core.remote.sealing import load_identities
 
+from ..operations.spec import IDENTITY_HELP, load_identity
 from ..text.fmt import LIST_MAX, plural
 from .kit import command, ctx_for, run_command
 
@@ -54,11 +54,7 @@ def _report_text(r: RekeyReport) -> str:
 
 @click.command()
 @click.option("--yes", is_flag=True, help="Seal them again (without it: the plan only).")
-@click.option(
-    "--identity",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="An age identity file that opens the objects only the remote holds.",
-)
+@click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
 @command()
 def rekey(yes: bool, identity: Path | None, config: Path | None, json_out: bool) -> None:
     """Seal the remote objects again to [remote] encrypt_to's recipients.
@@ -77,8 +73,7 @@ def rekey(yes: bool, identity: Path | None, config: Path | None, json_out: bool)
             plan = await archiver.rekey_plan()
             ctx.emit("rekey", True, plan.to_dict(), lambda: _plan_text(plan))
             return EXIT_OK
-        if identity is not None:
-            archiver.sessions.identities = await asyncio.to_thread(load_identities, identity)
+        archiver.sessions.identities = await asyncio.to_thread(load_identity, identity)
         report = await archiver.rekey()
         ctx.emit("rekey", not report.failed, report.to_dict(), lambda: _report_text(report))
         return EXIT_FAILED if report.failed else EXIT_OK
