@@ -21,7 +21,7 @@ from ..base.config import RemoteSettings
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import FromRemoteReport, rebuild_from_remote
-from ..remote.rekey import NO_RECIPIENTS, NothingToSealTo, Rekeyer, RekeyPlan, RekeyReport
+from ..remote.rekey import Rekeyer, RekeyPlan, RekeyReport, recipients_of
 from ..remote.rekey import rekey_plan as plan_rekey
 from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
 from ..remote.verify import RemoteVerifier, RemoteVerifyReport
@@ -107,13 +107,12 @@ def _shipper(
 
 async def rekey_plan(sessions: Sessions, remote: RemoteSettings) -> RekeyPlan:
     """What ``rekey`` would seal again, read without the lock."""
-    if remote.encrypt_to is None:
-        raise NothingToSealTo(NO_RECIPIENTS)
+    recipients = recipients_of(remote)
     manifest = await Manifest.open_existing(sessions.layout.manifest)
     if manifest is None:
-        return RekeyPlan(remote.encrypt_to.describe())
+        return RekeyPlan(recipients.describe())
     async with manifest:
-        return await plan_rekey(RemoteObjects(manifest), remote.encrypt_to)
+        return await plan_rekey(RemoteObjects(manifest), recipients)
 
 
 async def rekey(

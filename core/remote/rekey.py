@@ -36,6 +36,7 @@ from typing import Any
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest, digest_path
+from ..base.config import RemoteSettings
 from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import open_file
 from ..base.recipients import RecipientSet
@@ -48,12 +49,6 @@ from .ship import Sent, Shipper
 
 class NothingToSealTo(UsageError):
     """``rekey`` with no ``[remote] encrypt_to``."""
-
-
-NO_RECIPIENTS = (
-    "[remote] encrypt_to is not set: there is no recipient to seal to "
-    '(add encrypt_to = ["age1…"] first)'
-)
 
 
 @dataclass(frozen=True)
@@ -95,11 +90,14 @@ class RekeyReport:
         return asdict(self)
 
 
-def current_set(shipper: Shipper) -> RecipientSet:
-    recipients = shipper.remote.encrypt_to
-    if recipients is None:
-        raise NothingToSealTo(NO_RECIPIENTS)
-    return recipients
+def recipients_of(remote: RemoteSettings) -> RecipientSet:
+    """The set ``rekey`` seals to: ``[remote] encrypt_to``'s, or the reason why none."""
+    if remote.encrypt_to is None:
+        raise NothingToSealTo(
+            "[remote] encrypt_to is not set: there is no recipient to seal to "
+            '(add encrypt_to = ["age1…"] first)'
+        )
+    return remote.encrypt_to
 
 
 async def rekey_plan(objects: RemoteObjects, recipients: RecipientSet) -> RekeyPlan:
@@ -129,7 +127,7 @@ class Rekeyer:
         self.report = RekeyReport()
 
     async def run(self) -> RekeyReport:
-        recipients = current_set(self.shipper)
+        recipients = recipients_of(self.shipper.remote)
         plan = await rekey_plan(self.objects, recipients)
         for item in plan.items:
             self.cancel.check()
@@ -218,12 +216,7 @@ def _renewed(obj: RemoteObject, sent: Sent) -> RemoteObject:
     its sizes and sha256s) instead; shipped and verified as before."""
     return replace(
         obj,
-        bytes=sent.size,
-        sha256=sent.sha,
-        sealed_to=sent.sealed_to,
-        stored_as=sent.stored_as,
-        plain_bytes=sent.plain.bytes if sent.plain else None,
-        plain_sha256=sent.plain.sha256 if sent.plain else None,
+        **sent.stored(),
         retain_until=sent.lock.retain_until if sent.lock else obj.retain_until,
         legal_hold=bool(sent.lock and sent.lock.legal_hold) or obj.legal_hold,
     )

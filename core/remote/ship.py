@@ -179,6 +179,18 @@ class Sent:
     def key(self) -> str:
         return self.path if self.stored_as is None else self.stored_as
 
+    def stored(self) -> dict[str, Any]:
+        """What a row says of the object this upload left: where it is, its
+        size and sha256, and (sealed) the recipient set and the local file's."""
+        return {
+            "bytes": self.size,
+            "sha256": self.sha,
+            "sealed_to": self.sealed_to,
+            "stored_as": self.stored_as,
+            "plain_bytes": self.plain.bytes if self.plain else None,
+            "plain_sha256": self.plain.sha256 if self.plain else None,
+        }
+
 
 @dataclass(frozen=True)
 class _Month:
@@ -239,7 +251,7 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
 
 def _row(sent: Sent, now: int, month: _Month | None) -> RemoteObject:
     """The row of an object the server was shown to hold, shipped at ``now``."""
-    return RemoteObject(
+    row = RemoteObject(
         sent.path,
         sent.size,
         sent.sha,
@@ -249,11 +261,8 @@ def _row(sent: Sent, now: int, month: _Month | None) -> RemoteObject:
         row_count=month.rows if month else None,
         retain_until=sent.lock.retain_until if sent.lock else None,
         legal_hold=bool(sent.lock and sent.lock.legal_hold),
-        sealed_to=sent.sealed_to,
-        stored_as=sent.stored_as,
-        plain_bytes=sent.plain.bytes if sent.plain else None,
-        plain_sha256=sent.plain.sha256 if sent.plain else None,
     )
+    return replace(row, **sent.stored())
 
 
 async def _held(manifest: Manifest, objs: list[RemoteObject], now: int) -> dict[str, Hold]:
