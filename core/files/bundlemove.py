@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..base.beneath import walks_kept
 from ..base.cancel import CancelToken, in_thread
 from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_present, unlink_source
 from ..base.layout import PARTIAL_SUFFIX, unit_of
@@ -70,6 +71,18 @@ class BundleGroup:
     def label(self) -> str:
         """How the console and the CLI name it while it is in flight."""
         return f"{self.unit}/{self.month} bundle ({len(self.files)} files)"
+
+    @property
+    def dense(self) -> bool:
+        """Its members average under ``DENSE_MEMBER_BYTES``: see ``BundleMover``."""
+        return sum(i.size for _, i in self.files) < DENSE_MEMBER_BYTES * len(self.files)
+
+
+# A member this small costs more in Python and short system calls (its open,
+# lease, stat, tar header, unlink) than in the codec, and every system call hands
+# the GIL to another thread and back: two bundles of such members at once ran
+# slower than one after the other (docs/performance.md, "Dense bundles").
+DENSE_MEMBER_BYTES = 128 << 10
 
 
 def month_of(mtime_ns: int) -> str:
@@ -142,15 +155,16 @@ def _unlink_all(
     results: list[SourceOutcome] = []
     errors: dict[Path, OSError] = {}
     dirs: set[Path] = set()
-    for src, ident in members:
-        try:
-            outcome: SourceOutcome = unlink_source(src, ident, root=root, durably=None)
-        except OSError as err:
-            outcome = "unsettled"
-            errors[src] = err
-        results.append(outcome)
-        if outcome == "removed":
-            dirs.add(src.parent)
+    with walks_kept(root):
+        for src, ident in members:
+            try:
+                outcome: SourceOutcome = unlink_source(src, ident, root=root, durably=None)
+            except OSError as err:
+                outcome = "unsettled"
+                errors[src] = err
+            results.append(outcome)
+            if outcome == "removed":
+                dirs.add(src.parent)
     for folder in sorted(dirs):
         try:
             fsync_dir(folder, root=root, site="bundle.sources_unlinked")
@@ -165,13 +179,23 @@ def _unlink_all(
 
 class BundleMover:
     """Archives bundles into ``manifest`` with a ``FileMover``'s roots, codec,
-    cap and step hook."""
+    cap and step hook. ``lane``, shared by the bundles archived at once: a dense
+    bundle packs, checks and unlinks its members holding it, so one such member
+    walk runs at a time (the fsyncs and the commit between them overlap)."""
 
-    def __init__(self, manifest: Manifest, mover: FileMover) -> None:
+    def __init__(
+        self, manifest: Manifest, mover: FileMover, lane: asyncio.Lock | None = None
+    ) -> None:
         self.manifest = manifest
         self.mover = mover
         self.layout = mover.layout
         self.live_root = mover.live_root
+        self.lane = lane
+
+    def _walk_lane(self, group: BundleGroup) -> contextlib.AbstractAsyncContextManager[object]:
+        if self.lane is not None and group.dense:
+            return self.lane
+        return contextlib.nullcontext()
 
     def folder(self, unit: str) -> Path:
         return self.layout.files if unit == "." else self.layout.files / unit
@@ -183,17 +207,20 @@ class BundleMover:
         partial = folder / f"{group.month}.{secrets.token_hex(6)}{BUNDLE_SUFFIX}{PARTIAL_SUFFIX}"
         info: dict[str, Path | str] = {"bundle": partial, "label": group.label}
         sources = [(rel, self.live_root / rel) for rel, _ in group.files]
+        lane = self._walk_lane(group)
         try:
-            packed = await in_thread(
-                cancel, pack, partial, sources, roots, mover.codec, mover.limiter, cancel
-            )
+            async with lane:
+                packed = await in_thread(
+                    cancel, pack, partial, sources, roots, mover.codec, mover.limiter, cancel
+                )
             skipped = [MemberDone(rel, "skipped", detail=why) for rel, why in packed.skipped]
             skipped += [MemberDone(rel, "error", detail=why) for rel, why in packed.unreadable]
             if not packed.members:
                 await self._discard(partial)
                 return BundleDone(None, skipped)
             await mover.step("bundle_written", info)
-            bad = await in_thread(cancel, check_packed, partial, packed, mover.limiter, cancel)
+            async with lane:
+                bad = await in_thread(cancel, check_packed, partial, packed, mover.limiter, cancel)
             if bad is not None:
                 await self._discard(partial)
                 failed = [
@@ -209,7 +236,7 @@ class BundleMover:
             await self._discard(partial)
             raise
         await mover.step("bundle_placed", {**info, "bundle": placed})
-        done = await self._commit(placed, packed, changed, group.label)
+        done = await self._commit(placed, packed, changed, group.label, lane)
         return BundleDone(placed, done + skipped)
 
     def _check_and_place(
@@ -226,7 +253,12 @@ class BundleMover:
             await asyncio.shield(asyncio.to_thread(remove))
 
     async def _commit(
-        self, placed: Path, packed: PackedBundle, changed: set[str], label: str
+        self,
+        placed: Path,
+        packed: PackedBundle,
+        changed: set[str],
+        label: str,
+        lane: contextlib.AbstractAsyncContextManager[object],
     ) -> list[MemberDone]:
         """Steps 6 and 7."""
         mover, manifest = self.mover, self.manifest
@@ -247,7 +279,8 @@ class BundleMover:
             (e, m) for e, m in zip(entries, packed.members, strict=True) if e.status == "archived"
         ]
         targets = [(self.live_root / m.relpath, m.identity) for _, m in archived]
-        outcomes, errors = await asyncio.to_thread(_unlink_all, targets, self.live_root)
+        async with lane:
+            outcomes, errors = await asyncio.to_thread(_unlink_all, targets, self.live_root)
         manifest.sources_gone_later(
             e.id
             for (e, _), o in zip(archived, outcomes, strict=True)

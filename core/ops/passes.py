@@ -275,6 +275,7 @@ class Pass:
         # Relpaths with something at files/<relpath> when the files were planned
         # (None: not looked): only those can have an older scheme's plain copy.
         self.copies_at: set[str] | None = None
+        self.walk_lane = asyncio.Lock()  # dense bundles' member walks, one at a time
 
     async def run(self) -> PassSummary:
         summary, manifest = self.summary, self.manifest
@@ -428,7 +429,8 @@ class Pass:
             FileStep("bundle", label, "started", 0, sum(i.size for _, i in group.files))
         )
         try:
-            done = await BundleMover(self.manifest, self.mover).archive(group, cancel=self.cancel)
+            mover = BundleMover(self.manifest, self.mover, self.walk_lane)
+            done = await mover.archive(group, cancel=self.cancel)
         except (OSError, sqlite3.Error) as err:
             if out_of_space(err):
                 raise self._full(label, err) from err

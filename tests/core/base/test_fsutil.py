@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
 
 from coldkeep.core.base import fsutil
-from coldkeep.core.base.beneath import Refused
+from coldkeep.core.base.beneath import Refused, walks_kept
 from coldkeep.core.base.fsutil import (
     create_unless_there,
     ensure_dir,
@@ -122,12 +123,13 @@ def test_ensure_dir_creates_parents(tmp_path: Path) -> None:
     assert deep.is_dir()
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["walked", "walks-kept"])
 def test_a_symlinked_directory_under_the_root_is_refused_never_followed(
-    tmp_path: Path,
+    tmp_path: Path, kept: bool
 ) -> None:
     """A user who can write the tree replaces a directory with a link to one
     outside it: every operation through it is refused, and nothing outside is
-    read, written, renamed or removed."""
+    read, written, renamed or removed (a batch that keeps its walks too)."""
     root, outside = tmp_path / "live", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
@@ -147,7 +149,10 @@ def test_a_symlinked_directory_under_the_root_is_refused_never_followed(
         lambda: place_noreplace(through, root / "unit" / "taken", root=root),
         lambda: create_unless_there(through, root / "unit" / "new", root=root),
     ):
-        with pytest.raises(Refused, match=r"refused: .*unit is a symlink"):
+        with (
+            walks_kept(root) if kept else contextlib.nullcontext(),
+            pytest.raises(Refused, match=r"refused: .*unit is a symlink"),
+        ):
             refused()
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
     assert (outside / "secret").read_bytes() == b"not coldkeep's"
@@ -158,3 +163,44 @@ def test_a_path_outside_its_root_is_refused(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     with pytest.raises(Refused, match="is not inside"):
         identity_of(tmp_path / "b" / "x", root=tmp_path / "a")
+
+
+def test_a_root_whose_name_prefixes_the_path_is_not_its_parent(tmp_path: Path) -> None:
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "x").write_bytes(b"x")
+    (tmp_path / "a").mkdir()
+    with pytest.raises(Refused, match="is not inside"):
+        identity_of(tmp_path / "ab" / "x", root=tmp_path / "a")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_batch_keeps_the_directories_it_reached_and_closes_them(tmp_path: Path) -> None:
+    """Inside ``walks_kept`` each directory is walked to once: swapped for a link
+    to elsewhere meanwhile, the batch goes on in the directory it reached (never
+    through the link), and every descriptor it kept is closed at its end."""
+    root, outside = tmp_path / "live", tmp_path / "outside"
+    (root / "unit").mkdir(parents=True)
+    outside.mkdir()
+    for name in ("a", "b"):
+        (root / "unit" / name).write_bytes(name.encode())
+        (outside / name).write_bytes(b"not coldkeep's")
+    before = open_fds()
+    with walks_kept(root):
+        first = identity_of(root / "unit" / "a", root=root)
+        during = open_fds()
+        (root / "unit").rename(root / "moved")
+        (root / "unit").symlink_to(outside, target_is_directory=True)
+        assert unlink_if_identity(root / "unit" / "a", first, root=root, durably=None) == (
+            "removed"
+        )
+        assert unlink_if_present(root / "unit" / "b", root=root)
+        assert open_fds() == during  # nothing walked again
+    assert open_fds() == before
+    assert sorted(p.name for p in (root / "moved").iterdir()) == []
+    assert sorted(p.name for p in outside.iterdir()) == ["a", "b"]
+    # Outside the batch, the link is refused again.
+    with pytest.raises(Refused, match="symlink"):
+        identity_of(root / "unit" / "a", root=root)

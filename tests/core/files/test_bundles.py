@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.steps import StepInfo, StepName
-from coldkeep.core.files.bundle import INDEX_NAME, read_bundle
+from coldkeep.core.files.bundle import INDEX_NAME, _tar_header, read_bundle
 
 from helpers import Roots, ck, ck_json, entries, gunzip_entry, jsonl, sha
 
@@ -232,3 +234,34 @@ def test_a_tar_not_named_as_a_bundle_is_not_taken_for_one(site: Path) -> None:
     result = ck_json(site, "recover")["result"]
     assert result["orphans_stale"] == 0 and legacy.exists()
     assert entries(site) == []
+
+
+# Names as relpaths come: any text, and the bytes of a name that is not UTF-8
+# as lone surrogates (surrogateescape).
+NAMES = st.text(
+    st.one_of(st.characters(exclude_categories=["Cs"]), st.sampled_from("\udc80\udcff/é")),
+    min_size=1,
+    max_size=130,
+)
+
+
+@given(
+    name=NAMES,
+    size=st.one_of(st.integers(0, 8**11), st.integers(0, 1 << 40)),
+    mtime_ns=st.one_of(st.integers(0, 8**11 * 10**9), st.integers(-(10**18), 10**19)),
+    mode=st.integers(0, 0o177777),
+)
+def test_a_members_header_is_what_tarfile_writes(
+    name: str, size: int, mtime_ns: int, mode: int
+) -> None:
+    """The plain ustar header is built without tarfile when everything fits it:
+    byte for byte what tarfile writes (pax where it does not fit), so every tar
+    reads a bundle as it always did."""
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = mtime_ns // 10**9
+    info.mode = mode & 0o777
+    info.type = tarfile.REGTYPE
+    assert _tar_header(name, size, mtime_ns, mode) == info.tobuf(
+        tarfile.PAX_FORMAT, "utf-8", "surrogateescape"
+    )
