@@ -26,6 +26,10 @@ Rows:
   codec ceiling               ISA-L level 1 compress + inflate of the same bytes,
                               per core, times the cores, measured in this run:
                               the most the protocol could reach
+  the protocol's floor        the same per-file steps bare (bench/floor.py: no
+                              manifest, events, checks or bundles), every fsync
+                              and none, in as many threads as coldkeep's workers;
+                              coldkeep's archiving as a share of it
 
 ``--only archive`` times only the archiving rows, ``--rounds`` times (each
 round on fresh copies of the mix, best of each side): ``coldkeep pass``, with
@@ -59,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from floor import floor
 from report import Row, met, print_table
 
 from coldkeep.core.base.cancel import CancelToken
@@ -187,6 +192,7 @@ def archive_rows(work: Path, tree: Path, size: int) -> list[Row]:
     pz = work / "pigz"
     shutil.copytree(tree, pz)
     pigz = run(["pigz", "-p", str(CORES), "-6", "-r", str(pz)]) if shutil.which("pigz") else None
+    floors = (floor_seconds(tree, work, durable=True), floor_seconds(tree, work, durable=False))
 
     gz = work / "gzip"
     shutil.copytree(tree, gz)
@@ -253,8 +259,10 @@ def archive_rows(work: Path, tree: Path, size: int) -> list[Row]:
             "",
         )
     )
-    rows.append(ceiling_row(ck_rate))
-    return rows
+    ceiling = codec_ceiling()
+    rows.append(ceiling_row(ck_rate, ceiling))
+    pigz_rate = size / pigz.seconds if pigz is not None else None
+    return rows + floor_rows(size, ck_rate, pigz_rate, ceiling, *floors)
 
 
 def restore_rows(
@@ -328,6 +336,51 @@ def ceiling_row(ck_rate: float, ceiling: float | None = None, said: str = "") ->
     )
 
 
+def floor_seconds(tree: Path, work: Path, *, durable: bool) -> float:
+    """The protocol's steps bare over a copy of ``tree`` (bench/floor.py), in as
+    many threads as coldkeep's default workers."""
+    return floor(tree, work, threads=2 * CORES, durable=durable).seconds
+
+
+def floor_rows(
+    size: int,
+    ck_rate: float,
+    pigz_rate: float | None,
+    ceiling: float,
+    durable_s: float,
+    bare_s: float,
+    said: str = "",
+) -> list[Row]:
+    """What the same steps take bare (bench/floor.py), beside pigz and the codec
+    ceiling, and coldkeep's archiving as a share of them: how far the targets
+    are from what the protocol allows at all on this machine."""
+    rows: list[Row] = []
+    for what, seconds in (("every fsync", durable_s), ("no fsync at all", bare_s)):
+        rate = size / seconds
+        vs_pigz = f"{rate / pigz_rate:.2f}x pigz" if pigz_rate else "pigz not installed"
+        rows.append(
+            (
+                f"  the protocol's floor: its steps bare, {what} (vs pigz; share of the ceiling)",
+                f"{rate / MB:.0f} MB/s",
+                vs_pigz,
+                f"{rate / ceiling:.0%}",
+                "",
+                "",
+            )
+        )
+    rows.append(
+        (
+            f"  coldkeep's archiving as a share of that floor (every fsync){said}",
+            f"{ck_rate / MB:.0f} MB/s",
+            f"{size / durable_s / MB:.0f} MB/s",
+            f"{ck_rate * durable_s / size:.0%}",
+            "",
+            "",
+        )
+    )
+    return rows
+
+
 def codec_ceiling() -> float:
     """The codec ceiling in bytes/s, measured now: one core compressing (ISA-L
     level 1, with sha256 and CRC-32) then inflating and re-hashing the same
@@ -379,6 +432,8 @@ def archive_only(
         best["pigz"] = min(best.get("pigz", 1e9), pigz.seconds)
         shutil.rmtree(pz)
         best["ceiling"] = min(best.get("ceiling", 1e9), size / codec_ceiling())
+        best["floor"] = min(best.get("floor", 1e9), floor_seconds(tree, work, durable=True))
+        best["bare"] = min(best.get("bare", 1e9), floor_seconds(tree, work, durable=False))
         said = ", ".join(f"{k} {size / v / MB:.0f} MB/s" for k, v in best.items())
         print(f"(round {r + 1}, best so far: {said}; {os.getloadavg()[0]:.1f} load)", flush=True)
     rows: list[Row] = []
@@ -397,6 +452,12 @@ def archive_only(
             )
         )
         rows.append(ceiling_row(rate, size / best["ceiling"], said))
+    ceiling = size / best["ceiling"]
+    for who, _ in sides:
+        said = "" if who == "this" else f" [{against}]"
+        rows += floor_rows(
+            size, size / best[who], pigz_rate, ceiling, best["floor"], best["bare"], said
+        )[0 if who == "this" else 2 :]
     return rows
 
 
