@@ -130,9 +130,18 @@ async def _best(call: Callable[[], Awaitable[Any]], times: int = 3) -> float:
     return best
 
 
+def _one(entries: int) -> str:
+    return f"00042/2025/part-{entries // UNITS // 2:06d}"  # one file, its unit's middle
+
+
+async def _find(config: Path, entries: int) -> float:
+    archiver = Archiver(load_settings(config), clock=lambda: NOW_MS, serve_events=False)
+    return await _best(lambda: archiver.find(_one(entries)))
+
+
 async def _core(config: Path, entries: int) -> dict[str, float]:
     settings = load_settings(config)
-    one = f"00042/2025/part-{entries // UNITS // 2:06d}"  # one file, its unit's middle
+    one = _one(entries)
     archiver = Archiver(settings, clock=lambda: NOW_MS, serve_events=False)
     retained = replace(settings, retention=replace(settings.retention, files_days=RETAIN_DAYS))
     expiring = Archiver(retained, clock=lambda: NOW_MS, serve_events=False)
@@ -233,15 +242,30 @@ def measure(work: Path, entries: int) -> list[Row]:
     with sqlite3.connect(db) as conn:
         entries = read_entry_count(conn)
     n = f"{entries:,}"
+    index = db.with_name(PATH_INDEX_NAME)
+    # find reads the index of paths where the console left one: first without it
+    # (a site whose console never opened), then with it, built below.
+    index.unlink(missing_ok=True)
     took = asyncio.run(_core(config, entries))
     painted, rss = min(_console(config) for _ in range(2))
-    index = db.with_name(PATH_INDEX_NAME)
     index.unlink(missing_ok=True)  # its build is measured, then its check
     built_index, browser = _browser(db), _browser(db)
     per = db.stat().st_size / entries
+    unindexed_find = took.pop("find a substring")
+    indexed_find = asyncio.run(_find(config, entries))
     rows = [_row(f"{k} ({n} entries)", v, TARGETS[k]) for k, v in took.items()]
     return [
         *rows,
+        _row(
+            f"find a substring ({n} entries, the index of paths there)",
+            indexed_find,
+            TARGETS["find a substring"],
+        ),
+        _row(
+            f"find a substring ({n} entries, before any console made the index of paths)",
+            unindexed_find,
+            TARGETS["find a substring"],
+        ),
         _row(f"restore browser at {n}: first page", min(built_index.first, browser.first), 0.5),
         _row(
             f"restore browser at {n}: filter, worst of {len(FILTERS)}",

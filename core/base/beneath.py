@@ -13,6 +13,11 @@ calls behind ``os``'s ``dir_fd``). A component that is a symlink, or becomes one
 while the walk runs, fails that one operation with ``Refused``: it is never
 followed, whatever it points at.
 
+A batch of operations on a few directories' files (a bundle's members) may keep
+its walks (``walks_kept``): each directory is walked to once, as above, and its
+descriptor held to the batch's end; what it names is the directory as it was
+when reached, as for a single operation, only for longer.
+
 The roots themselves (and what is above them) are the operator's, named in the
 config: trusted. Everything here is synchronous: callers run it in threads.
 """
