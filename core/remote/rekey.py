@@ -128,6 +128,7 @@ class Rekeyer:
 
     async def run(self) -> RekeyReport:
         recipients = recipients_of(self.shipper.remote)
+        await self.shipper.settle_loose()
         plan = await rekey_plan(self.objects, recipients)
         for item in plan.items:
             self.cancel.check()
@@ -166,12 +167,13 @@ class Rekeyer:
         why = await self.shipper.read_back(sent)
         if why is not None:
             raise RemoteError(why)
-        await self.objects.replace_row(_renewed(obj, sent), sent.streams)
+        await self.objects.replace_row(_renewed(obj, sent), sent.streams, at=self.shipper.clock())
         self.report.resealed.append(obj.path)
         try:
             await self.shipper.store.delete(self.shipper.key(obj.key))
         except RemoteLocked:
             self.report.old_kept.append(obj.key)
+        await self.objects.settled(obj.key)
 
     async def _plain_from_remote(self, obj: RemoteObject) -> Path:
         """``obj``'s plaintext rebuilt from the remote into a scratch file under

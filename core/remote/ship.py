@@ -132,6 +132,7 @@ class ShipReport:
     holds_placed: int = 0  # S3 legal holds placed on objects shipped before
     holds_lifted: int = 0
     snapshots_kept: int = 0  # old manifest snapshots the bucket's lock still keeps
+    loose_deleted: int = 0  # objects a stopped ship or rekey left unrecorded, settled
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
 
@@ -154,6 +155,7 @@ class ShipReport:
             "holds_placed": self.holds_placed,
             "holds_lifted": self.holds_lifted,
             "snapshots_kept": self.snapshots_kept,
+            "loose_deleted": self.loose_deleted,
             "problems": self.problems,
             "notices": self.notices,
         }
@@ -321,6 +323,7 @@ class Shipper:
         await self.settle_drops()
         await asyncio.to_thread(clear_scratch, self.layout)
         await self.store.clear_incomplete(self.key(""))
+        await self.settle_loose()
         self._holds = await active(self.manifest, self.clock())
         await self.ship_files()
         await self.ship_months()
@@ -335,6 +338,22 @@ class Shipper:
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())
         return r
+
+    async def settle_loose(self) -> None:
+        """What a ship or rekey stopped partway left in the bucket at a key no
+        row records (a sealed upload never read back, an object sealed again and
+        its old copy not yet deleted): deleted. One the bucket's lock keeps is
+        said in a notice and forgotten (it goes when the lock lets it)."""
+        for key, path in await self.objects.loose_keys():
+            if await self.store.head(self.key(key)) is not None:  # the upload may never have begun
+                try:
+                    await self.store.delete(self.key(key))
+                    self.report.loose_deleted += 1
+                except RemoteLocked as err:
+                    said = f"{path}: an interrupted upload left {key}; {err}"
+                    self.report.notices.append(said)
+                    self.stream.notice("info", said)
+            await self.objects.settled(key)
 
     async def mirror_holds(self) -> None:
         """The bucket's legal holds made to match the site's: what a hold placed
@@ -525,6 +544,8 @@ class Shipper:
         removed; what was read is hashed in the same pass."""
         assert self.seal is not None
         key = sealed_key(path, self.seal.fingerprint)
+        # Written down first: no later ship would look at a key this random.
+        await self.objects.loose(key, path, self.clock())
         sealed, put = await self._seal_and_put(local, key, lock, spans)
         stored = sealed.sealed
         await self._announce("object_uploaded", path)
@@ -602,8 +623,9 @@ class Shipper:
             now = self.clock()
             new = replace(_row(sent, now, None), local_gone_at=obj.local_gone_at, verified_at=now)
             await self.objects.replace_row(
-                replace(new, local_present=obj.local_present), sent.streams
+                replace(new, local_present=obj.local_present), sent.streams, at=now
             )
+            await self.objects.settled(obj.key)  # deleted above
         return why
 
     async def _put(

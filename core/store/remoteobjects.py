@@ -197,7 +197,8 @@ class RemoteObjects:
         return int(rows[0][0])
 
     async def record(self, obj: RemoteObject, streams: Sequence[Stream] = ()) -> None:
-        """``obj`` recorded, with its age streams (sealed: one per plaintext span)."""
+        """``obj`` recorded, with its age streams (sealed: one per plaintext span);
+        its key no longer loose."""
         marks = ", ".join("?" * len(fields(RemoteObject)))
         await self.manifest.transaction(
             [
@@ -206,8 +207,36 @@ class RemoteObjects:
                     [getattr(obj, f.name) for f in fields(RemoteObject)],
                 ),
                 *_streams(obj.path, streams),
+                ("DELETE FROM remote_loose WHERE key = ?", [obj.key]),
             ]
         )
+
+    # Keys the bucket may hold that no row records (schema 19): written down
+    # before the step that may leave one, cleared by the step that settles it.
+
+    async def loose(self, key: str, path: str, at: int) -> None:
+        """``key`` (a copy of archive file ``path``) written down before it is
+        uploaded: a ship stopped before its row is recorded leaves it behind."""
+        await self.manifest.run(
+            "INSERT OR REPLACE INTO remote_loose (key, path, at) VALUES (?, ?, ?)", [key, path, at]
+        )
+
+    async def settled(self, key: str) -> None:
+        """``key`` recorded, or gone from the bucket: no longer loose."""
+        await self.manifest.run("DELETE FROM remote_loose WHERE key = ?", [key])
+
+    async def loose_keys(self) -> list[tuple[str, str]]:
+        """(key, path) of every key written down and not settled, with no row
+        recording an object at it (those are settled here and left out)."""
+        rows = await self.manifest.rows(
+            "SELECT l.key, l.path, o.path IS NOT NULL FROM remote_loose AS l "
+            "LEFT JOIN remote_objects AS o ON o.path = l.path "
+            "AND coalesce(o.stored_as, o.path) = l.key ORDER BY l.key"
+        )
+        for key, _, recorded in rows:
+            if recorded:
+                await self.settled(str(key))
+        return [(str(k), str(p)) for k, p, recorded in rows if not recorded]
 
     async def stream_of(self, path: str, offset: int, length: int) -> tuple[int, int, int] | None:
         """The age stream of sealed object ``path`` that holds the local file's
@@ -459,11 +488,23 @@ class RemoteObjects:
             [at, error, path],
         )
 
-    async def replace_row(self, obj: RemoteObject, streams: Sequence[Stream] = ()) -> None:
+    async def replace_row(
+        self, obj: RemoteObject, streams: Sequence[Stream] = (), *, at: int = 0
+    ) -> None:
         """``obj``'s row (and its streams) instead of the one its path has: a copy
-        shipped again, or sealed again to new recipients, once read back."""
+        shipped again, or sealed again to new recipients, once read back. The
+        key it had, where another, is loose from then until its object is
+        deleted (``settled``)."""
+        old = await self.get(obj.path)
+        was = (
+            [("INSERT OR REPLACE INTO remote_loose VALUES (?, ?, ?)", [old.key, obj.path, at])]
+            if old is not None and old.key != obj.key
+            else []
+        )
         await self.manifest.transaction(
             [
+                *was,
+                ("DELETE FROM remote_loose WHERE key = ?", [obj.key]),
                 ("DELETE FROM remote_objects WHERE path = ?", [obj.path]),
                 ("DELETE FROM sealed_spans WHERE path = ?", [obj.path]),
                 (

@@ -517,6 +517,21 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (path, plain_offset)
     ) WITHOUT ROWID;
     """,
+    # 19: keys the bucket may hold that no row records. A sealed object's key
+    # is new each time, so one uploaded and then not recorded (a ship stopped
+    # or killed before its read-back) is at a key no later ship would ever
+    # look at; and an object sealed again leaves its old key to delete. Each
+    # such key is written here before the step that may leave it (the upload;
+    # the row's replacement, in the same transaction) and cleared with the step
+    # that settles it (the row recorded, in the same transaction; the old
+    # object deleted): what is left is deleted by the next ship or rekey.
+    """
+    CREATE TABLE remote_loose (
+        key  TEXT PRIMARY KEY,   -- under the site's prefix
+        path TEXT NOT NULL,      -- the archive file it was a copy of
+        at   INTEGER NOT NULL    -- ms: when it was written down
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

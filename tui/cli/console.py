@@ -42,7 +42,8 @@ from .kit import command, ctx_for, fail
     "--identity",
     type=click.Path(path_type=Path),
     metavar="FILE",
-    help="With --remote: " + IDENTITY_HELP,
+    help=IDENTITY_HELP + " The console's restores (files and event months) open sealed "
+    "copies with it; with --remote, the fleet view's.",
 )
 def console(
     config: Path | None,
@@ -60,21 +61,21 @@ def console(
                 EXIT_USAGE,
             )
         _fleet(remote_url, endpoint_url, region, identity)
-    if endpoint_url is not None or region is not None or identity is not None:
-        fail(
-            "--endpoint-url, --region and --identity go with --remote URL (the fleet view)",
-            EXIT_USAGE,
-        )
+    if endpoint_url is not None or region is not None:
+        fail("--endpoint-url and --region go with --remote URL (the fleet view)", EXIT_USAGE)
     ctx = ctx_for(config)
     root = click.get_current_context().find_root()
     read_only = read_only or bool(root.params.get("read_only"))
     try:
         settings = ctx.settings
+        identities = load_identity(identity)  # a bad file ends it here, in one line
     except ConfigError as err:
         fail(f"{err}\n(no config? try: coldkeep demo ./demo)", EXIT_USAGE)
+    except ColdkeepError as err:
+        fail(str(err), err.exit_code)
     from ..console.app import ColdkeepApp  # noqa: PLC0415 - Textual loads only for the console
 
-    app = ColdkeepApp(settings, read_only=read_only)
+    app = ColdkeepApp(settings, read_only=read_only, identities=identities)
     app.run()
     raise SystemExit(app.return_code or 0)
 

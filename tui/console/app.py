@@ -52,6 +52,7 @@ from coldkeep.core.events.checkpoint import wal_bytes
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
+from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.remote.ship import ShipPlan
 
 from ..operations import BY_ACTION, BY_NAME
@@ -130,6 +131,7 @@ class ColdkeepApp(App[None]):
         read_only: bool = False,
         clock: Callable[[], int] = now_ms,
         watch_live: bool = True,
+        identities: Identities | None = None,
     ) -> None:
         super().__init__()
         # One file per core, not two: a third and fourth worker make a pass ~15 %
@@ -137,6 +139,8 @@ class ColdkeepApp(App[None]):
         self.archiver = Archiver(
             settings, stream=EventStream(), origin="console", clock=clock, workers_per_core=1
         )
+        # `console --identity`: every read of a sealed remote copy opens it.
+        self.archiver.sessions.identities = identities
         self.read_only = read_only
         self.clock = clock
         self.watch_live = watch_live

@@ -34,6 +34,11 @@ def _shipped(r: ShipReport) -> str:
         parts.append(f"S3 legal holds {r.holds_placed} placed, {r.holds_lifted} lifted")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
+    if r.loose_deleted:
+        what = plural(
+            r.loose_deleted, "object an interrupted ship left", "objects interrupted ships left"
+        )
+        parts.append(f"{what} deleted")
     if r.problems:
         parts.append(plural(len(r.problems), "PROBLEM", "PROBLEMS"))
     return ", ".join(parts)
