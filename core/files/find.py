@@ -16,8 +16,8 @@ Invariants:
   relpath index, its longest literal piece an ``instr`` in SQL; only those
   candidates meet the glob's regex, and only the matches are read whole. A
   pattern without a literal prefix asks the index of paths beside the manifest
-  (pathindex.py) for its longest piece when the console left one there: a
-  tenth of the relpath index's scan at 10,000,000 entries.
+  (pathindex.py) for its longest piece when the console or the scheduler left
+  one there: a tenth of the relpath index's scan at 10,000,000 entries.
 - Names are bytes: a name that is not UTF-8 (a BLOB) is found like any other,
   and given back exactly (the text client escapes it, --json carries it).
 """

@@ -2,8 +2,9 @@
 for the restore browser's filter: a word is looked for with ``memmem`` over the
 whole file, a tenth of a second at 10,000,000 entries, where the relpath index
 takes a second (SQLite steps through each path). It is ``locate``'s flat
-database, searched the same way, and asks nothing of the writers: the reader
-that uses it builds it once and appends what was archived since.
+database, searched the same way, and asks nothing of the writers: the console
+and the scheduler (after a pass) build it once and append what was archived
+since.
 
 The file: a 4 KiB header, then each covered entry's relpath as the manifest
 stores its bytes (UTF-8, or a name's raw bytes), in id order, each ended by a NUL

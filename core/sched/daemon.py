@@ -1,6 +1,7 @@
 """Unattended mode: coldkeep's jobs wired to the job runner.
 
-    pass     a pass as the config's mode says (never scheduled in mode "off")
+    pass     a pass as the config's mode says (never scheduled in mode "off"), then
+             the index of paths brought up to date (find and the console read it)
     verify   verify, at most ``max_duration`` a night, resuming where it stopped
     ship     the archive to the remote tier (only with a [remote] configured)
     expire   archived data past its retention deleted (only with a [retention])
@@ -17,6 +18,7 @@ them one at a time (the later one waits), so they never refuse each other.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -25,6 +27,7 @@ from ..archiver import Archiver
 from ..base.cancel import CancelToken
 from ..base.config import Settings
 from ..base.lock import LockHeld
+from ..files.pathindex import PathIndex, Unusable
 from ..ops.session import open_manifest
 from ..store import stats
 from ..store.manifest import Manifest
@@ -39,6 +42,8 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
     async def run_pass(token: CancelToken) -> Outcome:
         summary = await archiver.run_pass(token)
         problems = "; ".join(summary.problems) or None
+        if summary.files.archived:
+            await keep_path_index(archiver, manifest)
         return Outcome(
             summary.status == "ok", summary.to_dict(), problems, summary.status == "cancelled"
         )
@@ -110,6 +115,19 @@ def locked_out(handler: JobHandler) -> JobHandler:
             return Outcome(False, {"locked_by": holder}, f"LockHeld: {err}")
 
     return run
+
+
+async def keep_path_index(archiver: Archiver, manifest: Manifest) -> None:
+    """The index of paths brought up to date after a pass that archived files
+    (built the first time: seconds at 10,000,000 entries, in a thread, under no
+    lock). ``find`` and the console's filter read it; without the scheduler's, a
+    site whose console never opened would never have one (find at 10,000,000
+    entries: ~1 s instead of ~0.3 s). A cache: when it cannot be kept, a
+    notice says why and nothing else changes."""
+    try:
+        await asyncio.to_thread(PathIndex(manifest.path).prepare)
+    except (Unusable, OSError, sqlite3.Error) as err:
+        archiver.stream.notice("warning", f"the index of paths is not kept: {err}")
 
 
 async def record_stats(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, Any]:
