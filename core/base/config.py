@@ -112,7 +112,7 @@ class EventsSettings:
     ts_format: TsFormat = "ms"
     kinds: frozenset[str] | None = None  # the kinds archived; None: every kind
     min_age_days: float = 30.0
-    batch_rows: int = 2000
+    batch_rows: int = 2600
     busy_timeout_ms: int = 5000
     checkpoint_every: int = 8  # batches
     checkpoint_wal_bytes: int = 16 << 20

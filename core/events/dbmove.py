@@ -141,7 +141,11 @@ IDLE_BATCHES = 4
 # A delete holds live's write lock about LOCK_TARGET_S; live is then left free
 # long enough for every writer refused meanwhile to get in at its next retry
 # (``writer_gap_s``). Steps 1 and 2 of the next batch usually fill that gap.
-LOCK_TARGET_S = 0.005
+# Under 3 ms, the retry of SQLite's busy handler a writer refused at the lock's
+# start makes: a hold past it costs that writer 5 ms more (the next retry is at
+# 8 ms). With the rows per batch at 2600 the span shrinks to it as the table
+# grows (docs/performance.md, "Batches sized to the hold").
+LOCK_TARGET_S = 0.0025
 # SQLite's default busy handler (the one an application's busy_timeout installs)
 # retries a refused writer this long after its first try, then every 100 ms.
 BUSY_RETRIES_MS = (0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228)

@@ -260,7 +260,7 @@ ts_column = "ts"
 # The kinds archived (leave kinds out to archive every kind); the others stay live.
 {_KINDS_LINE}
 min_age_days = 30
-batch_rows = 2000
+batch_rows = 2600
 
 # The remote tier: a folder inside the demo stands in for a bucket.
 [remote]

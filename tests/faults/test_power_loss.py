@@ -142,7 +142,7 @@ def matrix(
     trim_events(pristine / "state.db")
     config = pristine / "coldkeep.toml"
     per_file(config)
-    text = config.read_text().replace("batch_rows = 2000", f"batch_rows = {BATCH_ROWS}")
+    text = config.read_text().replace("batch_rows = 2600", f"batch_rows = {BATCH_ROWS}")
     assert f"batch_rows = {BATCH_ROWS}" in text
     config.write_text(text)
     originals = Originals.of(pristine)

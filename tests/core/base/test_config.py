@@ -44,7 +44,7 @@ def test_a_minimal_config_gets_the_defaults(site: Path) -> None:
     assert cfg.mode == "plan" and cfg.state_db is None
     assert cfg.files.include == ("**/*.jsonl", "**/*.log") and cfg.files.min_age_days == 14
     # Every kind: no default list fits only one application's schema.
-    assert cfg.events.kinds is None and cfg.events.batch_rows == 2000
+    assert cfg.events.kinds is None and cfg.events.batch_rows == 2600
     assert cfg.gzip.engine == "isal" and cfg.io.bytes_per_s == 0 and cfg.hold_days == 7
 
 
