@@ -345,14 +345,20 @@ class Shipper:
         its old copy not yet deleted): deleted. One the bucket's lock keeps is
         said in a notice and forgotten (it goes when the lock lets it)."""
         for key, path in await self.objects.loose_keys():
-            if await self.store.head(self.key(key)) is not None:  # the upload may never have begun
-                try:
+            try:
+                # The upload may not have begun: nothing there to delete.
+                if await self.store.head(self.key(key)) is not None:
                     await self.store.delete(self.key(key))
                     self.report.loose_deleted += 1
-                except RemoteLocked as err:
-                    said = f"{path}: an interrupted upload left {key}; {err}"
-                    self.report.notices.append(said)
-                    self.stream.notice("info", said)
+            except RemoteLocked as err:
+                said = f"{path}: an interrupted upload left {key}; {err}"
+                self.report.notices.append(said)
+                self.stream.notice("info", said)
+            except RemoteFatal:
+                raise
+            except RemoteError as err:  # tried again by the next ship
+                self._problem(path, f"{key}, left by an interrupted upload, not deleted: {err}")
+                continue
             await self.objects.settled(key)
 
     async def mirror_holds(self) -> None:

@@ -138,6 +138,13 @@ async def test_a_rekey_whose_deletes_failed_leaves_the_old_copies_to_the_next_sh
     left = set(s3.server.list_keys(s3.bucket, "fleet/web-1/files/")) - {
         f"fleet/web-1/{k}" for k in recorded(archive)
     }
+    # The next ship cannot delete them either: each is named, and kept for the one after.
+    s3.proxy.fail(INTERNAL_ERROR, method="DELETE", times=10_000)
+    failed = await archiver(config, replace(remote, encrypt_to=recipients_of(new))).ship()
+    s3.proxy.clear()
+    assert failed.loose_deleted == 0
+    assert len([p for p in failed.problems if "left by an interrupted upload" in p]) == len(left)
+
     shipped = await archiver(config, replace(remote, encrypt_to=recipients_of(new))).ship()
     assert shipped.loose_deleted == len(left) and not shipped.problems
     now = set(s3.server.list_keys(s3.bucket, "fleet/web-1/files/"))
