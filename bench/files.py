@@ -339,7 +339,7 @@ def ceiling_row(ck_rate: float, ceiling: float | None = None, said: str = "") ->
 def floor_seconds(tree: Path, work: Path, *, durable: bool) -> float:
     """The protocol's steps bare over a copy of ``tree`` (bench/floor.py), in as
     many threads as coldkeep's default workers."""
-    return floor(tree, work, threads=2 * CORES, durable=durable).seconds
+    return floor(tree, work, threads=2 * CORES, durable=durable)
 
 
 def floor_rows(

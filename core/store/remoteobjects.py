@@ -77,6 +77,10 @@ class RemoteObject:
 _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 
+# A key written down as loose (schema 19), or written down again.
+_LOOSE = "INSERT OR REPLACE INTO remote_loose (key, path, at) VALUES (?, ?, ?)"
+
+
 def sealed_key(path: str, sealed_to: str) -> str:
     """A new key under the site's prefix for archive file ``path`` sealed to the
     set ``sealed_to``: ``<path>.<set>-<random>.age``. Age seals the same bytes
@@ -217,9 +221,7 @@ class RemoteObjects:
     async def loose(self, key: str, path: str, at: int) -> None:
         """``key`` (a copy of archive file ``path``) written down before it is
         uploaded: a ship stopped before its row is recorded leaves it behind."""
-        await self.manifest.run(
-            "INSERT OR REPLACE INTO remote_loose (key, path, at) VALUES (?, ?, ?)", [key, path, at]
-        )
+        await self.manifest.run(_LOOSE, [key, path, at])
 
     async def settled(self, key: str) -> None:
         """``key`` recorded, or gone from the bucket: no longer loose."""
@@ -228,15 +230,12 @@ class RemoteObjects:
     async def loose_keys(self) -> list[tuple[str, str]]:
         """(key, path) of every key written down and not settled, with no row
         recording an object at it (those are settled here and left out)."""
-        rows = await self.manifest.rows(
-            "SELECT l.key, l.path, o.path IS NOT NULL FROM remote_loose AS l "
-            "LEFT JOIN remote_objects AS o ON o.path = l.path "
-            "AND coalesce(o.stored_as, o.path) = l.key ORDER BY l.key"
+        await self.manifest.run(
+            "DELETE FROM remote_loose WHERE EXISTS (SELECT 1 FROM remote_objects AS o "
+            "WHERE o.path = remote_loose.path AND coalesce(o.stored_as, o.path) = remote_loose.key)"
         )
-        for key, _, recorded in rows:
-            if recorded:
-                await self.settled(str(key))
-        return [(str(k), str(p)) for k, p, recorded in rows if not recorded]
+        rows = await self.manifest.rows("SELECT key, path FROM remote_loose ORDER BY key")
+        return [(str(k), str(p)) for k, p in rows]
 
     async def stream_of(self, path: str, offset: int, length: int) -> tuple[int, int, int] | None:
         """The age stream of sealed object ``path`` that holds the local file's
@@ -496,11 +495,7 @@ class RemoteObjects:
         key it had, where another, is loose from then until its object is
         deleted (``settled``)."""
         old = await self.get(obj.path)
-        was = (
-            [("INSERT OR REPLACE INTO remote_loose VALUES (?, ?, ?)", [old.key, obj.path, at])]
-            if old is not None and old.key != obj.key
-            else []
-        )
+        was = [(_LOOSE, [old.key, obj.path, at])] if old is not None and old.key != obj.key else []
         await self.manifest.transaction(
             [
                 *was,
