@@ -35,6 +35,12 @@ from .objectstore import ObjectInfo, ObjectLock, ObjectStore, Put, RemoteMissing
 CHUNK = 1 << 20
 
 
+def _version(st: os.stat_result) -> str:
+    """A folder's object's version: its file (a new object at the key is a new
+    inode: objects are placed by rename) and its last change."""
+    return f"{st.st_ino}:{st.st_mtime_ns}"
+
+
 class FileStore(ObjectStore):
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -105,10 +111,17 @@ class FileStore(ObjectStore):
         except FileNotFoundError:
             return None
         with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
             while chunk := f.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
-        return ObjectInfo(key, size, digest.hexdigest())
+        return ObjectInfo(
+            key,
+            size,
+            digest.hexdigest(),
+            version=_version(st),
+            modified=st.st_mtime_ns // 1_000_000,
+        )
 
     async def read_range(self, key: str, start: int, length: int) -> bytes:
         try:
@@ -160,7 +173,9 @@ class FileStore(ObjectStore):
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 st = os.lstat(os.path.join(dirpath, name))
                 if key.startswith(prefix) and not is_temp_name(name) and stat.S_ISREG(st.st_mode):
-                    yield ObjectInfo(key, st.st_size)
+                    yield ObjectInfo(
+                        key, st.st_size, version=_version(st), modified=st.st_mtime_ns // 1_000_000
+                    )
 
     async def list_dirs(self, prefix: str) -> list[str]:
         def names() -> list[str]:

@@ -165,6 +165,11 @@ class ObjectInfo:
     sha256: str | None = None  # hex; None where the server keeps no checksum
     encryption: Encryption = Encryption()  # as a HEAD says it (a listing does not)
     lock: ObjectLock = ObjectLock()  # as a HEAD says it
+    # What names this stored version of the key: S3's VersionId where the bucket
+    # keeps versions, else its ETag; a folder's file, its inode and mtime. A
+    # read pinned to it fails once another object is put at the key.
+    version: str | None = None
+    modified: int | None = None  # ms, by the server's clock (S3's Last-Modified)
 
 
 class ObjectStore(ABC):
@@ -181,6 +186,11 @@ class ObjectStore(ABC):
         """Whether ``put_new`` alone refuses an existing key (found out once,
         before the first upload); sets ``conditional``."""
         return self.conditional
+
+    async def server_now(self) -> int:
+        """The server's time now (ms since the epoch): what lock dates and remote
+        expiry are decided against. A folder's is this host's own."""
+        return time.time_ns() // 1_000_000
 
     async def bucket_settings(self) -> BucketSettings | None:
         """The bucket's versioning, Object Lock and default encryption; None for

@@ -42,7 +42,7 @@ from ..base.fsutil import open_file
 from ..base.recipients import RecipientSet
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .fetch import remove_scratch
-from .objectstore import RemoteFatal, RemoteLocked
+from .objectstore import ObjectInfo, RemoteFatal, RemoteLocked
 from .sealing import Identities, Reseal, SealError, open_sealed, rekey_step
 from .ship import Sent, Shipper
 
@@ -164,10 +164,12 @@ class Rekeyer:
                 await asyncio.to_thread(remove_scratch, plain, self.layout)
         if sent.plain != Digest(obj.local_bytes, obj.local_sha256):
             raise SealError("the copy sealed is not the one shipped (run coldkeep verify)")
-        why = await self.shipper.read_back(sent)
-        if why is not None:
-            raise RemoteError(why)
-        await self.objects.replace_row(_renewed(obj, sent), sent.streams, at=self.shipper.clock())
+        held = await self.shipper.read_back(sent)
+        if isinstance(held, str):
+            raise RemoteError(held)
+        await self.objects.replace_row(
+            _renewed(obj, sent, held), sent.streams, at=self.shipper.clock()
+        )
         self.report.resealed.append(obj.path)
         try:
             await self.shipper.store.delete(self.shipper.key(obj.key))
@@ -213,12 +215,14 @@ class Rekeyer:
         )  # fmt: skip
 
 
-def _renewed(obj: RemoteObject, sent: Sent) -> RemoteObject:
-    """``obj``'s row, naming the object ``sent`` uploaded (its place, its lock,
-    its sizes and sha256s) instead; shipped and verified as before."""
+def _renewed(obj: RemoteObject, sent: Sent, info: ObjectInfo) -> RemoteObject:
+    """``obj``'s row, naming the object ``sent`` uploaded (its place, its sizes
+    and sha256s, and its lock and version as the server said them: never the
+    old row's) instead; shipped and verified as before."""
     return replace(
         obj,
         **sent.stored(),
-        retain_until=sent.lock.retain_until if sent.lock else obj.retain_until,
-        legal_hold=bool(sent.lock and sent.lock.legal_hold) or obj.legal_hold,
+        retain_until=info.lock.retain_until,
+        legal_hold=info.lock.legal_hold,
+        version=info.version,
     )

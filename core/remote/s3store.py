@@ -41,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +146,28 @@ def _encryption(answer: dict[str, Any]) -> Encryption:
     return Encryption(answer.get("ServerSideEncryption"), answer.get("SSEKMSKeyId"))
 
 
+def _version(answer: dict[str, Any]) -> str | None:
+    """What names the stored version a HEAD or a listing describes."""
+    version = answer.get("VersionId")
+    if version and version != "null":
+        return str(version)
+    etag = answer.get("ETag")
+    return None if etag is None else str(etag)
+
+
+def _ms(when: datetime | None) -> int | None:
+    return None if when is None else int(when.timestamp() * 1000)
+
+
+def _server_date(answer: dict[str, Any]) -> int | None:
+    """The ``Date`` of a response (ms; its server's clock), a refusal's included."""
+    said = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return None if not said else int(parsedate_to_datetime(said).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return None
+
+
 def _object_lock(answer: dict[str, Any]) -> ObjectLock:
     """The Object Lock a HEAD's answer says."""
     until = answer.get("ObjectLockRetainUntilDate")
@@ -184,6 +208,8 @@ class S3Store(ObjectStore):
         self._stack = AsyncExitStack()
         self._client: Any = None
         self._lock = asyncio.Lock()
+        # The server's Date as last seen, and this host's monotonic clock then.
+        self._dated: tuple[int, float] | None = None
 
     async def _s3(self) -> Any:
         async with self._lock:
@@ -241,6 +267,31 @@ class S3Store(ObjectStore):
                 "endpoint and the network, nothing more was tried"
             )
         return RemoteError(f"{where}: {type(err).__name__} while {doing}: {err}")
+
+    def _saw(self, answer: dict[str, Any]) -> None:
+        date = _server_date(answer)
+        if date is not None:
+            self._dated = (date, time.monotonic())
+
+    async def server_now(self) -> int:
+        # A Date is to the second: one seen in the last minute, moved on by this
+        # host's monotonic clock, is as good as a new one.
+        if self._dated is None or time.monotonic() - self._dated[1] > 60:
+            s3 = await self._s3()
+            try:
+                self._saw(
+                    await s3.head_object(Bucket=self.bucket, Key=self._key(".coldkeep-clock"))
+                )
+            except ClientError as err:  # a 404 carries the Date too
+                self._saw(err.response)
+                if self._dated is None:
+                    raise self._error(".coldkeep-clock", err, "reading the server's time") from err
+            except BotoCoreError as err:
+                raise self._error(".coldkeep-clock", err, "reading the server's time") from err
+            if self._dated is None:
+                raise RemoteError(f"{self.url}: the server's answers carry no Date")
+        date, seen = self._dated
+        return date + 500 + int((time.monotonic() - seen) * 1000)
 
     # create-only writes --------------------------------------------------------
 
@@ -339,6 +390,7 @@ class S3Store(ObjectStore):
             raise self._error(key, err, "uploading") from err
         except BotoCoreError as err:
             raise self._error(key, err, "uploading") from err
+        self._saw(got)
         return Put(created=True, kept=_hex(got.get("ChecksumSHA256")), encryption=_encryption(got))
 
     # reads ---------------------------------------------------------------------
@@ -350,17 +402,21 @@ class S3Store(ObjectStore):
                 Bucket=self.bucket, Key=self._key(key), ChecksumMode="ENABLED"
             )
         except ClientError as err:
+            self._saw(err.response)
             if _code(err) in _NOT_FOUND or _status(err) == "404":
                 return None
             raise self._error(key, err, "reading its size and checksum") from err
         except BotoCoreError as err:
             raise self._error(key, err, "reading its size and checksum") from err
+        self._saw(got)
         return ObjectInfo(
             key,
             int(got["ContentLength"]),
             _hex(got.get("ChecksumSHA256")),
             _encryption(got),
             _object_lock(got),
+            _version(got),
+            _ms(got.get("LastModified")),
         )
 
     async def _get(self, key: str, doing: str, **ranged: str) -> bytes:
@@ -403,7 +459,12 @@ class S3Store(ObjectStore):
         try:
             async for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for obj in page.get("Contents", []):
-                    yield ObjectInfo(obj["Key"][len(self.prefix) :], int(obj["Size"]))
+                    yield ObjectInfo(
+                        obj["Key"][len(self.prefix) :],
+                        int(obj["Size"]),
+                        version=_version(obj),
+                        modified=_ms(obj.get("LastModified")),
+                    )
         except (ClientError, BotoCoreError) as err:
             raise self._error(prefix, err, "listing") from err
 

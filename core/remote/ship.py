@@ -251,8 +251,9 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
     )
 
 
-def _row(sent: Sent, now: int, month: _Month | None) -> RemoteObject:
-    """The row of an object the server was shown to hold, shipped at ``now``."""
+def _row(sent: Sent, info: ObjectInfo, now: int, month: _Month | None) -> RemoteObject:
+    """The row of an object the server was shown to hold (``info``: what it
+    said of it), shipped at ``now``: its lock as the server said it."""
     row = RemoteObject(
         sent.path,
         sent.size,
@@ -261,8 +262,9 @@ def _row(sent: Sent, now: int, month: _Month | None) -> RemoteObject:
         month=month.month if month else None,
         source_sig=month.sig if month else None,
         row_count=month.rows if month else None,
-        retain_until=sent.lock.retain_until if sent.lock else None,
-        legal_hold=bool(sent.lock and sent.lock.legal_hold),
+        retain_until=info.lock.retain_until,
+        legal_hold=info.lock.legal_hold,
+        version=info.version,
     )
     return replace(row, **sent.stored())
 
@@ -454,15 +456,15 @@ class Shipper:
 
     async def _confirm_one(self, sent: Sent) -> None:
         try:
-            why = await self.read_back(sent)
+            held = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
-            why = str(err)
-        if why is None:
-            await self._accept(sent)
+            held = str(err)
+        if isinstance(held, str):
+            self._problem(sent.path, held)
         else:
-            self._problem(sent.path, why)
+            await self._accept(sent, held)
 
     async def _confirm_group(self, group: list[Sent]) -> None:
         """Uploads whose answer carried the server's SHA-256 (the one sent),
@@ -473,22 +475,23 @@ class Shipper:
         common = posixpath.commonpath([posixpath.dirname(s.path) for s in group])
         prefix = f"{common}/" if common else ""
         listed_pages = -(-(await self.objects.count_under(prefix) + len(group)) // LIST_PAGE)
-        sizes: dict[str, int] = {}
+        listed: dict[str, ObjectInfo] = {}
         if listed_pages < len(group):
             wanted = {self.key(s.key) for s in group}
             try:
                 async for info in self.store.list_objects(self.key(prefix)):
                     if info.key in wanted:
-                        sizes[info.key] = info.size
-                        if len(sizes) == len(wanted):
+                        listed[info.key] = info
+                        if len(listed) == len(wanted):
                             break
             except RemoteFatal:
                 raise
             except RemoteError:
-                sizes.clear()  # each read back by HEAD instead, which says what fails
+                listed.clear()  # each read back by HEAD instead, which says what fails
         for sent in group:
-            if sizes.get(self.key(sent.key)) == sent.size:
-                await self._accept(sent)
+            seen = listed.get(self.key(sent.key))
+            if seen is not None and seen.size == sent.size:
+                await self._accept(sent, seen)
             else:
                 await self._confirm_one(sent)
 
@@ -504,20 +507,21 @@ class Shipper:
             lock = lock_for(self.remote, until, held, self.clock())
         try:
             sent = await self._upload(path, local, size, sha, lock)
-            why = await self.read_back(sent)
+            info = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
-            why = str(err)
-        if why is not None:
-            self._problem(path, why)
+            info = str(err)
+        if isinstance(info, str):
+            self._problem(path, info)
             return False
-        await self._accept(sent, month)
+        await self._accept(sent, info, month)
         return True
 
-    async def _accept(self, sent: Sent, month: _Month | None = None) -> None:
-        """An object the server was shown to hold: recorded as remote."""
-        await self.objects.record(_row(sent, self.clock(), month), sent.streams)
+    async def _accept(self, sent: Sent, info: ObjectInfo, month: _Month | None = None) -> None:
+        """An object the server was shown to hold (``info``: as it said it):
+        recorded as remote."""
+        await self.objects.record(_row(sent, info, self.clock(), month), sent.streams)
         self.report.locked += bool(sent.lock and sent.lock.retain_until)
         await self._announce("object_recorded", sent.path)
         if sent.created:
@@ -561,10 +565,11 @@ class Shipper:
             self.seal.fingerprint, sealed.plain, streams if spans is not None else (),
         )  # fmt: skip
 
-    async def read_back(self, sent: Sent) -> str | None:
-        """None when the server holds exactly ``sent``'s bytes at its key (size
-        and SHA-256 read back by HEAD, or the bytes themselves where the server
-        keeps no checksum), else why not."""
+    async def read_back(self, sent: Sent) -> ObjectInfo | str:
+        """What the server says of the object at ``sent``'s key, when it holds
+        exactly ``sent``'s bytes there (size and SHA-256 read back by HEAD, or
+        the bytes themselves where the server keeps no checksum), locked as
+        asked; else why not."""
         key = self.key(sent.key)
         info = await self.store.head(key)
         if info is not None and info.sha256 is None:
@@ -596,7 +601,7 @@ class Shipper:
                     "[remote] object_lock asks for: not recorded (does a proxy drop the "
                     "Object Lock headers?)"
                 )
-        return None
+        return info
 
     async def reship(self, obj: RemoteObject) -> str | None:
         """A remote copy proven bad or gone, replaced from the local copy: the bad
@@ -618,21 +623,22 @@ class Shipper:
                 )
             else:
                 sent = await self._upload(obj.path, local, size, sha, lock)
-            why = await self.read_back(sent)
+            held = await self.read_back(sent)
         except RemoteLocked as err:
             return f"{err}: the bad copy stays until the bucket lets it go; the local copy is kept"
         except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)
-        if why is None:
-            now = self.clock()
-            new = replace(_row(sent, now, None), local_gone_at=obj.local_gone_at, verified_at=now)
-            await self.objects.replace_row(
-                replace(new, local_present=obj.local_present), sent.streams, at=now
-            )
-            await self.objects.settled(obj.key)  # deleted above
-        return why
+        if isinstance(held, str):
+            return held
+        now = self.clock()
+        new = replace(_row(sent, held, now, None), local_gone_at=obj.local_gone_at, verified_at=now)
+        await self.objects.replace_row(
+            replace(new, local_present=obj.local_present), sent.streams, at=now
+        )
+        await self.objects.settled(obj.key)  # deleted above
+        return None
 
     async def _put(
         self, key: str, local: Path, size: int, sha: str, lock: ObjectLock | None

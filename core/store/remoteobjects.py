@@ -53,6 +53,7 @@ class RemoteObject:
     stored_as: str | None = None  # its key under the site's prefix, where not its path
     plain_bytes: int | None = None  # sealed: the local file's size (bytes: the stored object's)
     plain_sha256: str | None = None  # sealed: the local file's sha256
+    version: str | None = None  # as the HEAD that confirmed it said (VersionId, else ETag)
 
     @property
     def key(self) -> str:

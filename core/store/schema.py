@@ -532,6 +532,34 @@ MIGRATIONS: tuple[str, ...] = (
         at   INTEGER NOT NULL    -- ms: when it was written down
     ) WITHOUT ROWID;
     """,
+    # 20: the site's identity, for the day the host is gone. A random site id,
+    # made once (a manifest rebuilt from the gzips takes the one coldkeep.site
+    # keeps); the generation of the manifest snapshots, which only grows (each
+    # snapshot carries its own, signed), and the key of the last one this host
+    # shipped; the site's signing keys (Ed25519: public halves only, the
+    # private one is coldkeep.sitekey). Each remote object's version as the
+    # HEAD that confirmed it said it (S3's VersionId, else its ETag): reads of
+    # it in place are pinned to what was checked. A loose key the bucket's lock
+    # keeps is tracked until the lock ends (its retain-until and legal hold),
+    # never forgotten.
+    """
+    CREATE TABLE site_state (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        site_id     TEXT    NOT NULL,
+        generation  INTEGER NOT NULL,    -- of the newest manifest snapshot taken
+        snapshot    TEXT                 -- the key of the last one shipped from here
+    );
+    INSERT INTO site_state (id, site_id, generation) VALUES (1, lower(hex(randomblob(16))), 0);
+    CREATE TABLE site_keys (
+        fingerprint TEXT    PRIMARY KEY,
+        public_key  TEXT    NOT NULL,    -- the raw Ed25519 public key, base64
+        added_at    INTEGER NOT NULL,    -- ms
+        retired_at  INTEGER              -- ms: replaced (lost, or rotated)
+    ) WITHOUT ROWID;
+    ALTER TABLE remote_objects ADD COLUMN version TEXT;
+    ALTER TABLE remote_loose ADD COLUMN retain_until INTEGER;
+    ALTER TABLE remote_loose ADD COLUMN legal_hold INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
