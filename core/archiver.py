@@ -21,6 +21,7 @@ and the scheduler.
                         what is past its retention, deleted (ops/expire.py)
     holds(), place_hold(…), release_hold(…)
                         legal holds (ops/holds.py)
+    new_site_key()      a new key for the site's signed snapshots (ops/siteops.py)
     checkpoint()        one live WAL checkpoint now
 
 Each mutating call is a short method over one ``session``: the archive lock, the
@@ -87,9 +88,10 @@ from .ops.passes import (
 )
 from .ops.plan import Plan, PlanReport, make_plan
 from .ops.session import Operation, Session, Sessions, StepFeed
+from .ops.siteops import NewKey, make_new_key
 from .ops.status import Status, read_status
 from .ops.trends import Trends, read_trends
-from .remote.rebuild import FromRemoteReport
+from .remote.rebuild import NO_CHOICE, DrChoice, FromRemoteReport, SnapshotList
 from .remote.rekey import RekeyPlan, RekeyReport
 from .remote.ship import ShipPlan, ShipReport
 from .remote.verify import RemoteVerifyReport
@@ -244,7 +246,8 @@ class Archiver:
         """The backlog, and what recovery would settle; nothing is written."""
         async with await self._manifest_or_empty() as manifest:
             plan = await make_plan(self.settings, manifest, now_ms=self.clock())
-            return PlanReport(plan, await self._recovery_scan(manifest))
+            recovery = Recovery(manifest, self.sessions.mover(manifest))
+            return PlanReport(plan, await recovery.scan_unlocked())
 
     async def backlog(self) -> Plan:
         """The backlog alone: cheap to recount, even on a huge archive."""
@@ -255,12 +258,8 @@ class Archiver:
         """What recovery would settle. It walks the archive, slower on a big one:
         ``progress`` is given what was found so far as the walk goes."""
         async with await self._manifest_or_empty() as manifest:
-            return await self._recovery_scan(manifest, progress)
-
-    async def _recovery_scan(
-        self, manifest: Manifest, progress: ScanProgress | None = None
-    ) -> RecoveryReport:
-        return await Recovery(manifest, self.sessions.mover(manifest)).scan_unlocked(progress)
+            recovery = Recovery(manifest, self.sessions.mover(manifest))
+            return await recovery.scan_unlocked(progress)
 
     async def ship_plan(self) -> ShipPlan:
         """What ``ship`` would send and drop now (read-only, no lock)."""
@@ -287,27 +286,20 @@ class Archiver:
                 f'{self.settings.config_path}: mode = "off": passes are disabled '
                 '(set mode = "plan" to count, or "on" to archive)'
             )
-        if mode == "plan":
-            return await self._plan_pass()
+        if mode == "plan":  # counting only: no lock, no audit, nothing written
+            op, t0, started_at = Operation("pass", self.stream), time.monotonic(), self.clock()
+            op.start("mode plan: counting only")
+            report = await self.plan()
+            seconds = time.monotonic() - t0
+            summary = planned_summary(report.plan, report.recovery, started_at, seconds)
+            op.finish("ok", summary.to_dict())
+            return summary
         cancel = cancel or CancelToken()
         setup = PassSetup(
             self.settings, self.stream, self.clock, self.origin, self.workers, self.steps.user_step
         )
         async with self.session("pass", cancel=cancel) as current:
             return await Pass(setup, current, cancel).run()
-
-    async def _plan_pass(self) -> PassSummary:
-        # Counting only: no lock, no audit, nothing written; the stream is told.
-        op = Operation("pass", self.stream)
-        t0, started_at = time.monotonic(), self.clock()
-        op.start("mode plan: counting only")
-        report = await self.plan()
-        seconds = time.monotonic() - t0
-        summary = planned_summary(
-            report.plan, report.recovery, started_at=started_at, seconds=seconds
-        )
-        op.finish("ok", summary.to_dict())
-        return summary
 
     async def recover(self, cancel: CancelToken | None = None) -> RecoveryReport:
         """Recovery alone (ops/settle.py)."""
@@ -425,13 +417,20 @@ class Archiver:
     async def release_hold(self, hold_id: int) -> HoldChange:
         return await holding.release(self.sessions, hold_id)
 
+    async def new_site_key(self) -> NewKey:  # the old one lost or leaked (ops/siteops.py)
+        return await make_new_key(self.sessions)
+
     # the rebuilds: the lock, no session (no manifest to open) -------------------
 
-    async def rebuild_from_remote(self, cancel: CancelToken | None = None) -> FromRemoteReport:
-        """This site's manifest, event months and the knowledge of what is remote,
-        back from the remote tier (ops/tier.py): for a fresh host after the old
-        one was lost."""
-        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel)
+    async def rebuild_from_remote(
+        self, cancel: CancelToken | None = None, choice: DrChoice = NO_CHOICE
+    ) -> FromRemoteReport:
+        """A lost host's manifest, event months and what is remote, from the site's
+        own signed snapshots (``choice``: the site, key or snapshot named)."""
+        return await tier.rebuild(self.sessions, self.sessions.remote(), cancel, choice)
+
+    async def remote_snapshots(self, choice: DrChoice = NO_CHOICE) -> SnapshotList:  # no lock
+        return await tier.snapshots(self.sessions, self.sessions.remote(), choice)
 
     async def rebuild_manifest(
         self, out: Path | None = None, cancel: CancelToken | None = None

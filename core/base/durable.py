@@ -52,6 +52,9 @@ Site = Literal[
     "site.manifest_named",  # archive_root before the record: the manifest's name
     "site.data",  # coldkeep.site's bytes
     "site.placed",  # archive_root once the record is renamed into place
+    # the site's signing key (signing)
+    "sitekey.data",  # coldkeep.sitekey's bytes
+    "sitekey.placed",  # archive_root once the key is renamed into place
     # the space reserve (space)
     "reserve.data",  # the reserve file's bytes
     "reserve.placed",  # archive_root once the reserve is renamed into place

@@ -2,9 +2,11 @@
 the check every session makes before it opens (or creates) the manifest.
 
 The record is a small JSON document: the live tree's resolved path and its
-directory's (st_dev, st_ino), written once, when a manifest first exists beside
-it. It lives outside the manifest on purpose: it is what tells a lost manifest
-from a site no pass has run on.
+directory's (st_dev, st_ino), and the site's id (the manifest's, made once),
+written when a manifest first exists beside it. It lives outside the manifest
+on purpose: it is what tells a lost manifest from a site no pass has run on, and
+a manifest rebuilt from the gzips takes the site id from it (the bucket knows
+the site by it).
 
 Invariants:
 - An archive serves one live tree. A config whose live_root is neither the
@@ -17,7 +19,9 @@ Invariants:
   ``files/`` are an older coldkeep's archive, adopted by a first pass.)
 - The record is written tmp + fsync + rename-without-replace + fsync dir, after
   the archive directory (and so the manifest's name in it) is fsynced: a record
-  that survives a power cut means the manifest's name did too.
+  that survives a power cut means the manifest's name did too. A record written
+  before site ids (none in it) is rewritten once with the id, tmp + fsync +
+  rename over it + fsync dir: the old record or the new one, never neither.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import glob
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .durable import fsync
@@ -46,6 +50,7 @@ class SiteRecord:
     dev: int
     ino: int
     beside: str | None = None  # live_root relative to the resolved archive_root
+    site_id: str | None = None  # None: written before site ids
 
     def is_tree(self, live_root: Path, archive_root: Path) -> bool:
         """Whether ``live_root`` is the recorded tree: the same resolved path, the
@@ -71,12 +76,13 @@ def read_site(layout: Layout) -> SiteRecord | None:
     path = layout.site
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        beside = data.get("beside")
+        beside, site_id = data.get("beside"), data.get("site_id")
         return SiteRecord(
             str(data["live_root"]),
             int(data["dev"]),
             int(data["ino"]),
             None if beside is None else str(beside),
+            None if site_id is None else str(site_id),
         )
     except FileNotFoundError:
         return None
@@ -123,32 +129,32 @@ def check_site(layout: Layout, live_root: Path) -> None:
         )
 
 
-def record_site(layout: Layout, live_root: Path) -> None:
-    """Write the record of ``live_root`` where there is none yet (the manifest
-    exists by now)."""
-    if layout.site.exists():
+def record_site(layout: Layout, live_root: Path, site_id: str) -> None:
+    """Write the record of ``live_root`` and site ``site_id`` where there is none
+    yet (the manifest exists by now); add the id to a record that lacks it."""
+    record = read_site(layout)
+    if record is not None and record.site_id == site_id:
         _sweep(layout)
         return
     root = layout.root
+    tmp = layout.site.with_name(f"{layout.site.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+    if record is not None:
+        _write(tmp, {**asdict(record), "site_id": site_id}, root)
+        os.replace(tmp, layout.site)  # directly under archive_root, which is coldkeep's own
+        fsync_dir(root, root=root, site="site.placed")
+        _sweep(layout)
+        return
     # the manifest's name first: the record vouches for it
     fsync_dir(root, root=root, site="site.manifest_named")
     st = os.stat(live_root)
-    body = json.dumps(
-        {
-            "live_root": os.path.realpath(live_root),
-            "dev": st.st_dev,
-            "ino": st.st_ino,
-            "beside": _beside(live_root, root),
-        },
-        sort_keys=True,
-    )
-    tmp = layout.site.with_name(f"{layout.site.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
-    fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=root)
-    try:
-        os.write(fd, body.encode() + b"\n")
-        fsync(fd, "site.data")
-    finally:
-        os.close(fd)
+    fields = {
+        "live_root": os.path.realpath(live_root),
+        "dev": st.st_dev,
+        "ino": st.st_ino,
+        "beside": _beside(live_root, root),
+        "site_id": site_id,
+    }
+    _write(tmp, fields, root)
     try:
         placed = rename_noreplace(tmp, layout.site, root=root)
     except FileNotFoundError:
@@ -159,6 +165,15 @@ def record_site(layout: Layout, live_root: Path) -> None:
         unlink_if_present(tmp, root=root)  # another opener wrote it first
     fsync_dir(root, root=root, site="site.placed")
     _sweep(layout)
+
+
+def _write(tmp: Path, fields: dict[str, object], root: Path) -> None:
+    fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=root)
+    try:
+        os.write(fd, json.dumps(fields, sort_keys=True).encode() + b"\n")
+        fsync(fd, "site.data")
+    finally:
+        os.close(fd)
 
 
 def _sweep(layout: Layout) -> None:

@@ -43,11 +43,13 @@ from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
 from ..files.find import Found, NothingFound, find
 from ..files.restore import RestoreReport, check_restore_root, restore_files
+from ..remote.bucketlock import snapshot_taken_at
 from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch
 from ..remote.objectstore import ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
+from ..remote.snapshots import NoTrust, Seen, Statement, resolve_trust, survey
 from ..remote.unseal import SealedUnreadable
 from ..store.manifest import Manifest, ManifestError, reading
 from ..store.remoteobjects import read_lock_counts
@@ -103,6 +105,7 @@ class FleetSite:
     locked: int = 0  # objects its bucket's Object Lock retains now, as its snapshot says
     legal_held: int = 0  # objects under an S3 legal hold
     sealed: int = 0  # objects sealed to age recipients
+    taken_at: int | None = None  # ms: when its snapshot was taken, as signed (or named)
 
     @property
     def usable(self) -> bool:
@@ -159,48 +162,76 @@ class Fleet:
             )
         return FleetFound(pattern, found, problems)
 
+    async def _snapshots(self, site: str) -> list[Seen] | str:
+        """The site's own snapshots, newest first, as far as the bucket alone
+        can tell (the only site id and the only key signing its snapshots
+        there); an older coldkeep's unsigned ones where none is signed; else
+        why none can be trusted."""
+        found = await survey(self.store, site)
+        if not found.seen:
+            return "no manifest snapshot (has it shipped yet?)"
+        if not found.signed():
+            unsigned = [s for s in found.seen if snapshot_taken_at(s.key) is not None]
+            return sorted(unsigned, key=lambda s: s.key, reverse=True) or "no manifest snapshot"
+        try:
+            trust = resolve_trust(found, self.store.where(f"{site}/manifest/"))
+        except NoTrust as err:
+            return str(err)
+        return [s for s in found.judged(trust, await self.store.server_now()) if s.verdict == "own"]
+
     async def _site(self, site: str) -> FleetSite:
-        snapshots = sorted(
-            [i.key async for i in self.store.list_objects(f"{site}/manifest/")], reverse=True
-        )
+        snapshots = await self._snapshots(site)
+        if isinstance(snapshots, str):
+            return FleetSite(site, None, snapshots)
         if not snapshots:
-            return FleetSite(site, None, "no manifest snapshot (has it shipped yet?)")
+            return FleetSite(site, None, "none of its snapshots is the site's own")
         layout = self.layout(site)
         await asyncio.to_thread(layout.root.mkdir, exist_ok=True)
         await asyncio.to_thread(clear_scratch, layout)  # what a view killed mid-fetch left
         marker = layout.root / "snapshot"
         cached = await asyncio.to_thread(lambda: marker.read_text() if marker.exists() else None)
         problems = []
-        for key in snapshots:
+        for seen in snapshots:
+            key = f"{site}/{seen.key}"
             if key == cached and await asyncio.to_thread(layout.manifest.exists):
-                return await self._usable(site, key)
-            why = await self._fetch_snapshot(key, layout)
+                return await self._usable(site, seen)
+            why = await self._fetch_snapshot(key, layout, seen.statement)
             if why is None:
                 await asyncio.to_thread(marker.write_text, key)
-                return await self._usable(site, key)
+                return await self._usable(site, seen)
             if why == SEALED:  # an older snapshot would hide what the newest holds
                 return FleetSite(site, None, SEALED)
             problems.append(why)
         return FleetSite(site, None, "; ".join(problems))
 
-    async def _usable(self, site: str, key: str) -> FleetSite:
-        """A site whose snapshot ``key`` is in place, with what its bucket locks."""
+    async def _usable(self, site: str, seen: Seen) -> FleetSite:
+        """A site whose snapshot ``seen`` is in place, with what its bucket locks."""
 
         def counts() -> tuple[int, int, int]:
             with reading(self.layout(site).manifest) as db:
                 return read_lock_counts(db, now_ms())
 
         locked, held, sealed = await asyncio.to_thread(counts)
-        return FleetSite(site, key, locked=locked, legal_held=held, sealed=sealed)
+        taken = seen.statement.taken_at if seen.statement else snapshot_taken_at(seen.key)
+        return FleetSite(
+            site,
+            f"{site}/{seen.key}",
+            locked=locked,
+            legal_held=held,
+            sealed=sealed,
+            taken_at=taken,
+        )
 
-    async def _fetch_snapshot(self, key: str, layout: Layout) -> str | None:
-        """``key`` in place as the site's cached manifest; None, or why not."""
+    async def _fetch_snapshot(
+        self, key: str, layout: Layout, statement: Statement | None
+    ) -> str | None:
+        """``key`` (with its signed ``statement``) in place as the site's cached
+        manifest; None, or why not."""
         root = layout.root
         try:
-            async with snapshot_fetched(self.store, key, layout, "fleet", self.identities) as (
-                tmp,
-                why,
-            ):
+            async with snapshot_fetched(
+                self.store, key, layout, "fleet", self.identities, statement
+            ) as (tmp, why):
                 if why is not None:
                     return why
                 await asyncio.to_thread(unlink_if_present, layout.manifest, root=root)

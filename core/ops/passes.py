@@ -171,7 +171,7 @@ class PassSummary:
 
 
 def planned_summary(
-    plan: Plan, recovery: RecoveryReport, *, started_at: int, seconds: float
+    plan: Plan, recovery: RecoveryReport, started_at: int, seconds: float
 ) -> PassSummary:
     """Mode plan: what a pass would do, from the backlog and a recovery scan."""
     summary = PassSummary("plan", started_at=started_at, seconds=seconds)

@@ -31,13 +31,13 @@ from ..base.errors import UsageError
 from ..base.layout import Layout
 from ..base.lock import ArchiveLock, LockHeld
 from ..base.ratelimit import RateLimiter
-from ..base.site import check_site, record_site
+from ..base.site import check_site, read_site, record_site
 from ..base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
 from ..base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
 from ..base.stream import EventStream, FileStep, Finished, Started
 from ..base.stream import Status as Outcome
 from ..files.filemove import FileMover
-from ..store import audit
+from ..store import audit, sitestate
 from ..store.manifest import Manifest, ManifestError
 from .attach import AttachServer
 
@@ -89,11 +89,18 @@ async def open_manifest(layout: Layout, live_root: Path) -> Manifest:
     """The manifest of the archive at ``layout``, opened for writing (created on
     an archive that never had one), once the archive is known to belong to
     ``live_root`` and not to have lost its manifest (base/site.py); the record
-    of the live tree written when it is missing."""
+    of the live tree and the site's id written when it is missing. A fresh
+    manifest (one rebuilt from the gzips) takes the id the record keeps."""
     await asyncio.to_thread(check_site, layout, live_root)
     manifest = await Manifest.open(layout.manifest)
     try:
-        await asyncio.to_thread(record_site, layout, live_root)
+        state = await sitestate.read_state(manifest)
+        record = await asyncio.to_thread(read_site, layout)
+        site_id = state.site_id
+        if record is not None and record.site_id not in (None, site_id) and state.fresh:
+            site_id = record.site_id
+            await sitestate.adopt_id(manifest, site_id)
+        await asyncio.to_thread(record_site, layout, live_root, site_id)
     except BaseException:
         await manifest.close()
         raise

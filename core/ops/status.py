@@ -21,6 +21,7 @@ from ..store.passlog import PassRecord
 from ..store.problems import FileProblem
 from ..store.remoteobjects import RemoteObjects, RemoteTotals
 from ..store.schema import SCHEMA_VERSION
+from .siteops import SiteIdentity, read_identity
 
 ATTENTION_LISTED = 500
 
@@ -78,6 +79,7 @@ class Status:
     remote: RemoteState | None = None  # None: no remote tier configured
     # Files quarantined (store/problems.py): each with its reason and remedy.
     file_problems: list[FileProblem] = field(default_factory=list)
+    site: SiteIdentity | None = None  # None: no manifest yet
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,7 @@ class Status:
             ],
             "remote": self.remote.to_dict() if self.remote else None,
             "file_problems": [p.to_dict() for p in self.file_problems],
+            "site": self.site.to_dict() if self.site else None,
         }
 
 
@@ -119,6 +122,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
     attention: list[Entry] = []
     remote = None
     quarantined: list[FileProblem] = []
+    site = None
     if manifest is not None:
         async with manifest:
             counts = await manifest.status_counts()
@@ -128,6 +132,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
             passes = await passlog.recent(manifest, 5)
             remote = await remote_state(settings, manifest, layout)
             quarantined = await problems.listing(manifest)
+            site = await read_identity(manifest, layout)
     return Status(
         settings.config_path,
         settings.live_root,
@@ -143,6 +148,7 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
         attention,
         remote,
         quarantined,
+        site,
     )
 
 

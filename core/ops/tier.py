@@ -20,7 +20,13 @@ from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
-from ..remote.rebuild import FromRemoteReport, rebuild_from_remote
+from ..remote.rebuild import (
+    DrChoice,
+    FromRemoteReport,
+    SnapshotList,
+    list_snapshots,
+    rebuild_from_remote,
+)
 from ..remote.rekey import Rekeyer, RekeyPlan, RekeyReport, recipients_of
 from ..remote.rekey import rekey_plan as plan_rekey
 from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
@@ -134,10 +140,12 @@ async def rebuild(
     sessions: Sessions,
     remote: RemoteSettings,
     cancel: CancelToken | None,
+    choice: DrChoice,
 ) -> FromRemoteReport:
     """This site's manifest, event months and the knowledge of what is remote,
-    back from ``remote``: for a fresh host after the old one was lost; sealed
-    objects opened with ``sessions.identities``."""
+    back from ``remote``: for a fresh host after the old one was lost (the
+    site and snapshot as ``choice`` says); sealed objects opened with
+    ``sessions.identities``."""
     await asyncio.to_thread(sessions.layout.root.mkdir, parents=True, exist_ok=True)
     async with sessions.lock_only("rebuild-manifest", "rebuild-manifest --from-remote") as op:
         op.start(f"from {remote.url}/{remote.site}")
@@ -148,6 +156,13 @@ async def rebuild(
             reads=sessions.limiter,
             cancel=cancel,
             identities=sessions.identities,
+            choice=choice,
         )
         op.finish("failed" if report.failed else "ok", report.to_dict())
         return report
+
+
+async def snapshots(sessions: Sessions, remote: RemoteSettings, choice: DrChoice) -> SnapshotList:
+    """Every manifest snapshot under ``remote``'s site prefix, judged (no lock:
+    nothing is written)."""
+    return await list_snapshots(sessions.layout, remote, choice)

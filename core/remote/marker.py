@@ -21,12 +21,8 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
-import os
 
-from ..base.fsutil import open_file, unlink_if_present
 from ..base.layout import Layout
 from ..store.remoteobjects import RemoteObjects
 from .objectstore import ObjectStore, RemoteFatal
@@ -71,22 +67,8 @@ async def _site_has_objects(store: ObjectStore, site: str) -> bool:
 
 
 async def write_marker(store: ObjectStore, site: str, layout: Layout) -> None:
-    """The marker put (create-only) from a scratch file under archive_root; the
-    store's folder created first where it is one."""
+    """The marker put (create-only); the store's folder created first where it
+    is one."""
     body = json.dumps({"coldkeep": "remote tier", "first_site": site}, sort_keys=True).encode()
-    tmp = layout.scratch("marker")
-
-    def prepare() -> None:
-        fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=layout.root)
-        try:
-            # Not fsynced: read back by the upload in this boot, never placed.
-            os.write(fd, body)
-        finally:
-            os.close(fd)
-
-    try:
-        await asyncio.to_thread(prepare)
-        await store.create_root()
-        await store.put_new(MARKER_KEY, tmp, len(body), hashlib.sha256(body).hexdigest())
-    finally:
-        await asyncio.to_thread(unlink_if_present, tmp, root=layout.root)
+    await store.create_root()
+    await store.put_bytes(MARKER_KEY, body, scratch=layout.scratch("marker"), root=layout.root)

@@ -22,6 +22,9 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import RemoteError
+from ..base.fsutil import open_file, unlink_if_present, write_all
 
 
 class RemoteFatal(RemoteError):
@@ -204,6 +208,29 @@ class ObjectStore(ABC):
         """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
         server checks where it can) to ``key`` unless it exists, locked as
         ``lock`` says (only a bucket with Object Lock is given one)."""
+
+    async def put_bytes(
+        self, key: str, body: bytes, *, scratch: Path, root: Path, lock: ObjectLock | None = None
+    ) -> Put:
+        """A small object (a marker, a statement) put create-only from ``body``,
+        by way of the new scratch file ``scratch`` under ``root`` (removed
+        however the upload ends)."""
+
+        def prepare() -> None:
+            fd = open_file(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=root)
+            try:
+                # Not fsynced: read back by the upload in this boot, never placed.
+                write_all(fd, body)
+            finally:
+                os.close(fd)
+
+        try:
+            await asyncio.to_thread(prepare)
+            return await self.put_new(
+                key, scratch, len(body), hashlib.sha256(body).hexdigest(), lock
+            )
+        finally:
+            await asyncio.to_thread(unlink_if_present, scratch, root=root)
 
     async def keep(self, key: str, lock: ObjectLock) -> None:
         """An object already at ``key`` locked at least as ``lock`` asks: its

@@ -39,8 +39,8 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from contextlib import asynccontextmanager, closing
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,18 +52,24 @@ from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace
 from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
+from ..base.signing import key_path, load_key, save_key
+from ..base.site import read_site
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
 from ..files.bundle import is_bundle_name
 from ..files.rebuild import rebuild_manifest
+from ..store import sitestate
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from ..store.schema import SCHEMA_VERSION
+from ..store.sitestate import read_keys_of, read_state_of
 from .connect import connected
 from .fetch import clear_scratch, downloaded, scratch_file
+from .identity import recover_key
 from .months import MonthLost, months_lost
 from .objectstore import ObjectStore
 from .sealing import Identities, IdentityNeeded, WrongIdentity
+from .snapshots import NoTrust, Seen, Statement, Survey, Trust, resolve_trust, survey
 from .unseal import SealedUnreadable, identity_for, open_into, unsealed_name
 
 
@@ -72,10 +78,28 @@ class FromRemoteError(UsageError):
     the message says which and what to do."""
 
 
+@dataclass(frozen=True)
+class DrChoice:
+    """What the operator says of the site to recover (each None: not said)."""
+
+    site_key: str | None = None  # --site-key: the fingerprint written down
+    site_id: str | None = None  # --site-id: of several sites found under one prefix
+    snapshot: str | None = None  # --snapshot: a snapshot's key, picked by hand
+
+
+NO_CHOICE = DrChoice()
+
+
 @dataclass
 class FromRemoteReport:
     out: Path
     snapshot: str | None = None  # the manifest snapshot used; None: rebuilt from the files
+    generation: int | None = None  # the snapshot's, where signed
+    site_id: str | None = None  # the site recovered
+    trusted: str | None = None  # which keys were trusted, and why
+    unsigned: bool = False  # an older coldkeep's snapshot, taken because it was picked
+    others: list[str] = field(default_factory=list)  # snapshots not the site's own, named
+    site_key: str | None = None  # the signing key on this host, in words
     entries: int = 0
     remote_only: int = 0  # archive files now read from the remote
     months: int = 0  # event month databases fetched
@@ -99,6 +123,12 @@ class FromRemoteReport:
         return {
             "out": str(self.out),
             "snapshot": self.snapshot,
+            "generation": self.generation,
+            "site_id": self.site_id,
+            "trusted": self.trusted,
+            "unsigned": self.unsigned,
+            "others": self.others,
+            "site_key": self.site_key,
             "entries": self.entries,
             "remote_only": self.remote_only,
             "months": self.months,
@@ -124,24 +154,19 @@ def check_db(path: Path) -> str | None:
     return None
 
 
-async def read_back_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
+async def read_back_problem(
+    store: ObjectStore, key: str, path: Path, root: Path, signed: str | None = None
+) -> str | None:
     """Why the object ``key``, downloaded to ``path``, is not what the server
-    holds (its checksum, where it keeps one), or None."""
+    holds (its checksum, where it keeps one), or not the bytes whose SHA-256
+    was ``signed``; or None."""
     info = await store.head(key)
     got = (await asyncio.to_thread(digest_path, path, root=root, cancel=CancelToken())).sha256
     if info is not None and info.sha256 not in (None, got):
         return f"{store.where(key)}: it reads back as {got}, not the server's {info.sha256}"
+    if signed is not None and got != signed:
+        return f"{store.where(key)}: its bytes are not the ones its statement signs"
     return None
-
-
-async def snapshot_problem(store: ObjectStore, key: str, path: Path, root: Path) -> str | None:
-    """Why the manifest snapshot ``key``, downloaded to ``path``, cannot serve:
-    it did not read back as the server holds it, or it is no sound manifest."""
-    why = await read_back_problem(store, key, path, root)
-    if why is not None:
-        return why
-    why = await asyncio.to_thread(check_db, path)
-    return None if why is None else f"{store.where(key)}: {why}"
 
 
 def open_path(
@@ -173,22 +198,56 @@ def open_path(
     return got
 
 
+def manifest_problem(path: Path, where: str, statement: Statement | None) -> str | None:
+    """Why the manifest snapshot ``where``, at ``path``, cannot serve: it is no
+    sound manifest, or (with its ``statement``) not the one signed."""
+    why = check_db(path)
+    if why is None and statement is not None:
+        why = _statement_problem(path, statement)
+    return None if why is None else f"{where}: {why}"
+
+
+def _statement_problem(path: Path, statement: Statement) -> str | None:
+    """Why the manifest at ``path`` is not the one ``statement`` signs: its site
+    id, its generation, or the key among the site's."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        state = read_state_of(db)
+        keys = {k.fingerprint for k in read_keys_of(db)}
+    if state is None or (state.site_id, state.generation) != (
+        statement.site_id,
+        statement.generation,
+    ):
+        return "the manifest inside is not the one its statement signs"
+    if statement.key not in keys:
+        return f"the manifest inside does not list the key {statement.key} that signed it"
+    return None
+
+
 @asynccontextmanager
 async def snapshot_fetched(
-    store: ObjectStore, key: str, layout: Layout, what: str, identities: Identities | None
+    store: ObjectStore,
+    key: str,
+    layout: Layout,
+    what: str,
+    identities: Identities | None,
+    statement: Statement | None = None,
 ) -> AsyncIterator[tuple[Path, str | None]]:
     """The manifest snapshot ``key`` in a scratch file (fsynced, for the caller
     to place), a sealed one opened with ``identities``, and why it cannot serve
-    (None: it can). A sealed one without an identity, or with a wrong one, is
-    ``SealedUnreadable``."""
+    (None: it can): with its ``statement``, also when its bytes or the manifest
+    inside are not the ones signed. A sealed one without an identity, or with
+    a wrong one, is ``SealedUnreadable``."""
     sealed = unsealed_name(key)
     async with downloaded(store, key, layout, what) as tmp:
-        if sealed is None:
-            yield tmp, await snapshot_problem(store, key, tmp, layout.root)
-            return
+        signed = None if statement is None else statement.sha256
+        why = await read_back_problem(store, key, tmp, layout.root, signed)
         where = store.where(key)
+        if sealed is None:
+            if why is None:
+                why = await asyncio.to_thread(manifest_problem, tmp, where, statement)
+            yield tmp, why
+            return
         ids = identity_for(identities, where, sealed[1])
-        why = await read_back_problem(store, key, tmp, layout.root)
         async with scratch_file(layout, f"{what}-opened") as (plain, fd):
             if why is None:
                 cancel = CancelToken()
@@ -204,8 +263,7 @@ async def snapshot_fetched(
                         cancel=cancel,
                     ),
                 )
-                db_why = await asyncio.to_thread(check_db, plain)
-                why = None if db_why is None else f"{where}: {db_why}"
+                why = await asyncio.to_thread(manifest_problem, plain, where, statement)
             yield plain, why
 
 
@@ -298,55 +356,160 @@ class RemoteRebuild:
         expect = Digest(obj.local_bytes, obj.local_sha256)
         return await self.fetch_sealed(self.key(obj.key), dest, obj.bytes, obj.sealed_to, expect)
 
-    async def run(self, out: Path) -> FromRemoteReport:
+    async def run(self, out: Path, choice: DrChoice) -> FromRemoteReport:
         await asyncio.to_thread(clear_scratch, self.layout)
         report = FromRemoteReport(out)
-        snapshots = sorted(
-            [i.key async for i in self.store.list_objects(self.key("manifest/"))], reverse=True
-        )
+        newest: Seen | None = None
         if await asyncio.to_thread(out.exists):
             report.snapshot = "(the manifest already in place)"
         else:
-            await self._place_snapshot(snapshots, out, report)
-        if report.snapshot is None:
-            return report  # rebuilt from the files by the caller
+            found = await survey(self.store, self.site)
+            if not found.seen:
+                return report  # no snapshot at all: rebuilt from the files by the caller
+            newest = await self._place_snapshot(found, out, report, choice)
         async with await Manifest.open(out) as manifest:
+            if newest is not None and newest.statement is not None:
+                # Ships from here go on after the newest of the site's own.
+                await sitestate.recovered(manifest, newest.statement.generation, newest.key)
             await self._mark_remote_only(manifest, report)
             # Before the fetch: a month database already here is not lost.
             report.events_never_shipped = await months_lost(self.layout, manifest)
             report.months, problems = await self.fetch_months(manifest)
             report.problems += problems
+            report.site_key = await self._site_key(manifest)
         return report
 
-    async def _place_snapshot(
-        self, snapshots: list[str], out: Path, report: FromRemoteReport
-    ) -> None:
-        root = self.layout.root
-        for key in snapshots:
-            self.cancel.check()
-            try:
-                async with snapshot_fetched(
-                    self.store, key, self.layout, "dr-manifest", self.identities
-                ) as (tmp, why):
-                    if why is not None:
-                        report.problems.append(f"{why}; skipped")
-                        continue
-                    placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
-            except SealedUnreadable as err:
-                if isinstance(err.cause, IdentityNeeded | WrongIdentity):
-                    raise err.cause from None  # an older snapshot would lose what it holds
-                report.problems.append(f"{err}; trying an older snapshot")
-                continue
-            except RemoteError as err:
-                report.problems.append(f"{err}; trying an older snapshot")
-                continue
-            if placed == "exists":
-                raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
-            await asyncio.to_thread(
-                fsync_dir, out.parent, root=root, site="rebuild.manifest_placed"
+    async def judged(
+        self, found: Survey, choice: DrChoice
+    ) -> tuple[Trust | None, list[Seen], str | None]:
+        """Every snapshot ``found`` under the site's prefix judged for the site
+        the operator's ``choice`` (or this host's record and key) names: the
+        trust, the snapshots newest first, and why no trust could be had (its
+        snapshots then unjudged)."""
+        record = await asyncio.to_thread(read_site, self.layout)
+        local = await asyncio.to_thread(load_key, self.layout.root)
+        try:
+            trust = resolve_trust(
+                found,
+                self.store.where(self.key("manifest/")),
+                site_key=choice.site_key,
+                site_id=choice.site_id or (record.site_id if record is not None else None),
+                local_key=local.fingerprint if local is not None else None,
             )
-            report.snapshot = key
-            return
+        except NoTrust as err:
+            return None, found.judged(Trust("", frozenset(), ""), 0), str(err)
+        return trust, found.judged(trust, await self.store.server_now()), None
+
+    async def _place_snapshot(
+        self, found: Survey, out: Path, report: FromRemoteReport, choice: DrChoice
+    ) -> Seen | None:
+        """The newest of the site's own snapshots that opens (or the one
+        picked) placed at ``out``; the newest own one, for the generation the
+        site goes on after."""
+        trust, judged, untrusted = await self.judged(found, choice)
+        own = [s for s in judged if s.verdict == "own"]
+        report.others = [s.describe() for s in judged if s.verdict != "own"]
+        if trust is not None:
+            report.site_id, report.trusted = trust.site_id, trust.why
+        candidates = self._candidates(judged, own, choice, untrusted)
+        for seen in candidates:
+            self.cancel.check()
+            if await self._place_one(seen, out, report):
+                report.snapshot = self.key(seen.key)
+                report.generation = seen.generation
+                return own[0] if own else None
+            if seen is not candidates[-1]:
+                report.problems[-1] += "; trying the next older snapshot of the site"
+        raise FromRemoteError(
+            f"{self.store.where(self.key('manifest/'))}: none of the site's own snapshots could "
+            "be used (each says why above); nothing was placed"
+        )
+
+    def _candidates(
+        self, judged: list[Seen], own: list[Seen], choice: DrChoice, untrusted: str | None
+    ) -> list[Seen]:
+        """The snapshots to try, newest first: the one picked by hand, else the
+        site's own; ``FromRemoteError`` where there is none to try."""
+        where = self.store.where(self.key("manifest/"))
+        if choice.snapshot is not None:
+            name = choice.snapshot.removeprefix(f"{self.site}/")
+            picked = [s for s in judged if s.key == name]
+            if not picked:
+                raise FromRemoteError(f"{where}: no snapshot {name} is there (see --list)")
+            if picked[0].verdict in ("own", "unsigned"):
+                return picked  # unsigned: the operator's own choice, said in the report
+            raise FromRemoteError(f"{self.store.where(self.key(name))}: {picked[0].why}; not taken")
+        if untrusted is not None:
+            raise FromRemoteError(untrusted)
+        if not own:
+            kinds = sorted({s.verdict for s in judged})
+            raise FromRemoteError(
+                f"{where}: none of the {len(judged)} snapshots there is this site's own "
+                f"({', '.join(kinds)}); rebuild-manifest --from-remote --list says what each "
+                "is; --snapshot KEY takes one by hand"
+            )
+        twins = [s for s in own if s.generation == own[0].generation]
+        if len(twins) > 1:
+            hosts = ", ".join(f"{s.key} from {s.statement.host}" for s in twins if s.statement)
+            raise FromRemoteError(
+                f"{where}: generation {own[0].generation} of this site was shipped twice "
+                f"({hosts}): another host shipped as this site (a cloned VM?); pick one with "
+                "--snapshot KEY"
+            )
+        return own
+
+    async def _place_one(self, seen: Seen, out: Path, report: FromRemoteReport) -> bool:
+        """``seen`` fetched, checked against its statement and placed at ``out``;
+        False (the reason in the report) where it cannot serve."""
+        root = self.layout.root
+        key = self.key(seen.key)
+        try:
+            async with snapshot_fetched(
+                self.store, key, self.layout, "dr-manifest", self.identities, seen.statement
+            ) as (tmp, why):
+                if why is not None:
+                    report.problems.append(why)
+                    return False
+                placed = await asyncio.to_thread(rename_noreplace, tmp, out, root=root)
+        except SealedUnreadable as err:
+            if isinstance(err.cause, IdentityNeeded | WrongIdentity):
+                raise err.cause from None  # an older snapshot would lose what it holds
+            report.problems.append(str(err))
+            return False
+        except RemoteError as err:
+            report.problems.append(str(err))
+            return False
+        if placed == "exists":
+            raise FromRemoteError(f"{out} appeared meanwhile; left as it is")
+        await asyncio.to_thread(fsync_dir, out.parent, root=root, site="rebuild.manifest_placed")
+        if seen.statement is None:
+            report.unsigned = True
+        return True
+
+    async def _site_key(self, manifest: Manifest) -> str:
+        """The site's signing key on this host: kept, recovered from its sealed
+        copy in the bucket, or why not (and what to do), in words."""
+        current = [k for k in await sitestate.keys(manifest) if k.retired_at is None]
+        if not current:
+            return "the site had no signing key yet: the next ship makes one"
+        want = current[-1].fingerprint
+        local = await asyncio.to_thread(load_key, self.layout.root)
+        if local is not None:
+            if local.fingerprint == want:
+                return f"the site key {want} is this host's {key_path(self.layout.root)}"
+            return (
+                f"{key_path(self.layout.root)} holds the key {local.fingerprint}, not the site's "
+                f"{want}: ships will not sign snapshots until it is put back (or coldkeep site "
+                "new-key)"
+            )
+        got = await recover_key(self.store, self.site, want, self.identities)
+        if isinstance(got, str):
+            return (
+                f"{got}: ships will not sign snapshots until the key is put back at "
+                f"{key_path(self.layout.root)}, or coldkeep site new-key makes a new one"
+            )
+        await asyncio.to_thread(save_key, self.layout.root, got)
+        return f"the site key {want} was recovered from the bucket"
 
     async def _mark_remote_only(self, manifest: Manifest, report: FromRemoteReport) -> None:
         """Shipped files with no local copy here are read from the remote. Read
@@ -464,16 +627,18 @@ async def rebuild_from_remote(
     reads: RateLimiter,
     cancel: CancelToken | None,
     identities: Identities | None = None,
+    choice: DrChoice = NO_CHOICE,
 ) -> FromRemoteReport:
     """This site's manifest, event months and the knowledge of what is remote,
-    back from the remote tier; without a manifest snapshot, every archive file
-    fetched and the manifest rebuilt from them (``reads``: the cap on reading
-    them back); sealed objects opened with ``identities``. The caller holds
-    the lock."""
+    back from the remote tier (from the newest of the site's own snapshots, or
+    the one ``choice`` picks; its site and key as ``choice`` says); without
+    any manifest snapshot, every archive file fetched and the manifest rebuilt
+    from them (``reads``: the cap on reading them back); sealed objects opened
+    with ``identities``. The caller holds the lock."""
     async with rebuilding(
         layout, remote, stream=stream, cancel=cancel, identities=identities
     ) as rebuild:
-        report = await rebuild.run(layout.manifest)
+        report = await rebuild.run(layout.manifest, choice)
         if report.snapshot is None:
             await rebuild.fetch_files(report)
             local = await rebuild_manifest(
@@ -488,6 +653,43 @@ async def rebuild_from_remote(
                 for where in report.sealed_skipped
             ]
     return report
+
+
+@dataclass
+class SnapshotList:
+    """Every snapshot under a site's prefix, judged: what ``rebuild-manifest
+    --from-remote --list`` shows."""
+
+    where: str
+    snapshots: list[Seen]
+    trusted: str | None  # which keys are trusted, and why
+    untrusted: str | None = None  # why none could be (the snapshots then unjudged)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "where": self.where,
+            "trusted": self.trusted,
+            "untrusted": self.untrusted,
+            "snapshots": [
+                {
+                    "key": s.key,
+                    "verdict": s.verdict,
+                    "why": s.why,
+                    "statement": None if s.statement is None else asdict(s.statement),
+                }
+                for s in self.snapshots
+            ],
+        }
+
+
+async def list_snapshots(layout: Layout, remote: RemoteSettings, choice: DrChoice) -> SnapshotList:
+    """Every snapshot under ``remote``'s site prefix, judged for the site
+    ``choice`` names (or this host's, or the only one there); nothing written."""
+    async with rebuilding(layout, remote, stream=EventStream(), cancel=None) as rebuild:
+        found = await survey(rebuild.store, rebuild.site)
+        trust, judged, untrusted = await rebuild.judged(found, choice)
+        where = rebuild.store.where(rebuild.key("manifest/"))
+        return SnapshotList(where, judged, trust.why if trust else None, untrusted)
 
 
 async def fetch_lost_months(

@@ -61,7 +61,6 @@ import functools
 import hashlib
 import posixpath
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,9 +78,11 @@ from ..base.fsutil import (
 )
 from ..base.layout import Layout
 from ..base.ratelimit import UNLIMITED, RateLimiter
+from ..base.signing import SiteKey
 from ..base.steps import StepHook, StepName, no_step
-from ..base.stream import EventStream, FileDone, Phase
+from ..base.stream import EventStream, FileDone, Level, Phase
 from ..base.times import DAY_MS, now_ms
+from ..store import sitestate
 from ..store.legalholds import ActiveHolds, Hold, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects, Stream, sealed_key
@@ -91,9 +92,9 @@ from .bucketlock import (
     mirror_holds,
     month_retain_until,
     snapshot_retain_until,
-    snapshot_taken_at,
 )
 from .fetch import clear_scratch, remove_scratch
+from .identity import check_claim, keep_key, site_key
 from .marker import check_marker
 from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
 from .objectstore import (
@@ -106,6 +107,17 @@ from .objectstore import (
     RemoteLocked,
 )
 from .sealing import Sealed, SealError, seal_path
+from .snapshots import (
+    SIG,
+    Statement,
+    Trust,
+    check_lineage,
+    generation_of,
+    prune,
+    sign,
+    snapshot_key,
+    statement_for,
+)
 
 KEEP_SNAPSHOTS = 10
 # Objects in flight at once: a remote's latency, not the CPU, is what they wait on.
@@ -307,6 +319,7 @@ class Shipper:
         self._counted = False  # a month's row count changed: the manifest snapshot says it
         self._holds = ActiveHolds([])  # in force when the ship began: uploads ask for them
         self.seal = self.remote.encrypt_to  # objects sealed to these recipients first
+        self._key: SiteKey | str | None = None  # signing_key's answer, once asked
 
     def key(self, path: str) -> str:
         return f"{self.remote.site}/{path}"
@@ -320,26 +333,61 @@ class Shipper:
 
     async def run(self) -> ShipReport:
         # Before anything is written, read or dropped: the remote is the one
-        # this site shipped to (a folder whose disk is not mounted is not).
+        # this site shipped to (a folder whose disk is not mounted is not), and
+        # its prefix is this site's (not another host's of the same name).
         await check_marker(self.store, self.objects, self.remote.site, self.layout, may_write=True)
+        state = await sitestate.read_state(self.manifest)
+        key = await self.signing_key()
+        signer = key if isinstance(key, SiteKey) else None
+        for notice in await check_claim(
+            self.store, self.remote.site, state.site_id, signer, self.layout
+        ):
+            self._notice("warning", notice)
         await self.settle_drops()
         await asyncio.to_thread(clear_scratch, self.layout)
         await self.store.clear_incomplete(self.key(""))
         await self.settle_loose()
+        # A later snapshot of this very site that this host did not ship: a
+        # clone ships as it. Both writing one prefix would lose one's files.
+        trust = await self.own_trust()
+        await check_lineage(
+            self.store, self.remote.site, state, trust, await self.store.server_now()
+        )
+        if signer is not None and self.seal is not None:
+            for problem in await keep_key(
+                self.store, self.remote.site, signer, self.seal, self.layout
+            ):
+                self.report.problems.append(problem)
         self._holds = await active(self.manifest, self.clock())
         await self.ship_files()
         await self.ship_months()
         await self.mirror_holds()
         for notice in self.store.take_notices():
-            self.report.notices.append(notice)
-            self.stream.notice("warning", notice)
+            self._notice("warning", notice)
         await self.drop_local()
         r = self.report
         changed = r.uploaded or r.already or r.months or r.dropped or self._counted
-        if changed or not await self._any_snapshot():
+        if changed or state.snapshot is None:
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())
         return r
+
+    def _notice(self, level: Level, notice: str) -> None:
+        self.report.notices.append(notice)
+        self.stream.notice(level, notice)
+
+    async def signing_key(self) -> SiteKey | str:
+        """The site's signing key (made on a site that has none), or why there
+        is none to sign snapshots with: found once a ship."""
+        if self._key is None:
+            self._key = await site_key(self.manifest, self.layout.root, self.clock())
+        return self._key
+
+    async def own_trust(self) -> Trust:
+        """This site's own snapshots: its id, every key it ever signed with."""
+        state = await sitestate.read_state(self.manifest)
+        keys = frozenset(k.fingerprint for k in await sitestate.keys(self.manifest))
+        return Trust(state.site_id, keys, "this site's own keys")
 
     async def settle_loose(self) -> None:
         """What a ship or rekey stopped partway left in the bucket at a key no
@@ -352,10 +400,10 @@ class Shipper:
                 if await self.store.head(self.key(key)) is not None:
                     await self.store.delete(self.key(key))
                     self.report.loose_deleted += 1
+                if generation_of(key) is not None:  # a snapshot: its statement too
+                    await self.store.delete(self.key(key + SIG))
             except RemoteLocked as err:
-                said = f"{path}: an interrupted upload left {key}; {err}"
-                self.report.notices.append(said)
-                self.stream.notice("info", said)
+                self._notice("info", f"{path}: an interrupted upload left {key}; {err}")
             except RemoteFatal:
                 raise
             except RemoteError as err:  # tried again by the next ship
@@ -720,47 +768,76 @@ class Shipper:
     # the manifest snapshot ------------------------------------------------------
 
     async def ship_manifest(self) -> None:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock() / 1000))
-        path = f"manifest/{stamp}.{self.clock() % 1000:03d}Z.db"
+        """A snapshot of the manifest, of a new generation, shipped with its
+        statement signed by the site key beside it; then the site's old
+        snapshots pruned."""
+        key = await self.signing_key()
+        if isinstance(key, str):
+            self._problem("manifest", f"no manifest snapshot shipped: {key}")
+            return
+        state = await sitestate.read_state(self.manifest)
+        # Bumped and committed first: the snapshot holds its own generation.
+        generation = await sitestate.next_generation(self.manifest)
+        path = snapshot_key(generation, self.seal.fingerprint if self.seal else None)
         tmp = self.layout.scratch("ship-manifest")
         try:
             await asyncio.to_thread(snapshot_db, self.layout.manifest, tmp)
-            until = snapshot_retain_until(self.settings.retention, self.clock())
-            lock = lock_for(self.remote, until, False, self.clock())
-            key, size, sha = await self._put_snapshot(path, tmp, lock)
-            info = await self.store.head(key)
-            if info is None or info.size != size or info.sha256 not in (sha, None):
-                self._problem(
-                    path, f"{self.store.where(key)}: the snapshot did not read back whole"
-                )
-                return
-            if lock is not None and not lock.satisfied_by(info.lock):
-                self._problem(path, f"{self.store.where(key)}: stored with {info.lock}, not {lock}")
-                return
+            # Written down after the copy (the snapshot does not name itself as
+            # loose) and before the upload: a stop leaves nothing unsettled.
+            await self.objects.loose(path, path, self.clock())
+            taken = await self.store.server_now()
+            until = snapshot_retain_until(self.settings.retention, taken)
+            lock = lock_for(self.remote, until, False, taken)
+            size, sha = await self._put_snapshot(path, tmp, lock)
+            why = await self._snapshot_read_back(path, size, sha, lock)
+            if why is None:
+                statement = statement_for(
+                    self.remote.site, state.site_id, generation, taken, path, size, sha,
+                    key.fingerprint,
+                )  # fmt: skip
+                body = sign(key, statement)
+                await self.store.put_bytes(
+                    self.key(path + SIG), body, scratch=self.layout.scratch("sig"),
+                    root=self.layout.root, lock=lock,
+                )  # fmt: skip
+                body_sha = hashlib.sha256(body).hexdigest()
+                why = await self._snapshot_read_back(path + SIG, len(body), body_sha, lock)
         except RemoteFatal:
             raise
         except RemoteError as err:
-            self._problem(path, str(err))
-            return
+            why = str(err)
         finally:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
-        self.report.snapshot = key
+        if why is not None:
+            self._problem(path, why)
+            return
+        await sitestate.shipped(self.manifest, path)
+        self.report.snapshot = self.key(path)
         await self._announce("manifest_shipped", path)
-        await self._prune_snapshots()
+        await self._prune_snapshots(path)
 
-    async def _put_snapshot(
-        self, path: str, tmp: Path, lock: ObjectLock | None
-    ) -> tuple[str, int, str]:
-        """The manifest snapshot ``tmp`` uploaded (sealed, where asked, as
-        ``<path>.<set>.age``: its time makes the name its own); its key, and
-        the size and sha256 of what was uploaded."""
+    async def _snapshot_read_back(
+        self, path: str, size: int, sha: str, lock: ObjectLock | None
+    ) -> str | None:
+        """Why the object just put at ``path`` is not held whole and locked as
+        asked (None: it is)."""
+        key = self.key(path)
+        info = await self.store.head(key)
+        if info is None or info.size != size or info.sha256 not in (sha, None):
+            return f"{self.store.where(key)}: did not read back whole"
+        if lock is not None and not lock.satisfied_by(info.lock):
+            return f"{self.store.where(key)}: stored with {info.lock}, not {lock}"
+        return None
+
+    async def _put_snapshot(self, path: str, tmp: Path, lock: ObjectLock | None) -> tuple[int, str]:
+        """The manifest snapshot ``tmp`` uploaded at ``path`` (sealed, where
+        asked); the size and sha256 of what was uploaded."""
         if self.seal is None:
             size, sha = await self._hash(tmp)
             await self._put(self.key(path), tmp, size, sha, lock)
-            return self.key(path), size, sha
-        key = f"{path}.{self.seal.fingerprint}.age"
-        sealed, _ = await self._seal_and_put(tmp, key, lock, None)
-        return self.key(key), sealed.sealed.bytes, sealed.sealed.sha256
+            return size, sha
+        sealed, _ = await self._seal_and_put(tmp, path, lock, None)
+        return sealed.sealed.bytes, sealed.sealed.sha256
 
     async def _seal_and_put(
         self, local: Path, key: str, lock: ObjectLock | None, spans: list[Span] | None
@@ -783,26 +860,31 @@ class Shipper:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
         return sealed, put
 
-    async def _any_snapshot(self) -> bool:
-        async for _ in self.store.list_objects(self.key("manifest/")):
-            return True
-        return False
+    async def _prune_snapshots(self, written: str) -> None:
+        """All but the newest KEEP_SNAPSHOTS of the site's own snapshots deleted
+        (never ``written``), less those the bucket's lock keeps (told by the
+        time their statements sign, so none is asked for in vain); what is not
+        the site's own is left, and said."""
+        now = await self.store.server_now()
 
-    async def _prune_snapshots(self) -> None:
-        """All but the newest KEEP_SNAPSHOTS deleted, less those the bucket's lock
-        keeps (told by the time in their names, so none is asked for in vain)."""
-        prefix = self.key("manifest/")
-        keys = sorted([info.key async for info in self.store.list_objects(prefix)])
-        for old in keys[:-KEEP_SNAPSHOTS]:
-            taken = snapshot_taken_at(old)
-            until = None if taken is None else snapshot_retain_until(self.settings.retention, taken)
-            if self.remote.locks is not None and until is not None and until > self.clock():
-                self.report.snapshots_kept += 1
-                continue
-            try:
-                await self.store.delete(old)
-            except RemoteLocked:
-                self.report.snapshots_kept += 1
+        def locked(statement: Statement) -> bool:
+            until = snapshot_retain_until(self.settings.retention, statement.taken_at)
+            return self.remote.locks is not None and until is not None and until > now
+
+        done = await prune(
+            self.store, self.remote.site, await self.own_trust(), now,
+            keep=KEEP_SNAPSHOTS, written=written, locked=locked,
+        )  # fmt: skip
+        self.report.snapshots_kept += done.kept
+        for problem in done.problems:
+            self._notice("warning", f"{problem}: an old snapshot is left for the next ship")
+        if done.foreign:
+            self._notice(
+                "info",
+                f"{len(done.foreign)} objects under {self.store.where(self.key('manifest/'))} "
+                f"are not this site's own snapshots, left in place (the first: "
+                f"{done.foreign[0]}); rebuild-manifest --from-remote --list names them",
+            )
 
     # dropping local copies --------------------------------------------------------
 

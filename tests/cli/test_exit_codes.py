@@ -184,6 +184,11 @@ def rotated(site: Path) -> None:
     config.write_text(f'{head}\nencrypt_to = ["{public}"]\n')
 
 
+def key_lost(site: Path) -> None:
+    """The site's signing key gone from the host (a lost disk, a careless hand)."""
+    (site / "archive" / "coldkeep.sitekey").unlink()
+
+
 def newer_manifest(site: Path) -> None:
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         db.execute("PRAGMA user_version = 9999")
@@ -404,6 +409,12 @@ CASES = [
     Case("hold release", 0, ("hold", "release", "1"), setup=a_hold, says="released"),
     Case("hold release", 2, ("hold", "release", "7"), says="there is no hold 7"),
     Case("hold release", 2, ("hold", "release", "7"), site="fresh", says="no hold 7"),
+    Case("site show", 0, ("site", "show"), site="shipped", says="site key    ck:", reads=True),
+    Case("site show", 1, ("site", "show"), site="shipped", setup=key_lost, says="does not hold"),
+    Case("site show", 2, ("site", "show"), setup=bad_config),
+    Case("site new-key", 0, ("site", "new-key"), site="shipped", says="WRITE IT DOWN"),
+    Case("site new-key", 2, ("site", "new-key"), setup=bad_config),
+    Case("site new-key", 3, ("site", "new-key"), site="shipped", locked=True),
     Case("rekey", 0, ("rekey",), setup=sealing, says="to seal again", site="shipped", reads=True),
     Case("rekey", 1, ("rekey", "--yes"), setup=rotated, site="shipped", says="--identity"),
     Case("rekey", 2, ("rekey",), says="encrypt_to is not set", reads=True),

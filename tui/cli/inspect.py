@@ -14,6 +14,7 @@ import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.base.layout import Layout
+from coldkeep.core.ops.siteops import SiteIdentity
 from coldkeep.core.ops.status import RemoteState, Status
 from coldkeep.core.ops.trends import MAX_DAYS
 from coldkeep.core.store.audit import AuditRecord
@@ -77,6 +78,8 @@ def _status_text(st: Status) -> str:
         lines.append(f"unfinished restores: {st.restore_intents} (coldkeep recover)")
     if st.file_problems:
         lines += _problem_lines(st)
+    if st.site is not None:
+        lines += _site_lines(st.site)
     if st.remote is not None:
         lines += _remote_lines(st.remote)
     for p in st.last_passes[:3]:
@@ -97,6 +100,15 @@ def _problem_lines(st: Status) -> list[str]:
         lines.append(f"    -> {p.remedy}")
     if len(found) > LIST_MAX:
         lines.append(f"  … and {len(found) - LIST_MAX} more (coldkeep status --json)")
+    return lines
+
+
+def _site_lines(site: SiteIdentity) -> list[str]:
+    """The site's id and key: what to write down beside the identity file."""
+    key = site.key or "none yet (the first ship makes it)"
+    lines = [f"site id       {site.site_id}", f"site key      {key}"]
+    if site.key_problem:
+        lines.append(f"  SITE KEY    {site.key_problem}")
     return lines
 
 

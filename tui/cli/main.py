@@ -30,6 +30,7 @@ from .operations import COMMANDS
 from .query import query
 from .rekey import rekey
 from .run import run
+from .site import site
 
 
 @click.group(
@@ -76,6 +77,7 @@ _ALL = (
     doctor,
     hold,
     rekey,
+    site,
     metrics,
 )
 for _command in _ALL:

@@ -122,17 +122,11 @@ CONFIRM_ROWS = 200
 REFUSED = "the fleet view never restores in place: type a target directory (t) first"
 
 
-def snapshot_time(key: str | None) -> str:
-    """When a snapshot was taken, from its key ``<site>/manifest/<UTC stamp>.db``
-    (core/remote/ship.py names them so), in UTC as the key says."""
-    if key is None:
+def snapshot_time(taken_at: int | None) -> str:
+    """When a site's snapshot was taken (as its statement signs it), in UTC."""
+    if taken_at is None:
         return ""
-    name = key.rsplit("/", 1)[-1]
-    try:
-        at = time.strptime(name.split(".", 1)[0], "%Y%m%dT%H%M%S")
-    except ValueError:
-        return name  # a name another version wrote: shown as it is
-    return time.strftime("%Y-%m-%d %H:%M UTC", at)
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(taken_at / 1000))
 
 
 def files(n: int) -> str:
@@ -443,7 +437,7 @@ class FleetScreen(Screen[None]):
             if site.usable:
                 catalog = self.catalogs.get(name)
                 entries = f"{len(catalog):,}" if catalog is not None else "…"
-                rows[name] = (name, snapshot_time(site.snapshot), entries, _locks(site))
+                rows[name] = (name, snapshot_time(site.taken_at), entries, _locks(site))
             else:
                 # Listed, with why, rather than left out: a host that stopped
                 # shipping is what the operator needs to see here.

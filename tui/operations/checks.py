@@ -6,16 +6,18 @@ tier) and ``checkpoint`` (one checkpoint of the live database's WAL now).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, UsageError
+from coldkeep.core.base.signing import parse_fingerprint
 from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.files.rebuild import RebuildReport
 from coldkeep.core.files.verify import VerifyReport
 from coldkeep.core.remote.months import MonthLost
-from coldkeep.core.remote.rebuild import FromRemoteReport
+from coldkeep.core.remote.rebuild import DrChoice, FromRemoteReport, SnapshotList
 from coldkeep.core.remote.verify import RemoteVerifyReport
 
 from ..text.fmt import human, plural
@@ -145,16 +147,28 @@ VERIFY = Operation(
 # rebuild-manifest -------------------------------------------------------------
 
 
+_REMOTE_ONLY = ("identity", "site_key", "site_id", "snapshot", "list")
+
+
 def _rebuild(options: Options) -> Run:
     out: Path | None = options["out"]
-    if options["identity"] and not options["from_remote"]:
-        raise UsageError("--identity opens sealed remote objects: give --from-remote too")
+    given = [f"--{o.replace('_', '-')}" for o in _REMOTE_ONLY if options[o]]
+    if given and not options["from_remote"]:
+        raise UsageError(f"{', '.join(given)}: the remote tier's options; give --from-remote too")
     if not options["from_remote"]:
         return lambda archiver, cancel: archiver.rebuild_manifest(out, cancel)
     if out is not None:
         raise UsageError("--out and --from-remote: the remote rebuilds this site's own coldkeep.db")
+    key = options["site_key"]
+    choice = DrChoice(
+        None if key is None else parse_fingerprint(key, "--site-key"),
+        options["site_id"],
+        options["snapshot"],
+    )
+    if options["list"]:
+        return lambda archiver, cancel: archiver.remote_snapshots(choice)
     return unsealing(
-        options["identity"], lambda archiver, cancel: archiver.rebuild_from_remote(cancel)
+        options["identity"], lambda archiver, cancel: archiver.rebuild_from_remote(cancel, choice)
     )
 
 
@@ -167,6 +181,10 @@ def _rebuilt(r: RebuildReport) -> str:
 def _rebuilt_from_remote(r: FromRemoteReport) -> str:
     fetched = plural(r.fetched, "archive file")
     source = f"snapshot {r.snapshot}" if r.snapshot else f"{fetched} fetched"
+    if r.generation is not None:
+        source += f" (generation {r.generation} of site {r.site_id})"
+    elif r.unsigned:
+        source += " (unsigned, as picked)"
     text = f"{plural(r.entries, 'entry', 'entries')} from {source}, "
     text += f"{plural(r.remote_only, 'file')} read from the remote, "
     text += f"{plural(r.months, 'event month')} fetched"
@@ -179,6 +197,34 @@ def _rebuilt_from_remote(r: FromRemoteReport) -> str:
         were = "was" if rows == 1 else "were"
         text += f"; {plural(rows, 'event row')} of {months} {were} NEVER SHIPPED"
     return text + (f"; {plural(len(r.problems), 'problem')}" if r.problems else "")
+
+
+def _from_remote_detail(r: FromRemoteReport) -> list[str]:
+    lines = [f"trusted {r.trusted}"] if r.trusted else []
+    if r.unsigned:
+        lines.append(
+            f"{r.snapshot}: an older coldkeep's unsigned snapshot, taken because it was picked: "
+            "nothing proves this site shipped it"
+        )
+    lines += [f"not taken {o}" for o in r.others]
+    lines += [f"never shipped {p}" for p in r.never_shipped]
+    lines += [f"sealed bundle not fetched {p}" for p in r.sealed_skipped]
+    lines += [*map(_month_lost, r.events_never_shipped), *r.problems]
+    return lines + ([f"site key: {r.site_key}"] if r.site_key else [])
+
+
+def _listed(r: SnapshotList) -> str:
+    lines = [f"{r.where}: {plural(len(r.snapshots), 'snapshot')}"]
+    lines.append(f"trusted {r.trusted}" if r.trusted else f"trusted nothing: {r.untrusted}")
+    for s in r.snapshots:
+        st = s.statement
+        if st is None:
+            lines.append(f"  {s.verdict:<13} {s.key}  {s.why}")
+            continue
+        taken = time.strftime("%Y-%m-%d %H:%M", time.gmtime(st.taken_at / 1000))
+        line = f"  {s.verdict:<13} g{st.generation:<6} {taken}  {st.host}  {st.key}  {s.key}"
+        lines.append(line + (f"  {s.why}" if s.why else ""))
+    return "\n".join(lines)
 
 
 def _month_lost(m: MonthLost) -> str:
@@ -202,8 +248,32 @@ REBUILD_MANIFEST = Operation(
         click.Option(
             ["--from-remote"],
             is_flag=True,
-            help="From the remote tier: the newest manifest snapshot (else every archive file "
-            "there), on a fresh host with only the bucket and credentials.",
+            help="From the remote tier: the newest of the site's own signed manifest snapshots "
+            "(else, with no snapshot at all, every archive file there), on a fresh host with only "
+            "the bucket and credentials.",
+        ),
+        click.Option(
+            ["--site-key"],
+            metavar="FINGERPRINT",
+            help="With --from-remote: take only snapshots this key signed (the fingerprint "
+            "coldkeep status printed, which you wrote down). Without it: this host's key, else "
+            "the only key signing the site's snapshots there, said.",
+        ),
+        click.Option(
+            ["--site-id"],
+            metavar="ID",
+            help="With --from-remote: the site's id, where snapshots of several sites are "
+            "under one remote.site (coldkeep status prints it).",
+        ),
+        click.Option(
+            ["--snapshot"],
+            metavar="KEY",
+            help="With --from-remote: this snapshot (a key --list shows) instead of the newest.",
+        ),
+        click.Option(
+            ["--list"],
+            is_flag=True,
+            help="With --from-remote: list every snapshot there and what it is; write nothing.",
         ),
         identity_option(),
     ),
@@ -216,16 +286,12 @@ REBUILD_MANIFEST = Operation(
                 [f"unreadable {u}" for u in r.unreadable] + [f"refused {x}" for x in r.refused]
             ),
         ),
+        Words(SnapshotList, lambda r: r.where, text=_listed),
         Words(
             FromRemoteReport,
             _rebuilt_from_remote,
             failed=lambda r: r.failed,
-            detail=lambda r: [
-                *(f"never shipped {p}" for p in r.never_shipped),
-                *(f"sealed bundle not fetched {p}" for p in r.sealed_skipped),
-                *map(_month_lost, r.events_never_shipped),
-                *r.problems,
-            ],
+            detail=_from_remote_detail,
             # Data in neither place (an archive file, event rows) fails the
             # rebuild's exit, not its "ok".
             exit=lambda r: EXIT_FAILED if r.failed or r.lost else EXIT_OK,

@@ -158,9 +158,11 @@ async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_throug
     for i in plan.items:
         if i.month is not None:
             expiry.update({k: i.past_since for k in heads(worm) if f"/events/{i.month}." in k})
-    objects = heads(worm)
-    [snapshot] = [k for k in objects if "/manifest/" in k]
-    expiry[snapshot] = clock.now + 400 * DAY_MS
+    # The site's claim holds no data and is never deleted: no lock asked.
+    objects = {k: h for k, h in heads(worm).items() if "/site/" not in k}
+    snapshot, statement = sorted(k for k in objects if "/manifest/" in k)
+    assert statement == f"{snapshot}.sig"
+    expiry[snapshot] = expiry[statement] = clock.now + 400 * DAY_MS
     assert set(expiry) == set(objects)
     # An independent reading for the files: their newest mtime plus files_days.
     for path, newest in newest_ms(config).items():
@@ -282,8 +284,9 @@ async def test_a_bucket_that_cannot_be_told_keeps_the_hold_and_the_next_ship_tel
     ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
     await ck.run_pass()
     assert not (await ck.ship()).problems
-    # "**" covers every file and every event month: all but the manifest snapshot.
-    data = {k.removeprefix(TOP) for k in heads(worm) if "/manifest/" not in k}
+    # "**" covers every file and every event month: all but the manifest snapshot
+    # and the site's claim.
+    data = {k.removeprefix(TOP) for k in heads(worm) if "/manifest/" not in k and "/site/" not in k}
 
     refused = worm.proxy.fail(INTERNAL_ERROR, method="PUT", query=r"legal-hold")
     change = await ck.place_hold("path", "**", "litigation")

@@ -87,7 +87,10 @@ async def test_a_ship_uploads_each_archive_file_once_and_reads_it_back(site: Pat
     assert {f"web-1/{p}": h for p, h in local.items()}.items() <= shipped.items()
     assert report.uploaded == len(local) + report.months
     assert report.months > 0 and any(k.startswith("web-1/events/") for k in shipped)
-    assert [k for k in shipped if k.startswith("web-1/manifest/")] == [report.snapshot]
+    # The manifest snapshot, and its statement signed beside it.
+    snapshot = report.snapshot
+    manifests = sorted(k for k in shipped if k.startswith("web-1/manifest/"))
+    assert manifests == [snapshot, f"{snapshot}.sig"]
     recorded = dict(rows(site, "SELECT path, sha256 FROM remote_objects WHERE month IS NULL"))
     assert recorded == local
     # Nothing new: nothing sent, no new snapshot; local copies kept for ever.

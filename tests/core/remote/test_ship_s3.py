@@ -75,7 +75,8 @@ def test_a_ship_to_s3_is_read_back_and_resumes_to_nothing(
     assert doc["ok"] and result["uploaded"] > 0 and result["problems"] == []
     keys = s3.server.list_keys(s3.bucket, f"{PREFIX}/{SITE}/")
     assert any("/files/" in k for k in keys) and any("/events/" in k for k in keys)
-    assert [k for k in keys if "/manifest/" in k] == [f"{PREFIX}/{result['snapshot']}"]
+    snapshot = f"{PREFIX}/{result['snapshot']}"
+    assert [k for k in keys if "/manifest/" in k] == [snapshot, f"{snapshot}.sig"]
     assert not [k for k in s3.server.list_keys(s3.bucket) if ".coldkeep-probe" in k]
     check(site, s3, tally)
     # Read back as a group: the PUTs' answers gave the checksums, one listing the sizes.
