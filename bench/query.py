@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import calendar
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -52,7 +53,7 @@ from report import Row, met, pct, print_table
 from textual.widgets import DataTable
 
 from coldkeep.core.base.config import RemoteSettings, load_settings
-from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, parse_range
+from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, RemoteMonth, parse_range
 from coldkeep.core.remote.monthvfs import PAGE, RemoteMonths
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.pilot import settle
@@ -147,15 +148,20 @@ def _remote_lookup(db: Path, sql: str) -> tuple[int, int, int]:
 
         client = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1")
         client.create_bucket(Bucket="bench")
-        client.upload_file(str(snap), "bench", "p/site/events/2025-06.000000000000.db")
+        path = "events/2025-06.000000000000.db"
+        client.upload_file(str(snap), "bench", f"p/site/{path}")
+        etag = client.head_object(Bucket="bench", Key=f"p/site/{path}")["ETag"]
         remote = RemoteSettings(url="s3://bench/p", endpoint_url=moto.endpoint, site="site")
         reader = RemoteMonths(remote)
-        size = snap.stat().st_size
+        data = snap.read_bytes()
+        size = len(data)
         try:
             con = apsw.Connection(
                 ":memory:", flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
             )
-            uri = reader.attach_uri("2025-06", "events/2025-06.000000000000.db", size)
+            # As ship records it: its sha256, and the version its HEAD said.
+            shipped = RemoteMonth(path, size, hashlib.sha256(data).hexdigest(), etag)
+            uri = reader.attach_uri("2025-06", shipped)
             con.execute("ATTACH ? AS m", (uri,))
             assert con.execute(sql.replace("FROM events", "FROM m.events")).fetchall()
             con.close()

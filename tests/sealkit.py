@@ -1,7 +1,8 @@
 """Sealed remote copies made behind coldkeep's back, as a sealing ship leaves
 them: each object of a shipped folder remote sealed to a fresh identity (a
 bundle one age stream per member), moved to its sealed key and its row
-replaced with the sealed one and its streams. For the read side's tests before
+replaced with the sealed one (its version the sealed object's, as its HEAD
+says) and its streams. For the read side's tests before
 (and besides) ship sealing itself."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.recipients import RecipientSet, parse_recipients
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.remote.filestore import FileStore
 from coldkeep.core.remote.sealing import seal_spans, tile
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.core.store.remoteobjects import RemoteObjects, sealed_key
@@ -46,6 +48,7 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
     """Every object recorded for the site at ``archive``, in the folder remote
     ``remote``, sealed in place of its plain copy; how many."""
     manifest = await Manifest.open(Layout(archive).manifest)
+    store = FileStore(remote)
     n = 0
     async with manifest:
         objects = RemoteObjects(manifest)
@@ -68,6 +71,8 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
                     cancel=CancelToken(),
                 )
             src.unlink()
+            info = await store.head(f"{site}/{sealed_obj.key}")
+            assert info is not None
             streams = (
                 [(p.offset, p.length, s.offset, s.length) for p, s in sealed.pieces]
                 if spans
@@ -80,6 +85,7 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
                     sha256=sealed.sealed.sha256,
                     plain_bytes=sealed.plain.bytes,
                     plain_sha256=sealed.plain.sha256,
+                    version=info.version,
                 ),
                 streams,
             )

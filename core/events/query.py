@@ -125,13 +125,14 @@ def parse_range(start: str | None, end: str | None) -> TimeRange:
 
 class RemoteMonths(Protocol):
     """Month snapshots only the remote tier holds, read in place by the SQLite
-    engine (remote/monthvfs.py): ``attach_uri`` checks one is there and gives
-    the URI SQLite attaches it by (a ``ColdkeepError`` naming it if not)."""
+    engine (remote/monthvfs.py): ``attach_uri`` checks the object shipped is
+    there and gives the URI SQLite attaches it by (a ``ColdkeepError`` naming it
+    if not)."""
 
     fetched_bytes: int  # from the remote so far
     pages_read: int  # distinct pages SQLite read of them
 
-    def attach_uri(self, month: str, path: str, size: int, sealed_to: str | None) -> str: ...
+    def attach_uri(self, month: str, shipped: RemoteMonth) -> str: ...
 
     def close(self) -> None: ...
 
@@ -160,11 +161,15 @@ class Source:
 
 @dataclass(frozen=True)
 class RemoteMonth:
-    """A month's newest snapshot on the remote: its key under the site, its size,
-    and the age recipient set it is sealed to (None: stored as it is here)."""
+    """A month's newest snapshot on the remote as it shipped: its key under the
+    site, its size and sha256, the version of the object the ship's HEAD
+    confirmed (None: shipped before versions were recorded), and the age
+    recipient set it is sealed to (None: stored as it is here)."""
 
     path: str
     size: int
+    sha256: str
+    version: str | None = None
     sealed_to: str | None = None
 
 
@@ -307,7 +312,7 @@ class EventsQuery:
         for month, obj in away.items():
             name = f"r_{month.replace('-', '_')}"
             try:
-                uri = reader.attach_uri(month, obj.path, obj.size, obj.sealed_to)
+                uri = reader.attach_uri(month, obj)
                 lite.attach(con, uri, name)
                 got.append((name, lite.month_check(con, name, schema, MONTH_SCHEMA)))
             except (ColdkeepError, apsw.Error, ValueError) as err:
@@ -368,10 +373,10 @@ class EventsQuery:
             return
         with reading(manifest) as conn:
             shipped = {
-                str(m): RemoteMonth(str(p), int(n), None if s is None else str(s))
-                for (m, p, n, s) in conn.execute(
-                    "SELECT month, coalesce(stored_as, path), bytes, sealed_to FROM remote_objects "
-                    "WHERE month IS NOT NULL "
+                m: RemoteMonth(*row)
+                for (m, *row) in conn.execute(
+                    "SELECT month, coalesce(stored_as, path), bytes, sha256, version, sealed_to "
+                    "FROM remote_objects WHERE month IS NOT NULL "
                     "AND month NOT IN (SELECT month FROM expired_months) "
                     "ORDER BY month, shipped_at"
                 )

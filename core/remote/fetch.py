@@ -16,7 +16,12 @@ gone with the folder when the cache closes).
 
 Invariants:
 - What is fetched is not trusted: the reader checks it (restore inflates it and
-  compares the SHA-256 with the entry's before anything is placed). A sealed
+  compares the SHA-256 with the entry's before anything is placed). A read
+  through the block cache names the object's recorded version (rangecache.py):
+  the mount serves a random read unchecked, so only the object shipped may
+  answer it. A fetch into a scratch file names none: its SHA-256 is checked
+  whole before use, and a copy of the bucket (other versions of the same
+  bytes) still restores. A sealed
   copy's opened bytes are read only once the stream opened whole and gave the
   recorded size (and sha256, for a whole object); on any error the scratch is
   removed unread.
@@ -59,12 +64,14 @@ from .sealing import Identities
 from .unseal import Readable, SealedUnreadable, identity_for, open_into
 
 
-def window_of(site: str, entry: Entry) -> Window:
+def window_of(site: str, entry: Entry, version: str | None) -> Window:
     """Where ``entry``'s gzip lies on the remote: its archive file's object under
-    ``site``, all of it or the bundle member's span."""
+    ``site`` as ``version``, all of it or the bundle member's span."""
     key = f"{site}/{entry.gz_path}"
     span = entry.span
-    return Window(key, 0, entry.gz_bytes) if span is None else Window(key, span.offset, span.length)
+    if span is None:
+        return Window(key, 0, entry.gz_bytes, version)
+    return Window(key, span.offset, span.length, version)
 
 
 def clear_scratch(layout: Layout) -> list[Path]:
@@ -157,12 +164,17 @@ class RemoteReader:
             return "local"
         return "remote" if obj is not None else None
 
+    async def _window(self, entry: Entry) -> Window:
+        """``entry``'s window, of the object version its row records."""
+        obj = await self.objects.get(entry.gz_path)
+        return window_of(self.site, entry, None if obj is None else obj.version)
+
     async def remote_file(self, entry: Entry, cache: RangeCache) -> RemoteFile:
         """``entry``'s gzip as a file read through ``cache`` (a cache of this
         reader's store), to be read from a worker thread; the marker checked
         first, as for any fetch."""
         await self._check_marker()
-        return RemoteFile(cache, window_of(self.site, entry))
+        return RemoteFile(cache, await self._window(entry))
 
     async def cached_gzip(self, entry: Entry, cache: RangeCache) -> GzipAt:
         """``entry``'s gzip read through ``cache`` (a cache of this reader's
@@ -172,7 +184,7 @@ class RemoteReader:
         sealed = await self.sealed_copy(entry)
         if sealed is not None:
             return await self._opened_in_cache(sealed, cache)
-        window = window_of(self.site, entry)
+        window = await self._window(entry)
         where = RemoteFile(cache, window).name
         opener = functools.partial(RemoteFile, cache, window)
         copy = CachedCopy(where, (window.key, window.start, window.size), opener)
@@ -226,7 +238,7 @@ class RemoteReader:
         span = entry.span
         if span is None:
             whole = Digest(obj.local_bytes, obj.local_sha256)
-            return SealedCopy(Window(key, 0, obj.bytes), 0, whole, obj, where)
+            return SealedCopy(Window(key, 0, obj.bytes, obj.version), 0, whole, obj, where)
         found = await self.objects.stream_of(entry.gz_path, span.offset, span.length)
         if found is None:
             raise SealedUnreadable(
@@ -234,7 +246,8 @@ class RemoteReader:
                 f"({span.length:,} bytes; rebuilt without the snapshot's sealed_spans?)"
             )
         offset, length, skip = found
-        return SealedCopy(Window(key, offset, length), skip, span.length, obj, where)
+        window = Window(key, offset, length, obj.version)
+        return SealedCopy(window, skip, span.length, obj, where)
 
     def _open(self, sealed: SealedCopy, src: Readable, fd: int, cancel: CancelToken) -> None:
         assert self.identities is not None  # sealed_copy refused the read without

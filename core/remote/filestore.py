@@ -9,6 +9,11 @@ Invariants:
   ``.partial`` that no listing shows.
 - ``head`` reads the object back to hash it: a directory keeps no checksum, and
   reading is the only proof of what is on its disk.
+- An object's version is its file's inode and mtime, read by ``fstat`` of the
+  descriptor the bytes are read from (never of the path, which another file
+  can be renamed onto between the check and the read). A read pinned to a
+  version checks it after reading: a write that changed the bytes read moved
+  the mtime before the check.
 - No key leaves the folder: every path is resolved beneath it, never through a
   link planted inside.
 - The folder is never created by an upload: only ``create_root`` makes it, when
@@ -30,7 +35,14 @@ from ..base.durable import fsync
 from ..base.errors import RemoteError
 from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace, unlink_if_present
 from ..base.layout import PARTIAL_SUFFIX, UnsafePath, check_relpath, is_temp_name
-from .objectstore import ObjectInfo, ObjectLock, ObjectStore, Put, RemoteMissing
+from .objectstore import (
+    ObjectInfo,
+    ObjectLock,
+    ObjectStore,
+    Put,
+    RemoteMissing,
+    RemoteReplaced,
+)
 
 CHUNK = 1 << 20
 
@@ -111,6 +123,8 @@ class FileStore(ObjectStore):
         except FileNotFoundError:
             return None
         with os.fdopen(fd, "rb") as f:
+            # Before the hash: a write while it reads moves the mtime, so the
+            # version said no longer matches the file, and a read pinned to it fails.
             st = os.fstat(f.fileno())
             while chunk := f.read(CHUNK):
                 digest.update(chunk)
@@ -123,18 +137,24 @@ class FileStore(ObjectStore):
             modified=st.st_mtime_ns // 1_000_000,
         )
 
-    async def read_range(self, key: str, start: int, length: int) -> bytes:
+    async def read_range(
+        self, key: str, start: int, length: int, version: str | None = None
+    ) -> bytes:
         try:
-            return await asyncio.to_thread(self._read_range, key, start, length)
+            return await asyncio.to_thread(self._read_range, key, start, length, version)
         except FileNotFoundError:
             raise self._missing(key) from None
         except OSError as err:
             raise self._failed(key, err) from err
 
-    def _read_range(self, key: str, start: int, length: int) -> bytes:
+    def _read_range(self, key: str, start: int, length: int, version: str | None) -> bytes:
         fd = open_file(self._path(key), os.O_RDONLY, root=self.root)
         try:
-            return os.pread(fd, length, start)
+            data = os.pread(fd, length, start)
+            # After the read: see the module's invariants.
+            if version is not None and _version(os.fstat(fd)) != version:
+                raise RemoteReplaced(self.where(key))
+            return data
         finally:
             os.close(fd)
 

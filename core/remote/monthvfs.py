@@ -18,14 +18,20 @@ Invariants:
   SQLite's ``immutable`` flag (no lock, no journal, no WAL: a snapshot is one
   committed state, taken by the backup API); every write, truncate or delete
   is refused.
-- What is checked: the object's size, from a HEAD, against the size the manifest
-  recorded when it shipped (an object cut short, or replaced by another of
-  another size, is refused, named); every page as SQLite reads it (its B-tree
-  structure: a page that is not one fails the query, SQLite's "database disk
-  image is malformed"). What is not: the object's SHA-256 (recorded in
-  ``remote_objects``): it covers the whole object, and a ranged read sees a few
-  pages of it. A page the same size but changed in place on the remote is read as
-  it is; ``coldkeep verify --remote`` is what checks the whole object.
+- Only the snapshot shipped is read. One HEAD, before the first read, shows
+  that the object at the key is it: its size is the one recorded, and its
+  SHA-256 is, where the server gives one (S3 checks the one sent with the PUT;
+  a folder's HEAD hashes the file); where the server gives none, its version
+  is the one the ship's HEAD confirmed (``remote_objects.version``: a
+  VersionId, an ETag, a folder's inode and mtime). Every read then names the
+  version that HEAD saw: an object put at the key since, of any size, fails the
+  query in one line (``RemoteReplaced``), never answers rows.
+- A month shipped before versions were recorded, on a server that keeps no
+  SHA-256, has nothing to show it is the snapshot shipped: refused, saying
+  that ``coldkeep verify --remote`` (which reads it whole and records its
+  version) makes it readable.
+- Every page is checked as SQLite reads it (its B-tree structure: a page that
+  is not one fails the query, SQLite's "database disk image is malformed").
 - A sealed month snapshot (client-side encryption) is refused in one line:
   an age stream cannot be read a page at a time, and its rows come back with
   ``restore-events --identity``.
@@ -53,8 +59,9 @@ from ..base.cancel import CancelToken
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.ratelimit import RateLimiter
+from ..events.query import RemoteMonth
 from .connect import open_store
-from .objectstore import ObjectStore
+from .objectstore import ObjectInfo, ObjectStore, RemoteReplaced
 
 PAGE = 4096  # a month database's page (SQLite's default, which coldkeep keeps)
 MAX_SPAN = 512  # pages: a scan's GETs grow to 2 MiB
@@ -67,6 +74,7 @@ T = TypeVar("T")
 class _Object:
     key: str
     size: int
+    version: str  # the object's, as every read of it names it
 
 
 class _Pages:
@@ -126,30 +134,21 @@ class RemoteMonths:
     def _wait(self, call: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
-    def attach_uri(self, month: str, path: str, size: int, sealed_to: str | None = None) -> str:
-        """The URI SQLite attaches ``path`` (under the site's prefix; ``size``
-        bytes as the manifest records) by, once a HEAD found it that size. A
-        sealed snapshot (``sealed_to``) is refused: age cannot be read by pages."""
-        if sealed_to is not None:
+    def attach_uri(self, month: str, shipped: RemoteMonth) -> str:
+        """The URI SQLite attaches ``month``'s snapshot ``shipped`` by, once a HEAD
+        showed the object at its key under the site's prefix is it (``_pin``).
+        A sealed snapshot is refused: age cannot be read by pages."""
+        key = f"{self.site}/{shipped.path}"
+        where = self.store.where(key)
+        if shipped.sealed_to is not None:
             raise RemoteError(
-                f"{self.store.where(f'{self.site}/{path}')}: month {month} "
-                f"is sealed: coldkeep restore-events --month {month} --identity FILE first "
-                "(its rows back in the live table), or --partial answers without it"
+                f"{where}: month {month} is sealed: coldkeep restore-events --month {month} "
+                "--identity FILE first (its rows back in the live table), or --partial "
+                "answers without it"
             )
-        key = f"{self.site}/{path}"
         info = self._wait(self.store.head(key))
-        if info is None:
-            raise RemoteError(
-                f"{self.store.where(key)}: month {month} is not on the remote (run coldkeep "
-                "verify --remote; --partial answers without it)"
-            )
-        if info.size != size:
-            raise RemoteError(
-                f"{self.store.where(key)}: {info.size} bytes where the manifest records {size} "
-                "(the object is not the snapshot shipped: run coldkeep verify --remote)"
-            )
-        self.objects[month] = _Object(key, size)
-        self._seen[key] = bytearray(-(-size // PAGE) // 8 + 1)
+        self.objects[month] = _Object(key, shipped.size, _pin(where, month, shipped, info))
+        self._seen[key] = bytearray(-(-shipped.size // PAGE) // 8 + 1)
         return f"file:{urllib.parse.quote(month)}?mode=ro&immutable=1&vfs={self.vfs_name}"
 
     def read(self, obj: _Object, offset: int, amount: int, ahead: int) -> bytes:
@@ -188,7 +187,8 @@ class RemoteMonths:
             n += 1
         length = min(n * PAGE, obj.size - start)
         self.limiter.take(length, self._cancel)
-        data = self._wait(self.store.read_range(obj.key, start, length))  # its errors name it
+        # Its errors name it; another object at the key is RemoteReplaced.
+        data = self._wait(self.store.read_range(obj.key, start, length, obj.version))
         if len(data) != length:
             raise RemoteError(
                 f"{self.store.where(obj.key)}: {len(data)} bytes at byte {start} where "
@@ -219,6 +219,43 @@ class RemoteMonths:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+def _pin(where: str, month: str, shipped: RemoteMonth, info: ObjectInfo | None) -> str:
+    """The version every read of ``shipped`` names: the one its HEAD ``info``
+    saw, once that HEAD shows the object is the snapshot shipped."""
+    if info is None:
+        raise RemoteError(
+            f"{where}: month {month} is not on the remote (run coldkeep verify --remote; "
+            "--partial answers without it)"
+        )
+    if info.size != shipped.size:
+        raise RemoteError(
+            f"{where}: {info.size} bytes where the manifest records {shipped.size} "
+            "(the object is not the snapshot shipped: run coldkeep verify --remote)"
+        )
+    if info.version is None:
+        # S3 answers an ETag at least, a folder its inode and mtime: a server
+        # that names neither leaves nothing to pin the reads to.
+        raise RemoteError(
+            f"{where}: the server names no version (ETag) of it: it cannot be read in place"
+        )
+    # The bytes' own hash, where the server keeps one, outranks the version
+    # recorded: the same bytes put again, or the folder copied, are still the
+    # snapshot shipped.
+    if info.sha256 is not None:
+        if info.sha256 != shipped.sha256:
+            raise RemoteReplaced(where)
+        return info.version
+    if shipped.version is None:
+        raise RemoteError(
+            f"{where}: month {month} shipped before coldkeep recorded object versions, and "
+            "the server keeps no sha256 to tie it to the snapshot shipped (coldkeep verify "
+            "--remote checks it whole and records its version)"
+        )
+    if info.version != shipped.version:
+        raise RemoteReplaced(where)
+    return info.version
 
 
 async def _opened(remote: RemoteSettings) -> ObjectStore:

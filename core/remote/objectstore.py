@@ -14,6 +14,9 @@ Invariants:
   SHA-256 the server keeps (``Put.kept``), never the size: nothing is recorded
   as remote on the strength of a PUT's answer alone (the shipper reads the size
   back by HEAD or by listing).
+- A read given a ``version`` (what ``ObjectInfo.version`` said when the object
+  was checked) reads that object or fails with ``RemoteReplaced``: never the
+  bytes of another object put at the key since.
 - Every failure is a ``RemoteError`` whose message is one line naming the URL and
   key and what to do; credentials never appear in it. One that no retry of
   another object would get past (``RemoteFatal``: unreachable, credentials, no
@@ -67,6 +70,16 @@ class RemoteNoBucket(RemoteFatal):
 
 class RemoteMissing(RemoteError):
     """The object is not at its key."""
+
+
+class RemoteReplaced(RemoteError):
+    """A read pinned to a version found another object at the key: the one
+    checked (when it shipped, or at the read's start) was replaced or removed."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            f"{where}: no longer the object shipped (replaced since; run coldkeep verify --remote)"
+        )
 
 
 class RemoteLocked(RemoteError):
@@ -248,8 +261,11 @@ class ObjectStore(ABC):
         """What the server holds at ``key``; None if nothing."""
 
     @abstractmethod
-    async def read_range(self, key: str, start: int, length: int) -> bytes:
-        """``length`` bytes of ``key`` from ``start``: one ranged GET."""
+    async def read_range(
+        self, key: str, start: int, length: int, version: str | None = None
+    ) -> bytes:
+        """``length`` bytes of ``key`` (as ``version``, when given) from
+        ``start``: one ranged GET."""
 
     @abstractmethod
     async def download(self, key: str, fd: int) -> int:

@@ -30,6 +30,10 @@ Invariants:
 - The GETs run on the event loop the store belongs to (its client is bound to
   it), reached with ``run_coroutine_threadsafe``; reads come from any other
   thread (a read on the loop's own thread is refused: it would wait for itself).
+- Only the object a window names is read: every GET names its version (the
+  one its row recorded), so another object put at the key since fails the
+  read (``RemoteReplaced``) instead of filling a block; and a block is cached
+  under its window's version, so none is served for another version.
 - What is read is not trusted here: whoever reads it checks it (``cat`` its
   sha256, the mount's inflater the gzip's CRC).
 """
@@ -81,12 +85,14 @@ class CacheDirError(UsageError):
 
 @dataclass(frozen=True)
 class Window:
-    """The bytes ``[start, start + size)`` of the object ``key``: what a
-    ``RemoteFile`` reads, offsets relative to ``start``."""
+    """The bytes ``[start, start + size)`` of the object ``key`` as ``version``
+    (None: whatever the key holds, for a row shipped before versions were
+    recorded): what a ``RemoteFile`` reads, offsets relative to ``start``."""
 
     key: str
     start: int
     size: int
+    version: str | None = None
 
 
 @dataclass
@@ -109,7 +115,8 @@ class _Block:
 
     def name(self) -> str:
         w = self.window
-        ident = hashlib.sha256(f"{w.key}\0{w.start}\0{w.size}".encode()).hexdigest()[:24]
+        window = f"{w.key}\0{w.start}\0{w.size}\0{w.version}"
+        ident = hashlib.sha256(window.encode()).hexdigest()[:24]
         return f"{ident}-{self.index}"
 
 
@@ -368,7 +375,7 @@ class RangeCache:
         self._limiter.take(n, self._cancel)
         with self._cond:
             self._stats.gets += 1
-        data = self._on_loop(w.key, self.store.read_range(w.key, start, n))
+        data = self._on_loop(w.key, self.store.read_range(w.key, start, n, w.version))
         if len(data) != n:
             raise RemoteError(
                 f"{self.store.where(w.key)}: {len(data)} bytes at byte {start} where {n} "

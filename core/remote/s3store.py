@@ -31,6 +31,11 @@ Invariants:
   loop: 47 ms per 64 MiB bundle here (warm cache). Over https (S3, R2, B2) it signs
   UNSIGNED-PAYLOAD and reads nothing; the checksum header is what the server
   checks either way.
+- An object's version is its VersionId where the bucket keeps versions, else
+  its ETag, always quoted (as S3 answers it; a VersionId never is): a read
+  pinned to one sends ``VersionId`` (that version is read, whatever was put at
+  the key since) or ``If-Match`` (412 once another object is there). A
+  version gone (NoSuchVersion) or a 412 is ``RemoteReplaced``.
 - Transient failures (500, 503 SlowDown, throttling, connection resets) are
   retried by botocore's standard retry mode; a body cut short on the way back is
   read again here (READ_TRIES). What is left after that is a ``RemoteError``.
@@ -76,6 +81,7 @@ from .objectstore import (
     RemoteLocked,
     RemoteMissing,
     RemoteNoBucket,
+    RemoteReplaced,
     RemoteUnreachable,
 )
 
@@ -94,6 +100,8 @@ _AUTH_CODES = {
 }
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 _EXISTS = {"412", "PreconditionFailed", "409", "ConditionalRequestConflict"}
+# A pinned read's answer when the object it names is not at the key any more.
+_REPLACED = {"412", "PreconditionFailed", "NoSuchVersion"}
 _NO_CONDITIONAL = {"501", "NotImplemented", "InvalidArgument", "InvalidRequest"}
 _CREDENTIALS_HELP = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials, "
@@ -147,12 +155,23 @@ def _encryption(answer: dict[str, Any]) -> Encryption:
 
 
 def _version(answer: dict[str, Any]) -> str | None:
-    """What names the stored version a HEAD or a listing describes."""
+    """What names the stored version a HEAD or a listing describes: its
+    VersionId, else its ETag in quotes (a server that leaves them off is given
+    them, so that a pin tells the two apart)."""
     version = answer.get("VersionId")
     if version and version != "null":
         return str(version)
     etag = answer.get("ETag")
-    return None if etag is None else str(etag)
+    if etag is None:
+        return None
+    return str(etag) if str(etag).startswith('"') else f'"{etag}"'
+
+
+def _pinned(version: str | None) -> dict[str, str]:
+    """A GET's arguments that make it read ``version`` or fail."""
+    if version is None:
+        return {}
+    return {"IfMatch": version} if version.startswith('"') else {"VersionId": version}
 
 
 def _ms(when: datetime | None) -> int | None:
@@ -419,13 +438,14 @@ class S3Store(ObjectStore):
             _ms(got.get("LastModified")),
         )
 
-    async def _get(self, key: str, doing: str, **ranged: str) -> bytes:
-        """The object's body (or a range of it), read again while it comes back
-        cut short (a reset or a truncated response) until READ_TRIES."""
+    async def _get(self, key: str, doing: str, **args: str) -> bytes:
+        """The object's body (or a range of it: ``Range``; of one version of it:
+        ``_pinned``), read again while it comes back cut short (a reset or a
+        truncated response) until READ_TRIES."""
         s3 = await self._s3()
         for _ in range(READ_TRIES):
             try:
-                got = await s3.get_object(Bucket=self.bucket, Key=self._key(key), **ranged)
+                got = await s3.get_object(Bucket=self.bucket, Key=self._key(key), **args)
                 async with got["Body"] as body:
                     data: bytes = await body.read()
                 if len(data) == int(got["ContentLength"]):
@@ -436,15 +456,21 @@ class S3Store(ObjectStore):
                     raise RemoteMissing(
                         f"{self.where(key)}: not there (run coldkeep verify --remote)"
                     ) from err
+                if _code(err) in _REPLACED or _status(err) in _REPLACED:
+                    raise RemoteReplaced(self.where(key)) from err
                 raise self._error(key, err, doing) from err
             except (TimeoutError, BotoCoreError, OSError, aiohttp.ClientError) as err:
                 last = err
         raise self._error(key, last, f"{doing} ({READ_TRIES} tries)") from last
 
-    async def read_range(self, key: str, start: int, length: int) -> bytes:
+    async def read_range(
+        self, key: str, start: int, length: int, version: str | None = None
+    ) -> bytes:
         if length <= 0:
             return b""
-        return await self._get(key, "reading a range", Range=f"bytes={start}-{start + length - 1}")
+        return await self._get(
+            key, "reading a range", Range=f"bytes={start}-{start + length - 1}", **_pinned(version)
+        )
 
     async def download(self, key: str, fd: int) -> int:
         # Whole objects are read into memory: what restores from here is one

@@ -699,8 +699,9 @@ class Shipper:
         return await self.store.put_new(key, local, size, sha, lock)
 
     async def _read_bytes_back(self, head: ObjectInfo) -> ObjectInfo:
-        """A server that keeps no checksum: the bytes read back and hashed."""
-        data = await self.store.read_range(head.key, 0, head.size) if head.size else b""
+        """A server that keeps no checksum: the bytes read back and hashed, as the
+        version the HEAD said (the one the row records)."""
+        data = await self.store.read_range(head.key, 0, head.size, head.version)
         return replace(head, size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
     def _problem(self, path: str, message: str) -> None:

@@ -147,9 +147,10 @@ class _Hashed:
 
 
 class RangedSource:
-    """The object ``key`` of ``size`` bytes read from its start by ranged GETs of
-    ``piece`` bytes, sent to the store's ``loop`` from a worker thread, and
-    hashed as read: what an opening reads when nothing is to be written."""
+    """The object ``key`` of ``size`` bytes (as ``version``) read from its start
+    by ranged GETs of ``piece`` bytes, sent to the store's ``loop`` from a worker
+    thread, and hashed as read: what an opening reads when nothing is to be
+    written."""
 
     def __init__(
         self,
@@ -158,8 +159,10 @@ class RangedSource:
         size: int,
         loop: asyncio.AbstractEventLoop,
         piece: int,
+        version: str | None,
     ) -> None:
         self.store, self.key, self.size, self.loop, self.piece = store, key, size, loop, piece
+        self.version = version
         self.sha = hashlib.sha256()
         self.at = 0  # bytes fetched
         self.held = memoryview(b"")
@@ -169,7 +172,7 @@ class RangedSource:
             want = min(self.piece, self.size - self.at)
             if want <= 0:
                 return b""
-            call = self.store.read_range(self.key, self.at, want)
+            call = self.store.read_range(self.key, self.at, want, self.version)
             data = asyncio.run_coroutine_threadsafe(call, self.loop).result()
             if len(data) != want:
                 raise RemoteError(

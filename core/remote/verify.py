@@ -16,6 +16,13 @@ A copy that is missing or wrong:
 - otherwise the failure stays on the row (``verify_error``): the alert job
   raises it, and restore of those files fails loudly instead of placing bad bytes.
 
+The reads name the version of the object that the HEAD before them saw, so
+what they hash is that one object; once it proves to be the one shipped, the
+row records that version. A row shipped before versions were recorded gets
+one so, and a row whose object was put again with the same bytes (a folder
+copied to another disk) the new one: the reads pinned to it (a month read in
+place, the block cache's) read it from then on.
+
 A sealed object (client-side encryption) is read as stored: its size and
 sha256 are the ciphertext's, which is all a verify without an identity can
 check. ``--deep`` opens each sealed object as well, with the identity given
@@ -43,7 +50,7 @@ from ..base.times import now_ms
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .marker import check_marker
-from .objectstore import ObjectStore, RemoteFatal, RemoteMissing
+from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteMissing
 from .sealing import Identities, IdentityNeeded, WrongIdentity
 from .ship import Shipper
 from .unseal import RangedSource, SealedUnreadable, open_all
@@ -141,11 +148,11 @@ class RemoteVerifier:
                 await self.objects.set_verify_cursor(obj.path)
             at, count = page[-1].path, count - len(page)
 
-    async def _read_sha(self, key: str, size: int) -> str:
+    async def _read_sha(self, key: str, size: int, version: str | None) -> str:
         digest = hashlib.sha256()
         for start in range(0, size, RANGE):
             self.cancel.check()
-            data = await self.store.read_range(key, start, min(RANGE, size - start))
+            data = await self.store.read_range(key, start, min(RANGE, size - start), version)
             await asyncio.to_thread(digest.update, data)
         return digest.hexdigest()
 
@@ -157,11 +164,13 @@ class RemoteVerifier:
         )
         return [(int(o), int(n)) for o, n in rows] or [(0, obj.bytes)]
 
-    async def _read_deep(self, key: str, obj: RemoteObject) -> str | None:
-        """Sealed ``obj`` read once, its streams opened as they come: why it is
-        not what was shipped, or None. ``WrongIdentity`` raised as itself."""
+    async def _read_deep(self, key: str, obj: RemoteObject, version: str | None) -> str | None:
+        """Sealed ``obj`` read once (as ``version``), its streams opened as they
+        come: why it is not what was shipped, or None. ``WrongIdentity`` raised
+        as itself."""
         assert self.identities is not None
-        src = RangedSource(self.store, key, obj.bytes, asyncio.get_running_loop(), RANGE)
+        loop = asyncio.get_running_loop()
+        src = RangedSource(self.store, key, obj.bytes, loop, RANGE, version)
         streams = await self._streams(obj)
         what = self.store.where(key)
         identities, sealed_to, cancel = self.identities, obj.sealed_to, self.cancel
@@ -186,22 +195,23 @@ class RemoteVerifier:
             )
         return None
 
-    async def _problem(self, key: str, obj: RemoteObject) -> str | None:
-        """Why the object at ``key`` is not ``obj`` as shipped, or None."""
+    async def _problem(self, key: str, obj: RemoteObject) -> str | ObjectInfo:
+        """Why the object at ``key`` is not ``obj`` as shipped; or, once its
+        bytes proved it is, the HEAD whose version they were read as."""
         info = await self.store.head(key)
         if info is None:
             return "not there"
         if info.size != obj.bytes:
             return f"{info.size} bytes, not the {obj.bytes} shipped"
         if self.deep and obj.sealed_to is not None:
-            return await self._read_deep(key, obj)
-        got = await self._read_sha(key, obj.bytes)
-        return None if got == obj.sha256 else f"sha256 {got}, not the {obj.sha256} shipped"
+            return await self._read_deep(key, obj, info.version) or info
+        got = await self._read_sha(key, obj.bytes, info.version)
+        return info if got == obj.sha256 else f"sha256 {got}, not the {obj.sha256} shipped"
 
     async def _check(self, obj: RemoteObject) -> None:
         key = self.shipper.key(obj.key)
         self.report.checked += 1
-        why: str | None
+        why: str | ObjectInfo
         try:
             why = await self._problem(key, obj)
         except WrongIdentity as err:
@@ -218,10 +228,10 @@ class RemoteVerifier:
             self.report.failed.append(f"{self.store.where(key)}: could not be read: {err}")
             self.stream.emit(FileDone("verify-remote", obj.path, "error", detail=str(err)))
             return
-        if why is None:
+        if isinstance(why, ObjectInfo):
             self.report.ok += 1
             self.report.bytes += obj.bytes
-            await self.objects.mark_verified(obj.path, now_ms(), None)
+            await self.objects.mark_verified(obj.path, now_ms(), None, why.version)
             self.stream.emit(FileDone("verify-remote", obj.path, "ok", obj.bytes))
             return
         await self._settle_bad(obj, key, why)

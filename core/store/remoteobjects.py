@@ -482,10 +482,18 @@ class RemoteObjects:
             [month, rows, sig, at],
         )
 
-    async def mark_verified(self, path: str, at: int, error: str | None) -> None:
+    async def mark_verified(
+        self, path: str, at: int, error: str | None, version: str | None = None
+    ) -> None:
+        """The object read back at ``at``: ``error`` why it is not the one shipped
+        (None: it is), and ``version``, the version of it whose bytes proved it
+        (None: the one recorded is kept). A row shipped before versions were
+        recorded gets one so; one whose object was put again, the same bytes,
+        gets the new one (reads pinned to the old would fail for good)."""
         await self.manifest.run(
-            "UPDATE remote_objects SET verified_at = ?, verify_error = ? WHERE path = ?",
-            [at, error, path],
+            "UPDATE remote_objects SET verified_at = ?, verify_error = ?, "
+            "version = coalesce(?, version) WHERE path = ?",
+            [at, error, version, path],
         )
 
     async def replace_row(

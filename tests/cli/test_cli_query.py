@@ -1,13 +1,17 @@
 """``coldkeep query`` as an operator runs it, on a site whose old event rows a
 real pass moved into month databases: every row answered once, as text, JSON
 lines or CSV; what was read on stderr with --stats; bad SQL exit 2, an
-unreadable month exit 1 naming it; a reader that leaves early ends it quietly."""
+unreadable month exit 1 naming it; a reader that leaves early ends it quietly;
+a month only the remote holds read there, and only as the object shipped:
+another put at its key (a forgery of the same size) fails the query, in a
+folder, a bucket without versions and one with Object Lock."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -17,8 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, make_events_db
+from coldkeep.core.ops.demo import write_demo
+
+from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, ck_json, make_events_db
+from remotecheck import set_remote
 from s3kit import S3Site
+from s3kit.proxy import StripHeader
 
 
 def _passed(site: Path, rows: int, days: int, more: str = "") -> Path:
@@ -157,3 +165,143 @@ def test_a_month_only_the_remote_holds_is_read_there_a_few_pages_at_a_time(
 
     whole = _query(site, "--engine", "sqlite", "--json", "SELECT * FROM events ORDER BY id")
     assert whole.stdout == everything
+
+
+# a month read in place is the object shipped -------------------------------------------
+
+FORGED = "SELECT id, unit FROM events WHERE unit LIKE 'FORGED%'"
+
+
+def _remote_only(tmp_path: Path, remote: str | None = None) -> Path:
+    """A small demo site passed and shipped (to the folder inside it, or as
+    ``remote`` says), then its month databases gone from here: each month only
+    the remote holds."""
+    site = write_demo(tmp_path / "site", scale=0.02).root
+    if remote is not None:
+        set_remote(site, remote)
+    ck(site, "pass")
+    ck(site, "ship")
+    for db in (site / "archive" / "events").glob("*.db*"):
+        db.unlink()
+    return site
+
+
+def _newest_month(site: Path) -> tuple[str, str]:
+    """The month with the most rows shipped, and its object's key under the site."""
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        [(month, path)] = db.execute(
+            "SELECT month, path FROM remote_objects WHERE month IS NOT NULL "
+            "ORDER BY row_count DESC, month LIMIT 1"
+        ).fetchall()
+    return str(month), str(path)
+
+
+def _forged(shipped: bytes, tmp_path: Path) -> bytes:
+    """The month database ``shipped`` with other rows, of the same size: every
+    unit renamed ``FORGED-…``."""
+    db = tmp_path / "forged.db"
+    db.write_bytes(shipped)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE events SET unit = 'FORGED-' || substr(unit, 8)")
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    forged = db.read_bytes()
+    assert len(forged) == len(shipped) and forged != shipped
+    return forged
+
+
+def _refused_not_forged(site: Path, month: str) -> None:
+    """The SQLite engine's answer over the month: exit 1 and one line naming
+    its object as replaced, never a forged row; --partial answers without it."""
+    run = _query(site, "--engine", "sqlite", "--json", FORGED, check=1)
+    assert run.stdout == "", "a forged row was answered"
+    [line] = run.stderr.splitlines()
+    assert line.startswith(f"coldkeep: {month} (on the remote, events/{month}.")
+    assert "no longer the object shipped (replaced since; run coldkeep verify --remote)" in line
+    run = _query(site, "--engine", "sqlite", "--json", "--partial", FORGED)
+    assert run.stdout == "" and f"left out {month}: " in run.stderr
+
+
+def test_a_month_replaced_in_the_remote_folder_is_refused_never_read(tmp_path: Path) -> None:
+    site = _remote_only(tmp_path)
+    month, path = _newest_month(site)
+    obj = site / "remote" / "demo" / path
+    answered = _query(site, "--engine", "sqlite", "--json", "SELECT count(*) AS n FROM events")
+    assert json.loads(answered.stdout)["n"] > 0
+
+    forged = tmp_path / "forged"
+    forged.write_bytes(_forged(obj.read_bytes(), tmp_path))
+    os.replace(forged, obj)  # a new file at the key
+    _refused_not_forged(site, month)
+
+
+def test_a_month_written_over_in_the_remote_folder_is_refused_never_read(
+    tmp_path: Path,
+) -> None:
+    """The same file written over in place, its inode kept."""
+    site = _remote_only(tmp_path)
+    month, path = _newest_month(site)
+    obj = site / "remote" / "demo" / path
+    obj.write_bytes(_forged(obj.read_bytes(), tmp_path))
+    _refused_not_forged(site, month)
+
+
+@pytest.mark.parametrize("bucket", ["plain", "object-lock"])
+def test_a_month_replaced_in_the_bucket_is_refused_never_read(
+    tmp_path: Path, s3: S3Site, bucket: str
+) -> None:
+    """A bucket without versions (its reads pinned by the ETag, If-Match), and
+    one created with Object Lock, whose lock keeps the version shipped but lets
+    another be put over it (pinned by the VersionId)."""
+    remote = (
+        f'url = "s3://{s3.bucket}/p"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "t"\n'
+    )
+    if bucket == "object-lock":
+        s3.server.client.create_bucket(Bucket="worm", ObjectLockEnabledForBucket=True)
+        remote = remote.replace(s3.bucket, "worm") + 'object_lock = "governance"\n'
+        remote += "[retention]\nfiles_days = 3650\nevents_days = 3650\n"
+    site = _remote_only(tmp_path, remote)
+    month, path = _newest_month(site)
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        [(version,)] = db.execute("SELECT version FROM remote_objects WHERE path = ?", [path])
+    assert version.startswith('"') == (bucket == "plain")  # an ETag, else a VersionId
+    name = "worm" if bucket == "object-lock" else s3.bucket
+    shipped = s3.server.get_raw(name, f"p/t/{path}")
+    assert shipped is not None
+    s3.server.put_raw(name, f"p/t/{path}", _forged(shipped, tmp_path))
+    _refused_not_forged(site, month)
+
+
+def test_a_month_shipped_before_versions_is_read_once_tied_to_what_shipped(
+    tmp_path: Path, s3: S3Site
+) -> None:
+    """Rows shipped before versions were recorded: a bucket that keeps no
+    sha256 leaves nothing to tie the object to the snapshot, so the month is
+    refused until verify --remote has read it whole and recorded its version;
+    then it is read, pinned to that version."""
+    s3.proxy.fail(StripHeader("x-amz-sdk-checksum-algorithm"), method="PUT")  # none kept
+    site = _remote_only(
+        tmp_path,
+        f'url = "s3://{s3.bucket}/p"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "t"\n',
+    )
+    month, path = _newest_month(site)
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        shipped = dict(db.execute("SELECT path, version FROM remote_objects"))
+        db.execute("UPDATE remote_objects SET version = NULL")
+    assert shipped[path] and shipped[path].startswith('"')  # a bucket without versions: ETags
+    count = "SELECT count(*) AS n FROM events"
+    run = _query(site, "--engine", "sqlite", "--json", count, check=1)
+    assert "shipped before coldkeep recorded object versions" in run.stderr
+    assert "coldkeep verify --remote checks it whole and records its version" in run.stderr
+
+    assert ck_json(site, "verify", "--remote")["result"]["failed"] == []
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        assert dict(db.execute("SELECT path, version FROM remote_objects")) == shipped
+    assert json.loads(_query(site, "--engine", "sqlite", "--json", count).stdout)["n"] > 0
+
+    forged = s3.server.get_raw(s3.bucket, f"p/t/{path}")
+    assert forged is not None
+    s3.server.put_raw(s3.bucket, f"p/t/{path}", _forged(forged, tmp_path))
+    _refused_not_forged(site, month)

@@ -1,8 +1,9 @@
 """Reads of remote-only bytes through the block cache, against a real folder and
 the moto S3 server (behind the counting fault proxy): the bytes equal the
 object's, a GET per block and no more, the folder within its bound, a failed
-fetch caching nothing, concurrent readers sharing one fetch, and a crashed
-reader's folder cleared by the next one."""
+fetch caching nothing, an object replaced at its key never read for the one
+pinned, concurrent readers sharing one fetch, and a crashed reader's folder
+cleared by the next one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 from coldkeep.core.base.config import MountSettings, RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.remote.filestore import FileStore
-from coldkeep.core.remote.objectstore import ObjectStore, RemoteMissing
+from coldkeep.core.remote.objectstore import ObjectStore, RemoteMissing, RemoteReplaced
 from coldkeep.core.remote.rangecache import CacheDirError, RangeCache, Window, range_cache
 from coldkeep.core.remote.s3store import S3Store
 
@@ -232,6 +233,99 @@ def test_a_missing_or_short_object_is_an_error_naming_it(
         cache.close()
 
 
+def _pinned_then_replaced(
+    store: ObjectStore,
+    loop: asyncio.AbstractEventLoop,
+    tmp_path: Path,
+    replace: Callable[[], None],
+) -> tuple[RangeCache, Window, Window]:
+    """A cache with block 0 of ``KEY`` read through a window pinned to the
+    version shipped, then ``replace`` run (another object of the same size put
+    at the key): the cache, that window, and one of the new object's version."""
+
+    def head() -> str:
+        info = asyncio.run_coroutine_threadsafe(store.head(KEY), loop).result()
+        assert info is not None and info.version is not None
+        return info.version
+
+    cache = RangeCache.open(store, tmp_path / "cache", 8 << 20, loop)
+    shipped = Window(KEY, 0, len(DATA), head())
+    assert cache.read(shipped, 0, 10) == DATA[:10]
+    replace()
+    return cache, shipped, Window(KEY, 0, len(DATA), head())
+
+
+FORGED = bytes(b ^ 0xFF for b in DATA)
+
+
+@pytest.mark.parametrize("how", ["renamed over", "written in place"])
+def test_a_window_pinned_to_a_folders_object_never_reads_another(
+    folder_store: FileStore, loop: asyncio.AbstractEventLoop, tmp_path: Path, how: str
+) -> None:
+    path = folder_store.root / KEY
+
+    def replace() -> None:
+        if how == "renamed over":
+            (tmp_path / "forged").write_bytes(FORGED)
+            os.replace(tmp_path / "forged", path)
+        else:
+            path.write_bytes(FORGED)
+
+    cache, shipped, now = _pinned_then_replaced(folder_store, loop, tmp_path, replace)
+    try:
+        assert cache.read(shipped, 0, 10) == DATA[:10]  # a block cached before: still its own
+        with pytest.raises(RemoteReplaced, match=rf"{KEY}: no longer the object shipped"):
+            cache.read(shipped, 2 << 20, 10)
+        assert cache.read(now, 0, 10) == FORGED[:10]  # another version: not the block cached
+        assert cache.stats.gets == 3 and cache.stats.failed == 1
+    finally:
+        cache.close()
+
+
+def test_a_window_pinned_to_an_etag_never_reads_another_object(
+    s3: S3Site, loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    store = s3_store(s3)  # a bucket without versions: the ETag, sent as If-Match
+    cache, shipped, now = _pinned_then_replaced(
+        store, loop, tmp_path, lambda: s3.server.put_raw(s3.bucket, f"fleet/{KEY}", FORGED)
+    )
+    try:
+        assert shipped.version is not None and shipped.version.startswith('"')
+        with pytest.raises(RemoteReplaced, match=rf"{KEY}: no longer the object shipped"):
+            cache.read(shipped, 2 << 20, 10)
+        assert cache.read(now, 2 << 20, 10) == FORGED[2 << 20 :][:10]
+        assert cache_files(cache) and cache.stats.failed == 1
+    finally:
+        cache.close()
+        on(loop, store)
+
+
+def test_a_window_pinned_to_a_version_id_reads_that_version_or_fails(
+    s3: S3Site, loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    """A bucket that keeps versions: the version shipped is read whatever was
+    put over it; once that version is gone, the read fails."""
+    s3.server.client.put_bucket_versioning(
+        Bucket=s3.bucket, VersioningConfiguration={"Status": "Enabled"}
+    )
+    store = s3_store(s3)
+    cache, shipped, now = _pinned_then_replaced(
+        store, loop, tmp_path, lambda: s3.server.put_raw(s3.bucket, f"fleet/{KEY}", FORGED)
+    )
+    try:
+        assert shipped.version is not None and not shipped.version.startswith('"')
+        assert cache.read(shipped, 2 << 20, 10) == DATA[2 << 20 :][:10]
+        assert cache.read(now, 2 << 20, 10) == FORGED[2 << 20 :][:10]
+        s3.server.client.delete_object(
+            Bucket=s3.bucket, Key=f"fleet/{KEY}", VersionId=shipped.version
+        )
+        with pytest.raises(RemoteReplaced, match=rf"{KEY}: no longer the object shipped"):
+            cache.read(shipped, 1 << 20, 10)
+    finally:
+        cache.close()
+        on(loop, store)
+
+
 def test_a_cache_dir_that_cannot_hold_the_cache_is_one_line_naming_it(
     folder_store: FileStore, loop: asyncio.AbstractEventLoop, tmp_path: Path
 ) -> None:
@@ -275,13 +369,15 @@ class GatedStore(FileStore):
         with self.seen:
             return len(self.asked)
 
-    async def read_range(self, key: str, start: int, length: int) -> bytes:
+    async def read_range(
+        self, key: str, start: int, length: int, version: str | None = None
+    ) -> bytes:
         with self.seen:
             self.asked.append(start)
             self.seen.notify_all()
         if start >= self.gated_from:
             await asyncio.to_thread(self.gate.wait)
-        return await super().read_range(key, start, length)
+        return await super().read_range(key, start, length, version)
 
 
 def test_concurrent_readers_of_one_block_share_one_fetch(

@@ -101,9 +101,11 @@ class Counting:
         store: Any = reader.store
         read_range, download = store.read_range, store.download
 
-        async def counted_range(key: str, start: int, length: int) -> bytes:
+        async def counted_range(
+            key: str, start: int, length: int, version: str | None = None
+        ) -> bytes:
             self.ranges.append(length)
-            return await read_range(key, start, length)  # type: ignore[no-any-return]
+            return await read_range(key, start, length, version)  # type: ignore[no-any-return]
 
         async def counted_download(key: str, fd: int) -> int:
             self.downloads += 1
