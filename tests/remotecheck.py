@@ -10,7 +10,7 @@ import hashlib
 import sqlite3
 import subprocess
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 
 from helpers import COLDKEEP, ck, entries, gunzip_entry
+from s3kit import S3Site
 
 Fetch = Callable[[str], bytes | None]
 
@@ -147,3 +148,42 @@ def _gunzip_remote(obj: bytes, e: dict[str, Any]) -> bytes:
     offset, length = e["member_offset"], e["member_length"]
     member = obj if offset is None else obj[int(offset) : int(offset) + int(length)]
     return subprocess.run(["gunzip", "-c"], input=member, check=True, capture_output=True).stdout
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A site's remote tier as a test reaches it behind coldkeep's back: the
+    ``[remote]`` table its config gets (``set_remote``), and each object read
+    and written by its key under the site."""
+
+    table: str
+    get: Callable[[str], bytes | None]
+    put: Callable[[str, bytes], None]
+
+    def damage(self, key: str) -> None:
+        """The object at ``key`` replaced by one of its size whose last byte
+        differs: what a ranged read or a HEAD of its size cannot tell apart."""
+        data = self.get(key)
+        assert data, key
+        self.put(key, data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def folder_tier(site: Path, name: str, extra: str = "") -> Tier:
+    """A ``file://`` folder inside the site, shipped to as ``name``."""
+    root = site / "remote" / name
+
+    def put(key: str, data: bytes) -> None:
+        (root / key).write_bytes(data)
+
+    return Tier(f'url = "file:remote"\nsite = "{name}"\n{extra}', folder_fetch(root), put)
+
+
+def bucket_tier(s3: S3Site, prefix: str, name: str, extra: str = "") -> Tier:
+    """The bucket of ``s3`` under ``prefix``, shipped to as ``name``."""
+    top = f"{prefix}/{name}/"
+    return Tier(
+        f'url = "s3://{s3.bucket}/{prefix}"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "{name}"\n{extra}',
+        lambda key: s3.server.get_raw(s3.bucket, top + key),
+        lambda key, data: s3.server.put_raw(s3.bucket, top + key, data),
+    )
