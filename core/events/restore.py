@@ -189,9 +189,19 @@ def _put_back(
 
 
 async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str]]:
-    """Which of ``months`` retention deleted, and the day it did."""
-    expired = await expiry.expired_months(manifest, months)
-    return [(m, f"expired on {day_of(at)} (past [retention] events_days)") for m, at in expired]
+    """Which of ``months`` retention deleted, the day it did, and until when
+    the bucket's lock still keeps their snapshots (said, never read)."""
+    objects, now = RemoteObjects(manifest), now_ms()
+    said = []
+    for month, at in await expiry.expired_months(manifest, months):
+        until = max((o.retain_until or 0 for o in await objects.of_month(month)), default=0)
+        kept = (
+            f"; the bucket's lock keeps its snapshots until {day_of(until)}, not read"
+            if until > now
+            else ""
+        )
+        said.append((month, f"expired on {day_of(at)} (past [retention] events_days){kept}"))
+    return said
 
 
 def _not_fetched(obj: RemoteObject) -> str:
@@ -239,6 +249,8 @@ async def check_selection(
     only, or damaged) is left to the restore to say."""
     paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
     shipped = set(await RemoteObjects(manifest).latest_months()) if manifest else set()
+    if manifest is not None:  # the bucket's lock may keep an expired month's snapshots
+        shipped -= {m for m, _ in await expiry.expired_months(manifest, sorted(shipped))}
     available = sorted({p.stem for p in paths} | shipped)
     error = await _unknown_months(manifest, months or [], available)
     if error is not None:
