@@ -7,6 +7,7 @@ copy is gone without one. ``fetch`` reads an object of the remote (a file of a
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyrage
+import pytest
 from pyrage import x25519
 
 from coldkeep.core.archiver import Archiver
@@ -187,3 +189,26 @@ def bucket_tier(s3: S3Site, prefix: str, name: str, extra: str = "") -> Tier:
         lambda key: s3.server.get_raw(s3.bucket, top + key),
         lambda key, data: s3.server.put_raw(s3.bucket, top + key, data),
     )
+
+
+PREFIX, SITE = "fleet", "web-1"
+
+
+def shipped_tier(
+    request: pytest.FixtureRequest, template: Path, keys: str, retention: str
+) -> tuple[Path, Tier]:
+    """A copy of the site ``template`` shipped as ``SITE`` to the remote
+    ``request.param`` names: a folder inside it ("folder"), or a bucket with
+    Object Lock in compliance mode, every object locked until its expiry
+    ("worm": the fixture's, under ``PREFIX``). ``keys``: more ``[remote]`` keys;
+    ``retention``: its ``[retention]`` table."""
+    site = request.getfixturevalue("tmp_path") / "site"
+    shutil.copytree(template, site)
+    if request.param == "folder":
+        tier = folder_tier(site, SITE, keys + retention)
+    else:
+        bucket: S3Site = request.getfixturevalue("worm")
+        tier = bucket_tier(bucket, PREFIX, SITE, f'{keys}object_lock = "compliance"\n{retention}')
+    set_remote(site, tier.table)
+    ck(site, "ship")
+    return site, tier

@@ -7,24 +7,14 @@ enforces it)."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from helpers import ck, ck_json
-from remotecheck import (
-    Tier,
-    bucket_tier,
-    demo_after_pass,
-    folder_tier,
-    remote_rows,
-    set_remote,
-)
-from s3kit import S3Site
+from remotecheck import Tier, demo_after_pass, remote_rows, shipped_tier
 
-PREFIX, SITE = "fleet", "web-1"
 RETENTION = "\n[retention]\nfiles_days = 400\nevents_days = 400\n"
 
 
@@ -33,34 +23,16 @@ def passed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo_after_pass(tmp_path_factory.mktemp("verify") / "demo")
 
 
-def shipped(
-    request: pytest.FixtureRequest, passed: Path, keep_local_days: int
-) -> tuple[Path, Tier]:
-    """A copy of the demo site shipped: to a folder, or to a compliance-locked
-    bucket (every object locked until its expiry)."""
-    site = request.getfixturevalue("tmp_path") / "demo"
-    shutil.copytree(passed, site)
-    keep = f"keep_local_days = {keep_local_days}\n"
-    if request.param == "folder":
-        tier = folder_tier(site, SITE, keep)
-    else:
-        bucket: S3Site = request.getfixturevalue("worm")
-        tier = bucket_tier(bucket, PREFIX, SITE, f'{keep}object_lock = "compliance"\n{RETENTION}')
-    set_remote(site, tier.table)
-    ck(site, "ship")
-    return site, tier
-
-
 @pytest.fixture(params=["folder", "worm"])
 def tiered(request: pytest.FixtureRequest, passed: Path) -> tuple[Path, Tier]:
-    """Every local copy kept."""
-    return shipped(request, passed, -1)
+    """Shipped, every local copy kept."""
+    return shipped_tier(request, passed, "keep_local_days = -1\n", RETENTION)
 
 
 @pytest.fixture(params=["folder", "worm"])
 def dropped(request: pytest.FixtureRequest, passed: Path) -> tuple[Path, Tier]:
-    """The archive files' local copies dropped once shipped."""
-    return shipped(request, passed, 0)
+    """Shipped, the archive files' local copies dropped once shipped."""
+    return shipped_tier(request, passed, "keep_local_days = 0\n", RETENTION)
 
 
 def month_snapshots(site: Path) -> dict[str, str]:
