@@ -110,6 +110,12 @@ class ExpirePlan:
     def files(self) -> int:
         return sum(i.files for i in self.items)
 
+    @property
+    def locked(self) -> list[ExpireItem]:
+        """The items whose remote copies the bucket's lock keeps past their
+        expiry: they stay in the bucket until ``locked_until``."""
+        return [i for i in self.items if i.locked_until is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files_days": self.files_days,
@@ -118,6 +124,7 @@ class ExpirePlan:
             "held": [asdict(i) for i in self.held],
             "files": self.files,
             "bytes": self.bytes,
+            "remote_locked": len(self.locked),
         }
 
 

@@ -292,6 +292,16 @@ class RemoteObjects:
         )
         return _row(rows[0]) if rows else None
 
+    async def of_paths(self, paths: Iterable[str]) -> dict[str, RemoteObject]:
+        """The rows of those of ``paths`` that have one (bound as parameters: a
+        path that is not UTF-8 is a BLOB)."""
+        found: dict[str, RemoteObject] = {}
+        sql = f"SELECT {_COLUMNS} FROM remote_objects WHERE path IN"
+        for statement, params in in_statements(sql, (), dict.fromkeys(paths)):
+            rows = await self.manifest.rows(statement, params)
+            found.update((o.path, o) for o in map(_row, rows))
+        return found
+
     async def month_sizes(self) -> dict[str, list[int]]:
         """Each event month's snapshots' sizes (read from the months' own index)."""
         sizes: dict[str, list[int]] = {}
