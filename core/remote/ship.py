@@ -51,6 +51,10 @@ Invariants:
 - Nothing is written, read back or dropped until the remote marker says the
   remote is the one this site shipped to (remote/marker.py); the first ship
   writes it.
+- A copy ``verify --remote`` proved bad is replaced through the same upload
+  and read-back (``reship``: from the local copy; ``reship_month``: from a
+  snapshot of the month's database taken then); a bad row goes only once what
+  replaces it is recorded.
 - Cancelled, it stops between objects.
 """
 
@@ -525,18 +529,30 @@ class Shipper:
         """``local`` at ``path``'s key, read back, recorded (``month``: the event
         month whose snapshot it is); True if recorded."""
         lock = None if month is None else self.month_lock(month.month)
+        placed = await self._send(path, local, Digest(size, sha), lock, None)
+        if isinstance(placed, str):
+            self._problem(path, placed)
+            return False
+        await self._accept(*placed, month)
+        return True
+
+    async def _send(
+        self, path: str, local: Path, got: Digest, lock: ObjectLock | None, spans: list[Span] | None
+    ) -> tuple[Sent, ObjectInfo] | str:
+        """``local`` (``got``) uploaded create-only for ``path`` (sealed where
+        asked: a bundle's ``spans`` each a stream of its own) and read back: the
+        upload and what the server said of it, else why not."""
         try:
-            sent = await self._upload(path, local, size, sha, lock)
-            info = await self.read_back(sent)
+            if self.seal is not None and spans is not None:
+                sent = await self.upload_sealed(path, local, lock, spans)
+            else:
+                sent = await self._upload(path, local, got.bytes, got.sha256, lock)
+            held = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
-            info = str(err)
-        if isinstance(info, str):
-            self._problem(path, info)
-            return False
-        await self._accept(sent, info, month)
-        return True
+            return str(err)
+        return held if isinstance(held, str) else (sent, held)
 
     async def _accept(self, sent: Sent, info: ObjectInfo, month: _Month | None = None) -> None:
         """An object the server was shown to hold (``info``: as it said it):
@@ -683,15 +699,10 @@ class Shipper:
     ) -> str | None:
         """Event month snapshot ``local`` sent create-only for ``path``, read back
         and recorded (verified now); None when done, else why not."""
-        try:
-            sent = await self._upload(path, local, got.bytes, got.sha256, lock)
-            held = await self.read_back(sent)
-        except RemoteFatal:
-            raise
-        except RemoteError as err:
-            return str(err)
-        if isinstance(held, str):
-            return held
+        placed = await self._send(path, local, got, lock, None)
+        if isinstance(placed, str):
+            return placed
+        sent, held = placed
         now = self.clock()
         await self.objects.record(
             replace(_row(sent, held, now, month), verified_at=now), sent.streams
@@ -712,19 +723,16 @@ class Shipper:
         done, else why not (the row keeps its failure)."""
         try:
             await self.store.delete(self.key(obj.key))
-            if self.seal is not None and spans is not None:
-                sent = await self.upload_sealed(obj.path, local, lock, spans)
-            else:
-                sent = await self._upload(obj.path, local, got.bytes, got.sha256, lock)
-            held = await self.read_back(sent)
         except RemoteLocked as err:
             return f"{err}: the bad copy stays until the bucket lets it go; the local copy is kept"
         except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)
-        if isinstance(held, str):
-            return held
+        placed = await self._send(obj.path, local, got, lock, spans)
+        if isinstance(placed, str):
+            return placed
+        sent, held = placed
         now = self.clock()
         new = replace(
             _row(sent, held, now, month), local_gone_at=obj.local_gone_at, verified_at=now
