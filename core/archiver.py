@@ -10,7 +10,7 @@ and the scheduler.
     restore(sel, to)    files back from the archive (ops/restore.py)
     find(pattern), versions(path)
                         archived versions looked up, read-only (files/find.py)
-    cat(path, version, out)
+    cat(path, version, out, expired)
                         one archived file's bytes to a stream, read-only (ops/cat.py)
     restore_events(…)   event rows back into live (ops/restore.py)
     events_query(span)  read-only SQL over every event row (events/query.py)
@@ -212,11 +212,11 @@ class Archiver:
         """Every version of the archived file at ``path``, newest first (no lock)."""
         return await finding.versions(self.layout.manifest, path, self.settings.live_root)
 
-    async def cat(
-        self, path: str, version: str | None, out: BinaryIO, cancel: CancelToken | None = None
-    ) -> CatResult:
+    async def cat(self, path: str, version: str | None, out: BinaryIO,
+                  cancel: CancelToken | None, expired: bool = False) -> CatResult:  # fmt: skip
         """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked; no lock."""
-        return await cat_file(self.settings, path, version, out, cancel, self.sessions.identities)
+        identities = self.sessions.identities
+        return await cat_file(self.settings, path, version, out, cancel, identities, expired)
 
     def events_query(
         self,

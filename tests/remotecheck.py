@@ -7,14 +7,16 @@ copy is gone without one. ``fetch`` reads an object of the remote (a file of a
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyrage
+import pytest
 from pyrage import x25519
 
 from coldkeep.core.archiver import Archiver
@@ -23,6 +25,7 @@ from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 
 from helpers import COLDKEEP, ck, entries, gunzip_entry
+from s3kit import S3Site
 
 Fetch = Callable[[str], bytes | None]
 
@@ -147,3 +150,65 @@ def _gunzip_remote(obj: bytes, e: dict[str, Any]) -> bytes:
     offset, length = e["member_offset"], e["member_length"]
     member = obj if offset is None else obj[int(offset) : int(offset) + int(length)]
     return subprocess.run(["gunzip", "-c"], input=member, check=True, capture_output=True).stdout
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A site's remote tier as a test reaches it behind coldkeep's back: the
+    ``[remote]`` table its config gets (``set_remote``), and each object read
+    and written by its key under the site."""
+
+    table: str
+    get: Callable[[str], bytes | None]
+    put: Callable[[str, bytes], None]
+
+    def damage(self, key: str) -> None:
+        """The object at ``key`` replaced by one of its size whose last byte
+        differs: what a ranged read or a HEAD of its size cannot tell apart."""
+        data = self.get(key)
+        assert data, key
+        self.put(key, data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def folder_tier(site: Path, name: str, extra: str = "") -> Tier:
+    """A ``file://`` folder inside the site, shipped to as ``name``."""
+    root = site / "remote" / name
+
+    def put(key: str, data: bytes) -> None:
+        (root / key).write_bytes(data)
+
+    return Tier(f'url = "file:remote"\nsite = "{name}"\n{extra}', folder_fetch(root), put)
+
+
+def bucket_tier(s3: S3Site, prefix: str, name: str, extra: str = "") -> Tier:
+    """The bucket of ``s3`` under ``prefix``, shipped to as ``name``."""
+    top = f"{prefix}/{name}/"
+    return Tier(
+        f'url = "s3://{s3.bucket}/{prefix}"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "{name}"\n{extra}',
+        lambda key: s3.server.get_raw(s3.bucket, top + key),
+        lambda key, data: s3.server.put_raw(s3.bucket, top + key, data),
+    )
+
+
+PREFIX, SITE = "fleet", "web-1"
+
+
+def shipped_tier(
+    request: pytest.FixtureRequest, template: Path, keys: str, retention: str
+) -> tuple[Path, Tier]:
+    """A copy of the site ``template`` shipped as ``SITE`` to the remote
+    ``request.param`` names: a folder inside it ("folder"), or a bucket with
+    Object Lock in compliance mode, every object locked until its expiry
+    ("worm": the fixture's, under ``PREFIX``). ``keys``: more ``[remote]`` keys;
+    ``retention``: its ``[retention]`` table."""
+    site = request.getfixturevalue("tmp_path") / "site"
+    shutil.copytree(template, site)
+    if request.param == "folder":
+        tier = folder_tier(site, SITE, keys + retention)
+    else:
+        bucket: S3Site = request.getfixturevalue("worm")
+        tier = bucket_tier(bucket, PREFIX, SITE, f'{keys}object_lock = "compliance"\n{retention}')
+    set_remote(site, tier.table)
+    ck(site, "ship")
+    return site, tier

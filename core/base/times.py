@@ -28,6 +28,11 @@ def day_name(day: int) -> str:
     return datetime.fromtimestamp(day * DAY_S, UTC).strftime("%Y-%m-%d")
 
 
+def day_of(ms: int) -> str:
+    """The UTC day of ``ms`` (since the epoch) as "YYYY-MM-DD"."""
+    return day_name(ms // DAY_MS)
+
+
 # A file's mtime read back from the archive (a copied one, maybe) is kept when it
 # is within ±2**62 ns of the epoch (1824 to 2116): before 1970 is a time too, and
 # is kept exactly; beyond that it is not a clock's.

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,10 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.config import Settings
 from ..base.errors import UsageError
 from ..base.space import OutOfSpace, out_of_space
-from ..base.times import days_after, now_ms
+from ..base.times import day_of, days_after, now_ms
 from ..store import expiry
 from ..store.manifest import Manifest
-from ..store.remoteobjects import RemoteObjects
+from ..store.remoteobjects import RemoteObject, RemoteObjects
 from ..store.restoredrows import keep_restored_rows
 from .dbmove import Conflict
 from .eventschema import (
@@ -190,9 +189,27 @@ def _put_back(
 
 
 async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str]]:
-    """Which of ``months`` retention deleted, and the day it did."""
-    expired = await expiry.expired_months(manifest, months)
-    return [(m, datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d")) for m, at in expired]
+    """Which of ``months`` retention deleted, the day it did, and until when
+    the bucket's lock still keeps their snapshots (said, never read)."""
+    objects, now = RemoteObjects(manifest), now_ms()
+    said = []
+    for month, at in await expiry.expired_months(manifest, months):
+        until = max((o.retain_until or 0 for o in await objects.of_month(month)), default=0)
+        kept = (
+            f"; the bucket's lock keeps its snapshots until {day_of(until)}, not read"
+            if until > now
+            else ""
+        )
+        said.append((month, f"expired on {day_of(at)} (past [retention] events_days){kept}"))
+    return said
+
+
+def _not_fetched(obj: RemoteObject) -> str:
+    bad = "" if obj.verify_error is None else f"; verify --remote found it {obj.verify_error}"
+    return (
+        f"{obj.month} is only in the remote tier, and its snapshot {obj.path} could not be "
+        f"fetched back{bad}"
+    )
 
 
 async def _unknown_months(
@@ -200,14 +217,20 @@ async def _unknown_months(
 ) -> EventsError | NothingToRestore | None:
     """The error for the months asked for that no archive holds (here, or
     shipped), saying when retention deleted any of them; None if there are none.
-    Months never archived are a usage error; a month retention deleted is a
-    failure to restore what was archived (as an expired file is)."""
+    Months never archived are a usage error; a month retention deleted, or one
+    shipped whose snapshot could not be fetched back, is a failure to restore
+    what was archived (as an expired file is)."""
     unknown = sorted(set(months) - set(available))
     if not unknown:
         return None
     have = ", ".join(available) or "none"
     expired = await _expired(manifest, unknown) if manifest is not None else []
-    why = "".join(f"; {m} expired on {d} (past [retention] events_days)" for m, d in expired)
+    gone = {m for m, _ in expired}
+    shipped = await RemoteObjects(manifest).latest_months() if manifest is not None else {}
+    away = [shipped[m] for m in unknown if m in shipped and m not in gone]
+    if away:  # the fetch before this said why
+        return EventsError("; ".join(_not_fetched(o) for o in away))
+    why = "".join(f"; {m} {d}" for m, d in expired)
     said = f"no archived events for {', '.join(unknown)} (archived months: {have}){why}"
     return EventsError(said) if expired else NothingToRestore(said)
 
@@ -226,6 +249,8 @@ async def check_selection(
     only, or damaged) is left to the restore to say."""
     paths = await asyncio.to_thread(lambda: sorted(events_dir.glob("*.db")))
     shipped = set(await RemoteObjects(manifest).latest_months()) if manifest else set()
+    if manifest is not None:  # the bucket's lock may keep an expired month's snapshots
+        shipped -= {m for m, _ in await expiry.expired_months(manifest, sorted(shipped))}
     available = sorted({p.stem for p in paths} | shipped)
     error = await _unknown_months(manifest, months or [], available)
     if error is not None:

@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,8 +48,9 @@ from ..base.globs import GlobError, compile_globs
 from ..base.layout import UnsafePath, resolve_inside, restore_partial_of
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
-from ..base.times import days_after
+from ..base.times import day_of, days_after
 from ..store.manifest import Entry, IntentChange, Manifest, RestoreIntent
+from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .filemove import FileMover, Placed
 from .gzfile import Restored, RestoreResult
 from .reader import RemoteCopies, entry_gzip
@@ -242,9 +243,12 @@ async def restore_files(
     report = RestoreReport()
     gone = [e for e in entries if e.status == "expired"]
     entries = [e for e in entries if e.status != "expired"]
-    for e in gone:  # a tombstone: no copy is left anywhere to restore from
-        report.files.append(FileRestore(e.id, e.relpath, "", "expired", expired_detail(e)))
-        stream.emit(FileDone("restore", e.relpath, "expired", e.bytes, 0, expired_detail(e)))
+    # A tombstone is never restored; what the bucket's lock still keeps of it is said.
+    kept = await RemoteObjects(mover.manifest).of_paths(e.gz_path for e in gone) if gone else {}
+    for e in gone:
+        said = expired_detail(e, kept.get(e.gz_path), mover.clock())
+        report.files.append(FileRestore(e.id, e.relpath, "", "expired", said))
+        stream.emit(FileDone("restore", e.relpath, "expired", e.bytes, 0, said))
     names = target_names(entries, in_place=to is None)
     root = mover.live_root if to is None else to
     grace_until = days_after(mover.clock(), grace_days, "hold_days") if to is None else None
@@ -532,14 +536,26 @@ def _targets(run: _Run, places: range) -> dict[int, tuple[Path | str, Path | Non
     return out
 
 
-def expired_detail(entry: Entry) -> str:
-    """Why a tombstone cannot be restored, and when it became one."""
-    when = ""
-    if entry.expired_at is not None:
-        day = datetime.fromtimestamp(entry.expired_at / 1000, UTC).strftime("%Y-%m-%d")
-        when = f" on {day}"
+def expired_detail(entry: Entry, kept: RemoteObject | None = None, now: int = 0) -> str:
+    """Why a tombstone cannot be restored, when it became one, and what the
+    bucket still keeps of it: ``kept``, its gzip's remote copy, which expiry
+    left because the bucket's lock kept it (``now``: to tell whether the lock
+    still runs)."""
+    when = "" if entry.expired_at is None else f" on {day_of(entry.expired_at)}"
+    if kept is None:
+        return (
+            f"expired{when} (past [retention]): no copy is left anywhere; its sha256 was "
+            f"{entry.sha256}"
+        )
+    until = kept.retain_until
+    keeps = (
+        f"the bucket's lock keeps its remote copy until {day_of(until)}"
+        if until is not None and until > now
+        else "its remote copy is still in the bucket, until the next expiry deletes it"
+    )
     return (
-        f"expired{when} (past [retention]): no copy is left anywhere; its sha256 was {entry.sha256}"
+        f"expired{when} (past [retention]), not restored; {keeps}: coldkeep cat --expired "
+        f"reads entry {entry.id} from it until then; its sha256 is {entry.sha256}"
     )
 
 

@@ -20,7 +20,10 @@ Invariants:
   by ranges), removed with it. Scratch files a crash left under archive_root are not
   cleared here: that is for an operation holding the lock.
 - An unknown path or version is a ``UsageError`` (exit 2), before any byte is
-  sent; an expired version says when, exit 1.
+  sent; an expired version says when, and what the bucket still keeps of it,
+  exit 1. Asked for (``expired``), a copy of an expired version that expiry
+  left in the bucket (its lock kept it) is read as any remote copy, checked
+  against the tombstone's sha256, and ``CatResult.kept`` says it was.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..base.ratelimit import RateLimiter
+from ..base.times import day_of, now_ms
 from ..files.find import relative
 from ..files.reader import Streamed, entry_gzip, stream_entry
 from ..files.restore import expired_detail
@@ -48,7 +52,7 @@ from ..remote.fetch import RemoteReader
 from ..remote.rangecache import CacheStats, range_cache
 from ..remote.sealing import Identities
 from ..store.manifest import Entry, Manifest
-from ..store.remoteobjects import RemoteObjects
+from ..store.remoteobjects import RemoteObject, RemoteObjects
 
 
 class NotArchived(UsageError):
@@ -66,10 +70,25 @@ class CatResult:
     streamed: Streamed
     source: Literal["local", "remote"] = "local"  # where the gzip was read
     remote: CacheStats | None = None  # what reading the remote copy cost
+    kept: RemoteObject | None = None  # an expired version: the copy the bucket still keeps
 
     @property
     def problem(self) -> str | None:
         return self.streamed.problem
+
+    @property
+    def expired(self) -> str | None:
+        """An expired version read from the copy the bucket kept: said, with
+        when (None: the version had not expired)."""
+        e, kept = self.entry, self.kept
+        if kept is None:
+            return None
+        when = "" if e.expired_at is None else f" on {day_of(e.expired_at)}"
+        lock = "" if kept.retain_until is None else f" (its lock ends {day_of(kept.retain_until)})"
+        return (
+            f"{e.relpath} (entry {e.id}) expired{when}: read from the remote copy the bucket "
+            f"still keeps{lock}"
+        )
 
 
 def archived_time(ms: int) -> str:
@@ -177,10 +196,12 @@ async def cat_file(
     out: BinaryIO,
     cancel: CancelToken | None = None,
     identities: Identities | None = None,
+    expired: bool = False,
 ) -> CatResult:
     """The bytes of the version ``arg`` (and ``version``) names to ``out``, checked
     as they go (``CatResult.problem``: not the archived bytes, said after them);
-    a sealed remote copy opened with ``identities``."""
+    a sealed remote copy opened with ``identities``; an expired version read
+    from the copy the bucket still keeps only when ``expired`` asks."""
     cancel = cancel or CancelToken()
     layout = Layout(settings.archive_root)
     manifest = await Manifest.open_existing(layout.manifest)
@@ -188,8 +209,12 @@ async def cat_file(
         raise NotArchived("nothing is archived yet (no coldkeep.db): there is no file to read")
     async with manifest:
         entry = await pick_version(manifest, arg, version, settings.live_root)
+        kept = None
         if entry.status == "expired":
-            raise Unreadable(f"{entry.relpath} (entry {entry.id}): {expired_detail(entry)}")
+            kept = await RemoteObjects(manifest).get(entry.gz_path)
+            if kept is None or not expired:
+                said = expired_detail(entry, kept, now_ms())
+                raise Unreadable(f"{entry.relpath} (entry {entry.id}): {said}")
         async with _remote(settings, manifest, entry, identities) as remote:
             async with entry_gzip(entry, layout, remote, cancel) as at:
                 if at is None:
@@ -201,4 +226,4 @@ async def cat_file(
                 streamed = await stream_entry(at, expect, out, cancel=cancel)
                 source = at.source
             stats = None if remote is None or remote.cache is None else remote.cache.stats
-    return CatResult(entry, streamed, source, stats)
+    return CatResult(entry, streamed, source, stats, kept)

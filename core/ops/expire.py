@@ -43,7 +43,6 @@ import functools
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +52,7 @@ from ..base.config import Settings
 from ..base.fsutil import fsync_dir, identity_or_none, unlink_if_identity
 from ..base.layout import Layout
 from ..base.steps import StepHook, StepName, no_step
-from ..base.times import DAY_MS, NS_PER_MS
+from ..base.times import DAY_MS, NS_PER_MS, day_of
 from ..events.eventschema import month_end_ms
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore, RemoteLocked
@@ -110,6 +109,12 @@ class ExpirePlan:
     def files(self) -> int:
         return sum(i.files for i in self.items)
 
+    @property
+    def locked(self) -> list[ExpireItem]:
+        """The items whose remote copies the bucket's lock keeps past their
+        expiry: they stay in the bucket until ``locked_until``."""
+        return [i for i in self.items if i.locked_until is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files_days": self.files_days,
@@ -118,6 +123,7 @@ class ExpirePlan:
             "held": [asdict(i) for i in self.held],
             "files": self.files,
             "bytes": self.bytes,
+            "remote_locked": len(self.locked),
         }
 
 
@@ -321,7 +327,7 @@ class Expirer:
         else:
             dead = tombstone(item.path, now)
         args = {"path": item.path, "kind": item.kind, "files": item.files, "bytes": item.bytes}
-        why = f"past its retention since {_day(item.past_since)}"
+        why = f"past its retention since {day_of(item.past_since)}"
         await self.manifest.transaction(
             [
                 dead,
@@ -393,7 +399,7 @@ class Expirer:
 
     def _said_locked(self, path: str, kept: list[RemoteObject]) -> None:
         until = max(o.retain_until or 0 for o in kept)
-        when = f"until {_day(until)}" if until > self.clock() else "by its lock or a legal hold"
+        when = f"until {day_of(until)}" if until > self.clock() else "by its lock or a legal hold"
         self.report.locked.append(
             f"{path}: its remote copies are kept by the bucket's lock {when}; "
             "an expiry after that deletes them"
@@ -415,7 +421,3 @@ class Expirer:
                 functools.partial(unlink_if_identity, target, ident, root=root, durably=None)
             )
         await asyncio.to_thread(fsync_dir, local.parent, root=root, site="expire.unlinked")
-
-
-def _day(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")

@@ -37,8 +37,13 @@ class RemoteState:
     last_ship: AuditRecord | None
     pending_events: PendingEvents = field(default_factory=PendingEvents)  # rows no snapshot holds
     object_lock: str = "off"  # [remote] object_lock
-    locked: int = 0  # objects the bucket's Object Lock retains now
-    legal_held: int = 0  # objects under an S3 legal hold
+    # What the bucket's Object Lock keeps now, as the rows the HEADs confirmed
+    # say it (manifest snapshots have none: not counted): objects retained,
+    # those of them expired here that only the lock keeps, objects under an S3
+    # legal hold.
+    locked: int = 0
+    locked_expired: int = 0
+    legal_held: int = 0
     sealed_to: str | None = None  # the age recipient set new objects are sealed to
     sealed: int = 0  # objects sealed to age recipients (any set)
 
@@ -53,6 +58,7 @@ class RemoteState:
             "pending_event_rows": self.pending_events.rows,
             "object_lock": self.object_lock,
             "locked_objects": self.locked,
+            "locked_expired_objects": self.locked_expired,
             "legal_held_objects": self.legal_held,
             "sealed_to": self.sealed_to,
             "sealed_objects": self.sealed,
@@ -164,7 +170,7 @@ async def remote_state(
     totals = await objects.totals()
     last = await last_of(manifest, "ship")
     pending = await pending_events(layout, objects)
-    locked, held = await objects.lock_counts(now_ms())
+    locks = await objects.lock_counts(now_ms())
     sealed_to = r.encrypt_to.fingerprint if r.encrypt_to is not None else None
     sealed = await objects.sealed_count()
     return RemoteState(
@@ -175,8 +181,9 @@ async def remote_state(
         last,
         pending,
         r.object_lock,
-        locked,
-        held,
+        locks.locked,
+        locks.expired,
+        locks.held,
         sealed_to,
         sealed,
     )

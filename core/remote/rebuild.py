@@ -58,7 +58,7 @@ from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import now_ms
 from ..files.bundle import is_bundle_name
 from ..files.rebuild import rebuild_manifest
-from ..store import sitestate
+from ..store import expiry, sitestate
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from ..store.schema import SCHEMA_VERSION
@@ -536,12 +536,15 @@ class RemoteRebuild:
 
     async def fetch_months(self, manifest: Manifest) -> tuple[int, list[str]]:
         """Each event month's newest snapshot, into ``events/`` where no database
-        for the month is: how many were fetched, and what went wrong."""
+        for the month is (an expired month's, which the bucket's lock may still
+        keep, never): how many were fetched, and what went wrong."""
         latest = await RemoteObjects(manifest).latest_months()
+        expired = {m for m, _ in await expiry.expired_months(manifest, sorted(latest))}
         missing = {
             month: obj
             for month, obj in sorted(latest.items())
-            if not await asyncio.to_thread((self.layout.events / f"{month}.db").exists)
+            if month not in expired
+            and not await asyncio.to_thread((self.layout.events / f"{month}.db").exists)
         }
         self.stream.emit(Phase("fetch", len(missing), sum(o.bytes for o in missing.values())))
         fetched, problems = 0, []

@@ -51,6 +51,10 @@ Invariants:
 - Nothing is written, read back or dropped until the remote marker says the
   remote is the one this site shipped to (remote/marker.py); the first ship
   writes it.
+- A copy ``verify --remote`` proved bad is replaced through the same upload
+  and read-back (``reship``: from the local copy; ``reship_month``: from a
+  snapshot of the month's database taken then); a bad row goes only once what
+  replaces it is recorded.
 - Cancelled, it stops between objects.
 """
 
@@ -61,7 +65,8 @@ import functools
 import hashlib
 import posixpath
 import sqlite3
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -214,6 +219,23 @@ class _Month:
     month: str
     sig: str
     rows: int
+
+
+@dataclass(frozen=True)
+class MonthReshipped:
+    """A bad month snapshot replaced (``Shipper.reship_month``): ``path`` is the
+    snapshot that now holds the month's database (the bad one's own path when
+    its bytes were the same), ``shipped`` whether it was uploaded now, or was
+    recorded already (a newer snapshot held them)."""
+
+    path: str
+    shipped: bool
+
+
+def month_path(month: str, sha256: str) -> str:
+    """Where a snapshot of event month ``month`` with that sha256 is shipped: a
+    new name each time its content changed."""
+    return f"events/{month}.{sha256[:12]}.db"
 
 
 @dataclass(frozen=True)
@@ -502,6 +524,12 @@ class Shipper:
         until = await file_retain_until(self.objects, self.settings.retention, path)
         return lock_for(self.remote, until, held, self.clock())
 
+    def month_lock(self, month: str) -> ObjectLock | None:
+        """What a snapshot of event month ``month`` asks of the bucket's lock."""
+        held = self._holds.for_month(month) is not None
+        until = month_retain_until(self.settings.retention, month)
+        return lock_for(self.remote, until, held, self.clock())
+
     async def _confirm_one(self, sent: Sent) -> None:
         try:
             held = await self.read_back(sent)
@@ -548,23 +576,31 @@ class Shipper:
     ) -> bool:
         """``local`` at ``path``'s key, read back, recorded (``month``: the event
         month whose snapshot it is); True if recorded."""
-        lock = None
-        if month is not None:
-            held = self._holds.for_month(month.month) is not None
-            until = month_retain_until(self.settings.retention, month.month)
-            lock = lock_for(self.remote, until, held, self.clock())
+        lock = None if month is None else self.month_lock(month.month)
+        placed = await self._send(path, local, Digest(size, sha), lock, None)
+        if isinstance(placed, str):
+            self._problem(path, placed)
+            return False
+        await self._accept(*placed, month)
+        return True
+
+    async def _send(
+        self, path: str, local: Path, got: Digest, lock: ObjectLock | None, spans: list[Span] | None
+    ) -> tuple[Sent, ObjectInfo] | str:
+        """``local`` (``got``) uploaded create-only for ``path`` (sealed where
+        asked: a bundle's ``spans`` each a stream of its own) and read back: the
+        upload and what the server said of it, else why not."""
         try:
-            sent = await self._upload(path, local, size, sha, lock)
-            info = await self.read_back(sent)
+            if self.seal is not None and spans is not None:
+                sent = await self.upload_sealed(path, local, lock, spans)
+            else:
+                sent = await self._upload(path, local, got.bytes, got.sha256, lock)
+            held = await self.read_back(sent)
         except RemoteFatal:
             raise
         except RemoteError as err:
-            info = str(err)
-        if isinstance(info, str):
-            self._problem(path, info)
-            return False
-        await self._accept(sent, info, month)
-        return True
+            return str(err)
+        return held if isinstance(held, str) else (sent, held)
 
     async def _accept(self, sent: Sent, info: ObjectInfo, month: _Month | None = None) -> None:
         """An object the server was shown to hold (``info``: as it said it):
@@ -662,26 +698,93 @@ class Shipper:
             return f"{local}: the local copy cannot be read: {err}"
         if (size, sha) != (obj.local_bytes, obj.local_sha256):
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
+        self._holds = await active(self.manifest, self.clock())
+        lock = await self.file_lock(obj.path)
+        spans = await self.spans_of(obj.path)
+        return await self._replace(obj, local, Digest(size, sha), lock, spans, None)
+
+    async def reship_month(self, obj: RemoteObject) -> MonthReshipped | str:
+        """Event month snapshot ``obj``, proven bad or gone, replaced from the
+        month's database here: a snapshot of it taken now. The same bytes as
+        ``obj``: the bad object deleted, the new one sent create-only in its
+        place, read back, its row renewed. Other bytes (rows came since ``obj``
+        was taken): shipped as the month's new snapshot unless one recorded
+        holds them already, and only then the bad object deleted and its row
+        forgotten. Else why not: the bad row stays, with its failure."""
+        assert obj.month is not None
+        db = (await asyncio.to_thread(local_months, self.layout)).get(obj.month)
+        if db is None:
+            return f"no database of {obj.month} is here to snapshot"
+        self._holds = await active(self.manifest, self.clock())
+        counted = (await self.objects.month_counts()).get(obj.month)
+        try:
+            async with self._month_snapshot(obj.month, db) as (tmp, snap, got):
+                await self._record_count(snap, counted)
+                lock = self.month_lock(obj.month)
+                if got == Digest(obj.local_bytes, obj.local_sha256):
+                    why = await self._replace(obj, tmp, got, lock, None, snap)
+                    return MonthReshipped(obj.path, True) if why is None else why
+                path = month_path(obj.month, got.sha256)
+                shipped = await self.objects.get(path) is None
+                why = await self._place(path, tmp, got, lock, snap) if shipped else None
+        except (OSError, sqlite3.Error) as err:
+            return f"{db.db}: cannot be snapshotted: {err}"
+        if why is not None:
+            return why
         try:
             await self.store.delete(self.key(obj.key))
-            lock = await self.file_lock(obj.path)
-            if self.seal is not None:
-                sent = await self.upload_sealed(
-                    obj.path, local, lock, await self.spans_of(obj.path)
-                )
-            else:
-                sent = await self._upload(obj.path, local, size, sha, lock)
-            held = await self.read_back(sent)
+        except RemoteLocked as err:
+            return f"{path} holds {db.db} now, but {err}: the bad copy's row stays until it goes"
+        except RemoteFatal:
+            raise
+        except RemoteError as err:
+            return f"{path} holds {db.db} now, but the bad copy was not deleted: {err}"
+        await self.objects.forget(obj.path)
+        return MonthReshipped(path, shipped)
+
+    async def _place(
+        self, path: str, local: Path, got: Digest, lock: ObjectLock | None, month: _Month
+    ) -> str | None:
+        """Event month snapshot ``local`` sent create-only for ``path``, read back
+        and recorded (verified now); None when done, else why not."""
+        placed = await self._send(path, local, got, lock, None)
+        if isinstance(placed, str):
+            return placed
+        sent, held = placed
+        now = self.clock()
+        await self.objects.record(
+            replace(_row(sent, held, now, month), verified_at=now), sent.streams
+        )
+        return None
+
+    async def _replace(
+        self,
+        obj: RemoteObject,
+        local: Path,
+        got: Digest,
+        lock: ObjectLock | None,
+        spans: list[Span] | None,
+        month: _Month | None,
+    ) -> str | None:
+        """``obj``'s bad object deleted and ``local`` (``got``: the bytes shipped)
+        sent create-only in its place, read back, its row renewed; None when
+        done, else why not (the row keeps its failure)."""
+        try:
+            await self.store.delete(self.key(obj.key))
         except RemoteLocked as err:
             return f"{err}: the bad copy stays until the bucket lets it go; the local copy is kept"
         except RemoteFatal:
             raise
         except RemoteError as err:
             return str(err)
-        if isinstance(held, str):
-            return held
+        placed = await self._send(obj.path, local, got, lock, spans)
+        if isinstance(placed, str):
+            return placed
+        sent, held = placed
         now = self.clock()
-        new = replace(_row(sent, held, now, None), local_gone_at=obj.local_gone_at, verified_at=now)
+        new = replace(
+            _row(sent, held, now, month), local_gone_at=obj.local_gone_at, verified_at=now
+        )
         await self.objects.replace_row(
             replace(new, local_present=obj.local_present), sent.streams, at=now
         )
@@ -727,22 +830,32 @@ class Shipper:
     async def _ship_month(
         self, month: str, db: LocalMonth, last: RemoteObject | None, counted: MonthCount | None
     ) -> None:
+        try:
+            async with self._month_snapshot(month, db) as (tmp, snap, got):
+                # Counted before it ships: a snapshot the server refuses still leaves
+                # the manifest snapshot knowing what the month holds.
+                await self._record_count(snap, counted)
+                if last is not None and last.local_sha256 == got.sha256:
+                    await self.objects.set_source_sig(last.path, db.sig, snap.rows)
+                    return
+                path = month_path(month, got.sha256)
+                if await self.ship_object(path, tmp, got.bytes, got.sha256, snap):
+                    self.report.months += 1
+        except (OSError, sqlite3.Error) as err:
+            self._problem(f"events/{month}.db", f"{db.db}: cannot be snapshotted: {err}")
+
+    @asynccontextmanager
+    async def _month_snapshot(
+        self, month: str, db: LocalMonth
+    ) -> AsyncIterator[tuple[Path, _Month, Digest]]:
+        """A consistent copy of ``month``'s database in a scratch file, its rows
+        counted, its size and sha256; the scratch removed after the block."""
         tmp = self.layout.scratch(f"ship-{month}")
         try:
             await asyncio.to_thread(snapshot_db, db.db, tmp)
             snap = _Month(month, db.sig, await asyncio.to_thread(count_rows, tmp))
             size, sha = await self._hash(tmp)
-            # Counted before it ships: a snapshot the server refuses still leaves
-            # the manifest snapshot knowing what the month holds.
-            await self._record_count(snap, counted)
-            if last is not None and last.local_sha256 == sha:
-                await self.objects.set_source_sig(last.path, db.sig, snap.rows)
-                return
-            path = f"events/{month}.{sha[:12]}.db"
-            if await self.ship_object(path, tmp, size, sha, snap):
-                self.report.months += 1
-        except (OSError, sqlite3.Error) as err:
-            self._problem(f"events/{month}.db", f"{db.db}: cannot be snapshotted: {err}")
+            yield tmp, snap, Digest(size, sha)
         finally:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
 

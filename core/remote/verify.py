@@ -11,10 +11,16 @@ A copy that is missing or wrong:
   not to be what was shipped) and the local copy shipped again, read back and
   recorded; until then its row carries the failure, so nothing drops the local
   copy meanwhile;
-- an event month's snapshot: its row goes, and the next ship snapshots the
-  month again;
-- otherwise the failure stays on the row (``verify_error``): the alert job
-  raises it, and restore of those files fails loudly instead of placing bad bytes.
+- an event month's snapshot whose month database is still here: a snapshot of
+  the database taken now replaces it (``Shipper.reship_month``): sent, read
+  back and recorded in its place when its bytes are the same, else as the
+  month's new snapshot; only once that is recorded is the bad copy deleted and
+  its row forgotten;
+- otherwise the failure stays on the row (``verify_error``), and the row stays:
+  it may be the only word left here of what the bucket holds (a month whose
+  database is gone: the report names the month's other snapshots recorded, or
+  says there is none). The alert job raises it, and restore of those files
+  fails loudly instead of placing bad bytes.
 
 The reads name the version of the object that the HEAD before them saw, so
 what they hash is that one object; once it proves to be the one shipped, the
@@ -46,13 +52,13 @@ from typing import Any
 from ..base.cancel import CancelToken, in_thread
 from ..base.errors import RemoteError
 from ..base.stream import EventStream, FileDone, Phase
-from ..base.times import now_ms
+from ..base.times import day_of, now_ms
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .marker import check_marker
 from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteMissing
 from .sealing import Identities, IdentityNeeded, WrongIdentity
-from .ship import Shipper
+from .ship import MonthReshipped, Shipper
 from .unseal import RangedSource, SealedUnreadable, open_all
 
 RANGE = 8 << 20
@@ -240,18 +246,62 @@ class RemoteVerifier:
         line = f"{self.store.where(key)}: {why}"
         await self.objects.mark_verified(obj.path, now_ms(), why)
         if obj.month is not None:
-            await self.objects.forget(obj.path)
-            self.report.reshipped.append(f"{obj.path} (snapshotted again by the next ship)")
-            self.stream.emit(FileDone("verify-remote", obj.path, "forgotten", detail=line))
-            return
-        if obj.local:
+            here = await asyncio.to_thread(self.shipper.layout.event_months)
+            if obj.month not in here:
+                line += f"; {await self._month_left(obj)}"
+            else:
+                done = await self.shipper.reship_month(obj)
+                if isinstance(done, MonthReshipped):
+                    self._reshipped(obj, line, _month_reshipped(obj, done))
+                    return
+                line += f"; not shipped again: {done}"
+        elif obj.local:
             why_not = await self.shipper.reship(obj)
             if why_not is None:
-                self.report.reshipped.append(obj.path)
-                self.stream.emit(FileDone("verify-remote", obj.path, "reshipped", detail=line))
+                self._reshipped(obj, line, obj.path)
                 return
             line += f"; not shipped again: {why_not}"
         else:
             line += "; its local copy is gone: this copy cannot be repaired from here"
         self.report.failed.append(line)
         self.stream.emit(FileDone("verify-remote", obj.path, "failed", detail=line))
+
+    def _reshipped(self, obj: RemoteObject, line: str, said: str) -> None:
+        self.report.reshipped.append(said)
+        self.stream.emit(FileDone("verify-remote", obj.path, "reshipped", detail=line))
+
+    async def _month_left(self, obj: RemoteObject) -> str:
+        """What is still to be had of bad snapshot ``obj``'s month, whose
+        database is gone from here: its row is the only word of the month left
+        here, so it stays, and the operator is told what else there is."""
+        month = obj.month
+        assert month is not None
+        db = self.shipper.layout.events / f"{month}.db"
+        said = (
+            f"no database of {month} is here to ship it again from: its row is kept, marked "
+            f"bad (a copy of the database put back as {db} is shipped by the next verify "
+            "--remote)"
+        )
+        others = [
+            o
+            for o in await self.objects.of_month(month)
+            if o.path != obj.path and o.verify_error is None
+        ]
+        if not others:
+            return f"{said}; no other snapshot of {month} is recorded"
+        other = max(others, key=lambda o: o.shipped_at)
+        age = "newer" if other.shipped_at > obj.shipped_at else "older"
+        rows = "" if other.row_count is None else f"{other.row_count:,} rows, "
+        where = self.store.where(self.shipper.key(other.key))
+        return (
+            f"{said}; a {age} snapshot of {month} is recorded: {where} ({rows}shipped "
+            f"{day_of(other.shipped_at)})"
+        )
+
+
+def _month_reshipped(obj: RemoteObject, done: MonthReshipped) -> str:
+    """A month snapshot shipped again, as the report lists it."""
+    if done.path == obj.path:
+        return obj.path
+    how = "shipped now" if done.shipped else "shipped before"
+    return f"{obj.path} (its database is in {done.path}, {how}; the bad copy deleted)"

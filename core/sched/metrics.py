@@ -310,12 +310,20 @@ def remote_families(s: Snapshot) -> Iterator[Metric]:
         )
     yield _gauge(
         "coldkeep_remote_locked_objects",
-        "Objects the bucket's Object Lock retains now ([remote] object_lock).",
+        "Objects the bucket's Object Lock retains now, as read back by HEAD when shipped: "
+        "archive files, event month snapshots, copies left to delete (not manifest snapshots).",
         s.status.remote.locked,
     )
     yield _gauge(
+        "coldkeep_remote_locked_expired_objects",
+        "Of those, the ones expired here that only the lock keeps (an expiry after it deletes "
+        "them).",
+        s.status.remote.locked_expired,
+    )
+    yield _gauge(
         "coldkeep_remote_legal_held_objects",
-        "Objects under an S3 legal hold (mirrored from the site's legal holds).",
+        "Objects under an S3 legal hold (mirrored from the site's legal holds), as the "
+        "bucket last confirmed.",
         s.status.remote.legal_held,
     )
     yield _gauge(

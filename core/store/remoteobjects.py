@@ -134,27 +134,58 @@ class RemoteTotals:
 
 
 _COPIES = "SELECT path, local_gone_at IS NULL FROM remote_objects WHERE path IN"
-# What the bucket's Object Lock keeps, each counted from its partial index.
+# What the bucket's Object Lock keeps, as the HEADs that confirmed each object
+# said it (never the lock asked for): the objects rows record, each counted from
+# its partial index, and the copies left to delete that the lock keeps
+# (remote_loose, few). Manifest snapshots have no rows: not counted.
 _LOCKED = (
     "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_locked WHERE retain_until > ?"
 )
+_LOOSE_LOCKED = "SELECT count(*) FROM remote_loose WHERE retain_until > ?"
 _HELD = "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold"
+_LOOSE_HELD = "SELECT count(*) FROM remote_loose WHERE legal_hold"
+# Of the locked rows, those whose expiry is recorded here and waits on the lock
+# (a month's snapshots by their month's database, the path its expiry notes).
+_LOCKED_EXPIRED = (
+    f"{_LOCKED} AND (path IN (SELECT path FROM expiring) OR (month IS NOT NULL AND "
+    "'events/' || month || '.db' IN (SELECT path FROM expiring)))"
+)
 _SEALED = (
     "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_sealed "
     "WHERE sealed_to IS NOT NULL"
 )
 
 
+@dataclass(frozen=True)
+class LockCounts:
+    """What the bucket's Object Lock keeps now, as the rows the HEADs confirmed
+    say it: objects retained (archive files, event month snapshots, copies left
+    to delete; not manifest snapshots), those of them expired here that only the
+    lock keeps, and objects under an S3 legal hold."""
+
+    locked: int
+    expired: int
+    held: int
+
+
 def read_lock_counts(db: sqlite3.Connection, now: int) -> tuple[int, int, int]:
-    """``lock_counts`` on a plain connection (a fleet site's snapshot); none from
-    a manifest older than Object Lock, none sealed from one older than sealing."""
+    """(locked, legal held, sealed) as ``lock_counts`` counts them, on a plain
+    connection (a fleet site's snapshot); what a manifest older than Object
+    Lock, sealing or tracked leftovers has no table or column for counts none."""
     counts = []
-    for sql, params in ((_LOCKED, [now]), (_HELD, []), (_SEALED, [])):
-        try:
-            [(n,)] = db.execute(sql, params).fetchall()
-        except sqlite3.OperationalError:
-            n = 0
-        counts.append(int(n))
+    for sqls, params in (
+        ((_LOCKED, _LOOSE_LOCKED), [now]),
+        ((_HELD, _LOOSE_HELD), []),
+        ((_SEALED,), []),
+    ):
+        total = 0
+        for sql in sqls:
+            try:
+                [(n,)] = db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError:
+                n = 0
+            total += int(n)
+        counts.append(total)
     return counts[0], counts[1], counts[2]
 
 
@@ -260,6 +291,16 @@ class RemoteObjects:
             f"SELECT {_COLUMNS} FROM remote_objects WHERE path = ?", [path]
         )
         return _row(rows[0]) if rows else None
+
+    async def of_paths(self, paths: Iterable[str]) -> dict[str, RemoteObject]:
+        """The rows of those of ``paths`` that have one (bound as parameters: a
+        path that is not UTF-8 is a BLOB)."""
+        found: dict[str, RemoteObject] = {}
+        sql = f"SELECT {_COLUMNS} FROM remote_objects WHERE path IN"
+        for statement, params in in_statements(sql, (), dict.fromkeys(paths)):
+            rows = await self.manifest.rows(statement, params)
+            found.update((o.path, o) for o in map(_row, rows))
+        return found
 
     async def month_sizes(self) -> dict[str, list[int]]:
         """Each event month's snapshots' sizes (read from the months' own index)."""
@@ -374,12 +415,20 @@ class RemoteObjects:
             "UPDATE remote_objects SET legal_hold = ? WHERE path = ?", [int(on), path]
         )
 
-    async def lock_counts(self, now: int) -> tuple[int, int]:
-        """(objects the bucket's retention keeps after ``now``, objects under an
-        S3 legal hold), each from its partial index."""
-        [(locked,)] = await self.manifest.rows(_LOCKED, [now])
-        [(held,)] = await self.manifest.rows(_HELD)
-        return int(locked), int(held)
+    async def lock_counts(self, now: int) -> LockCounts:
+        """What the bucket's lock keeps after ``now``, as the rows say it."""
+        counts = []
+        for sql, params in (
+            (_LOCKED, [now]),
+            (_LOOSE_LOCKED, [now]),
+            (_LOCKED_EXPIRED, [now]),
+            (_HELD, []),
+            (_LOOSE_HELD, []),
+        ):
+            [(n,)] = await self.manifest.rows(sql, params)
+            counts.append(int(n))
+        locked, loose_locked, expired, held, loose_held = counts
+        return LockCounts(locked + loose_locked, expired, held + loose_held)
 
     async def sealed_count(self) -> int:
         """Objects sealed to age recipients (from their partial index)."""

@@ -10,7 +10,9 @@ from typing import Any
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.stream import EventStream
 from coldkeep.core.store.audit import history
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.tui.console.app import ColdkeepApp
@@ -18,7 +20,9 @@ from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
-from consolekit import archive_all, current_screen, make_app, notices, settle
+from consolekit import NOW_MS, archive_all, current_screen, make_app, notices, settle
+from remotecheck import PREFIX, SITE, bucket_tier, set_remote
+from s3kit import S3Site
 
 SIZE = (120, 36)
 
@@ -88,6 +92,40 @@ async def test_expire_asks_with_what_goes_and_what_holds_keep_then_deletes(
         await pilot.press("e")  # nothing left to delete: said, nothing asked
         await settle(pilot)
         assert not isinstance(current_screen(app), ConfirmScreen) and app.running is None
+
+
+async def test_the_expire_confirm_says_which_remote_copies_the_bucket_s_lock_keeps(
+    settings: Settings, worm: S3Site
+) -> None:
+    """Shipped to a compliance-locked bucket with a long retention, then the
+    retention shortened: the question names the lock's dates, and never says
+    the remote copies are deleted."""
+    config = settings.config_path
+    assert config is not None
+    table = bucket_tier(worm, PREFIX, SITE, 'keep_local_days = -1\nobject_lock = "compliance"\n')
+    days = "\n[retention]\nfiles_days = {}\nevents_days = 4000\n"
+    # Locked for ten years: past the pinned clock, and past the bucket's own.
+    set_remote(config.parent, table.table + days.format(4000))
+    shipper = Archiver(load_settings(config), stream=EventStream(), clock=lambda: NOW_MS)
+    await shipper.run_pass()
+    assert not (await shipper.ship()).problems
+    set_remote(config.parent, table.table + days.format(20))
+    app = make_app(load_settings(config))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        plan = await app.archiver.expire_plan()
+        assert plan.items and len(plan.locked) == len(plan.items)
+        await pilot.press("e")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        warning = str(app.screen.query_one("#confirm-warning", Static).render())
+        assert "AND the remote tier" not in warning and "no copy" not in warning, warning
+        assert f"the bucket's lock keeps the remote copies of all {len(plan.items)} " in warning
+        assert "read only by coldkeep cat --expired" in warning
+        rows = table_rows(app.screen, "#confirm-table")
+        assert all("remote locked until " in r[4] for r in rows), rows
+        await pilot.press("n")
+        await settle(pilot)
 
 
 async def test_holds_are_placed_listed_and_released_from_their_screen(
@@ -188,7 +226,7 @@ async def test_without_a_retention_expire_is_off_and_help_says_why(settings: Set
 
 async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) -> None:
     """Expired by retention, a file's entry is a tombstone: the browser shows it
-    gone, and restoring it says there is no copy left instead of asking."""
+    gone, and restoring it says it is never restored instead of asking."""
     settings = with_retention(settings, "files_days = 20\n")
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
@@ -207,7 +245,7 @@ async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) ->
         await pilot.press("r")  # the highlighted one
         await settle(pilot)
         assert current_screen(app) is browser and app.running is None, "nothing asked"
-        assert f"{expired[0][1]}: expired by retention, no copy is left to restore" in said[-1]
+        assert f"{expired[0][1]}: expired by retention, never restored" in said[-1]
 
         # One expired among those selected: the question is about the others only.
         await pilot.press("slash", "backspace", "enter")  # every entry
@@ -226,6 +264,6 @@ async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) ->
             rows[statuses.index("archived")][1]
         ]
         summary = str(question.query_one("#confirm-summary", Static).render())
-        assert "1 selected file expired by retention: no copy is left, not restored." in summary
+        assert "1 selected file expired by retention: not restored." in summary
         await pilot.press("n")
         await settle(pilot)

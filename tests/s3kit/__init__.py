@@ -16,7 +16,7 @@ the reason. In a test module::
     from s3kit import S3Site
     from s3kit.proxy import SLOW_DOWN, ResetResponse
 
-    pytest_plugins = ["s3kit"]        # the fixtures s3 (per test), s3_server, s3_proxy
+    pytest_plugins = ["s3kit"]        # the fixtures s3 (per test), worm, s3_server, s3_proxy
 
     def test_upload_retries(s3: S3Site) -> None:
         rule = s3.proxy.fail(SLOW_DOWN, method="PUT", path=r"/files/", times=2)
@@ -28,7 +28,9 @@ the reason. In a test module::
 ``s3`` gives each test an empty server with one bucket (``s3.bucket``), a proxy
 with no rules and zeroed counts, and ``os.environ`` set from ``S3Server.env`` (and
 without ``AWS_PROFILE``, ``AWS_SESSION_TOKEN``, ``AWS_ENDPOINT_URL*``), undone at
-teardown. The server and the proxy are started once per session; each test's
+teardown. ``worm`` adds a bucket created with Object Lock (``WORM``: versioned, no
+default retention; moto enforces each object's retention and legal hold) to the
+same server. The server and the proxy are started once per session; each test's
 reset costs a few milliseconds. Clients must use ``s3.endpoint`` (the proxy) to see faults; the
 ``S3Server`` helpers ``put_raw``, ``get_raw``, ``delete_raw``, ``list_keys``,
 ``make_bucket`` go straight to moto, uncounted, to act behind coldkeep's back.
@@ -72,6 +74,8 @@ from .server import S3Server, S3Unavailable
 
 #: The bucket the ``s3`` fixture makes for each test.
 BUCKET = "coldkeep-test"
+#: The bucket with Object Lock the ``worm`` fixture makes beside it.
+WORM = "coldkeep-worm"
 
 #: Variables that would steer a client away from the test server or its credentials.
 _FOREIGN_ENV = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
@@ -138,3 +142,10 @@ __all__ = [
     "s3_proxy",
     "s3_server",
 ]
+
+
+@pytest.fixture
+def worm(s3: S3Site) -> S3Site:
+    """A bucket created with Object Lock (versioned, no default retention)."""
+    s3.server.client.create_bucket(Bucket=WORM, ObjectLockEnabledForBucket=True)
+    return S3Site(s3.server, s3.proxy, WORM)

@@ -40,6 +40,25 @@ def _stats_line(result: CatResult) -> str:
     )
 
 
+def _said_after(result: CatResult, stats: bool) -> int:
+    """The lines on stderr after the bytes (an expired version read from the copy
+    the bucket kept, ``--stats``, bytes that were not the archived file), and
+    the exit code."""
+    if result.expired is not None:
+        click.echo(f"coldkeep: cat: {shown(result.expired)}", err=True)
+    if stats:
+        click.echo(f"coldkeep: cat: {shown(_stats_line(result))}", err=True)
+    if result.problem is None:
+        return EXIT_OK
+    said = f"{result.entry.relpath} (entry {result.entry.id}): {result.problem}"
+    click.echo(
+        f"coldkeep: cat: {shown(said)}: the bytes above are not the archived file "
+        "(coldkeep verify checks every gzip)",
+        err=True,
+    )
+    return EXIT_FAILED
+
+
 @click.command()
 @click.argument("path", metavar="PATH[@VERSION]")
 @click.option(
@@ -54,10 +73,21 @@ def _stats_line(result: CatResult) -> str:
     help="After the bytes, one line on stderr: where they were read, and for a "
     "remote-only copy the GETs sent and the bytes they fetched.",
 )
+@click.option(
+    "--expired",
+    is_flag=True,
+    help="Read a version retention expired from the remote copy the bucket's lock still "
+    "keeps (expiry could not delete it yet).",
+)
 @click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
 @command(json_opt=False)
 def cat(
-    path: str, version: str | None, stats: bool, identity: Path | None, config: Path | None
+    path: str,
+    version: str | None,
+    stats: bool,
+    expired: bool,
+    identity: Path | None,
+    config: Path | None,
 ) -> None:
     """Print an archived file's bytes, without restoring it.
 
@@ -71,7 +101,9 @@ def cat(
     The bytes come from the file's gzip, its bundle member or the remote tier's
     copy, checked against the manifest's sha256 as they stream: if they do not
     match, one line on stderr after them says so, exit 1. Read-only: no lock,
-    nothing written. Unknown path or version: exit 2; an expired version: exit 1.
+    nothing written. Unknown path or version: exit 2; an expired version: exit 1,
+    saying what the bucket still keeps of it, which --expired reads (one line on
+    stderr says it expired), until an expiry after the bucket's lock deletes it.
 
     A copy only the remote tier holds is read by ranged GETs as it streams, its
     blocks kept in a folder of their own under [mount] cache_dir, removed after;
@@ -93,21 +125,11 @@ def cat(
         try:
             archiver = ctx.archiver()
             archiver.sessions.identities = identities
-            result = await archiver.cat(path, version, out, ctx.cancel)
+            result = await archiver.cat(path, version, out, ctx.cancel, expired)
         except BrokenPipeError:
             reader_left()
             return EXIT_OK
-        if stats:
-            click.echo(f"coldkeep: cat: {shown(_stats_line(result))}", err=True)
-        if result.problem is not None:
-            said = f"{result.entry.relpath} (entry {result.entry.id}): {result.problem}"
-            click.echo(
-                f"coldkeep: cat: {shown(said)}: the bytes above are not the archived file "
-                "(coldkeep verify checks every gzip)",
-                err=True,
-            )
-            return EXIT_FAILED
-        return EXIT_OK
+        return _said_after(result, stats)
 
     # No progress display: stderr is often the terminal a pager draws on.
     run_command(go(), ctx, progress=False)

@@ -132,9 +132,11 @@ def _remote_lines(r: RemoteState) -> list[str]:
         f"  pending     {event_rows(r.pending_events, 8)}{_months_named(r)}",
     ]
     if r.object_lock != "off" or r.locked or r.legal_held:
+        expired = f"{r.locked_expired} of them expired here, " if r.locked_expired else ""
         lines.append(
             f"  locked      {r.locked:>8} {'object ' if r.locked == 1 else 'objects'}  "
-            f"(object_lock {r.object_lock}; {r.legal_held} under legal holds)"
+            f"(object_lock {r.object_lock}; {expired}{r.legal_held} under legal holds; as "
+            "read back when shipped, manifest snapshots not counted)"
         )
     if r.sealed_to is not None or r.sealed:
         to = f"sealed to set {r.sealed_to}" if r.sealed_to else "encrypt_to is not set"

@@ -58,7 +58,7 @@ def _listed_line(e: Entry) -> str:
     if e.status != "expired":
         return line
     when = f" {day(e.expired_at)}" if e.expired_at is not None else ""
-    return f"{line}  (expired{when}, no copy left; sha256 {e.sha256})"
+    return f"{line}  (expired{when}; sha256 {e.sha256})"
 
 
 def _listing_text(listing: Listing) -> str:

@@ -36,15 +36,34 @@ def _expired(r: ExpireReport) -> str:
     return text + (f", {plural(len(r.problems), 'PROBLEM', 'PROBLEMS')}" if r.problems else "")
 
 
+def _remote_kept(plan: ExpirePlan) -> str:
+    """Which of the plan's remote copies the bucket's lock keeps past their
+    expiry, and until when ("": none)."""
+    ends = sorted(i.locked_until for i in plan.locked if i.locked_until is not None)
+    if not ends:
+        return ""
+    first, last = day(ends[0]), day(ends[-1])
+    shipped = sum(1 for i in plan.items if i.remote)
+    which = f"all {shipped}" if len(ends) == shipped else f"{len(ends)} of the {shipped}"
+    until = first if first == last else f"{first} to {last}"
+    return f"the bucket's lock keeps the remote copies of {which} shipped until {until}"
+
+
 def _planned(plan: ExpirePlan) -> str:
     if not plan.configured:
         return NO_RETENTION
     days = f"files_days {plan.files_days or '-'}, events_days {plan.events_days or '-'}"
     if not plan.items and not plan.held:
         return f"nothing is past its retention ({days})"
+    kept = _remote_kept(plan)
+    copies = (
+        f"every local copy; {kept}, read then only by cat --expired"
+        if kept
+        else "every copy, local and remote"
+    )
     return (
         f"past retention ({days}): {len(plan.items)} to delete ({plural(plan.files, 'file')}, "
-        f"{human(plan.bytes)}, every copy, local and remote); {len(plan.held)} kept by holds"
+        f"{human(plan.bytes)}, {copies}); {len(plan.held)} kept by holds"
     )
 
 
@@ -87,7 +106,8 @@ async def _ask_expire(site: Site) -> tuple[ExpirePlan, Question | Nothing]:
         if n_held
         else ""
     )
-    remote = " AND the remote tier" if any(i.remote for i in plan.items) else ""
+    unlocked = any(i.remote and i.locked_until is None for i in plan.items)
+    remote = " AND the remote tier" if unlocked else ""
     months = sum(i.kind == "month" for i in plan.items)
     what = [plural(len(plan.items) - months, "archive file"), plural(months, "event month")]
     return plan, Question(
@@ -104,12 +124,13 @@ async def _ask_expire(site: Site) -> tuple[ExpirePlan, Question | Nothing]:
 
 
 def _warning(plan: ExpirePlan, remote: str) -> str:
-    locked = sum(i.locked_until is not None for i in plan.items)
-    if not locked:
+    kept = _remote_kept(plan)
+    if not kept:
         return f"These are DELETED from the archive{remote}: no copy of them is left anywhere."
     return (
-        f"These are DELETED from the archive{remote}, but the bucket's lock keeps the remote "
-        f"copies of {locked} until the dates shown; an expiry after that deletes them."
+        f"These are DELETED from the archive{remote}, but {kept} (the dates shown): they "
+        "stay in the bucket, expired, read only by coldkeep cat --expired, and an expiry "
+        "after that deletes them."
     )
 
 

@@ -24,10 +24,9 @@ from coldkeep.core.remote.objectstore import RemoteFatal
 
 from helpers import ck, ck_json
 from remotecheck import set_remote
-from s3kit import S3Site
+from s3kit import WORM, S3Site
 from s3kit.proxy import INTERNAL_ERROR, ResetRequest, Truncate
 
-WORM = "coldkeep-worm"
 PREFIX = "fleet"
 SITE = "web-1"
 TOP = f"{PREFIX}/{SITE}/"
@@ -42,13 +41,6 @@ class Clock:
 
     def __call__(self) -> int:
         return self.now
-
-
-@pytest.fixture
-def worm(s3: S3Site) -> S3Site:
-    """A bucket created with Object Lock (versioned, no default retention)."""
-    s3.server.client.create_bucket(Bucket=WORM, ObjectLockEnabledForBucket=True)
-    return S3Site(s3.server, s3.proxy, WORM)
 
 
 @pytest.fixture

@@ -236,13 +236,16 @@ class RemotePane(Pane):
 
     def _locked(self) -> str:
         """The bucket's Object Lock and client-side encryption, where either is
-        in use: `` · compliance lock: 27 locked, 3 legally held · 27 sealed``."""
+        in use: `` · compliance lock: 27 locked (2 expired), 3 legally held · 27 sealed``."""
         s = self.state
         if s is None:
             return ""
         said = ""
         if s.object_lock != "off" or s.locked or s.legal_held:
-            said += f" · {s.object_lock} lock: {s.locked} locked, {s.legal_held} legally held"
+            expired = f" ({s.locked_expired} expired)" if s.locked_expired else ""
+            said += (
+                f" · {s.object_lock} lock: {s.locked} locked{expired}, {s.legal_held} legally held"
+            )
         if s.sealed_to is not None or s.sealed:
             said += f" · {s.sealed} sealed"
         return said

@@ -59,7 +59,7 @@ def source(row: CatalogRow) -> str:
     """Where a restore reads the file from: its gzip (or bundle member) and which
     copies of it there are; what holds it."""
     if row.status == "expired":
-        return "expired: no copy is left (its sha256 stays in the manifest)"
+        return "expired by retention: never restored (its sha256 stays in the manifest)"
     where = row.location.removesuffix(f" · {row.copies}")
     held = f"  ·  HELD by {row.held}" if row.held else ""
     return f"from {where} ({COPIES.get(row.copies, row.copies)}){held}"
@@ -405,7 +405,8 @@ class RestoreScreen(Screen[None]):
             return
         if row.status == "expired":
             self.notify(
-                f"{shown(row.relpath)}: expired by retention, no copy is left to read",
+                f"{shown(row.relpath)}: expired by retention, not read here (coldkeep cat "
+                "--expired reads a remote copy the bucket's lock still keeps)",
                 severity="warning",
                 markup=False,
             )
@@ -453,8 +454,10 @@ class RestoreScreen(Screen[None]):
             self.jump_to(e.relpath, e.id)
         elif what == "versions":
             self.open_versions(e.relpath)
-        elif v.location in ("expired", "missing"):
-            self.notify(f"entry {e.id}: {v.location}, no copy to read", severity="warning")
+        elif v.location == "expired":
+            self.notify(f"entry {e.id}: expired by retention, never restored", severity="warning")
+        elif v.location == "missing":
+            self.notify(f"entry {e.id}: missing, no copy to read", severity="warning")
         else:
             self.app.push_screen(pager_for(self.settings, v))
 
@@ -492,15 +495,14 @@ class RestoreScreen(Screen[None]):
         if not picked:
             what = gone[0].relpath if len(gone) == 1 else plural(len(gone), "file")
             self.notify(
-                f"{what}: expired by retention, no copy is left to restore "
-                "(only its sha256, in the manifest)",
+                f"{what}: expired by retention, never restored "
+                "(only its sha256 stays, in the manifest)",
                 severity="warning",
                 markup=False,
             )
             return
         left_out = (
-            f"\n{plural(len(gone), 'selected file')} expired by retention: no copy is left, "
-            "not restored."
+            f"\n{plural(len(gone), 'selected file')} expired by retention: not restored."
             if gone
             else ""
         )

@@ -43,7 +43,7 @@ LOCATIONS = {
     "bundle": "a bundle member",
     "remote": "remote copy only",
     "missing": "MISSING: no copy",
-    "expired": "expired: no copy",
+    "expired": "expired: never restored",
 }
 
 
@@ -170,7 +170,7 @@ class VersionsScreen(Screen[None]):
             return
         e = v.entry
         if v.location == "expired":
-            self.notify(f"entry {e.id}: expired by retention, no copy is left", severity="warning")
+            self.notify(f"entry {e.id}: expired by retention, never restored", severity="warning")
             return
         where = (
             "its live path, held from passes for the hold time"
