@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint imports typecheck links pytest tmux fuse fuzz flakehunt fsync-mutants age-cli bench clean
+.PHONY: test demo lint imports typecheck links pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,7 +55,7 @@ typecheck: $(VENV)/.installed-dev links
 # console in tmux: over a thousand) would otherwise compile every module it
 # imports, 0.15 s each. A stale .pyc is never used: Python checks it against the
 # source's mtime.
-pytest: $(VENV)/.installed-dev tmux fuse
+pytest: $(VENV)/.installed-dev tmux fuse faketime
 	$(BIN)/python -m compileall -q core tui tests bench/*.py >/dev/null
 	$(BIN)/pytest -n 2 --dist loadgroup
 
@@ -66,6 +66,14 @@ tmux:
 	@command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; } \
 		|| echo "tmux is not installed: the tmux console tests will be skipped"
+
+# The lying-clock tests run a command under libfaketime (a host clock a year
+# ahead of the bucket's): as root with apt-get a missing faketime is installed;
+# elsewhere those tests are skipped, and pytest's summary says why.
+faketime:
+	@command -v faketime >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime; } \
+		|| echo "faketime is not installed: the lying-clock tests will be skipped"
 
 # The fault tests mount a FUSE filesystem (tests/faultfs, over libfuse3): as root
 # with apt-get a missing fusermount3 is installed; elsewhere they are skipped, and

@@ -49,6 +49,7 @@ from ..base.ioerror import describe
 from ..base.layout import Layout
 from ..base.site import SiteError, check_site
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
+from ..base.times import now_ms
 from ..events.eventschema import (
     DeleteEffects,
     EventSchema,
@@ -62,13 +63,16 @@ from ..events.eventschema import (
     table_kinds,
 )
 from ..files.scan import ScanError
+from ..remote.bucketclock import skew
 from ..remote.connect import connected
+from ..remote.identity import Claim, claimed_by_other, claims, refusal
 from ..remote.marker import RemoteUnmounted, check_marker
 from ..remote.objectstore import BucketSettings, ObjectStore
 from ..store.manifest import Manifest, ManifestError
 from ..store.remoteobjects import RemoteObjects
 from ..store.schema import SCHEMA_VERSION, version_problem
 from .plan import Plan, make_plan
+from .siteops import SiteIdentity, read_identity
 
 Level = Literal["ok", "warn", "fail"]
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -116,6 +120,7 @@ async def diagnose(config: Path) -> list[Finding]:
         findings += await asyncio.to_thread(_live_db, settings, settings.state_db)
     findings.append(await _remote(settings))
     findings += await _bucket(settings)
+    findings += await _identity(settings)
     findings.append(await asyncio.to_thread(_tools))
     return findings
 
@@ -768,6 +773,83 @@ def _default_encryption(bucket: BucketSettings, sse: str | None) -> Finding:
             'set [remote] sse = "AES256" (or "aws:kms")',
         )
     return Finding("bucket_encryption", "ok", f"{default}; {asked}")
+
+
+async def _identity(settings: Settings) -> list[Finding]:
+    """The site as the bucket and this host know it: whose the prefix is, the
+    site key (its fingerprint, to write down), and this host's clock against
+    the bucket's (what locks and remote expiry are decided by)."""
+    remote = settings.remote
+    if remote is None:
+        return []
+    layout = Layout(settings.archive_root)
+    site = None
+    try:
+        manifest = await Manifest.open_existing(layout.manifest)
+    except (ManifestError, sqlite3.Error):
+        manifest = None  # the manifest line says why
+    if manifest is not None:
+        async with manifest:
+            site = await read_identity(manifest, layout)
+    async with connected(remote) as store:
+        try:
+            found = await claims(store, remote.site)
+            apart = await skew(store, now_ms())
+        except RemoteError as err:
+            return [Finding("site", "fail", str(err))]
+        own_clock = store.own_clock
+    return [
+        _claim(remote.site, store.url, found, site),
+        _site_key(site),
+        _clock(apart, own_clock, remote.locks is not None),
+    ]
+
+
+def _claim(name: str, url: str, found: list[Claim], site: SiteIdentity | None) -> Finding:
+    if site is None:
+        if found:
+            return Finding(
+                "site_claim",
+                "warn",
+                f"remote.site {name!r} is already {found[0].describe()}'s, and this archive "
+                "has no site id yet: its first ship will be refused",
+                "give this site a remote.site of its own; if this host replaces that one, "
+                "recover it instead (rebuild-manifest --from-remote)",
+            )
+        return Finding("site_claim", "ok", f"remote.site {name!r}: not claimed yet")
+    other = claimed_by_other(found, site.site_id)
+    if other is not None:
+        return Finding("site_claim", "fail", refusal(name, url, other, site.site_id))
+    state = "this site's" if found else "not claimed yet (the first ship claims it)"
+    return Finding("site_claim", "ok", f"remote.site {name!r}: {state} (site id {site.site_id})")
+
+
+def _site_key(site: SiteIdentity | None) -> Finding:
+    if site is None or site.key is None:
+        return Finding("site_key", "ok", "none yet: the first ship makes it")
+    if site.key_problem is not None:
+        return Finding("site_key", "fail", f"{site.key}: {site.key_problem}")
+    return Finding(
+        "site_key",
+        "ok",
+        f"{site.key}: write it down beside the identity file (on the day this host is gone, "
+        "rebuild-manifest --from-remote --site-key takes only what it signed)",
+    )
+
+
+def _clock(apart: str | None, own_clock: bool, locks: bool) -> Finding:
+    if not own_clock:
+        return Finding("clock", "ok", "a folder remote: its clock is this host's")
+    if apart is None:
+        return Finding("clock", "ok", "this host's clock agrees with the bucket's")
+    doing = "every ship stops (object_lock)" if locks else "remote expiry waits for the bucket's"
+    return Finding(
+        "clock",
+        "fail" if locks else "warn",
+        f"this host's clock is {apart} the bucket's: lock dates and remote expiry follow the "
+        f"bucket's clock, so {doing}",
+        "set this host's clock right (NTP: timedatectl set-ntp true)",
+    )
 
 
 async def _shipped(settings: Settings) -> int:

@@ -32,7 +32,11 @@ Invariants:
   reached, or the bucket refusing the delete: a retention or a legal hold) is
   left with its row and the item's note: the expiry is said to be waiting on
   the bucket, never failed, and the next expiry whose time has come deletes it.
-  Nothing is asked of the bucket before the recorded retain-until.
+  Nothing is asked of the bucket before the recorded retain-until, by the
+  bucket's clock.
+- An item with remote copies is expired only once the bucket's clock too says
+  it is past its retention (remote/bucketclock.py): a host whose clock runs
+  ahead deletes nothing of it, anywhere, and says so (``not_due``).
 - Cancelled, it stops between items; what is recorded is finished first.
 """
 
@@ -54,6 +58,7 @@ from ..base.layout import Layout
 from ..base.steps import StepHook, StepName, no_step
 from ..base.times import DAY_MS, NS_PER_MS, day_of
 from ..events.eventschema import month_end_ms
+from ..remote.bucketclock import apart, bucket_now
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore, RemoteLocked
 from ..store import audit, expiry
@@ -136,11 +141,14 @@ class ExpireReport:
     held: int = 0  # past retention, kept by a hold
     settled: int = 0  # interrupted expiries finished
     locked: list[str] = field(default_factory=list)  # remote copies the bucket keeps, said
+    # Due by this host's clock, not by the bucket's: nothing of them deleted, said.
+    not_due: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
-        return bool(self.problems)
+        """Something was left undone: a problem, or a clock to set right."""
+        return bool(self.problems or self.not_due)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -290,16 +298,27 @@ class Expirer:
         # since the question was asked waits for the next expiry.
         self.only = only
         self.report = ExpireReport()
+        self.bucket = 0  # the bucket's time as this expiry began (ms): remote copies go by it
 
     async def run(self) -> ExpireReport:
+        now = self.clock()
+        self.bucket = now if self.store is None else await bucket_now(self.store, now)
         for path in await expiry.interrupted(self.manifest):
             if await self._finish(path):
                 self.report.settled += 1
-        plan = await expire_plan(self.settings, self.manifest, self.clock())
+        plan = await expire_plan(self.settings, self.manifest, now)
         self.report.held = len(plan.held)
         for item in plan.items:
             self.cancel.check()
             if self.only is not None and item.path not in self.only:
+                continue
+            if item.remote and item.past_since > self.bucket:
+                # This host's clock may be wrong; the bucket's enforces the lock.
+                self.report.not_due.append(
+                    f"{item.path}: past its retention by this host's clock, which is "
+                    f"{apart(now, self.bucket)} the bucket's; not by the bucket's until "
+                    f"{day_of(item.past_since)}: kept, everywhere"
+                )
                 continue
             if await self._still_unheld(item):
                 await self._expire(item)
@@ -386,7 +405,7 @@ class Expirer:
         keeps: returned, asked of the bucket only once their retain-until is past."""
         kept = []
         for obj in remote:
-            if obj.retain_until is not None and obj.retain_until > self.clock():
+            if obj.retain_until is not None and obj.retain_until > self.bucket:
                 kept.append(obj)
                 continue
             try:
@@ -399,7 +418,7 @@ class Expirer:
 
     def _said_locked(self, path: str, kept: list[RemoteObject]) -> None:
         until = max(o.retain_until or 0 for o in kept)
-        when = f"until {day_of(until)}" if until > self.clock() else "by its lock or a legal hold"
+        when = f"until {day_of(until)}" if until > self.bucket else "by its lock or a legal hold"
         self.report.locked.append(
             f"{path}: its remote copies are kept by the bucket's lock {when}; "
             "an expiry after that deletes them"

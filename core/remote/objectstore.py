@@ -194,6 +194,7 @@ class ObjectStore(ABC):
 
     url: str  # for messages: never holds a credential
     conditional: bool = True  # refuses to overwrite on its own
+    own_clock: bool = False  # ``server_now`` is a server's clock, not this host's
     encryption: Encryption = Encryption()  # asked of every upload ([remote] sse)
 
     def where(self, key: str) -> str:
@@ -206,7 +207,8 @@ class ObjectStore(ABC):
 
     async def server_now(self) -> int:
         """The server's time now (ms since the epoch): what lock dates and remote
-        expiry are decided against. A folder's is this host's own."""
+        expiry are decided against (bucketclock.py). Without ``own_clock``, this
+        host's."""
         return time.time_ns() // 1_000_000
 
     async def bucket_settings(self) -> BucketSettings | None:

@@ -222,6 +222,7 @@ class S3Store(ObjectStore):
         self.remote = remote
         self.encryption = Encryption(remote.sse, remote.kms_key_id)
         self.conditional = True
+        self.own_clock = True
         self.notices: list[str] = []
         self._probed = False
         self._stack = AsyncExitStack()

@@ -91,6 +91,7 @@ from ..store import sitestate
 from ..store.legalholds import ActiveHolds, Hold, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects, Stream, sealed_key
+from .bucketclock import bucket_now, check_clock
 from .bucketlock import (
     file_retain_until,
     lock_for,
@@ -357,6 +358,8 @@ class Shipper:
         # Before anything is written, read or dropped: the remote is the one
         # this site shipped to (a folder whose disk is not mounted is not), and
         # its prefix is this site's (not another host's of the same name).
+        if self.remote.locks is not None:
+            await check_clock(self.store, self.clock(), "a ship that locks what it uploads")
         await check_marker(self.store, self.objects, self.remote.site, self.layout, may_write=True)
         state = await sitestate.read_state(self.manifest)
         key = await self.signing_key()
@@ -372,9 +375,8 @@ class Shipper:
         # A later snapshot of this very site that this host did not ship: a
         # clone ships as it. Both writing one prefix would lose one's files.
         trust = await self.own_trust()
-        await check_lineage(
-            self.store, self.remote.site, state, trust, await self.store.server_now()
-        )
+        now = await bucket_now(self.store, self.clock())
+        await check_lineage(self.store, self.remote.site, state, trust, now)
         if signer is not None and self.seal is not None:
             for problem in await keep_key(
                 self.store, self.remote.site, signer, self.seal, self.layout
@@ -389,7 +391,7 @@ class Shipper:
         await self.drop_local()
         r = self.report
         changed = r.uploaded or r.already or r.months or r.dropped or self._counted
-        if changed or state.snapshot is None:
+        if changed or state.owed:
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())
         return r
@@ -885,13 +887,14 @@ class Shipper:
         """A snapshot of the manifest, of a new generation, shipped with its
         statement signed by the site key beside it; then the site's old
         snapshots pruned."""
+        # Bumped and committed first: the snapshot holds its own generation, and
+        # one stays owed (its generation not shipped) until one ships.
+        generation = await sitestate.next_generation(self.manifest)
         key = await self.signing_key()
         if isinstance(key, str):
             self._problem("manifest", f"no manifest snapshot shipped: {key}")
             return
         state = await sitestate.read_state(self.manifest)
-        # Bumped and committed first: the snapshot holds its own generation.
-        generation = await sitestate.next_generation(self.manifest)
         path = snapshot_key(generation, self.seal.fingerprint if self.seal else None)
         tmp = self.layout.scratch("ship-manifest")
         try:
@@ -899,7 +902,7 @@ class Shipper:
             # Written down after the copy (the snapshot does not name itself as
             # loose) and before the upload: a stop leaves nothing unsettled.
             await self.objects.loose(path, path, self.clock())
-            taken = await self.store.server_now()
+            taken = await bucket_now(self.store, self.clock())
             until = snapshot_retain_until(self.settings.retention, taken)
             lock = lock_for(self.remote, until, False, taken)
             size, sha = await self._put_snapshot(path, tmp, lock)
@@ -979,7 +982,7 @@ class Shipper:
         (never ``written``), less those the bucket's lock keeps (told by the
         time their statements sign, so none is asked for in vain); what is not
         the site's own is left, and said."""
-        now = await self.store.server_now()
+        now = await bucket_now(self.store, self.clock())
 
         def locked(statement: Statement) -> bool:
             until = snapshot_retain_until(self.settings.retention, statement.taken_at)

@@ -47,6 +47,7 @@ from typing import Any, Literal
 from ..base.errors import RemoteError, UsageError
 from ..base.signing import SiteKey, fingerprint, verifies
 from ..store.sitestate import SiteState
+from .bucketclock import SKEW_MS
 from .bucketlock import snapshot_taken_at
 from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteLocked
 
@@ -54,8 +55,6 @@ WHAT = "manifest snapshot"
 SIG = ".sig"
 # A statement is small; a bigger object under its name is not one.
 MAX_STATEMENT = 64 << 10
-# A bucket's clock and the statements' dates agree to within this (ms).
-SKEW_MS = 5 * 60 * 1000
 # Statements read at once.
 IN_FLIGHT = 8
 

@@ -29,6 +29,12 @@ class SiteState:
     snapshot: str | None  # the key of the last one shipped from this host
 
     @property
+    def owed(self) -> bool:
+        """A snapshot is to ship: none shipped from here yet, or the last one
+        taken (its generation bumped) never shipped."""
+        return self.snapshot is None or f"manifest/g{self.generation:012d}-" not in self.snapshot
+
+    @property
     def fresh(self) -> bool:
         """No snapshot was ever taken of this manifest: a new one, or one
         rebuilt from the gzips."""

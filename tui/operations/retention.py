@@ -33,6 +33,8 @@ def _expired(r: ExpireReport) -> str:
         text += f"; {plural(r.settled, 'interrupted expiry', 'interrupted expiries')} finished"
     if r.locked:
         text += f"; {len(r.locked)} with remote copies the bucket's lock still keeps"
+    if r.not_due:
+        text += f"; {len(r.not_due)} NOT DUE by the bucket's clock (this host's runs ahead)"
     return text + (f", {plural(len(r.problems), 'PROBLEM', 'PROBLEMS')}" if r.problems else "")
 
 
@@ -160,7 +162,7 @@ EXPIRE = Operation(
             ExpireReport,
             _expired,
             failed=lambda r: r.failed,
-            detail=lambda r: [*r.problems, *r.locked],
+            detail=lambda r: [*r.problems, *r.not_due, *r.locked],
         ),
         Words(ExpirePlan, _planned, text=_plan_text),
     ),

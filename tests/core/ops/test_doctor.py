@@ -46,6 +46,9 @@ CHECKS = [
     "events_triggers",
     "events_foreign_keys",
     "remote",
+    "site_claim",
+    "site_key",
+    "clock",
     "tools",
 ]
 
