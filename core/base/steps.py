@@ -42,7 +42,8 @@ StepName = Literal[
     # shipping one object to the remote tier (ship.py)
     "object_uploaded",  # the object is at its key (sent, or found there)
     "object_recorded",  # its size and sha256 read back matched; its row is committed
-    "manifest_shipped",  # the manifest snapshot is at its key, read back whole
+    "snapshot_uploaded",  # a manifest snapshot is at its key, its signed statement not yet
+    "manifest_shipped",  # the snapshot and its statement read back whole, recorded as shipped
     "local_drop_recorded",  # a shipped file's local drop is committed
     "local_dropped",  # its local copy is unlinked, the directory fsynced, confirmed
     # expiring one archive file or event month past its retention (expire.py)

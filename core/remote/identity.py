@@ -10,7 +10,8 @@ Invariants:
   bucket's Last-Modified, which no client sets) is its own site id's. A second
   host shipping with the same remote.site (a cloned VM, a new host given the old
   one's name) is refused in one line before it writes, reads back or drops
-  anything, and the site that claimed first is told of it.
+  anything (its claim is not written); a later claim that a race let in is
+  named to the site that owns the prefix at its next ship.
 - The first ship of a site (or the first of a coldkeep that makes claims, to a
   prefix an older one shipped to) writes its claim, create-only; coldkeep
   never deletes a claim.

@@ -1,9 +1,13 @@
 """``rebuild-manifest --from-remote``: a site's archive back from its remote tier,
 on a fresh host with only the bucket, the credentials and ``coldkeep.toml``.
 
-    manifest   the newest snapshot under ``<site>/manifest/`` that reads back
-               whole (its server checksum) and passes ``integrity_check``,
-               placed as ``coldkeep.db``, never over an existing one
+    manifest   the newest of the site's own signed snapshots under
+               ``<site>/manifest/`` (snapshots.py: its statement verifies with a
+               trusted key, for the site's id) that reads back whole as signed,
+               passes ``integrity_check`` and holds the generation signed,
+               placed as ``coldkeep.db``, never over an existing one; every
+               snapshot not taken named. The site key recovered from its sealed
+               copy where it can be (identity.py)
     local      every shipped archive file with no local copy here is recorded as
                dropped: restore reads it from the remote. An entry with neither
                was never shipped; it is listed, and recovery marks it missing

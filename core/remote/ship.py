@@ -3,6 +3,10 @@ dropped once their remote copy is proven and old enough.
 
 One ship, under the archive lock:
 
+    identity   with object_lock, this host's clock within 5 minutes of the
+               bucket's (bucketclock.py); the site's prefix its own (the oldest
+               claim there this site's: identity.py), and no later snapshot of
+               this very site there that it did not ship (a clone: snapshots.py)
     settle     local copies recorded as dropped but still there (a crash
                between the record and the unlink) are unlinked; what uploads
                cut short left on the remote is removed
@@ -18,10 +22,12 @@ One ship, under the archive lock:
     drop       local copies shipped more than ``keep_local_days`` ago: the remote
                copy re-checked (HEAD), the drop recorded, the file unlinked
                (identity re-checked), its directory fsynced
-    manifest   a snapshot of the manifest as ``manifest/<UTC time>.db`` when
-               anything changed (or none is there); the newest KEEP_SNAPSHOTS kept.
-               It records each month's rows as counted: a rebuild from the bucket
-               names what it cannot give back
+    manifest   a snapshot of the manifest, of a new generation, as
+               ``manifest/g<generation>-<hex>.db`` with its statement signed by the
+               site key beside it (``.sig``), when anything changed or one is owed;
+               the newest KEEP_SNAPSHOTS of the site's own kept. It records each
+               month's rows as counted: a rebuild from the bucket names what it
+               cannot give back
 
 Every object lives at ``<prefix>/<site>/<path>``, ``path`` being its place under
 ``archive_root``.
@@ -908,6 +914,7 @@ class Shipper:
             size, sha = await self._put_snapshot(path, tmp, lock)
             why = await self._snapshot_read_back(path, size, sha, lock)
             if why is None:
+                await self._announce("snapshot_uploaded", path)
                 statement = statement_for(
                     self.remote.site, state.site_id, generation, taken, path, size, sha,
                     key.fingerprint,

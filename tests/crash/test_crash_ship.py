@@ -27,6 +27,7 @@ STEPS = [
     "object_uploaded",
     "object_recorded",
     "object_uploaded:5",
+    "snapshot_uploaded",
     "manifest_shipped",
     "local_drop_recorded",
     "local_dropped",
@@ -72,6 +73,9 @@ def settled(site: Path, tally: Tally) -> None:
     rows = remote_rows(site)
     assert rows and all(r["local_present"] == 0 for r in rows.values() if r["month"] is None)
     assert not [p for p in (site / "archive" / "files").rglob("*") if p.is_file()]
+    # Every snapshot left is the site's own, signed: none a kill left unsigned.
+    listed = ck_json(site, "rebuild-manifest", "--from-remote", "--list")["result"]
+    assert listed["snapshots"] and {s["verdict"] for s in listed["snapshots"]} == {"own"}
 
 
 @pytest.mark.parametrize("step", STEPS)
