@@ -421,6 +421,7 @@ class RemoteRebuild:
             if await self._place_one(seen, out, report):
                 report.snapshot = self.key(seen.key)
                 report.generation = seen.generation
+                report.problems += self._newer_not_taken(judged, seen)
                 return own[0] if own else None
             if seen is not candidates[-1]:
                 report.problems[-1] += "; trying the next older snapshot of the site"
@@ -428,6 +429,17 @@ class RemoteRebuild:
             f"{self.store.where(self.key('manifest/'))}: none of the site's own snapshots could "
             "be used (each says why above); nothing was placed"
         )
+
+    def _newer_not_taken(self, judged: list[Seen], taken: Seen) -> list[str]:
+        """The site's own snapshots of a later generation than the one taken
+        that are dated in the bucket's future: never an older generation in
+        silence."""
+        return [
+            f"{self.store.where(self.key(s.key))}: generation {s.generation}, newer than the "
+            f"one taken, is {s.why}: not taken (--snapshot {s.key} takes it by hand)"
+            for s in judged
+            if s.verdict == "future" and (s.generation or 0) > (taken.generation or 0)
+        ]
 
     def _candidates(
         self, judged: list[Seen], own: list[Seen], choice: DrChoice, untrusted: str | None

@@ -382,7 +382,16 @@ class Shipper:
         # clone ships as it. Both writing one prefix would lose one's files.
         trust = await self.own_trust()
         now = await bucket_now(self.store, self.clock())
-        await check_lineage(self.store, self.remote.site, state, trust, now)
+        went_on = await check_lineage(self.store, self.remote.site, state, trust, now)
+        if went_on is not None and went_on.statement is not None:
+            # A manifest rebuilt from the gzips: the site's snapshots go on.
+            await sitestate.recovered(self.manifest, went_on.statement.generation, went_on.key)
+            state = await sitestate.read_state(self.manifest)
+            self._notice(
+                "info",
+                f"this manifest was rebuilt here: its snapshots go on after generation "
+                f"{went_on.statement.generation}, the site's newest in the bucket",
+            )
         if signer is not None and self.seal is not None:
             for problem in await keep_key(
                 self.store, self.remote.site, signer, self.seal, self.layout

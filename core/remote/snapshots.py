@@ -259,11 +259,12 @@ class SiteForked(RemoteFatal):
 
 async def check_lineage(
     store: ObjectStore, site: str, state: SiteState, trust: Trust, now: int
-) -> None:
-    """Raise ``SiteForked`` when the bucket holds a snapshot of this site, signed
-    with its key, that this host did not ship: of a later generation than its
-    manifest's, or of the same one under another key. Only those names are
-    read (a verified statement decides; a name alone proves nothing)."""
+) -> Seen | None:
+    """The newest snapshot of this site, signed with its key, that this host
+    did not ship (of a later generation than its manifest's, or of the same
+    one under another name): for a fresh manifest (rebuilt from the gzips) the
+    lineage it goes on from; for any other, ``SiteForked``. Only those names
+    are read (a verified statement decides; a name alone proves nothing)."""
 
     def after_mine(key: str) -> bool:
         generation = generation_of(key)
@@ -276,6 +277,8 @@ async def check_lineage(
     found = await survey(store, site, only=after_mine)
     for seen in found.judged(trust, now):
         if seen.verdict == "own" and seen.statement is not None:
+            if state.fresh:
+                return seen
             st = seen.statement
             raise SiteForked(
                 f"{store.where(f'{site}/{seen.key}')}: generation {st.generation} of this site "
@@ -285,6 +288,7 @@ async def check_lineage(
                 "not this site, give [remote] site a name of its own and run coldkeep site "
                 "new-key there"
             )
+    return None
 
 
 @dataclass

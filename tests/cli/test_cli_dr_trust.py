@@ -370,3 +370,38 @@ def test_a_host_clock_a_year_ahead_locks_nothing_wrong_and_expires_nothing_early
     assert all("ahead of the bucket's" in line for line in result["not_due"])
     assert worm.server.list_keys(worm.bucket, f"fleet/{NAME}/") == keys
     assert sorted(p for p in (a / "archive").rglob("*") if p.is_file()) == archive
+
+
+def test_a_newest_snapshot_dated_in_the_future_is_named_not_taken_in_silence(
+    templates: dict[str, Path], tmp_path: Path
+) -> None:
+    store = folder_bucket(tmp_path / "bucket")  # a folder's clock is the host's
+    a = host(templates, tmp_path, "a", store.table(NAME))
+    ck(a, "ship")
+    new_file(a, 1)
+    ck(a, "pass")
+    ck_at(faketime("+365d"), a, "ship")  # generation 2, dated a year ahead
+    lost(a)
+    done = recovered(a, check=1)["result"]
+    assert done["generation"] == 1
+    [line] = [p for p in done["problems"] if "newer than the one taken" in p]
+    assert "generation 2" in line and "after the bucket's now" in line and "--snapshot" in line
+
+
+def test_a_manifest_rebuilt_from_the_gzips_goes_on_after_the_bucket_s_generations(
+    templates: dict[str, Path], tmp_path: Path
+) -> None:
+    store = folder_bucket(tmp_path / "bucket")
+    a = host(templates, tmp_path, "a", store.table(NAME))
+    ck(a, "ship")
+    new_file(a, 1)
+    ck(a, "pass")
+    ck(a, "ship")
+    (a / "archive" / "coldkeep.db").rename(tmp_path / "lost.db")
+    for side in (a / "archive").glob("coldkeep.db-*"):
+        side.unlink()
+    ck(a, "rebuild-manifest")  # from the gzips kept here: the site's id from coldkeep.site
+    shipped = ck_json(a, "ship")["result"]
+    assert not shipped["problems"]
+    assert any("go on after generation 2" in n for n in shipped["notices"])
+    assert ck_json(a, "site", "show")["result"]["generation"] == 3
