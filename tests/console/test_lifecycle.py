@@ -20,7 +20,7 @@ from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
-from consolekit import NOW_MS, archive_all, current_screen, make_app, notices, settle
+from consolekit import archive_all, current_screen, make_app, notices, settle
 from remotecheck import PREFIX, SITE, bucket_tier, set_remote
 from s3kit import S3Site
 
@@ -106,7 +106,8 @@ async def test_the_expire_confirm_says_which_remote_copies_the_bucket_s_lock_kee
     days = "\n[retention]\nfiles_days = {}\nevents_days = 4000\n"
     # Locked for ten years: past the pinned clock, and past the bucket's own.
     set_remote(config.parent, table.table + days.format(4000))
-    shipper = Archiver(load_settings(config), stream=EventStream(), clock=lambda: NOW_MS)
+    # Shipped by the real clock: a ship that locks goes by the bucket's.
+    shipper = Archiver(load_settings(config), stream=EventStream())
     await shipper.run_pass()
     assert not (await shipper.ship()).problems
     set_remote(config.parent, table.table + days.format(20))
