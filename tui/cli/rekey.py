@@ -42,7 +42,15 @@ def _plan_text(plan: RekeyPlan) -> str:
 def _report_text(r: RekeyReport) -> str:
     lines = [f"{plural(len(r.resealed), 'object')} sealed again"]
     if r.old_kept:
-        lines[0] += f"; {len(r.old_kept)} old ones kept by the bucket's lock until it ends"
+        lines[0] += (
+            f"; {len(r.old_kept)} old copies kept by the bucket's lock, tracked "
+            "(the first ship after their lock ends deletes them)"
+        )
+    if r.expired:
+        lines.append(
+            f"{plural(len(r.expired), 'object')} past their retention left for expiry, not "
+            "sealed again (coldkeep expire deletes them)"
+        )
     if r.needs_identity:
         lines.append(
             f"{plural(len(r.needs_identity), 'object')} only the remote holds, not done: "
