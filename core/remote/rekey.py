@@ -34,7 +34,9 @@ Invariants:
 - A plaintext rebuilt from the remote is sealed only when its size and sha256
   are the local file's as recorded at its first ship.
 - Without ``--identity``, objects only the remote holds are named, never
-  skipped in silence; they stay readable with the old identity.
+  skipped in silence; they stay readable with the old identity. An identity
+  file that opens none of a set's keys is said once for the set, with how
+  many of its objects are left, not once per object.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from .bucketlock import file_retain_until, month_retain_until
 from .fetch import remove_scratch
 from .objectstore import ObjectLock, RemoteFatal
 from .place import Placer
-from .sealing import Identities, Reseal, SealError, open_sealed, rekey_step
+from .sealing import Identities, Reseal, SealError, WrongIdentity, open_sealed, rekey_step
 
 
 class NothingToSealTo(UsageError):
@@ -97,6 +99,7 @@ class RekeyReport:
     old_kept: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)  # past their retention: left for expiry
     needs_identity: list[str] = field(default_factory=list)  # not done: give --identity
+    identity_for: list[str] = field(default_factory=list)  # the sets those are sealed to
     snapshot: str | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -150,6 +153,9 @@ class Rekeyer:
         self.report.problems += settled.problems
         plan = await rekey_plan(self.objects, recipients)
         expiring = set(await expiry.interrupted(self.placer.manifest))
+        # Sets the identity file opened none of: the object first tried, and
+        # how many sealed to it were left.
+        refused: dict[str, tuple[str, int]] = {}
         for item in plan.items:
             self.cancel.check()
             obj = await self.objects.get(item.path)
@@ -159,15 +165,32 @@ class Rekeyer:
             if why is not None:
                 self.report.expired.append(f"{obj.path}: {why}")
                 continue
+            sealed_to = obj.sealed_to or ""
             if item.needs_identity and self.identities is None:
                 self.report.needs_identity.append(item.path)
+                if sealed_to not in self.report.identity_for:
+                    self.report.identity_for.append(sealed_to)
+                continue
+            if item.needs_identity and sealed_to in refused:
+                first, left = refused[sealed_to]
+                refused[sealed_to] = (first, left + 1)
                 continue
             try:
                 await self._reseal(obj, item.source)
             except RemoteFatal:
                 raise
+            except WrongIdentity:
+                refused[sealed_to] = (obj.path, 1)
             except (RemoteError, SealError, UsageError, OSError) as err:
                 self.report.problems.append(f"{obj.path}: {err}")
+        for sealed_to, (first, left) in refused.items():
+            assert self.identities is not None
+            self.report.problems.append(
+                f"{left} object{'' if left == 1 else 's'} only the remote holds, sealed to "
+                f"{sealed_to}, not sealed again: {self.identities.describe()}, and the first, "
+                f"{first}, did not open with it (give --identity a file with one of that "
+                "set's keys)"
+            )
         return self.report
 
     async def _expired(self, obj: RemoteObject, expiring: set[str]) -> str | None:

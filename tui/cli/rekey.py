@@ -53,8 +53,9 @@ def _report_text(r: RekeyReport) -> str:
         )
     if r.needs_identity:
         lines.append(
-            f"{plural(len(r.needs_identity), 'object')} only the remote holds, not done: "
-            "give --identity FILE (the key they are sealed to now)"
+            f"{plural(len(r.needs_identity), 'object')} only the remote holds, sealed to "
+            f"{', '.join(r.identity_for)}, not done: give --identity FILE with one of the "
+            "keys they are sealed to now"
         )
     lines += [f"PROBLEM: {p}" for p in r.problems]
     return "\n".join(lines)

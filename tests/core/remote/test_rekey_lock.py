@@ -5,9 +5,9 @@ every one says; the rows say what those HEADs said, and ``status`` counts what
 the bucket holds. The old copies' legal holds are lifted, each old copy is
 deleted or, while the bucket's lock keeps it, tracked (never forgotten) until
 the first ship after its lock ends; ``hold release`` leaves no legal hold on
-anything. Nothing past its retention is sealed again. Through the CLI, on
-moto's server with Object Lock (which enforces it) and on a ``file://``
-folder, where no lock applies."""
+anything. Nothing past its retention is sealed again, and an identity that
+opens nothing is one line. Through the CLI, on moto's server with Object Lock
+(which enforces it) and on a ``file://`` folder, where no lock applies."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from remotecheck import (
     Tier,
     bucket_tier,
     demo_after_pass,
+    folder_tier,
     remote_rows,
     set_remote,
     shipped_tier,
@@ -230,3 +231,34 @@ def test_rekey_leaves_what_is_past_its_retention_for_expiry(
     again = ck_json(site, "rekey", "--yes")["result"]
     assert (again["resealed"], len(again["expired"]), again["problems"]) == ([], len(left), [])
     assert {line.split(": ")[0] for line in again["expired"]} == left
+
+
+def test_a_wrong_identity_is_one_line_not_one_per_object(passed: Path, tmp_path: Path) -> None:
+    """Shipped sealed to a first key, every local copy dropped: sealed again to
+    a second, every object only the remote holds needs the first."""
+    site = tmp_path / "site"
+    shutil.copytree(passed, site)
+    first = new_identity(tmp_path, "first.txt")[1].keys[0]
+    second = new_identity(tmp_path, "second.txt")[1].keys[0]
+    wrong, _ = new_identity(tmp_path, "wrong.txt")
+    keys = "keep_local_days = 0\n"
+    set_remote(site, folder_tier(site, SITE, f'{keys}encrypt_to = ["{first}"]\n').table)
+    ck(site, "ship")
+    rows = remote_rows(site)
+    assert all(r["local_gone_at"] is not None or r["month"] for r in rows.values())
+    [sealed_set] = {r["sealed_to"] for r in rows.values()}
+    set_remote(site, folder_tier(site, SITE, f'{keys}encrypt_to = ["{second}"]\n').table)
+
+    refused = ck(site, "rekey", "--yes", "--identity", str(wrong), check=1).stdout
+    [line] = [x for x in refused.splitlines() if x.startswith("PROBLEM: ")]
+    assert f"{len(rows)} objects only the remote holds, sealed to {sealed_set}" in line, line
+    assert str(wrong) in line and "give --identity a file with one of that set's keys" in line
+    assert refused.splitlines()[0] == "0 objects sealed again", refused
+    assert remote_rows(site) == rows and not loose(site), "nothing sealed, nothing left"
+
+    bare = ck(site, "rekey", "--yes", check=1).stdout.splitlines()
+    assert bare == [
+        "0 objects sealed again",
+        f"{len(rows)} objects only the remote holds, sealed to {sealed_set}, not done: "
+        "give --identity FILE with one of the keys they are sealed to now",
+    ], bare
