@@ -72,8 +72,10 @@ def rekey(yes: bool, identity: Path | None, config: Path | None, json_out: bool)
     this seals the older objects again (or the ones shipped unsealed): from the
     local copy where there is one, else from the remote copy opened with
     --identity. Age cannot give an object new recipients in place, so each one
-    is uploaded again under a new key and the old one deleted after (a bucket's
-    Object Lock may keep it until its retention ends)."""
+    is uploaded again under a new key, locked and held as the old one was or
+    should be, and the old one deleted after (one a bucket's Object Lock keeps
+    is tracked, and deleted by the first ship after its lock ends). Objects
+    past their retention are left for expiry."""
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
