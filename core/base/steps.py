@@ -50,6 +50,11 @@ StepName = Literal[
     "expire_recorded",  # its entries are tombstones ('expired'), its path in expiring
     "expire_remote_deleted",  # its remote copies are deleted and their rows gone
     "expire_local_deleted",  # its local file is unlinked, the directory fsynced, settled
+    # settling a copy no row records (remote/place.py: one a rekey replaced, an
+    # upload never read back), written down in remote_loose before
+    "loose_unheld",  # its S3 legal hold is lifted, and remote_loose says so
+    "loose_kept",  # the bucket's lock keeps it: remote_loose has the lock the bucket said
+    "loose_deleted",  # every version of it is deleted, and its key gone from remote_loose
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:6]
@@ -57,7 +62,8 @@ RESTORE_STEPS: tuple[StepName, ...] = STEP_NAMES[6:10]
 BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[10:12]
 BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[12:17]
 SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[17:23]
-EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[23:]
+EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[23:26]
+LOOSE_STEPS: tuple[StepName, ...] = STEP_NAMES[26:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

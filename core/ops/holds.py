@@ -48,7 +48,7 @@ class HoldChange:
 async def _mirrored(sessions: Sessions, manifest: Manifest, hold: Hold) -> HoldChange:
     remote = sessions.settings.remote
     objects = RemoteObjects(manifest)
-    if remote is None or (remote.locks is None and not await objects.legal_held()):
+    if remote is None or (remote.locks is None and not await objects.any_legal_hold()):
         return HoldChange(hold)
     try:
         async with connected(remote) as store:

@@ -33,7 +33,16 @@ from ..base.lock import ArchiveLock, LockHeld
 from ..base.ratelimit import RateLimiter
 from ..base.site import check_site, read_site, record_site
 from ..base.space import OutOfSpace, ensure_reserve, out_of_space, release_reserve
-from ..base.steps import EXPIRE_STEPS, SHIP_STEPS, Recorder, StepHook, StepInfo, StepName, no_step
+from ..base.steps import (
+    EXPIRE_STEPS,
+    LOOSE_STEPS,
+    SHIP_STEPS,
+    Recorder,
+    StepHook,
+    StepInfo,
+    StepName,
+    no_step,
+)
 from ..base.stream import EventStream, FileStep, Finished, Started
 from ..base.stream import Status as Outcome
 from ..files.filemove import FileMover
@@ -154,7 +163,13 @@ class StepFeed:
         src = info.get("src") or info.get("target")
         label = info.get("label")
         if isinstance(label, str):
-            op = "ship" if name in SHIP_STEPS else "expire" if name in EXPIRE_STEPS else "bundle"
+            op = (
+                "ship"
+                if name in SHIP_STEPS or name in LOOSE_STEPS
+                else "expire"
+                if name in EXPIRE_STEPS
+                else "bundle"
+            )
             self.stream.emit(FileStep(op, label, name, 0, 0))
         elif isinstance(src, Path):
             op = "restore" if "target" in info else "archive"

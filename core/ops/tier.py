@@ -9,7 +9,8 @@ archiver's (``Sessions``), and says how it went. The archiver has checked that a
     rebuild  a lost host's archive back from its bucket (remote/rebuild.py): the
              lock alone, there is no manifest to open yet
     rekey    objects sealed to other recipients sealed again to encrypt_to's
-             (remote/rekey.py); its plan read without the lock
+             (remote/rekey.py), then the holds mirrored and a manifest
+             snapshot shipped, as a ship ends; its plan read without the lock
 """
 
 from __future__ import annotations
@@ -131,7 +132,14 @@ async def rekey(
         current.start(f"objects at {remote.url}/{remote.site}")
         async with connected(remote) as store:
             shipper = _shipper(sessions, current.manifest, store, cancel)
-            report = await Rekeyer(shipper, sessions.identities, shipper.cancel).run()
+            report = await Rekeyer(shipper.placer, sessions.identities, shipper.cancel).run()
+            if report.resealed:
+                # A hold placed while it ran is on the bucket's copies too, and
+                # the newest snapshot opens with the new identity.
+                await shipper.mirror_holds()
+                await shipper.ship_manifest()
+                report.snapshot = shipper.report.snapshot
+                report.problems += shipper.report.problems
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report
 

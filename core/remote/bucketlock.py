@@ -107,8 +107,8 @@ async def mirror_holds(
     manifest: Manifest, store: ObjectStore, remote: RemoteSettings, now: int
 ) -> HoldsMirrored:
     """The bucket's legal holds made to match the site's holds active at ``now``
-    (new ones placed only with object_lock on; those placed before are lifted
-    either way)."""
+    (new ones placed only with object_lock on; those placed before, on rows'
+    objects or on loose copies, are lifted either way)."""
     objects = RemoteObjects(manifest)
     have = set(await objects.legal_held())
     holds = await active(manifest, now)
@@ -138,4 +138,17 @@ async def mirror_holds(
             done.placed += 1
         else:
             done.lifted += 1
+    for key in await objects.loose_held():
+        try:
+            await store.set_legal_hold(f"{remote.site}/{key}", False)
+        except RemoteFatal:
+            raise
+        except RemoteMissing:  # deleted since: nothing left to track
+            await objects.settled(key)
+            continue
+        except RemoteError as err:
+            done.problems.append(str(err))
+            continue
+        await objects.set_loose_hold(key, False)
+        done.lifted += 1
     return done

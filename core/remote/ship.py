@@ -9,10 +9,13 @@ One ship, under the archive lock:
                this very site there that it did not ship (a clone: snapshots.py)
     settle     local copies recorded as dropped but still there (a crash
                between the record and the unlink) are unlinked; what uploads
-               cut short left on the remote is removed
+               cut short left on the remote is removed; copies no row records
+               any more are deleted once the bucket's lock lets them go, and
+               tracked until then (remote/place.py)
     files      each archive file with kept entries and no remote copy (a bundle
-               once, for all its members): hashed, uploaded create-only, read
-               back (size and SHA-256), recorded
+               once, for all its members): placed (remote/place.py: sealed
+               where asked, locked and held as it must be, uploaded
+               create-only, read back, recorded from what the bucket said)
     events     each event month whose database changed since its last snapshot,
                the month passes still add rows to as well: a consistent copy
                (SQLite's backup API) shipped as ``events/<YYYY-MM>.<sha12>.db``
@@ -30,16 +33,18 @@ One ship, under the archive lock:
                cannot give back
 
 Every object lives at ``<prefix>/<site>/<path>``, ``path`` being its place under
-``archive_root``.
+``archive_root``. Every object goes in, and every copy no row records comes
+out, through the placer (remote/place.py), which holds the upload's invariants:
 
 Invariants:
 - Nothing is recorded as remote until the server's own size and SHA-256 equal
   the local file's. An object already at its key counts as shipped only if its
   bytes are the same; different bytes are a problem to report, never replaced.
 - With ``[remote] object_lock``, nothing is recorded until a HEAD shows it
-  locked at least as asked (bucketlock.py: until its expiry); one already at its
-  key with a shorter lock or none has its retention extended first (a retention
-  can always grow), one just uploaded without it is a problem.
+  locked at least as asked (bucketlock.py: until its expiry, by the bucket's
+  clock; the legal holds in force); one already at its key with a shorter lock
+  or none has its retention extended first (a retention can always grow), one
+  just uploaded without it is a problem.
 - A local copy is dropped only when its row says it was shipped and verified,
   ``keep_local_days`` have passed, its last remote verify did not fail, no
   legal hold covers it, and the server, asked right before, still holds its
@@ -48,9 +53,11 @@ Invariants:
   server keeps no checksum), or, for a group of uploads whose PUT answers gave
   the SHA-256 sent, their sizes by one listing where that is fewer requests.
 - Every step is announced (``object_uploaded``, ``object_recorded``,
-  ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``); a crash
-  anywhere is settled by the next ship: an uploaded object not recorded is found
-  at its key (same bytes) and recorded; a drop recorded and not done is done.
+  ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``; the
+  placer's ``loose_*``); a crash anywhere is settled by the next ship: an
+  uploaded object not recorded is found at its key (same bytes) and recorded,
+  or deleted (a sealed one: its key is new each time); a drop recorded and not
+  done is done.
 - A remote that cannot be used at all (``RemoteFatal``: unreachable,
   credentials, no bucket) stops the ship at the first object that meets it, in
   one line; what was not shipped stays pending, nothing is recorded for it.
@@ -69,7 +76,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import posixpath
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -78,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.cancel import CancelToken
-from ..base.codec import Digest, Span, digest_path
+from ..base.codec import Digest, Span
 from ..base.config import Settings
 from ..base.errors import RemoteError
 from ..base.fsutil import (
@@ -94,37 +100,23 @@ from ..base.steps import StepHook, StepName, no_step
 from ..base.stream import EventStream, FileDone, Level, Phase
 from ..base.times import DAY_MS, now_ms
 from ..store import sitestate
-from ..store.legalholds import ActiveHolds, Hold, active, held_paths
+from ..store.legalholds import Hold, active, held_paths
 from ..store.manifest import Manifest
-from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects, Stream, sealed_key
+from ..store.remoteobjects import MonthCount, RemoteObject, RemoteObjects
 from .bucketclock import bucket_now, check_clock
-from .bucketlock import (
-    file_retain_until,
-    lock_for,
-    mirror_holds,
-    month_retain_until,
-    snapshot_retain_until,
-)
+from .bucketlock import lock_for, mirror_holds, snapshot_retain_until
 from .fetch import clear_scratch, remove_scratch
 from .identity import check_claim, keep_key, site_key
 from .marker import check_marker
 from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
-from .objectstore import (
-    Encryption,
-    ObjectInfo,
-    ObjectLock,
-    ObjectStore,
-    Put,
-    RemoteFatal,
-    RemoteLocked,
-)
-from .sealing import Sealed, SealError, seal_path
+from .objectstore import ObjectLock, ObjectStore, RemoteFatal, RemoteLocked
+from .place import Placer, Sent
+from .sealing import SealError
 from .snapshots import (
     SIG,
     Statement,
     Trust,
     check_lineage,
-    generation_of,
     prune,
     sign,
     snapshot_key,
@@ -138,7 +130,6 @@ IN_FLIGHT = 8
 # of keys, and no more bytes than a stop should leave unrecorded.
 GROUP_OBJECTS = 1000
 GROUP_BYTES = 1 << 30
-LIST_PAGE = 1000  # keys per listing request (S3's page)
 
 
 @dataclass
@@ -156,7 +147,8 @@ class ShipReport:
     holds_placed: int = 0  # S3 legal holds placed on objects shipped before
     holds_lifted: int = 0
     snapshots_kept: int = 0  # old manifest snapshots the bucket's lock still keeps
-    loose_deleted: int = 0  # objects a stopped ship or rekey left unrecorded, settled
+    loose_deleted: int = 0  # copies no row records (a stopped upload's, rekey's old ones) deleted
+    loose_kept: int = 0  # of those, the ones the bucket's lock still keeps (tracked)
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
 
@@ -180,41 +172,9 @@ class ShipReport:
             "holds_lifted": self.holds_lifted,
             "snapshots_kept": self.snapshots_kept,
             "loose_deleted": self.loose_deleted,
+            "loose_kept": self.loose_kept,
             "problems": self.problems,
             "notices": self.notices,
-        }
-
-
-@dataclass(frozen=True)
-class Sent:
-    """An upload (or an object found at its key), not yet read back."""
-
-    path: str
-    size: int
-    sha: str
-    created: bool
-    kept: str | None  # the SHA-256 the PUT's answer says the server keeps
-    encryption: Encryption | None  # what the PUT's answer says the server applied
-    lock: ObjectLock | None = None  # what the upload asked of the bucket's Object Lock
-    stored_as: str | None = None  # sealed: its key under the site (not its path)
-    sealed_to: str | None = None  # sealed: the recipient set's fingerprint
-    plain: Digest | None = None  # sealed: the local file's size and sha256
-    streams: tuple[Stream, ...] = ()  # sealed bundle: each member's age stream
-
-    @property
-    def key(self) -> str:
-        return self.path if self.stored_as is None else self.stored_as
-
-    def stored(self) -> dict[str, Any]:
-        """What a row says of the object this upload left: where it is, its
-        size and sha256, and (sealed) the recipient set and the local file's."""
-        return {
-            "bytes": self.size,
-            "sha256": self.sha,
-            "sealed_to": self.sealed_to,
-            "stored_as": self.stored_as,
-            "plain_bytes": self.plain.bytes if self.plain else None,
-            "plain_sha256": self.plain.sha256 if self.plain else None,
         }
 
 
@@ -292,22 +252,19 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
     )
 
 
-def _row(sent: Sent, info: ObjectInfo, now: int, month: _Month | None) -> RemoteObject:
-    """The row of an object the server was shown to hold (``info``: what it
-    said of it), shipped at ``now``: its lock as the server said it."""
-    row = RemoteObject(
-        sent.path,
-        sent.size,
-        sent.sha,
+def _draft(path: str, now: int, month: _Month | None = None) -> RemoteObject:
+    """The row of ``path`` shipped at ``now`` (``month``: the event month whose
+    snapshot it is) before the bucket confirms it: the placer fills in the
+    object's place, size, sha256, lock and version from what it said."""
+    return RemoteObject(
+        path,
+        0,
+        "",
         now,
         month=month.month if month else None,
         source_sig=month.sig if month else None,
         row_count=month.rows if month else None,
-        retain_until=info.lock.retain_until,
-        legal_hold=info.lock.legal_hold,
-        version=info.version,
     )
-    return replace(row, **sent.stored())
 
 
 async def _held(manifest: Manifest, objs: list[RemoteObject], now: int) -> dict[str, Hold]:
@@ -328,37 +285,22 @@ class Shipper:
         reads: RateLimiter = UNLIMITED,
         cancel: CancelToken | None = None,
     ) -> None:
-        assert settings.remote is not None
-        self.settings = settings
-        self.remote = settings.remote
-        self.layout = Layout(settings.archive_root)
-        self.manifest = manifest
-        self.objects = RemoteObjects(manifest)
-        self.store = store
+        # Every object goes into the bucket, and every copy no row records
+        # leaves it, through the placer; the ship shares its view of the site.
+        self.placer = placer = Placer(
+            settings, manifest, store, step=step, clock=clock, reads=reads, cancel=cancel
+        )
+        self.settings, self.remote, self.layout = settings, placer.remote, placer.layout
+        self.manifest, self.objects, self.store = manifest, placer.objects, store
+        self.step, self.clock, self.cancel = step, clock, placer.cancel
+        self.seal = placer.seal
         self.stream = stream
-        self.step = step
-        self.clock = clock
-        # Bytes sent go through remote.bytes_per_s; the local reads that hash
-        # them through io.bytes_per_s, like every other read of the archive.
-        self.limiter = RateLimiter(self.remote.bytes_per_s)
-        self.reads = reads
-        self.cancel = cancel or CancelToken()
         self.report = ShipReport()
-        self._probing = asyncio.Lock()
         self._counted = False  # a month's row count changed: the manifest snapshot says it
-        self._holds = ActiveHolds([])  # in force when the ship began: uploads ask for them
-        self.seal = self.remote.encrypt_to  # objects sealed to these recipients first
         self._key: SiteKey | str | None = None  # signing_key's answer, once asked
 
     def key(self, path: str) -> str:
-        return f"{self.remote.site}/{path}"
-
-    async def _hash(self, path: Path) -> tuple[int, str]:
-        """A local file's size and sha256, read through io.bytes_per_s."""
-        digest = await asyncio.to_thread(
-            digest_path, path, root=self.layout.root, cancel=self.cancel, limiter=self.reads
-        )
-        return digest.bytes, digest.sha256
+        return self.placer.key(path)
 
     async def run(self) -> ShipReport:
         # Before anything is written, read or dropped: the remote is the one
@@ -397,7 +339,6 @@ class Shipper:
                 self.store, self.remote.site, signer, self.seal, self.layout
             ):
                 self.report.problems.append(problem)
-        self._holds = await active(self.manifest, self.clock())
         await self.ship_files()
         await self.ship_months()
         await self.mirror_holds()
@@ -431,30 +372,18 @@ class Shipper:
     async def settle_loose(self) -> None:
         """What a ship or rekey stopped partway left in the bucket at a key no
         row records (a sealed upload never read back, an object sealed again and
-        its old copy not yet deleted): deleted. One the bucket's lock keeps is
-        said in a notice and forgotten (it goes when the lock lets it)."""
-        for key, path in await self.objects.loose_keys():
-            try:
-                # The upload may not have begun: nothing there to delete.
-                if await self.store.head(self.key(key)) is not None:
-                    await self.store.delete(self.key(key))
-                    self.report.loose_deleted += 1
-                if generation_of(key) is not None:  # a snapshot: its statement too
-                    await self.store.delete(self.key(key + SIG))
-            except RemoteLocked as err:
-                self._notice("info", f"{path}: an interrupted upload left {key}; {err}")
-            except RemoteFatal:
-                raise
-            except RemoteError as err:  # tried again by the next ship
-                self._problem(path, f"{key}, left by an interrupted upload, not deleted: {err}")
-                continue
-            await self.objects.settled(key)
+        its old copy not yet deleted): deleted, or tracked while the bucket's
+        lock keeps it (``Placer.settle_loose``)."""
+        done = await self.placer.settle_loose()
+        self.report.loose_deleted += done.deleted
+        self.report.loose_kept += done.kept
+        self.report.problems += done.problems
 
     async def mirror_holds(self) -> None:
         """The bucket's legal holds made to match the site's: what a hold placed
         or released while the bucket could not be told, or during this ship,
         left undone."""
-        if self.remote.locks is None and not await self.objects.legal_held():
+        if self.remote.locks is None and not await self.objects.any_legal_hold():
             return
         done = await mirror_holds(self.manifest, self.store, self.remote, self.clock())
         self.report.holds_placed += done.placed
@@ -471,7 +400,7 @@ class Shipper:
         pending = await self.objects.pending_files()
         self.stream.emit(Phase("ship", len(pending), await self.objects.pending_bytes()))
         gate = asyncio.Semaphore(IN_FLIGHT)
-        waiting: list[Sent] = []
+        waiting: list[tuple[Sent, RemoteObject]] = []
         waiting_bytes = 0
 
         async def one(path: str) -> None:
@@ -481,16 +410,11 @@ class Shipper:
                 sent = await self._upload_file(path)
                 if sent is None:
                     return
-                answered = sent.encryption or Encryption()
-                if not (
-                    sent.created
-                    and sent.kept == sent.sha
-                    and self.store.encryption.satisfied_by(answered)
-                    and sent.lock is None  # only a HEAD says what the bucket locked
-                ):
-                    await self._confirm_one(sent)
+                draft = _draft(path, self.clock())
+                if not self.placer.listable(sent):
+                    self._accepted(sent, await self.placer.confirm(sent, draft))
                     return
-            waiting.append(sent)
+            waiting.append((sent, draft))
             waiting_bytes += sent.size
             if len(waiting) >= GROUP_OBJECTS or waiting_bytes >= GROUP_BYTES:
                 group, waiting, waiting_bytes = waiting, [], 0
@@ -513,11 +437,10 @@ class Shipper:
     async def _upload_file(self, path: str) -> Sent | None:
         try:
             local = self.layout.abs(path)
-            lock = await self.file_lock(path)
-            if self.seal is not None:  # hashed as it is sealed, in one pass
-                return await self.upload_sealed(path, local, lock, await self.spans_of(path))
-            size, sha = await self._hash(local)
-            return await self._upload(path, local, size, sha, lock)
+            lock = await self.placer.file_lock(path)
+            # Only a sealed bundle needs its members: each is a stream of its own.
+            spans = await self.placer.spans_of(path) if self.seal is not None else None
+            return await self.placer.upload(path, local, lock, spans=spans)
         except RemoteFatal:
             raise
         except RemoteError as err:
@@ -528,103 +451,16 @@ class Shipper:
             )
         return None
 
-    async def spans_of(self, path: str) -> list[Span] | None:
-        """A bundle's members, each sealed as its own stream (None: a gzip)."""
-        spans = [Span(o, n) for o, n in await self.objects.member_spans(path)]
-        return spans or None
+    async def _confirm_group(self, group: list[tuple[Sent, RemoteObject]]) -> None:
+        for sent, row in await self.placer.confirm_group(group):
+            self._accepted(sent, row)
 
-    async def file_lock(self, path: str) -> ObjectLock | None:
-        """What archive file ``path``'s upload asks of the bucket's lock."""
-        if self.remote.locks is None:
-            return None
-        held = bool(self._holds) and bool(await held_paths(self.manifest, self._holds, [path]))
-        until = await file_retain_until(self.objects, self.settings.retention, path)
-        return lock_for(self.remote, until, held, self.clock())
-
-    def month_lock(self, month: str) -> ObjectLock | None:
-        """What a snapshot of event month ``month`` asks of the bucket's lock."""
-        held = self._holds.for_month(month) is not None
-        until = month_retain_until(self.settings.retention, month)
-        return lock_for(self.remote, until, held, self.clock())
-
-    async def _confirm_one(self, sent: Sent) -> None:
-        try:
-            held = await self.read_back(sent)
-        except RemoteFatal:
-            raise
-        except RemoteError as err:
-            held = str(err)
-        if isinstance(held, str):
-            self._problem(sent.path, held)
-        else:
-            await self._accept(sent, held)
-
-    async def _confirm_group(self, group: list[Sent]) -> None:
-        """Uploads whose answer carried the server's SHA-256 (the one sent),
-        their sizes read back by one listing where that costs fewer requests
-        than a HEAD each; what the listing does not show is read back by HEAD."""
-        if not group:
+    def _accepted(self, sent: Sent, row: RemoteObject | str) -> None:
+        """An upload read back and recorded as ``row`` (else why not), counted."""
+        if isinstance(row, str):
+            self._problem(sent.path, row)
             return
-        common = posixpath.commonpath([posixpath.dirname(s.path) for s in group])
-        prefix = f"{common}/" if common else ""
-        listed_pages = -(-(await self.objects.count_under(prefix) + len(group)) // LIST_PAGE)
-        listed: dict[str, ObjectInfo] = {}
-        if listed_pages < len(group):
-            wanted = {self.key(s.key) for s in group}
-            try:
-                async for info in self.store.list_objects(self.key(prefix)):
-                    if info.key in wanted:
-                        listed[info.key] = info
-                        if len(listed) == len(wanted):
-                            break
-            except RemoteFatal:
-                raise
-            except RemoteError:
-                listed.clear()  # each read back by HEAD instead, which says what fails
-        for sent in group:
-            seen = listed.get(self.key(sent.key))
-            if seen is not None and seen.size == sent.size:
-                await self._accept(sent, seen)
-            else:
-                await self._confirm_one(sent)
-
-    async def ship_object(
-        self, path: str, local: Path, size: int, sha: str, month: _Month | None = None
-    ) -> bool:
-        """``local`` at ``path``'s key, read back, recorded (``month``: the event
-        month whose snapshot it is); True if recorded."""
-        lock = None if month is None else self.month_lock(month.month)
-        placed = await self._send(path, local, Digest(size, sha), lock, None)
-        if isinstance(placed, str):
-            self._problem(path, placed)
-            return False
-        await self._accept(*placed, month)
-        return True
-
-    async def _send(
-        self, path: str, local: Path, got: Digest, lock: ObjectLock | None, spans: list[Span] | None
-    ) -> tuple[Sent, ObjectInfo] | str:
-        """``local`` (``got``) uploaded create-only for ``path`` (sealed where
-        asked: a bundle's ``spans`` each a stream of its own) and read back: the
-        upload and what the server said of it, else why not."""
-        try:
-            if self.seal is not None and spans is not None:
-                sent = await self.upload_sealed(path, local, lock, spans)
-            else:
-                sent = await self._upload(path, local, got.bytes, got.sha256, lock)
-            held = await self.read_back(sent)
-        except RemoteFatal:
-            raise
-        except RemoteError as err:
-            return str(err)
-        return held if isinstance(held, str) else (sent, held)
-
-    async def _accept(self, sent: Sent, info: ObjectInfo, month: _Month | None = None) -> None:
-        """An object the server was shown to hold (``info``: as it said it):
-        recorded as remote."""
-        await self.objects.record(_row(sent, info, self.clock(), month), sent.streams)
-        self.report.locked += bool(sent.lock and sent.lock.retain_until)
-        await self._announce("object_recorded", sent.path)
+        self.report.locked += row.retain_until is not None
         if sent.created:
             self.report.uploaded += 1
             self.report.bytes += sent.size
@@ -633,92 +469,20 @@ class Shipper:
         how = "shipped" if sent.created else "exists"
         self.stream.emit(FileDone("ship", sent.path, how, sent.size))
 
-    async def _upload(
-        self, path: str, local: Path, size: int, sha: str, lock: ObjectLock | None
-    ) -> Sent:
-        """``local`` (``size`` bytes, ``sha``) uploaded for ``path``, sealed first
-        where ``[remote] encrypt_to`` asks."""
-        if self.seal is not None:
-            sent = await self.upload_sealed(path, local, lock, None)
-            if sent.plain != Digest(size, sha):
-                raise RemoteError(f"{local}: changed while it was sealed; not recorded")
-            return sent
-        put = await self._put(self.key(path), local, size, sha, lock)
-        await self._announce("object_uploaded", path)
-        return Sent(path, size, sha, put.created, put.kept, put.encryption, lock)
-
-    async def upload_sealed(
-        self, path: str, local: Path, lock: ObjectLock | None, spans: list[Span] | None
-    ) -> Sent:
-        """``local`` sealed to the recipients into a scratch file (a bundle: one
-        age stream per member), uploaded under a key of its own, the scratch
-        removed; what was read is hashed in the same pass."""
-        assert self.seal is not None
-        key = sealed_key(path, self.seal.fingerprint)
-        # Written down first: no later ship would look at a key this random.
-        await self.objects.loose(key, path, self.clock())
-        sealed, put = await self._seal_and_put(local, key, lock, spans)
-        stored = sealed.sealed
-        await self._announce("object_uploaded", path)
-        streams = tuple((p.offset, p.length, s.offset, s.length) for p, s in sealed.pieces)
-        return Sent(
-            path, stored.bytes, stored.sha256, put.created, put.kept, put.encryption, lock, key,
-            self.seal.fingerprint, sealed.plain, streams if spans is not None else (),
-        )  # fmt: skip
-
-    async def read_back(self, sent: Sent) -> ObjectInfo | str:
-        """What the server says of the object at ``sent``'s key, when it holds
-        exactly ``sent``'s bytes there (size and SHA-256 read back by HEAD, or
-        the bytes themselves where the server keeps no checksum), locked as
-        asked; else why not."""
-        key = self.key(sent.key)
-        info = await self.store.head(key)
-        if info is not None and info.sha256 is None:
-            info = await self._read_bytes_back(info)
-        if info is None:
-            return f"{self.store.where(key)}: gone right after its upload; not recorded"
-        how = "was uploaded" if sent.created else "was already there"
-        if (info.size, info.sha256) != (sent.size, sent.sha):
-            return (
-                f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
-                f"not the local {sent.size} bytes, sha256 {sent.sha}: not recorded, nothing "
-                "replaced (another host shipping as the same remote.site?)"
-            )
-        if not self.store.encryption.satisfied_by(info.encryption):
-            return (
-                f"{self.store.where(key)} {how} with {info.encryption}, not the "
-                f"{self.store.encryption} [remote] asks for: not recorded (does a bucket "
-                "policy or a proxy change it? doctor reads the bucket's default)"
-            )
-        if sent.lock is not None and not sent.lock.satisfied_by(info.lock):
-            if not sent.created:
-                # Uploaded before the lock was asked for, or with a shorter one:
-                # a retention can always be extended.
-                await self.store.keep(key, sent.lock)
-                info = await self.store.head(key) or info
-            if not sent.lock.satisfied_by(info.lock):
-                return (
-                    f"{self.store.where(key)} {how} with {info.lock}, not the {sent.lock} "
-                    "[remote] object_lock asks for: not recorded (does a proxy drop the "
-                    "Object Lock headers?)"
-                )
-        return info
-
     async def reship(self, obj: RemoteObject) -> str | None:
         """A remote copy proven bad or gone, replaced from the local copy: the bad
         object deleted, the local one sent create-only and read back, its row
         renewed. None when done, else why not (the row keeps its failure)."""
         local = self.layout.abs(obj.path)
         try:
-            size, sha = await self._hash(local)
+            got = await self.placer.digest(local)
         except OSError as err:
             return f"{local}: the local copy cannot be read: {err}"
-        if (size, sha) != (obj.local_bytes, obj.local_sha256):
+        if got != Digest(obj.local_bytes, obj.local_sha256):
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
-        self._holds = await active(self.manifest, self.clock())
-        lock = await self.file_lock(obj.path)
-        spans = await self.spans_of(obj.path)
-        return await self._replace(obj, local, Digest(size, sha), lock, spans, None)
+        lock = await self.placer.lock_of(obj)
+        spans = await self.placer.spans_of(obj.path)
+        return await self._replace(obj, local, got, lock, spans, None)
 
     async def reship_month(self, obj: RemoteObject) -> MonthReshipped | str:
         """Event month snapshot ``obj``, proven bad or gone, replaced from the
@@ -732,12 +496,11 @@ class Shipper:
         db = (await asyncio.to_thread(local_months, self.layout)).get(obj.month)
         if db is None:
             return f"no database of {obj.month} is here to snapshot"
-        self._holds = await active(self.manifest, self.clock())
         counted = (await self.objects.month_counts()).get(obj.month)
         try:
             async with self._month_snapshot(obj.month, db) as (tmp, snap, got):
                 await self._record_count(snap, counted)
-                lock = self.month_lock(obj.month)
+                lock = await self.placer.lock_of(obj)
                 if got == Digest(obj.local_bytes, obj.local_sha256):
                     why = await self._replace(obj, tmp, got, lock, None, snap)
                     return MonthReshipped(obj.path, True) if why is None else why
@@ -764,15 +527,10 @@ class Shipper:
     ) -> str | None:
         """Event month snapshot ``local`` sent create-only for ``path``, read back
         and recorded (verified now); None when done, else why not."""
-        placed = await self._send(path, local, got, lock, None)
-        if isinstance(placed, str):
-            return placed
-        sent, held = placed
         now = self.clock()
-        await self.objects.record(
-            replace(_row(sent, held, now, month), verified_at=now), sent.streams
-        )
-        return None
+        draft = replace(_draft(path, now, month), verified_at=now)
+        placed = await self.placer.place(path, local, draft, lock, got=got)
+        return placed if isinstance(placed, str) else None
 
     async def _replace(
         self,
@@ -794,35 +552,20 @@ class Shipper:
             raise
         except RemoteError as err:
             return str(err)
-        placed = await self._send(obj.path, local, got, lock, spans)
+        now = self.clock()
+        draft = replace(
+            _draft(obj.path, now, month),
+            local_gone_at=obj.local_gone_at,
+            local_present=obj.local_present,
+            verified_at=now,
+        )
+        placed = await self.placer.place(
+            obj.path, local, draft, lock, spans=spans, got=got, instead=True
+        )
         if isinstance(placed, str):
             return placed
-        sent, held = placed
-        now = self.clock()
-        new = replace(
-            _row(sent, held, now, month), local_gone_at=obj.local_gone_at, verified_at=now
-        )
-        await self.objects.replace_row(
-            replace(new, local_present=obj.local_present), sent.streams, at=now
-        )
         await self.objects.settled(obj.key)  # deleted above
         return None
-
-    async def _put(
-        self, key: str, local: Path, size: int, sha: str, lock: ObjectLock | None
-    ) -> Put:
-        await asyncio.to_thread(self.limiter.take, size, self.cancel)
-        async with self._probing:  # the first upload finds out; the others wait for it
-            conditional = await self.store.refuses_overwrite()
-        if not conditional and await self.store.head(key) is not None:
-            return Put(created=False)  # under the archive lock: nobody of this site writes
-        return await self.store.put_new(key, local, size, sha, lock)
-
-    async def _read_bytes_back(self, head: ObjectInfo) -> ObjectInfo:
-        """A server that keeps no checksum: the bytes read back and hashed, as the
-        version the HEAD said (the one the row records)."""
-        data = await self.store.read_range(head.key, 0, head.size, head.version)
-        return replace(head, size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
     def _problem(self, path: str, message: str) -> None:
         self.report.problems.append(message)
@@ -856,8 +599,15 @@ class Shipper:
                     await self.objects.set_source_sig(last.path, db.sig, snap.rows)
                     return
                 path = month_path(month, got.sha256)
-                if await self.ship_object(path, tmp, got.bytes, got.sha256, snap):
-                    self.report.months += 1
+                lock = await self.placer.month_lock(month)
+                placed = await self.placer.place(
+                    path, tmp, _draft(path, self.clock(), snap), lock, got=got
+                )
+                if isinstance(placed, str):
+                    self._problem(path, placed)
+                    return
+                self._accepted(*placed)
+                self.report.months += 1
         except (OSError, sqlite3.Error) as err:
             self._problem(f"events/{month}.db", f"{db.db}: cannot be snapshotted: {err}")
 
@@ -871,8 +621,7 @@ class Shipper:
         try:
             await asyncio.to_thread(snapshot_db, db.db, tmp)
             snap = _Month(month, db.sig, await asyncio.to_thread(count_rows, tmp))
-            size, sha = await self._hash(tmp)
-            yield tmp, snap, Digest(size, sha)
+            yield tmp, snap, await self.placer.digest(tmp)
         finally:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
 
@@ -920,7 +669,8 @@ class Shipper:
             taken = await bucket_now(self.store, self.clock())
             until = snapshot_retain_until(self.settings.retention, taken)
             lock = lock_for(self.remote, until, False, taken)
-            size, sha = await self._put_snapshot(path, tmp, lock)
+            stored = await self.placer.put_as(path, tmp, lock)
+            size, sha = stored.bytes, stored.sha256
             why = await self._snapshot_read_back(path, size, sha, lock)
             if why is None:
                 await self._announce("snapshot_uploaded", path)
@@ -961,37 +711,6 @@ class Shipper:
         if lock is not None and not lock.satisfied_by(info.lock):
             return f"{self.store.where(key)}: stored with {info.lock}, not {lock}"
         return None
-
-    async def _put_snapshot(self, path: str, tmp: Path, lock: ObjectLock | None) -> tuple[int, str]:
-        """The manifest snapshot ``tmp`` uploaded at ``path`` (sealed, where
-        asked); the size and sha256 of what was uploaded."""
-        if self.seal is None:
-            size, sha = await self._hash(tmp)
-            await self._put(self.key(path), tmp, size, sha, lock)
-            return size, sha
-        sealed, _ = await self._seal_and_put(tmp, path, lock, None)
-        return sealed.sealed.bytes, sealed.sealed.sha256
-
-    async def _seal_and_put(
-        self, local: Path, key: str, lock: ObjectLock | None, spans: list[Span] | None
-    ) -> tuple[Sealed, Put]:
-        """``local`` sealed to the recipients into a scratch file under
-        archive_root, uploaded create-only at ``key`` (under the site), the
-        scratch removed however that ends."""
-        assert self.seal is not None
-        tmp = self.layout.scratch("seal")
-        try:
-            sealed = await asyncio.to_thread(
-                functools.partial(
-                    seal_path, local, tmp, self.seal, spans, root=self.layout.root,
-                    cancel=self.cancel, limiter=self.reads,
-                )
-            )  # fmt: skip
-            stored = sealed.sealed
-            put = await self._put(self.key(key), tmp, stored.bytes, stored.sha256, lock)
-        finally:
-            await asyncio.to_thread(remove_scratch, tmp, self.layout)
-        return sealed, put
 
     async def _prune_snapshots(self, written: str) -> None:
         """All but the newest KEEP_SNAPSHOTS of the site's own snapshots deleted

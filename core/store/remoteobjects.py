@@ -78,8 +78,24 @@ class RemoteObject:
 _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 
-# A key written down as loose (schema 19), or written down again.
-_LOOSE = "INSERT OR REPLACE INTO remote_loose (key, path, at) VALUES (?, ?, ?)"
+# A key written down as loose (schema 19), or written down again; with the lock
+# the copy at it is known to carry (schema 20), where known.
+_LOOSE = (
+    "INSERT OR REPLACE INTO remote_loose (key, path, at, retain_until, legal_hold) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True)
+class Loose:
+    """A key the bucket may hold that no row records: where it is under the
+    site's prefix, the archive file it was a copy of, and the lock the copy
+    there was last known to carry (None and False: none known)."""
+
+    key: str
+    path: str
+    retain_until: int | None = None
+    legal_hold: bool = False
 
 
 def sealed_key(path: str, sealed_to: str) -> str:
@@ -137,13 +153,15 @@ _COPIES = "SELECT path, local_gone_at IS NULL FROM remote_objects WHERE path IN"
 # What the bucket's Object Lock keeps, as the HEADs that confirmed each object
 # said it (never the lock asked for): the objects rows record, each counted from
 # its partial index, and the copies left to delete that the lock keeps
-# (remote_loose, few). Manifest snapshots have no rows: not counted.
+# (remote_loose, few). Manifest snapshots have no rows: not counted, nor one
+# remote_loose tracks (an upload of one never read back).
 _LOCKED = (
     "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_locked WHERE retain_until > ?"
 )
-_LOOSE_LOCKED = "SELECT count(*) FROM remote_loose WHERE retain_until > ?"
+_NOT_SNAPSHOT = "path NOT LIKE 'manifest/%'"
+_LOOSE_LOCKED = f"SELECT count(*) FROM remote_loose WHERE retain_until > ? AND {_NOT_SNAPSHOT}"
 _HELD = "SELECT count(*) FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold"
-_LOOSE_HELD = "SELECT count(*) FROM remote_loose WHERE legal_hold"
+_LOOSE_HELD = f"SELECT count(*) FROM remote_loose WHERE legal_hold AND {_NOT_SNAPSHOT}"
 # Of the locked rows, those whose expiry is recorded here and waits on the lock
 # (a month's snapshots by their month's database, the path its expiry notes).
 _LOCKED_EXPIRED = (
@@ -253,21 +271,43 @@ class RemoteObjects:
     async def loose(self, key: str, path: str, at: int) -> None:
         """``key`` (a copy of archive file ``path``) written down before it is
         uploaded: a ship stopped before its row is recorded leaves it behind."""
-        await self.manifest.run(_LOOSE, [key, path, at])
+        await self.manifest.run(_LOOSE, [key, path, at, None, 0])
+
+    async def track(self, key: str, retain_until: int | None, legal_hold: bool) -> None:
+        """Loose ``key``'s copy carries this lock, as the bucket said it (or the
+        row it had said it): kept until the lock lets it go."""
+        await self.manifest.run(
+            "UPDATE remote_loose SET retain_until = ?, legal_hold = ? WHERE key = ?",
+            [retain_until, int(legal_hold), key],
+        )
 
     async def settled(self, key: str) -> None:
         """``key`` recorded, or gone from the bucket: no longer loose."""
         await self.manifest.run("DELETE FROM remote_loose WHERE key = ?", [key])
 
-    async def loose_keys(self) -> list[tuple[str, str]]:
-        """(key, path) of every key written down and not settled, with no row
-        recording an object at it (those are settled here and left out)."""
+    async def loose_keys(self) -> list[Loose]:
+        """Every key written down and not settled, with no row recording an
+        object at it (those are settled here and left out), in key order."""
         await self.manifest.run(
             "DELETE FROM remote_loose WHERE EXISTS (SELECT 1 FROM remote_objects AS o "
             "WHERE o.path = remote_loose.path AND coalesce(o.stored_as, o.path) = remote_loose.key)"
         )
-        rows = await self.manifest.rows("SELECT key, path FROM remote_loose ORDER BY key")
-        return [(str(k), str(p)) for k, p in rows]
+        rows = await self.manifest.rows(
+            "SELECT key, path, retain_until, legal_hold FROM remote_loose ORDER BY key"
+        )
+        return [Loose(str(k), str(p), until, bool(held)) for k, p, until, held in rows]
+
+    async def set_loose_hold(self, key: str, on: bool) -> None:
+        await self.manifest.run(
+            "UPDATE remote_loose SET legal_hold = ? WHERE key = ?", [int(on), key]
+        )
+
+    async def loose_held(self) -> list[str]:
+        """The loose keys whose copy's S3 legal hold is on, in key order."""
+        rows = await self.manifest.rows(
+            "SELECT key FROM remote_loose WHERE legal_hold ORDER BY key"
+        )
+        return [str(r[0]) for r in rows]
 
     async def stream_of(self, path: str, offset: int, length: int) -> tuple[int, int, int] | None:
         """The age stream of sealed object ``path`` that holds the local file's
@@ -410,6 +450,15 @@ class RemoteObjects:
         )
         return [r[0] for r in rows]
 
+    async def any_legal_hold(self) -> bool:
+        """Whether the bucket was told to put an S3 legal hold on anything still
+        there: an object a row records, or a loose copy."""
+        rows = await self.manifest.rows(
+            "SELECT 1 FROM remote_objects INDEXED BY remote_objects_held WHERE legal_hold "
+            "UNION ALL SELECT 1 FROM remote_loose WHERE legal_hold LIMIT 1"
+        )
+        return bool(rows)
+
     async def set_legal_hold(self, path: str, on: bool) -> None:
         await self.manifest.run(
             "UPDATE remote_objects SET legal_hold = ? WHERE path = ?", [int(on), path]
@@ -551,9 +600,13 @@ class RemoteObjects:
         """``obj``'s row (and its streams) instead of the one its path has: a copy
         shipped again, or sealed again to new recipients, once read back. The
         key it had, where another, is loose from then until its object is
-        deleted (``settled``)."""
+        deleted (``settled``), with the lock its row said the copy there has."""
         old = await self.get(obj.path)
-        was = [(_LOOSE, [old.key, obj.path, at])] if old is not None and old.key != obj.key else []
+        was = (
+            [(_LOOSE, [old.key, obj.path, at, old.retain_until, int(old.legal_hold)])]
+            if old is not None and old.key != obj.key
+            else []
+        )
         await self.manifest.transaction(
             [
                 *was,

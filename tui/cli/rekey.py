@@ -42,11 +42,20 @@ def _plan_text(plan: RekeyPlan) -> str:
 def _report_text(r: RekeyReport) -> str:
     lines = [f"{plural(len(r.resealed), 'object')} sealed again"]
     if r.old_kept:
-        lines[0] += f"; {len(r.old_kept)} old ones kept by the bucket's lock until it ends"
+        lines[0] += (
+            f"; {len(r.old_kept)} old copies kept by the bucket's lock, tracked "
+            "(the first ship after their lock ends deletes them)"
+        )
+    if r.expired:
+        lines.append(
+            f"{plural(len(r.expired), 'object')} past their retention left for expiry, not "
+            "sealed again (coldkeep expire deletes them)"
+        )
     if r.needs_identity:
         lines.append(
-            f"{plural(len(r.needs_identity), 'object')} only the remote holds, not done: "
-            "give --identity FILE (the key they are sealed to now)"
+            f"{plural(len(r.needs_identity), 'object')} only the remote holds, sealed to "
+            f"{', '.join(r.identity_for)}, not done: give --identity FILE with one of the "
+            "keys they are sealed to now"
         )
     lines += [f"PROBLEM: {p}" for p in r.problems]
     return "\n".join(lines)
@@ -63,8 +72,10 @@ def rekey(yes: bool, identity: Path | None, config: Path | None, json_out: bool)
     this seals the older objects again (or the ones shipped unsealed): from the
     local copy where there is one, else from the remote copy opened with
     --identity. Age cannot give an object new recipients in place, so each one
-    is uploaded again under a new key and the old one deleted after (a bucket's
-    Object Lock may keep it until its retention ends)."""
+    is uploaded again under a new key, locked and held as the old one was or
+    should be, and the old one deleted after (one a bucket's Object Lock keeps
+    is tracked, and deleted by the first ship after its lock ends). Objects
+    past their retention are left for expiry."""
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:

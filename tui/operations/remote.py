@@ -35,10 +35,10 @@ def _shipped(r: ShipReport) -> str:
     if r.pending:
         parts.append(f"{r.pending} still to ship")
     if r.loose_deleted:
-        what = plural(
-            r.loose_deleted, "object an interrupted ship left", "objects interrupted ships left"
-        )
-        parts.append(f"{what} deleted")
+        parts.append(f"{plural(r.loose_deleted, 'leftover copy', 'leftover copies')} deleted")
+    if r.loose_kept:
+        copies = plural(r.loose_kept, "leftover copy", "leftover copies")
+        parts.append(f"{copies} kept by the bucket's lock until it ends")
     if r.problems:
         parts.append(plural(len(r.problems), "PROBLEM", "PROBLEMS"))
     return ", ".join(parts)

@@ -150,7 +150,7 @@ async def test_a_rekey_whose_deletes_failed_leaves_the_old_copies_to_the_next_sh
     failed = await archiver(config, replace(remote, encrypt_to=recipients_of(new))).ship()
     s3.proxy.clear()
     assert failed.loose_deleted == 0
-    assert len([p for p in failed.problems if "left by an interrupted upload" in p]) == len(left)
+    assert len([p for p in failed.problems if "a copy no row records" in p]) == len(left)
 
     shipped = await archiver(config, replace(remote, encrypt_to=recipients_of(new))).ship()
     assert shipped.loose_deleted == len(left) and not shipped.problems
