@@ -250,15 +250,17 @@ def test_planted_snapshots_that_sort_later_are_never_taken_nor_prune_the_site_s_
 
 
 def test_another_site_s_snapshot_and_a_forgery_sealed_to_the_public_recipient_are_not_taken(
-    templates: dict[str, Path], tmp_path: Path
+    templates: dict[str, Path], tmp_path: Path, bucket: Bucket
 ) -> None:
-    root = tmp_path / "bucket"
-    store = folder_bucket(root)
+    store = bucket
     identity = x25519.Identity.generate()
     (tmp_path / "key.txt").write_text(f"{identity}\n")
     sealed = f'encrypt_to = ["{identity.to_public()}"]\n'
     a = host(templates, tmp_path, "a", store.table(NAME) + sealed)
-    b = host(templates, tmp_path, "b", store.table("elsewhere"))
+    # b seals to a key of its own: its snapshot is one a's identity cannot open
+    # (on the old code such a snapshot, newest by name, stopped recovery for good).
+    theirs = f'encrypt_to = ["{x25519.Identity.generate().to_public()}"]\n'
+    b = host(templates, tmp_path, "b", store.table("elsewhere") + theirs)
     ck(a, "ship")
     ck(b, "ship")
     site_id = ck_json(a, "site", "show")["result"]["site_id"]
