@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,11 +182,16 @@ COLDKEEP = [sys.executable, "-m", "coldkeep.tui.cli.main"]
 
 
 def ck(
-    site: Path, *args: str, check: int | None = 0, env: dict[str, str] | None = None
+    site: Path,
+    *args: str,
+    check: int | None = 0,
+    env: dict[str, str] | None = None,
+    under: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``coldkeep ARGS --config SITE/coldkeep.toml``; asserts the exit code."""
+    """``coldkeep ARGS --config SITE/coldkeep.toml`` (run by ``under``, such
+    as ``faketime -f +1y``, where given); asserts the exit code."""
     run = subprocess.run(
-        [*COLDKEEP, *args, "--config", str(site / "coldkeep.toml")],
+        [*under, *COLDKEEP, *args, "--config", str(site / "coldkeep.toml")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -151,20 +151,6 @@ def faketime(ahead: str) -> list[str]:
     return ["faketime", "-f", ahead]
 
 
-def ck_at(
-    prefix: list[str], site: Path, *args: str, check: int = 0
-) -> subprocess.CompletedProcess[str]:
-    run = subprocess.run(
-        [*prefix, *COLDKEEP, *args, "--config", str(site / "coldkeep.toml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert run.returncode == check, f"exit {run.returncode}\n{run.stdout}\n{run.stderr}"
-    return run
-
-
 # 1. two hosts, one remote.site --------------------------------------------------------------
 
 
@@ -200,7 +186,7 @@ def test_a_ship_made_while_the_clock_ran_a_year_ahead_pins_nothing(
     ck(a, "ship")
     late = [new_file(a, 1)]
     ck(a, "pass")
-    ck_at(faketime("+365d"), a, "ship")  # generation 2, from a clock a year ahead
+    ck(a, "ship", under=faketime("+365d"))  # generation 2, from a clock a year ahead
     late.append(new_file(a, 2))
     ck(a, "pass")
     ck(a, "ship")  # generation 3, the clock right again
@@ -363,16 +349,16 @@ def test_a_host_clock_a_year_ahead_locks_nothing_wrong_and_expires_nothing_early
     )
     a = host(templates, tmp_path, "a", table)
     ahead = faketime("+400d")
-    doctor = ck_at(ahead, a, "doctor", check=1)
+    doctor = ck(a, "doctor", check=1, under=ahead)
     assert "FAIL  clock" in doctor.stdout and "days ahead of the bucket's" in doctor.stdout
-    line = one_line(ck_at(ahead, a, "ship", check=1))
+    line = one_line(ck(a, "ship", check=1, under=ahead))
     assert "this host's clock is 400 days ahead of the bucket's" in line
     assert worm.server.list_keys(worm.bucket, "fleet/") == [], "nothing written"
 
     ck(a, "ship")
     keys = worm.server.list_keys(worm.bucket, f"fleet/{NAME}/")
     archive = sorted(p for p in (a / "archive").rglob("*") if p.is_file())
-    expired = ck_at(ahead, a, "expire", "--yes", "--json", check=1)
+    expired = ck(a, "expire", "--yes", "--json", check=1, under=ahead)
     result = json.loads(expired.stdout)["result"]
     assert result["expired"] == [] and result["not_due"]
     assert all("ahead of the bucket's" in line for line in result["not_due"])
@@ -388,7 +374,7 @@ def test_a_newest_snapshot_dated_in_the_future_is_named_not_taken_in_silence(
     ck(a, "ship")
     new_file(a, 1)
     ck(a, "pass")
-    ck_at(faketime("+365d"), a, "ship")  # generation 2, dated a year ahead
+    ck(a, "ship", under=faketime("+365d"))  # generation 2, dated a year ahead
     lost(a)
     done = recovered(a, check=1)["result"]
     assert done["generation"] == 1
