@@ -17,8 +17,9 @@ A snapshot under a site's prefix is judged:
     other-site     signed for another site id (a second host shipping under the
                    same remote.site, or a copy)
     untrusted-key  the site's id, signed by a key the site does not trust
-    future         taken after the bucket's now (a statement no honest ship makes:
-                   ships date them by the bucket's clock)
+    future         taken after the bucket's now: ships date their statements by
+                   the bucket's clock, so only a forgery, or a ship to a folder
+                   (whose clock is the host's) while the host's clock ran ahead
     forged         a statement that does not verify, or names another object
     unsigned       no statement beside it (an older coldkeep's snapshot, or
                    anything else under manifest/)
@@ -47,9 +48,9 @@ from typing import Any, Literal
 from ..base.errors import RemoteError, UsageError
 from ..base.signing import SiteKey, fingerprint, verifies
 from ..store.sitestate import SiteState
-from .bucketclock import SKEW_MS
+from .bucketclock import SKEW_MS, apart
 from .bucketlock import snapshot_taken_at
-from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteLocked
+from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteLocked, RemoteMissing
 
 WHAT = "manifest snapshot"
 SIG = ".sig"
@@ -196,9 +197,7 @@ def _judge(seen: Seen, trust: Trust, now: int) -> Seen:
         return replace(seen, verdict="untrusted-key", why=f"signed by a key not trusted ({st.key})")
     if st.taken_at > now + SKEW_MS:
         return replace(
-            seen,
-            verdict="future",
-            why=f"dated {(st.taken_at - now) // 60000} minutes after the bucket's now",
+            seen, verdict="future", why=f"dated {apart(st.taken_at, now)} the bucket's now"
         )
     return replace(seen, verdict="own", why="")
 
@@ -223,8 +222,11 @@ async def survey(
             return Seen(key, "unsigned", why, info=info)
         if sig.size > MAX_STATEMENT:
             return Seen(key, "forged", "its statement is too big to be one", info=info)
-        async with gate:
-            data = await store.read_range(f"{prefix}{key}{SIG}", 0, sig.size)
+        try:
+            async with gate:
+                data = await store.read_range(f"{prefix}{key}{SIG}", 0, sig.size)
+        except RemoteMissing:  # deleted since the listing: as if never there
+            return Seen(key, "unsigned", "no statement beside it", info=info)
         read = read_statement(data, key + SIG)
         if isinstance(read, str):
             return Seen(key, "forged", read, info=info)

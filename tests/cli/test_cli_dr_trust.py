@@ -379,7 +379,7 @@ def test_a_newest_snapshot_dated_in_the_future_is_named_not_taken_in_silence(
     done = recovered(a, check=1)["result"]
     assert done["generation"] == 1
     [line] = [p for p in done["problems"] if "newer than the one taken" in p]
-    assert "generation 2" in line and "after the bucket's now" in line and "--snapshot" in line
+    assert "generation 2" in line and "ahead of the bucket's now" in line and "--snapshot" in line
 
 
 def test_a_manifest_rebuilt_from_the_gzips_goes_on_after_the_bucket_s_generations(
