@@ -54,6 +54,8 @@ from ..remote.unseal import SealedUnreadable
 from ..store.manifest import Manifest, ManifestError, reading
 from ..store.remoteobjects import read_lock_counts
 
+# Statements read per site: the newest by the generation their names say.
+FLEET_STATEMENTS = 3
 # A site whose newest snapshot is sealed, listed without an identity.
 SEALED = "sealed: give --identity"
 
@@ -166,8 +168,9 @@ class Fleet:
         """The site's own snapshots, newest first, as far as the bucket alone
         can tell (the only site id and the only key signing its snapshots
         there); an older coldkeep's unsigned ones where none is signed; else
-        why none can be trusted."""
-        found = await survey(self.store, site)
+        why none can be trusted. Only the newest few statements are read: a
+        view of a thousand sites cannot read every one of each."""
+        found = await survey(self.store, site, newest=FLEET_STATEMENTS)
         if not found.seen:
             return "no manifest snapshot (has it shipped yet?)"
         if not found.signed():

@@ -203,12 +203,17 @@ def _judge(seen: Seen, trust: Trust, now: int) -> Seen:
 
 
 async def survey(
-    store: ObjectStore, site: str, *, only: Callable[[str], bool] | None = None
+    store: ObjectStore,
+    site: str,
+    *,
+    only: Callable[[str], bool] | None = None,
+    newest: int | None = None,
 ) -> Survey:
     """The snapshots under ``site``'s prefix (those whose key ``only`` takes,
-    where given), the statement of each read. A statement that cannot be read
-    at all (not there, too big) makes its snapshot unsigned or forged; a
-    remote that cannot be used raises."""
+    where given; of the signed ones' names, only the ``newest`` by the
+    generation they name, where given), the statement of each read. A
+    statement that cannot be read at all (not there, too big) makes its
+    snapshot unsigned or forged; a remote that cannot be used raises."""
     prefix = f"{site}/"
     listed = {i.key[len(prefix) :]: i async for i in store.list_objects(f"{prefix}manifest/")}
     found = Survey(site)
@@ -235,6 +240,10 @@ async def survey(
         return Seen(key, "signed", "", read, info)
 
     keys = [(k, i) for k, i in listed.items() if not k.endswith(SIG) and (only is None or only(k))]
+    if newest is not None:
+        named = sorted((k for k, _ in keys if generation_of(k) is not None), reverse=True)
+        keep = set(named[:newest])
+        keys = [(k, i) for k, i in keys if generation_of(k) is None or k in keep]
     found.seen = list(await asyncio.gather(*(one(k, i) for k, i in keys)))
     return found
 
