@@ -45,6 +45,10 @@ Invariants:
   mount ends (the cache's GETs and bytes fetched logged then). Nothing is
   written under archive_root: the reader is built here, not by
   ``remote_reader`` (which clears scratch files, an operation under the lock's).
+- An open file outlives its local copy: where a ship drops it (keep_local_days)
+  under an open handle, the handle's next read that needs it looks the copy up
+  again and reads the remote one, as a new open would; an inflate already under
+  way reads on from the descriptor it holds.
 - Without a ``[remote]``, or with one that cannot be read when the mount starts
   (unreachable, its marker missing, its cache_dir unusable), the mount still
   serves every local copy; a version only the remote holds is EIO with a log
@@ -202,18 +206,44 @@ class _LiveSource:
         os.close(self.fd)
 
 
+class _Dropped(Exception):
+    """The local copy a handle was reading is gone (``dropped``)."""
+
+
+def dropped(at: GzipAt, err: OSError) -> bool:
+    """Whether ``err`` says the local copy ``at`` was deleted after it was found:
+    a ship dropped it (keep_local_days) under an open handle. Looked up again, it
+    is the remote copy, the one a new open reads."""
+    return at.source == "local" and isinstance(err, FileNotFoundError)
+
+
 class _SmallSource:
     """A small archived version, served from its bytes read whole and checked
-    (``Smalls``): no stream, no hop to the event loop."""
+    (``Smalls``): no stream, no hop to the event loop. Its local copy dropped
+    before they were read, the handle reads on as a new open would
+    (``_ArchivedSource``: the remote copy)."""
 
-    def __init__(self, smalls: Smalls, at: GzipAt, entry: Entry) -> None:
-        self.smalls, self.at, self.entry = smalls, at, entry
+    def __init__(self, fs: ArchiveFS, node: File, at: GzipAt, entry: Entry) -> None:
+        self.fs, self.node, self.at, self.entry = fs, node, at, entry
+        self.lock = threading.Lock()
+        self.instead: _ArchivedSource | None = None
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.smalls.get(self.at, self.entry)[offset : offset + size]
+        if self.instead is None:
+            try:
+                return self.fs.smalls.get(self.at, self.entry)[offset : offset + size]
+            except _Dropped:
+                with self.lock:
+                    if self.instead is None:
+                        self.instead = _ArchivedSource(self.fs, self.node)
+        return self.instead.read(offset, size)
 
     def close(self) -> None:
-        """Nothing held per handle: the bytes are the cache's."""
+        """The bytes are the cache's; only a source read instead is closed."""
+        with self.lock:
+            instead = self.instead
+        if instead is not None:
+            instead.close()
 
 
 class Smalls:
@@ -228,7 +258,8 @@ class Smalls:
         self.bytes = 0
 
     def get(self, at: GzipAt, entry: Entry) -> bytes:
-        """``entry``'s bytes, read from its gzip ``at`` unless kept."""
+        """``entry``'s bytes, read from its gzip ``at`` unless kept; ``_Dropped``
+        when ``at`` is a local copy deleted since it was found."""
         with self.lock:
             data = self.kept.get(entry.id)
             if data is not None:
@@ -248,6 +279,8 @@ class Smalls:
         try:
             done = copy_entry(at, Digest(entry.bytes, entry.sha256), out)
         except OSError as err:
+            if dropped(at, err):
+                raise _Dropped from err
             problem: str | None = str(err)
         else:
             problem = done.problem
@@ -292,7 +325,12 @@ class _ArchivedSource:
         at, entry = self.at
         try:
             return self.fs.seeker.read_entry(at, entry, offset, size)
-        except (OSError, ColdkeepError) as err:  # CorruptGzip, a remote's error
+        except OSError as err:
+            if dropped(at, err):
+                self.at = None  # looked up again: the copy a new open would read
+                return self._seek(offset, size)
+            problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
+        except ColdkeepError as err:  # CorruptGzip, a remote's error
             problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
         log.error("mount: %s", problem)
         raise OSError(errno.EIO, problem)
@@ -451,7 +489,7 @@ class ArchiveFS:
             except UnsafePath:
                 at = None  # the stream's read says so, EIO
             if at is not None and entry is not None:
-                return _SmallSource(self.smalls, at, entry)
+                return _SmallSource(self, node, at, entry)
         return _ArchivedSource(self, node)
 
     def _local_gzip(self, entry: Entry) -> GzipAt | None:
@@ -524,7 +562,14 @@ class ArchiveFS:
         at, entry = await self._where(node)
         expect = Digest(entry.bytes, entry.sha256)
         # Only write and flush are called on it: _Stream is one.
-        done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
+        try:
+            done = await stream_entry(at, expect, cast(BinaryIO, stream), cancel=stream.cancel)
+        except OSError as err:
+            # Dropped between the look and the open (once open, the inflate
+            # reads its descriptor to the end): nothing sent yet, looked up again.
+            if not dropped(at, err):
+                raise
+            return await self._stream_to(node, stream)
         return None if done.problem is None else f"{entry.relpath}: {done.problem}"
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:

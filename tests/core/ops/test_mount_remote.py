@@ -196,3 +196,46 @@ def test_sealed_copies_read_with_the_identity_and_eio_without(tmp_path: Path) ->
         assert err.value.errno == errno.EIO
     lines = [x for x in _logged(blind).splitlines() if "give --identity FILE" in x]
     assert lines and all(".age is sealed to" in x for x in lines)
+
+
+def _read_to_end(fd: int) -> bytes:
+    got = bytearray()
+    while piece := os.read(fd, 1 << 16):
+        got += piece
+    return bytes(got)
+
+
+def test_an_open_handle_reads_on_from_the_remote_once_a_ship_drops_its_local_copy(
+    tmp_path: Path,
+) -> None:
+    """Files opened (a big one read at its end and its start, a small one not
+    yet read) while their local copies are there; a ship then drops them: the
+    same handles read on from the remote copies, every byte right, no EIO."""
+    site = _site(tmp_path, 'url = "file:remote"\nsite = "t"\n')
+    # Big enough that its end lies past what the stream from its start holds.
+    big, small = jsonl(150_000, seed=3), jsonl(120, seed=4)
+    write_old(site, b"v/late-big.jsonl", big)
+    write_old(site, b"v/late-small.jsonl", small)
+    ck(site, "pass")
+    late = [_entry(site, "v/late-big.jsonl"), _entry(site, "v/late-small.jsonl")]
+    assert all((site / "archive" / e["gz_path"]).exists() for e in late), "local, not shipped"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        big_fd = os.open(mnt / "v" / "late-big.jsonl", os.O_RDONLY)
+        small_fd = os.open(mnt / "v" / "late-small.jsonl", os.O_RDONLY)
+        try:
+            end = len(big) - 4096
+            assert os.pread(big_fd, 4096, end) == big[end:]  # a random read: its gzip found
+            assert os.pread(big_fd, 4096, 0) == big[:4096]  # the stream begun
+            ck(site, "ship")
+            assert not any((site / "archive" / e["gz_path"]).exists() for e in late), "dropped"
+            assert _read_to_end(small_fd) == small
+            assert os.pread(big_fd, 4096, end - 4096) == big[end - 4096 : end]  # at random
+            preads_match(big_fd, big, random.Random(7), 40)
+            os.lseek(big_fd, 0, os.SEEK_SET)
+            assert hashlib.sha256(_read_to_end(big_fd)).hexdigest() == late[0]["sha256"]
+        finally:
+            os.close(big_fd)
+            os.close(small_fd)
+    assert "EIO" not in _logged(mnt) and "error" not in _logged(mnt).lower(), _logged(mnt)
