@@ -112,6 +112,17 @@ class MountError(ColdkeepError):
     """This machine cannot mount (no FUSE): the message says what to install."""
 
 
+class _Unreadable(OSError):
+    """EIO for a read of an archived version, ``strerror`` saying why. The mount
+    logs it once for each open file (``ArchiveFS.read``): the kernel asks again
+    after an EIO (its readahead, then the page), and a reader that gets one
+    stops, so a line for every ask says one failure two or three times."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(errno.EIO, problem)
+        self.problem = problem
+
+
 class _Closed(Exception):
     """The file was released while its inflate ran: the inflate stops."""
 
@@ -180,8 +191,7 @@ class _Stream:
                     break
                 self.cond.wait()
             if self.problem is not None and offset + size >= end:
-                log.error("mount: %s", self.problem)
-                raise OSError(errno.EIO, self.problem)
+                raise _Unreadable(self.problem)
             return bytes(self.buf[offset - self.base : offset - self.base + size])
 
 
@@ -286,8 +296,7 @@ class Smalls:
             problem = done.problem
         if problem is not None:
             problem = f"{entry.relpath} (entry {entry.id}): {problem}"
-            log.error("mount: %s", problem)
-            raise OSError(errno.EIO, problem)
+            raise _Unreadable(problem)
         return out.getvalue()
 
 
@@ -332,8 +341,7 @@ class _ArchivedSource:
             problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
         except ColdkeepError as err:  # CorruptGzip, a remote's error
             problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
-        log.error("mount: %s", problem)
-        raise OSError(errno.EIO, problem)
+        raise _Unreadable(problem)
 
     def close(self) -> None:
         with self.lock:
@@ -431,6 +439,7 @@ class ArchiveFS:
         self.made_ns = time.time_ns()
         self.owner = os.getuid(), os.getgid()  # every name shown as the mounting user's
         self.handles: dict[int, Source] = {}
+        self.said: set[tuple[int, str]] = set()  # (handle, problem) logged (``_Unreadable``)
         self.seeker = SeekReader()
         self.smalls = Smalls()
         self.next_fh = 1
@@ -509,8 +518,7 @@ class ArchiveFS:
             return asyncio.run_coroutine_threadsafe(self._where(node), self.loop).result()
         except (_NoCopy, ColdkeepError) as err:
             problem = str(err)
-        log.error("mount: %s", problem)
-        raise OSError(errno.EIO, problem)
+        raise _Unreadable(problem)
 
     async def _where(self, node: File) -> tuple[GzipAt, Entry]:
         entry = await self.manifest.entry(node.id)
@@ -573,11 +581,24 @@ class ArchiveFS:
         return None if done.problem is None else f"{entry.relpath}: {done.problem}"
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-        return self.handles[fh].read(offset, size)
+        try:
+            return self.handles[fh].read(offset, size)
+        except _Unreadable as err:
+            self._say(fh, err.problem)
+            raise
+
+    def _say(self, fh: int, problem: str) -> None:
+        """``problem`` logged, once for the open file ``fh``."""
+        with self.lock:
+            said = (fh, problem) in self.said
+            self.said.add((fh, problem))
+        if not said:
+            log.error("mount: %s", problem)
 
     def release(self, path: str, fh: int) -> int:
         with self.lock:
             source = self.handles.pop(fh)
+            self.said = {(h, why) for h, why in self.said if h != fh}
         source.close()
         return 0
 

@@ -191,11 +191,24 @@ def test_sealed_copies_read_with_the_identity_and_eio_without(tmp_path: Path) ->
     blind = tmp_path / "mnt2"
     blind.mkdir()
     with mounting(site, blind):
-        with pytest.raises(OSError) as err:
-            (blind / "u" / "deep" / "small-1.jsonl").read_bytes()
-        assert err.value.errno == errno.EIO
+        for rel in ("u/deep/small-1.jsonl", "u/big.jsonl"):
+            with pytest.raises(OSError) as err:
+                (blind / rel).read_bytes()
+            assert err.value.errno == errno.EIO
+        # A random read of another open: its own line.
+        fd = os.open(blind / "u" / "big.jsonl", os.O_RDONLY)
+        try:
+            with pytest.raises(OSError) as err:
+                os.pread(fd, 4096, len(BIG) // 2)
+            assert err.value.errno == errno.EIO
+        finally:
+            os.close(fd)
     lines = [x for x in _logged(blind).splitlines() if "give --identity FILE" in x]
-    assert lines and all(".age is sealed to" in x for x in lines)
+    assert all(".age is sealed to" in x for x in lines), lines
+    # One line for each file that failed, not one for each time the kernel
+    # asked again after the EIO (its readahead, then the page).
+    said = [_entry(site, rel)["gz_path"] for rel in ("u/deep/small-1.jsonl", "u/big.jsonl")]
+    assert [sum(gz in x for x in lines) for gz in said] == [1, 2], lines
 
 
 def _read_to_end(fd: int) -> bytes:
