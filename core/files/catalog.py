@@ -29,13 +29,13 @@ import shlex
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, get_args
 
 from ..base.errors import UsageError
+from ..base.given import parse_time
 from ..base.names import to_db
-from ..base.times import now_ms
+from ..base.times import NS_PER_MS, now_ms
 from ..store.legalholds import ActiveHolds, read_active
 from ..store.manifest import EntryStatus, read_entry_count, reading
 from ..store.remoteobjects import read_copies
@@ -63,10 +63,10 @@ STATUSES: tuple[str, ...] = get_args(EntryStatus)
 
 
 def _date_ns(word: str, value: str) -> int:
-    try:
-        return int(datetime.fromisoformat(value).timestamp() * 1e9)
-    except ValueError:
-        raise QueryError(f"{word}: use YYYY-MM-DD") from None
+    at = parse_time(value)
+    if at is None:
+        raise QueryError(f"{word}: use YYYY-MM-DD")
+    return at * NS_PER_MS
 
 
 def parse_query(text: str) -> Query:

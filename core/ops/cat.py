@@ -3,8 +3,9 @@ restoring it: read where they lie (a gzip, a bundle member by offset, or the
 remote tier's copy), checked against the manifest's sha256 as they go.
 
 ``PATH[@VERSION]``: PATH relative to live_root (or absolute, inside it); VERSION
-an entry id, or a time (ISO 8601 as ``versions`` prints it, ``...Z`` for UTC;
-local without an offset: the newest version archived at or before it); none,
+an entry id (ASCII digits), or a time (ISO 8601 as ``versions`` prints it, ``...Z``
+for UTC; local without an offset: the newest version archived at or before it),
+as ``base/given.py`` reads them; none,
 the newest version (the one ``restore --path`` brings back). The whole argument
 is tried as a path first, so a name with ``@`` in it reads as it is; ``version``
 (``--version``) takes the argument whole as the path.
@@ -41,6 +42,7 @@ from ..base.cancel import CancelToken
 from ..base.codec import Digest
 from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
+from ..base.given import parse_id, parse_time
 from ..base.layout import Layout
 from ..base.ratelimit import RateLimiter
 from ..base.times import day_of, now_ms
@@ -97,15 +99,6 @@ def archived_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(version: str) -> int | None:
-    """A VERSION that is a time, as ms since the epoch; None if it is not one."""
-    try:
-        when = datetime.fromisoformat(version)
-    except ValueError:
-        return None
-    return int(when.timestamp() * 1000)
-
-
 def _listed(versions: list[Entry]) -> str:
     shown = [f"{e.id} ({archived_time(e.archived_at)})" for e in versions[-5:]]
     more = f"{len(versions) - 5} older, " if len(versions) > 5 else ""
@@ -114,16 +107,17 @@ def _listed(versions: list[Entry]) -> str:
 
 def _version_of(relpath: str, versions: list[Entry], version: str) -> Entry:
     """The version of ``relpath`` that ``version`` names: an entry id, or a time."""
-    if version.isdigit():
-        found = [e for e in versions if e.id == int(version)]
+    entry_id = parse_id(version)
+    if entry_id is not None:
+        found = [e for e in versions if e.id == entry_id]
         if found:
             return found[0]
         raise NotArchived(f"entry {version} is not a version of {relpath}; {_listed(versions)}")
-    at = _parse_time(version)
+    at = parse_time(version)
     if at is None:
         raise NotArchived(
-            f"version {version!r} of {relpath}: give an entry id or a time "
-            f"YYYY-MM-DDTHH:MM[:SS]; {_listed(versions)}"
+            f"version {version!r} of {relpath} is neither an entry id (digits 0-9) nor a "
+            f"time (YYYY-MM-DD[THH:MM[:SS]], Z for UTC); {_listed(versions)}"
         )
     before = [e for e in versions if e.archived_at <= at]
     if not before:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from helpers import COLDKEEP, EVERY_FILE, ck, entries, jsonl, sha, write_old
 from s3kit import S3Site
@@ -117,6 +119,61 @@ def test_a_version_by_entry_id_and_by_time(site: Path) -> None:
     assert b"no version of u/v.jsonl was archived at or before" in early.stderr
     other = cat(site, f"u/v.jsonl@{_entry(site, 'u/big.jsonl')['id']}")
     assert other.returncode == 2 and b"is not a version of u/v.jsonl" in other.stderr
+    arabic = cat(site, f"u/v.jsonl@{in_script(one['id'], 0x660)}")  # its id, not in ASCII
+    assert arabic.returncode == 2 and arabic.stdout == b"", arabic.stderr
+    assert b"is neither an entry id (digits 0-9) nor a time" in arabic.stderr
+
+
+# What an operator might type after the @: any text a command line can carry
+# (no NUL, no lone surrogate), ids and times in ASCII and in other scripts'
+# digits (a regex's \d is any script's), and times out of every range.
+ARGV_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"))
+OTHER_ZEROS = (0x660, 0x966, 0xFF10)  # Arabic-Indic, Devanagari, fullwidth
+
+
+def in_script(n: int, zero: int) -> str:
+    """``n`` in the digits of the script whose zero is ``zero``."""
+    return "".join(chr(zero + int(d)) for d in str(n))
+
+
+VERSIONS = (
+    ARGV_TEXT.filter(lambda t: not t.startswith("-"))
+    | st.integers(min_value=0).map(str)
+    | st.builds(in_script, st.integers(1, 12), st.sampled_from(OTHER_ZEROS))
+    | st.from_regex(
+        r"\d{1,5}-\d{1,2}-\d{1,2}(T\d{1,2}:\d{1,2}(:\d{1,2})?)?(Z|[+-]\d{2}:\d{2})?", fullmatch=True
+    )
+)
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(version=VERSIONS, whole=st.booleans())
+@example(version="0001-01-01", whole=False)
+@example(version="\u00b2", whole=False)  # a superscript 2: str.isdigit, not int()'s
+@example(version="\u0661", whole=False)  # an Arabic-Indic 1: int() reads it as 1
+@example(version="0001-01-01", whole=True)
+@example(version="9999-12-31T23:59:59-23:59", whole=False)
+@example(version="1_0", whole=False)
+@example(version="", whole=True)
+def test_any_version_is_read_or_refused_in_one_line(
+    template: Path, version: str, whole: bool
+) -> None:
+    """``PATH@VERSION`` and ``--version VERSION``: the bytes of a version it
+    names, or one line and exit 2 (1: a version it names has no copy); never a
+    traceback. Only ASCII digits are an id."""
+    args = ("u/v.jsonl", "--version", version) if whole else (f"u/v.jsonl@{version}",)
+    run = cat(template, *args)
+    said = run.stderr.decode(errors="replace")
+    assert "Traceback" not in said and "a bug" not in said, said
+    assert run.returncode in (0, 1, 2), said
+    if run.returncode == 0:
+        assert run.stdout in (b"version one\n", b"version two\n") and said == ""
+        ids = {str(e["id"]) for e in entries(template) if e["relpath"] == "u/v.jsonl"}
+        assert not version.isdigit() or version in ids, "only an id in ASCII digits is an id"
+    else:
+        assert run.stdout == b"" and said.count("\n") == 1, said
 
 
 def test_odd_names_and_a_name_with_at(site: Path) -> None:

@@ -92,7 +92,7 @@ def cat(
     """Print an archived file's bytes, without restoring it.
 
     PATH is relative to live_root (or absolute, inside it). VERSION is an entry
-    id or a time as `coldkeep versions` prints them (2026-03-01T12:00:00Z, UTC;
+    id (digits 0-9) or a time as `coldkeep versions` prints them (2026-03-01T12:00:00Z, UTC;
     without the Z local time; a date alone is its midnight): the newest version
     archived at or before that time.
     Without one, the newest version. The whole argument is tried as a path

@@ -16,7 +16,7 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from coldkeep.core.ops.holds import HoldChange
 from coldkeep.core.store.legalholds import Hold
 
-from ..operations.spec import parse_when
+from ..operations.spec import ID, parse_when
 from ..text.fmt import day
 from .kit import Context, command, ctx_for, fail, run_command
 
@@ -60,7 +60,7 @@ def hold() -> None:
     metavar="GLOB",
     help="Archived files whose path matches this glob (events/YYYY-MM for an event month).",
 )
-@click.option("--entry", type=int, help="One entry, by id (coldkeep restore --list shows ids).")
+@click.option("--entry", type=ID, help="One entry, by id (coldkeep restore --list shows ids).")
 @click.option("--reason", required=True, help="Why: what the next operator sees.")
 @click.option("--until", metavar="DATE", help="The hold ends by itself then (local time).")
 @click.option(
@@ -117,7 +117,7 @@ def hold_list(all_holds: bool, config: Path | None, json_out: bool) -> None:
 
 
 @hold.command(name="release")
-@click.argument("hold_id", type=int)
+@click.argument("hold_id", type=ID)
 @command()
 def hold_release(hold_id: int, config: Path | None, json_out: bool) -> None:
     """Release hold HOLD_ID: what it kept may be expired or dropped again."""

@@ -24,7 +24,7 @@ from coldkeep.core.files.restore import RestoreReport, Selection
 from coldkeep.core.store.manifest import Entry
 
 from ..text.fmt import day, human, plural, shown
-from .spec import Operation, Options, Run, Words, identity_option, parse_when, unsealing
+from .spec import ID, Operation, Options, Run, Words, identity_option, parse_when, unsealing
 
 # restore ----------------------------------------------------------------------
 
@@ -111,7 +111,7 @@ RESTORE = Operation(
     "for hold_days) or, with --to, under another directory.",
     bind=_restore,
     params=(
-        click.Argument(["ids"], nargs=-1, type=int),
+        click.Argument(["ids"], nargs=-1, type=ID),
         click.Option(["--unit"], help="Every file of this unit."),
         click.Option(["--path", "glob"], metavar="GLOB", help="Relative paths matching this glob."),
         click.Option(["--sha"], metavar="PREFIX", help="Files whose sha256 starts with this."),

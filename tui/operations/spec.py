@@ -25,6 +25,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
+from coldkeep.core.base.given import parse_id
 
 from ..text.fmt import parse_day, shown, terminal_text
 
@@ -223,6 +224,22 @@ def unsealing(identity: Path | None, run: Run) -> Run:
         return run(archiver, cancel)
 
     return with_keys
+
+
+class _Id(click.ParamType[int]):
+    """An id (an entry's, a hold's) as click reads it: ASCII digits alone, as
+    ``cat PATH@ID`` takes one (click's INT would read ``١`` as 1)."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        got = value if isinstance(value, int) else parse_id(str(value))
+        if got is None:
+            self.fail(f"{value!r} is not an id (digits 0-9)", param, ctx)
+        return got
+
+
+ID = _Id()
 
 
 def parse_when(value: str | None, option: str) -> int | None:

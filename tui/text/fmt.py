@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime
 from pathlib import Path
 
 from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.given import parse_time
 from coldkeep.core.base.space import human_bytes
 from coldkeep.core.remote.months import PendingEvents
 
@@ -104,7 +104,7 @@ def event_rows(pending: PendingEvents, width: int = 0) -> str:
 def parse_day(text: str) -> int:
     """A local ``YYYY-MM-DD[THH:MM]`` as ms since the epoch; a ValueError says
     what to write."""
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        raise ValueError(f"{text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    at = parse_time(text)
+    if at is None:
+        raise ValueError(f"{text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM")
+    return at
