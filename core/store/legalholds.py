@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast, get_args
 
 from ..base.errors import UsageError
+from ..base.given import parse_id
 from ..base.globs import GlobError, compile_glob
 from . import audit
 from .manifest import Manifest
@@ -144,10 +145,12 @@ async def _check_new(
         raise HoldError(f"{scope!r} is not a hold scope: use one of {', '.join(SCOPES)}")
     if not reason.strip():
         raise HoldError("a hold needs a reason (--reason TEXT): it is what the next operator sees")
-    if scope == "entry" and not target.isdigit():
-        raise HoldError(f"--entry {target!r}: an entry is held by its id (a number)")
-    if scope == "entry" and await manifest.entry(int(target)) is None:
-        raise HoldError(f"--entry {target}: there is no such entry (restore --list shows ids)")
+    if scope == "entry":
+        entry_id = parse_id(target)
+        if entry_id is None:
+            raise HoldError(f"--entry {target!r}: an entry is held by its id (digits 0-9)")
+        if await manifest.entry(entry_id) is None:
+            raise HoldError(f"--entry {target}: there is no such entry (restore --list shows ids)")
     if scope == "path":
         try:
             compile_glob(target)
@@ -173,6 +176,8 @@ async def place(
     path hold must cover something archived now (an entry, or one of the event
     ``months``) unless it is placed ``ahead``."""
     await _check_new(manifest, scope, target, reason, until=until, at=at)
+    if scope == "entry":  # "007" holds entry 7: kept as the id that ``covers`` compares
+        target = str(int(target))
     in_scope = cast(Scope, scope)
     if (
         in_scope in ("unit", "path")

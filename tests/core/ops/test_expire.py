@@ -160,6 +160,17 @@ async def test_nothing_a_hold_covers_is_expired_until_it_is_released(site: Path)
     assert actions.count("hold") == 2 and actions.count("hold-release") == 2
 
 
+async def test_an_entry_hold_written_with_leading_zeros_holds_that_entry(site: Path) -> None:
+    ck, clock = await archived(site, RetentionSettings(files_days=1))
+    [(entry_id, gz)] = rows(
+        site, "SELECT id, gz_path FROM entries WHERE member_offset IS NULL LIMIT 1"
+    )
+    clock.now = real_now() + 400 * DAY_MS
+    hold = (await ck.place_hold("entry", f"00{entry_id}", "case 2026-115")).hold
+    assert hold.target == str(entry_id)
+    assert gz in {i.path for i in (await ck.expire_plan()).held}
+
+
 async def test_a_hold_with_an_end_date_ends_by_itself(site: Path) -> None:
     ck, clock = await archived(site, RetentionSettings(files_days=1))
     now = real_now() + 400 * DAY_MS
@@ -175,6 +186,7 @@ async def test_a_hold_with_an_end_date_ends_by_itself(site: Path) -> None:
     ("scope", "target", "says"),
     [
         ("entry", "seven", "by its id"),
+        ("entry", "\u0661", "by its id"),  # an Arabic-Indic 1: not an id
         ("entry", "999999", "no such entry"),
         ("path", "a/[bc", "--path"),
         ("unit", "u", "needs a reason"),
