@@ -32,6 +32,7 @@ def new_identity(folder: Path, name: str = "key.txt") -> tuple[Path, RecipientSe
     key = x25519.Identity.generate()
     path = folder / name
     path.write_text(f"# created by a test\n{key}\n")
+    path.chmod(0o600)  # as age-keygen -o leaves it: a file others read is warned of
     return path, parse_recipients([str(key.to_public())])
 
 

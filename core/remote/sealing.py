@@ -26,7 +26,8 @@ The format (age v1, binary, through pyrage: nothing here is cryptography):
 Invariants:
 - Sealing needs only public keys (``parse_recipients``); opening needs the
   identity file (``load_identities``), given for each read, never stored. No
-  message, repr or exception names a secret key.
+  message, repr or exception names a secret key. A file others may read is
+  used all the same, with a warning its client says (``Identities.warnings``).
 - Memory is bounded whatever the size: the source is read 1 MiB at a time, age
   works in 64 KiB chunks, and the output is written as it comes.
 - One pass: sealing hashes what it read (the plaintext, what restore checks)
@@ -49,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,11 +105,13 @@ class WrongIdentity(UsageError):
 @dataclass(frozen=True)
 class Identities:
     """The X25519 keys of one identity file. Only ``file`` and the public keys
-    they open (``opens``) are ever shown."""
+    they open (``opens``) are ever shown. ``warnings``: what the client that
+    loaded them says once, each a line (the file open to others)."""
 
     file: Path
     opens: tuple[str, ...]
     _keys: tuple[x25519.Identity, ...] = field(repr=False, compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def describe(self) -> str:
         return f"{self.file} holds {', '.join(short(k) for k in self.opens)}"
@@ -116,9 +120,12 @@ class Identities:
 _KEY_FORMAT = "AGE-SECRET-KEY-1… lines, # comments, as age-keygen writes"
 
 
-def _read_identity_text(path: Path) -> str:
+def _read_identity_text(path: Path) -> tuple[str, int]:
+    """The file's text, and its permission bits (of the file read: no other
+    name looked up between)."""
     try:
         with open(path, "rb") as f:
+            mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
             raw = f.read(MAX_IDENTITY_FILE + 1)
     except FileNotFoundError:
         raise IdentityFileError(
@@ -136,9 +143,21 @@ def _read_identity_text(path: Path) -> str:
         what = "is itself age-encrypted" if raw.startswith(MAGIC) else "is too large"
         raise IdentityFileError(path, f"{what}, not an identity file", _KEY_FORMAT)
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8"), mode
     except UnicodeDecodeError:
         raise IdentityFileError(path, "is not text", _KEY_FORMAT) from None
+
+
+def _unprotected(path: Path, mode: int) -> tuple[str, ...]:
+    """The warning for an identity file others than its owner may read or
+    change (as ssh's for a private key; ssh refuses it, but a restore at 3 a.m.
+    must not wait for a chmod): none for 0600 or 0400."""
+    if not mode & 0o077:
+        return ()
+    return (
+        f"identity file {path} is open to others than its owner (mode {mode:04o}): whoever "
+        f"can read it can open every copy sealed to its keys; chmod 600 {path}",
+    )
 
 
 def _identity_line(path: Path, n: int, line: str) -> x25519.Identity:
@@ -160,16 +179,18 @@ def _identity_line(path: Path, n: int, line: str) -> x25519.Identity:
 def load_identities(path: Path) -> Identities:
     """The keys of an age identity file (``AGE-SECRET-KEY-1…`` lines, ``#``
     comments, blank lines); a one-line ``IdentityFileError`` naming the file
-    for a missing, unreadable or keyless one."""
+    for a missing, unreadable or keyless one. A file open to others is used,
+    and said in ``warnings`` for the client to show."""
     keys: dict[str, x25519.Identity] = {}
-    for n, raw in enumerate(_read_identity_text(path).splitlines(), 1):
+    text, mode = _read_identity_text(path)
+    for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if line and not line.startswith("#"):
             key = _identity_line(path, n, line)
             keys.setdefault(str(key.to_public()), key)
     if not keys:
         raise IdentityFileError(path, "holds no age secret key", _KEY_FORMAT)
-    return Identities(path, tuple(keys), tuple(keys.values()))
+    return Identities(path, tuple(keys), tuple(keys.values()), _unprotected(path, mode))
 
 
 def identity_needed(what: str, sealed_to: str | None) -> IdentityNeeded:

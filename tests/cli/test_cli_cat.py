@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from pyrage import x25519
 
 from helpers import COLDKEEP, EVERY_FILE, ck, entries, jsonl, sha, write_old
 from s3kit import S3Site
@@ -371,3 +372,35 @@ def test_a_remote_only_copy_writes_nothing_under_archive_root_and_says_its_gets(
     assert f"u/big.jsonl (entry {big['id']}): {big['bytes']} bytes from the remote tier" in said
     assert f"{len(gets)} GET{'s' if len(gets) > 1 else ''}, {fetched} bytes fetched" in said
     assert os.listdir(cache) == [], "the cache's folder removed after the read"
+
+
+def test_an_identity_file_open_to_others_is_used_with_a_warning(tmp_path: Path) -> None:
+    """As ssh warns of a private key others can read (ssh refuses it; a restore
+    at 3 a.m. must not wait for a chmod): one line naming the file and the fix,
+    then the read goes on, in a plain command (cat) and a registry one (restore)."""
+    key = x25519.Identity.generate()
+    identity = tmp_path / "key.txt"
+    identity.write_text(f"{key}\n")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "coldkeep.toml").write_text(
+        f'{CONFIG}keep_local_days = 0\nencrypt_to = ["{key.to_public()}"]\n'
+    )
+    write_old(site, b"u/sealed.jsonl", b"sealed bytes\n")
+    ck(site, "pass")
+    ck(site, "ship")
+    warning = (
+        f"coldkeep: warning: identity file {identity} is open to others than its owner "
+        f"(mode 0644): whoever can read it can open every copy sealed to its keys; "
+        f"chmod 600 {identity}\n"
+    )
+    for mode, said in ((0o644, warning), (0o600, "")):
+        identity.chmod(mode)
+        run = cat(site, "u/sealed.jsonl", "--identity", str(identity))
+        assert (run.returncode, run.stdout, run.stderr.decode()) == (0, b"sealed bytes\n", said)
+        out = tmp_path / f"out-{mode:o}"
+        args = ("restore", "--path", "**", "--to", str(out), "--identity", str(identity))
+        restored = ck(site, *args).stderr  # the warning, then its progress lines
+        warned = [line for line in restored.splitlines(keepends=True) if "warning" in line]
+        assert restored.startswith(said) and warned == ([said] if said else [])
+        assert (out / "u" / "sealed.jsonl").read_bytes() == b"sealed bytes\n"

@@ -241,6 +241,7 @@ def test_another_site_s_snapshot_and_a_forgery_sealed_to_the_public_recipient_ar
     store = bucket
     identity = x25519.Identity.generate()
     (tmp_path / "key.txt").write_text(f"{identity}\n")
+    (tmp_path / "key.txt").chmod(0o600)  # its owner's alone: no warning among the lines
     sealed = f'encrypt_to = ["{identity.to_public()}"]\n'
     a = host(templates, tmp_path, "a", store.table(NAME) + sealed)
     # b seals to a key of its own: its snapshot is one a's identity cannot open

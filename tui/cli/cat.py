@@ -18,9 +18,9 @@ import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
-from ..operations.spec import IDENTITY_HELP, load_identity
+from ..operations.spec import IDENTITY_HELP
 from ..text.fmt import plural, shown
-from .kit import command, ctx_for, reader_left, run_command
+from .kit import command, ctx_for, identities_for, reader_left, run_command
 
 if TYPE_CHECKING:
     from coldkeep.core.ops.cat import CatResult
@@ -121,7 +121,7 @@ def cat(
     out = sys.stdout.buffer
 
     async def go() -> int:
-        identities = load_identity(identity)
+        identities = identities_for(identity)
         try:
             archiver = ctx.archiver()
             archiver.sessions.identities = identities

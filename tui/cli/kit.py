@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -27,8 +27,12 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_LOCKED, explain
 from coldkeep.core.base.steps import StepInfo, StepName, no_step
 from coldkeep.core.base.stream import EventStream
 
+from ..operations.spec import load_identity
 from ..text.fmt import shown, terminal_text
 from .progress import Reporter
+
+if TYPE_CHECKING:
+    from coldkeep.core.remote.sealing import Identities
 
 # Test seams: kill this process with SIGKILL (``KILL_ENV``), or raise an error
 # nothing expects (``RAISE_ENV``: a bug, as the pass and the CLI must report it),
@@ -83,7 +87,7 @@ class Context:
         if self._settings is None:
             self._settings = load_settings(self.config_path)
             for warning in self._settings.warnings:
-                click.echo(f"coldkeep: warning: {warning}", err=True)
+                warn(warning)
         return self._settings
 
     def archiver(self) -> Archiver:
@@ -143,6 +147,19 @@ def _unexpected(err: BaseException) -> tuple[int, str]:
         f"stopped on an unexpected error: {type(err).__name__}: {first} "
         "(a bug: please report it with the traceback above)"
     )
+
+
+def warn(line: str) -> None:
+    """One warning line on stderr: what the command goes on despite."""
+    click.echo(f"coldkeep: warning: {shown(line)}", err=True)
+
+
+def identities_for(path: Path | None) -> Identities | None:
+    """The keys of ``--identity FILE`` (None without one), their warnings said."""
+    identities = load_identity(path)
+    for line in identities.warnings if identities is not None else ():
+        warn(line)
+    return identities
 
 
 def fail(message: str, code: int, ctx: Context | None = None) -> NoReturn:

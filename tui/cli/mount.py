@@ -17,9 +17,9 @@ import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 
-from ..operations.spec import IDENTITY_HELP, load_identity
+from ..operations.spec import IDENTITY_HELP
 from ..text.fmt import shown
-from .kit import command, ctx_for, fail, fail_explained
+from .kit import command, ctx_for, fail, fail_explained, identities_for
 
 
 @click.command()
@@ -77,7 +77,7 @@ def mount(folder: Path, with_live: bool, identity: Path | None, config: Path | N
         )
 
     try:
-        identities = load_identity(identity)
+        identities = identities_for(identity)
         serve(
             ctx.settings, folder.absolute(), with_live=with_live, ready=ready, identities=identities
         )

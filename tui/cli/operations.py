@@ -22,12 +22,14 @@ from coldkeep.core.base.errors import UsageError
 
 from ..operations import OPERATIONS, words_of
 from ..operations.spec import Operation
-from .kit import ctx_for, fail, run_command, shared_options
+from .kit import ctx_for, fail, identities_for, run_command, shared_options
 
 
 def command_for(op: Operation) -> click.Command:
     def callback(config: Path | None, json_out: bool, wait: float, **options: Any) -> None:
         try:
+            if "identity" in options:  # identity_option(): bind takes the keys, loaded
+                options["identity"] = identities_for(options["identity"])
             run = op.bind(options)
         except UsageError as err:
             fail(str(err), err.exit_code)

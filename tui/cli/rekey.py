@@ -16,9 +16,9 @@ import click
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.remote.rekey import RekeyPlan, RekeyReport
 
-from ..operations.spec import IDENTITY_HELP, load_identity
+from ..operations.spec import IDENTITY_HELP
 from ..text.fmt import LIST_MAX, plural
-from .kit import command, ctx_for, run_command
+from .kit import command, ctx_for, identities_for, run_command
 
 
 def _plan_text(plan: RekeyPlan) -> str:
@@ -84,7 +84,7 @@ def rekey(yes: bool, identity: Path | None, config: Path | None, json_out: bool)
             plan = await archiver.rekey_plan()
             ctx.emit("rekey", True, plan.to_dict(), lambda: _plan_text(plan))
             return EXIT_OK
-        archiver.sessions.identities = await asyncio.to_thread(load_identity, identity)
+        archiver.sessions.identities = await asyncio.to_thread(identities_for, identity)
         report = await archiver.rekey()
         ctx.emit("rekey", not report.failed, report.to_dict(), lambda: _report_text(report))
         return EXIT_FAILED if report.failed else EXIT_OK

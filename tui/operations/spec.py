@@ -194,7 +194,9 @@ IDENTITY_HELP = (
 
 
 def identity_option() -> click.Option:
-    """``--identity FILE``, for every command that reads remote copies."""
+    """``--identity FILE``, for every command that reads remote copies. Its
+    ``bind`` is given the keys, loaded (``load_identity``) and their warnings
+    said by the CLI before it binds (tui/cli/operations.py)."""
     return click.Option(
         ["--identity"], type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP
     )
@@ -203,7 +205,8 @@ def identity_option() -> click.Option:
 def load_identity(path: Path | None) -> Identities | None:
     """The keys of ``--identity``, loaded once for the command (None without
     one); a file that holds none is a usage error naming it, before anything
-    is read."""
+    is read. What the client must say of the file (open to others) is in
+    ``warnings``: each client says it its own way."""
     if path is None:
         return None
     from coldkeep.core.remote.sealing import load_identities  # noqa: PLC0415 - pyrage, only then
@@ -211,11 +214,10 @@ def load_identity(path: Path | None) -> Identities | None:
     return load_identities(path)
 
 
-def unsealing(identity: Path | None, run: Run) -> Run:
+def unsealing(identities: Identities | None, run: Run) -> Run:
     """``run`` with its archiver opening sealed remote copies with the keys of
-    ``--identity`` (loaded now, once: a bad file ends the command before
-    anything is read)."""
-    identities = load_identity(identity)
+    ``--identity`` (loaded before binding, once: a bad file ended the command
+    before anything was read)."""
     if identities is None:
         return run
 

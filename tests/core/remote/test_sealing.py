@@ -58,6 +58,7 @@ def key_file(path: Path, *keys: x25519.Identity) -> Path:
         f"# created: 2026-12-02T12:00:00Z\n# public key: {k.to_public()}\n{k}\n\n" for k in keys
     )
     path.write_text(text)
+    path.chmod(0o600)  # age-keygen -o makes it its owner's alone
     return path
 
 
@@ -149,6 +150,21 @@ def test_an_identity_file_as_age_keygen_writes_it_is_read(tmp_path: Path) -> Non
     path.write_text(path.read_text().replace("\n", "\r\n") + "   \n# the end\n")
     ids = load_identities(path)
     assert ids.opens == (PUBLIC[0], PUBLIC[2]) and ids.file == path
+    assert ids.warnings == ()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o700, 0o600, 0o400])
+def test_an_identity_file_open_to_others_is_used_and_warned_of(tmp_path: Path, mode: int) -> None:
+    path = key_file(tmp_path / "k.txt", KEYS[0])
+    path.chmod(mode)
+    ids = load_identities(path)
+    assert ids.opens == (PUBLIC[0],), "used all the same"
+    if mode & 0o077:
+        [said] = ids.warnings
+        assert said.startswith(f"identity file {path} is open to others than its owner")
+        assert f"(mode {mode:04o})" in said and said.endswith(f"chmod 600 {path}")
+    else:
+        assert ids.warnings == ()
 
 
 def test_no_message_or_repr_shows_a_secret_key(tmp_path: Path) -> None:
