@@ -116,6 +116,13 @@ def test_odd_names_are_found_escaped_in_text_and_exact_in_json(site: Path) -> No
     assert os.fsencode(v["relpath"]) == ODD[1], "a byte that is not UTF-8 is one character"
 
 
+def test_find_and_versions_offer_no_wait_for_a_lock_they_never_take(site: Path) -> None:
+    for args in (("find", "u1"), ("versions", "u1/a.jsonl")):
+        assert "--wait" not in ck(site, args[0], "--help").stdout
+        refused = ck(site, *args, "--wait", "5", check=2).stderr
+        assert "No such option '--wait'" in refused, refused
+
+
 def test_nothing_found_is_one_line_and_exit_2(site: Path, tmp_path: Path) -> None:
     run = ck(site, "find", "*.jsonl", check=2)
     assert run.stdout == "" and len(run.stderr.splitlines()) == 1

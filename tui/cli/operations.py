@@ -3,11 +3,11 @@
 ``rebuild-manifest``, ``checkpoint`` and ``expire``, each made from its entry
 alone.
 
-A command's options are its entry's, then ``--wait``, ``--json`` and
-``--config``. Its options are bound to its call before anything is read (a
-usage error is one line, exit 2); the call runs with progress on stderr; the
-result is its words or one JSON document (``to_dict()``), and the exit code is
-1 when the words say it failed.
+A command's options are its entry's, then ``--wait`` (where it takes the
+archive lock), ``--json`` and ``--config``. Its options are bound to its call
+before anything is read (a usage error is one line, exit 2); the call runs with
+progress on stderr; the result is its words or one JSON document
+(``to_dict()``), and the exit code is 1 when the words say it failed.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .kit import ctx_for, fail, identities_for, run_command, shared_options
 
 
 def command_for(op: Operation) -> click.Command:
-    def callback(config: Path | None, json_out: bool, wait: float, **options: Any) -> None:
+    def callback(config: Path | None, json_out: bool, wait: float = 0.0, **options: Any) -> None:
         try:
             if "identity" in options:  # identity_option(): bind takes the keys, loaded
                 options["identity"] = identities_for(options["identity"])
@@ -44,7 +44,7 @@ def command_for(op: Operation) -> click.Command:
 
         run_command(go(), ctx)
 
-    params = [*op.params, *shared_options(wait_opt=True)]
+    params = [*op.params, *shared_options(wait_opt=op.locks)]
     return click.Command(op.name, callback=callback, params=params, help=op.help)
 
 

@@ -121,6 +121,7 @@ FIND = Operation(
         Words(Found, _found, text=lambda f: _text(f.versions, _found(f))),
         Words(FleetFound, _fleet_found, text=_fleet_text),
     ),
+    locks=False,
 )
 
 VERSIONS = Operation(
@@ -131,6 +132,7 @@ VERSIONS = Operation(
     bind=_versions_of,
     params=(click.Argument(["path"]),),
     words=(Words(Versions, _versions, text=lambda v: _text(v.versions, _versions(v))),),
+    locks=False,
 )
 
 OPERATIONS = (FIND, VERSIONS)

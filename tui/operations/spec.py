@@ -185,6 +185,7 @@ class Operation:
     # Its own options and arguments; --wait, --json and --config come after them.
     params: tuple[click.Parameter, ...] = ()
     console: Console[Any] | None = None
+    locks: bool = True  # it takes the archive lock: its command offers --wait
 
 
 IDENTITY_HELP = (
