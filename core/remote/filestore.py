@@ -103,6 +103,10 @@ class FileStore(ObjectStore):
         fsync_dir(dest.parent, root=self.root, site="remote.object_placed")
         return placed == "renamed"
 
+    def unmarked(self) -> str:
+        # A folder on a disk not mounted is an empty mount point, or none.
+        return f"the remote folder {self.url} has no marker: is its disk mounted?"
+
     async def create_root(self) -> None:
         # The configured folder (links above it are the operator's), each new
         # name durable in its parent: a folder whose name a power cut takes back

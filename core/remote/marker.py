@@ -32,7 +32,8 @@ MARKER_KEY = ".coldkeep-remote"
 
 class RemoteUnmounted(RemoteFatal):
     """The remote has shipped objects recorded but no marker and none of them:
-    most likely a folder remote whose disk is not mounted."""
+    a folder remote whose disk is not mounted, most likely; a bucket or prefix
+    emptied, or a remote.url or remote.site that names another."""
 
 
 async def check_marker(
@@ -50,7 +51,7 @@ async def check_marker(
     shipped = await objects.count_under("")
     if shipped and not await _site_has_objects(store, site):
         raise RemoteUnmounted(
-            f"the remote folder {store.url} has no marker: is its disk mounted? "
+            f"{store.unmarked()} "
             f"({shipped} object{'s' * (shipped != 1)} of site {site} are recorded as shipped "
             f"there and none is to be found; nothing was written, read or dropped; if it was "
             f"emptied on purpose, create an empty {store.where(MARKER_KEY)} and run coldkeep "

@@ -200,6 +200,14 @@ class ObjectStore(ABC):
     def where(self, key: str) -> str:
         return f"{self.url.rstrip('/')}/{key}"
 
+    def unmarked(self) -> str:
+        """The question for a remote found without its marker or any of the
+        site's objects: what most likely happened to this kind of store."""
+        return (
+            f"the remote {self.url} has no marker: was the bucket or its prefix emptied, "
+            "or is remote.url or remote.site wrong?"
+        )
+
     async def refuses_overwrite(self) -> bool:
         """Whether ``put_new`` alone refuses an existing key (found out once,
         before the first upload); sets ``conditional``."""

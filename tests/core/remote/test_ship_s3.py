@@ -395,7 +395,9 @@ def test_a_prefix_emptied_behind_coldkeeps_back_stops_the_ship_and_drops_nothing
     local = sorted(p for p in (site / "archive" / "files").rglob("*") if p.is_file())
     run = ck(site, "ship", check=1)
     [line] = [x for x in run.stderr.splitlines() if x.startswith("coldkeep: ")]
-    assert "has no marker: is its disk mounted?" in line, run.stderr
+    said = f"the remote s3://{s3.bucket}/{PREFIX} has no marker: was the bucket or its prefix "
+    assert said + "emptied, or is remote.url or remote.site wrong?" in line, run.stderr
+    assert "disk" not in line, "a bucket has no disk to mount"
     assert s3.server.list_keys(s3.bucket, f"{PREFIX}/") == []
     assert sorted(p for p in (site / "archive" / "files").rglob("*") if p.is_file()) == local
 
