@@ -698,7 +698,7 @@ async def _bucket(settings: Settings) -> list[Finding]:
     findings = [
         _versioning(bucket),
         _lock(bucket, remote.object_lock),
-        _default_encryption(bucket, remote.sse),
+        _default_encryption(bucket, remote.sse, sealed=remote.encrypt_to is not None),
     ]
     if bucket.unread:
         findings.append(
@@ -760,11 +760,24 @@ def _lock(bucket: BucketSettings, object_lock: str) -> Finding:
     )
 
 
-def _default_encryption(bucket: BucketSettings, sse: str | None) -> Finding:
+def _default_encryption(bucket: BucketSettings, sse: str | None, *, sealed: bool) -> Finding:
+    """The bucket's own encryption, and what the objects are stored as: with
+    ``sealed`` (``[remote] encrypt_to``) coldkeep's age streams, whatever the
+    bucket does on top."""
     if bucket.encryption is None:
         return Finding("bucket_encryption", "ok", "not read (below)")
     asked = f"every upload asks for {sse} ([remote] sse)" if sse else "[remote] sse is not set"
     default = f"the bucket's default is {bucket.encryption}"
+    if sealed:
+        # The bucket only ever holds ciphertext of what coldkeep ships; what it
+        # shipped before encrypt_to was set is for rekey (its plan counts them).
+        return Finding(
+            "bucket_encryption",
+            "ok",
+            f"{default}; {asked}; what coldkeep ships is sealed to [remote] encrypt_to's "
+            "age recipients before it leaves this host, so the bucket holds no plaintext "
+            "of it (coldkeep rekey seals what was shipped before encrypt_to was set)",
+        )
     if sse is None and bucket.encryption.sse is None:
         return Finding(
             "bucket_encryption",

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyrage import x25519
 
 from coldkeep.core.base.space import RESERVE_BYTES
 from coldkeep.core.ops import doctor
@@ -458,6 +459,24 @@ async def test_a_plain_bucket_says_its_settings_and_that_its_objects_are_unencry
     enc = f["bucket_encryption"]
     assert enc.level == "warn" and "stored unencrypted" in enc.found and "sse" in enc.fix
     assert "bucket" not in f  # every setting read
+
+
+def test_a_plain_bucket_under_client_side_encryption_is_not_said_to_store_plaintext(
+    site: Path, s3: S3Site
+) -> None:
+    """With [remote] encrypt_to, what is shipped is sealed before it leaves: a
+    bucket without encryption of its own stores ciphertext, not "unencrypted"."""
+    public = x25519.Identity.generate().to_public()
+    with_remote(
+        site,
+        f'url = "s3://{s3.bucket}/pre"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "demo"\nencrypt_to = ["{public}"]\n',
+    )
+    text = ck(site.parent, "doctor").stdout
+    [line] = [x for x in text.splitlines() if " bucket_encryption " in x]
+    assert line.startswith("ok "), line
+    assert "[remote] sse is not set; what coldkeep ships is sealed to [remote] encrypt_to" in line
+    assert "unencrypted" not in line
 
 
 async def test_a_versioned_bucket_with_a_default_encryption_is_said_one_line_each(
