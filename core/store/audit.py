@@ -10,14 +10,17 @@ worth knowing. A refusal (the lock was held) is recorded too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
 import socket
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..base.times import NS_PER_MS, NS_PER_S
 from .manifest import Manifest, Statement
 
 
@@ -36,9 +39,10 @@ class AuditRecord:
 
     def describe_args(self) -> str:
         """The arguments as ``key=value`` words (what was asked left out when
-        empty): ``months=["2026-01"] kinds=["click"]``."""
+        empty): ``months=["2026-01"] kinds=["click"]``; a time as a local time
+        (``until=2027-06-30 00:00``), as the record's own is shown."""
         return " ".join(
-            f"{k}={json.dumps(v, default=str)}"
+            f"{k}={_shown_arg(k, v)}"
             for k, v in sorted(self.args.items())
             if v not in (None, [], {}, "", False)
         )
@@ -56,6 +60,22 @@ class AuditRecord:
             "outcome": self.outcome,
             "detail": self.detail,
         }
+
+
+# The arguments that hold a time, by their unit in ns: a hold's ``until`` (ms),
+# restore's ``after_ns``/``before_ns``, restore-events' ``span`` (s, either end
+# open). Recorded as numbers (``--json`` gives them so); shown as times.
+_TIME_ARGS = {"until": NS_PER_MS, "after_ns": 1, "before_ns": 1, "span": NS_PER_S}
+
+
+def _shown_arg(key: str, value: Any) -> str:
+    per = _TIME_ARGS.get(key)
+    if per is not None and isinstance(value, list):  # a span: either end open (None)
+        return "..".join("" if v is None else _shown_arg(key, v) for v in value)
+    if per is not None and isinstance(value, int):
+        with contextlib.suppress(ValueError, OverflowError, OSError):  # past what time shows
+            return datetime.fromtimestamp(value * per / NS_PER_S).strftime("%Y-%m-%d %H:%M")
+    return json.dumps(value, default=str)
 
 
 def _user() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -12,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pyrage import x25519
 
 from helpers import COLDKEEP, as_legacy_gzip, ck, ck_json, entries, live_files, sha
 
@@ -429,3 +431,31 @@ def test_a_trigger_on_the_events_table_refuses_the_event_phase_and_deletes_nothi
     set_config(site, "[events]\n", '[events]\ntriggers = "fire"\n')
     moved = ck_json(site, "pass")["result"]["events"]["moved"]
     assert moved > 0 and counts() == (before[0] - moved, before[1] - moved)
+
+
+def test_history_shows_times_as_times_and_a_long_detail_cut(site: Path) -> None:
+    """A hold's until= is a time, not epoch ms; a failed rekey's summary (JSON,
+    thousands of characters) is cut on its line, saying how to see it; --full
+    and --json give it whole."""
+    ck(site, "pass")
+    set_config(site, 'site = "demo"', 'site = "demo"\nkeep_local_days = 0')
+    ck(site, "ship")
+    for _ in range(2):  # sealed to one key, then that key replaced: rekey needs the first
+        public = x25519.Identity.generate().to_public()
+        text = (site / "coldkeep.toml").read_text().split("\nencrypt_to = ")[0].rstrip("\n")
+        (site / "coldkeep.toml").write_text(f'{text}\nencrypt_to = ["{public}"]\n')
+        failed = ck(site, "rekey", "--yes", check=None)
+    assert failed.returncode == 1, failed.stderr
+    until = "2031-06-30T12:00"
+    ck(site, "hold", "add", "--unit", "events", "--reason", "tax year", "--until", until)
+    lines = ck(site, "history").stdout.splitlines()
+    [held] = [x for x in lines if " hold " in x]
+    assert "until=2031-06-30 12:00" in held and not re.search(r"\d{13}", held), held
+    [rekey] = [x for x in lines if " rekey " in x and " failed " in x]
+    [record] = [r for r in ck_json(site, "history")["result"] if r["outcome"] == "failed"]
+    whole = record["detail"]
+    assert len(whole) > 1000 and whole not in rekey
+    assert rekey.endswith(f"… {len(whole)} characters: history --full shows them)"), rekey
+    assert len(rekey) < 700, len(rekey)
+    [full] = [x for x in ck(site, "history", "--full").stdout.splitlines() if " failed " in x]
+    assert full.endswith(f"  ({whole})"), full

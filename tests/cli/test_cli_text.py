@@ -1,6 +1,6 @@
 """What the CLI says, as an operator reads it: one of a thing is singular, the
 progress display ends before the result prints, a phase with nothing to say
-gets no line, and history shows each detail whole."""
+gets no line, and history shows a refusal's detail whole (a longer one is cut)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,11 @@ from ..text.fmt import LIST_MAX, event_rows, human, plural
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 
+# Characters of an action's detail on its history line: a refusal's holder and
+# its command line, or an error's line, fit whole; a failed run's summary (JSON,
+# up to 2,000) is cut, and ``--full`` or ``--json`` shows it.
+DETAIL_SHOWN = 400
+
 
 @click.command()
 @command()
@@ -175,8 +180,17 @@ def plan(config: Path | None, json_out: bool) -> None:
     "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="How many records."
 )
 @click.option("--jobs", "jobs_", is_flag=True, help="The scheduler's job runs instead.")
-def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> None:
-    """Who did what to the archive, and how it ended (or the scheduler's runs)."""
+@click.option(
+    "--full",
+    is_flag=True,
+    help=f"Each action's detail whole (text cuts one at {DETAIL_SHOWN} characters; "
+    "--json never does).",
+)
+def history(config: Path | None, json_out: bool, limit: int, jobs_: bool, full: bool) -> None:
+    """Who did what to the archive, and how it ended (or the scheduler's runs).
+
+    Times are local; so are the times among an action's arguments (a hold's
+    until=, restore's after_ns=), which --json gives as recorded (numbers)."""
     ctx = ctx_for(config, json_out)
 
     async def go() -> int:
@@ -192,7 +206,7 @@ def history(config: Path | None, json_out: bool, limit: int, jobs_: bool) -> Non
             else:
                 records = await audit_history(manifest, limit)
                 result = [r.to_dict() for r in records]
-                text = partial(_audit_text, records)
+                text = partial(_audit_text, records, full)
         ctx.emit("history", True, result, text)
         return EXIT_OK
 
@@ -210,13 +224,25 @@ def _runs_text(runs: list[JobRun]) -> str:
     )
 
 
-def _audit_text(records: list[AuditRecord]) -> str:
+def _detail(r: AuditRecord, full: bool) -> str:
+    """Why an action did not end ok, on its line: a refusal's holder, an error's
+    line whole; a longer one (a failed run's summary, as JSON) cut, saying how
+    to see it all."""
+    if not r.detail or r.outcome == "ok":
+        return ""
+    said = " ".join(r.detail.split())
+    if not full and len(said) > DETAIL_SHOWN:
+        said = f"{said[:DETAIL_SHOWN]}… {len(said)} characters: history --full shows them"
+    return f"  ({said})"
+
+
+def _audit_text(records: list[AuditRecord], full: bool) -> str:
     return (
         "\n".join(
             f"{datetime.fromtimestamp(r.at / 1000):%Y-%m-%d %H:%M} "
             f"{r.user}@{r.host} pid {r.pid} {r.origin:<9} {r.action:<15} "
             f"{r.outcome:<9} {r.describe_args()}".rstrip()
-            + (f"  ({r.detail})" if r.detail and r.outcome != "ok" else "")  # whole: it says why
+            + _detail(r, full)
             for r in records
         )
         or "no actions recorded yet"
