@@ -4,6 +4,7 @@ a file that is already there is never replaced."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,13 +41,15 @@ class ExportScreen(ModalScreen[Path | None]):
         path = Path(event.value.strip()).expanduser()
         if not event.value.strip():
             return
-        if path.exists():
-            self.query_one("#export-error", Static).update(f"{path} is there: give another name")
-            return
-        if not path.parent.is_dir():
-            self.query_one("#export-error", Static).update(f"{path.parent} is not a folder")
-            return
-        self.dismiss(path)
+        error = self.query_one("#export-error", Static)
+        if os.path.lexists(path):  # a link too, even one that leads nowhere
+            error.update(f"{path} is there: give another name")
+        elif not os.path.lexists(path.parent):
+            error.update(f"{path.parent} does not exist: give a folder that does")
+        elif not path.parent.is_dir():
+            error.update(f"{path.parent} is not a folder")
+        else:
+            self.dismiss(path)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
