@@ -150,3 +150,65 @@ def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: 
         assert term.wait_gone("entries match"), "q quits from the browser's table"
     finally:
         term.close()
+
+
+def test_keys_typed_in_a_burst_take_effect_in_the_order_typed(tmp_path: Path) -> None:
+    """Editing keys (backspace, home, end, enter) sent in the same burst as the
+    characters around them, as tmux send-keys sends them: each field ends with
+    exactly what was typed, never a character lost or moved past a backspace.
+    The restore browser's filter, twice, then the Events screen's SQL box."""
+    site = write_demo(tmp_path / "demo", seed=1, scale=0.02)  # unit-0003 has archived files
+    assert asyncio.run(Archiver(load_settings(site.config)).run_pass()).status == "ok"
+    catalog = load_catalog(Layout(site.archive).manifest)
+    term = Terminal(
+        [sys.executable, "-m", "coldkeep.tui.cli.main", "--config", str(site.config)],
+        width=120,
+        height=36,
+    )
+
+    def listed(text: str) -> None:
+        """The filter shows ``text``, and the table what it matches."""
+        total, rows, _ = search({"": catalog}, text)
+        assert 0 < total < len(catalog)
+        want = sorted(row.relpath for _, row in rows)
+        screen = term.wait_for(f"{total} of {len(catalog)} entries match", *want)
+        assert filter_field(screen) == text.rstrip()
+        listed = re.findall(r"^ {4}(\S+) +(?:archived|stale) ", screen, re.MULTILINE)
+        assert sorted(listed) == want
+
+    try:
+        term.wait_for("lock free", "last pass #1 ok")
+        term.keys("r")
+        term.wait_for("entries match")
+        # The operator's report, key for key.
+        term.keys("-l", "zzzzunit-0003")
+        term.keys(*["BSpace"] * 20)
+        term.keys("-l", "unit:unit-0003")
+        listed("unit:unit-0003")
+        # From the table, / selects the filter: typing replaces it; home and end
+        # move between characters still arriving.
+        term.keys("Down")
+        term.wait_for("/ Filter")
+        term.keys("-l", "/logs/zzz")
+        term.keys("Home")
+        term.keys("-l", "unit:unit-0004 ")
+        term.keys("End", "BSpace", "BSpace", "BSpace")
+        listed("unit:unit-0004 logs/")
+        term.keys("Escape")
+        term.wait_gone("entries match")
+        # The Events screen's SQL box: a typo taken back, then enter, in one burst.
+        term.keys("E")
+        term.wait_for("rows (")
+        term.keys("s")
+        term.keys("-l", "SELECT count(*) AS kinds_n FROM eventz")
+        term.keys("BSpace")
+        term.keys("-l", "s WHERE kind = 'zz'")
+        term.keys(*["BSpace"] * 4)
+        term.keys("-l", "'ci_completed'")
+        term.keys("Enter")
+        term.wait_for("SQL: SELECT count(*) AS kinds_n FROM events WHERE kind = 'ci_completed'")
+        term.keys("Escape")
+        term.keys("q")
+        assert term.wait_gone("lock free"), "q quits the console"
+    finally:
+        term.close()

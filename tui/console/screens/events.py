@@ -39,6 +39,7 @@ from coldkeep.core.events.query import parse_range
 from ...operations.restore import RESTORE_EVENTS, restore_span
 from ...text.fmt import plural
 from ..charts import NameBars, SeriesChart
+from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, name_cell
@@ -100,9 +101,9 @@ class EventsScreen(Screen[None]):
             id="events-title",
         )
         with Horizontal(id="events-form"):
-            yield Input(self.start, placeholder="from YYYY-MM[-DD]", id="events-from")
-            yield Input(placeholder="to YYYY-MM[-DD] (empty: now)", id="events-to")
-            yield Input(placeholder="kinds, comma-separated (empty: all)", id="events-kinds")
+            yield Field(self.start, placeholder="from YYYY-MM[-DD]", id="events-from")
+            yield Field(placeholder="to YYYY-MM[-DD] (empty: now)", id="events-to")
+            yield Field(placeholder="kinds, comma-separated (empty: all)", id="events-kinds")
             yield Button("Show", id="events-show")
         yield Static("reading…", id="events-summary")
         with Horizontal(id="events-charts"):
@@ -110,7 +111,7 @@ class EventsScreen(Screen[None]):
             yield NameBars(id="events-kinds-bars")
         table: DataTable[Cell] = DataTable(id="events-rows", cursor_type="row")
         yield table
-        yield Input(
+        yield Field(
             placeholder="SQL over `events` (enter runs it; empty: the rows above)", id="events-sql"
         )
         yield FittedFooter()

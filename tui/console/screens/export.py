@@ -15,6 +15,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from ..fields import Field
+
 
 class ExportScreen(ModalScreen[Path | None]):
     BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
@@ -33,7 +35,7 @@ class ExportScreen(ModalScreen[Path | None]):
                 "enter writes, escape cancels.",
                 id="export-help",
             )
-            yield Input(str(self.suggested), id="export-path")
+            yield Field(str(self.suggested), id="export-path")
             yield Static("", id="export-error")
 
     @on(Input.Submitted, "#export-path")

@@ -28,6 +28,7 @@ from coldkeep.core.files.find import Version
 
 from ...operations.find import utc
 from ...text.fmt import human, plural, shown
+from ..fields import Field
 from ..footer import FittedFooter
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import SHOWN
@@ -52,7 +53,7 @@ def find_key(site: str, v: Version) -> str:
     return f"{site}:{v.entry.id}"
 
 
-class FindInput(Input):
+class FindInput(Field):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("down", "screen.focus_table", "Results", show=False),
     ]

@@ -27,6 +27,7 @@ from coldkeep.core.store.legalholds import SCOPES, Hold, HoldError
 from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import day, parse_day
+from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import HoldsChanged
 from ..tables import cursor_key, keyed_table, sync_table
@@ -69,9 +70,9 @@ class HoldsScreen(Screen[None]):
                 yield Select(
                     [(s, s) for s in SCOPES], value="unit", allow_blank=False, id="hold-scope"
                 )
-                yield Input(placeholder="unit, glob or entry id", id="hold-target")
-                yield Input(placeholder="reason (required)", id="hold-reason")
-                yield Input(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
+                yield Field(placeholder="unit, glob or entry id", id="hold-target")
+                yield Field(placeholder="reason (required)", id="hold-reason")
+                yield Field(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
                 yield Button("Place hold", id="hold-place")
         blocked = f"{self.blocked}: holds are listed, not placed or released"
         yield Static(blocked if self.blocked else "", id="holds-status")

@@ -42,6 +42,7 @@ from coldkeep.core.base.errors import explain
 from coldkeep.core.ops.cat import cat_file
 
 from ...text.fmt import human, shown, terminal_text
+from ..fields import Field
 from ..footer import FittedFooter
 from ..spool import Spool
 
@@ -285,7 +286,7 @@ class PagerScreen(Screen[None]):
         yield Static(self.title_text, id="pager-title")
         yield PagerView(self.spool, pretty=self.pretty, id="pager-view")
         yield Static("", id="pager-status")
-        yield Input(placeholder="search (lower case: any case); enter finds", id="pager-search")
+        yield Field(placeholder="search (lower case: any case); enter finds", id="pager-search")
         yield FittedFooter()
 
     def on_mount(self) -> None:

@@ -39,6 +39,7 @@ from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
 from ...text.fmt import clock_time, human, plural, short_path, shown
+from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
@@ -155,7 +156,7 @@ class RestoreScreen(Screen[None]):
                 )
                 yield Static("", id="restore-preview")
                 with Horizontal(id="restore-controls"):
-                    yield Input(
+                    yield Field(
                         placeholder="restore under this directory (empty: to the live paths)",
                         id="restore-to",
                         disabled=self.read_only,
