@@ -97,12 +97,13 @@ def test_every_text_field_of_the_console_is_a_field() -> None:
         if source.name == "fields.py":
             continue
         for node in ast.walk(ast.parse(source.read_text())):
-            called = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            if called and node.func.id == "Input":  # type: ignore[union-attr]
-                plain.append(f"{source.relative_to(CONSOLE)}:{node.lineno}")
-            if isinstance(node, ast.ClassDef) and any(
-                isinstance(b, ast.Name) and b.id == "Input" for b in node.bases
-            ):
+            named: list[ast.expr] = []
+            if isinstance(node, ast.Call):
+                named = [node.func]  # Input(...)
+            elif isinstance(node, ast.ClassDef):
+                named = node.bases  # class X(Input)
+            if any(isinstance(n, ast.Name) and n.id == "Input" for n in named):
+                assert isinstance(node, ast.Call | ast.ClassDef)
                 plain.append(f"{source.relative_to(CONSOLE)}:{node.lineno}")
     assert not plain, f"plain Inputs (make them Fields): {plain}"
     assert issubclass(Field, Input)
