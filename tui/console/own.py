@@ -49,7 +49,13 @@ async def action_restore(app: ColdkeepApp) -> None:
     # Awaited (r is acted on as it is read): no key is routed until the browser
     # is mounted with its filter focused, so what is typed after r lands there.
     await app.push_screen(
-        RestoreScreen(settings, base=app.shown_from(), read_only=app.read_only, blocked=blocked)
+        RestoreScreen(
+            settings,
+            base=app.shown_from(),
+            read_only=app.read_only,
+            blocked=blocked,
+            identities=app.archiver.sessions.identities,
+        )
     )
 
 

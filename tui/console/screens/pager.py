@@ -40,6 +40,7 @@ from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import explain
 from coldkeep.core.ops.cat import cat_file
+from coldkeep.core.remote.sealing import Identities
 
 from ...text.fmt import human, shown, terminal_text
 from ..fields import Field
@@ -458,11 +459,15 @@ class PagerScreen(Screen[None]):
         return not (isinstance(self.focused, Input) and action != "close")
 
 
-def archived(settings: Settings, relpath: str, entry_id: int) -> Source:
+def archived(
+    settings: Settings, relpath: str, entry_id: int, identities: Identities | None
+) -> Source:
     """The bytes of entry ``entry_id`` (a version of ``relpath``) as ``coldkeep
-    cat`` reads them: from its gzip, its bundle member, or the remote copy."""
+    cat`` reads them: from its gzip, its bundle member, or the remote copy (a
+    sealed one opened with ``identities``, the console's ``--identity``)."""
 
     async def read(out: BinaryIO, cancel: CancelToken) -> str | None:
-        return (await cat_file(settings, relpath, str(entry_id), out, cancel)).problem
+        got = await cat_file(settings, relpath, str(entry_id), out, cancel, identities)
+        return got.problem
 
     return read

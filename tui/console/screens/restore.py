@@ -36,6 +36,7 @@ from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, arc
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped, load_catalog
 from coldkeep.core.files.find import Version, find
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
+from coldkeep.core.remote.sealing import Identities
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
 from ...text.fmt import clock_time, human, plural, short_path, shown
@@ -120,9 +121,12 @@ class RestoreScreen(Screen[None]):
         base: Path,
         read_only: bool = False,
         blocked: str | None = None,
+        identities: Identities | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
+        # The console's --identity: the pager opens a sealed remote copy with it.
+        self.identities = identities
         self.archive = Layout(settings.archive_root)
         self.base = base  # paths are shown relative to it (the config's folder)
         # Browsing, previewing and copying a path change nothing; in read-only
@@ -417,7 +421,9 @@ class RestoreScreen(Screen[None]):
             f"  ·  {source(row)}"
         )
         self.app.push_screen(
-            PagerScreen(title, row.relpath, archived(self.settings, row.relpath, row.id))
+            PagerScreen(
+                title, row.relpath, archived(self.settings, row.relpath, row.id, self.identities)
+            )
         )
 
     def action_versions(self) -> None:
@@ -437,7 +443,12 @@ class RestoreScreen(Screen[None]):
             return
         self.app.push_screen(
             VersionsScreen(
-                self.settings, relpath, root=root, read_only=self.read_only, blocked=self.blocked
+                self.settings,
+                relpath,
+                root=root,
+                read_only=self.read_only,
+                blocked=self.blocked,
+                identities=self.identities,
             )
         )
 
@@ -460,7 +471,7 @@ class RestoreScreen(Screen[None]):
         elif v.location == "missing":
             self.notify(f"entry {e.id}: missing, no copy to read", severity="warning")
         else:
-            self.app.push_screen(pager_for(self.settings, v))
+            self.app.push_screen(pager_for(self.settings, v, self.identities))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "focus_filter":

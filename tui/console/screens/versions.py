@@ -28,6 +28,7 @@ from coldkeep.core.base.errors import explain
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.find import Version, versions
 from coldkeep.core.files.restore import Selection
+from coldkeep.core.remote.sealing import Identities
 
 from ...operations.find import utc
 from ...operations.restore import RESTORE, restore_files
@@ -76,9 +77,11 @@ class VersionsScreen(Screen[None]):
         root: Path | None = None,
         read_only: bool = False,
         blocked: str | None = None,
+        identities: Identities | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
+        self.identities = identities  # the console's --identity: the pager opens sealed copies
         self.relpath = relpath
         self.root = root  # where a restore goes; None: the live path
         self.read_only = read_only
@@ -151,7 +154,7 @@ class VersionsScreen(Screen[None]):
         if v.location in ("expired", "missing"):
             self.notify(f"entry {v.entry.id}: {LOCATIONS[v.location]} to read", severity="warning")
             return
-        self.app.push_screen(pager_for(self.settings, v))
+        self.app.push_screen(pager_for(self.settings, v, self.identities))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "restore" and self.read_only)
@@ -192,11 +195,11 @@ class VersionsScreen(Screen[None]):
             self.post_message(Confirmed("restore", RESTORE.name, run))
 
 
-def pager_for(settings: Settings, v: Version) -> PagerScreen:
-    """The pager on version ``v``."""
+def pager_for(settings: Settings, v: Version, identities: Identities | None) -> PagerScreen:
+    """The pager on version ``v`` (a sealed copy opened with ``identities``)."""
     e = v.entry
     title = name_cell(e.relpath) + Text(
         f"  ·  entry {e.id}  ·  {human(e.bytes)}  ·  archived {utc(e.archived_at)}  ·  "
         f"from {LOCATIONS.get(v.location, v.location)}"
     )
-    return PagerScreen(title, e.relpath, archived(settings, e.relpath, e.id))
+    return PagerScreen(title, e.relpath, archived(settings, e.relpath, e.id, identities))
