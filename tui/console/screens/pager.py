@@ -29,9 +29,8 @@ from rich.highlighter import JSONHighlighter
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -42,10 +41,13 @@ from coldkeep.core.base.errors import explain
 from coldkeep.core.ops.cat import cat_file
 from coldkeep.core.remote.sealing import Identities
 
+from ...operations.spec import ConsoleAction
 from ...text.fmt import human, shown, terminal_text
+from ..actions import bindings
 from ..fields import Field
 from ..footer import FittedFooter
 from ..spool import Spool
+from .help import KeyedScreen
 
 # The file's bytes to ``out`` as they are read, checked: the problem when they
 # are not the archived file (None: they are). Raises what the read raises.
@@ -259,20 +261,34 @@ class PagerView(Widget, can_focus=True):
         self.scroll_lines(-3)
 
 
-class PagerScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "close", "Close"),
-        Binding("slash", "search", "Search"),
-        Binding("n", "next", "Next"),
-        Binding("N", "previous", "Previous"),
-        Binding("p", "pretty", "Pretty JSON"),
-        Binding("down,j", "lines(1)", "Down", show=False),
-        Binding("up,k", "lines(-1)", "Up", show=False),
-        Binding("pagedown,space", "page_down", "Page down", show=False),
-        Binding("pageup,b", "page_up", "Page up", show=False),
-        Binding("home,g", "home", "Top", show=False),
-        Binding("end,G", "end", "End"),
-    ]
+class PagerScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction(
+            "close", "escape", "Close", "Close the search box, else the pager", alt_key="q"
+        ),
+        ConsoleAction(
+            "search", "slash", "Search", "Search the file (lower case: any case); enter finds"
+        ),
+        ConsoleAction("next", "n", "Next", "The next line the search finds"),
+        ConsoleAction("previous", "N", "Previous", "The line before that the search finds"),
+        ConsoleAction(
+            "pretty", "p", "Pretty JSON", "JSON lines pretty-printed, or as they are stored"
+        ),
+        ConsoleAction("lines(1)", "down", "Down", "One line down", alt_key="j", footer=False),
+        ConsoleAction("lines(-1)", "up", "Up", "One line up", alt_key="k", footer=False),
+        ConsoleAction(
+            "page_down", "pagedown", "Page down", "A screen down", alt_key="space", footer=False
+        ),
+        ConsoleAction("page_up", "pageup", "Page up", "A screen up", alt_key="b", footer=False),
+        ConsoleAction("home", "home", "Top", "The first line", alt_key="g", footer=False),
+        ConsoleAction("end", "end", "End", "The last line, and the verdict after it", alt_key="G"),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Pager: keys"
+    HELP_FOOT = (
+        "The file is read as it is shown, never restored; the last line says whether its "
+        "bytes are the archived file's (sha256). esc closes this."
+    )
 
     def __init__(self, title: Text, name: str, source: Source) -> None:
         super().__init__()

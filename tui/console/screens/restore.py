@@ -24,10 +24,9 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static, TabbedContent, TabPane
 
 from coldkeep.core.base.config import Settings
@@ -39,7 +38,9 @@ from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_
 from coldkeep.core.remote.sealing import Identities
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
+from ...operations.spec import ConsoleAction
 from ...text.fmt import clock_time, human, plural, short_path, shown
+from ..actions import bindings
 from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import Confirmed
@@ -47,6 +48,7 @@ from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick
+from .help import KeyedScreen
 from .pager import PagerScreen, archived
 from .versions import VersionsScreen, pager_for
 
@@ -99,20 +101,58 @@ class MonthsLoaded(Message):
     months: list[ArchivedMonth]
 
 
-class RestoreScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "back", "Back"),
-        ("space", "select_row", "Select"),
-        ("r", "restore", "Restore"),
-        ("y", "copy", "Copy path"),
-        ("v", "view", "View"),
-        ("H", "versions", "Versions"),
-        ("g", "find", "Find"),
+class RestoreScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("back", "escape", "Back", "Close the browser, back to the main screen"),
+        ConsoleAction(
+            "select_row",
+            "space",
+            "Select",
+            "Select or unselect the highlighted file (on the Events tab: its month and kind)",
+        ),
+        ConsoleAction(
+            "restore",
+            "r",
+            "Restore",
+            "Restore the selected files (or the highlighted one) to their live paths or under "
+            "the directory typed below; on the Events tab the months and kinds selected; "
+            "asks first",
+        ),
+        ConsoleAction(
+            "copy", "y", "Copy path", "Copy a shell line that gives the file's bytes back"
+        ),
+        ConsoleAction(
+            "view",
+            "v",
+            "View",
+            "Read the highlighted file in the pager, without restoring it (sha256 checked)",
+        ),
+        ConsoleAction("versions", "H", "Versions", "Every version of the highlighted file's path"),
+        ConsoleAction(
+            "find",
+            "g",
+            "Find",
+            "Find in the whole manifest (a glob or part of a path): every version of every "
+            "match; enter selects one here",
+        ),
         # Acted on as it is read (priority), so that what is typed right after it
         # lands in the filter; in a text field it is a character (paths have
         # slashes), and the footer does not offer it there.
-        Binding("slash", "focus_filter", "Filter", priority=True),
-    ]
+        ConsoleAction(
+            "focus_filter",
+            "slash",
+            "Filter",
+            "Back to the filter, its text selected: typing starts a new one",
+            at_once=True,
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Restore browser: keys"
+    HELP_FOOT = (
+        f"The filter: {FILTER_HINT.removeprefix('filter: ')}. Down, enter or tab lead "
+        "from it to the table, arrow keys move there; tab reaches the target directory "
+        "and the buttons. esc closes this."
+    )
 
     def __init__(
         self,
@@ -181,6 +221,10 @@ class RestoreScreen(Screen[None]):
                     yield Button("Restore rows \\[r]", id="events-go", variant="warning")
                 yield Static("", id="events-result")
         yield FittedFooter()
+
+    def unavailable(self) -> dict[str, str]:
+        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
+        return {"restore": why} if why else {}
 
     def on_mount(self) -> None:
         self.query_one("#restore-results").display = False
@@ -483,8 +527,7 @@ class RestoreScreen(Screen[None]):
     @on(Button.Pressed, "#restore-go")
     @on(Button.Pressed, "#events-go")
     def action_restore(self) -> None:
-        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
-        if why:
+        if why := self.unavailable().get("restore"):
             self.notify(why, severity="warning")
             return
         if self.query_one(TabbedContent).active == "restore-events":

@@ -20,7 +20,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from coldkeep.core.base.config import Settings
@@ -32,11 +31,14 @@ from coldkeep.core.remote.sealing import Identities
 
 from ...operations.find import utc
 from ...operations.restore import RESTORE, restore_files
+from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural, shown
+from ..actions import bindings
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .confirm import ConfirmScreen
+from .help import KeyedScreen
 from .pager import PagerScreen, archived
 
 LOCATIONS = {
@@ -62,12 +64,26 @@ def version_cells(v: Version) -> tuple[Cell, ...]:
     return (utc(e.archived_at), human(e.bytes), location, hold, e.id, e.sha256[:12])
 
 
-class VersionsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "back", "Back"),
-        ("v", "view", "View"),
-        ("r", "restore", "Restore"),
-    ]
+class VersionsScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("back", "escape", "Back", "Close the versions, back to where you were"),
+        ConsoleAction(
+            "view",
+            "v",
+            "View",
+            "Read the highlighted version in the pager, without restoring it (sha256 checked)",
+        ),
+        ConsoleAction(
+            "restore",
+            "r",
+            "Restore",
+            "Restore the highlighted version (to its live path, or under the browser's "
+            "directory); asks first",
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "A file's versions: keys"
+    HELP_FOOT = "Arrow keys move in the table, newest first. esc closes this."
 
     def __init__(
         self,
@@ -106,6 +122,10 @@ class VersionsScreen(Screen[None]):
         )
         yield Static("reading the manifest…", id="versions-preview")
         yield FittedFooter()
+
+    def unavailable(self) -> dict[str, str]:
+        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
+        return {"restore": why} if why else {}
 
     def on_mount(self) -> None:
         self.query_one("#versions-table").focus()
@@ -160,8 +180,7 @@ class VersionsScreen(Screen[None]):
         return not (action == "restore" and self.read_only)
 
     def action_restore(self) -> None:
-        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
-        if why:
+        if why := self.unavailable().get("restore"):
             self.notify(why, severity="warning")
             return
         self.confirm()
