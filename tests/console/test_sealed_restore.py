@@ -11,11 +11,14 @@ import asyncio
 import os
 import shutil
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sealkit import new_identity, seal_remote
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from coldkeep.core.base.config import RemoteSettings, Settings, load_settings
@@ -63,11 +66,12 @@ def site_copy(sealed: tuple[Path, Path], tmp_path: Path) -> tuple[Settings, str]
     return settings, str(relpath)
 
 
-async def restore_one(
+@asynccontextmanager
+async def browsing(
     settings: Settings, relpath: str, identities: Identities | None
-) -> tuple[str, str]:
-    """``relpath`` restored through the browser, confirmed: its result row's
-    (result, detail)."""
+) -> AsyncIterator[tuple[ColdkeepApp, Pilot[None]]]:
+    """The console opened with ``identities``, its restore browser listing
+    ``relpath``, the table focused."""
     app: ColdkeepApp = PinnedApp(
         settings, clock=lambda: NOW_MS, watch_live=False, identities=identities
     )
@@ -75,9 +79,19 @@ async def restore_one(
         await settle(pilot)
         await pilot.press("r")
         await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen)
+        await pilot.press(*relpath, "enter")
+        yield app, pilot
+
+
+async def restore_one(
+    settings: Settings, relpath: str, identities: Identities | None
+) -> tuple[str, str]:
+    """``relpath`` restored through the browser, confirmed: its result row's
+    (result, detail)."""
+    async with browsing(settings, relpath, identities) as (app, pilot):
         screen = app.screen
-        assert isinstance(screen, RestoreScreen)
-        await pilot.press(*relpath, "enter", "r")
+        await pilot.press("r")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
@@ -108,14 +122,8 @@ async def test_without_an_identity_the_row_says_the_key_it_needs(
 async def read_one(settings: Settings, relpath: str, identities: Identities | None) -> str:
     """``relpath`` read in the pager from the browser (``v``): how its read
     ended, as the pager's last line says it."""
-    app: ColdkeepApp = PinnedApp(
-        settings, clock=lambda: NOW_MS, watch_live=False, identities=identities
-    )
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
-        await pilot.press(*relpath, "enter", "v")
+    async with browsing(settings, relpath, identities) as (app, pilot):
+        await pilot.press("v")
         await settle(pilot)
         pager = app.screen
         assert isinstance(pager, PagerScreen)

@@ -17,7 +17,7 @@ import pytest
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.layout import Layout
-from coldkeep.core.files.catalog import load_catalog
+from coldkeep.core.files.catalog import Catalog, load_catalog
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.tui.console.screens.browse import search
 
@@ -119,11 +119,10 @@ def filter_field(screen: str) -> str:
     return match.group(1)
 
 
-def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: Path) -> None:
-    """Keys sent in one burst (a paste, tmux send-keys, an operator typing ahead):
-    r opens the browser and every key after it is the filter; from the table, /
-    goes back to the filter and every key after it is the new filter."""
-    site = write_demo(tmp_path / "demo", seed=3, scale=0.02)
+def console_after_a_pass(tmp_path: Path, seed: int) -> tuple[Terminal, Catalog]:
+    """A small demo site (``seed``) after a pass, and the console on it at
+    120x36; the catalog it browses."""
+    site = write_demo(tmp_path / "demo", seed=seed, scale=0.02)
     assert asyncio.run(Archiver(load_settings(site.config)).run_pass()).status == "ok"
     catalog = load_catalog(Layout(site.archive).manifest)
     term = Terminal(
@@ -131,6 +130,14 @@ def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: 
         width=120,
         height=36,
     )
+    return term, catalog
+
+
+def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: Path) -> None:
+    """Keys sent in one burst (a paste, tmux send-keys, an operator typing ahead):
+    r opens the browser and every key after it is the filter; from the table, /
+    goes back to the filter and every key after it is the new filter."""
+    term, catalog = console_after_a_pass(tmp_path, seed=3)
     try:
         term.wait_for("lock free", "last pass #1 ok")
         for keys, text in (("r", "unit:unit-0005"), ("/", "unit:unit-0004 logs/")):
@@ -157,14 +164,7 @@ def test_keys_typed_in_a_burst_take_effect_in_the_order_typed(tmp_path: Path) ->
     characters around them, as tmux send-keys sends them: each field ends with
     exactly what was typed, never a character lost or moved past a backspace.
     The restore browser's filter, twice, then the Events screen's SQL box."""
-    site = write_demo(tmp_path / "demo", seed=1, scale=0.02)  # unit-0003 has archived files
-    assert asyncio.run(Archiver(load_settings(site.config)).run_pass()).status == "ok"
-    catalog = load_catalog(Layout(site.archive).manifest)
-    term = Terminal(
-        [sys.executable, "-m", "coldkeep.tui.cli.main", "--config", str(site.config)],
-        width=120,
-        height=36,
-    )
+    term, catalog = console_after_a_pass(tmp_path, seed=1)  # unit-0003 has archived files
 
     def listed(text: str) -> None:
         """The filter shows ``text``, and the table what it matches."""

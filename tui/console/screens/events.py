@@ -92,8 +92,15 @@ class EventsScreen(KeyedScreen):
             "Write every row shown (the range and kinds, or the SQL's answer) to a JSONL or "
             "CSV file",
         ),
+        # Acted on as it is read (priority), and the box focused at once, so
+        # that what is typed right after s lands in the box, not on the rows;
+        # in a text field s is a letter.
         ConsoleAction(
-            "sql", "s", "SQL", "To the SQL box: read-only SQL over `events`; enter runs it"
+            "sql",
+            "s",
+            "SQL",
+            "To the SQL box: read-only SQL over `events`; enter runs it",
+            at_once=True,
         ),
     )
     BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
@@ -266,7 +273,7 @@ class EventsScreen(KeyedScreen):
     # the SQL box, export, restore ----------------------------------------------
 
     def action_sql(self) -> None:
-        self.query_one("#events-sql", Input).focus()
+        self.set_focus(self.query_one("#events-sql", Input))
 
     @on(Input.Submitted, "#events-sql")
     def _run_sql(self, event: Input.Submitted) -> None:
