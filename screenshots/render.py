@@ -2,8 +2,9 @@
 
     python screenshots/render.py            # writes screenshots/*.svg and *.png
 
-The demo site is written fresh on a pinned clock, so the pictures change only
-when the console does. PNGs need rsvg-convert (Debian: librsvg2-bin); without it
+The demo site is written fresh on a pinned clock, as ``coldkeep demo`` writes it
+for a newcomer (weeks of recorded passes and backlog samples), so the pictures
+change only when the console does. PNGs need rsvg-convert (Debian: librsvg2-bin); without it
 only the SVGs are written.
 """
 
@@ -33,9 +34,10 @@ SHOTS = [
     ("help", (100, 30), ("question_mark",)),
     ("events", (120, 36), ("p", "y", "E")),
     ("trends", (120, 36), ("p", "y", "T")),
+    ("trends-80x24", (80, 24), ("p", "y", "T")),
 ]
 # Drawn without the pass's toast over the charts.
-QUIET = {"events", "trends"}
+QUIET = {"events", "trends", "trends-80x24"}
 
 
 async def shoot(config: Path, size: tuple[int, int], keys: tuple[str, ...], *, quiet: bool) -> str:
@@ -55,7 +57,7 @@ def main() -> None:
     png = shutil.which("rsvg-convert")
     for name, size, keys in SHOTS:
         with tempfile.TemporaryDirectory() as tmp:
-            site = write_demo(Path(tmp) / "demo", seed=7, scale=0.1, now_ms=NOW_MS)
+            site = write_demo(Path(tmp) / "demo", seed=7, scale=0.1, now_ms=NOW_MS, history_days=42)
             site.config.write_text(site.config.read_text() + "\n[io]\nworkers = 1\n")
             svg = asyncio.run(shoot(site.config, size, keys, quiet=name in QUIET))
         (HERE / f"{name}.svg").write_text(svg)

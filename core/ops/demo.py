@@ -11,13 +11,19 @@
                                  (an earlier version) and a corrupt one
     DIR/coldkeep.toml            a config pointing at all of it, ``mode = "on"``,
                                  shipping to the folder ``DIR/remote`` (``coldkeep ship``)
+    DIR/archive/coldkeep.db      with ``history_days``: that many days of what the
+                                 scheduler records, a pass each night (its time) and
+                                 a backlog sample each day, so the Trends screen has
+                                 weeks to chart; no entry (nothing is archived yet)
 
 Every pane of the console has something to show on first start. ``scale`` shrinks
-or grows everything (tests use a small one).
+or grows everything (tests use a small one). Without ``history_days`` no
+coldkeep.db is written: the first pass is pass 1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -30,6 +36,8 @@ from ..base.cancel import CancelToken
 from ..base.codec import Codec, compress_fd
 from ..base.layout import Layout, partial_of
 from ..base.times import DAY_MS, NS_PER_MS
+from ..store import passlog, sitestate, stats
+from ..store.manifest import Manifest
 
 # The demo application's kinds: those nothing reads back and that come in volume
 # are archived (its config names them in events.kinds); the others stay live.
@@ -269,11 +277,47 @@ site = "demo"
 """
 
 
+# The passes the demo's history records: what a summary says of them.
+HISTORY_NOTE = "recorded by coldkeep demo: a night's pass for the Trends screen (nothing archived)"
+
+
+async def write_history(
+    archive: Path, rnd: random.Random, now_ms: int, days: int, backlog: tuple[int, int, int]
+) -> None:
+    """``days`` days before ``now_ms`` as the scheduler records them in the
+    manifest under ``archive``: a pass each night (02:00 UTC and a few minutes,
+    its duration growing with the backlog, one in a while failed) and a stats
+    sample each morning, the backlog (``backlog``: files, bytes, event rows as
+    they are now) growing to today's."""
+    today = now_ms // DAY_MS * DAY_MS
+    async with await Manifest.open(Layout(archive).manifest) as manifest:
+        # The seed's, not a random one: the same seed, the same site.
+        await sitestate.adopt_id(manifest, f"{rnd.getrandbits(128):032x}")
+        for k in range(days, 0, -1):
+            day = today - k * DAY_MS
+            grown = (0.45 + 0.55 * (days - k) / days) * rnd.uniform(0.93, 1.07)
+            files, size, rows = (int(n * grown) for n in backlog)
+            start = day + 2 * 3_600_000 + rnd.randrange(600_000)
+            took = int((20 + 80 * grown) * 1000 * rnd.uniform(0.8, 1.25))
+            status = "failed" if rnd.random() < 0.05 else "ok"
+            pass_id = await passlog.start(manifest, "on", "demo", start)
+            await passlog.finish(manifest, pass_id, status, {"note": HISTORY_NOTE}, start + took)
+            sample = {"entries": 0, "bytes": 0, "gz_bytes": 0}
+            sample |= {"backlog_files": files, "backlog_bytes": size, "backlog_rows": rows}
+            await stats.record(manifest, day + 6 * 3_600_000, sample)
+
+
 def write_demo(
-    root: Path, *, seed: int = 7, scale: float = 1.0, now_ms: int | None = None
+    root: Path,
+    *,
+    seed: int = 7,
+    scale: float = 1.0,
+    now_ms: int | None = None,
+    history_days: int = 0,
 ) -> DemoSite:
     """Write a demo site into ``root`` (which must be empty or absent). The same
-    seed and ``now_ms`` give the same bytes."""
+    seed and ``now_ms`` give the same bytes; ``history_days``: that many days
+    of passes and backlog samples in a coldkeep.db."""
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty; give a new directory for the demo")
     rnd = random.Random(seed)
@@ -284,6 +328,11 @@ def write_demo(
     files, size = write_live(live, rnd, now, scale)
     events = write_state_db(state, rnd, now, scale)
     plant_leftovers(live, archive, rnd)
+    if history_days:
+        # The backlog now, roughly: the closed units' part of the tree, and the
+        # archivable rows older than a month.
+        backlog = (files * 2 // 3, size * 2 // 3, events * 3 // 4 * 11 // 12)
+        asyncio.run(write_history(archive, rnd, now, history_days, backlog))
     config = root / "coldkeep.toml"
     config.write_text(CONFIG)
     return DemoSite(root, config, live, archive, state, files, size, events)

@@ -6,7 +6,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from helpers import COLDKEEP, live_files
+from helpers import COLDKEEP, ck_json, live_files
 
 
 def test_demo_writes_a_site_with_something_for_every_pane(tmp_path: Path) -> None:
@@ -20,6 +20,7 @@ def test_demo_writes_a_site_with_something_for_every_pane(tmp_path: Path) -> Non
     leftovers = sorted(p.name for p in (site / "archive" / "files").rglob("*"))
     assert sum(n.endswith(".gz") for n in leftovers) == 3
     assert "interrupted.jsonl.gz.partial" in leftovers
+    assert not (site / "archive" / "coldkeep.db").exists(), "--no-console: no history"
 
     run = subprocess.run(
         [*COLDKEEP, "demo", str(site), "--no-console"], capture_output=True, text=True, check=False
@@ -39,3 +40,23 @@ def test_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     assert run.returncode == 2 and "is not empty" in run.stderr
     assert "Writing" not in run.stdout
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_demo_records_weeks_of_passes_and_backlog_for_the_trends(tmp_path: Path) -> None:
+    """The history a newcomer's demo carries: a pass each night and a backlog
+    sample each day, the backlog growing; nothing archived, and the first real
+    pass runs after them."""
+    site = tmp_path / "demo"
+    subprocess.run(
+        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--history", "14", "--no-console"],
+        check=True,
+    )
+    status = ck_json(site, "status", "--days", "14")["result"]
+    trends = status["trends"]
+    backlog = trends["backlog_bytes"]
+    assert None not in backlog[:-1] and backlog[-1] is None, "a sample each day before today"
+    assert backlog[-2] > backlog[0] > 0
+    assert len(trends["passes"]["seconds"]) == 14 and min(trends["passes"]["seconds"]) > 0
+    assert set(trends["bytes_in"]) == {0}, "nothing is archived yet"
+    done = ck_json(site, "pass")["result"]
+    assert done["status"] == "ok" and done["files"]["archived"] > 0

@@ -312,9 +312,10 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
         assert "READ-ONLY" in text_of(app, "#status-line")
         await pilot.press("question_mark")
         await settle(pilot)
-        assert isinstance(app.screen, HelpScreen)
+        helped = current_screen(app)
+        assert isinstance(helped, HelpScreen)
         narrow = Console(width=76, record=True, file=io.StringIO())
-        narrow.print(app.screen.keys())
+        narrow.print(helped.keys())
         shown = "".join(narrow.export_text().split())
         assert "(unavailable:theconsoleisread-only(--read-only))" in shown, "in full at 80"
     assert not (settings.archive_root / "coldkeep.db").exists()

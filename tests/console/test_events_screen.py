@@ -11,13 +11,17 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import pytest
+from textual.app import App
 from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.base.config import Settings
+from coldkeep.core.events.query import Rows
 from coldkeep.tui.console.charts import NameBars
 from coldkeep.tui.console.screens.confirm import ConfirmScreen
 from coldkeep.tui.console.screens.events import EventsScreen
-from coldkeep.tui.console.screens.eventsread import PAGE
+from coldkeep.tui.console.screens.eventsread import PAGE, write_rows
+from coldkeep.tui.console.screens.export import ExportScreen
 
 from consolekit import NOW_MS, archive_all, current_screen, make_app, settle
 
@@ -154,3 +158,84 @@ async def test_restore_these_rows(settings: Settings) -> None:
         assert live_after == live_before + n, "only the rows of the range and kind came back"
         assert back == n
     assert hi < NOW_MS
+
+
+def _rows_of(*rows: tuple[object, ...]) -> Rows:
+    left = list(rows)
+
+    def fetch(n: int) -> list[tuple[object, ...]]:
+        batch = left[:n]
+        del left[:n]
+        return batch
+
+    return Rows(["id", "kind"], fetch)
+
+
+def test_an_export_never_writes_through_what_is_at_its_temporary_name(tmp_path: Path) -> None:
+    """The export's temporary name is predictable (``.NAME.partial``): a symlink
+    planted there is not followed, a file there is not truncated; the export
+    fails, names it, and leaves both as they were."""
+    target = tmp_path / "precious.txt"
+    target.write_text("not yours\n")
+    out = tmp_path / "rows.jsonl"
+    partial = tmp_path / ".rows.jsonl.partial"
+    partial.symlink_to(target)
+    with pytest.raises(FileExistsError, match="left as it is"):
+        write_rows(_rows_of((1, "a")), out)
+    assert target.read_text() == "not yours\n"
+    assert partial.is_symlink() and not out.exists()
+
+    partial.unlink()
+    partial.write_text("someone's half-written file\n")
+    with pytest.raises(FileExistsError, match="left as it is"):
+        write_rows(_rows_of((1, "a")), out)
+    assert partial.read_text() == "someone's half-written file\n"
+    assert not out.exists()
+
+    partial.unlink()
+    assert write_rows(_rows_of((1, "a"), (2, "b")), out) == 2
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"id": 1, "kind": "a"},
+        {"id": 2, "kind": "b"},
+    ]
+    assert not partial.exists()
+    # A file at the name itself (here a link to one): never replaced.
+    link = tmp_path / "taken.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(FileExistsError, match="nothing was replaced"):
+        write_rows(_rows_of((1, "a")), link)
+    assert target.read_text() == "not yours\n"
+    assert not (tmp_path / ".taken.jsonl.partial").exists()
+
+
+class _ExportHost(App[None]):
+    def __init__(self, suggested: Path) -> None:
+        super().__init__()
+        self.suggested = suggested
+
+    def on_mount(self) -> None:
+        self.push_screen(ExportScreen(self.suggested))
+
+
+async def test_the_export_dialog_says_which_folder_is_missing(tmp_path: Path) -> None:
+    """A folder that does not exist is said to be missing, one that is a file
+    is said not to be a folder, a name taken is refused: nothing is dismissed."""
+    (tmp_path / "a-file").write_text("x")
+    app = _ExportHost(tmp_path / "rows.jsonl")
+    async with app.run_test(size=(100, 24)) as pilot:
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, ExportScreen)
+        field = dialog.query_one("#export-path", Input)
+        error = dialog.query_one("#export-error", Static)
+        for typed, said in (
+            (tmp_path / "nowhere" / "rows.jsonl", f"{tmp_path / 'nowhere'} does not exist"),
+            (tmp_path / "a-file" / "rows.jsonl", f"{tmp_path / 'a-file'} is not a folder"),
+            (tmp_path / "a-file", f"{tmp_path / 'a-file'} is there"),
+        ):
+            field.value = str(typed)
+            field.focus()
+            await pilot.press("enter")
+            await pilot.pause()
+            assert str(error.render()).startswith(said), str(error.render())
+            assert app.screen is dialog

@@ -1,6 +1,7 @@
 """Snapshots of what an operator sees: the main screen, the pass and ship
-confirmations, the restore browser, the pager, a file's versions and help, at
-80x24 (an SSH window) and 120x36. The clock, the demo data, the terminal size
+confirmations, the restore browser, the pager, a file's versions, help, the
+Events screen after its own restore and the Trends screen, at 80x24 (an SSH
+window) and 120x36. The clock, the demo data, the terminal size
 and the cursor blink are pinned; after a deliberate change to the console,
 review the diff and refresh with --snapshot-update."""
 
@@ -88,3 +89,25 @@ def test_pager(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> 
 def test_versions(snap_compare: Any, settings: Settings, size: tuple[int, int]) -> None:
     run_before = steady(*BROWSE_ONE, "H")
     assert snap_compare(make_app(settings), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_events_after_a_restore(
+    snap_compare: Any, settings: Settings, size: tuple[int, int]
+) -> None:
+    # A pass, the Events screen, its rows restored (R, asked, y) and shown again.
+    run_before = steady("p", "y", "E", "R", "y", "tab", "tab", "enter")
+    assert snap_compare(make_app(settings), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_trends(snap_compare: Any, recorded: Settings, size: tuple[int, int]) -> None:
+    """The newcomer's demo (weeks of passes and backlog samples) after a pass,
+    90 days shown (d), without the pass's toast over the charts."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await steady("p", "y", "T", "d")(pilot)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(make_app(recorded), terminal_size=size, run_before=run_before)

@@ -17,7 +17,7 @@ import pytest
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.layout import Layout
-from coldkeep.core.files.catalog import load_catalog
+from coldkeep.core.files.catalog import Catalog, load_catalog
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.tui.console.screens.browse import search
 
@@ -119,11 +119,10 @@ def filter_field(screen: str) -> str:
     return match.group(1)
 
 
-def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: Path) -> None:
-    """Keys sent in one burst (a paste, tmux send-keys, an operator typing ahead):
-    r opens the browser and every key after it is the filter; from the table, /
-    goes back to the filter and every key after it is the new filter."""
-    site = write_demo(tmp_path / "demo", seed=3, scale=0.02)
+def console_after_a_pass(tmp_path: Path, seed: int) -> tuple[Terminal, Catalog]:
+    """A small demo site (``seed``) after a pass, and the console on it at
+    120x36; the catalog it browses."""
+    site = write_demo(tmp_path / "demo", seed=seed, scale=0.02)
     assert asyncio.run(Archiver(load_settings(site.config)).run_pass()).status == "ok"
     catalog = load_catalog(Layout(site.archive).manifest)
     term = Terminal(
@@ -131,6 +130,14 @@ def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: 
         width=120,
         height=36,
     )
+    return term, catalog
+
+
+def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: Path) -> None:
+    """Keys sent in one burst (a paste, tmux send-keys, an operator typing ahead):
+    r opens the browser and every key after it is the filter; from the table, /
+    goes back to the filter and every key after it is the new filter."""
+    term, catalog = console_after_a_pass(tmp_path, seed=3)
     try:
         term.wait_for("lock free", "last pass #1 ok")
         for keys, text in (("r", "unit:unit-0005"), ("/", "unit:unit-0004 logs/")):
@@ -148,5 +155,60 @@ def test_what_is_typed_fast_lands_whole_in_the_restore_browser_filter(tmp_path: 
             term.wait_for("/ Filter")
         term.keys("q")
         assert term.wait_gone("entries match"), "q quits from the browser's table"
+    finally:
+        term.close()
+
+
+def test_keys_typed_in_a_burst_take_effect_in_the_order_typed(tmp_path: Path) -> None:
+    """Editing keys (backspace, home, end, enter) sent in the same burst as the
+    characters around them, as tmux send-keys sends them: each field ends with
+    exactly what was typed, never a character lost or moved past a backspace.
+    The restore browser's filter, twice, then the Events screen's SQL box."""
+    term, catalog = console_after_a_pass(tmp_path, seed=1)  # unit-0003 has archived files
+
+    def listed(text: str) -> None:
+        """The filter shows ``text``, and the table what it matches."""
+        total, rows, _ = search({"": catalog}, text)
+        assert 0 < total < len(catalog)
+        want = sorted(row.relpath for _, row in rows)
+        screen = term.wait_for(f"{total} of {len(catalog)} entries match", *want)
+        assert filter_field(screen) == text.rstrip()
+        listed = re.findall(r"^ {4}(\S+) +(?:archived|stale) ", screen, re.MULTILINE)
+        assert sorted(listed) == want
+
+    try:
+        term.wait_for("lock free", "last pass #1 ok")
+        term.keys("r")
+        term.wait_for("entries match")
+        # The operator's report, key for key.
+        term.keys("-l", "zzzzunit-0003")
+        term.keys(*["BSpace"] * 20)
+        term.keys("-l", "unit:unit-0003")
+        listed("unit:unit-0003")
+        # From the table, / selects the filter: typing replaces it; home and end
+        # move between characters still arriving.
+        term.keys("Down")
+        term.wait_for("/ Filter")
+        term.keys("-l", "/logs/zzz")
+        term.keys("Home")
+        term.keys("-l", "unit:unit-0004 ")
+        term.keys("End", "BSpace", "BSpace", "BSpace")
+        listed("unit:unit-0004 logs/")
+        term.keys("Escape")
+        term.wait_gone("entries match")
+        # The Events screen's SQL box: a typo taken back, then enter, in one burst.
+        term.keys("E")
+        term.wait_for("rows (")
+        term.keys("s")
+        term.keys("-l", "SELECT count(*) AS kinds_n FROM eventz")
+        term.keys("BSpace")
+        term.keys("-l", "s WHERE kind = 'zz'")
+        term.keys(*["BSpace"] * 4)
+        term.keys("-l", "'ci_completed'")
+        term.keys("Enter")
+        term.wait_for("SQL: SELECT count(*) AS kinds_n FROM events WHERE kind = 'ci_completed'")
+        term.keys("Escape")
+        term.keys("q")
+        assert term.wait_gone("lock free"), "q quits the console"
     finally:
         term.close()

@@ -20,7 +20,7 @@ from coldkeep.core.base.errors import EXIT_USAGE, ColdkeepError
 from coldkeep.core.ops.fleet import fleet_cache
 
 from ..operations.spec import IDENTITY_HELP, load_identity
-from .kit import command, ctx_for, fail
+from .kit import command, ctx_for, fail, identities_for
 
 
 @click.command()
@@ -108,7 +108,7 @@ def _fleet(
 ) -> NoReturn:
     try:
         remote = fleet_remote(url, endpoint_url, region)
-        identities = load_identity(identity)
+        identities = identities_for(identity)
     except ValueError as err:
         fail(str(err), EXIT_USAGE)
     except ColdkeepError as err:

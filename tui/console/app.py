@@ -187,7 +187,11 @@ class ColdkeepApp(App[None]):
         )
         if self.read_only:
             self.log_line("info", "read-only: every action that changes the archive is off")
-        for warning in self.archiver.settings.warnings:
+        identities = self.archiver.sessions.identities
+        for warning in (
+            *self.archiver.settings.warnings,
+            *(identities.warnings if identities else ()),
+        ):
             self.log_line("warning", warning)
 
     def action_show_pane(self, index: int) -> None:

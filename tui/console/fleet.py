@@ -54,6 +54,7 @@ from ..operations.spec import ConsoleAction
 from ..text.fmt import clock_time, human, shown
 from ..text.results import headline
 from .actions import bindings
+from .fields import Field
 from .pilot import busy
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
@@ -337,7 +338,7 @@ class FleetScreen(Screen[None]):
         )
         yield Static("", id="fleet-preview")
         with Horizontal(id="fleet-controls"):
-            yield Input(
+            yield Field(
                 placeholder="restore under this directory (required: never in place)",
                 id="fleet-to",
             )

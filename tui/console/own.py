@@ -24,8 +24,9 @@ from textual import work
 from coldkeep.core.store.manifest import ManifestError
 
 from .actions import ACTIONS, quit_question
+from .actions import BY_NAME as ACTION
 from .panes import OrphansPane
-from .screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
+from .screens import ConfirmScreen, HelpScreen, HoldsScreen, KeyedScreen, RestoreScreen
 
 if TYPE_CHECKING:
     from .app import ColdkeepApp
@@ -49,7 +50,13 @@ async def action_restore(app: ColdkeepApp) -> None:
     # Awaited (r is acted on as it is read): no key is routed until the browser
     # is mounted with its filter focused, so what is typed after r lands there.
     await app.push_screen(
-        RestoreScreen(settings, base=app.shown_from(), read_only=app.read_only, blocked=blocked)
+        RestoreScreen(
+            settings,
+            base=app.shown_from(),
+            read_only=app.read_only,
+            blocked=blocked,
+            identities=app.archiver.sessions.identities,
+        )
     )
 
 
@@ -115,6 +122,11 @@ def action_refresh(app: ColdkeepApp) -> None:
 
 
 def action_help(app: ColdkeepApp) -> None:
+    """The keys of the screen on top: a screen over the main one lists its own
+    (and help and quit, which still act there), the main screen every action."""
+    if isinstance(screen := app.screen, KeyedScreen):
+        app.push_screen(screen.help_screen(ACTION["help"], ACTION["quit"]))
+        return
     app.push_screen(HelpScreen({a.name: w for a in ACTIONS if (w := app.unavailable(a.name))}))
 
 

@@ -15,6 +15,7 @@ from textual.widgets import Input, RichLog
 
 from coldkeep.core.base.stream import Event, FileDone, Finished, Notice, OrphanSeen
 
+from ..fields import Field
 from .base import Pane
 
 STYLE = {"info": "", "warning": "yellow", "error": "bold red"}
@@ -65,7 +66,7 @@ class LogPane(Pane):
         self.search = ""
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search the log", id="log-search")
+        yield Field(placeholder="search the log", id="log-search")
         # min_width: RichLog renders 78 columns at least (a horizontal scrollbar and
         # cut lines in a pane a third of the screen wide); wrap at the pane instead.
         yield StableLog(id="log-view", wrap=True, markup=False, max_lines=KEEP, min_width=20)

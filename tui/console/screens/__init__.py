@@ -3,7 +3,7 @@ restore browser, the legal holds, the pager, a path's versions and the find box.
 
 from .confirm import ConfirmScreen
 from .find import FindScreen
-from .help import HelpScreen
+from .help import HelpScreen, KeyedScreen
 from .holds import HoldsScreen
 from .pager import PagerScreen
 from .restore import RestoreScreen
@@ -14,6 +14,7 @@ __all__ = [
     "FindScreen",
     "HelpScreen",
     "HoldsScreen",
+    "KeyedScreen",
     "PagerScreen",
     "RestoreScreen",
     "VersionsScreen",

@@ -10,10 +10,11 @@ from typing import ClassVar, TypeVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.widgets import Input
 from textual.worker import get_current_worker
 
 from coldkeep.core.files.catalog import Catalog, CatalogRow, parse_query
+
+from ..fields import Field
 
 # Rows a view shows at most: the count says how many more match.
 SHOWN = 500
@@ -22,7 +23,7 @@ FILTER_HINT = "filter: text in the path, unit:NAME sha:PREFIX status:stale after
 K = TypeVar("K", bound=Hashable)
 
 
-class FilterInput(Input):
+class FilterInput(Field):
     """The filter, focused when the view opens so that typing filters: an Input
     keeps printable keys (the screen's r, y, space act only from the table).
     Down leads to the table (the screen's ``focus_table``), as Enter and Tab do."""

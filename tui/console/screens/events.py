@@ -26,7 +26,6 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static
 
 from coldkeep.core.archiver import Archiver
@@ -37,14 +36,18 @@ from coldkeep.core.events.overview import Overview
 from coldkeep.core.events.query import parse_range
 
 from ...operations.restore import RESTORE_EVENTS, restore_span
+from ...operations.spec import ConsoleAction
 from ...text.fmt import plural
+from ..actions import bindings
 from ..charts import NameBars, SeriesChart
+from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, name_cell
 from .confirm import ConfirmScreen
 from .eventsread import Choice, EventsReader, Read
 from .export import ExportScreen
+from .help import KeyedScreen
 
 # Rows left below the cursor when the next page is read.
 AHEAD = 50
@@ -72,13 +75,41 @@ def _cell(value: Any) -> Cell:
     return name_cell(str(value))
 
 
-class EventsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "app.pop_screen", "Back"),
-        ("R", "restore", "Restore these rows"),
-        ("o", "export", "Export"),
-        ("s", "sql", "SQL"),
-    ]
+class EventsScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("app.pop_screen", "escape", "Back", "Close the Events screen"),
+        ConsoleAction(
+            "restore",
+            "R",
+            "Restore these rows",
+            "Put the archived rows of the range and kinds chosen back into the live table "
+            "(asks first, as restore-events)",
+        ),
+        ConsoleAction(
+            "export",
+            "o",
+            "Export",
+            "Write every row shown (the range and kinds, or the SQL's answer) to a JSONL or "
+            "CSV file",
+        ),
+        # Acted on as it is read (priority), and the box focused at once, so
+        # that what is typed right after s lands in the box, not on the rows;
+        # in a text field s is a letter.
+        ConsoleAction(
+            "sql",
+            "s",
+            "SQL",
+            "To the SQL box: read-only SQL over `events`; enter runs it",
+            at_once=True,
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Events: keys"
+    HELP_FOOT = (
+        "Tab moves between the range (from, to: YYYY-MM or YYYY-MM-DD), the kinds, Show, "
+        "the rows and the SQL box; enter in a field shows what it chose. The rows are read "
+        "a page ahead of the cursor. esc closes this."
+    )
 
     def __init__(self, archiver: Archiver, *, now_s: int, blocked: str | None) -> None:
         super().__init__()
@@ -100,9 +131,19 @@ class EventsScreen(Screen[None]):
             id="events-title",
         )
         with Horizontal(id="events-form"):
-            yield Input(self.start, placeholder="from YYYY-MM[-DD]", id="events-from")
-            yield Input(placeholder="to YYYY-MM[-DD] (empty: now)", id="events-to")
-            yield Input(placeholder="kinds, comma-separated (empty: all)", id="events-kinds")
+            # Reached by tab (which wraps from the SQL box to here), a field keeps
+            # its text unselected: selected, the next key typed would replace it.
+            yield Field(
+                self.start, placeholder="from YYYY-MM[-DD]", id="events-from", select_on_focus=False
+            )
+            yield Field(
+                placeholder="to YYYY-MM[-DD] (empty: now)", id="events-to", select_on_focus=False
+            )
+            yield Field(
+                placeholder="kinds, comma-separated (empty: all)",
+                id="events-kinds",
+                select_on_focus=False,
+            )
             yield Button("Show", id="events-show")
         yield Static("reading…", id="events-summary")
         with Horizontal(id="events-charts"):
@@ -110,8 +151,10 @@ class EventsScreen(Screen[None]):
             yield NameBars(id="events-kinds-bars")
         table: DataTable[Cell] = DataTable(id="events-rows", cursor_type="row")
         yield table
-        yield Input(
-            placeholder="SQL over `events` (enter runs it; empty: the rows above)", id="events-sql"
+        yield Field(
+            placeholder="SQL over `events` (enter runs it; empty: the rows above)",
+            id="events-sql",
+            select_on_focus=False,
         )
         yield FittedFooter()
 
@@ -230,7 +273,7 @@ class EventsScreen(Screen[None]):
     # the SQL box, export, restore ----------------------------------------------
 
     def action_sql(self) -> None:
-        self.query_one("#events-sql", Input).focus()
+        self.set_focus(self.query_one("#events-sql", Input))
 
     @on(Input.Submitted, "#events-sql")
     def _run_sql(self, event: Input.Submitted) -> None:

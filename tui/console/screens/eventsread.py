@@ -34,7 +34,13 @@ from typing import Any, TypeVar
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base import durable
 from coldkeep.core.base.errors import UsageError
-from coldkeep.core.base.fsutil import fsync_dir
+from coldkeep.core.base.fsutil import (
+    FileIdentity,
+    fsync_dir,
+    open_file,
+    rename_noreplace,
+    unlink_if_identity,
+)
 from coldkeep.core.events.eventschema import EventSchema, q
 from coldkeep.core.events.overview import Overview, overview, page
 from coldkeep.core.events.query import EventsQuery, Plan, Rows, TimeRange, sql_text
@@ -189,17 +195,38 @@ def _chosen_sql(schema: EventSchema, choice: Choice) -> str:
 
 def write_rows(rows: Rows, path: Path) -> int:
     """``rows`` to ``path`` (CSV for a .csv name, else JSON lines) through a
-    temporary name, fsynced, then linked at ``path``: a file there is whole or
-    not there, and one that was there already is never replaced
-    (``FileExistsError``)."""
+    temporary name beside it, fsynced, then renamed to ``path``: a file there is
+    whole or not there, and one that was there already is never replaced
+    (``FileExistsError``).
+
+    The temporary's name is predictable, so it is created as every temporary
+    is: ``O_EXCL``, never through a link. Whatever is found at that name (a
+    symlink planted to make the export write elsewhere, a file it would
+    truncate) fails the export and is left as it was; only the file this export
+    created is removed, and only while it is still that file."""
     fmt = "csv" if path.suffix.lower() == ".csv" else "json"
+    folder = path.parent
     tmp = path.with_name(f".{path.name}.partial")
+    # 0o666: the operator's umask decides who may read the export, as for any
+    # file they write.
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as out:
+        fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, root=folder)
+    except FileExistsError:
+        raise FileExistsError(
+            f"{tmp} is there already and was left as it is: remove it, or export under another name"
+        ) from None
+    placed = False
+    with open(fd, "w", encoding="utf-8", newline="") as out:
+        try:
             count = write(out, fmt, rows.columns, rows.batches())
-            durable.fsync(out.fileno(), "export.data")
-        os.link(tmp, path)
-        fsync_dir(path.parent, root=path.parent, site="export.placed")
-    finally:
-        tmp.unlink(missing_ok=True)
+            out.flush()
+            durable.fsync(fd, "export.data")
+            placed = rename_noreplace(tmp, path, root=folder) == "renamed"
+        finally:
+            if not placed:
+                ours = FileIdentity.of_stat(os.fstat(fd))
+                unlink_if_identity(tmp, ours, root=folder, durably=None)
+    if not placed:
+        raise FileExistsError(f"{path} is there already: nothing was replaced")
+    fsync_dir(folder, root=folder, site="export.placed")
     return count

@@ -4,6 +4,7 @@ a file that is already there is never replaced."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import ClassVar
 
@@ -13,6 +14,8 @@ from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
+
+from ..fields import Field
 
 
 class ExportScreen(ModalScreen[Path | None]):
@@ -32,7 +35,7 @@ class ExportScreen(ModalScreen[Path | None]):
                 "enter writes, escape cancels.",
                 id="export-help",
             )
-            yield Input(str(self.suggested), id="export-path")
+            yield Field(str(self.suggested), id="export-path")
             yield Static("", id="export-error")
 
     @on(Input.Submitted, "#export-path")
@@ -40,13 +43,15 @@ class ExportScreen(ModalScreen[Path | None]):
         path = Path(event.value.strip()).expanduser()
         if not event.value.strip():
             return
-        if path.exists():
-            self.query_one("#export-error", Static).update(f"{path} is there: give another name")
-            return
-        if not path.parent.is_dir():
-            self.query_one("#export-error", Static).update(f"{path.parent} is not a folder")
-            return
-        self.dismiss(path)
+        error = self.query_one("#export-error", Static)
+        if os.path.lexists(path):  # a link too, even one that leads nowhere
+            error.update(f"{path} is there: give another name")
+        elif not os.path.lexists(path.parent):
+            error.update(f"{path.parent} does not exist: give a folder that does")
+        elif not path.parent.is_dir():
+            error.update(f"{path.parent} is not a folder")
+        else:
+            self.dismiss(path)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -20,17 +20,20 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.base.errors import explain
 from coldkeep.core.files.find import Version
 
 from ...operations.find import utc
+from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural, shown
+from ..actions import bindings
+from ..fields import Field
 from ..footer import FittedFooter
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import SHOWN
+from .help import KeyedScreen
 
 # Each version found, with its site ("" for this archive), and a line about what
 # was not searched (the fleet's sites without a snapshot); raises what find raises.
@@ -52,19 +55,38 @@ def find_key(site: str, v: Version) -> str:
     return f"{site}:{v.entry.id}"
 
 
-class FindInput(Input):
+class FindInput(Field):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("down", "screen.focus_table", "Results", show=False),
     ]
 
 
-class FindScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "back", "Back"),
-        ("H", "pick('versions')", "Versions"),
-        ("v", "pick('view')", "View"),
-        Binding("slash", "focus_find", "Find", priority=True),
-    ]
+class FindScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("back", "escape", "Back", "Close the find box, back to where you were"),
+        ConsoleAction(
+            "pick('versions')", "H", "Versions", "Every version of the highlighted row's path"
+        ),
+        ConsoleAction(
+            "pick('view')",
+            "v",
+            "View",
+            "Read the highlighted version in the pager, without restoring it (sha256 checked)",
+        ),
+        ConsoleAction(
+            "focus_find",
+            "slash",
+            "Find",
+            "Back to the pattern, to find something else",
+            at_once=True,
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Find: keys"
+    HELP_FOOT = (
+        "Type a glob ('**/*.log', anchored at live_root) or part of a path, then enter; "
+        "down leads to the table, where enter selects the row. esc closes this."
+    )
 
     def __init__(
         self,
@@ -99,6 +121,13 @@ class FindScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.set_focus(self.query_one("#find-input", Input))
+
+    def unavailable(self) -> dict[str, str]:
+        return {
+            f"pick({pick!r})": "not offered here"
+            for pick in ("versions", "view")
+            if pick not in self.offers
+        }
 
     @work(exclusive=True, group="find", exit_on_error=False)
     async def run_find(self, pattern: str) -> None:

@@ -1,5 +1,10 @@
-"""Help: every key and action, from the same registry the bindings come from (the
-main console's, or the fleet view's)."""
+"""Help: every key and action, from the same registry the bindings come from: the
+main console's, the fleet view's, or the screen's on top (``KeyedScreen``).
+
+A screen over the main one declares its keys once, as a registry (``KEYS``), and
+its bindings are made from it (``actions.bindings``): what its help lists is
+what its keys do there, never the main screen's (``v`` is the pager in the
+restore browser, Verify only on the main screen)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from ...operations.spec import ConsoleAction
@@ -52,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
             if why := self.unavailable.get(a.name):
                 what.append(f" (unavailable: {why})", style="bold")
             table.add_row(a.key_label, a.label, what)
-        table.add_row("tab", "Focus", "Move between panes and tables")
+        table.add_row("tab", "Focus", "Move between panes, tables and fields")
         table.add_row("ctrl+p", "Palette", "Search every action by name")
         return table
 
@@ -62,3 +67,29 @@ class HelpScreen(ModalScreen[None]):
             yield Static(self.title_text, id="help-title")
             yield Static(self.keys(), id="help-keys")
             yield Static(self.foot, id="help-foot")
+
+
+class KeyedScreen(Screen[None]):
+    """A screen over the main one whose keys are its own registry: a subclass
+    sets ``KEYS`` and ``BINDINGS = bindings(KEYS)``, and ``HELP_TITLE`` and
+    ``HELP_FOOT`` (what else moves there: tables, fields, tabs)."""
+
+    KEYS: ClassVar[tuple[ConsoleAction, ...]] = ()
+    HELP_TITLE: ClassVar[str] = ""
+    HELP_FOOT: ClassVar[str] = "esc closes this."
+
+    def unavailable(self) -> dict[str, str]:
+        """Why a key of ``KEYS`` does nothing here now, by action name."""
+        return {}
+
+    def help_screen(self, *app_keys: ConsoleAction) -> HelpScreen:
+        """This screen's keys, then those of ``app_keys`` (the app's that still
+        act over it: help, quit) whose keys it does not take for itself."""
+        taken = {k for a in self.KEYS for k in a.keys.split(",")}
+        still = [a for a in app_keys if not taken & set(a.keys.split(","))]
+        return HelpScreen(
+            self.unavailable(),
+            actions=(*self.KEYS, *still),
+            title=self.HELP_TITLE,
+            foot=self.HELP_FOOT,
+        )

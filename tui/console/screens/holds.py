@@ -18,7 +18,6 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Select, Static
 
 from coldkeep.core.archiver import Archiver
@@ -26,11 +25,15 @@ from coldkeep.core.ops.holds import HoldChange
 from coldkeep.core.store.legalholds import SCOPES, Hold, HoldError
 from coldkeep.core.store.manifest import ManifestError
 
+from ...operations.spec import ConsoleAction
 from ...text.fmt import day, parse_day
+from ..actions import bindings
+from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import HoldsChanged
 from ..tables import cursor_key, keyed_table, sync_table
 from .confirm import ConfirmScreen
+from .help import KeyedScreen
 
 HELP = (
     "Nothing a hold covers is expired, and no ship drops its local copy, until it is "
@@ -49,11 +52,21 @@ class HoldsRead(Message):
     placed: bool = False
 
 
-class HoldsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "app.pop_screen", "Back"),
-        ("d", "release", "Release selected"),
-    ]
+class HoldsScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction(
+            "app.pop_screen", "escape", "Back", "Close the holds, back to the main screen"
+        ),
+        ConsoleAction(
+            "release", "d", "Release selected", "Release the highlighted hold (asks first)"
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Legal holds: keys"
+    HELP_FOOT = (
+        f"{HELP} Tab moves between the table and the form; enter in the form places the "
+        "hold. esc closes this."
+    )
 
     def __init__(self, archiver: Archiver, holds: list[Hold], *, blocked: str | None) -> None:
         super().__init__()
@@ -69,9 +82,9 @@ class HoldsScreen(Screen[None]):
                 yield Select(
                     [(s, s) for s in SCOPES], value="unit", allow_blank=False, id="hold-scope"
                 )
-                yield Input(placeholder="unit, glob or entry id", id="hold-target")
-                yield Input(placeholder="reason (required)", id="hold-reason")
-                yield Input(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
+                yield Field(placeholder="unit, glob or entry id", id="hold-target")
+                yield Field(placeholder="reason (required)", id="hold-reason")
+                yield Field(placeholder="until YYYY-MM-DD (optional)", id="hold-until")
                 yield Button("Place hold", id="hold-place")
         blocked = f"{self.blocked}: holds are listed, not placed or released"
         yield Static(blocked if self.blocked else "", id="holds-status")

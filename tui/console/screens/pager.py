@@ -29,9 +29,8 @@ from rich.highlighter import JSONHighlighter
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -40,10 +39,15 @@ from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import explain
 from coldkeep.core.ops.cat import cat_file
+from coldkeep.core.remote.sealing import Identities
 
+from ...operations.spec import ConsoleAction
 from ...text.fmt import human, shown, terminal_text
+from ..actions import bindings
+from ..fields import Field
 from ..footer import FittedFooter
 from ..spool import Spool
+from .help import KeyedScreen
 
 # The file's bytes to ``out`` as they are read, checked: the problem when they
 # are not the archived file (None: they are). Raises what the read raises.
@@ -257,20 +261,34 @@ class PagerView(Widget, can_focus=True):
         self.scroll_lines(-3)
 
 
-class PagerScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "close", "Close"),
-        Binding("slash", "search", "Search"),
-        Binding("n", "next", "Next"),
-        Binding("N", "previous", "Previous"),
-        Binding("p", "pretty", "Pretty JSON"),
-        Binding("down,j", "lines(1)", "Down", show=False),
-        Binding("up,k", "lines(-1)", "Up", show=False),
-        Binding("pagedown,space", "page_down", "Page down", show=False),
-        Binding("pageup,b", "page_up", "Page up", show=False),
-        Binding("home,g", "home", "Top", show=False),
-        Binding("end,G", "end", "End"),
-    ]
+class PagerScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction(
+            "close", "escape", "Close", "Close the search box, else the pager", alt_key="q"
+        ),
+        ConsoleAction(
+            "search", "slash", "Search", "Search the file (lower case: any case); enter finds"
+        ),
+        ConsoleAction("next", "n", "Next", "The next line the search finds"),
+        ConsoleAction("previous", "N", "Previous", "The line before that the search finds"),
+        ConsoleAction(
+            "pretty", "p", "Pretty JSON", "JSON lines pretty-printed, or as they are stored"
+        ),
+        ConsoleAction("lines(1)", "down", "Down", "One line down", alt_key="j", footer=False),
+        ConsoleAction("lines(-1)", "up", "Up", "One line up", alt_key="k", footer=False),
+        ConsoleAction(
+            "page_down", "pagedown", "Page down", "A screen down", alt_key="space", footer=False
+        ),
+        ConsoleAction("page_up", "pageup", "Page up", "A screen up", alt_key="b", footer=False),
+        ConsoleAction("home", "home", "Top", "The first line", alt_key="g", footer=False),
+        ConsoleAction("end", "end", "End", "The last line, and the verdict after it", alt_key="G"),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Pager: keys"
+    HELP_FOOT = (
+        "The file is read as it is shown, never restored; the last line says whether its "
+        "bytes are the archived file's (sha256). esc closes this."
+    )
 
     def __init__(self, title: Text, name: str, source: Source) -> None:
         super().__init__()
@@ -285,7 +303,7 @@ class PagerScreen(Screen[None]):
         yield Static(self.title_text, id="pager-title")
         yield PagerView(self.spool, pretty=self.pretty, id="pager-view")
         yield Static("", id="pager-status")
-        yield Input(placeholder="search (lower case: any case); enter finds", id="pager-search")
+        yield Field(placeholder="search (lower case: any case); enter finds", id="pager-search")
         yield FittedFooter()
 
     def on_mount(self) -> None:
@@ -457,11 +475,15 @@ class PagerScreen(Screen[None]):
         return not (isinstance(self.focused, Input) and action != "close")
 
 
-def archived(settings: Settings, relpath: str, entry_id: int) -> Source:
+def archived(
+    settings: Settings, relpath: str, entry_id: int, identities: Identities | None
+) -> Source:
     """The bytes of entry ``entry_id`` (a version of ``relpath``) as ``coldkeep
-    cat`` reads them: from its gzip, its bundle member, or the remote copy."""
+    cat`` reads them: from its gzip, its bundle member, or the remote copy (a
+    sealed one opened with ``identities``, the console's ``--identity``)."""
 
     async def read(out: BinaryIO, cancel: CancelToken) -> str | None:
-        return (await cat_file(settings, relpath, str(entry_id), out, cancel)).problem
+        got = await cat_file(settings, relpath, str(entry_id), out, cancel, identities)
+        return got.problem
 
     return read

@@ -24,10 +24,9 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Static, TabbedContent, TabPane
 
 from coldkeep.core.base.config import Settings
@@ -36,15 +35,20 @@ from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, arc
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped, load_catalog
 from coldkeep.core.files.find import Version, find
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
+from coldkeep.core.remote.sealing import Identities
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
+from ...operations.spec import ConsoleAction
 from ...text.fmt import clock_time, human, plural, short_path, shown
+from ..actions import bindings
+from ..fields import Field
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick
+from .help import KeyedScreen
 from .pager import PagerScreen, archived
 from .versions import VersionsScreen, pager_for
 
@@ -97,20 +101,58 @@ class MonthsLoaded(Message):
     months: list[ArchivedMonth]
 
 
-class RestoreScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "back", "Back"),
-        ("space", "select_row", "Select"),
-        ("r", "restore", "Restore"),
-        ("y", "copy", "Copy path"),
-        ("v", "view", "View"),
-        ("H", "versions", "Versions"),
-        ("g", "find", "Find"),
+class RestoreScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("back", "escape", "Back", "Close the browser, back to the main screen"),
+        ConsoleAction(
+            "select_row",
+            "space",
+            "Select",
+            "Select or unselect the highlighted file (on the Events tab: its month and kind)",
+        ),
+        ConsoleAction(
+            "restore",
+            "r",
+            "Restore",
+            "Restore the selected files (or the highlighted one) to their live paths or under "
+            "the directory typed below; on the Events tab the months and kinds selected; "
+            "asks first",
+        ),
+        ConsoleAction(
+            "copy", "y", "Copy path", "Copy a shell line that gives the file's bytes back"
+        ),
+        ConsoleAction(
+            "view",
+            "v",
+            "View",
+            "Read the highlighted file in the pager, without restoring it (sha256 checked)",
+        ),
+        ConsoleAction("versions", "H", "Versions", "Every version of the highlighted file's path"),
+        ConsoleAction(
+            "find",
+            "g",
+            "Find",
+            "Find in the whole manifest (a glob or part of a path): every version of every "
+            "match; enter selects one here",
+        ),
         # Acted on as it is read (priority), so that what is typed right after it
         # lands in the filter; in a text field it is a character (paths have
         # slashes), and the footer does not offer it there.
-        Binding("slash", "focus_filter", "Filter", priority=True),
-    ]
+        ConsoleAction(
+            "focus_filter",
+            "slash",
+            "Filter",
+            "Back to the filter, its text selected: typing starts a new one",
+            at_once=True,
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Restore browser: keys"
+    HELP_FOOT = (
+        f"The filter: {FILTER_HINT.removeprefix('filter: ')}. Down, enter or tab lead "
+        "from it to the table, arrow keys move there; tab reaches the target directory "
+        "and the buttons. esc closes this."
+    )
 
     def __init__(
         self,
@@ -119,9 +161,12 @@ class RestoreScreen(Screen[None]):
         base: Path,
         read_only: bool = False,
         blocked: str | None = None,
+        identities: Identities | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
+        # The console's --identity: the pager opens a sealed remote copy with it.
+        self.identities = identities
         self.archive = Layout(settings.archive_root)
         self.base = base  # paths are shown relative to it (the config's folder)
         # Browsing, previewing and copying a path change nothing; in read-only
@@ -155,7 +200,7 @@ class RestoreScreen(Screen[None]):
                 )
                 yield Static("", id="restore-preview")
                 with Horizontal(id="restore-controls"):
-                    yield Input(
+                    yield Field(
                         placeholder="restore under this directory (empty: to the live paths)",
                         id="restore-to",
                         disabled=self.read_only,
@@ -176,6 +221,10 @@ class RestoreScreen(Screen[None]):
                     yield Button("Restore rows \\[r]", id="events-go", variant="warning")
                 yield Static("", id="events-result")
         yield FittedFooter()
+
+    def unavailable(self) -> dict[str, str]:
+        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
+        return {"restore": why} if why else {}
 
     def on_mount(self) -> None:
         self.query_one("#restore-results").display = False
@@ -416,7 +465,9 @@ class RestoreScreen(Screen[None]):
             f"  ·  {source(row)}"
         )
         self.app.push_screen(
-            PagerScreen(title, row.relpath, archived(self.settings, row.relpath, row.id))
+            PagerScreen(
+                title, row.relpath, archived(self.settings, row.relpath, row.id, self.identities)
+            )
         )
 
     def action_versions(self) -> None:
@@ -436,7 +487,12 @@ class RestoreScreen(Screen[None]):
             return
         self.app.push_screen(
             VersionsScreen(
-                self.settings, relpath, root=root, read_only=self.read_only, blocked=self.blocked
+                self.settings,
+                relpath,
+                root=root,
+                read_only=self.read_only,
+                blocked=self.blocked,
+                identities=self.identities,
             )
         )
 
@@ -459,7 +515,7 @@ class RestoreScreen(Screen[None]):
         elif v.location == "missing":
             self.notify(f"entry {e.id}: missing, no copy to read", severity="warning")
         else:
-            self.app.push_screen(pager_for(self.settings, v))
+            self.app.push_screen(pager_for(self.settings, v, self.identities))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "focus_filter":
@@ -471,8 +527,7 @@ class RestoreScreen(Screen[None]):
     @on(Button.Pressed, "#restore-go")
     @on(Button.Pressed, "#events-go")
     def action_restore(self) -> None:
-        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
-        if why:
+        if why := self.unavailable().get("restore"):
             self.notify(why, severity="warning")
             return
         if self.query_one(TabbedContent).active == "restore-events":

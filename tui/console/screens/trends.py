@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Static
 
 from coldkeep.core.archiver import Archiver
@@ -27,9 +26,12 @@ from coldkeep.core.base.errors import ColdkeepError
 from coldkeep.core.ops.trends import Trends
 from coldkeep.core.store.manifest import ManifestError
 
+from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural
+from ..actions import bindings
 from ..charts import NameBars, SeriesChart
 from ..footer import FittedFooter
+from .help import KeyedScreen
 
 SPANS = (30, 90, 365)
 TIERS = {
@@ -46,11 +48,16 @@ class TrendsRead(Message):
     error: str = ""
 
 
-class TrendsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "app.pop_screen", "Back"),
-        ("d", "days", "Days shown"),
-    ]
+class TrendsScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("app.pop_screen", "escape", "Back", "Close the Trends screen"),
+        ConsoleAction(
+            "days", "d", "Days shown", f"The days charted: {' / '.join(map(str, SPANS))}"
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "Trends: keys"
+    HELP_FOOT = "Arrow keys and page up / down scroll the charts. esc closes this."
 
     def __init__(self, archiver: Archiver) -> None:
         super().__init__()

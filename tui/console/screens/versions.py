@@ -20,7 +20,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from coldkeep.core.base.config import Settings
@@ -28,14 +27,18 @@ from coldkeep.core.base.errors import explain
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.find import Version, versions
 from coldkeep.core.files.restore import Selection
+from coldkeep.core.remote.sealing import Identities
 
 from ...operations.find import utc
 from ...operations.restore import RESTORE, restore_files
+from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural, shown
+from ..actions import bindings
 from ..footer import FittedFooter
 from ..messages import Confirmed
 from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .confirm import ConfirmScreen
+from .help import KeyedScreen
 from .pager import PagerScreen, archived
 
 LOCATIONS = {
@@ -61,12 +64,26 @@ def version_cells(v: Version) -> tuple[Cell, ...]:
     return (utc(e.archived_at), human(e.bytes), location, hold, e.id, e.sha256[:12])
 
 
-class VersionsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape", "back", "Back"),
-        ("v", "view", "View"),
-        ("r", "restore", "Restore"),
-    ]
+class VersionsScreen(KeyedScreen):
+    KEYS = (
+        ConsoleAction("back", "escape", "Back", "Close the versions, back to where you were"),
+        ConsoleAction(
+            "view",
+            "v",
+            "View",
+            "Read the highlighted version in the pager, without restoring it (sha256 checked)",
+        ),
+        ConsoleAction(
+            "restore",
+            "r",
+            "Restore",
+            "Restore the highlighted version (to its live path, or under the browser's "
+            "directory); asks first",
+        ),
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings(KEYS)]
+    HELP_TITLE = "A file's versions: keys"
+    HELP_FOOT = "Arrow keys move in the table, newest first. esc closes this."
 
     def __init__(
         self,
@@ -76,9 +93,11 @@ class VersionsScreen(Screen[None]):
         root: Path | None = None,
         read_only: bool = False,
         blocked: str | None = None,
+        identities: Identities | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
+        self.identities = identities  # the console's --identity: the pager opens sealed copies
         self.relpath = relpath
         self.root = root  # where a restore goes; None: the live path
         self.read_only = read_only
@@ -103,6 +122,10 @@ class VersionsScreen(Screen[None]):
         )
         yield Static("reading the manifest…", id="versions-preview")
         yield FittedFooter()
+
+    def unavailable(self) -> dict[str, str]:
+        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
+        return {"restore": why} if why else {}
 
     def on_mount(self) -> None:
         self.query_one("#versions-table").focus()
@@ -151,14 +174,13 @@ class VersionsScreen(Screen[None]):
         if v.location in ("expired", "missing"):
             self.notify(f"entry {v.entry.id}: {LOCATIONS[v.location]} to read", severity="warning")
             return
-        self.app.push_screen(pager_for(self.settings, v))
+        self.app.push_screen(pager_for(self.settings, v, self.identities))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "restore" and self.read_only)
 
     def action_restore(self) -> None:
-        why = "the console is read-only (--read-only)" if self.read_only else self.blocked
-        if why:
+        if why := self.unavailable().get("restore"):
             self.notify(why, severity="warning")
             return
         self.confirm()
@@ -192,11 +214,11 @@ class VersionsScreen(Screen[None]):
             self.post_message(Confirmed("restore", RESTORE.name, run))
 
 
-def pager_for(settings: Settings, v: Version) -> PagerScreen:
-    """The pager on version ``v``."""
+def pager_for(settings: Settings, v: Version, identities: Identities | None) -> PagerScreen:
+    """The pager on version ``v`` (a sealed copy opened with ``identities``)."""
     e = v.entry
     title = name_cell(e.relpath) + Text(
         f"  ·  entry {e.id}  ·  {human(e.bytes)}  ·  archived {utc(e.archived_at)}  ·  "
         f"from {LOCATIONS.get(v.location, v.location)}"
     )
-    return PagerScreen(title, e.relpath, archived(settings, e.relpath, e.id))
+    return PagerScreen(title, e.relpath, archived(settings, e.relpath, e.id, identities))
