@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..base.errors import ColdkeepError
+from ..base.fsutil import ensure_dir
 from ..base.layout import Layout
 
 # How long a change waits for the readers in its way before it goes ahead.
@@ -54,10 +55,14 @@ class ShareUnavailable(ColdkeepError):
     """The share's file can be neither opened nor made."""
 
 
-def _open(archive_root: Path, flags: int) -> int:
+def _open(archive_root: Path, flags: int) -> int | None:
+    """The share's file opened (made if missing); None when the archive root is
+    not there yet: no move has run."""
     path = Layout(archive_root).events_read
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except FileNotFoundError:
+        return None
     except OSError as err:
         raise ShareUnavailable(
             f"{path}: cannot be opened ({err.strerror or err}); a read of event rows and a "
@@ -73,22 +78,32 @@ def _counter(fd: int) -> int:
 
 class ReadShare:
     """A reader's side: ``begin`` before the first row is read, ``end`` after
-    the last (whether it raced)."""
+    the last (whether it raced). Before the archive root exists there is no
+    file to share: a read then raced if one exists when it ends (a first pass
+    makes it before its first change)."""
 
     def __init__(self, archive_root: Path) -> None:
-        self._fd: int | None = _open(archive_root, os.O_RDONLY)
-        self._at: int | None = None  # the counter when the read began
+        self.archive_root = archive_root
+        self._fd: int | None = None
+        self._at: int | None = None  # the counter when the read began; -1: no file
 
     def begin(self) -> None:
-        assert self._fd is not None and self._at is None, "one read at a time"
+        assert self._at is None, "one read at a time"
+        if self._fd is None:
+            self._fd = _open(self.archive_root, os.O_RDONLY)
+        if self._fd is None:
+            self._at = -1
+            return
         fcntl.flock(self._fd, fcntl.LOCK_SH)  # waits for one change's transaction at most
         self._at = _counter(self._fd)
 
     def end(self) -> bool:
         """The read let go; True when a change went ahead while it read."""
-        if self._fd is None or self._at is None:
+        if self._at is None:
             return False
         at, self._at = self._at, None
+        if self._fd is None:
+            return Layout(self.archive_root).events_read.exists()
         try:
             now = _counter(self._fd)
         finally:
@@ -96,8 +111,8 @@ class ReadShare:
         return at % 2 == 1 or now != at
 
     def close(self) -> None:
+        self.end()
         if self._fd is not None:
-            self.end()
             os.close(self._fd)
             self._fd = None
 
@@ -107,6 +122,7 @@ class ChangeShare:
     transaction that moves rows between live and the months."""
 
     def __init__(self, archive_root: Path, wait_s: float = READERS_WAIT_S) -> None:
+        ensure_dir(archive_root, root=archive_root)  # made on first use, as the lock's
         self._fd: int | None = _open(archive_root, os.O_RDWR)
         self.wait_s = wait_s
         self._patient = True  # False once a change went ahead past a reader
