@@ -81,16 +81,12 @@ def query(
     7/2 is 3 there, 3.5 in DuckDB): a lookup by id or another indexed column
     reads a few pages of each month, not every row; it takes at most 124
     months (narrow --from/--to), and reads a month only the remote tier holds
-    without downloading it (--stats says the bytes fetched). A month sealed to
-    age recipients ([remote] encrypt_to) that only the remote holds is opened
-    whole with --identity, for either engine, into a folder of the read cache
-    ([mount] cache_dir) removed after. Nothing is written: the databases are
-    read-only to either, and the SQL reads the live table and the months and
-    nothing else. A month that cannot be read, or that the manifest knows and
-    nothing holds, refuses the query, named (exit 1), unless --partial. The
-    answer is as of one moment even while a pass moves rows; a query that a
-    pass had to overtake (it waits a few seconds for one) says so (exit 1).
-    Bad SQL, or SQL that reaches anything else: exit 2.
+    without downloading it (--stats says the bytes fetched); a sealed one is
+    opened whole with --identity, into the read cache, removed after. Nothing
+    is written, nothing but the live table and the months is read. A month
+    that cannot be read, or that the manifest knows and nothing holds, refuses
+    the query, named (exit 1), unless --partial; so does a pass that had to
+    overtake it. Bad SQL, or SQL that reaches anything else: exit 2.
 
     \b
       coldkeep query "SELECT kind, count(*) FROM events GROUP BY kind"
