@@ -61,6 +61,7 @@ from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..base.times import DAY_S
 from ..store.manifest import reading
+from ..store.schema import version_problem
 from .eventschema import MONTH_SCHEMA, EventSchema, discover, open_live, q, reading_month
 from .readshare import ReadShare
 
@@ -224,6 +225,13 @@ def _recorded(manifest: Path) -> _Recorded:
     if not manifest.exists():
         return _Recorded()
     with reading(manifest) as conn:
+        conn.execute("BEGIN")  # one snapshot of it: a command may be writing it
+        [(version,)] = conn.execute("PRAGMA user_version").fetchall()
+        if version == 0:  # being made by a first command: nothing recorded yet
+            return _Recorded()
+        problem = version_problem(manifest, version, readonly=True)
+        if problem is not None:
+            raise QueryError(problem)
         shipped = {
             m: RemoteMonth(*row)
             for (m, *row) in conn.execute(

@@ -8,6 +8,7 @@ folder, a bucket without versions and one with Object Lock."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -24,6 +25,7 @@ from pyrage import x25519
 
 from coldkeep.core.events.query import ENGINES
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, ck_json, make_events_db
 from remotecheck import set_remote
@@ -327,6 +329,8 @@ def test_a_query_while_a_pass_moves_rows_counts_each_row_once_or_says_it_raced(
     )
     with sqlite3.connect(site / "state.db") as db:
         [(total,)] = db.execute("SELECT count(*) FROM events").fetchall()
+    (site / "archive").mkdir()
+    asyncio.run(_manifest_made(site / "archive" / "coldkeep.db"))  # no query reads one half made
     events = site / "archive" / "events"
     count = ["--json", "SELECT count(*) AS n FROM events"]
     answers: list[tuple[bool, subprocess.CompletedProcess[str]]] = []
@@ -349,6 +353,10 @@ def test_a_query_while_a_pass_moves_rows_counts_each_row_once_or_says_it_raced(
                 and "run the query again" in run.stderr
             )
     assert json.loads(_query(site, *count).stdout)["n"] == total
+
+
+async def _manifest_made(path: Path) -> None:
+    await (await Manifest.open(path)).close()
 
 
 def test_a_month_gone_from_events_is_named_not_silently_missing(site: Path, tmp_path: Path) -> None:

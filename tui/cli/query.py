@@ -85,8 +85,8 @@ def query(
     opened whole with --identity, into the read cache, removed after. Nothing
     is written, nothing but the live table and the months is read. A month
     that cannot be read, or that the manifest knows and nothing holds, refuses
-    the query, named (exit 1), unless --partial; so does a pass that had to
-    overtake it. Bad SQL, or SQL that reaches anything else: exit 2.
+    the query (exit 1) unless --partial; so does a pass that overtook it.
+    SQL that is not one SELECT, or reaches anything else: exit 2.
 
     \b
       coldkeep query "SELECT kind, count(*) FROM events GROUP BY kind"
@@ -103,8 +103,7 @@ def query(
     fmt = "json" if as_json else "csv" if as_csv else "text"
     try:
         span = parse_range(start, end)
-        archiver = ctx.archiver()
-        archiver.sessions.identities = load_identity(identity)
+        (archiver := ctx.archiver()).sessions.identities = load_identity(identity)
         run = archiver.events_query(span, partial=partial, as_text=as_text, engine=engine)
         plan, count = _answer(run, sql, fmt)
     except BrokenPipeError:
