@@ -55,8 +55,9 @@ Invariants:
 - Each batch's copy into a month and its delete from live commit under the
   share with the queries that read event rows (readshare.py), taken before any
   SQLite lock: a query reads a batch in both places or in one, never in
-  neither or counted twice. A query reading past ``READERS_WAIT_S`` is
-  overtaken (and told), never waited for longer.
+  neither or counted twice. A query reading past ``READERS_WAIT_S`` (or past
+  the time the phase has worked besides) is overtaken, and told, never waited
+  for longer.
 - The row with the largest id never moves: without AUTOINCREMENT, SQLite gives
   the next insert max(id) + 1, and deleting the largest row would hand its id to
   a new row while the old one sits in the archive.

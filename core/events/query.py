@@ -88,6 +88,10 @@ _KNOWN = """
 """
 
 
+_MISSING = "its rows would be missing from the answer"
+_PARTIAL = "--partial answers without it"
+
+
 class QueryError(ColdkeepError):
     """The query cannot be answered; the message says why and what to do."""
 
@@ -362,15 +366,10 @@ class EventsQuery:
                 lite.attach(con, uri, name)
                 lite.month_check(con, name, schema, MONTH_SCHEMA)
             except (ColdkeepError, apsw.Error, ValueError) as err:
-                if not self.partial:
-                    raise QueryError(
-                        f"{month} (on the remote, {obj.path}): cannot be read "
-                        f"({first_line(err)}); its rows would be missing from the answer: "
-                        "--partial answers without it"
-                    ) from err
+                said = f"{month} (on the remote, {obj.path}): cannot be read ({first_line(err)}); "
+                self._left_out(month, first_line(err), f"{said}{_MISSING}: {_PARTIAL}", err)
                 if name in {str(r[1]) for r in con.execute("PRAGMA database_list")}:
                     lite.detach(con, name)
-                self.plan.left_out[month] = first_line(err)
                 continue
             got.append(name)
             self.plan.months.append(month)
@@ -411,12 +410,8 @@ class EventsQuery:
             try:
                 _month_top(path, schema)
             except sqlite3.DatabaseError as err:
-                if not self.partial:
-                    raise QueryError(
-                        f"{path}: cannot be read ({err}); its rows would be missing from the "
-                        "answer: coldkeep verify says more, --partial answers without it"
-                    ) from err
-                self.plan.left_out[month] = str(err)
+                said = f"{path}: cannot be read ({err}); {_MISSING}: coldkeep verify says more, "
+                self._left_out(month, str(err), said + _PARTIAL, err)
                 continue
             sources.append(Source(_name(month), path))
             self.plan.months.append(month)
@@ -435,6 +430,13 @@ class EventsQuery:
         self._remote_only({m: o for m, o in away.items() if m not in sealed})
         self.plan.months.sort()
         return sources
+
+    def _left_out(self, month: str, why: str, said: str, err: BaseException | None) -> None:
+        """A month that cannot be read: without ``partial`` the query refused,
+        in the one line ``said``; with it, the month left out for ``why``."""
+        if not self.partial:
+            raise QueryError(said) from err
+        self.plan.left_out[month] = why
 
     def _gone(self, gone: dict[str, int | None]) -> None:
         """Months the manifest knows that neither events/ nor the remote tier
@@ -456,18 +458,16 @@ class EventsQuery:
         query, or with ``partial`` is left out."""
         got = []
         for month, obj in sealed.items():
+            if self.remote is None:  # the caller reads no remote month
+                why = "only in the remote tier, sealed"
+                self._left_out(month, why, f"{month}: {why}; {_MISSING}: {_PARTIAL}", None)
+                continue
             try:
-                if self.remote is None:  # the caller reads no remote month
-                    raise QueryError(f"{month} is only in the remote tier, sealed")
                 path = self._reader().opened(month, obj)
                 _month_top(path, schema)
             except (ColdkeepError, sqlite3.DatabaseError) as err:
-                if not self.partial:
-                    raise QueryError(
-                        f"{first_line(err)}; its rows would be missing from the answer: "
-                        "--partial answers without it"
-                    ) from err
-                self.plan.left_out[month] = first_line(err)
+                said = f"{first_line(err)}; {_MISSING}: {_PARTIAL}"
+                self._left_out(month, first_line(err), said, err)
                 continue
             got.append(Source(_name(month), path))
             self.plan.months.append(month)

@@ -12,13 +12,16 @@ exclusively (``LOCK_EX``) around its transaction: a read sees all of a change
 or none of it. (The SQLite engine needs none of this: it reads every database
 in one snapshot, query.py.)
 
-A change waits for the readers at most ``READERS_WAIT_S``; then it goes ahead
-without the share, and says so: it makes the counter at the start of the file
-odd before it commits and even after. A read that finds the counter odd when it
-begins, or other than it was when it ends, overlapped such a change: it raced,
-and its answer is not used. Once a change has gone ahead, the next ones wait no
-more until one finds no reader in the way (the reader that held it may still be
-there): a reader that never lets go costs a pass one wait, not one per batch.
+A change waits for the readers at most ``READERS_WAIT_S`` at a time, and over
+the changer's life no longer than it has worked besides, plus that: readers one
+after another can make a pass take twice as long (and 5 s), never stop it. Past
+its wait a change goes ahead without the share, and says so: it makes the
+counter at the start of the file odd before it commits and even after. A read
+that finds the counter odd when it begins, or other than it was when it ends,
+overlapped such a change: it raced, and its answer is not used. Once a change
+has gone ahead, the next ones wait no more until one finds no reader in the way
+(the reader that held it may still be there): a reader that never lets go costs
+a pass one wait, not one per batch.
 
 Invariants:
 - The file is never unlinked or truncated (see base/lock.py): it is made once,
@@ -125,6 +128,7 @@ class ChangeShare:
         ensure_dir(archive_root, root=archive_root)  # made on first use, as the lock's
         self._fd: int | None = _open(archive_root, os.O_RDWR)
         self.wait_s = wait_s
+        self._since = time.monotonic()
         self._patient = True  # False once a change went ahead past a reader
         self.waited_s = 0.0  # for readers, over this share's life
         self.overtaken = 0  # changes that went ahead while a reader read
@@ -149,22 +153,25 @@ class ChangeShare:
             self._bump(fd)
 
     def _take(self, fd: int) -> bool:
-        """``LOCK_EX``, waiting for the readers up to ``wait_s`` (not at all
-        while the last wait ran out and no free moment has come since)."""
+        """``LOCK_EX``, waiting for the readers up to ``wait_s``, and no longer
+        than the time worked besides allows (not at all while the last wait ran
+        out and no free moment has come since)."""
         t0 = time.monotonic()
+        worked = t0 - self._since - self.waited_s
+        wait_s = min(self.wait_s, self.wait_s + worked - self.waited_s)
         pause = 0.001
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 waited = time.monotonic() - t0
-                if not self._patient or waited >= self.wait_s:
+                if not self._patient or waited >= wait_s:
                     self.waited_s += waited
                     self._patient = False
                     return False
                 # Polled: flock has no timeout, and a reader's read takes
                 # milliseconds to seconds.
-                time.sleep(min(pause, self.wait_s - waited))
+                time.sleep(max(0.0, min(pause, wait_s - waited)))
                 pause = min(pause * 2, 0.05)
                 continue
             self.waited_s += time.monotonic() - t0

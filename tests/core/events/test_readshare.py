@@ -1,8 +1,9 @@
 """The share between reads of event rows and the moves of them: a move waits
 for the readers, at most its wait, then goes ahead and the readers it
 overtook know they raced; it waits once for a reader that never lets go, and
-again once a move found no reader; a DuckDB read whose rows have left when
-it learns it raced refuses its answer."""
+again once a move found no reader, never longer in all than it worked besides;
+a DuckDB read whose rows have left when it learns it raced refuses its
+answer."""
 
 from __future__ import annotations
 
@@ -37,12 +38,21 @@ def test_a_move_waits_for_a_reader_then_overtakes_it_and_the_reader_knows(
         assert reader.end() is True
         reader.begin()
         assert reader.end() is False  # nothing moved while it read
-        with mover.changing():  # a free moment: the next reader is waited for again
+        with mover.changing():  # a free moment: the next reader is waited for again,
+            pass
+        reader.begin()
+        with mover.changing():  # ... no longer than the mover worked besides (~0 s)
+            pass
+        assert mover.overtaken == 3 and mover.waited_s - waited < 0.05
+        assert reader.end() is True
+        waited = mover.waited_s
+        mover._since -= 1.0  # as if it had worked a second
+        with mover.changing():
             pass
         reader.begin()
         with mover.changing():
             pass
-        assert mover.overtaken == 3 and mover.waited_s - waited >= 0.05
+        assert mover.overtaken == 4 and mover.waited_s - waited >= 0.05
         assert reader.end() is True
     finally:
         reader.close()
