@@ -15,8 +15,9 @@ Invariants:
   the statement or the events table of a database attached, refuses it. Only
   one SELECT (or EXPLAIN of one) is run. DuckDB never spills to disk.
 - A month's row is left out where the live table has its id: the live ids at
-  or below the months' largest (``TOP``, set for each read from the months as
-  they are then), read in the same statement.
+  or below the months' largest, read into a temporary table (``LIVE_IDS``) at
+  the start of each read, under its share: one scan of live a read, however
+  many months.
 - A read (``Streamed``) holds the share with the moves (readshare.py) from
   before its statement runs until its last row is fetched: DuckDB scans each
   database on connections of its own, at moments of its own, so the months
@@ -44,8 +45,8 @@ from .query import FROM, SOURCED, VIEW, BadQuery, QueryError, QueryRaced, first_
 ALLOWED = ("SELECT", "EXPLAIN")
 # Table functions the caller's SQL may use: each computes from its arguments.
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
-# The largest id of any month, as the read found them (a DuckDB variable).
-TOP = "coldkeep_top"
+# The live ids a month's row may have, as the read found them (in memory).
+LIVE_IDS = "coldkeep_live_ids"
 # How many times a read that raced before any row left is run.
 TRIES = 3
 _EXPLAIN = re.compile(r"\s*EXPLAIN(?:\s+ANALY[SZ]E)?\s+", re.I)
@@ -98,7 +99,7 @@ def connect(
             con.execute("SET sqlite_all_varchar = true")
         for name, path in sources:
             con.execute(f"ATTACH {sql_text(str(path))} AS {name} (TYPE sqlite, READ_ONLY)")
-        set_top(con, None)
+        live_ids(con, schema, None)
         _view(con, schema, [name for name, _ in sources[1:]], when)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -116,18 +117,23 @@ def _view(
     and its delete: the live copy counts); ``coldkeep_rows``: the same with
     each row's ``coldkeep_from``."""
     pk, table = q(schema.pk), q(schema.table)
-    live_ids = f"SELECT {pk} FROM live.{table} WHERE {pk} <= getvariable('{TOP}')"
     parts = [f"SELECT *, 'live' AS {FROM} FROM live.{table}" + (f" WHERE {when}" if when else "")]
     for name in months:
-        conds = " AND ".join(c for c in (when, f"{pk} NOT IN ({live_ids})") if c)
+        conds = " AND ".join(c for c in (when, f"{pk} NOT IN (SELECT id FROM {LIVE_IDS})") if c)
         parts.append(f"SELECT *, 'archive' AS {FROM} FROM {name}.{table} WHERE {conds}")
     con.execute(f"CREATE TEMP VIEW {SOURCED} AS " + " UNION ALL BY NAME ".join(parts))
     con.execute(f"CREATE TEMP VIEW {VIEW} AS SELECT * EXCLUDE ({FROM}) FROM {SOURCED}")
 
 
-def set_top(con: duckdb.DuckDBPyConnection, top: int | None) -> None:
-    """The months' largest id, for the reads to come (None: no month holds a row)."""
-    con.execute(f"SET VARIABLE {TOP} = {'NULL' if top is None else int(top)}")
+def live_ids(con: duckdb.DuckDBPyConnection, schema: EventSchema, top: int | None) -> None:
+    """The live ids at or below ``top``, the months' largest id (None: no month
+    holds a row), for the read beginning."""
+    pk, table = q(schema.pk), q(schema.table)
+    below = "false" if top is None else f"{pk} <= {int(top)}"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {LIVE_IDS} AS SELECT {pk} AS id FROM live.{table} "
+        f"WHERE {below}"
+    )
 
 
 def check_sql(

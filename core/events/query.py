@@ -512,7 +512,7 @@ class EventsQuery:
 
     def _begin_duckdb(self) -> None:
         """A DuckDB read begun: the share held, the engine opened again if the
-        months changed, and the months' largest id as they are now."""
+        months changed, and the live ids a month's row may have as they are now."""
         from . import duckquery as duck  # noqa: PLC0415
 
         self._end_read()
@@ -524,7 +524,8 @@ class EventsQuery:
                 self._reopen()
             tops = [_month_top(s.path, self.schema) for s in self._sources[1:]]
             assert self.con is not None
-            duck.set_top(self.con, max((t for t in tops if t is not None), default=None))
+            top = max((t for t in tops if t is not None), default=None)
+            duck.live_ids(self.con, self.schema, top)
         except BaseException:
             self._end_read()
             raise
