@@ -228,9 +228,9 @@ class Archiver:
         remote_reads: bool = True,
     ) -> EventsQuery:
         """Read-only SQL over every event row, live and archived, as one table
-        (events/query.py); ``open`` it in a thread: both engines block. The
-        SQLite engine reads a month only the remote holds there (remote/monthvfs.py),
-        unless ``remote_reads`` is off (then it is left out, as DuckDB leaves it)."""
+        (events/query.py); ``open`` it in a thread: both engines block. A month only
+        the remote holds is read there (remote/monthvfs.py: in place by SQLite, sealed
+        ones opened with the session's identities), unless ``remote_reads`` is off."""
         self.sessions.state_db("there are no event rows to query")
         remote = self.settings.remote if remote_reads else None
         return EventsQuery(
@@ -239,7 +239,7 @@ class Archiver:
             partial=partial,
             as_text=as_text,
             engine=engine,
-            remote=None if remote is None else lambda: _remote_months(remote),
+            remote=None if remote is None else lambda: _remote_months(remote, self),
         )
 
     async def plan(self) -> PlanReport:
@@ -440,9 +440,9 @@ class Archiver:
         return await settle.rebuild(self.sessions, out, cancel)
 
 
-def _remote_months(remote: RemoteSettings) -> RemoteMonths:
+def _remote_months(remote: RemoteSettings, archiver: Archiver) -> RemoteMonths:
     """The reader of remote-only months, made when a query's range holds one:
     apsw and the store's client are loaded then, not by every command."""
     from .remote.monthvfs import RemoteMonths as Reader  # noqa: PLC0415
 
-    return Reader(remote)
+    return Reader(remote, archiver.settings.mount.cache_dir, archiver.sessions.identities)

@@ -3,6 +3,8 @@
     <archive_root>/coldkeep.db               the manifest and every table of coldkeep's (store/)
     <archive_root>/coldkeep.site             the live tree the archive belongs to (site.py)
     <archive_root>/.lock                     the mutex (see lock.py)
+    <archive_root>/.events-read              the share between reads of event rows and the
+                                             moves of them (events/readshare.py)
     <archive_root>/.reserve                  room kept to record a full filesystem (space.py)
     <archive_root>/.coldkeep.sock            the attach socket of the lock's holder (ops/attach.py)
     <archive_root>/coldkeep.paths            every entry's path, for the browser's filter: a cache
@@ -55,6 +57,7 @@ MANIFEST_NAME = "coldkeep.db"
 SITE_NAME = "coldkeep.site"
 PATH_INDEX_NAME = "coldkeep.paths"
 LOCK_NAME = ".lock"
+EVENTS_READ_NAME = ".events-read"
 RESERVE_NAME = ".reserve"
 SOCKET_NAME = ".coldkeep.sock"
 # A remote copy read back lies beside the archive while it is read, under a name
@@ -211,6 +214,10 @@ class Layout:
     @property
     def lock(self) -> Path:
         return self.root / LOCK_NAME
+
+    @property
+    def events_read(self) -> Path:
+        return self.root / EVENTS_READ_NAME
 
     @property
     def reserve(self) -> Path:

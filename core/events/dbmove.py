@@ -52,6 +52,12 @@ Invariants:
   live write is step 3, under ``busy_timeout``. If live stays locked past it, the
   batch stays in both places, is retried at the end of the phase, and what is
   still locked is reported and settled by the next pass.
+- Each batch's copy into a month and its delete from live commit under the
+  share with the queries that read event rows (readshare.py), taken before any
+  SQLite lock: a query reads a batch in both places or in one, never in
+  neither or counted twice. A query reading past ``READERS_WAIT_S`` (or past
+  the time the phase has worked besides) is overtaken, and told, never waited
+  for longer.
 - The row with the largest id never moves: without AUTOINCREMENT, SQLite gives
   the next insert max(id) + 1, and deleting the largest row would hand its id to
   a new row while the old one sits in the archive.
@@ -126,6 +132,7 @@ from .eventschema import (
     q,
     rollback,
 )
+from .readshare import ChangeShare
 
 T = TypeVar("T")
 
@@ -563,6 +570,7 @@ class _Run:
     checkpointer: LiveCheckpointer | None
     syncer: futures.ThreadPoolExecutor  # step 2's fsyncs, while step 3 runs
     unparsable: futures.Future[int]  # counted while the first batches move
+    share: ChangeShare  # taken around each copy's and each delete's transaction
 
     @property
     def table(self) -> str:
@@ -669,7 +677,11 @@ class EventMover:
         syncer = futures.ThreadPoolExecutor(1, thread_name_prefix="coldkeep-sync")
         closing.callback(syncer.shutdown)
         eligible = self._eligible(schema)
-        return _Run(live, schema, months, eligible, checker, checkpointer, syncer, unparsable)
+        share = ChangeShare(self.events_dir.parent)
+        closing.callback(share.close)
+        return _Run(
+            live, schema, months, eligible, checker, checkpointer, syncer, unparsable, share
+        )
 
     def _checkpointer(self, mode: str) -> LiveCheckpointer | None:
         if mode != "wal":
@@ -955,13 +967,14 @@ class EventMover:
         # attached database, live included. This takes it on the month DB only.
         path = run.months.path(month)
         try:
-            run.live.execute("BEGIN")
-            self._present(run, alias, m, restored)
-            m.copied, last = self._copy(run, alias, m, [*restored, *m.before], limit)
-            if limit is not None:
-                cut = self._alone(run, alias, m, m.hi if last is None else last, limit)
-                last = last if cut is None else cut
-            run.live.execute("COMMIT")
+            with run.share.changing():  # a query reads the copy whole or not at all
+                run.live.execute("BEGIN")
+                self._present(run, alias, m, restored)
+                m.copied, last = self._copy(run, alias, m, [*restored, *m.before], limit)
+                if limit is not None:
+                    cut = self._alone(run, alias, m, m.hi if last is None else last, limit)
+                    last = last if cut is None else cut
+                run.live.execute("COMMIT")
         except BaseException as err:
             _undo(run.live)
             if out_of_space(err):
@@ -1099,14 +1112,16 @@ class EventMover:
         while True:
             self._catch_up(run)
             self._pause()
-            try:
-                run.live.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as err:
-                if _locked(err):
-                    return None
-                raise DatabaseFailed(self.db, err, "starting a delete") from err
-            t0 = time.monotonic()  # the lock is ours from when the application let go
-            deleted = self._delete_checked(run, where, archived, checker)
+            # Taken before live's write lock, never while holding it.
+            with run.share.changing():
+                try:
+                    run.live.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as err:
+                    if _locked(err):
+                        return None
+                    raise DatabaseFailed(self.db, err, "starting a delete") from err
+                t0 = time.monotonic()  # the lock is ours from when the application let go
+                deleted = self._delete_checked(run, where, archived, checker)
             if deleted is None:  # a row changed: redo, the check inside the DELETE
                 self._let_go(t0)
                 checker = None

@@ -1,34 +1,46 @@
 """Read-only SQL over every event row: the application's live table and every
 archived month, seen as one table, ``events``, without restoring anything.
 
-Two engines run the same view. DuckDB (the default), its SQLite reader (the
-``sqlite_scanner`` extension, loaded from the ``duckdb-extension-sqlite-scanner``
-package, never downloaded) attaching each database read-only: it scans many
-SQLite files in one plan, in parallel, and takes any number of them; but it
-pushes no filter into a SQLite file, so a lookup by id reads every row of the
-months in range. SQLite itself (sqlitequery.py): a lookup by id is an index
-descent per month; at most 125 databases, one core, SQLite's dialect; and it
-reads a month only the remote tier holds in place, through the ``RemoteMonths``
-the caller gives (remote/monthvfs.py). Neither is chosen for the caller: the
-two dialects can answer the same SQL differently (``7/2``).
+Two engines run the same view. DuckDB (the default, duckquery.py), its SQLite
+reader attaching each database read-only: it scans many SQLite files in one
+plan, in parallel, and takes any number of them; but it pushes no filter into
+a SQLite file, so a lookup by id reads every row of the months in range.
+SQLite itself (sqlitequery.py): a lookup by id is an index descent per month;
+at most 125 databases, one core, SQLite's dialect; and it reads a month only
+the remote tier holds in place, through the ``RemoteMonths`` the caller gives
+(remote/monthvfs.py). Neither is chosen for the caller: the two dialects can
+answer the same SQL differently (``7/2``).
+
+An engine is opened once (the months attached, the view made) and read any
+number of times (``run``, ``fetch``: the console's Events screen stays open
+across passes). Each read answers as of one moment of the pass that may be
+moving rows meanwhile: the SQLite engine reads one snapshot of live then of
+every month; DuckDB reads under the share a move waits for (readshare.py), and
+a read that raced past it is run again, or refused. At a read's start the
+months in range are listed again; when they differ from those opened (a pass
+made one, a ship dropped one) the engine is opened again first.
 
 Invariants:
 - One core is left to the application (DuckDB runs on the others, or one).
-- Nothing is written: every database is attached ``READ_ONLY``; once they are,
-  DuckDB's access to files is switched off and locked (no COPY, no ATTACH, no
-  read_csv of anything), and only one SELECT (or EXPLAIN) is run. DuckDB never
-  spills to disk. SQLite itself makes a WAL database's ``-shm`` and an empty
-  ``-wal`` beside it when none is there, as any reader does.
+- Nothing is written, and the SQL reaches nothing but the live table and the
+  months: each engine's module says how. DuckDB never spills to disk. SQLite
+  itself makes a WAL database's ``-shm`` and an empty ``-wal`` beside it when
+  none is there, as any reader does.
 - Months outside ``--from``/``--to`` are pruned by name, never opened; the rows
   of the months kept are filtered by their time stamp, as the live table's.
 - A row is counted once: a row restored into the live table is also still in
-  its month, and the live copy is the one shown.
-- A month that cannot be read (damaged, a newer coldkeep's), or that only the
-  remote tier holds and the engine cannot read there (DuckDB; or no remote to
-  read from), refuses the query, named in one line, unless the caller accepts
-  an answer without it: an answer is never silently missing a month. DuckDB
-  does not download such a month whole: the SQLite engine reads the pages it
-  needs, and restore-events brings a month back for good.
+  its month (as is one between a move's copy and its delete), and the live copy
+  is the one shown, as live is in the read's own moment.
+- Every month the manifest knows in range (archived by a pass, counted or
+  shipped by a ship; not expired) is answered for: read here, read (or, sealed,
+  opened with the command's identity into the read cache's folder) from the
+  remote tier, or named. One that cannot be read (damaged, a newer
+  coldkeep's, gone from here with no copy shipped, sealed without an identity,
+  only on the remote for DuckDB) refuses the query, named in one line, unless
+  the caller accepts an answer without it: an answer is never silently
+  missing a month. DuckDB does not download an unsealed month whole: the
+  SQLite engine reads the pages it needs, and restore-events brings a month
+  back for good.
 - A value of another type than its column declares (SQLite lets a row hold
   any) fails the query in one line that says to read every column as text.
 """
@@ -36,8 +48,6 @@ Invariants:
 from __future__ import annotations
 
 import calendar
-import importlib.util
-import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -51,7 +61,9 @@ from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..base.times import DAY_S
 from ..store.manifest import reading
+from ..store.schema import version_problem
 from .eventschema import MONTH_SCHEMA, EventSchema, discover, open_live, q, reading_month
+from .readshare import ReadShare
 
 if TYPE_CHECKING:
     import apsw
@@ -61,10 +73,23 @@ VIEW = "events"
 # The view's rows with where each came from ('live' or 'archive'), for counts
 # of what a restore would put back; ``events`` leaves the column out.
 SOURCED, FROM = "coldkeep_rows", "coldkeep_from"
-ALLOWED = ("SELECT", "EXPLAIN")
 Engine = Literal["duckdb", "sqlite"]
 ENGINES: tuple[Engine, ...] = ("duckdb", "sqlite")
 _DATE = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+# The months the manifest knows, each with its rows when a ship last counted
+# them: counted, shipped, or named by a pass that moved rows into it; not expired.
+_KNOWN = """
+    SELECT month, max(n) FROM (
+        SELECT month, row_count AS n FROM event_months
+        UNION ALL SELECT month, NULL FROM remote_objects WHERE month IS NOT NULL
+        UNION ALL SELECT m.value, NULL FROM passes p, json_each(p.summary, '$.events.months') m
+            WHERE json_valid(p.summary)
+    ) WHERE month NOT IN (SELECT month FROM expired_months) GROUP BY month
+"""
+
+
+_MISSING = "its rows would be missing from the answer"
+_PARTIAL = "--partial answers without it"
 
 
 class QueryError(ColdkeepError):
@@ -73,6 +98,18 @@ class QueryError(ColdkeepError):
 
 class BadQuery(UsageError):
     """The SQL given is not one read-only statement, or does not parse."""
+
+
+class QueryRaced(QueryError):
+    """Rows moved between the live table and the months while the query read
+    them, past the wait a move gives a reader: the answer is not one."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "event rows moved between the live table and the months while the query read "
+            "them (a pass or restore-events waits for a query a few seconds, no longer): "
+            "the answer could count rows twice or miss some; run the query again"
+        )
 
 
 def _month_after(year: int, month: int) -> int:
@@ -124,15 +161,18 @@ def parse_range(start: str | None, end: str | None) -> TimeRange:
 
 
 class RemoteMonths(Protocol):
-    """Month snapshots only the remote tier holds, read in place by the SQLite
-    engine (remote/monthvfs.py): ``attach_uri`` checks the object shipped is
-    there and gives the URI SQLite attaches it by (a ``ColdkeepError`` naming it
-    if not)."""
+    """Month snapshots only the remote tier holds (remote/monthvfs.py):
+    ``attach_uri`` checks the object shipped is there and gives the URI the
+    SQLite engine attaches it by, read in place; ``opened`` opens a sealed one
+    whole with the command's identity into a file of its own, removed by
+    ``close`` (a ``ColdkeepError`` naming it when either cannot)."""
 
     fetched_bytes: int  # from the remote so far
     pages_read: int  # distinct pages SQLite read of them
 
     def attach_uri(self, month: str, shipped: RemoteMonth) -> str: ...
+
+    def opened(self, month: str, shipped: RemoteMonth) -> Path: ...
 
     def close(self) -> None: ...
 
@@ -140,9 +180,10 @@ class RemoteMonths(Protocol):
 @dataclass
 class Plan:
     """What a query reads beside the live table: the months opened (``remote``:
-    those of them read in place from the remote tier), how many the range
-    pruned, and the months left out (each with why). Once the query is closed,
-    the bytes fetched from the remote, and the pages of its months read."""
+    those of them read from the remote tier, in place or opened whole), how
+    many the range pruned, and the months left out (each with why). Once the
+    query is closed, the bytes fetched from the remote, and the pages of its
+    months read."""
 
     months: list[str] = field(default_factory=list)
     pruned: int = 0
@@ -156,21 +197,56 @@ class Plan:
 class Source:
     name: str  # the schema the engine attaches it as
     path: Path
-    top_id: int | None = None  # its largest row id (a month's), None if empty
 
 
 @dataclass(frozen=True)
 class RemoteMonth:
     """A month's newest snapshot on the remote as it shipped: its key under the
     site, its size and sha256, the version of the object the ship's HEAD
-    confirmed (None: shipped before versions were recorded), and the age
-    recipient set it is sealed to (None: stored as it is here)."""
+    confirmed (None: shipped before versions were recorded), the age recipient
+    set it is sealed to (None: stored as it is here), and, sealed, the size and
+    sha256 of the database it opens to."""
 
     path: str
     size: int
     sha256: str
     version: str | None = None
     sealed_to: str | None = None
+    plain_bytes: int | None = None
+    plain_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """What the manifest says of the months: each one's newest snapshot shipped,
+    and every month it knows with its rows when last counted (None: unknown)."""
+
+    shipped: dict[str, RemoteMonth] = field(default_factory=dict)
+    known: dict[str, int | None] = field(default_factory=dict)
+
+
+def _recorded(manifest: Path) -> _Recorded:
+    if not manifest.exists():
+        return _Recorded()
+    with reading(manifest) as conn:
+        conn.execute("BEGIN")  # one snapshot of it: a command may be writing it
+        [(version,)] = conn.execute("PRAGMA user_version").fetchall()
+        if version == 0:  # being made by a first command: nothing recorded yet
+            return _Recorded()
+        problem = version_problem(manifest, version, readonly=True)
+        if problem is not None:
+            raise QueryError(problem)
+        shipped = {
+            m: RemoteMonth(*row)
+            for (m, *row) in conn.execute(
+                "SELECT month, coalesce(stored_as, path), bytes, sha256, version, sealed_to, "
+                "plain_bytes, plain_sha256 FROM remote_objects WHERE month IS NOT NULL "
+                "AND month NOT IN (SELECT month FROM expired_months) "
+                "ORDER BY month, shipped_at"
+            )
+        }
+        known = {str(m): None if n is None else int(n) for m, n in conn.execute(_KNOWN)}
+    return _Recorded(shipped, known)
 
 
 def iso_seconds(schema: EventSchema) -> str:
@@ -185,40 +261,25 @@ def sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _extension() -> Path:
-    """The SQLite reader's file for this DuckDB, from its package (an offline
-    host cannot let DuckDB download it)."""
-    import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
-
-    version = duckdb.__version__
-    spec = importlib.util.find_spec("duckdb_extension_sqlite_scanner")
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    found = [
-        f
-        for d in folders
-        for f in sorted(Path(d).glob(f"extensions/v{version}/*.duckdb_extension"))
-    ]
-    if not found:
-        raise QueryError(
-            f"DuckDB's SQLite reader for DuckDB {version} is not installed: pip install "
-            f"'duckdb-extension-sqlite-scanner=={version}'"
-        )
-    return found[0]
-
-
-def _month_source(path: Path, month: str, schema: EventSchema) -> Source:
-    """A month checked before it is attached: a SQLite file of this coldkeep's
-    month schema holding the table (``sqlite3.DatabaseError`` naming it)."""
+def _month_top(path: Path, schema: EventSchema) -> int | None:
+    """A month's largest row id (None: empty), once it is checked a SQLite file
+    of this coldkeep's month schema holding the table (``sqlite3.DatabaseError``
+    naming it if not)."""
     with reading_month(path) as conn:
         [(top,)] = conn.execute(f"SELECT max({q(schema.pk)}) FROM {q(schema.table)}").fetchall()
-    return Source(f"m_{month.replace('-', '_')}", path, None if top is None else int(top))
+    return None if top is None else int(top)
+
+
+def _name(month: str) -> str:
+    return f"m_{month.replace('-', '_')}"
 
 
 class EventsQuery:
-    """One query's engine: ``open`` the sources, then ``run`` SQL (a thread's:
-    both engines block; the caller runs it off any event loop), then ``close``.
-    ``remote`` makes the reader of remote-only months, for the SQLite engine,
-    when the range holds one."""
+    """One query's engine: ``open`` the sources, then ``run`` SQL or ``fetch``
+    coldkeep's own (each a read; a thread's: both engines block; the caller
+    runs them off any event loop), then ``close``. ``remote`` makes the reader
+    of remote-only months, when the range holds one: read in place by the
+    SQLite engine, sealed ones opened whole for either."""
 
     def __init__(
         self,
@@ -232,16 +293,24 @@ class EventsQuery:
     ) -> None:
         self.settings, self.span, self.partial, self.as_text = settings, span, partial, as_text
         self.engine, self.remote = engine, remote
+        self.layout = Layout(settings.archive_root)
         self.plan = Plan()
         self.con: duckdb.DuckDBPyConnection | None = None
         self.lite: apsw.Connection | None = None
         self.away: RemoteMonths | None = None
         self._away: dict[str, RemoteMonth] = {}  # remote-only months the engine reads there
         self._schema_found: EventSchema | None = None
+        self._here: frozenset[str] = frozenset()  # the months in range under events/ at open
+        self._sources: list[Source] = []  # the databases attached, live first
+        self._names: list[str] = []  # the months' schema names, as attached
+        self._share: ReadShare | None = None  # DuckDB's, with the moves
+        self._reading = False  # a DuckDB read holds the share
+        self._cur: apsw.Cursor | None = None  # the SQLite read's statement
 
     def open(self) -> Plan:
+        self.plan = Plan()
         schema = self._schema_found = self._schema()
-        sources = self._sources(schema)
+        sources = self._sources = self._sourced(schema)
         if self.engine == "sqlite":
             self._open_sqlite(schema, sources)
         else:
@@ -249,32 +318,14 @@ class EventsQuery:
         return self.plan
 
     def _open_duckdb(self, schema: EventSchema, sources: list[Source]) -> None:
-        import duckdb  # noqa: PLC0415 - only a query pays for importing DuckDB
+        from . import duckquery as duck  # noqa: PLC0415 - only this engine loads DuckDB
 
-        con = duckdb.connect(
-            config={
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "temp_directory": "",
-                # A core left to the application: its writer's commits wait on
-                # none of ours.
-                "threads": max(1, (os.cpu_count() or 1) - 1),
-                # DuckDB 1.5.5 takes scans of the same table name in different
-                # SQLite files for one subplan, and answers every month from the
-                # first: a month's rows counted twelve times.
-                "disabled_optimizers": "common_subplan",
-            }
+        if self._share is None:
+            self._share = ReadShare(self.settings.archive_root)
+        self._names = [s.name for s in sources[1:]]
+        self.con = duck.connect(
+            [(s.name, s.path) for s in sources], schema, self._when(schema), as_text=self.as_text
         )
-        self.con = con
-        con.execute("SET TimeZone = 'UTC'")  # times shown as every other coldkeep time is
-        con.execute(f"LOAD {sql_text(str(_extension()))}")
-        if self.as_text:
-            con.execute("SET sqlite_all_varchar = true")
-        for src in sources:
-            con.execute(f"ATTACH {sql_text(str(src.path))} AS {src.name} (TYPE sqlite, READ_ONLY)")
-        self._view(con, schema, sources)
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
 
     def _open_sqlite(self, schema: EventSchema, sources: list[Source]) -> None:
         from . import sqlitequery as lite  # noqa: PLC0415 - only this engine loads apsw
@@ -288,48 +339,49 @@ class EventsQuery:
         con = self.lite = lite.connect(self.settings.events.busy_timeout_ms)
         for src in sources:
             lite.attach(con, lite.local_uri(str(src.path)), src.name)
-        tops = [(s.name, s.top_id) for s in sources if s.name != "live"]
-        tops += self._attach_remote(con, schema, away)
+        self._names = [s.name for s in sources[1:]] + self._attach_remote(con, schema, away)
         when = lite.when(schema, self.span.start, self.span.end)
-        lite.make_view(con, VIEW, schema, tops, when=when, as_text=self.as_text)
-        lite.lock_down(con)
+        lite.make_view(con, VIEW, schema, self._names, when=when, as_text=self.as_text)
+        lite.lock_down(con, ["live", *self._names])
 
     def _attach_remote(
         self, con: apsw.Connection, schema: EventSchema, away: dict[str, RemoteMonth]
-    ) -> list[tuple[str, int | None]]:
+    ) -> list[str]:
         """The remote-only months attached through the remote reader, each
-        checked (its version, its largest id) as a local one is: their names
-        and largest ids. One that cannot be read refuses the query, or with
-        ``partial`` is left out."""
+        checked (its version, its largest id) as a local one is: their names.
+        One that cannot be read refuses the query, or with ``partial`` is left
+        out."""
         import apsw  # noqa: PLC0415
 
         from . import sqlitequery as lite  # noqa: PLC0415
 
-        if not away or self.remote is None:
+        if not away:
             return []
-        reader = self.away = self.remote()
-        got: list[tuple[str, int | None]] = []
+        reader = self._reader()
+        got: list[str] = []
         for month, obj in away.items():
             name = f"r_{month.replace('-', '_')}"
             try:
                 uri = reader.attach_uri(month, obj)
                 lite.attach(con, uri, name)
-                got.append((name, lite.month_check(con, name, schema, MONTH_SCHEMA)))
+                lite.month_check(con, name, schema, MONTH_SCHEMA)
             except (ColdkeepError, apsw.Error, ValueError) as err:
-                if not self.partial:
-                    raise QueryError(
-                        f"{month} (on the remote, {obj.path}): cannot be read "
-                        f"({_first_line(err)}); its rows would be missing from the answer: "
-                        "--partial answers without it"
-                    ) from err
+                said = f"{month} (on the remote, {obj.path}): cannot be read ({first_line(err)}); "
+                self._left_out(month, first_line(err), f"{said}{_MISSING}: {_PARTIAL}", err)
                 if name in {str(r[1]) for r in con.execute("PRAGMA database_list")}:
                     lite.detach(con, name)
-                self.plan.left_out[month] = _first_line(err)
                 continue
+            got.append(name)
             self.plan.months.append(month)
             self.plan.remote.append(month)
         self.plan.months.sort()
         return got
+
+    def _reader(self) -> RemoteMonths:
+        assert self.remote is not None, "only with a remote"
+        if self.away is None:
+            self.away = self.remote()
+        return self.away
 
     def _schema(self) -> EventSchema:
         db = self.settings.state_db
@@ -342,48 +394,92 @@ class EventsQuery:
         finally:
             live.close()
 
-    def _sources(self, schema: EventSchema) -> list[Source]:
+    def _local(self) -> dict[str, Path]:
+        """The month databases under ``events/`` in range (reads the folder)."""
+        return {m: p for m, p in self.layout.event_months().items() if self.span.holds_month(m)}
+
+    def _sourced(self, schema: EventSchema) -> list[Source]:
+        """The live database and every month in range that can be read, here or
+        (sealed, opened) from the remote; the others refused or left out."""
         assert self.settings.state_db is not None
         sources = [Source("live", self.settings.state_db)]
-        for month, path in Layout(self.settings.archive_root).event_months().items():
-            if not self.span.holds_month(month):
-                self.plan.pruned += 1
-                continue
+        local = self._local()
+        self._here = frozenset(local)
+        self.plan.pruned = len(self.layout.event_months()) - len(local)
+        for month, path in local.items():
             try:
-                sources.append(_month_source(path, month, schema))
+                _month_top(path, schema)
             except sqlite3.DatabaseError as err:
-                if not self.partial:
-                    raise QueryError(
-                        f"{path}: cannot be read ({err}); its rows would be missing from the "
-                        "answer: coldkeep verify says more, --partial answers without it"
-                    ) from err
-                self.plan.left_out[month] = str(err)
+                said = f"{path}: cannot be read ({err}); {_MISSING}: coldkeep verify says more, "
+                self._left_out(month, str(err), said + _PARTIAL, err)
                 continue
+            sources.append(Source(_name(month), path))
             self.plan.months.append(month)
-        self._remote_only([*self.plan.months, *self.plan.left_out])
+        recorded = _recorded(self.layout.manifest)
+        shipped = recorded.shipped
+        self._gone(
+            {
+                m: n
+                for m, n in recorded.known.items()
+                if self.span.holds_month(m) and m not in local and m not in shipped
+            }
+        )
+        away = {m: o for m, o in shipped.items() if m not in local and self.span.holds_month(m)}
+        sealed = {m: o for m, o in away.items() if o.sealed_to is not None}
+        sources += self._opened(sealed, schema)
+        self._remote_only({m: o for m, o in away.items() if m not in sealed})
+        self.plan.months.sort()
         return sources
 
-    def _remote_only(self, here: list[str]) -> None:
-        """Months in range that only the remote tier holds (their databases gone
-        from here, not expired): read there by the SQLite engine given a remote
-        (``_away``, each month's newest snapshot); else refused, or with
-        ``partial`` left out."""
-        manifest = Layout(self.settings.archive_root).manifest
-        if not manifest.exists():
-            return
-        with reading(manifest) as conn:
-            shipped = {
-                m: RemoteMonth(*row)
-                for (m, *row) in conn.execute(
-                    "SELECT month, coalesce(stored_as, path), bytes, sha256, version, sealed_to "
-                    "FROM remote_objects WHERE month IS NOT NULL "
-                    "AND month NOT IN (SELECT month FROM expired_months) "
-                    "ORDER BY month, shipped_at"
-                )
-            }
-        away = [m for m in shipped if m not in here and self.span.holds_month(m)]
+    def _left_out(self, month: str, why: str, said: str, err: BaseException | None) -> None:
+        """A month that cannot be read: without ``partial`` the query refused,
+        in the one line ``said``; with it, the month left out for ``why``."""
+        if not self.partial:
+            raise QueryError(said) from err
+        self.plan.left_out[month] = why
+
+    def _gone(self, gone: dict[str, int | None]) -> None:
+        """Months the manifest knows that neither events/ nor the remote tier
+        holds: refused, or with ``partial`` left out."""
+        if gone and not self.partial:
+            said = ", ".join(m if n is None else f"{m} ({n:,} rows)" for m, n in gone.items())
+            raise QueryError(
+                f"{said}: archived, but gone from {self.layout.events} and never shipped; "
+                "its rows would be missing from the answer: put the month's database back "
+                "there (from a backup), or --partial answers without it"
+            )
+        for month in gone:
+            self.plan.left_out[month] = "archived, but its database is gone and none was shipped"
+
+    def _opened(self, sealed: dict[str, RemoteMonth], schema: EventSchema) -> list[Source]:
+        """The sealed remote-only months opened whole with the command's
+        identity (into the read cache's folder, gone when the query closes),
+        each checked as a local one is; one that cannot be opened refuses the
+        query, or with ``partial`` is left out."""
+        got = []
+        for month, obj in sealed.items():
+            if self.remote is None:  # the caller reads no remote month
+                why = "only in the remote tier, sealed"
+                self._left_out(month, why, f"{month}: {why}; {_MISSING}: {_PARTIAL}", None)
+                continue
+            try:
+                path = self._reader().opened(month, obj)
+                _month_top(path, schema)
+            except (ColdkeepError, sqlite3.DatabaseError) as err:
+                said = f"{first_line(err)}; {_MISSING}: {_PARTIAL}"
+                self._left_out(month, first_line(err), said, err)
+                continue
+            got.append(Source(_name(month), path))
+            self.plan.months.append(month)
+            self.plan.remote.append(month)
+        return got
+
+    def _remote_only(self, away: dict[str, RemoteMonth]) -> None:
+        """Months in range that only the remote tier holds, unsealed (their
+        databases gone from here, not expired): read there by the SQLite engine
+        given a remote (``_away``); else refused, or with ``partial`` left out."""
         if self.engine == "sqlite" and self.remote is not None:
-            self._away = {m: shipped[m] for m in away}
+            self._away = away
             return
         if away and not self.partial:
             reads = (
@@ -393,93 +489,127 @@ class EventsQuery:
             )
             raise QueryError(
                 f"{', '.join(away)}: only in the remote tier (the databases are gone from "
-                f"{manifest.parent / 'events'}); their rows would be missing from the answer: "
+                f"{self.layout.events}); their rows would be missing from the answer: "
                 f"{reads}coldkeep restore-events fetches a lost month back, --partial answers "
                 "without them"
             )
         for month in away:
             self.plan.left_out[month] = "only in the remote tier"
 
-    def _view(
-        self, con: duckdb.DuckDBPyConnection, schema: EventSchema, sources: Sequence[Source]
-    ) -> None:
-        """``events``: every source's rows in the range, a month's row left out
-        where the live table has the same id (restored: the live copy counts);
-        ``coldkeep_rows``: the same with each row's ``coldkeep_from``."""
-        pk, table = q(schema.pk), q(schema.table)
-        when = self._when(schema)
-        months = [s for s in sources if s.name != "live" and s.top_id is not None]
-        tops = [s.top_id for s in months if s.top_id is not None]
-        dup = ""
-        if tops:
-            con.execute(
-                f"CREATE TEMP TABLE coldkeep_live_ids AS SELECT {pk} AS id FROM live.{table} "
-                f"WHERE {pk} <= {max(tops)}"
-            )
-            [(n,)] = con.execute("SELECT count(*) FROM coldkeep_live_ids").fetchall()
-            if n:
-                dup = f"{pk} NOT IN (SELECT id FROM coldkeep_live_ids)"
-        parts = [
-            f"SELECT *, 'live' AS {FROM} FROM live.{table}" + (f" WHERE {when}" if when else "")
-        ]
-        for src in months:
-            conds = " AND ".join(c for c in (when, dup) if c)
-            parts.append(
-                f"SELECT *, 'archive' AS {FROM} FROM {src.name}.{table}"
-                + (f" WHERE {conds}" if conds else "")
-            )
-        con.execute(f"CREATE TEMP VIEW {SOURCED} AS " + " UNION ALL BY NAME ".join(parts))
-        con.execute(f"CREATE TEMP VIEW {VIEW} AS SELECT * EXCLUDE ({FROM}) FROM {SOURCED}")
-
     def _when(self, schema: EventSchema) -> str:
         """The range as a condition on the time stamp, in its own units."""
         return schema.between_sql(self.span.start, self.span.end, iso_seconds=iso_seconds(schema))
 
-    def run(self, sql: str) -> Rows:
-        """The rows of ``sql`` (one SELECT), streamed."""
+    # the reads ------------------------------------------------------------------------
+
+    def _moved(self) -> bool:
+        """The months in range under events/ are not those opened."""
+        return frozenset(self._local()) != self._here
+
+    def _reopen(self) -> None:
+        self._close_engines()
+        self.open()
+
+    def _begin_duckdb(self) -> None:
+        """A DuckDB read begun: the share held, the engine opened again if the
+        months changed, and the live ids a month's row may have as they are now."""
+        from . import duckquery as duck  # noqa: PLC0415
+
+        self._end_read()
+        assert self._share is not None, "open() first"
+        self._share.begin()
+        self._reading = True
+        try:
+            if self._moved():
+                self._reopen()
+            tops = [_month_top(s.path, self.schema) for s in self._sources[1:]]
+            assert self.con is not None
+            top = max((t for t in tops if t is not None), default=None)
+            duck.live_ids(self.con, self.schema, top)
+        except BaseException:
+            self._end_read()
+            raise
+
+    def _begin_sqlite(self) -> apsw.Connection:
+        """A SQLite read begun: live's snapshot, then (the engine opened again
+        if the months changed) every month's."""
+        from . import sqlitequery as lite  # noqa: PLC0415
+
+        self._end_read()
+        while True:
+            assert self.lite is not None, "open() first"
+            lite.begin_read(self.lite, self.schema.table)
+            if not self._moved():
+                break
+            lite.end_read(self.lite, None)
+            self._reopen()
+        lite.snapshot_months(self.lite, self._names)
+        return self.lite
+
+    def _end_read(self) -> bool:
+        """The read in progress, if any, ended; whether it raced."""
         if self.lite is not None:
-            return self._run_sqlite(self.lite, sql)
-        import duckdb  # noqa: PLC0415
+            from . import sqlitequery as lite  # noqa: PLC0415
+
+            cur, self._cur = self._cur, None
+            lite.end_read(self.lite, cur)
+            return False
+        if self._share is None or not self._reading:
+            return False
+        self._reading = False
+        return self._share.end()
+
+    def run(self, sql: str) -> Rows:
+        """The rows of ``sql`` (one SELECT), streamed: one read, ended by the
+        last row (or the next read, or ``close``)."""
+        if self.lite is not None:
+            return self._run_sqlite(sql)
+        from . import duckquery as duck  # noqa: PLC0415
 
         assert self.con is not None, "open() first"
-        try:
-            statements = duckdb.extract_statements(sql)
-        except duckdb.Error as err:
-            raise BadQuery(f"the SQL does not parse: {_first_line(err)}") from err
-        if len(statements) != 1:
-            raise BadQuery(f"one statement at a time ({len(statements)} given)")
-        kind = statements[0].type.name
-        if kind not in ALLOWED:
-            raise BadQuery(f"only SELECT is run ({kind} given): a query reads, never writes")
-        try:
-            cur = self.con.execute(sql)
-        except duckdb.Error as err:
-            raise query_failed(err) from err
-        return Rows([d[0] for d in (cur.description or [])], _duckdb_fetch(cur))
+        duck.check_sql(self.con, sql, ["live", *self._names], self.schema.table)
 
-    def _run_sqlite(self, con: apsw.Connection, sql: str) -> Rows:
+        def execute() -> duckdb.DuckDBPyConnection:
+            assert self.con is not None
+            return self.con.execute(sql)
+
+        read = duck.Streamed(execute, self._begin_duckdb, self._end_read, query_failed)
+        return Rows(read.columns, read.fetch)
+
+    def _run_sqlite(self, sql: str) -> Rows:
         import apsw  # noqa: PLC0415
 
         from . import sqlitequery as lite  # noqa: PLC0415
 
+        con = self._begin_sqlite()
         try:
-            columns, fetch = lite.run(con, sql)
+            columns, cur = lite.run(con, sql)
         except lite.Refused as err:
+            self._end_read()
             raise BadQuery(str(err)) from err
         except apsw.SQLError as err:  # SQLite's error in the SQL: a syntax, a name, a view's write
-            said = _first_line(err)
+            self._end_read()
+            said = first_line(err)
             parse = "syntax error" in said or "incomplete input" in said
             raise BadQuery(
                 f"the SQL {'does not parse' if parse else 'cannot run'}: {said}"
             ) from err
         except (apsw.Error, ColdkeepError) as err:  # a month's read from the remote too
-            raise QueryError(f"the query failed: {_first_line(err)}") from err
+            self._end_read()
+            raise QueryError(f"the query failed: {first_line(err)}") from err
+        self._cur = cur
 
         def fetched(size: int) -> list[tuple[Any, ...]]:
+            if self._cur is not cur:  # the read ended: by its last row, or another read
+                return []
             try:
-                return fetch(size)
+                rows = lite.fetch(cur, size)
             except (apsw.Error, ColdkeepError) as err:  # a row met as the scan goes on
-                raise QueryError(f"the query failed: {_first_line(err)}") from err
+                self._end_read()
+                raise QueryError(f"the query failed: {first_line(err)}") from err
+            if len(rows) < size:
+                self._end_read()
+            return rows
 
         return Rows(columns, fetched)
 
@@ -493,24 +623,33 @@ class EventsQuery:
         self, sql: str, params: Sequence[Any] = ()
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """coldkeep's own SQL over the view (with ``params``), its columns and
-        every row: for queries built here, whose answers are small (SQL both
-        engines read alike, or the engine's own)."""
+        every row, in one read: for queries built here, whose answers are small
+        (SQL both engines read alike, or the engine's own)."""
         if self.lite is not None:
-            return self._fetch_sqlite(self.lite, sql, params)
+            return self._fetch_sqlite(sql, params)
         import duckdb  # noqa: PLC0415
 
-        assert self.con is not None, "open() first"
-        try:
-            cur = self.con.execute(sql, list(params))
-            return [d[0] for d in (cur.description or [])], cur.fetchall()
-        except duckdb.Error as err:
-            raise query_failed(err) from err
+        from .duckquery import TRIES  # noqa: PLC0415
+
+        for _ in range(TRIES):
+            self._begin_duckdb()
+            assert self.con is not None
+            try:
+                cur = self.con.execute(sql, list(params))
+                got = [d[0] for d in (cur.description or [])], cur.fetchall()
+            except duckdb.Error as err:
+                self._end_read()
+                raise query_failed(err) from err
+            if not self._end_read():
+                return got
+        raise QueryRaced
 
     def _fetch_sqlite(
-        self, con: apsw.Connection, sql: str, params: Sequence[Any]
+        self, sql: str, params: Sequence[Any]
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         import apsw  # noqa: PLC0415
 
+        con = self._begin_sqlite()
         try:
             cur = con.execute(sql, tuple(params))
             try:
@@ -519,7 +658,9 @@ class EventsQuery:
                 return list(self.schema.columns), []
             return columns, cur.fetchall()
         except (apsw.Error, ColdkeepError) as err:
-            raise QueryError(f"the query failed: {_first_line(err)}") from err
+            raise QueryError(f"the query failed: {first_line(err)}") from err
+        finally:
+            self._end_read()
 
     def interrupt(self) -> None:
         """Stop the statement running now, from any thread (it fails)."""
@@ -528,23 +669,34 @@ class EventsQuery:
         if self.lite is not None:
             self.lite.interrupt()
 
-    def close(self) -> None:
+    def _close_engines(self) -> None:
         """Every connection closed, then the remote reader (its bytes fetched
-        recorded in the plan). Idempotent."""
+        recorded in the plan)."""
         if self.con is not None:
             self.con.close()
             self.con = None
         if self.lite is not None:
             self.lite.close()
             self.lite = None
+            self._cur = None
         if self.away is not None:
             self.plan.fetched_bytes = self.away.fetched_bytes
             self.plan.remote_pages = self.away.pages_read
             self.away.close()
             self.away = None
 
+    def close(self) -> None:
+        """The read in progress ended, the engine closed, the share let go.
+        Idempotent."""
+        if self.lite is not None or self._reading:
+            self._end_read()
+        self._close_engines()
+        if self._share is not None:
+            self._share.close()
+            self._share = None
 
-def _first_line(err: BaseException) -> str:
+
+def first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
@@ -553,22 +705,10 @@ def query_failed(err: BaseException) -> QueryError:
     declares (SQLite stores it all the same), what to do about it."""
     import duckdb  # noqa: PLC0415
 
-    said = f"the query failed: {_first_line(err)}"
+    said = f"the query failed: {first_line(err)}"
     if isinstance(err, duckdb.TypeMismatchException):
         said += " (SQLite lets a row hold it: --as-text reads every column as text)"
     return QueryError(said)
-
-
-def _duckdb_fetch(cur: duckdb.DuckDBPyConnection) -> Callable[[int], list[tuple[Any, ...]]]:
-    import duckdb  # noqa: PLC0415
-
-    def fetch(size: int) -> list[tuple[Any, ...]]:
-        try:
-            return cur.fetchmany(size)
-        except duckdb.Error as err:  # a row met as the scan goes on
-            raise query_failed(err) from err
-
-    return fetch
 
 
 class Rows:

@@ -8,7 +8,8 @@ Invariants:
 - A row goes back only where live has no row with its id; a live row with the
   same content is counted as already there, one with other content is a
   conflict: reported, never overwritten.
-- Each batch goes back in one short ``BEGIN IMMEDIATE`` transaction.
+- Each batch goes back in one short ``BEGIN IMMEDIATE`` transaction, under the
+  share with the queries that read event rows (readshare.py).
 - Months or kinds no archive holds are refused before the lock
   (``check_selection``), and a live table whose INSERT triggers would run on the
   rows put back is refused unless ``events.triggers = "fire"``: nothing is
@@ -44,6 +45,7 @@ from .eventschema import (
     rollback,
 )
 from .query import TimeRange
+from .readshare import ChangeShare
 
 
 class NothingToRestore(UsageError):
@@ -140,52 +142,72 @@ def _put_back(
     rows: list[tuple[Any, ...]],
     month: str,
     report: EventsRestoreReport,
+    share: ChangeShare,
 ) -> None:
-    """Insert the rows whose id live does not have, in one short transaction."""
+    """Insert the rows whose id live does not have, in one short transaction,
+    under the share with the queries (a query counts them once: live, or
+    still only archived)."""
     assert settings.state_db is not None
     live = open_live(settings.state_db, busy_timeout_s=settings.events.busy_timeout_ms / 1000)
-    table, pk, cols, at = q(schema.table), q(schema.pk), schema.select_columns, schema.pk_index
     try:
-        live.execute("BEGIN IMMEDIATE")
-        try:
-            ids = [r[at] for r in rows]
-            have: dict[Any, tuple[Any, ...]] = {}
-            for i in range(0, len(ids), 900):
-                chunk = ids[i : i + 900]
-                sql = f"SELECT {cols} FROM {table} WHERE {pk} IN ({', '.join('?' * len(chunk))})"
-                have.update({r[at]: r for r in live.execute(sql, chunk)})
-            new = []
-            for row in rows:
-                there = have.get(row[at])
-                if there is None:
-                    new.append(row)
-                elif there == row:
-                    report.already_live += 1
-                else:
-                    report.conflicts.append(
-                        Conflict(
-                            row[at],
-                            month,
-                            f"live has row {row[at]} with other content; "
-                            "the archived row was not restored over it",
-                        )
-                    )
-            marks = ", ".join("?" * len(schema.columns))
-            live.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", new)
-            live.execute("COMMIT")
-            report.restored += len(new)
-        except BaseException as err:
-            rollback(live)
-            if out_of_space(err):
-                raise OutOfSpace(
-                    settings.state_db,
-                    err,
-                    doing="putting event rows back into",
-                    remedy="free space on the live database's filesystem",
-                ) from err
-            raise
+        with share.changing():
+            live.execute("BEGIN IMMEDIATE")
+            try:
+                new = _new_rows(live, schema, rows, month, report)
+                marks = ", ".join("?" * len(schema.columns))
+                live.executemany(
+                    f"INSERT INTO {q(schema.table)} ({schema.select_columns}) VALUES ({marks})",
+                    new,
+                )
+                live.execute("COMMIT")
+                report.restored += len(new)
+            except BaseException as err:
+                rollback(live)
+                if out_of_space(err):
+                    raise OutOfSpace(
+                        settings.state_db,
+                        err,
+                        doing="putting event rows back into",
+                        remedy="free space on the live database's filesystem",
+                    ) from err
+                raise
     finally:
         live.close()
+
+
+def _new_rows(
+    live: sqlite3.Connection,
+    schema: EventSchema,
+    rows: list[tuple[Any, ...]],
+    month: str,
+    report: EventsRestoreReport,
+) -> list[tuple[Any, ...]]:
+    """The rows whose id live does not have; those it has are counted as there
+    already (the same content) or as conflicts."""
+    table, pk, cols, at = q(schema.table), q(schema.pk), schema.select_columns, schema.pk_index
+    ids = [r[at] for r in rows]
+    have: dict[Any, tuple[Any, ...]] = {}
+    for i in range(0, len(ids), 900):
+        chunk = ids[i : i + 900]
+        sql = f"SELECT {cols} FROM {table} WHERE {pk} IN ({', '.join('?' * len(chunk))})"
+        have.update({r[at]: r for r in live.execute(sql, chunk)})
+    new = []
+    for row in rows:
+        there = have.get(row[at])
+        if there is None:
+            new.append(row)
+        elif there == row:
+            report.already_live += 1
+        else:
+            report.conflicts.append(
+                Conflict(
+                    row[at],
+                    month,
+                    f"live has row {row[at]} with other content; "
+                    "the archived row was not restored over it",
+                )
+            )
+    return new
 
 
 async def _expired(manifest: Manifest, months: list[str]) -> list[tuple[str, str]]:
@@ -304,17 +326,21 @@ async def restore_events(
     report = EventsRestoreReport()
     until = days_after(now_ms(), grace_days, "hold_days")
     chosen = available if months is None else sorted(set(months))
-    for month in [m for m in chosen if span is None or span.holds_month(m)]:
-        db = events_dir / f"{month}.db"
-        try:
-            rows = await in_thread(token, _month_rows, db, schema, kinds, span)
-        except sqlite3.DatabaseError as err:  # damaged, or a newer coldkeep's: not this one's
-            report.refused[month] = str(err)
-            continue
-        report.months.append(month)
-        for i in range(0, len(rows), batch_rows):
-            token.check()
-            chunk = rows[i : i + batch_rows]
-            await keep_restored_rows(manifest, [r[schema.pk_index] for r in chunk], until)
-            await in_thread(token, _put_back, settings, schema, chunk, month, report)
+    share = await asyncio.to_thread(ChangeShare, settings.archive_root)
+    try:
+        for month in [m for m in chosen if span is None or span.holds_month(m)]:
+            db = events_dir / f"{month}.db"
+            try:
+                rows = await in_thread(token, _month_rows, db, schema, kinds, span)
+            except sqlite3.DatabaseError as err:  # damaged, or a newer coldkeep's
+                report.refused[month] = str(err)
+                continue
+            report.months.append(month)
+            for i in range(0, len(rows), batch_rows):
+                token.check()
+                chunk = rows[i : i + batch_rows]
+                await keep_restored_rows(manifest, [r[schema.pk_index] for r in chunk], until)
+                await in_thread(token, _put_back, settings, schema, chunk, month, report, share)
+    finally:
+        share.close()
     return report

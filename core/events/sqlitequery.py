@@ -7,17 +7,25 @@ one core, and at most ``ATTACHED`` databases in one query. It alone reads a
 month only the remote tier holds, in place (remote/monthvfs.py's VFS).
 
 Invariants:
-- Nothing is written: every database is attached by a ``mode=ro`` URI (a remote
-  month ``immutable`` too) before the caller's SQL is seen; then ``PRAGMA
-  query_only``, and an authorizer that allows reading and calling functions
-  only (no ATTACH, DETACH, PRAGMA, transaction or write, in any schema). Sorts
-  and temporary b-trees stay in memory (``temp_store``): nothing spills to disk.
+- Nothing is written, and nothing but the live table and the months is read:
+  every database is attached by a ``mode=ro`` URI (a remote month
+  ``immutable`` too) before the caller's SQL is seen; then ``PRAGMA
+  query_only``, and an authorizer that allows a statement to read the
+  databases attached (and the view over them), ``json_each`` and ``json_tree``,
+  and to call functions but those that load code (no ATTACH, DETACH, PRAGMA,
+  transaction, write, other virtual table: ``dbstat``, ``fts*``, ``pragma_*``).
+  Sorts and temporary b-trees stay in memory (``temp_store``): nothing spills
+  to disk.
 - One statement: every statement of the SQL is prepared (and authorized)
   before the first is run; more than one is refused.
+- A read is one snapshot (``begin_read``): the live table's is taken first,
+  then every month's, and held until ``end_read``. A pass copies a batch into
+  its month before it deletes it from live, so a row gone from live by then is
+  in its month's later snapshot, and a row copied after is still live.
 - The view is query.py's: the same sources, the same time-range predicate (in
-  SQLite's words), a month's row left out where the live table has its id, and
-  every column of any source (NULL where a source lacks it), the live table's
-  first.
+  SQLite's words), a month's row left out where the live table has its id (in
+  the read's own snapshot of live), and every column of any source (NULL where
+  a source lacks it), the live table's first.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import re
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -36,9 +44,11 @@ from .eventschema import EventSchema, q
 # SQLite's compiled-in most, live table included (the main and temp schemas
 # are not counted).
 ATTACHED = 125
-_READS = frozenset(
-    {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
-)
+# Virtual tables a statement may read besides the databases: they compute from
+# their arguments alone.
+TABLE_FUNCTIONS = frozenset({"json_each", "json_tree"})
+# Functions that load code or register it by a pointer.
+REFUSED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
 _FIRST_WORD = re.compile(r"(?:\s|--[^\n]*\n?|/\*.*?\*/)*(\w+)", re.S)
 
 
@@ -89,40 +99,34 @@ def make_view(
     con: apsw.Connection,
     view: str,
     schema: EventSchema,
-    names: Sequence[tuple[str, int | None]],
+    months: Sequence[str],
     *,
     when: str,
     as_text: bool,
 ) -> None:
-    """``view`` over the live table and the months ``names`` (each with its
-    largest id), as query.py's DuckDB view: the rows in the range, a month's row
-    left out where the live table has the same id."""
+    """``view`` over the live table and the months attached as ``months``, as
+    query.py's DuckDB view: the rows in the range, a month's row left out where
+    the live table has the same id (one lookup by id in live a row: a page of
+    rows costs a page of lookups)."""
     pk, table = q(schema.pk), q(schema.table)
-    sources = ["live", *(n for n, top in names if top is not None)]
+    sources = ["live", *months]
     have = {s: _columns(con, s, schema.table) for s in sources}
     every = list(dict.fromkeys(c for s in sources for c in have[s]))
-    tops = [top for _, top in names if top is not None]
-    dup = ""
-    if tops:
-        con.execute("CREATE TEMP TABLE coldkeep_live_ids (id INTEGER PRIMARY KEY)")
-        con.execute(
-            f"INSERT INTO temp.coldkeep_live_ids SELECT {pk} FROM live.{table} "
-            f"WHERE {pk} <= {max(tops)}"
-        )
-        if con.execute("SELECT count(*) FROM temp.coldkeep_live_ids").fetchall()[0][0]:
-            dup = f"{pk} NOT IN (SELECT id FROM temp.coldkeep_live_ids)"
+    live_has = f"NOT EXISTS (SELECT 1 FROM live.{table} l WHERE l.{pk} = a.{pk})"
     parts = []
     for s in sources:
         cols = ", ".join(_column(c, c in have[s], as_text) for c in every)
-        conds = " AND ".join(c for c in (when, "" if s == "live" else dup) if c)
-        parts.append(f"SELECT {cols} FROM {q(s)}.{table}" + (f" WHERE {conds}" if conds else ""))
+        conds = " AND ".join(c for c in (when, "" if s == "live" else live_has) if c)
+        parts.append(
+            f"SELECT {cols} FROM {q(s)}.{table} AS a" + (f" WHERE {conds}" if conds else "")
+        )
     con.execute(f"CREATE TEMP VIEW {q(view)} AS " + " UNION ALL ".join(parts))
 
 
 def _column(name: str, present: bool, as_text: bool) -> str:
     if not present:
         return f"NULL AS {q(name)}"
-    return f"CAST({q(name)} AS TEXT) AS {q(name)}" if as_text else q(name)
+    return f"CAST(a.{q(name)} AS TEXT) AS {q(name)}" if as_text else f"a.{q(name)}"
 
 
 def when(schema: EventSchema, start: int | None, end: int | None) -> str:
@@ -132,14 +136,63 @@ def when(schema: EventSchema, start: int | None, end: int | None) -> str:
     return schema.between_sql(start, end, iso_seconds=f"unixepoch({q(schema.ts)}, 'subsec')")
 
 
-def lock_down(con: apsw.Connection) -> None:
-    """From now on the connection reads, and nothing else."""
+def lock_down(con: apsw.Connection, attached: Sequence[str]) -> None:
+    """From now on the connection reads the databases ``attached`` (and the
+    view over them), and nothing else."""
     con.execute("PRAGMA query_only = 1")
-    con.authorizer = _authorize
+    con.authorizer = _authorizer(frozenset({"temp", *attached}))
 
 
-def _authorize(op: int, _p1: str | None, _p2: str | None, _db: str | None, _via: str | None) -> int:
-    return int(apsw.SQLITE_OK if op in _READS else apsw.SQLITE_DENY)
+def _authorizer(
+    schemas: frozenset[str],
+) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
+    def authorize(op: int, p1: str | None, p2: str | None, db: str | None, _via: str | None) -> int:
+        if op in (apsw.SQLITE_SELECT, apsw.SQLITE_RECURSIVE):
+            ok = True
+        elif op == apsw.SQLITE_READ:  # p1: the table; db: its schema ('main': a virtual
+            # one; None: the view or a subquery as a whole, whose tables come on their own)
+            ok = db is None or db in schemas or (db == "main" and p1 in TABLE_FUNCTIONS)
+        elif op == apsw.SQLITE_FUNCTION:  # p2: its name
+            ok = (p2 or "").lower() not in REFUSED_FUNCTIONS
+        else:
+            ok = False
+        return int(apsw.SQLITE_OK if ok else apsw.SQLITE_DENY)
+
+    return authorize
+
+
+@contextlib.contextmanager
+def _unchecked(con: apsw.Connection) -> Iterator[None]:
+    """coldkeep's own statements (a read's transaction), past the authorizer."""
+    authorize, con.authorizer = con.authorizer, None
+    try:
+        yield
+    finally:
+        con.authorizer = authorize
+
+
+def begin_read(con: apsw.Connection, table: str) -> None:
+    """A read's transaction begun and the live table's snapshot taken (the
+    months' next: ``snapshot_months``)."""
+    with _unchecked(con):
+        con.execute("BEGIN")
+        con.execute(f"SELECT 1 FROM live.{q(table)} LIMIT 1").fetchall()
+
+
+def snapshot_months(con: apsw.Connection, months: Sequence[str]) -> None:
+    """Every month's snapshot taken, after live's, for the rest of the read."""
+    with _unchecked(con):
+        for name in months:
+            con.execute(f"SELECT 1 FROM {q(name)}.sqlite_master LIMIT 1").fetchall()
+
+
+def end_read(con: apsw.Connection, cur: apsw.Cursor | None) -> None:
+    """The read's snapshots let go, its statement ``cur`` stopped first."""
+    if cur is not None:
+        cur.close()
+    with _unchecked(con):
+        if con.in_transaction:
+            con.execute("COMMIT")
 
 
 def _prepared(con: apsw.Connection, sql: str) -> tuple[str, list[str] | None]:
@@ -159,8 +212,8 @@ def _prepared(con: apsw.Connection, sql: str) -> tuple[str, list[str] | None]:
     return first[0]
 
 
-def run(con: apsw.Connection, sql: str) -> tuple[list[str], Callable[[int], list[tuple[Any, ...]]]]:
-    """The columns of ``sql`` (one SELECT) and a fetch of its next rows. A
+def run(con: apsw.Connection, sql: str) -> tuple[list[str], apsw.Cursor]:
+    """The columns of ``sql`` (one SELECT) and the cursor its rows come from. A
     statement that is not a read is ``Refused``; SQLite's errors are apsw's."""
     word = _FIRST_WORD.match(sql)
     kind = word[1].upper() if word else ""
@@ -184,5 +237,13 @@ def run(con: apsw.Connection, sql: str) -> tuple[list[str], Callable[[int], list
         cur = con.cursor()
         cur.execute(sql)
     except apsw.AuthError as err:
-        raise Refused(f"only reading is allowed: {err}") from err
-    return columns, lambda size: list(islice(cur, size))
+        raise Refused(
+            f"only reading is allowed ({err}): a query reads the events view, the live "
+            "table and the archived months, and nothing else"
+        ) from err
+    return columns, cur
+
+
+def fetch(cur: apsw.Cursor, size: int) -> list[tuple[Any, ...]]:
+    """The next ``size`` rows of ``cur`` at most."""
+    return list(islice(cur, size))

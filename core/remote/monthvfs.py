@@ -32,11 +32,15 @@ Invariants:
   version) makes it readable.
 - Every page is checked as SQLite reads it (its B-tree structure: a page that
   is not one fails the query, SQLite's "database disk image is malformed").
-- A sealed month snapshot (client-side encryption) is refused in one line:
-  an age stream cannot be read a page at a time, and its rows come back with
-  ``restore-events --identity``.
-- Bytes fetched are counted (``fetched_bytes``) and bounded in memory: nothing
-  is written to disk.
+- A sealed month snapshot (client-side encryption) cannot be read a page at a
+  time (an age stream opens whole): with the command's identity it is opened
+  whole (``opened``) into a file in a read cache's folder of its own under
+  ``[mount] cache_dir`` (rangecache.py: removed by ``close``, or by the next
+  reader after a crash), its reads pinned to the version shipped and what it
+  opens to checked against the size and sha256 recorded before it is used;
+  without one, refused in one line that says ``--identity`` opens it.
+- Bytes fetched are counted (``fetched_bytes``); pages read in place are held
+  in memory, bounded: nothing of them is written to disk.
 - The GETs run on an event loop of this reader's own (its thread), the store's
   client bound to it; SQLite's reads come from the query's thread and wait for
   them. A GET that fails fails the query in one line naming the object.
@@ -45,28 +49,36 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import threading
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import apsw
 
 from ..base.cancel import CancelToken
+from ..base.codec import Digest
 from ..base.config import RemoteSettings
 from ..base.errors import RemoteError
+from ..base.fsutil import open_file, unlink_if_present
 from ..base.ratelimit import RateLimiter
 from ..events.query import RemoteMonth
 from .connect import open_store
 from .objectstore import ObjectInfo, ObjectStore, RemoteReplaced
+from .rangecache import BLOCK_BYTES, RangeCache
+from .sealing import Identities
+from .unseal import RangedSource, open_into
 
 PAGE = 4096  # a month database's page (SQLite's default, which coldkeep keeps)
 MAX_SPAN = 512  # pages: a scan's GETs grow to 2 MiB
 NEAR = 16  # pages: a read this far past the previous one still continues a scan
 MEMORY_BYTES = 32 << 20
+OPEN_PIECE = 8 << 20  # bytes: each ranged GET of a sealed month opened whole
 T = TypeVar("T")
 
 
@@ -105,10 +117,20 @@ class _Pages:
 
 class RemoteMonths:
     """The remote tier's month snapshots, each attachable by SQLite under a URI
-    of this reader's VFS. Built from any thread; ``close`` after the query."""
+    of this reader's VFS, or (sealed) opened with ``identities`` into a folder
+    under ``cache_dir``. Built from any thread; ``close`` after the query."""
 
-    def __init__(self, remote: RemoteSettings, *, memory_bytes: int = MEMORY_BYTES) -> None:
+    def __init__(
+        self,
+        remote: RemoteSettings,
+        cache_dir: Path | None = None,
+        identities: Identities | None = None,
+        *,
+        memory_bytes: int = MEMORY_BYTES,
+    ) -> None:
         self.site = remote.site
+        self.cache_dir, self.identities = cache_dir, identities
+        self._cache: RangeCache | None = None  # its folder holds the months opened
         self.limiter = RateLimiter(remote.bytes_per_s)
         self.pages = _Pages(memory_bytes)
         self.objects: dict[str, _Object] = {}
@@ -150,6 +172,46 @@ class RemoteMonths:
         self.objects[month] = _Object(key, shipped.size, _pin(where, month, shipped, info))
         self._seen[key] = bytearray(-(-shipped.size // PAGE) // 8 + 1)
         return f"file:{urllib.parse.quote(month)}?mode=ro&immutable=1&vfs={self.vfs_name}"
+
+    def opened(self, month: str, shipped: RemoteMonth) -> Path:
+        """The sealed snapshot ``shipped`` of ``month`` opened whole with the
+        identity into a new file in this reader's cache folder (removed by
+        ``close``), once it opened to the size and sha256 recorded."""
+        key = f"{self.site}/{shipped.path}"
+        where = self.store.where(key)
+        if self.identities is None or self.cache_dir is None:
+            raise RemoteError(
+                f"{where}: month {month} is sealed to {shipped.sealed_to}: --identity FILE "
+                "opens it for this query (into the read cache's folder, removed after)"
+            )
+        if self._cache is None:
+            self._cache = RangeCache.open(self.store, self.cache_dir, BLOCK_BYTES, self._loop)
+        folder = self._cache.folder
+        path = folder / f".opened-{secrets.token_hex(8)}"
+        self.limiter.take(shipped.size, self._cancel)
+        src = RangedSource(self.store, key, shipped.size, self._loop, OPEN_PIECE, shipped.version)
+        size, sha = shipped.plain_bytes, shipped.plain_sha256
+        expect = size if size is None or sha is None else Digest(size, sha)
+        fd = open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=folder)
+        try:
+            open_into(
+                src,
+                fd,
+                self.identities,
+                length=shipped.size,
+                what=where,
+                sealed_to=shipped.sealed_to,
+                cancel=self._cancel,
+                expect=expect,
+            )
+        except BaseException:
+            unlink_if_present(path, root=folder)
+            raise
+        finally:
+            os.close(fd)
+            with self._count:
+                self.fetched_bytes += src.at
+        return path
 
     def read(self, obj: _Object, offset: int, amount: int, ahead: int) -> bytes:
         """``amount`` bytes of ``obj`` from ``offset`` (fewer at its end), a
@@ -211,6 +273,8 @@ class RemoteMonths:
         self._vfs = None
         self._cancel.cancel("the query ended")
         try:
+            if self._cache is not None:
+                self._cache.close()  # the months opened go with its folder
             self._wait(self.store.close())
         finally:
             self._stop_loop()

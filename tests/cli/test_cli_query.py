@@ -8,6 +8,7 @@ folder, a bucket without versions and one with Object Lock."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -20,8 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
+from pyrage import x25519
 
+from coldkeep.core.events.query import ENGINES
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, ck_json, make_events_db
 from remotecheck import set_remote
@@ -48,14 +52,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _passed(tmp_path_factory.mktemp("query") / "site", 3000, 120)
 
 
-def _query(site: Path, *args: str, check: int = 0) -> subprocess.CompletedProcess[str]:
+def _query(site: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
     run = subprocess.run(
         [*COLDKEEP, "query", *args, "--config", str(site / "coldkeep.toml")],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert run.returncode == check, run.stderr
+    assert check is None or run.returncode == check, run.stderr
     return run
 
 
@@ -305,3 +309,113 @@ def test_a_month_shipped_before_versions_is_read_once_tied_to_what_shipped(
     assert forged is not None
     s3.server.put_raw(s3.bucket, f"p/t/{path}", _forged(forged, tmp_path))
     _refused_not_forged(site, month)
+
+
+# an answer is never silently wrong ------------------------------------------------------
+
+
+def test_a_query_while_a_pass_moves_rows_counts_each_row_once_or_says_it_raced(
+    tmp_path: Path,
+) -> None:
+    """A real pass moves ~270,000 rows in small batches while queries run one
+    after another, on both engines: each answers the exact count, or exits 1
+    saying a pass overtook it; never another number."""
+    site = tmp_path / "site"
+    (site / "live").mkdir(parents=True)
+    make_events_db(site / "state.db", 600_000, now_ms=int(time.time() * 1000), days=120)
+    (site / "coldkeep.toml").write_text(
+        'live_root = "live"\narchive_root = "archive"\nstate_db = "state.db"\nmode = "on"\n'
+        f"[events]\nkinds = {json.dumps(list(ARCHIVABLE))}\nmin_age_days = 30\nbatch_rows = 500\n"
+    )
+    with sqlite3.connect(site / "state.db") as db:
+        [(total,)] = db.execute("SELECT count(*) FROM events").fetchall()
+    (site / "archive").mkdir()
+    asyncio.run(_manifest_made(site / "archive" / "coldkeep.db"))  # no query reads one half made
+    events = site / "archive" / "events"
+    count = ["--json", "SELECT count(*) AS n FROM events"]
+    answers: list[tuple[bool, subprocess.CompletedProcess[str]]] = []
+    cmd = [*COLDKEEP, "pass", "--config", str(site / "coldkeep.toml")]
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as passing:
+        while passing.poll() is None:
+            moving = any(events.glob("*.db"))
+            engine = ["--engine", "sqlite"] if len(answers) % 2 else []
+            run = _query(site, *engine, *count, check=None)
+            answers.append((moving and passing.poll() is None, run))
+        assert passing.wait() == 0, passing.stderr.read() if passing.stderr else ""
+    assert sum(during for during, _ in answers) >= 2, "the pass ended before queries overlapped it"
+    for _, run in answers:
+        if run.returncode == 0:
+            assert json.loads(run.stdout)["n"] == total, run.stdout
+        else:
+            assert run.returncode == 1, run.stderr
+            assert (
+                run.stderr.startswith("coldkeep: event rows moved")
+                and "run the query again" in run.stderr
+            )
+    assert json.loads(_query(site, *count).stdout)["n"] == total
+
+
+async def _manifest_made(path: Path) -> None:
+    await (await Manifest.open(path)).close()
+
+
+def test_a_month_gone_from_events_is_named_not_silently_missing(site: Path, tmp_path: Path) -> None:
+    """A month a pass archived, its database gone and never shipped: the
+    query refuses, naming it (exit 1); with --partial it answers without it
+    and says so."""
+    copy = tmp_path / "site"
+    subprocess.run(["cp", "-a", str(site), str(copy)], check=True)
+    month = sorted((copy / "archive" / "events").glob("*.db"))[0]
+    with sqlite3.connect(month) as db:
+        [(lost,)] = db.execute("SELECT count(*) FROM events").fetchall()
+    whole = json.loads(_query(copy, "--json", "SELECT count(*) AS n FROM events").stdout)["n"]
+    for p in month.parent.glob(month.name + "*"):
+        p.unlink()
+    for engine in ENGINES:
+        run = _query(copy, "--engine", engine, "SELECT count(*) FROM events", check=1)
+        [line] = run.stderr.splitlines()
+        assert line.startswith(f"coldkeep: {month.stem}: archived, but gone from ")
+        assert line.endswith("--partial answers without it")
+        run = _query(
+            copy, "--engine", engine, "--partial", "--json", "SELECT count(*) AS n FROM events"
+        )
+        assert json.loads(run.stdout)["n"] == whole - lost
+        why = "archived, but its database is gone and none was shipped"
+        assert run.stderr == f"coldkeep: query: left out {month.stem}: {why}\n"
+
+
+def test_a_sealed_month_only_the_remote_holds_is_opened_with_the_identity(
+    tmp_path: Path,
+) -> None:
+    """Shipped sealed, then its database gone from here: without --identity
+    one line says that it opens it; with it, either engine answers as before,
+    and the folder it was opened into is gone after."""
+    site = write_demo(tmp_path / "site", scale=0.02).root
+    key = x25519.Identity.generate()
+    identity = tmp_path / "key.txt"
+    identity.write_text(f"{key}\n")
+    cache = tmp_path / "cache"
+    config = site / "coldkeep.toml"
+    config.write_text(
+        config.read_text().rstrip("\n")
+        + f'\nencrypt_to = ["{key.to_public()}"]\n[mount]\ncache_dir = "{cache}"\n'
+    )
+    ck(site, "pass")
+    ck(site, "ship")
+    sql = ["--json", "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"]
+    before = _query(site, *sql).stdout
+    for db in (site / "archive" / "events").glob("*.db*"):
+        db.unlink()
+    month, _ = _newest_month(site)
+    run = _query(site, "--from", month, "--to", month, *sql, check=1)
+    [line] = run.stderr.splitlines()
+    assert f"month {month} is sealed to " in line
+    assert (
+        "--identity FILE opens it for this query (into the read cache's folder, removed after)"
+        in line
+    )
+    for engine in ENGINES:
+        run = _query(site, "--engine", engine, "--identity", str(identity), "--stats", *sql)
+        assert run.stdout == before
+        assert "read on the remote tier" in run.stderr
+        assert not [p for p in cache.rglob("*") if p.is_file() or p.name.startswith("rcache")]

@@ -19,6 +19,7 @@ from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
 from coldkeep.core.base.space import human_bytes
 from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, Plan, parse_range
 
+from ..operations.spec import IDENTITY_HELP, load_identity
 from ..text.fmt import plural, shown
 from ..text.rows import write
 from .kit import command, ctx_for, fail, fail_explained, reader_left
@@ -50,6 +51,7 @@ from .kit import command, ctx_for, fail, fail_explained, reader_left
     "column in milliseconds, a month only the remote tier holds read in place; SQLite's "
     "SQL, at most 124 months.",
 )
+@click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
 @click.option("--stats", is_flag=True, help="After the rows, one line on stderr: what was read.")
 @command(json_opt=False)
 def query(
@@ -61,6 +63,7 @@ def query(
     partial: bool,
     as_text: bool,
     engine: Engine,
+    identity: Path | None,
     stats: bool,
     config: Path | None,
 ) -> None:
@@ -78,10 +81,12 @@ def query(
     7/2 is 3 there, 3.5 in DuckDB): a lookup by id or another indexed column
     reads a few pages of each month, not every row; it takes at most 124
     months (narrow --from/--to), and reads a month only the remote tier holds
-    without downloading it (--stats says the bytes fetched). Nothing is
-    written: the databases are read-only to either, and the SQL may not touch
-    other files. A month that cannot be read refuses the query, named (exit 1),
-    unless --partial. Bad SQL, or SQL that is not a SELECT: exit 2.
+    without downloading it (--stats says the bytes fetched); a sealed one is
+    opened whole with --identity, into the read cache, removed after. Nothing
+    is written, nothing but the live table and the months is read. A month
+    that cannot be read, or that the manifest knows and nothing holds, refuses
+    the query (exit 1) unless --partial; so does a pass that overtook it.
+    SQL that is not one SELECT, or reaches anything else: exit 2.
 
     \b
       coldkeep query "SELECT kind, count(*) FROM events GROUP BY kind"
@@ -98,7 +103,8 @@ def query(
     fmt = "json" if as_json else "csv" if as_csv else "text"
     try:
         span = parse_range(start, end)
-        run = ctx.archiver().events_query(span, partial=partial, as_text=as_text, engine=engine)
+        (archiver := ctx.archiver()).sessions.identities = load_identity(identity)
+        run = archiver.events_query(span, partial=partial, as_text=as_text, engine=engine)
         plan, count = _answer(run, sql, fmt)
     except BrokenPipeError:
         reader_left()

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -274,17 +275,10 @@ def test_the_sqlite_engine_finds_an_id_by_each_month_s_key_not_a_scan(roots: Roo
             str(r[3]) for r in _all(engine, "EXPLAIN QUERY PLAN SELECT * FROM events WHERE id = 1")
         ]
         assert _all(engine, "SELECT id FROM events WHERE id = 1") == [(1,)]
-    reads = [line for line in plan if ".events" in line]
-    assert len(reads) == 4, plan  # the live table and three months
+    reads = [line for line in plan if line.startswith(("SEARCH ", "SCAN "))]
+    # The live table and three months, and each month's row looked up in live.
+    assert len(reads) == 7, plan
     assert all(line.startswith("SEARCH ") and "PRIMARY KEY" in line for line in reads), plan
-
-
-def test_a_select_cannot_read_other_files(roots: Roots, tmp_path: Path) -> None:
-    secret = tmp_path / "secret.csv"
-    secret.write_text("a,b\n1,2\n")
-    _site(roots, [(1, _month_start(2025, 1), "view", None)], [])
-    with _engine(roots) as engine, pytest.raises(QueryError, match="disabled by configuration"):
-        _all(engine, f"SELECT * FROM read_csv('{secret}')")
 
 
 @pytest.mark.parametrize("engine_", ENGINES)
@@ -397,3 +391,196 @@ def test_an_iso_time_stamp_is_placed_by_its_offset(roots: Roots, engine_: Engine
         assert _all(engine, "SELECT id FROM events ORDER BY id") == [("2",)]
     finally:
         engine.close()
+
+
+# what the SQL may reach: the live table and the months, nothing else ----------------
+
+
+def _attacks(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """Another SQLite file and a secret beside the site, and SQL that would
+    read or change them (or the live database) through DuckDB."""
+    other, secret = tmp_path / "other.db", tmp_path / "secret.txt"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+        db.execute("INSERT INTO t VALUES ('other')")
+    secret.write_text("secret\n")
+    return (
+        other,
+        secret,
+        [
+            f"SELECT * FROM sqlite_scan('{other}', 't')",
+            f"SELECT * FROM sqlite_attach('{other}')",
+            "SELECT * FROM sqlite_query('live', 'PRAGMA journal_mode = DELETE')",
+            f"SELECT * FROM read_csv('{secret}')",
+            f"SELECT * FROM read_text('{secret}')",
+            "SELECT * FROM glob('/*')",
+            "SELECT * FROM query('SELECT 1')",
+            f"SELECT * FROM '{secret}'",
+            f"SELECT (SELECT content FROM read_text('{secret}')) AS c",
+            f"WITH s AS (SELECT * FROM sqlite_scan('{other}', 't')) SELECT * FROM s",
+            f"SELECT * FROM events WHERE kind IN (SELECT x FROM sqlite_scan('{other}', 't'))",
+            f"EXPLAIN SELECT * FROM sqlite_scan('{other}', 't')",
+            "SELECT * FROM duckdb_settings()",
+            "SELECT * FROM information_schema.tables",
+            f"ATTACH '{other}' AS o",
+            f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'",
+            "INSTALL sqlite",
+            "LOAD sqlite",
+            "SET enable_external_access = true",
+            "PRAGMA version",
+        ],
+    )
+
+
+def test_duckdb_sql_reaches_nothing_but_the_live_table_and_the_months(
+    roots: Roots, tmp_path: Path
+) -> None:
+    _, _, attacks = _attacks(tmp_path)
+    _site(
+        roots,
+        [(2, _month_start(2025, 2), "view", None)],
+        [(1, _month_start(2025, 1), "view", None)],
+    )
+    with _engine(roots) as engine:
+        for sql in attacks:
+            with pytest.raises(BadQuery):
+                engine.run(sql)
+        assert not (tmp_path / "out.csv").exists()
+        assert _all(engine, "SELECT count(*) FROM events") == [(2,)]
+        assert _all(engine, "SELECT count(*) FROM live.events") == [(1,)]
+        assert _all(engine, "WITH e AS (SELECT * FROM events) SELECT count(*) FROM e") == [(2,)]
+        assert _all(engine, "SELECT sum(range) FROM range(4)") == [(6,)]
+    with sqlite3.connect(roots.base / "state.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_every_duckdb_table_function_but_the_allowed_is_refused(roots: Roots) -> None:
+    """The whole list of DuckDB's table functions and table macros, with the
+    SQLite reader loaded: a DuckDB that brings a new one cannot widen what a
+    query reaches unseen."""
+    from coldkeep.core.events.duckquery import TABLE_FUNCTIONS
+
+    _site(roots, [(1, _month_start(2025, 1), "view", None)], [])
+    with _engine(roots) as engine:
+        assert engine.con is not None
+        names = {
+            str(r[0])
+            for r in engine.con.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() "
+                "WHERE function_type IN ('table', 'table_macro')"
+            ).fetchall()
+        }
+        assert {"sqlite_scan", "sqlite_attach", "sqlite_query", "read_csv"} <= names
+        assert names >= TABLE_FUNCTIONS  # each one allowed is one DuckDB has
+        for name in sorted(names - TABLE_FUNCTIONS):
+            with pytest.raises(BadQuery, match=re.escape(f"the SQL reads {name.lower()}()")):
+                engine.run(f'SELECT * FROM "{name}"()')
+
+
+def test_sqlite_sql_reaches_nothing_but_the_live_table_and_the_months(
+    roots: Roots, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    _site(
+        roots,
+        [(2, _month_start(2025, 2), "view", None)],
+        [(1, _month_start(2025, 1), "view", None)],
+    )
+    attacks = [
+        f"ATTACH '{other}' AS o",
+        "PRAGMA journal_mode = DELETE",
+        "SELECT load_extension('/tmp/x.so')",
+        "SELECT fts3_tokenizer('simple')",
+        "SELECT * FROM pragma_database_list",
+        "SELECT * FROM sqlite_dbpage('live')",
+        f"VACUUM INTO '{tmp_path / 'copy.db'}'",
+        "SELECT 1; VACUUM",
+        "CREATE VIRTUAL TABLE temp.f USING fts5(a)",
+        "SELECT * FROM sqlite_master",
+    ]
+    with _engine(roots, engine_="sqlite") as engine:
+        # Every virtual table module of this SQLite but the two allowed.
+        modules = [str(r[0]) for r in apsw.Connection(":memory:").execute("PRAGMA module_list")]
+        assert "dbstat" in modules
+        allowed = {"json_each", "json_tree"}
+        for sql in [*attacks, *(f'SELECT * FROM "{m}"' for m in modules if m not in allowed)]:
+            with pytest.raises(BadQuery):
+                engine.run(sql)
+        assert not (tmp_path / "copy.db").exists()
+        assert _all(engine, "SELECT count(*) FROM events") == [(2,)]
+        assert _all(engine, "SELECT count(*) FROM live.events") == [(1,)]
+        assert _all(engine, "SELECT count(*) FROM json_each('[1, 2]')") == [(2,)]
+    with sqlite3.connect(roots.base / "state.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+# an engine kept open: each read is of its own moment ---------------------------------
+
+
+def _restore(roots: Roots, rows: list[Row]) -> None:
+    """``rows`` (archived) put back into live, as restore-events puts them:
+    the same ids and content, their month copies kept."""
+    with sqlite3.connect(roots.base / "state.db") as db:
+        db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
+
+
+def _move(roots: Roots, ids: list[int]) -> None:
+    """The live rows ``ids`` moved as a pass moves them: copied into their
+    month's database (made if missing), then deleted from live."""
+    with sqlite3.connect(roots.base / "state.db") as live:
+        rows = live.execute(
+            f"SELECT * FROM events WHERE id IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
+        for row in rows:
+            path = roots.layout.events / f"{_month_of(row[1])}.db"
+            if not path.exists():
+                _db(path, [], month=True)
+            with sqlite3.connect(path) as month:
+                month.execute("INSERT INTO events VALUES (?, ?, ?, ?)", row)
+        live.execute(f"DELETE FROM events WHERE id IN ({','.join('?' * len(ids))})", ids)
+
+
+@pytest.mark.parametrize("engine_", ENGINES)
+def test_an_engine_kept_open_counts_restored_and_moved_rows_once(
+    roots: Roots, engine_: Engine
+) -> None:
+    """The console's Events screen keeps its engine open across its own
+    restores and the scheduler's passes: each read counts every row once, as
+    it stands then (a restored row live, a moved one archived, a new month
+    read)."""
+    from coldkeep.core.events.overview import overview
+
+    jan, feb, mar = (_month_start(2025, m) for m in (1, 2, 3))
+    archived: list[Row] = [(i, jan + i, "view", None) for i in range(1, 11)]
+    _site(roots, [(i, feb + i, "login", None) for i in range(11, 21)], archived)
+    with _engine(roots, engine_=engine_) as engine:
+        assert _all(engine, "SELECT count(*) FROM events") == [(20,)]
+        _restore(roots, archived[:4])
+        assert _all(engine, "SELECT count(*) FROM events") == [(20,)]
+        if engine_ == "duckdb":
+            counts = overview(engine)
+            assert (counts.total, counts.archived_rows) == (20, 6)
+        _move(roots, [11, 12, 13])  # February's first month database
+        assert _all(engine, "SELECT count(*), count(DISTINCT id) FROM events") == [(20, 20)]
+        assert "2025-02" in engine.plan.months
+        with sqlite3.connect(roots.base / "state.db") as db:
+            db.execute("INSERT INTO events VALUES (21, ?, 'login', NULL)", [mar])
+        assert _all(engine, "SELECT max(id), count(*) FROM events") == [(21, 21)]
+
+
+def test_a_sqlite_read_is_one_snapshot_while_a_pass_moves_rows(roots: Roots) -> None:
+    """Rows moved between a read's first batch and its last are each read
+    once: the read holds live's snapshot, and the months' after it."""
+    jan = _month_start(2025, 1)
+    _site(roots, [(i, jan + i, "view", None) for i in range(1, 31)], [])
+    _db(roots.layout.events / "2025-01.db", [], month=True)
+    with _engine(roots, engine_="sqlite") as engine:
+        rows = engine.run("SELECT id FROM events ORDER BY id")
+        batches = rows.batches(size=5)
+        got = [r[0] for r in next(batches)]
+        _move(roots, list(range(1, 31)))
+        got += [r[0] for batch in batches for r in batch]
+        assert got == list(range(1, 31))
+        assert _all(engine, "SELECT count(*) FROM events") == [(30,)]

@@ -106,7 +106,7 @@ class EventsReader:
             return self.engine
         self._close()
         self.span = span
-        self.engine = self.archiver.events_query(span, partial=True)
+        self.engine = self.archiver.events_query(span, partial=True, remote_reads=False)
         self.engine.open()
         return self.engine
 
