@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -21,6 +21,7 @@ __all__ = [
     "current_screen",
     "make_app",
     "notices",
+    "press_to",
     "settle",
     "watching",
 ]
@@ -48,6 +49,19 @@ def current_screen(app: ColdkeepApp) -> Screen[Any]:
     """The screen on top now. Read through a call, so that a type checker does not
     carry an earlier ``isinstance`` of ``app.screen`` past the keys pressed since."""
     return app.screen
+
+
+S = TypeVar("S", bound=Screen[Any])
+
+
+async def press_to(app: ColdkeepApp, pilot: Pilot[None], kind: type[S], *keys: str) -> S:
+    """Press ``keys``, let the console settle, and return the screen now on top,
+    which must be a ``kind``."""
+    await pilot.press(*keys)
+    await settle(pilot)
+    screen = current_screen(app)
+    assert isinstance(screen, kind), f"{keys} opened {type(screen).__name__}, not {kind.__name__}"
+    return screen
 
 
 def watching(app: ColdkeepApp) -> bool:

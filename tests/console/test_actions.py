@@ -26,7 +26,7 @@ from coldkeep.tui.console.panes import InFlightPane, JobsPane, LogPane, OrphansP
 from coldkeep.tui.console.panes.log import StableLog
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, RestoreScreen
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, current_screen, make_app, press_to, settle
 
 SIZE = (120, 36)
 
@@ -310,10 +310,7 @@ async def test_read_only_hides_and_refuses_every_mutating_action(settings: Setti
         await settle(pilot)
         assert app.running is None
         assert "READ-ONLY" in text_of(app, "#status-line")
-        await pilot.press("question_mark")
-        await settle(pilot)
-        helped = current_screen(app)
-        assert isinstance(helped, HelpScreen)
+        helped = await press_to(app, pilot, HelpScreen, "question_mark")
         narrow = Console(width=76, record=True, file=io.StringIO())
         narrow.print(helped.keys())
         shown = "".join(narrow.export_text().split())

@@ -9,17 +9,14 @@ from textual.widgets import Input
 from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.screens.events import EventsScreen
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, make_app, press_to, settle
 
 
 async def test_restored_rows_are_counted_once(settings: Settings) -> None:
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
         await archive_all(app, pilot)
-        await pilot.press("E")
-        await settle(pilot)
-        screen = current_screen(app)
-        assert isinstance(screen, EventsScreen)
+        screen = await press_to(app, pilot, EventsScreen, "E")
         screen.query_one("#events-from", Input).value = "2026-08-10"
         screen.query_one("#events-to", Input).value = "2026-08-11"
         screen.query_one("#events-kinds", Input).value = "webhook_event"

@@ -23,7 +23,7 @@ from coldkeep.tui.console.screens.events import EventsScreen
 from coldkeep.tui.console.screens.eventsread import PAGE, write_rows
 from coldkeep.tui.console.screens.export import ExportScreen
 
-from consolekit import NOW_MS, archive_all, current_screen, make_app, settle
+from consolekit import NOW_MS, archive_all, current_screen, make_app, press_to, settle
 
 DAY_MS = 86_400_000
 START_MS = 1_785_715_200_000  # 2026-08-03, 90 days before the pinned clock's day
@@ -52,10 +52,7 @@ async def test_counts_rows_and_the_next_page(settings: Settings) -> None:
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
         await archive_all(app, pilot)
-        await pilot.press("E")
-        await settle(pilot)
-        screen = current_screen(app)
-        assert isinstance(screen, EventsScreen)
+        screen = await press_to(app, pilot, EventsScreen, "E")
         want = _rows(settings, "ts >= ?", (START_MS,))
         total = sum(want.values())
         assert total > PAGE, "the demo's range holds more than a page"
@@ -143,10 +140,7 @@ async def test_restore_these_rows(settings: Settings) -> None:
         n = screen.counts.archived_rows
         assert n == archived_before[kind] > 0
         _table(app).focus()
-        await pilot.press("R")
-        await settle(pilot)
-        dialog = current_screen(app)
-        assert isinstance(dialog, ConfirmScreen)
+        dialog = await press_to(app, pilot, ConfirmScreen, "R")
         assert dialog.title_text == f"Restore {n:,} event rows"
         await pilot.press("y")
         await settle(pilot)

@@ -16,7 +16,7 @@ from coldkeep.tui.console.fields import Field
 from coldkeep.tui.console.screens.events import EventsScreen
 from coldkeep.tui.console.screens.restore import RestoreScreen
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, make_app, press_to, settle
 
 CONSOLE = Path(__file__).resolve().parents[2] / "tui" / "console"
 # The key names Textual gives these characters (a binding is looked up by name).
@@ -52,10 +52,7 @@ async def test_a_burst_of_keys_lands_in_order_in_the_filter_and_the_sql_box(
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
         await archive_all(app, pilot)
-        await pilot.press("r")
-        await settle(pilot)
-        browser = current_screen(app)
-        assert isinstance(browser, RestoreScreen)
+        browser = await press_to(app, pilot, RestoreScreen, "r")
         # Every key posted before the first is handled: none waits for another.
         for key in burst("zzzzunit-0003", ["backspace"] * 20, "unit:unit-0003"):
             app.post_message(key)
@@ -71,10 +68,7 @@ async def test_a_burst_of_keys_lands_in_order_in_the_filter_and_the_sql_box(
         await pilot.press("escape")
         await settle(pilot)
 
-        await pilot.press("E", "s")
-        await settle(pilot)
-        events_screen = current_screen(app)
-        assert isinstance(events_screen, EventsScreen)
+        events_screen = await press_to(app, pilot, EventsScreen, "E", "s")
         typed = burst(
             "SELECT count(*) AS n FROM eventz",
             ["backspace"],

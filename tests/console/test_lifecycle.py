@@ -20,7 +20,7 @@ from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
-from consolekit import archive_all, current_screen, make_app, notices, settle
+from consolekit import archive_all, current_screen, make_app, notices, press_to, settle
 from remotecheck import PREFIX, SITE, bucket_tier, set_remote
 from s3kit import S3Site
 
@@ -190,10 +190,7 @@ async def test_read_only_shows_holds_and_no_way_to_change_them(settings: Setting
     app = make_app(settings, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("h")
-        await settle(pilot)
-        screen = current_screen(app)
-        assert isinstance(screen, HoldsScreen)
+        screen = await press_to(app, pilot, HoldsScreen, "h")
         assert held(app) == ["unit unit-0001"]
         assert not screen.query(Input) and not screen.query("#hold-place"), "no form"
         status = str(screen.query_one("#holds-status", Static).render())
@@ -237,10 +234,7 @@ async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) ->
         await pilot.press("y")
         await settle(pilot)
         said = notices(app)
-        await pilot.press("r", *"status:expired", "enter")
-        await settle(pilot)
-        browser = current_screen(app)
-        assert isinstance(browser, RestoreScreen)
+        browser = await press_to(app, pilot, RestoreScreen, "r", *"status:expired", "enter")
         expired = table_rows(browser, "#restore-table")
         assert expired and all(r[2] == "expired" for r in expired)
         await pilot.press("r")  # the highlighted one
@@ -257,10 +251,7 @@ async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) ->
         for status in ("expired", "archived"):
             table.move_cursor(row=statuses.index(status))
             await pilot.press("space")
-        await pilot.press("r")
-        await settle(pilot)
-        question = current_screen(app)
-        assert isinstance(question, ConfirmScreen)
+        question = await press_to(app, pilot, ConfirmScreen, "r")
         assert [r[0] for r in table_rows(question, "#confirm-table")] == [
             rows[statuses.index("archived")][1]
         ]

@@ -29,7 +29,7 @@ from coldkeep.tui.console.screens import (
 )
 from coldkeep.tui.console.screens.pager import PagerView
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, current_screen, make_app, press_to, settle
 
 SIZE = (120, 36)
 WANTED = "unit-0005/runs/part-03.jsonl"
@@ -52,10 +52,7 @@ async def browse(app: ColdkeepApp, pilot: Pilot[None], filter_text: str) -> Rest
     """The restore browser, its filter ``filter_text``, its table focused."""
     await pilot.press("r")
     await settle(pilot)
-    await pilot.press(*filter_text, "down")
-    await settle(pilot)
-    screen = current_screen(app)
-    assert isinstance(screen, RestoreScreen)
+    screen = await press_to(app, pilot, RestoreScreen, *filter_text, "down")
     return screen
 
 

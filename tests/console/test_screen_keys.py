@@ -23,7 +23,7 @@ from coldkeep.tui.console.screens.find import FindScreen
 from coldkeep.tui.console.screens.holds import HoldsScreen
 from coldkeep.tui.console.screens.trends import TrendsScreen
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, current_screen, make_app, press_to, settle
 
 SCREENS: list[type[KeyedScreen]] = [
     RestoreScreen,
@@ -94,10 +94,7 @@ async def test_help_over_a_screen_lists_that_screens_keys(settings: Settings) ->
         await settle(pilot)
         await pilot.press("r")
         await settle(pilot)
-        await pilot.press("down", "f1")
-        await settle(pilot)
-        shown = current_screen(app)
-        assert isinstance(shown, HelpScreen)
+        shown = await press_to(app, pilot, HelpScreen, "down", "f1")
         assert shown.unavailable == {"restore": "the console is read-only (--read-only)"}
 
 
@@ -107,10 +104,7 @@ async def test_tab_keeps_the_events_fields_text(settings: Settings) -> None:
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        await pilot.press("E")
-        await settle(pilot)
-        screen = current_screen(app)
-        assert isinstance(screen, EventsScreen)
+        screen = await press_to(app, pilot, EventsScreen, "E")
         start = screen.query_one("#events-from", Input)
         before = start.value
         assert before
