@@ -77,11 +77,18 @@ faketime:
 
 # The fault tests mount a FUSE filesystem (tests/faultfs, over libfuse3): as root
 # with apt-get a missing fusermount3 is installed; elsewhere they are skipped, and
-# pytest's summary says why.
+# pytest's summary says why. libfuse 2 goes beside it the same way (libfuse2t64
+# since Debian 13 and Ubuntu 24.04, libfuse2 before), as borgbackup brings it on
+# hosts: the mounts must load libfuse 3 all the same (tests/core/ops/test_libfuse.py).
 fuse:
 	@command -v fusermount3 >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 libfuse3-3; } \
 		|| echo "fuse3 is not installed: the FUSE fault tests will be skipped"
+	@/sbin/ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2 ' \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+		&& pkg=$$(apt-cache show libfuse2t64 >/dev/null 2>&1 && echo libfuse2t64 || echo libfuse2) \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg; } \
+		|| echo "libfuse2 is not installed: the libfuse 2 beside libfuse 3 tests will be skipped"
 
 # The generated-input properties of tests/test_fuzz.py, 20,000 examples each
 # instead of the suite's 150; and the names-are-bytes trees (each a pass, a

@@ -48,6 +48,7 @@ MOUNTING = (
     "faultfs/",
     "core/ops/test_mount.py",
     "core/ops/test_mount_remote.py",
+    "core/ops/test_libfuse.py",
     "cli/test_cli_mount.py",
     "cli/test_cli_mount_user.py",
     "test_bench.py",  # its read path rows mount the archive

@@ -1,12 +1,13 @@
-"""``mount``: the archive as a read-only FUSE filesystem (libfuse3 through
-mfusepy): every archived path at its original place, its newest version (as
-restore takes it: the source's mtime, then the entry id), with its original
-size, mtime and mode; ``.versions/<path>/<archived-at>`` for every version;
-with ``with_live``, the live tree merged over it. The tree is read from the
-manifest as it is looked at (mounttree.py); a version's bytes are inflated
-from its gzip or its bundle member by ``files/reader.py`` as they are read, or,
-for a copy only the remote tier holds, from its object's bytes fetched by
-ranged GETs into a bounded block cache (remote/rangecache.py) as they are read.
+"""``mount``: the archive as a read-only FUSE filesystem (libfuse 3 through
+mfusepy, as libfuse.py loads it): every archived path at its original place,
+its newest version (as restore takes it: the source's mtime, then the entry
+id), with its original size, mtime and mode; ``.versions/<path>/<archived-at>``
+for every version; with ``with_live``, the live tree merged over it. The tree
+is read from the manifest as it is looked at (mounttree.py); a version's
+bytes are inflated from its gzip or its bundle member by ``files/reader.py``
+as they are read, or, for a copy only the remote tier holds, from its
+object's bytes fetched by ranged GETs into a bounded block cache
+(remote/rangecache.py) as they are read.
 
 Threads: libfuse calls in on its own threads (mfusepy's multithreaded loop);
 lookups and listings query the manifest on those threads, each on a read-only
@@ -59,7 +60,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes.util
 import errno
 import io
 import logging
@@ -86,6 +86,7 @@ from ..remote.fetch import RemoteReader
 from ..remote.rangecache import RangeCache, range_cache
 from ..remote.sealing import Identities
 from ..store.manifest import Entry, Manifest
+from . import libfuse
 from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 
 log = logging.getLogger(__name__)
@@ -631,8 +632,9 @@ def fuse_problem() -> str | None:
             "/dev/fuse does not exist: load the fuse module (modprobe fuse), or in a "
             "container pass the device (--device /dev/fuse --cap-add SYS_ADMIN)"
         )
-    if ctypes.util.find_library("fuse3") is None:
-        return "libfuse3 is not installed (apt-get install fuse3; dnf install fuse3)"
+    missing = libfuse.problem()
+    if missing is not None:
+        return missing
     if os.geteuid() != 0:
         # A user's mount is made by the setuid fusermount3, but libfuse opens
         # /dev/fuse itself first and gives up if it may not.
@@ -693,10 +695,12 @@ def serve(
             problem = fuse_problem()
             if problem is not None:
                 raise MountError(f"cannot mount {mountpoint}: {problem}")
-            # Here, not at the top: importing mfusepy loads libfuse3 (and fails
+            # Here, not at the top: importing mfusepy loads libfuse (and fails
             # without it), which only the mount itself needs.
-            import mfusepy  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: PLC0415
-
+            try:
+                mfusepy = libfuse.mfusepy()
+            except libfuse.NoLibfuse3 as err:
+                raise MountError(f"cannot mount {mountpoint}: {err}") from None
             remote = _Remote(identities)
             asyncio.run_coroutine_threadsafe(remote.start(settings, manifest), loop).result()
             try:

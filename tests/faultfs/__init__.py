@@ -18,7 +18,9 @@ Using it
 --------
 Machines without FUSE skip: ``fixture.start_or_skip`` turns ``MountUnavailable``
 into ``pytest.skip(reason)``; a server that fails for any other reason fails the
-test with its log. Needs: Debian ``fuse3`` and ``libfuse3-3``, PyPI ``mfusepy``.
+test with its log. Needs: Debian ``fuse3`` and ``libfuse3-3``, PyPI ``mfusepy``;
+libfuse 2 beside them is fine (the server loads libfuse 3 by name:
+``coldkeep.core.ops.libfuse``).
 
 In a test module (the fixtures mount ``tmp_path/backing`` at ``tmp_path/mnt``)::
 

@@ -1,5 +1,6 @@
 """The mfusepy glue: mounting a ``Passthrough`` over libfuse3 and the wrappers
-mfusepy gets wrong or leaves out.
+mfusepy gets wrong or leaves out. Imported after ``libfuse.mfusepy()`` (the
+server does that), so mfusepy is bound to libfuse 3, never to libfuse 2.
 
 Owns the mount options and a ``FUSE`` subclass that
 - passes ``rename``'s flags on (mfusepy 3.1 drops them, so
@@ -65,8 +66,6 @@ def serve(
     ops: Passthrough, mountpoint: str, *, allow_other: bool = False, attr_timeout: float = 0.0
 ) -> None:
     """Mount ``ops`` at ``mountpoint`` and serve until unmounted (multithreaded)."""
-    if mfusepy.fuse_version_major != 3:
-        raise RuntimeError(f"faultfs needs libfuse 3, found {mfusepy.fuse_version_major}")
     options: dict[str, Any] = {
         "foreground": True,
         "fsname": "faultfs",

@@ -9,7 +9,6 @@ machine can mount at all (``unavailable_reason``), and the client API.
 
 from __future__ import annotations
 
-import ctypes.util
 import errno as E
 import importlib.util
 import os
@@ -25,18 +24,24 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from coldkeep.core.ops import libfuse
+
 from . import control
+from .server import NO_LIBFUSE3
 
 _PKG_PARENT = str(Path(__file__).resolve().parent.parent)
 _START_DEADLINE_S = 20.0
 _STOP_DEADLINE_S = 10.0
-#: What libfuse or fusermount3 print when the machine (not faultfs) refuses a mount.
+#: What libfuse or fusermount3 print when the machine (not faultfs) refuses a mount
+#: (and the server's own line when libfuse 3 cannot be loaded: ``NO_LIBFUSE3``).
 _REFUSALS = ("operation not permitted", "permission denied", "device not found", "not found")
 
 
 def _refusal(log_text: str) -> str | None:
     """The line of a failed server's log that says the machine refused the mount."""
     for line in log_text.splitlines():
+        if line.startswith(NO_LIBFUSE3):
+            return line.strip()
         low = line.strip().lower()
         if low.startswith(("fuse:", "fusermount3:", "fusermount:")) and any(
             r in low for r in _REFUSALS
@@ -65,8 +70,9 @@ def unavailable_reason() -> str | None:
         return f"cannot open /dev/fuse: {exc.strerror}"
     if shutil.which("fusermount3") is None:
         return "fusermount3 is not installed (apt-get install fuse3)"
-    if ctypes.util.find_library("fuse3") is None:
-        return "libfuse3 is not installed (apt-get install libfuse3-3)"
+    missing = libfuse.problem()
+    if missing is not None:
+        return missing
     if importlib.util.find_spec("mfusepy") is None:
         return "the Python package mfusepy is not installed (pip install mfusepy)"
     return None

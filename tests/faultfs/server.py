@@ -17,9 +17,14 @@ import signal
 import sys
 from typing import Any
 
+from coldkeep.core.ops import libfuse
+
 from .control import ControlServer
 from .rules import Faults
 from .volatile import HIDDEN, Volatile
+
+#: How the server's log says libfuse 3 cannot be loaded (the client skips on it).
+NO_LIBFUSE3 = "faultfs: cannot load libfuse 3: "
 
 
 def _dispatcher(faults: Faults, ops: Any, vol: Volatile | None) -> Any:
@@ -82,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if vol is None:
         shutil.rmtree(os.path.join(backing, HIDDEN), ignore_errors=True)
 
-    from .binding import serve  # mfusepy loads libfuse at import
+    try:
+        libfuse.mfusepy()  # before binding imports it: mfusepy loads libfuse at import
+    except libfuse.NoLibfuse3 as exc:
+        print(f"{NO_LIBFUSE3}{exc}", file=sys.stderr)
+        return 1
+    from .binding import serve
     from .passthrough import Passthrough
 
     faults = Faults()
