@@ -57,7 +57,8 @@ from typing import Any, BinaryIO
 
 from .base.cancel import CancelToken
 from .base.codec import Codec, keep_freed_buffers
-from .base.config import RemoteSettings, Settings
+from .base.config import Settings
+from .base.configremote import RemoteSettings
 from .base.errors import UsageError
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter

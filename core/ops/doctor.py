@@ -41,7 +41,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from ..base.config import ConfigError, EventsSettings, Settings, load_settings
+from ..base.config import Settings, load_settings
+from ..base.configevents import EventsSettings
+from ..base.configtable import ConfigError
 from ..base.durable import fsync
 from ..base.errors import RemoteError
 from ..base.fsutil import LeaseResult, open_file, take_lease, unlink_if_present

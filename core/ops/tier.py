@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 
 from ..base.cancel import CancelToken
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import (

@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
 from coldkeep.core.ops.status import RemoteState
