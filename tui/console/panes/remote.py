@@ -31,7 +31,7 @@ from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
 from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.remote.months import PendingEvents
-from coldkeep.core.remote.ship import ShipPlan
+from coldkeep.core.remote.shipplan import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.manifest import ManifestError
 
