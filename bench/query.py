@@ -59,7 +59,8 @@ from remote import CREDENTIALS, Moto
 from report import Row, met, pct, print_table
 from textual.widgets import DataTable
 
-from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, RemoteMonth, parse_range
 from coldkeep.core.remote.monthvfs import PAGE, RemoteMonths
 from coldkeep.tui.console.app import ColdkeepApp

@@ -30,7 +30,7 @@ from pathlib import Path
 import boto3
 from remote import CREDENTIALS, Moto
 
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.remote.filestore import FileStore
 from coldkeep.core.remote.objectstore import ObjectStore
 from coldkeep.core.remote.rangecache import RangeCache, Window

@@ -57,7 +57,8 @@ from typing import Any, BinaryIO
 
 from .base.cancel import CancelToken
 from .base.codec import Codec, keep_freed_buffers
-from .base.config import RemoteSettings, Settings
+from .base.config import Settings
+from .base.configremote import RemoteSettings
 from .base.errors import UsageError
 from .base.layout import Layout
 from .base.ratelimit import RateLimiter
@@ -78,14 +79,7 @@ from .ops import restore as restoring
 from .ops.cat import CatResult, cat_file
 from .ops.expire import ExpirePlan, ExpireReport, expire_archive, expire_plan
 from .ops.holds import HoldChange
-from .ops.passes import (
-    EventsMoved,
-    EventsPlanned,
-    Pass,
-    PassSetup,
-    PassSummary,
-    planned_summary,
-)
+from .ops.passes import EventsMoved, EventsPlanned, Pass, PassSetup, PassSummary, planned_summary
 from .ops.plan import Plan, PlanReport, make_plan
 from .ops.session import Operation, Session, Sessions, StepFeed
 from .ops.siteops import NewKey, make_new_key
@@ -93,7 +87,8 @@ from .ops.status import Status, read_status
 from .ops.trends import Trends, read_trends
 from .remote.rebuild import NO_CHOICE, DrChoice, FromRemoteReport, SnapshotList
 from .remote.rekey import RekeyPlan, RekeyReport
-from .remote.ship import ShipPlan, ShipReport
+from .remote.shipplan import ShipPlan
+from .remote.shiprun import ShipReport
 from .remote.verify import RemoteVerifyReport
 from .store import legalholds
 from .store.checkpointlog import record_checkpoint

@@ -20,7 +20,8 @@ import pytest
 from pyrage import x25519
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 

@@ -28,13 +28,9 @@ from hypothesis import strategies as st
 
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import Codec, CorruptGzip, read_gzip_header
-from coldkeep.core.base.config import (
-    JOB_NAMES,
-    ConfigError,
-    Settings,
-    load_settings,
-    parse_settings,
-)
+from coldkeep.core.base.config import Settings, load_settings, parse_settings
+from coldkeep.core.base.configjobs import JOB_NAMES
+from coldkeep.core.base.configtable import ConfigError
 from coldkeep.core.base.layout import check_relpath
 from coldkeep.core.base.ratelimit import UNLIMITED
 from coldkeep.core.base.stream import EventStream, Phase, from_dict

@@ -49,7 +49,7 @@ from isal import isal_zlib
 from zlib_ng import zlib_ng
 
 from .cancel import CancelToken
-from .config import Engine
+from .configio import Engine
 from .durable import fsync
 from .errors import ColdkeepError
 from .fsutil import open_file

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
-from .config import CheckpointMode
+from .configevents import CheckpointMode
 
 Level = Literal["info", "warning", "error"]
 Status = Literal["ok", "failed", "cancelled"]

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..base.config import CheckpointMode, EventsSettings
+from ..base.configevents import CheckpointMode, EventsSettings
 from ..base.stream import CheckpointRan
 from ..base.times import now_ms
 from .eventschema import EventsError

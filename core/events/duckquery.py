@@ -40,7 +40,7 @@ from typing import Any
 import duckdb
 
 from .eventschema import EventSchema, q
-from .query import FROM, SOURCED, VIEW, BadQuery, QueryError, QueryRaced, first_line, sql_text
+from .queryterms import FROM, SOURCED, VIEW, BadQuery, QueryError, QueryRaced, first_line, sql_text
 
 ALLOWED = ("SELECT", "EXPLAIN")
 # Table functions the caller's SQL may use: each computes from its arguments.

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..base.config import EventsSettings, TsFormat
+from ..base.configevents import EventsSettings, TsFormat
 from ..base.errors import ColdkeepError
 from ..base.ioerror import describe, is_io_error
 from ..base.times import DAY_MS, DAY_S

@@ -23,7 +23,8 @@ from typing import Any
 
 from ..base.times import DAY_MS, DAY_S, day_name
 from .eventschema import EventSchema, q
-from .query import FROM, SOURCED, EventsQuery, iso_seconds
+from .query import EventsQuery, iso_seconds
+from .queryterms import FROM, SOURCED
 
 
 @dataclass(frozen=True)

@@ -63,16 +63,13 @@ from ..base.times import DAY_S
 from ..store.manifest import reading
 from ..store.schema import version_problem
 from .eventschema import MONTH_SCHEMA, EventSchema, discover, open_live, q, reading_month
+from .queryterms import VIEW, BadQuery, QueryError, QueryRaced, first_line
 from .readshare import ReadShare
 
 if TYPE_CHECKING:
     import apsw
     import duckdb
 
-VIEW = "events"
-# The view's rows with where each came from ('live' or 'archive'), for counts
-# of what a restore would put back; ``events`` leaves the column out.
-SOURCED, FROM = "coldkeep_rows", "coldkeep_from"
 Engine = Literal["duckdb", "sqlite"]
 ENGINES: tuple[Engine, ...] = ("duckdb", "sqlite")
 _DATE = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
@@ -90,26 +87,6 @@ _KNOWN = """
 
 _MISSING = "its rows would be missing from the answer"
 _PARTIAL = "--partial answers without it"
-
-
-class QueryError(ColdkeepError):
-    """The query cannot be answered; the message says why and what to do."""
-
-
-class BadQuery(UsageError):
-    """The SQL given is not one read-only statement, or does not parse."""
-
-
-class QueryRaced(QueryError):
-    """Rows moved between the live table and the months while the query read
-    them, past the wait a move gives a reader: the answer is not one."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "event rows moved between the live table and the months while the query read "
-            "them (a pass or restore-events waits for a query a few seconds, no longer): "
-            "the answer could count rows twice or miss some; run the query again"
-        )
 
 
 def _month_after(year: int, month: int) -> int:
@@ -253,12 +230,6 @@ def iso_seconds(schema: EventSchema) -> str:
     """DuckDB SQL: an ISO time stamp as UTC seconds, placed by its offset (NULL
     if it is not a time)."""
     return f"epoch(TRY_CAST({q(schema.ts)} AS TIMESTAMPTZ))"
-
-
-def sql_text(value: str) -> str:
-    """``value`` as a SQL string literal (for a statement that takes no
-    parameters)."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _month_top(path: Path, schema: EventSchema) -> int | None:
@@ -694,10 +665,6 @@ class EventsQuery:
         if self._share is not None:
             self._share.close()
             self._share = None
-
-
-def first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def query_failed(err: BaseException) -> QueryError:

@@ -33,7 +33,6 @@ from ..store import expiry
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from ..store.restoredrows import keep_restored_rows
-from .dbmove import Conflict
 from .eventschema import (
     EventSchema,
     EventsError,
@@ -44,6 +43,7 @@ from .eventschema import (
     reading_month,
     rollback,
 )
+from .moverun import Conflict
 from .query import TimeRange
 from .readshare import ChangeShare
 

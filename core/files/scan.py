@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..base.config import Settings, UnitClosedMarker
+from ..base.config import Settings
+from ..base.configfiles import UnitClosedMarker
 from ..base.errors import ColdkeepError
 from ..base.fsutil import FileIdentity
 from ..base.globs import PathFilter

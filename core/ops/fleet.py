@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..base.cancel import CancelToken
 from ..base.codec import Codec
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.fsutil import fsync_dir, rename_noreplace, unlink_if_present
 from ..base.layout import Layout

@@ -64,8 +64,9 @@ from ..base.stream import (
     thread_progress,
 )
 from ..base.times import NS_PER_MS
-from ..events.dbmove import Conflict, MoveReport, move_events
+from ..events.dbmove import move_events
 from ..events.eventschema import EventsError
+from ..events.moverun import Conflict, MoveReport
 from ..files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
 from ..files.filemove import Archived, FileMover
 from ..files.gzfile import InUse, Unarchivable

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.cancel import Cancelled, CancelToken
 from ..base.codec import Codec
-from ..base.config import RemoteSettings, Settings
+from ..base.config import Settings
+from ..base.configremote import RemoteSettings
 from ..base.errors import UsageError
 from ..base.layout import Layout
 from ..base.lock import ArchiveLock, LockHeld

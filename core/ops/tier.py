@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 
 from ..base.cancel import CancelToken
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import (
@@ -30,7 +30,9 @@ from ..remote.rebuild import (
 )
 from ..remote.rekey import Rekeyer, RekeyPlan, RekeyReport, recipients_of
 from ..remote.rekey import rekey_plan as plan_rekey
-from ..remote.ship import Shipper, ShipPlan, ShipReport, ship_plan
+from ..remote.ship import Shipper
+from ..remote.shipplan import ShipPlan, ship_plan
+from ..remote.shiprun import ShipReport
 from ..remote.verify import RemoteVerifier, RemoteVerifyReport
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects

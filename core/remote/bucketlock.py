@@ -31,7 +31,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..base.config import RemoteSettings, RetentionSettings
+from ..base.configremote import RemoteSettings
+from ..base.configretention import RetentionSettings
 from ..base.errors import RemoteError
 from ..base.times import DAY_MS, NS_PER_MS
 from ..events.eventschema import month_end_ms

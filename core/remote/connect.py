@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from .filestore import FileStore
 from .objectstore import ObjectStore
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import Digest
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..base.durable import fsync
 from ..base.fsutil import open_file, unlink_if_present, write_all
 from ..base.layout import Layout, is_scratch_name, sidecars_of

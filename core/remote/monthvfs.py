@@ -63,7 +63,7 @@ import apsw
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.fsutil import open_file, unlink_if_present
 from ..base.ratelimit import RateLimiter

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..base.cancel import CancelToken
-from ..base.config import MountSettings
+from ..base.configmount import MountSettings
 from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import open_file
 from ..base.layout import PARTIAL_SUFFIX

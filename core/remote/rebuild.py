@@ -50,7 +50,7 @@ from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
 from ..base.codec import Digest, digest_path
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..base.durable import fsync
 from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import ensure_dir, fsync_dir, open_file, rename_noreplace

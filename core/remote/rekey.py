@@ -51,7 +51,7 @@ from typing import Any
 
 from ..base.cancel import CancelToken
 from ..base.codec import Digest, digest_path
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import open_file
 from ..base.recipients import RecipientSet

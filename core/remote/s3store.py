@@ -65,7 +65,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from ..base.config import RemoteSettings
+from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.fsutil import write_all
 from ..base.names import is_text

@@ -58,7 +58,8 @@ from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .marker import check_marker
 from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteMissing
 from .sealing import Identities, IdentityNeeded, WrongIdentity
-from .ship import MonthReshipped, Shipper
+from .ship import Shipper
+from .shipreplace import MonthReshipped
 from .unseal import RangedSource, SealedUnreadable, open_all
 
 RANGE = 8 << 20

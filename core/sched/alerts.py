@@ -32,7 +32,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from ..base.config import AlertsSettings
+from ..base.configalerts import AlertsSettings
 from ..store import alertqueue, audit, jobruns, passlog, problems
 from ..store.alertqueue import Alert
 from ..store.manifest import Manifest

@@ -46,7 +46,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from ..base.cancel import Cancelled, CancelToken
-from ..base.config import JobSettings
+from ..base.configjobs import JobSettings
 from ..base.errors import ColdkeepError
 from ..base.times import DAY_S
 from ..store import jobruns

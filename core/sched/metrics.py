@@ -40,7 +40,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from ..base.config import JOB_NAMES, Settings
+from ..base.config import Settings
+from ..base.configjobs import JOB_NAMES
 from ..base.durable import fsync
 from ..base.fsutil import fsync_dir
 from ..base.ioerror import naming

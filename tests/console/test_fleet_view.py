@@ -21,7 +21,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.files.catalog import CatalogRow
 from coldkeep.tui.console.fleet import FleetApp, FleetScreen, files
 from coldkeep.tui.console.screens import ConfirmScreen, FindScreen

@@ -239,7 +239,7 @@ def test_the_rate_is_measured_from_the_ships_own_events() -> None:
 
 
 def test_paths_are_shown_relative_to_the_config(tmp_path: Path) -> None:
-    from coldkeep.core.base.config import RemoteSettings
+    from coldkeep.core.base.configremote import RemoteSettings
     from coldkeep.tui.text.fmt import remote_where
 
     inside = RemoteSettings((tmp_path / "remote").as_uri(), site="db1")

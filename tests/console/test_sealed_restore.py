@@ -21,7 +21,8 @@ from sealkit import new_identity, seal_remote
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from coldkeep.core.base.config import RemoteSettings, Settings, load_settings
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import EXIT_USAGE
 from coldkeep.core.remote.sealing import Identities, load_identities
 from coldkeep.tui.console.app import ColdkeepApp

@@ -13,9 +13,10 @@ from typing import NoReturn
 
 import click
 
-from coldkeep.core.base.config import ConfigError, RemoteSettings, RemoteUrlError
-from coldkeep.core.base.config import endpoint_url as check_endpoint
-from coldkeep.core.base.config import remote_url as check_remote_url
+from coldkeep.core.base.configremote import RemoteSettings, RemoteUrlError
+from coldkeep.core.base.configremote import endpoint_url as check_endpoint
+from coldkeep.core.base.configremote import remote_url as check_remote_url
+from coldkeep.core.base.configtable import ConfigError
 from coldkeep.core.base.errors import EXIT_USAGE, ColdkeepError
 from coldkeep.core.ops.fleet import fleet_cache
 

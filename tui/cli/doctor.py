@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from coldkeep.core.ops.doctor import Finding, diagnose
+from coldkeep.core.ops.doctor import diagnose
+from coldkeep.core.ops.doctorfinding import Finding
 
 from .kit import command, ctx_for, run_command
 

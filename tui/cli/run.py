@@ -22,7 +22,8 @@ from typing import Any
 import click
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import ConfigError, Settings
+from coldkeep.core.base.config import Settings
+from coldkeep.core.base.configtable import ConfigError
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from coldkeep.core.base.stream import EventStream, as_dict
 from coldkeep.core.sched.daemon import Scheduler

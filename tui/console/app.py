@@ -53,7 +53,7 @@ from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.sealing import Identities
-from coldkeep.core.remote.ship import ShipPlan
+from coldkeep.core.remote.shipplan import ShipPlan
 
 from ..operations import BY_ACTION, BY_NAME
 from ..operations.jobs import run_job

@@ -39,7 +39,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Static
 from textual.worker import Worker
 
 from coldkeep.core.base.cancel import Cancelled, CancelToken
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.layout import UnsafePath, resolve_inside
 from coldkeep.core.base.stream import Event, EventStream, FileDone

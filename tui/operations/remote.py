@@ -6,7 +6,8 @@ when nothing is waiting); without a [remote] the action is off.
 from __future__ import annotations
 
 from coldkeep.core.base.config import Settings
-from coldkeep.core.remote.ship import ShipPlan, ShipReport
+from coldkeep.core.remote.shipplan import ShipPlan
+from coldkeep.core.remote.shiprun import ShipReport
 
 from ..text.fmt import human, plural, remote_where
 from .spec import Console, ConsoleAction, Gate, Nothing, Operation, Question, Run, Site, Words

@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.given import parse_time
 from coldkeep.core.base.space import human_bytes
 from coldkeep.core.remote.months import PendingEvents

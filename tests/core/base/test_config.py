@@ -16,12 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyrage import x25519
 
-from coldkeep.core.base.config import (
-    ConfigError,
-    UnitClosedMarker,
-    UnitClosedSql,
-    load_settings,
-)
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configfiles import UnitClosedMarker, UnitClosedSql
+from coldkeep.core.base.configtable import ConfigError
 
 
 @pytest.fixture
@@ -425,7 +422,8 @@ def _load_in_namespace(site: Path, mounts: str, path: Path) -> subprocess.Comple
     ``mounts`` (shell commands); the mounts end with the child."""
     code = (
         "import sys\nfrom pathlib import Path\n"
-        "from coldkeep.core.base.config import ConfigError, load_settings\n"
+        "from coldkeep.core.base.config import load_settings\n"
+        "from coldkeep.core.base.configtable import ConfigError\n"
         "try:\n    load_settings(Path(sys.argv[1]))\n"
         "except ConfigError as err:\n    print(err)\n    sys.exit(2)\n"
     )

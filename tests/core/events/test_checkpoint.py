@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.base.config import CheckpointMode
+from coldkeep.core.base.configevents import CheckpointMode
 from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.events.checkpoint import (
     LiveCheckpointer,

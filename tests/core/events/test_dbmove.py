@@ -19,8 +19,10 @@ from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import BatchMoved
 from coldkeep.core.events.checkpoint import LiveCheckpointer
-from coldkeep.core.events.dbmove import BUSY_RETRIES_MS, MoveReport, move_events, writer_gap_s
+from coldkeep.core.events.dbmove import move_events
 from coldkeep.core.events.eventschema import EventsError
+from coldkeep.core.events.movepace import BUSY_RETRIES_MS, writer_gap_s
+from coldkeep.core.events.moverun import MoveReport
 from coldkeep.core.events.restore import restore_events
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.core.store.restoredrows import keep_restored_rows

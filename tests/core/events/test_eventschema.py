@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.core.base.config import EventsSettings, TsFormat
+from coldkeep.core.base.configevents import EventsSettings, TsFormat
 from coldkeep.core.events.eventschema import END_S, FIRST_S, SqlCondition, discover
 
 # Every kind of value a time stamp column can hold, the months' edges among them.

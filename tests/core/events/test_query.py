@@ -25,15 +25,8 @@ from hypothesis import strategies as st
 from coldkeep.core.base.config import Settings, parse_settings
 from coldkeep.core.base.errors import UsageError
 from coldkeep.core.events.eventschema import MONTH_SCHEMA
-from coldkeep.core.events.query import (
-    ENGINES,
-    BadQuery,
-    Engine,
-    EventsQuery,
-    QueryError,
-    TimeRange,
-    parse_range,
-)
+from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, TimeRange, parse_range
+from coldkeep.core.events.queryterms import BadQuery, QueryError
 from coldkeep.core.store.manifest import Manifest
 
 from helpers import Roots

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.base.config import parse_settings
-from coldkeep.core.events.query import EventsQuery, QueryRaced, TimeRange
+from coldkeep.core.events.query import EventsQuery, TimeRange
+from coldkeep.core.events.queryterms import QueryRaced
 from coldkeep.core.events.readshare import ChangeShare, ReadShare
 
 from helpers import Roots

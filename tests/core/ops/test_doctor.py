@@ -1,7 +1,7 @@
 """``coldkeep doctor``: every check ok on a good site; each problem of a broken one
 named in its own line, with exit 1 (2 for a config that does not load).
 
-Most cases call ``core.doctor.diagnose`` in process; the CLI runs three times: a
+Most cases call ``core.ops.doctor.diagnose`` in process; the CLI runs three times: a
 good site, a bad config, and a site whose archive, live tree and remote folder
 are read-only bind mounts (in a private mount namespace, since root writes
 through any mode bits and ``os.access`` says yes to root on a writable mount)."""
@@ -22,9 +22,11 @@ import pytest
 from pyrage import x25519
 
 from coldkeep.core.base.space import RESERVE_BYTES
-from coldkeep.core.ops import doctor
+from coldkeep.core.ops import doctorfs, doctorspace
 from coldkeep.core.ops.demo import write_demo
-from coldkeep.core.ops.doctor import Finding, diagnose, filesystem_of
+from coldkeep.core.ops.doctor import diagnose
+from coldkeep.core.ops.doctorfinding import Finding
+from coldkeep.core.ops.doctorfs import filesystem_of
 from coldkeep.core.store.schema import SCHEMA_VERSION
 from coldkeep.tui.cli.doctor import exit_code
 
@@ -179,7 +181,7 @@ def test_mountinfo_names_and_escapes_are_read(
         f"2 1 9:9 / {real} rw - nfs server:/x rw\n"  # another device over the path
         f"3 1 {devname} / {real.replace(' ', chr(92) + '040')} rw - xfs /dev/my\\040disk rw\n"
     )
-    monkeypatch.setattr(doctor, "MOUNTINFO", fake)
+    monkeypatch.setattr(doctorfs, "MOUNTINFO", fake)
     fs = filesystem_of(tmp_path / "not-yet" / "made")
     assert (fs.fstype, fs.source, str(fs.mount)) == ("xfs", "/dev/my disk", real)
 
@@ -190,10 +192,10 @@ def test_mountinfo_names_and_escapes_are_read(
 async def test_too_little_room_warns_and_none_fails(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(doctor, "free_bytes", lambda path: RESERVE_BYTES + 100_000)
+    monkeypatch.setattr(doctorspace, "free_bytes", lambda path: RESERVE_BYTES + 100_000)
     f = by_check(await diagnose(site))["space"]
     assert f.level == "warn" and "fits only if it compresses to" in f.found
-    monkeypatch.setattr(doctor, "free_bytes", lambda path: 4096)
+    monkeypatch.setattr(doctorspace, "free_bytes", lambda path: 4096)
     findings = await diagnose(site)
     f = by_check(findings)["space"]
     assert f.level == "fail" and "the filesystem is full" in f.found

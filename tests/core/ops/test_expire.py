@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RemoteSettings, RetentionSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.base.configretention import RetentionSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.events.eventschema import EventsError, month_end_ms
 from coldkeep.core.files.restore import Selection

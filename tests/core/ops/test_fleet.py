@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sealkit import new_identity, ship_sealed_site
 
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.catalog import parse_query

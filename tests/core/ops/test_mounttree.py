@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from coldkeep.core.base.names import to_db
 from coldkeep.core.ops import mounttree
 from coldkeep.core.ops.mounttree import Catalog, as_node, version_names
-from coldkeep.core.store.manifest import LIST_RUN, Manifest
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.core.store.pathlisting import LIST_RUN
 
 # Names a sort by prefix gets wrong: "/" (0x2F) beside "-", "." and "0" around
 # it, bytes that are not UTF-8, the last code points, a newline.

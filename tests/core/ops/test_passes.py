@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from coldkeep.core.events.dbmove import Conflict, MoveReport
+from coldkeep.core.events.moverun import Conflict, MoveReport
 from coldkeep.core.ops.passes import EventsMoved, EventsPlanned, PassSummary
 
 EVENTS_KEYS = [

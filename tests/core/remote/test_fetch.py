@@ -12,7 +12,8 @@ import random
 from pathlib import Path
 
 from coldkeep.core.base.codec import Digest
-from coldkeep.core.base.config import MountSettings, RemoteSettings
+from coldkeep.core.base.configmount import MountSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.ratelimit import UNLIMITED
 from coldkeep.core.files.reader import stream_entry

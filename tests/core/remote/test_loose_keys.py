@@ -17,7 +17,8 @@ from pyrage import x25519
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import Cancelled, CancelToken
-from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.recipients import RecipientSet, parse_recipients
 from coldkeep.core.base.steps import StepHook, StepInfo, StepName, no_step
 from coldkeep.core.base.stream import EventStream

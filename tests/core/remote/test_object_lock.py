@@ -15,7 +15,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RemoteSettings, RetentionSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.base.configretention import RetentionSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.base.times import DAY_MS, now_ms
 from coldkeep.core.ops.demo import write_demo

@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coldkeep.core.base.config import MountSettings, RemoteSettings
+from coldkeep.core.base.configmount import MountSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.remote.filestore import FileStore
 from coldkeep.core.remote.objectstore import ObjectStore, RemoteMissing, RemoteReplaced

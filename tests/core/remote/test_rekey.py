@@ -15,7 +15,8 @@ from pyrage import x25519
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
-from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.recipients import parse_recipients
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.base.times import now_ms

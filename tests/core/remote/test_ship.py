@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RemoteSettings, load_settings
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.lock import LockHeld
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import EventStream

@@ -21,7 +21,9 @@ from sealkit import new_identity, seal_remote, ship_sealed_site
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import Digest
-from coldkeep.core.base.config import MountSettings, RemoteSettings, Settings, load_settings
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.configmount import MountSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.reader import stream_entry

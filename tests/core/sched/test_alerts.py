@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from coldkeep.core.base.config import AlertsSettings
+from coldkeep.core.base.configalerts import AlertsSettings
 from coldkeep.core.sched import alerts
 from coldkeep.core.store import alertqueue, problems
 from coldkeep.core.store.manifest import Manifest, NewEntry

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coldkeep.core.base.cancel import Cancelled, CancelToken
-from coldkeep.core.base.config import JobSettings
+from coldkeep.core.base.configjobs import JobSettings
 from coldkeep.core.sched.clock import ManualClock
 from coldkeep.core.sched.jobs import (
     JobBusy,

@@ -18,7 +18,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RetentionSettings, Settings, load_settings
+from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.configretention import RetentionSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.sched.daemon import Scheduler

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import JobsSettings
+from coldkeep.core.base.configjobs import JobsSettings
 from coldkeep.core.sched.jobs import JobInfo, job_infos
 from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest

@@ -26,12 +26,12 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import RemoteSettings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
 from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.remote.months import PendingEvents
-from coldkeep.core.remote.ship import ShipPlan
+from coldkeep.core.remote.shipplan import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.manifest import ManifestError
 

@@ -43,7 +43,8 @@ from coldkeep.core.base.fsutil import (
 )
 from coldkeep.core.events.eventschema import EventSchema, q
 from coldkeep.core.events.overview import Overview, overview, page
-from coldkeep.core.events.query import EventsQuery, Plan, Rows, TimeRange, sql_text
+from coldkeep.core.events.query import EventsQuery, Plan, Rows, TimeRange
+from coldkeep.core.events.queryterms import sql_text
 
 from ...text.rows import write
 
