@@ -55,12 +55,11 @@ from coldkeep.core.ops.plan import Plan
 from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.remote.ship import ShipPlan
 
-from ..operations import BY_ACTION, BY_NAME
+from ..operations import BY_ACTION, BY_NAME, headline
 from ..operations.jobs import run_job
 from ..operations.retention import NO_RETENTION
 from ..operations.spec import ConsoleAction, Nothing, Operation, Question, Run, Site
 from ..text.events import describe
-from ..text.results import headline
 from . import own
 from .actions import ACTIONS, bindings
 from .actions import BY_NAME as ACTION

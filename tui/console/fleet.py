@@ -52,7 +52,7 @@ from coldkeep.core.store.manifest import Entry, ManifestError
 
 from ..operations.spec import ConsoleAction
 from ..text.fmt import clock_time, human, shown
-from ..text.results import headline
+from ..operations import headline
 from .actions import bindings
 from .fields import Field
 from .pilot import busy
