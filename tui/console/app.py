@@ -61,11 +61,9 @@ from ..operations.retention import NO_RETENTION
 from ..operations.spec import ConsoleAction, Nothing, Operation, Question, Run, Site
 from ..text.events import describe
 from . import own
-from .actions import ACTIONS, bindings
-from .actions import BY_NAME as ACTION
-from .footer import FittedFooter
-from .header import ActionBar, StatusLine, lock_words
-from .messages import (
+from .kit.actions import ACTIONS, bindings
+from .kit.actions import BY_NAME as ACTION
+from .kit.messages import (
     Attached,
     BacklogLoaded,
     Confirmed,
@@ -81,6 +79,8 @@ from .messages import (
     OperationStopped,
     StatusLoaded,
 )
+from .kit.pilot import busy
+from .kit.priority import background_executor
 from .panes import (
     PANES,
     BacklogPane,
@@ -95,9 +95,9 @@ from .panes import (
 )
 from .panes.log import level
 from .panes.remote import NO_REMOTE, ShipPlanLoaded
-from .pilot import busy
-from .priority import background_executor
 from .screens import ConfirmScreen
+from .widgets.footer import FittedFooter
+from .widgets.header import ActionBar, StatusLine, lock_words
 
 HOLDER_POLL_S = 2.0
 # Worker groups that outlive a settle: they last as long as the console, or as

@@ -50,16 +50,16 @@ from coldkeep.core.ops.fleet import Fleet, FleetSite
 from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.store.manifest import Entry, ManifestError
 
+from ..operations import headline
 from ..operations.spec import ConsoleAction
 from ..text.fmt import clock_time, human, shown
-from ..operations import headline
-from .actions import bindings
-from .fields import Field
-from .pilot import busy
+from .kit.actions import bindings
+from .kit.pilot import busy
 from .screens import ConfirmScreen, HelpScreen
 from .screens.browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .screens.find import FindScreen, Pick
-from .tables import Cell, cursor_key, keyed_table, name_cell, sync_table
+from .widgets.fields import Field
+from .widgets.tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 
 # The fleet view's own registry: browsing, selecting and restoring --to a folder;
 # nothing that changes a site or the remote (no pass, ship, sweep…) exists here.

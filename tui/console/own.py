@@ -23,8 +23,8 @@ from textual import work
 
 from coldkeep.core.store.manifest import ManifestError
 
-from .actions import ACTIONS, quit_question
-from .actions import BY_NAME as ACTION
+from .kit.actions import ACTIONS, quit_question
+from .kit.actions import BY_NAME as ACTION
 from .panes import OrphansPane
 from .screens import ConfirmScreen, HelpScreen, HoldsScreen, KeyedScreen, RestoreScreen
 

@@ -5,7 +5,7 @@ words (the JSON is the result's own ``to_dict()``, docs/json.md).
 
 The CLI makes a command of every entry (tui/cli/operations.py); the console
 makes every entry's action a key, a button, a help line and a palette entry
-(tui/console/actions.py) and runs it through one path (ask, then start);
+(tui/console/kit/actions.py) and runs it through one path (ask, then start);
 both say any result in words through ``headline`` and ``report`` here.
 
 Adding an operation touches three files: its core module, its ``Archiver``
