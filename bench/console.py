@@ -48,8 +48,8 @@ from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.trends import read_trends
 from coldkeep.core.store.manifest import Manifest
 from coldkeep.tui.console.app import ColdkeepApp
-from coldkeep.tui.console.messages import FindingsLoaded
-from coldkeep.tui.console.pilot import press, settle
+from coldkeep.tui.console.kit.messages import FindingsLoaded
+from coldkeep.tui.console.kit.pilot import press, settle
 
 PLANTED_ORPHANS = 10
 

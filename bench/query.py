@@ -64,7 +64,7 @@ from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, RemoteMonth, parse_range
 from coldkeep.core.remote.monthvfs import PAGE, RemoteMonths
 from coldkeep.tui.console.app import ColdkeepApp
-from coldkeep.tui.console.pilot import settle
+from coldkeep.tui.console.kit.pilot import settle
 from coldkeep.tui.console.screens.events import EventsScreen
 from coldkeep.tui.console.screens.eventsread import PAGE as PAGE_ROWS
 from coldkeep.tui.console.screens.eventsread import Read

@@ -53,8 +53,8 @@ from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.store.manifest import Manifest, read_entry_count
 from coldkeep.core.store.schema import SCHEMA_VERSION, migration_scripts
 from coldkeep.tui.console.app import ColdkeepApp
+from coldkeep.tui.console.kit.pilot import settle
 from coldkeep.tui.console.panes.orphans import OrphansPane
-from coldkeep.tui.console.pilot import settle
 
 NOW_MS = 1_790_000_000_000
 # The schema the rows are written at: the one before the totals' triggers.

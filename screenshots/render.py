@@ -21,7 +21,7 @@ from pathlib import Path
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.tui.console.app import ColdkeepApp
-from coldkeep.tui.console.pilot import press, settle
+from coldkeep.tui.console.kit.pilot import press, settle
 
 HERE = Path(__file__).resolve().parent
 NOW_MS = 1_793_534_400_000  # 2026-11-01 12:00 UTC

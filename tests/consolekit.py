@@ -13,7 +13,7 @@ from textual.screen import Screen
 
 from coldkeep.core.base.config import Settings
 from coldkeep.tui.console.app import ColdkeepApp
-from coldkeep.tui.console.pilot import settle
+from coldkeep.tui.console.kit.pilot import settle
 
 __all__ = [
     "NOW_MS",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from coldkeep.tui.cli.main import main
-from coldkeep.tui.console.actions import ACTIONS, BY_NAME, bindings
+from coldkeep.tui.console.kit.actions import ACTIONS, BY_NAME, bindings
 from coldkeep.tui.operations import BY_ACTION, OPERATIONS
 from coldkeep.tui.operations.jobs import WORDS as JOB_WORDS
 

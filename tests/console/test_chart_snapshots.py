@@ -19,7 +19,7 @@ from textual.pilot import Pilot
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import Settings
 from coldkeep.core.events import checkpoint
-from coldkeep.tui.console.charts import SeriesChart
+from coldkeep.tui.console.widgets.charts import SeriesChart
 
 from consolekit import NOW_MS, make_app, settle
 

@@ -17,11 +17,11 @@ from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.base.config import Settings
 from coldkeep.core.events.query import Rows
-from coldkeep.tui.console.charts import NameBars
 from coldkeep.tui.console.screens.confirm import ConfirmScreen
 from coldkeep.tui.console.screens.events import EventsScreen
 from coldkeep.tui.console.screens.eventsread import PAGE, write_rows
 from coldkeep.tui.console.screens.export import ExportScreen
+from coldkeep.tui.console.widgets.charts import NameBars
 
 from consolekit import NOW_MS, archive_all, current_screen, make_app, press_to, settle
 

@@ -12,9 +12,9 @@ from textual import events
 from textual.widgets import Input
 
 from coldkeep.core.base.config import Settings
-from coldkeep.tui.console.fields import Field
 from coldkeep.tui.console.screens.events import EventsScreen
 from coldkeep.tui.console.screens.restore import RestoreScreen
+from coldkeep.tui.console.widgets.fields import Field
 
 from consolekit import archive_all, make_app, press_to, settle
 

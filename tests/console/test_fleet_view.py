@@ -23,7 +23,9 @@ from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.files.catalog import CatalogRow
-from coldkeep.tui.console.fleet import FleetApp, FleetScreen, files
+from coldkeep.tui.console.fleet.app import FleetApp
+from coldkeep.tui.console.fleet.restore import files
+from coldkeep.tui.console.fleet.view import FleetScreen
 from coldkeep.tui.console.screens import ConfirmScreen, FindScreen
 
 from consolekit import settle

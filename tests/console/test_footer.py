@@ -9,7 +9,7 @@ from textual.widgets import Button, Footer
 from textual.widgets._footer import FooterKey
 
 from coldkeep.core.base.config import Settings, load_settings
-from coldkeep.tui.console.footer import fit
+from coldkeep.tui.console.widgets.footer import fit
 
 from consolekit import make_app, settle
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from coldkeep.core.base.config import Settings
-from coldkeep.tui.console.priority import BACKGROUND_NICE
+from coldkeep.tui.console.kit.priority import BACKGROUND_NICE
 
 from consolekit import make_app, settle
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coldkeep.tui.console.spool import LINE_CAP, Spool
+from coldkeep.tui.console.screens.spool import LINE_CAP, Spool
 
 pieces = st.lists(st.binary(max_size=64).map(lambda b: b.replace(b"\r", b"")), max_size=20)
 

@@ -114,7 +114,7 @@ def _fleet(
         fail(str(err), EXIT_USAGE)
     except ColdkeepError as err:
         fail(str(err), err.exit_code)
-    from ..console.fleet import FleetApp  # noqa: PLC0415 - Textual loads only for the console
+    from ..console.fleet.app import FleetApp  # noqa: PLC0415 - Textual loads only for the console
 
     app = FleetApp(remote, fleet_cache(remote), identities)
     app.run()

@@ -2,12 +2,15 @@
 
 Threading model (Harlequin's): everything slow runs in workers (async workers over
 the async core API, thread workers for plain blocking reads); workers only post
-messages (messages.py, or a pane's own to itself); the handlers own the state
+messages (kit/messages.py, or a pane's own to itself); the handlers own the state
 and tell the panes what to show. The core's event stream is read by one
-long-lived worker. Every action comes from one registry (actions.py) that also
-makes the bindings, the buttons, the help screen and the command palette. The
-console's own actions (the screens over this one, stop, quit) are own.py's,
-bound on the App by name.
+long-lived worker. Every action comes from one registry (kit/actions.py) that
+also makes the bindings, the buttons, the help screen and the command palette.
+
+The app is three classes, each over the one before: the state and what it
+permits (state.py), the console's own actions (own.py: the screens over this
+one, stop, quit), and here the layout, the operations' one path and the
+handlers.
 
 Every operation of the registry (tui/operations) runs through one path: its
 action is refused with the reason, or its entry's question is asked (its plan
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -33,40 +36,23 @@ from typing import Any, ClassVar
 
 from textual import work
 from textual.actions import ActionParseResult
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.dom import DOMNode
 from textual.screen import Screen
-from textual.worker import Worker
-from watchfiles import awatch
 
-from coldkeep.core.archiver import Archiver, PlanReport, Status
+from coldkeep.core.archiver import PlanReport
 from coldkeep.core.base.cancel import CancelToken
-from coldkeep.core.base.config import Settings
 from coldkeep.core.base.errors import explain
-from coldkeep.core.base.lock import read_holder
-from coldkeep.core.base.stream import EventStream
-from coldkeep.core.base.times import now_ms
-from coldkeep.core.events.checkpoint import wal_bytes
-from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.ops.attach import AttachClient
-from coldkeep.core.ops.plan import Plan
-from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.remote.shipplan import ShipPlan
 
-from ..operations import BY_ACTION, BY_NAME
+from ..operations import BY_ACTION, BY_NAME, headline
 from ..operations.jobs import run_job
-from ..operations.retention import NO_RETENTION
-from ..operations.spec import ConsoleAction, Nothing, Operation, Question, Run, Site
+from ..operations.spec import Nothing, Operation, Question, Run, Site
 from ..text.events import describe
-from ..text.results import headline
-from . import own
-from .actions import ACTIONS, bindings
-from .actions import BY_NAME as ACTION
-from .footer import FittedFooter
-from .header import ActionBar, StatusLine, lock_words
-from .messages import (
+from .kit.actions import ACTIONS, bindings
+from .kit.messages import (
     Attached,
     BacklogLoaded,
     Confirmed,
@@ -74,7 +60,6 @@ from .messages import (
     FindingsLoaded,
     HolderChanged,
     HoldsChanged,
-    LiveTreeChanged,
     LoadFailed,
     Logged,
     OperationFailed,
@@ -82,38 +67,33 @@ from .messages import (
     OperationStopped,
     StatusLoaded,
 )
+from .kit.priority import background_executor
+from .own import OwnActions
 from .panes import (
     PANES,
     BacklogPane,
     CheckpointPane,
     InFlightPane,
     JobsPane,
-    LogPane,
     OrphansPane,
-    Pane,
     PaneTabs,
     RemotePane,
 )
 from .panes.log import level
-from .panes.remote import NO_REMOTE, ShipPlanLoaded
-from .pilot import busy
-from .priority import background_executor
+from .panes.remote import ShipPlanLoaded
 from .screens import ConfirmScreen
+from .widgets.footer import FittedFooter
+from .widgets.header import ActionBar, StatusLine, lock_words
 
 HOLDER_POLL_S = 2.0
-# Worker groups that outlive a settle: they last as long as the console, or as
-# another process's operation that it watches.
-LONG_LIVED = {"stream", "watch", "attach"}
 AGEING_S = 60.0
 # What the panes gathered is shown this often, all in one redraw. Each redraw
 # holds the loop 9-27 ms under load: at 0.1 s the loop's lag p99 during a pass was
 # under 25 ms in 6 of 13 runs, at 0.2 s in 8 of 9 (docs/performance.md).
 FRAME_S = 0.2
 
-NO_EVENTS = "no state_db is configured: there are no event rows to read"
 
-
-class ColdkeepApp(App[None]):
+class ColdkeepApp(OwnActions):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "coldkeep"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual's own
@@ -124,38 +104,7 @@ class ColdkeepApp(App[None]):
         *(Binding(str(i + 1), f"show_pane({i})", show=False) for i in range(len(PANES))),
     ]
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        read_only: bool = False,
-        clock: Callable[[], int] = now_ms,
-        watch_live: bool = True,
-        identities: Identities | None = None,
-    ) -> None:
-        super().__init__()
-        # One file per core, not two: a third and fourth worker make a pass ~15 %
-        # faster and the console's frames slower (docs/performance.md).
-        self.archiver = Archiver(
-            settings, stream=EventStream(), origin="console", clock=clock, workers_per_core=1
-        )
-        # `console --identity`: every read of a sealed remote copy opens it.
-        self.archiver.sessions.identities = identities
-        self.read_only = read_only
-        self.clock = clock
-        self.watch_live = watch_live
-        self.running: str | None = None
-        self.cancel_token: CancelToken | None = None
-        self.status: Status | None = None
-        self.backlog: Plan | None = None
-        self.recovery: RecoveryReport | None = None
-        self.holder_text = "lock free"
-        self.other_holder: str | None = None  # another process holds the lock
-        self.last_result = ""
-        self.ready_at: float | None = None  # perf_counter when the first full paint had its data
-        self.attached: AttachClient | None = None  # watching another process's operation
-
-    # layout ------------------------------------------------------------------
+    # layout ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield StatusLine("coldkeep", id="status-line")
@@ -200,53 +149,7 @@ class ColdkeepApp(App[None]):
         pane = self.query_one(PaneTabs).choose(index)
         self.screen.set_focus(pane.query(pane.FOCUS).first())
 
-    # the registry: availability, palette, help --------------------------------
-
-    def unavailable(self, name: str) -> str | None:
-        """Why an action cannot run now (None: it can)."""
-        a = ACTION[name]
-        return self._off(a) or (self.why_unchangeable() if a.mutating else None)
-
-    def offered(self, a: ConsoleAction) -> bool:
-        """Whether ``a`` has a button, a footer key and a palette entry: not the
-        mutating ones in read-only, nor those off in this console (help still
-        lists them, saying why)."""
-        return not ((a.mutating and self.read_only) or self._off(a))
-
-    def _off(self, a: ConsoleAction) -> str | None:
-        """Why ``a`` is off in this console at all: the remote tier's with none
-        configured, expiry without a retention."""
-        settings = self.archiver.settings
-        if a.remote and settings.remote is None:
-            return NO_REMOTE
-        if a.retention and not settings.retention.configured:
-            return NO_RETENTION
-        if a.events and settings.state_db is None:
-            return NO_EVENTS
-        return None
-
-    def why_unchangeable(self) -> str | None:
-        """Why nothing that changes the archive can run now (None: it can)."""
-        if self.read_only:
-            return "the console is read-only (--read-only)"
-        if self.running:
-            return f"{self.running} is running; stop it first (x) or wait"
-        if self.other_holder:
-            return f"the archive is locked by {self.other_holder}"
-        return None
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        name = str(parameters[0]) if action in ("operation", "refused") and parameters else action
-        a = ACTION.get(name)
-        if a is None:
-            return True
-        if self.screen is not self.screen_stack[0] and a.name not in ("help", "quit"):
-            return False  # the main screen's actions stay with the main screen
-        if action == "refused":
-            return not self.offered(a)  # its key, pressed while it is off
-        # Hidden from the footer in read-only (and the remote tier's with none
-        # configured); refused if reached another way.
-        return self.offered(a)
+    # the registry: keys and palette ---------------------------------------------
 
     async def run_action(
         self,
@@ -268,64 +171,7 @@ class ColdkeepApp(App[None]):
                     a.label, f"{a.help} \\[{a.key_label}]", partial(self.run_action, a.name)
                 )
 
-    def action_refused(self, name: str) -> None:
-        """The key of an action that is off here (read-only, no [remote], no
-        [retention]): hidden from the footer, and pressed it says why."""
-        self.refuse(name)
-
-    def refuse(self, name: str, *, changes: bool = False) -> bool:
-        """Whether ``name`` is refused now (said, and logged). ``changes``: it is
-        about to change the archive, whatever the action is (a browser's restore)."""
-        why = self.unavailable(name) or (self.why_unchangeable() if changes else None)
-        if why:
-            self.notify(f"{ACTION[name].label}: {why}", severity="warning", markup=False)
-            self.log_line("warning", f"{ACTION[name].label} refused: {why}")
-        return why is not None
-
-    # workers -----------------------------------------------------------------
-
-    @work(exclusive=True, group="stream", exit_on_error=False)
-    async def listen(self) -> None:
-        with self.archiver.stream.subscribe() as sub:
-            async for event in sub:
-                self.post_message(CoreEvent(event))
-
-    def refresh_all(self) -> None:
-        """Everything read again: the status here, each pane's own data there."""
-        self.load_status()
-        for pane in self.query(Pane):
-            pane.load(self.archiver)
-
-    @work(exclusive=True, group="status", exit_on_error=False)
-    async def load_status(self) -> None:
-        self.post_message(StatusLoaded(await self.archiver.status()))
-
-    def recount(self) -> None:
-        """The backlog counted again (files age into eligibility; the tree changed)."""
-        self.query_one(BacklogPane).load(self.archiver)
-
-    @work(thread=True, exclusive=True, group="holder", exit_on_error=False)
-    def poll_holder(self) -> None:
-        holder = read_holder(self.archiver.layout.lock)
-        db = self.archiver.settings.state_db
-        self.post_message(
-            HolderChanged(holder, holder.alive if holder else False, wal_bytes(db) if db else -1)
-        )
-
-    @work(exclusive=True, group="watch", exit_on_error=False)
-    async def watch_tree(self) -> None:
-        async for _changes in awatch(self.archiver.settings.live_root, recursive=True):
-            self.post_message(LiveTreeChanged())
-
-    def busy_workers(self) -> list[Worker[Any]]:
-        return busy(self, LONG_LIVED)
-
-    def flush_panes(self) -> None:
-        with self.batch_update():
-            for pane in self.query(Pane):
-                pane.flush()
-
-    # operations ----------------------------------------------------------------
+    # operations -----------------------------------------------------------------
 
     def action_operation(self, name: str) -> None:
         """The action ``name`` of a registry operation: refused with the reason;
@@ -419,7 +265,7 @@ class ColdkeepApp(App[None]):
             return
         self.operate(f"job {name}", run_job(name))
 
-    # handlers ------------------------------------------------------------------
+    # handlers -------------------------------------------------------------------
 
     def on_core_event(self, message: CoreEvent) -> None:
         event = message.event
@@ -494,7 +340,7 @@ class ColdkeepApp(App[None]):
         self.query_one(InFlightPane).idle(f"{message.operation}: {summary}", finished=True)
         self.last_result = f"{message.operation}: {summary}"
         self.notify(summary, title=message.operation)
-        if (browser := own.browser(self)) is not None:
+        if (browser := self.browser()) is not None:
             browser.finished(message.result, summary)
         self._settled()
 
@@ -503,7 +349,7 @@ class ColdkeepApp(App[None]):
         self.query_one(InFlightPane).idle(f"{message.operation}: {message.error}")
         self.notify(message.error, title=message.operation, severity="error", timeout=10)
         self.log_line("error", f"{message.operation}: {message.error}")
-        if (browser := own.browser(self)) is not None:
+        if (browser := self.browser()) is not None:
             browser.failed(f"{message.operation}: {message.error}")
         self._settled()
 
@@ -532,39 +378,3 @@ class ColdkeepApp(App[None]):
     def on_holds_changed(self, message: HoldsChanged) -> None:
         self.log_line(message.level, message.said)
         self.refresh_all()
-
-    # what the status line shows -----------------------------------------------
-
-    def shown_from(self) -> Path:
-        """The folder paths are shown relative to: the config's."""
-        config = self.archiver.settings.config_path
-        return config.parent if config else Path.cwd()
-
-    def _status_line(self) -> None:
-        self.query_one(StatusLine).show(
-            self.archiver.settings,
-            self.shown_from(),
-            status=self.status,
-            lock=self.holder_text,
-            watching=self.attached is not None,
-            read_only=self.read_only,
-            running=self.running,
-            now_ms=self.clock(),
-        )
-        if (browser := own.browser(self)) is not None:
-            browser.blocked = self.why_unchangeable()
-
-    def log_line(self, level: str, text: str) -> None:
-        self.query_one(LogPane).write(level, text, self.clock())
-
-    # the console's own actions (own.py): bound here by name, so Textual finds them
-    action_plan = own.action_plan
-    action_restore = own.action_restore
-    action_find = own.action_find
-    action_holds = own.action_holds
-    action_events = own.action_events
-    action_trends = own.action_trends
-    action_stop = own.action_stop
-    action_refresh = own.action_refresh
-    action_help = own.action_help
-    action_quit = own.action_quit

@@ -5,8 +5,8 @@ words (the JSON is the result's own ``to_dict()``, docs/json.md).
 
 The CLI makes a command of every entry (tui/cli/operations.py); the console
 makes every entry's action a key, a button, a help line and a palette entry
-(tui/console/actions.py) and runs it through one path (ask, then start);
-``tui.text.results`` finds any result's words here.
+(tui/console/kit/actions.py) and runs it through one path (ask, then start);
+both say any result in words through ``headline`` and ``report`` here.
 
 Adding an operation touches three files: its core module, its ``Archiver``
 method and its entry in a family module here (an ``Operation`` in that
@@ -44,3 +44,16 @@ _WORDS: dict[type[Any], Words[Any]] = {
 def words_of(result: Result) -> Words[Any]:
     """The words of ``result``'s type (every operation's result has them)."""
     return _WORDS[type(result)]
+
+
+def headline(result: Result) -> str:
+    """``result`` in one line: the console's notification and in-flight line,
+    and the last line of the CLI's text."""
+    return words_of(result).headline(result)
+
+
+def report(command: str, result: Result) -> str:
+    """The CLI's whole text for ``command``'s result: what needs a look first,
+    one line each, then the headline (a pass's says how it ended in its first
+    line instead, as the runbook shows it)."""
+    return words_of(result).report(command, result)

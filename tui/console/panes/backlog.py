@@ -21,8 +21,8 @@ from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import age, human, plural
 from ...text.plan import months
-from ..messages import BacklogLoaded, LoadFailed
-from ..tables import keyed_table, sync_table
+from ..kit.messages import BacklogLoaded, LoadFailed
+from ..widgets.tables import keyed_table, sync_table
 from .base import Pane
 
 

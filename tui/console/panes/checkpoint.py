@@ -25,7 +25,7 @@ from coldkeep.core.store.checkpointlog import recent_checkpoints
 from coldkeep.core.store.manifest import Manifest
 
 from ...text.fmt import human
-from ..tables import Cell, keyed_table, sync_table
+from ..widgets.tables import Cell, keyed_table, sync_table
 from .base import Pane
 
 HISTORY = 120

@@ -28,7 +28,7 @@ from coldkeep.core.ops.attach import AttachClient, NotAttachable
 
 from ...operations.spec import Run
 from ...text.fmt import human
-from ..messages import (
+from ..kit.messages import (
     Attached,
     CoreEvent,
     Logged,
@@ -36,7 +36,7 @@ from ..messages import (
     OperationFinished,
     OperationStopped,
 )
-from ..tables import Cell, keyed_table, sync_table
+from ..widgets.tables import Cell, keyed_table, sync_table
 from .base import Pane
 
 # Steps after which an object is done with no FileDone of its own: a ship's

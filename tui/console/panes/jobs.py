@@ -23,7 +23,7 @@ from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
 from ...text.fmt import clock_time
-from ..tables import cursor_key, keyed_table, sync_table
+from ..widgets.tables import cursor_key, keyed_table, sync_table
 from .base import Pane
 
 RUNS_SHOWN = 30

@@ -15,7 +15,7 @@ from textual.widgets import Input, RichLog
 
 from coldkeep.core.base.stream import Event, FileDone, Finished, Notice, OrphanSeen
 
-from ..fields import Field
+from ..widgets.fields import Field
 from .base import Pane
 
 STYLE = {"info": "", "warning": "yellow", "error": "bold red"}

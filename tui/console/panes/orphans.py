@@ -22,8 +22,8 @@ from coldkeep.core.ops.status import Status
 from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import age, human, plural
-from ..messages import FindingsLoaded, LoadFailed
-from ..tables import cursor_key, keyed_table, sync_table
+from ..kit.messages import FindingsLoaded, LoadFailed
+from ..widgets.tables import cursor_key, keyed_table, sync_table
 from .base import Pane
 
 # The kinds that are things (3 orphans); the others say what a thing is (3 stale).

@@ -36,8 +36,8 @@ from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import clock_time, human, plural, remote_where
-from ..messages import LoadFailed
-from ..tables import Cell, sync_table
+from ..kit.messages import LoadFailed
+from ..widgets.tables import Cell, sync_table
 from .base import Pane
 
 NO_REMOTE = "no remote tier: add [remote] to coldkeep.toml"

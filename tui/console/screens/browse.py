@@ -14,7 +14,7 @@ from textual.worker import get_current_worker
 
 from coldkeep.core.files.catalog import Catalog, CatalogRow, parse_query
 
-from ..fields import Field
+from ..widgets.fields import Field
 
 # Rows a view shows at most: the count says how many more match.
 SHOWN = 500

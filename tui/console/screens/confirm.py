@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from ...operations.spec import Question
-from ..tables import Cell
+from ..widgets.tables import Cell
 
 
 class ConfirmScreen(ModalScreen[bool]):

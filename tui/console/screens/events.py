@@ -38,12 +38,12 @@ from coldkeep.core.events.query import parse_range
 from ...operations.restore import RESTORE_EVENTS, restore_span
 from ...operations.spec import ConsoleAction
 from ...text.fmt import plural
-from ..actions import bindings
-from ..charts import NameBars, SeriesChart
-from ..fields import Field
-from ..footer import FittedFooter
-from ..messages import Confirmed
-from ..tables import Cell, name_cell
+from ..kit.actions import bindings
+from ..kit.messages import Confirmed
+from ..widgets.charts import NameBars, SeriesChart
+from ..widgets.fields import Field
+from ..widgets.footer import FittedFooter
+from ..widgets.tables import Cell, name_cell
 from .confirm import ConfirmScreen
 from .eventsread import Choice, EventsReader, Read
 from .export import ExportScreen

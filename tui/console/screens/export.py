@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from ..fields import Field
+from ..widgets.fields import Field
 
 
 class ExportScreen(ModalScreen[Path | None]):

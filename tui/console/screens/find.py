@@ -28,10 +28,10 @@ from coldkeep.core.files.find import Version
 from ...operations.find import utc
 from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural, shown
-from ..actions import bindings
-from ..fields import Field
-from ..footer import FittedFooter
-from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
+from ..kit.actions import bindings
+from ..widgets.fields import Field
+from ..widgets.footer import FittedFooter
+from ..widgets.tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import SHOWN
 from .help import KeyedScreen
 

@@ -20,7 +20,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from ...operations.spec import ConsoleAction
-from ..actions import ACTIONS
+from ..kit.actions import ACTIONS
 
 PANES_HELP = (
     "Panes: 1-7 show a pane and focus its table (in a narrow terminal the panes "

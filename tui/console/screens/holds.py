@@ -27,11 +27,11 @@ from coldkeep.core.store.manifest import ManifestError
 
 from ...operations.spec import ConsoleAction
 from ...text.fmt import day, parse_day
-from ..actions import bindings
-from ..fields import Field
-from ..footer import FittedFooter
-from ..messages import HoldsChanged
-from ..tables import cursor_key, keyed_table, sync_table
+from ..kit.actions import bindings
+from ..kit.messages import HoldsChanged
+from ..widgets.fields import Field
+from ..widgets.footer import FittedFooter
+from ..widgets.tables import cursor_key, keyed_table, sync_table
 from .confirm import ConfirmScreen
 from .help import KeyedScreen
 

@@ -43,11 +43,11 @@ from coldkeep.core.remote.sealing import Identities
 
 from ...operations.spec import ConsoleAction
 from ...text.fmt import human, shown, terminal_text
-from ..actions import bindings
-from ..fields import Field
-from ..footer import FittedFooter
-from ..spool import Spool
+from ..kit.actions import bindings
+from ..widgets.fields import Field
+from ..widgets.footer import FittedFooter
 from .help import KeyedScreen
+from .spool import Spool
 
 # The file's bytes to ``out`` as they are read, checked: the problem when they
 # are not the archived file (None: they are). Raises what the read raises.

@@ -40,11 +40,11 @@ from coldkeep.core.remote.sealing import Identities
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
 from ...operations.spec import ConsoleAction
 from ...text.fmt import clock_time, human, plural, short_path, shown
-from ..actions import bindings
-from ..fields import Field
-from ..footer import FittedFooter
-from ..messages import Confirmed
-from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
+from ..kit.actions import bindings
+from ..kit.messages import Confirmed
+from ..widgets.fields import Field
+from ..widgets.footer import FittedFooter
+from ..widgets.tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick

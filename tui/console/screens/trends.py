@@ -28,9 +28,9 @@ from coldkeep.core.store.manifest import ManifestError
 
 from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural
-from ..actions import bindings
-from ..charts import NameBars, SeriesChart
-from ..footer import FittedFooter
+from ..kit.actions import bindings
+from ..widgets.charts import NameBars, SeriesChart
+from ..widgets.footer import FittedFooter
 from .help import KeyedScreen
 
 SPANS = (30, 90, 365)

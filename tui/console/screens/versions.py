@@ -33,10 +33,10 @@ from ...operations.find import utc
 from ...operations.restore import RESTORE, restore_files
 from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural, shown
-from ..actions import bindings
-from ..footer import FittedFooter
-from ..messages import Confirmed
-from ..tables import Cell, cursor_key, keyed_table, name_cell, sync_table
+from ..kit.actions import bindings
+from ..kit.messages import Confirmed
+from ..widgets.footer import FittedFooter
+from ..widgets.tables import Cell, cursor_key, keyed_table, name_cell, sync_table
 from .confirm import ConfirmScreen
 from .help import KeyedScreen
 from .pager import PagerScreen, archived

@@ -2,7 +2,7 @@
 (verify failures, who holds the lock, an operation watched, read-only), then
 what runs here or how the last pass ended, the mode and the two roots; at 80
 columns its end is cut, so the order is the point. The action bar: a button per
-action offered (from the registry, actions.py), those that fit its width (as the
+action offered (from the registry, kit/actions.py), those that fit its width (as the
 footer's keys: Quit and Stop always, footer.py); a press runs the action."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from coldkeep.core.base.config import Settings
 from coldkeep.core.base.lock import Holder
 from coldkeep.core.ops.status import Status
 
-from ..operations.spec import ConsoleAction
-from ..text.fmt import age
+from ...operations.spec import ConsoleAction
+from ...text.fmt import age
 from .footer import fit
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
-from ..text.fmt import shown
+from ...text.fmt import shown
 
 Cell = str | Text | int | float
 

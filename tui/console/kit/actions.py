@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from textual.binding import Binding
 
-from ..operations import OPERATIONS
-from ..operations.spec import ConsoleAction, Question
+from ...operations import OPERATIONS
+from ...operations.spec import ConsoleAction, Question
 
 _OWN = (
     ConsoleAction(

@@ -28,7 +28,7 @@ from textual.widget import Widget
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from ..text.fmt import human
+from ...text.fmt import human
 
 # plotext drops duplicate ticks through a set, so which of two overlapping tick
 # labels it draws last depended on the interpreter's hash seed: one chart came

@@ -21,7 +21,7 @@ from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
 
-from ..operations.spec import Result, Run
+from ...operations.spec import Result, Run
 
 
 @dataclass

@@ -1,0 +1,66 @@
+"""The fleet view's app: one screen (view.py), the main console's look (its
+stylesheet: dialogs, help) with the fleet's own layout, and the fleet's registry
+(actions.py) in the palette. It opens the fleet over the remote and closes it
+on the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+from textual.worker import Worker
+
+from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.ops.fleet import Fleet
+from coldkeep.core.remote.sealing import Identities
+
+from ..kit.pilot import busy
+from .actions import FLEET_ACTIONS
+from .view import FleetScreen
+
+
+class FleetApp(App[None]):
+    """The fleet view's app: the main console's look (its stylesheet: dialogs,
+    help), one screen, the fleet's registry in the palette."""
+
+    CSS_PATH = Path(__file__).parents[1] / "app.tcss"  # the main console's
+    CSS = """
+    #fleet-sites { height: auto; max-height: 8; scrollbar-size-horizontal: 0; }
+    #fleet-count, #fleet-preview { height: auto; padding: 0 1; }
+    #fleet-table { height: 1fr; min-height: 4; }
+    #fleet-controls { height: 3; }
+    #fleet-to { width: 1fr; }
+    #fleet-results { height: auto; max-height: 7; }
+    """
+    TITLE = "coldkeep fleet"
+
+    def __init__(
+        self, remote: RemoteSettings, cache: Path, identities: Identities | None = None
+    ) -> None:
+        super().__init__()
+        self.fleet = Fleet(remote, cache, identities)
+        self.view = FleetScreen(self.fleet)
+
+    def get_default_screen(self) -> Screen[Any]:
+        return self.view
+
+    async def on_unmount(self) -> None:
+        await self.fleet.close()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for a in FLEET_ACTIONS:
+            yield SystemCommand(
+                a.label, f"{a.help} \\[{a.key_label}]", partial(self.view.run_action, a.name)
+            )
+
+    def busy_workers(self) -> list[Worker[Any]]:
+        return busy(self)
+
+    def flush_panes(self) -> None:
+        """Nothing waits for a frame here: every handler draws what it is told."""
