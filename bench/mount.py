@@ -118,7 +118,9 @@ class Tree:
 
 
 def serve_mfusepy(tree: Tree, mnt: str) -> None:
-    import mfusepy
+    from coldkeep.core.ops.libfuse import mfusepy as bound
+
+    mfusepy = bound()  # libfuse 3, as coldkeep mount loads it
 
     class Ops(mfusepy.Operations):  # type: ignore[misc]
         def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
