@@ -1,7 +1,7 @@
 """Every speed and memory target in one run, coldkeep beside the tools an operator would
 otherwise script, on identical copies of data this script builds.
 
-    python bench/run.py [--quick] [--scale-site DIR]        (or: make bench)
+    python bench/run.py [--quick] [--scale-site DIR] [--part NAME ...]   (or: make bench)
 
 One table: what, coldkeep, anchor, ratio, target, met?. The parts, each also
 runnable alone:
@@ -29,8 +29,9 @@ runnable alone:
                      and 4 KiB random reads; find, versions and the mount at
                      1,000,000 entries
 
---quick runs everything small (under a minute); the numbers then say nothing
-about the targets, only that every row can be measured. --scale-site DIR keeps
+--quick runs everything small (about a minute); the numbers then say nothing
+about the targets, only that every row can be measured. --part NAME measures
+that part alone (repeatable). --scale-site DIR keeps
 bench/scale.py's site (its rows are data, written in a quarter of an hour) for
 the next run, which reuses it: its migration row then says so.
 """
@@ -44,6 +45,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import console
@@ -82,6 +84,12 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}; {tools}"
 
 
+# In the order they run; each measures in a folder of its own.
+PARTS = (
+    "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query", "readpath",
+)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small data, under a minute")
@@ -91,41 +99,44 @@ def main() -> None:
         help="bench/scale.py's 10,000,000-entry site: built there and kept, or reused "
         "(its build takes a quarter of an hour)",
     )
+    ap.add_argument(
+        "--part",
+        action="append",
+        choices=PARTS,
+        help="measure only this part (repeatable; default: every part)",
+    )
     args = ap.parse_args()
+    chosen = set(args.part or PARTS)
     print(machine(), flush=True)
     t0 = time.perf_counter()
     rows: list[Row] = []
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
         work = Path(tmp)
-        parts = (
-            "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query",
-            "readpath",
-        )  # fmt: skip
-        for part in parts:
+        for part in PARTS:
             (work / part).mkdir()
-        rows += files.measure(work / "files", args.quick)
-        shutil.rmtree(work / "files")
         small, large = (20_000, 60_000) if args.quick else (1_000_000, 10_000_000)
-        rows += events.at_two_sizes(small, large, 200.0, work / "events")
-        shutil.rmtree(work / "events")
-        rows += console.measure(work / "console", args.quick)
-        shutil.rmtree(work / "console")
         entries = 20_000 if args.quick else 10_000_000
-        rows += scale.measure(args.scale_site or work / "scale", entries)
-        shutil.rmtree(work / "scale")
-        rows += remote.measure(work / "remote", args.quick)
-        shutil.rmtree(work / "remote")
-        rows += sealing.measure(work / "sealing", args.quick, rounds=1 if args.quick else 5)
-        shutil.rmtree(work / "sealing")
-        rows += sealedread.measure(work / "sealedread", args.quick, 1 if args.quick else 5)
-        shutil.rmtree(work / "sealedread")
-        rows += query.measure(work / "query", args.quick)
-        shutil.rmtree(work / "query")
-        if Path("/dev/fuse").exists():
-            rows += readpath.measure(work / "readpath", args.quick)
-        else:
-            print("no /dev/fuse: the read path's rows are left out", flush=True)
+        rounds = 1 if args.quick else 5
+        measures: dict[str, Callable[[Path], list[Row]]] = {
+            "files": lambda d: files.measure(d, args.quick),
+            "events": lambda d: events.at_two_sizes(small, large, 200.0, d),
+            "console": lambda d: console.measure(d, args.quick),
+            "scale": lambda d: scale.measure(args.scale_site or d, entries),
+            "remote": lambda d: remote.measure(d, args.quick),
+            "sealing": lambda d: sealing.measure(d, args.quick, rounds=rounds),
+            "sealedread": lambda d: sealedread.measure(d, args.quick, rounds),
+            "query": lambda d: query.measure(d, args.quick),
+            "readpath": lambda d: readpath.measure(d, args.quick),
+        }
+        for part in PARTS:
+            if part not in chosen:
+                continue
+            if part == "readpath" and not Path("/dev/fuse").exists():
+                print("no /dev/fuse: the read path's rows are left out", flush=True)
+                continue
+            rows += measures[part](work / part)
+            shutil.rmtree(work / part)  # a full run's parts would not fit on one disk together
     print(f"(measured in {time.perf_counter() - t0:.0f} s)\n", flush=True)
     print_table(rows)
 

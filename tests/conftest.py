@@ -42,7 +42,7 @@ def codec(request: pytest.FixtureRequest) -> Codec:
 # must come back under a new device number, and another worker mounting and
 # unmounting at the same moment takes and frees the numbers that relies on.
 # Every other file is a group of its own, so `--dist loadgroup` hands out files
-# whole, as `--dist loadfile` would.
+# whole, as `--dist loadfile` would (but the benchmark's parts, a minute each).
 MOUNTING = (
     "faults/",
     "faultfs/",
@@ -51,7 +51,6 @@ MOUNTING = (
     "core/ops/test_libfuse.py",
     "cli/test_cli_mount.py",
     "cli/test_cli_mount_user.py",
-    "test_bench.py",  # its read path rows mount the archive
 )
 
 
@@ -63,6 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         rel = item.path.relative_to(tests).as_posix()
         group = "mounting" if rel.startswith(MOUNTING) else rel
+        if rel == "test_bench.py":  # a part a group; the read path's mounts the archive
+            group = "mounting" if "readpath" in item.name else item.name
         item.add_marker(pytest.mark.xdist_group(group))
 
 
@@ -77,6 +78,30 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_testnodedown(node: Any, error: object) -> None:
     lines = node.workeroutput.get("coldkeep_summary", [])
     node.config.coldkeep_summary = [*getattr(node.config, "coldkeep_summary", []), *lines]
+
+
+# No test may take more than a minute (its set-up, run and tear-down together):
+# the suite has six minutes on two cores, and one long test holds a worker for
+# all of them. Split it, build its fixture once, or wait on an event instead of a
+# poll. The flake hunt, which keeps every core busy, doubles it.
+LIMIT_S = float(os.environ.get("COLDKEEP_TEST_LIMIT_S", "60"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    spent = item.stash.get(_SPENT, 0.0) + report.duration
+    item.stash[_SPENT] = spent
+    if report.when == "teardown" and LIMIT_S and spent > LIMIT_S and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {spent:.0f} s, over the {LIMIT_S:g} s a test may take "
+            "(COLDKEEP_TEST_LIMIT_S): split it, share its fixture, or wait on an event"
+        )
+
+
+_SPENT = pytest.StashKey[float]()
 
 
 def pytest_terminal_summary(

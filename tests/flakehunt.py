@@ -59,6 +59,8 @@ def main() -> int:
                 [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",
                  *args.pytest_args],
                 cwd=ROOT,
+                # A core's worth of hogs beside each worker: a test's minute is two.
+                env={**os.environ, "COLDKEEP_TEST_LIMIT_S": "120"},
                 capture_output=True,
                 text=True,
                 check=False,

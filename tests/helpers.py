@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import clizygote
 import pytest
 
 from coldkeep.core.base.codec import gzip_header, read_gzip_header
@@ -181,6 +182,37 @@ def report_line(config: object, line: str) -> None:
 COLDKEEP = [sys.executable, "-m", "coldkeep.tui.cli.main"]
 
 
+def cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    under: Sequence[str] = (),
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """``coldkeep ARGS`` in a process of its own, run by ``under`` (such as
+    ``faketime -f +1y``) where given, its output captured as text. Forked from
+    a warm server where it can be (clizygote.py), else a new interpreter."""
+    environ = {**os.environ, **(env or {})}
+    if clizygote.warm_ok(environ, under):
+        run = clizygote.run(args, env=environ, timeout=timeout)
+        if run is not None:
+            return run
+    return subprocess.run(
+        [*under, *COLDKEEP, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environ,
+        check=False,
+    )
+
+
+def cli_ok(*args: str) -> subprocess.CompletedProcess[str]:
+    """``cli``, which must exit 0."""
+    run = cli(*args)
+    assert run.returncode == 0, f"coldkeep {' '.join(args)}: exit {run.returncode}\n{run.stderr}"
+    return run
+
+
 def ck(
     site: Path,
     *args: str,
@@ -188,16 +220,9 @@ def ck(
     env: dict[str, str] | None = None,
     under: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``coldkeep ARGS --config SITE/coldkeep.toml`` (run by ``under``, such
-    as ``faketime -f +1y``, where given); asserts the exit code."""
-    run = subprocess.run(
-        [*under, *COLDKEEP, *args, "--config", str(site / "coldkeep.toml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    """``coldkeep ARGS --config SITE/coldkeep.toml`` (``cli``); asserts the
+    exit code."""
+    run = cli(*args, "--config", str(site / "coldkeep.toml"), env=env, under=under)
     if check is not None:
         assert run.returncode == check, f"exit {run.returncode}\n{run.stdout}\n{run.stderr}"
     return run

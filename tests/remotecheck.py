@@ -25,7 +25,7 @@ from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 
-from helpers import COLDKEEP, ck, entries, gunzip_entry
+from helpers import ck, cli_ok, entries, gunzip_entry
 from s3kit import S3Site
 
 Fetch = Callable[[str], bytes | None]
@@ -33,11 +33,7 @@ Fetch = Callable[[str], bytes | None]
 
 def demo_after_pass(site: Path) -> Path:
     """A demo site (as the crash tests use it) after one pass, through the CLI."""
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console")
     ck(site, "pass")
     return site
 

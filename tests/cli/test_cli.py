@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pyrage import x25519
 
-from helpers import COLDKEEP, as_legacy_gzip, ck, ck_json, entries, live_files, sha
+from helpers import COLDKEEP, as_legacy_gzip, ck, ck_json, cli_ok, entries, live_files, sha
 
 SCALE = "0.02"
 
@@ -23,11 +23,7 @@ SCALE = "0.02"
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", SCALE, "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", SCALE, "--no-console")
     return site
 
 

@@ -24,7 +24,7 @@ from pyrage import x25519
 from coldkeep.core.base.signing import SiteKey
 from coldkeep.core.remote.snapshots import Statement, sign
 
-from helpers import COLDKEEP, ck, ck_json, write_old
+from helpers import ck, ck_json, cli_ok, write_old
 from remotecheck import set_remote
 from s3kit import S3Site
 
@@ -34,11 +34,7 @@ NAME = "web"  # both hosts' remote.site
 
 
 def demo(path: Path, seed: int) -> Path:
-    subprocess.run(
-        [*COLDKEEP, "demo", str(path), "--scale", "0.02", "--seed", str(seed), "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(path), "--scale", "0.02", "--seed", str(seed), "--no-console")
     ck(path, "pass")
     return path
 

@@ -27,7 +27,7 @@ from coldkeep.core.events.query import ENGINES
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.store.manifest import Manifest
 
-from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, ck_json, make_events_db
+from helpers import ARCHIVABLE, COLDKEEP, all_event_rows, ck, ck_json, cli, make_events_db
 from remotecheck import set_remote
 from s3kit import S3Site
 from s3kit.proxy import StripHeader
@@ -53,12 +53,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _query(site: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
-    run = subprocess.run(
-        [*COLDKEEP, "query", *args, "--config", str(site / "coldkeep.toml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = cli("query", *args, "--config", str(site / "coldkeep.toml"))
     assert check is None or run.returncode == check, run.stderr
     return run
 

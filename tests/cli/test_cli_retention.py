@@ -3,13 +3,12 @@ found (and is said to be gone), and a hold must cover something."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import COLDKEEP, ck, ck_json
+from helpers import ck, ck_json, cli_ok
 
 
 @pytest.fixture(scope="module")
@@ -17,11 +16,7 @@ def expired_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A demo site after a pass and an expiry of every archived file (its files
     are weeks old, files_days is 1): the manifest holds only tombstones."""
     site = tmp_path_factory.mktemp("retention") / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.02", "--no-console")
     config = site / "coldkeep.toml"
     config.write_text(config.read_text() + "\n[retention]\nfiles_days = 1\n")
     ck(site, "pass")

@@ -17,7 +17,7 @@ import pytest
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.tui.text.fmt import plural
 
-from helpers import COLDKEEP, DAY_NS, ck, ck_json
+from helpers import COLDKEEP, DAY_NS, ck, ck_json, cli_ok
 
 CONFIG = """\
 live_root = "live"
@@ -87,11 +87,7 @@ def _on_a_terminal(site: Path, *args: str) -> bytes:
 
 def test_the_progress_bar_ends_before_the_result_prints(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.05", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.05", "--no-console")
     out = _on_a_terminal(site, "pass")
     assert "━".encode() in out, "a bar was drawn"
     at = out.index(b"pass 1 (on): ok")
@@ -160,11 +156,7 @@ def test_plan_and_doctor_say_which_kinds_exist_when_the_config_names_others(
 @pytest.fixture
 def demo(tmp_path: Path) -> Path:
     site = tmp_path / "demo"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.02", "--no-console")
     return site
 
 

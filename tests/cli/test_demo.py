@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 from pathlib import Path
 
-from helpers import COLDKEEP, ck_json, live_files
+from helpers import ck_json, cli, cli_ok, live_files
 
 
 def test_demo_writes_a_site_with_something_for_every_pane(tmp_path: Path) -> None:
     site = tmp_path / "demo"
-    subprocess.run([*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"], check=True)
+    cli_ok("demo", str(site), "--scale", "0.03", "--no-console")
     assert (site / "coldkeep.toml").read_text().count('mode = "on"') == 1
     assert len(live_files(site)) > 20
     with sqlite3.connect(site / "state.db") as db:
@@ -22,9 +21,7 @@ def test_demo_writes_a_site_with_something_for_every_pane(tmp_path: Path) -> Non
     assert "interrupted.jsonl.gz.partial" in leftovers
     assert not (site / "archive" / "coldkeep.db").exists(), "--no-console: no history"
 
-    run = subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--no-console"], capture_output=True, text=True, check=False
-    )
+    run = cli("demo", str(site), "--no-console")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Using the existing demo" in run.stdout and "Next: coldkeep plan" in run.stdout
     assert "interrupted.jsonl.gz.partial" in {p.name for p in site.rglob("*.partial")}, (
@@ -34,9 +31,7 @@ def test_demo_writes_a_site_with_something_for_every_pane(tmp_path: Path) -> Non
 
 def test_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "precious.txt").write_text("keep me")
-    run = subprocess.run(
-        [*COLDKEEP, "demo", str(tmp_path)], capture_output=True, text=True, check=False
-    )
+    run = cli("demo", str(tmp_path))
     assert run.returncode == 2 and "is not empty" in run.stderr
     assert "Writing" not in run.stdout
     assert (tmp_path / "precious.txt").read_text() == "keep me"
@@ -47,10 +42,7 @@ def test_demo_records_weeks_of_passes_and_backlog_for_the_trends(tmp_path: Path)
     sample each day, the backlog growing; nothing archived, and the first real
     pass runs after them."""
     site = tmp_path / "demo"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--history", "14", "--no-console"],
-        check=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.02", "--history", "14", "--no-console")
     status = ck_json(site, "status", "--days", "14")["result"]
     trends = status["trends"]
     backlog = trends["backlog_bytes"]

@@ -5,15 +5,14 @@ restore elsewhere -> rebuild-manifest. Not a byte is lost on the way."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 from pathlib import Path
 
-from helpers import COLDKEEP, ck, ck_json, entries, gunzip_entry, live_files, sha
+from helpers import ck, ck_json, cli_ok, entries, gunzip_entry, live_files, sha
 
 
 def test_an_operators_day_loses_nothing(tmp_path: Path) -> None:
     site = tmp_path / "demo"
-    subprocess.run([*COLDKEEP, "demo", str(site), "--scale", "0.04", "--no-console"], check=True)
+    cli_ok("demo", str(site), "--scale", "0.04", "--no-console")
     originals = live_files(site)
 
     plan = ck_json(site, "plan")["result"]

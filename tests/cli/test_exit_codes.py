@@ -25,7 +25,7 @@ from pyrage import x25519
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.tui.cli.main import main
 
-from helpers import COLDKEEP, DAY_NS, ck, entries
+from helpers import DAY_NS, ck, cli, cli_ok, entries
 
 DOCS = Path(__file__).parents[2] / "docs" / "operations.md"
 Setup = Callable[[Path], None]
@@ -50,11 +50,7 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("templates")
     _fresh(base / "fresh")
     demo = base / "demo"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(demo), "--scale", "0.02", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(demo), "--scale", "0.02", "--no-console")
     archived = base / "archived"
     shutil.copytree(demo, archived)
     ck(archived, "pass")
@@ -477,9 +473,7 @@ def test_exit_code(case: Case, templates: dict[str, Path], tmp_path: Path) -> No
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COLDKEEP, *args], capture_output=True, text=True, timeout=300, check=False
-    )
+    return cli(*args)
 
 
 # the table in docs/operations.md ---------------------------------------------------------
@@ -525,12 +519,7 @@ def test_every_command_has_a_row_and_every_documented_code_a_case() -> None:
 
 def test_demo_into_a_folder_that_is_not_empty_exits_2_before_writing(tmp_path: Path) -> None:
     (tmp_path / "precious.txt").write_text("keep me")
-    run = subprocess.run(
-        [*COLDKEEP, "demo", str(tmp_path), "--no-console"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = cli("demo", str(tmp_path), "--no-console")
     assert run.returncode == 2 and "is not empty" in run.stderr
     assert "Writing" not in run.stdout, "nothing said of a site that is not written"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.txt"]

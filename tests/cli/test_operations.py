@@ -6,7 +6,6 @@ results' to_dict() have the keys docs/json.md gives them."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from coldkeep.tui.console.kit.actions import ACTIONS, BY_NAME, bindings
 from coldkeep.tui.operations import BY_ACTION, OPERATIONS
 from coldkeep.tui.operations.jobs import WORDS as JOB_WORDS
 
-from helpers import COLDKEEP, ck_json
+from helpers import ck_json, cli_ok
 
 
 def test_every_entry_is_a_command_with_its_options_then_the_shared_ones() -> None:
@@ -47,11 +46,7 @@ def test_every_result_type_has_its_words_once() -> None:
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.02", "--no-console")
     return site
 
 

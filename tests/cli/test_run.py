@@ -14,16 +14,12 @@ from pathlib import Path
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.core.files.pathindex import PathIndex
 
-from helpers import COLDKEEP, ck, ck_json
+from helpers import COLDKEEP, ck, ck_json, cli_ok
 
 
 def demo_site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.03", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.03", "--no-console")
     return site
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, live_files, report_line
+from helpers import COLDKEEP, ck, cli_ok, live_files, report_line
 from sitecheck import Originals, Tally, event_rows
 from sitecheck import check_site as check
 
@@ -71,11 +71,7 @@ class Reference:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     base = tmp_path_factory.mktemp("crash-template")
     site = base / "site"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", "0.02", "--seed", "3", "--no-console")
     # The quicker of two passes: the first after a fresh demo can run long (a
     # cold cache), and random kills timed by it then mostly fall after the end.
     times = []

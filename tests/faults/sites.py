@@ -20,7 +20,7 @@ import pytest
 from faultfs import FaultFS
 from faultfs.fixture import start_or_skip
 
-from helpers import COLDKEEP, per_file
+from helpers import cli_ok, per_file
 
 SCALE = "0.05"
 
@@ -29,11 +29,7 @@ def write_site(site: Path, *, scale: str = SCALE, seed: int = 5, bundles: bool =
     """``coldkeep demo``: a live tree, a state DB, an archive with planted leftovers.
     Without ``bundles``, every file takes the per-file protocol, whose steps these
     tests count file by file."""
-    subprocess.run(
-        [*COLDKEEP, "demo", str(site), "--scale", scale, "--seed", str(seed), "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(site), "--scale", scale, "--seed", str(seed), "--no-console")
     if not bundles:
         per_file(site / "coldkeep.toml")
     return site

@@ -55,7 +55,7 @@ from faults.clirun import Forker
 from coldkeep.core.base.durable import MUTANT_ACK, MUTANT_ENV, SKIP_ENV
 from coldkeep.core.base.steps import BUNDLE_STEPS, EXPIRE_STEPS, SHIP_STEPS
 
-from helpers import COLDKEEP, ck, entries, live_files, per_file, report_line
+from helpers import ck, cli_ok, entries, live_files, per_file, report_line
 from remotecheck import check_remote_site, folder_fetch, remote_rows, set_remote
 from sitecheck import Originals, Tally, check_site
 
@@ -134,11 +134,7 @@ def matrix(
 ) -> Iterator[Matrix]:
     base = tmp_path_factory.mktemp("power")
     pristine = base / "pristine"
-    subprocess.run(
-        [*COLDKEEP, "demo", str(pristine), "--scale", "0.01", "--seed", "3", "--no-console"],
-        check=True,
-        capture_output=True,
-    )
+    cli_ok("demo", str(pristine), "--scale", "0.01", "--seed", "3", "--no-console")
     trim_events(pristine / "state.db")
     config = pristine / "coldkeep.toml"
     per_file(config)
