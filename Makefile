@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test demo lint imports typecheck links pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli bench clean
+.PHONY: test test-quick demo lint imports typecheck links pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,21 @@ typecheck: $(VENV)/.installed-dev links
 pytest: $(VENV)/.installed-dev tmux fuse faketime
 	$(BIN)/python -m compileall -q core tui tests bench/*.py >/dev/null
 	$(BIN)/pytest -n 2 --dist loadgroup
+
+# The inner loop, under 90 s on two cores: the core's tests but those that run an
+# S3 server's long matrices or mount filesystems, every command's exit codes
+# (the CLI over all of the core), the house rules and the properties. `make test`
+# before a commit: the console, the crash and fault matrices are only there.
+QUICK_SLOW := $(addprefix tests/core/, remote/test_loose_keys.py remote/test_ship_s3.py \
+	remote/test_rekey_lock.py remote/test_object_lock.py remote/test_sealed_read_s3.py \
+	remote/test_verify_remote.py ops/test_expire_locked.py ops/test_mount.py \
+	ops/test_mount_remote.py ops/test_libfuse.py events/test_checkpoint.py \
+	files/test_pathindex.py)
+test-quick: $(VENV)/.installed-dev
+	$(BIN)/python -m compileall -q core tui tests >/dev/null
+	$(BIN)/pytest -n 2 --dist loadgroup -q tests/core tests/cli/test_exit_codes.py \
+		tests/test_house.py tests/test_import_hygiene.py tests/test_fuzz.py \
+		$(addprefix --ignore=,$(QUICK_SLOW))
 
 # The console tests drive the real console in tmux. As root with apt-get (CI's
 # fresh machine) a missing tmux is installed; elsewhere those tests are skipped,

@@ -118,8 +118,11 @@ def test_a_ship_killed_at_its_first_upload_is_settled_by_the_next(tmp_path: Path
 
 
 async def test_a_rekey_whose_deletes_failed_leaves_the_old_copies_to_the_next_ship(
-    tmp_path: Path, s3: S3Site
+    tmp_path: Path, s3: S3Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Each failed DELETE fails at once: botocore's retries (3 attempts, a
+    # second or two of backoff each) made this test a minute long.
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=now_ms()).config
     old, new = x25519.Identity.generate(), x25519.Identity.generate()
     remote = RemoteSettings(
