@@ -57,7 +57,7 @@ typecheck: $(VENV)/.installed-dev links
 # source's mtime.
 pytest: $(VENV)/.installed-dev tmux fuse faketime
 	$(BIN)/python -m compileall -q core tui tests bench/*.py >/dev/null
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=10
 
 # The inner loop, under 90 s on two cores: the core's tests but those that run an
 # S3 server's long matrices or mount filesystems, every command's exit codes
