@@ -146,8 +146,13 @@ class Server:
         self._path: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._failed = False
+        self._lock = threading.Lock()  # a test may run the CLI from threads
 
     def path(self) -> str | None:
+        with self._lock:
+            return self._start()
+
+    def _start(self) -> str | None:
         if self._path is None and not self._failed:
             folder = tempfile.mkdtemp(prefix="clizygote-")
             path = os.path.join(folder, "sock")
