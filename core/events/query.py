@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 
 Engine = Literal["duckdb", "sqlite"]
 ENGINES: tuple[Engine, ...] = ("duckdb", "sqlite")
-_DATE = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})(?:-([0-9]{2}))?")  # ASCII digits only
 # The months the manifest knows, each with its rows when a ship last counted
 # them: counted, shipped, or named by a pass that moved rows into it; not expired.
 _KNOWN = """
@@ -115,6 +115,8 @@ def _day_or_month(text: str, flag: str, *, end: bool) -> int:
     if got is None:
         raise UsageError(f"{flag} {text!r}: give a month (2025-03) or a day (2025-03-14), UTC")
     year, month, day = int(got[1]), int(got[2]), got[3]
+    if not 1970 <= year <= 9998:  # a range's end is a second after it, within 9999
+        raise UsageError(f"{flag} {text!r}: give a year from 1970 to 9998")
     try:
         first = datetime(year, month, int(day) if day else 1, tzinfo=UTC)
     except ValueError as err:

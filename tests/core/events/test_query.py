@@ -331,6 +331,14 @@ def test_from_and_to_take_months_and_days_both_included(
         ("2025-13", None, "--from '2025-13': month must be in 1..12"),
         ("March", None, "--from 'March': give a month (2025-03) or a day (2025-03-14), UTC"),
         ("2025-05", "2025-04", "--from 2025-05 is after --to 2025-04: nothing lies between"),
+        # Only ASCII digits are a date; a range ends within the year 9999.
+        (
+            "\u0662\u0660\u0662\u0666-\u0660\u0661",
+            None,
+            "--from '\u0662\u0660\u0662\u0666-\u0660\u0661': give a month (2025-03)",
+        ),
+        (None, "9999-12", "--to '9999-12': give a year from 1970 to 9998"),
+        ("1969-12", None, "--from '1969-12': give a year from 1970 to 9998"),
     ],
 )
 def test_a_bad_range_is_one_line(start: str | None, end: str | None, said: str) -> None:
