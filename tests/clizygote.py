@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import json
@@ -34,6 +35,7 @@ import locale
 import os
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -140,11 +142,13 @@ def child(request: dict[str, object]) -> None:
 
 
 class Server:
-    """The server of one test process, started on first use."""
+    """The server of one test process, started on first use, stopped and its
+    socket's folder removed as the process exits."""
 
     def __init__(self) -> None:
         self._path: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._folder: str | None = None
         self._failed = False
         self._lock = threading.Lock()  # a test may run the CLI from threads
 
@@ -154,22 +158,29 @@ class Server:
 
     def _start(self) -> str | None:
         if self._path is None and not self._failed:
-            folder = tempfile.mkdtemp(prefix="clizygote-")
-            path = os.path.join(folder, "sock")
-            proc = subprocess.Popen(
+            self._folder = tempfile.mkdtemp(prefix="clizygote-")
+            atexit.register(self._stop)
+            path = os.path.join(self._folder, "sock")
+            self._proc = subprocess.Popen(
                 [sys.executable, __file__, path],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
             )
-            assert proc.stdout is not None
-            if proc.stdout.readline() != b"ready\n":
-                proc.kill()
-                proc.wait()
+            assert self._proc.stdout is not None
+            ready = self._proc.stdout.readline() == b"ready\n"
+            self._proc.stdout.close()
+            if not ready:
                 self._failed = True
                 return None
-            proc.stdout.close()
-            self._proc, self._path = proc, path
+            self._path = path
         return self._path
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 _SERVER = Server()

@@ -85,6 +85,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 # all of them. Split it, build its fixture once, or wait on an event instead of a
 # poll. The flake hunt, which keeps every core busy, doubles it.
 LIMIT_S = float(os.environ.get("COLDKEEP_TEST_LIMIT_S", "60"))
+_SPENT = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -99,9 +100,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"{item.nodeid} took {spent:.0f} s, over the {LIMIT_S:g} s a test may take "
             "(COLDKEEP_TEST_LIMIT_S): split it, share its fixture, or wait on an event"
         )
-
-
-_SPENT = pytest.StashKey[float]()
 
 
 def pytest_terminal_summary(

@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import os
 from types import ModuleType
 
@@ -32,23 +33,32 @@ class NoLibfuse3(ColdkeepError):
     """libfuse 3 cannot be loaded here: the message says what to install."""
 
 
+MISSING = f"libfuse 3 is not installed ({INSTALL})"
+
+
+@functools.cache
+def _found() -> str | None:
+    # find_library runs ldconfig (and file) in subprocesses: once a process.
+    return ctypes.util.find_library("fuse3")
+
+
 def _named() -> str | None:
     """The library mfusepy is to load: the operator's ``FUSE_LIBRARY_PATH``,
     else libfuse 3 as the loader finds it (its soname); None without either."""
-    return os.environ.get(ENV) or ctypes.util.find_library("fuse3")
+    return os.environ.get(ENV) or _found()
 
 
 def problem() -> str | None:
     """Why libfuse 3 cannot be had here, naming what to install; None when it
     can (or the operator named a library in ``FUSE_LIBRARY_PATH``)."""
-    return None if _named() else f"libfuse 3 is not installed ({INSTALL})"
+    return None if _named() else MISSING
 
 
 def mfusepy() -> ModuleType:
     """mfusepy, over libfuse 3; ``NoLibfuse3`` when it cannot be."""
     name = _named()
     if name is None:
-        raise NoLibfuse3(f"libfuse 3 is not installed ({INSTALL})")
+        raise NoLibfuse3(MISSING)
     # By name, not by mfusepy's own lookup: that takes libfuse 2 first where
     # both are installed. Left set, so whichever import of mfusepy in this
     # process comes first, it loads this one.
