@@ -34,7 +34,7 @@ from ..screens import ConfirmScreen, HelpScreen
 from ..screens.browse import FILTER_HINT, FilterInput, result_cell, worker_cancelled
 from ..screens.find import FindScreen, Pick
 from ..widgets.fields import Field
-from ..widgets.tables import Cell, cursor_key, keyed_table, name_cell, sync_table
+from ..widgets.tables import MeasuredTable, cursor_key, keyed_table, name_cell, sync_table
 from . import matches, restore, sites
 from .actions import FLEET_ACTIONS, FLEET_HELP
 from .messages import (
@@ -87,7 +87,7 @@ class FleetScreen(Screen[None]):
                 id="fleet-to",
             )
             yield Button("Restore \\[r]", id="fleet-go", variant="warning")
-        results: DataTable[Cell] = DataTable(id="fleet-results", cursor_type="row")
+        results = MeasuredTable(id="fleet-results", cursor_type="row")
         results.add_columns("Result", "Site", "Path", "Detail")
         yield results
         yield Footer(compact=True)

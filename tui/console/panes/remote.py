@@ -37,7 +37,7 @@ from coldkeep.core.store.manifest import ManifestError
 
 from ...text.fmt import clock_time, human, plural, remote_where
 from ..kit.messages import LoadFailed
-from ..widgets.tables import Cell, sync_table
+from ..widgets.tables import Cell, MeasuredTable, sync_table
 from .base import Pane
 
 NO_REMOTE = "no remote tier: add [remote] to coldkeep.toml"
@@ -115,7 +115,7 @@ class RemotePane(Pane):
     def compose(self) -> ComposeResult:
         yield Static("reading…", id="remote-where", classes="pane-summary")
         yield Static("", id="remote-problems", classes="pane-summary")
-        table: DataTable[Cell] = DataTable(id="remote-table", show_header=False, cursor_type="none")
+        table = MeasuredTable(id="remote-table", show_header=False, cursor_type="none")
         table.add_column("What", key="what")
         table.add_column("Value", key="value")
         yield table

@@ -13,10 +13,10 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Static
+from textual.widgets import Button, Static
 
 from ...operations.spec import Question
-from ..widgets.tables import Cell
+from ..widgets.tables import Cell, MeasuredTable
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -57,7 +57,7 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(self.title_text, id="confirm-title")
             yield Static(self.summary, id="confirm-summary")
             if self.columns:
-                table: DataTable[Cell] = DataTable(id="confirm-table", cursor_type="row")
+                table = MeasuredTable(id="confirm-table", cursor_type="row")
                 table.add_columns(*self.columns)
                 table.add_rows(self.rows)
                 yield table

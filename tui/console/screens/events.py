@@ -43,7 +43,7 @@ from ..kit.messages import Confirmed
 from ..widgets.charts import NameBars, SeriesChart
 from ..widgets.fields import Field
 from ..widgets.footer import FittedFooter
-from ..widgets.tables import Cell, name_cell
+from ..widgets.tables import Cell, MeasuredTable, name_cell
 from .confirm import ConfirmScreen
 from .eventsread import Choice, EventsReader, Read
 from .export import ExportScreen
@@ -149,7 +149,7 @@ class EventsScreen(KeyedScreen):
         with Horizontal(id="events-charts"):
             yield SeriesChart("rows per day", id="events-days")
             yield NameBars(id="events-kinds-bars")
-        table: DataTable[Cell] = DataTable(id="events-rows", cursor_type="row")
+        table = MeasuredTable(id="events-rows", cursor_type="row")
         yield table
         yield Field(
             placeholder="SQL over `events` (enter runs it; empty: the rows above)",

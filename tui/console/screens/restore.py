@@ -44,7 +44,7 @@ from ..kit.actions import bindings
 from ..kit.messages import Confirmed
 from ..widgets.fields import Field
 from ..widgets.footer import FittedFooter
-from ..widgets.tables import Cell, cursor_key, keyed_table, name_cell, sync_table
+from ..widgets.tables import MeasuredTable, cursor_key, keyed_table, name_cell, sync_table
 from .browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick
@@ -208,7 +208,7 @@ class RestoreScreen(KeyedScreen):
                     if not self.read_only:
                         yield Button("Restore \\[r]", id="restore-go", variant="warning")
                     yield Button("Copy path \\[y]", id="restore-copy")
-                results: DataTable[Cell] = DataTable(id="restore-results", cursor_type="row")
+                results = MeasuredTable(id="restore-results", cursor_type="row")
                 results.add_columns("Result", "Path", "Detail")
                 yield results
             with TabPane("Events", id="restore-events"):

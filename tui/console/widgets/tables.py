@@ -28,12 +28,38 @@ def _plain(cell: object) -> object:
     return cell.plain if isinstance(cell, Text) else cell
 
 
+def _width(cell: Cell) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
+
+
+class MeasuredTable(DataTable[Cell]):
+    """A DataTable whose columns are widened for a new row as it is added.
+
+    DataTable measures new rows only when its own message queue next runs empty,
+    and keeps the lines it drew until its size changes: a frame drawn in between
+    (a loaded machine, the frame timer first) cached each row cut at the column
+    headers' widths, and the table showed them cut until the terminal was resized
+    (the console in tmux, 1 start in 10 beside a busy test run)."""
+
+    def add_row(
+        self,
+        *cells: Cell,
+        height: int | None = 1,
+        key: str | None = None,
+        label: str | Text | None = None,
+    ) -> RowKey:
+        row_key = super().add_row(*cells, height=height, key=key, label=label)
+        for column, cell in zip(self.ordered_columns, cells, strict=False):
+            column.content_width = max(column.content_width, _width(cell))
+        return row_key
+
+
 def keyed_table(
     table_id: str, columns: Sequence[tuple[str, str]], *, zebra_stripes: bool = False
 ) -> DataTable[Cell]:
-    """A row-cursor DataTable whose columns, given as (label, key), carry the keys
+    """A row-cursor table whose columns, given as (label, key), carry the keys
     ``sync_table`` updates cells by."""
-    table: DataTable[Cell] = DataTable(id=table_id, cursor_type="row", zebra_stripes=zebra_stripes)
+    table = MeasuredTable(id=table_id, cursor_type="row", zebra_stripes=zebra_stripes)
     for label, key in columns:
         table.add_column(label, key=key)
     return table
@@ -44,10 +70,6 @@ def cursor_key(table: DataTable[Cell]) -> str | None:
     if not table.row_count:
         return None
     return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-
-
-def _width(cell: Cell) -> int:
-    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
 
 
 def sync_table(
