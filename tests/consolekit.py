@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any, TypeVar
 
+import textual._wait
 from textual.pilot import Pilot
 from textual.screen import Screen
 
@@ -31,6 +32,14 @@ __all__ = [
 NOW_MS = 1_793_534_400_000
 os.environ["TZ"] = "UTC"
 time.tzset()
+
+# Textual's pilot waits for "idle" after every key and pause by sleeping 20 ms at
+# a time until the process's CPU time stops advancing; the console's own threads
+# (a pass's compression, aiosqlite) keep it advancing, and a pause took up to its
+# 1 s cap. settle() waits on what the console says it is doing, not on the CPU:
+# 2 ms slices cut the console tests' time by a third and leave their answers the
+# same (the flake hunt runs them at both).
+textual._wait.SLEEP_GRANULARITY = float(os.environ.get("COLDKEEP_TEST_IDLE_S", "0.002"))
 
 
 class PinnedApp(ColdkeepApp):

@@ -86,6 +86,12 @@ async def test_a_chart_shows_the_differences_in_the_room_it_has() -> None:
         await pilot.pause()
         assert str(chart.render()).splitlines() == ["rows per day", "11-01: 0.17"]
         await pilot.resize_terminal(20, 5)
+        # The new size reaches the chart when the screen next lays out: a pause
+        # or two, as the machine is loaded.
+        for _ in range(100):
+            if chart.size.width <= 20:
+                break
+            await pilot.pause()
         chart.show(days, [("rows", [121 + i for i in range(90)])])
         await pilot.pause()
         assert str(chart.render()).splitlines()[1:] == [
