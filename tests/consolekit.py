@@ -37,8 +37,8 @@ time.tzset()
 # a time until the process's CPU time stops advancing; the console's own threads
 # (a pass's compression, aiosqlite) keep it advancing, and a pause took up to its
 # 1 s cap. settle() waits on what the console says it is doing, not on the CPU:
-# 2 ms slices cut the console tests' time by a third and leave their answers the
-# same (the flake hunt runs them at both).
+# 2 ms slices cut the console tests' time nearly in half and leave their answers the
+# same (the flake hunt runs them at both paces).
 textual._wait.SLEEP_GRANULARITY = float(os.environ.get("COLDKEEP_TEST_IDLE_S", "0.002"))
 
 
