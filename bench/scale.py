@@ -50,7 +50,8 @@ from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.layout import PATH_INDEX_NAME
 from coldkeep.core.files.catalog import Catalog, load_catalog, parse_query
 from coldkeep.core.ops.demo import write_demo
-from coldkeep.core.store.manifest import Manifest, read_entry_count
+from coldkeep.core.store.entries import read_entry_count
+from coldkeep.core.store.manifest import Manifest
 from coldkeep.core.store.schema import SCHEMA_VERSION, migration_scripts
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.kit.pilot import settle

@@ -92,8 +92,9 @@ from .remote.shiprun import ShipReport
 from .remote.verify import RemoteVerifyReport
 from .store import legalholds
 from .store.checkpointlog import record_checkpoint
+from .store.entries import Entry
 from .store.legalholds import Hold
-from .store.manifest import Entry, Manifest
+from .store.manifest import Manifest
 
 # The API, and the results its clients read (made where the work is done).
 __all__ = [

@@ -60,7 +60,7 @@ from ..base.config import Settings
 from ..base.errors import ColdkeepError, UsageError
 from ..base.layout import Layout
 from ..base.times import DAY_S
-from ..store.manifest import reading
+from ..store.connection import reading
 from ..store.schema import version_problem
 from .eventschema import MONTH_SCHEMA, EventSchema, discover, open_live, q, reading_month
 from .queryterms import VIEW, BadQuery, QueryError, QueryRaced, first_line

@@ -46,7 +46,8 @@ from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_present, unlink_sou
 from ..base.layout import PARTIAL_SUFFIX, unit_of
 from ..base.space import out_of_space
 from ..base.times import NS_PER_S
-from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.entries import Entry, NewEntry
+from ..store.manifest import Manifest
 from .bundle import (
     BUNDLE_SUFFIX,
     PackedBundle,

@@ -36,8 +36,9 @@ from ..base.errors import UsageError
 from ..base.given import parse_time
 from ..base.names import to_db
 from ..base.times import NS_PER_MS, now_ms
+from ..store.connection import reading
+from ..store.entries import EntryStatus, read_entry_count
 from ..store.legalholds import ActiveHolds, read_active
-from ..store.manifest import EntryStatus, read_entry_count, reading
 from ..store.remoteobjects import read_copies
 from .pathindex import PathIndex, Stopped, Unusable
 

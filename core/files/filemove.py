@@ -66,15 +66,10 @@ from ..base.ratelimit import UNLIMITED, RateLimiter
 from ..base.space import out_of_space
 from ..base.steps import StepHook, no_step, thread_step
 from ..base.times import now_ms
-from ..store.manifest import (
-    Entry,
-    EntryGrace,
-    IntentChange,
-    Manifest,
-    NewEntry,
-    RestoreIntent,
-)
+from ..store.entries import Entry, NewEntry
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
+from ..store.restoreintents import EntryGrace, IntentChange, RestoreIntent
 from .bundle import is_bundle_name
 from .gzfile import (
     ArchiveOk,

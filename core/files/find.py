@@ -34,8 +34,9 @@ from typing import Any, Literal
 from ..base.errors import UsageError
 from ..base.globs import compile_glob
 from ..base.times import now_ms
+from ..store.entries import Entry
 from ..store.legalholds import Hold, active
-from ..store.manifest import Entry, Manifest
+from ..store.manifest import Manifest
 from ..store.remoteobjects import copies_of
 from .pathindex import PathIndex
 

@@ -44,7 +44,8 @@ from ..base.ioerror import naming
 from ..base.layout import UnsafePath, resolve_inside, unit_of
 from ..base.ratelimit import RateLimiter
 from ..base.times import is_mtime
-from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.entries import Entry, NewEntry
+from ..store.manifest import Manifest
 from .bundle import Member, read_bundle
 from .filemove import FileMover
 

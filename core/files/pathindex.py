@@ -51,7 +51,8 @@ from isal.isal_zlib import crc32
 from ..base.fsutil import write_all
 from ..base.layout import PARTIAL_SUFFIX, PATH_INDEX_NAME
 from ..base.space import free_bytes
-from ..store.manifest import read_entry_count, reading
+from ..store.connection import reading
+from ..store.entries import read_entry_count
 
 _MAGIC = b"coldkeep-paths 1\n"
 HEADER_BYTES = 4096

@@ -34,7 +34,7 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.codec import CorruptGzip, Digest, Span, inflate
 from ..base.layout import Layout
 from ..base.ratelimit import UNLIMITED, RateLimiter
-from ..store.manifest import Entry
+from ..store.entries import Entry
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from ..base.layout import Layout, UnsafePath, unit_of
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import NS_PER_MS, is_mtime
-from ..store.manifest import Manifest, NewEntry
+from ..store.entries import NewEntry
+from ..store.manifest import Manifest
 from .bundle import is_bundle_name, read_bundle
 from .orphanbundle import trusted_mode
 from .recovery import archive_files

@@ -73,7 +73,8 @@ from ..base.layout import (
 from ..base.lock import read_holder
 from ..base.times import is_mtime
 from ..store import passlog
-from ..store.manifest import Entry, Manifest, NewEntry
+from ..store.entries import Entry, NewEntry
+from ..store.manifest import Manifest
 from ..store.problems import NewProblem, unlink_kind
 from .bundle import is_bundle_name, read_bundle
 from .filemove import FileMover

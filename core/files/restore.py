@@ -49,8 +49,10 @@ from ..base.layout import UnsafePath, resolve_inside, restore_partial_of
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import day_of, days_after
-from ..store.manifest import Entry, IntentChange, Manifest, RestoreIntent
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
+from ..store.restoreintents import IntentChange, RestoreIntent
 from .filemove import FileMover, Placed
 from .gzfile import Restored, RestoreResult
 from .reader import RemoteCopies, entry_gzip

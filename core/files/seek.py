@@ -55,7 +55,7 @@ from zlib_ng import zlib_ng
 
 from ..base.codec import CHUNK, CorruptGzip, DamagedSeekPoints, Span, decode_points
 from ..base.ioerror import naming
-from ..store.manifest import Entry
+from ..store.entries import Entry
 from .reader import CachedCopy, GzipAt
 
 # Input read at a time: a 4 KiB read from a point needs a few KiB of deflate,

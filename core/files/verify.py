@@ -29,7 +29,8 @@ from ..base.codec import Digest
 from ..base.layout import UnsafePath
 from ..base.stream import EventStream, FileDone, FileStep, Phase, thread_progress
 from ..base.times import now_ms
-from ..store.manifest import Entry, Manifest
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from .filemove import FileMover
 from .gzfile import Corrupt, Mismatch, verify_gzip
 

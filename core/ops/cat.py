@@ -53,7 +53,8 @@ from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import CacheStats, range_cache
 from ..remote.sealing import Identities
-from ..store.manifest import Entry, Manifest
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 
 

@@ -22,7 +22,8 @@ from ..base.layout import Layout
 from ..remote.connect import connected
 from ..remote.marker import RemoteUnmounted, check_marker
 from ..remote.objectstore import ObjectStore
-from ..store.manifest import Manifest, ManifestError
+from ..store.connection import ManifestError
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
 from .doctorfinding import Finding
 from .doctorfs import filesystem_of, nearest_existing

@@ -14,7 +14,8 @@ from ..base.times import now_ms
 from ..remote.bucketclock import skew
 from ..remote.connect import connected
 from ..remote.identity import Claim, claimed_by_other, claims, refusal
-from ..store.manifest import Manifest, ManifestError
+from ..store.connection import ManifestError
+from ..store.manifest import Manifest
 from .doctorfinding import Finding
 from .siteops import SiteIdentity, read_identity
 

@@ -11,7 +11,8 @@ from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.space import RESERVE_BYTES, free_bytes, human_bytes, mount_of
 from ..files.scan import ScanError
-from ..store.manifest import Manifest, ManifestError
+from ..store.connection import ManifestError
+from ..store.manifest import Manifest
 from .doctorfinding import Finding
 from .doctorfs import filesystem_of, nearest_existing
 from .plan import Plan, make_plan

@@ -62,8 +62,9 @@ from ..remote.bucketclock import apart, bucket_now
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore, RemoteLocked
 from ..store import audit, expiry
+from ..store.entries import tombstone
 from ..store.legalholds import active, held_paths
-from ..store.manifest import Manifest, tombstone
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .session import Sessions
 

@@ -51,7 +51,8 @@ from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
 from ..remote.snapshots import NoTrust, Seen, Statement, resolve_trust, survey
 from ..remote.unseal import SealedUnreadable
-from ..store.manifest import Manifest, ManifestError, reading
+from ..store.connection import ManifestError, reading
+from ..store.manifest import Manifest
 from ..store.remoteobjects import read_lock_counts
 
 # Statements read per site: the newest by the generation their names say.

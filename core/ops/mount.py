@@ -85,7 +85,8 @@ from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import RangeCache, range_cache
 from ..remote.sealing import Identities
-from ..store.manifest import Entry, Manifest
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from . import libfuse
 from .mounttree import DIR_MODE, RECHECK, Catalog, Dir, File, Live, LiveTree, Target, View
 

@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ..store.manifest import Entry, connect_readonly, data_version, entry_by_id
+from ..store.connection import connect_readonly, data_version
+from ..store.entries import Entry, entry_by_id
 from ..store.pathlisting import Listed, listed_name, listing, versions_at
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,8 @@ from ..files.restore import (
 )
 from ..remote.fetch import remote_reader
 from ..remote.rebuild import fetch_lost_months
-from ..store.manifest import Entry, Manifest
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from .session import Sessions
 
 

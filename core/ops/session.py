@@ -48,7 +48,8 @@ from ..base.stream import EventStream, FileStep, Finished, Started
 from ..base.stream import Status as Outcome
 from ..files.filemove import FileMover
 from ..store import audit, sitestate
-from ..store.manifest import Manifest, ManifestError
+from ..store.connection import ManifestError
+from ..store.manifest import Manifest
 from .attach import AttachServer
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from ..base.times import now_ms
 from ..remote.months import PendingEvents, pending_events
 from ..store import passlog, problems
 from ..store.audit import AuditRecord, last_of
-from ..store.manifest import Entry, Manifest
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from ..store.passlog import PassRecord
 from ..store.problems import FileProblem
 from ..store.remoteobjects import RemoteObjects, RemoteTotals

@@ -27,7 +27,8 @@ from ..base.layout import Layout
 from ..base.times import DAY_MS, DAY_S, day_name
 from ..remote.months import count_rows, signature
 from ..store import passlog, stats
-from ..store.manifest import KEPT_STATUSES, Manifest
+from ..store.entries import KEPT_STATUSES
+from ..store.manifest import Manifest
 from ..store.remoteobjects import MonthCount, RemoteObjects
 
 PASSES_SHOWN = 50

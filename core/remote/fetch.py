@@ -54,7 +54,8 @@ from ..base.fsutil import open_file, unlink_if_present, write_all
 from ..base.layout import Layout, is_scratch_name, sidecars_of
 from ..base.ratelimit import RateLimiter
 from ..files.reader import CachedCopy, GzipAt
-from ..store.manifest import Entry, Manifest
+from ..store.entries import Entry
+from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .connect import connected
 from .marker import RemoteUnmounted, check_marker

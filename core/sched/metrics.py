@@ -51,8 +51,9 @@ from ..files.scan import ScanError
 from ..ops.plan import make_plan
 from ..ops.status import Status, read_status
 from ..store import audit, expiry, legalholds
+from ..store.connection import ManifestError
 from ..store.jobruns import JobRun, last_runs, latest_finished, run_counts
-from ..store.manifest import Manifest, ManifestError
+from ..store.manifest import Manifest
 from .daemon import job_names
 
 # What a read can fail with that says nothing about the metrics code itself: the

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base.times import NS_PER_MS, NS_PER_S
-from .manifest import Manifest, Statement
+from .connection import Statement
+from .manifest import Manifest
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ Invariants:
 
 from __future__ import annotations
 
-from .manifest import Manifest, Statement
+from .connection import Statement
+from .manifest import Manifest
 
 
 def month_tombstone(month: str, size: int, sha256: str, at: int) -> Statement:

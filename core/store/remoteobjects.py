@@ -20,14 +20,15 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..base.names import db_params
-from .manifest import KEPT_SQL, Manifest, Statement, in_statements
+from .connection import Statement, in_statements
+from .entries import HAS_GZIP, KEPT_SQL
+from .manifest import Manifest
 
-# Entries whose gzip is kept in the archive: what is shipped.
-_KEPT = f"status {KEPT_SQL}"
-# Kept entries with no remote copy, read from the schema's partial index of them
-# (its WHERE is this one; named, or the planner took the status index and read
-# every kept entry): reading them costs what is still to ship, not the archive.
-_UNSHIPPED = f"remote = 0 AND {_KEPT}"
+# Kept entries (their gzip kept in the archive: what is shipped) with no remote
+# copy, read from the schema's partial index of them (its WHERE is this one;
+# named, or the planner took the status index and read every kept entry):
+# reading them costs what is still to ship, not the archive.
+_UNSHIPPED = f"remote = 0 AND {HAS_GZIP}"
 _UNSHIPPED_ENTRIES = f"entries INDEXED BY entries_unshipped WHERE {_UNSHIPPED}"
 # The objects whose local copy is still relied on, read from the schema's
 # partial index of them: few, where the table holds every object shipped.

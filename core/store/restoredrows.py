@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .manifest import IDS_PER_STATEMENT, Manifest
+from .connection import IDS_PER_STATEMENT
+from .manifest import Manifest
 
 
 async def restored_row_ids(manifest: Manifest, now: int) -> set[int]:

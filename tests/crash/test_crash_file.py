@@ -18,7 +18,8 @@ from coldkeep.core.base.steps import ARCHIVE_STEPS, RESTORE_STEPS
 from coldkeep.core.files.filemove import Archived, FileMover
 from coldkeep.core.files.gzfile import Restored
 from coldkeep.core.files.recovery import Recovery
-from coldkeep.core.store.manifest import Entry, Manifest
+from coldkeep.core.store.entries import Entry
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import Roots, gunzip, jsonl
 

@@ -28,7 +28,7 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from coldkeep.core.base.stream import EventStream, as_dict
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobEvent
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from ..text.events import describe
 from ..text.fmt import shown

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from textual import work
 
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from .kit.actions import ACTIONS, quit_question
 from .kit.actions import BY_NAME as ACTION

@@ -21,7 +21,7 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.events.query import TimeRange, parse_range
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
-from coldkeep.core.store.manifest import Entry
+from coldkeep.core.store.entries import Entry
 
 from ..text.fmt import day, human, plural, shown
 from .spec import ID, Operation, Options, Run, Words, identity_option, parse_when, unsealing

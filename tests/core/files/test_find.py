@@ -18,7 +18,8 @@ from coldkeep.core.base.errors import UsageError
 from coldkeep.core.base.globs import GlobError, compile_glob
 from coldkeep.core.files.find import NothingFound, find, literal_pieces
 from coldkeep.core.files.pathindex import PathIndex
-from coldkeep.core.store.manifest import Manifest, NewEntry
+from coldkeep.core.store.entries import NewEntry
+from coldkeep.core.store.manifest import Manifest
 
 NAMES = [
     "a", "ab.log", "a/b.log", "a/b/c.log", "a/bb/c.log", "b/a", "a\nb.log", "a/\nb",

@@ -18,7 +18,7 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import CHUNK, Digest, Span
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.reader import GzipAt, Streamed, entry_gzip, stream_entry
-from coldkeep.core.store.manifest import Entry
+from coldkeep.core.store.entries import Entry
 
 
 class Chunks(io.BytesIO):

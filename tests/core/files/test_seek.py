@@ -22,7 +22,8 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.codec import Codec, CorruptGzip, Span, compress_fd, decode_points
 from coldkeep.core.files.reader import GzipAt
 from coldkeep.core.files.seek import SeekReader
-from coldkeep.core.store.manifest import Entry, Manifest
+from coldkeep.core.store.entries import Entry
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import Roots, ck_json, jsonl
 

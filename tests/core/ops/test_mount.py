@@ -26,7 +26,8 @@ import pytest
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.files.reader import GzipAt
 from coldkeep.core.ops.mount import SMALL, Smalls
-from coldkeep.core.store.manifest import Entry, Manifest
+from coldkeep.core.store.entries import Entry
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import (
     DAY_NS,

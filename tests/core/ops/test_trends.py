@@ -20,7 +20,8 @@ from coldkeep.core.ops.passes import EventsMoved
 from coldkeep.core.ops.trends import Trends, read_trends
 from coldkeep.core.remote.months import signature
 from coldkeep.core.store import passlog, stats
-from coldkeep.core.store.manifest import Manifest, NewEntry, tombstone
+from coldkeep.core.store.entries import NewEntry, tombstone
+from coldkeep.core.store.manifest import Manifest
 from coldkeep.core.store.remoteobjects import RemoteObject, RemoteObjects
 
 # 2026-11-20 12:00 UTC: "today" in these tests.

@@ -21,7 +21,8 @@ from coldkeep.core.files.seek import SeekReader
 from coldkeep.core.remote.connect import connected
 from coldkeep.core.remote.fetch import RemoteReader, remote_reader
 from coldkeep.core.remote.rangecache import RangeCache, RemoteFile, range_cache
-from coldkeep.core.store.manifest import Entry, Manifest
+from coldkeep.core.store.entries import Entry
+from coldkeep.core.store.manifest import Manifest
 
 from remotecheck import ship_site
 

@@ -32,7 +32,8 @@ from coldkeep.core.remote.fetch import RemoteReader, remote_reader
 from coldkeep.core.remote.rangecache import range_cache
 from coldkeep.core.remote.sealing import Identities, IdentityNeeded, load_identities
 from coldkeep.core.remote.unseal import SealedUnreadable, unsealed_name
-from coldkeep.core.store.manifest import Entry, Manifest
+from coldkeep.core.store.entries import Entry
+from coldkeep.core.store.manifest import Manifest
 
 from remotecheck import ship_site
 

@@ -15,7 +15,8 @@ import pytest
 from coldkeep.core.base.configalerts import AlertsSettings
 from coldkeep.core.sched import alerts
 from coldkeep.core.store import alertqueue, problems
-from coldkeep.core.store.manifest import Manifest, NewEntry
+from coldkeep.core.store.entries import NewEntry
+from coldkeep.core.store.manifest import Manifest
 
 NOW = 1_790_000_000_000
 

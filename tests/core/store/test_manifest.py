@@ -13,7 +13,10 @@ import pytest
 
 from coldkeep.core.base.ioerror import DatabaseFailed
 from coldkeep.core.store import passlog
-from coldkeep.core.store.manifest import IntentChange, Manifest, ManifestError, NewEntry
+from coldkeep.core.store.connection import ManifestError
+from coldkeep.core.store.entries import NewEntry
+from coldkeep.core.store.manifest import Manifest
+from coldkeep.core.store.restoreintents import IntentChange
 from coldkeep.core.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 

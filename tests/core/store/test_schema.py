@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from coldkeep.core.store.manifest import KEPT_SQL
+from coldkeep.core.store.entries import KEPT_SQL
 from coldkeep.core.store.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,

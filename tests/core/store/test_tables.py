@@ -8,7 +8,8 @@ from pathlib import Path
 
 from coldkeep.core.base.stream import CheckpointRan
 from coldkeep.core.store import audit, checkpointlog, expiry, jobruns, passlog, problems, stats
-from coldkeep.core.store.manifest import Manifest, NewEntry, tombstone
+from coldkeep.core.store.entries import NewEntry, tombstone
+from coldkeep.core.store.manifest import Manifest
 
 
 def new_entry(n: int, archived_at: int) -> NewEntry:

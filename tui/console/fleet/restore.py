@@ -28,7 +28,8 @@ from coldkeep.core.base.stream import Event, EventStream, FileDone
 from coldkeep.core.files.catalog import CatalogRow
 from coldkeep.core.files.restore import RestoreReport, check_restore_root, target_names
 from coldkeep.core.ops.fleet import Fleet
-from coldkeep.core.store.manifest import Entry, ManifestError
+from coldkeep.core.store.connection import ManifestError
+from coldkeep.core.store.entries import Entry
 
 from ...text.fmt import human
 from ..screens import ConfirmScreen

@@ -21,7 +21,7 @@ from textual.message import Message
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.files.catalog import Catalog
 from coldkeep.core.ops.fleet import Fleet, FleetSite
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from ..widgets.tables import Cell
 from .messages import CatalogsLoaded, FleetLoadFailed, SitesListed, SitesLoaded

@@ -17,7 +17,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.times import now_ms
 from coldkeep.core.files.scan import ScanError
 from coldkeep.core.ops.plan import Plan
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from ...text.fmt import age, human, plural
 from ...text.plan import months

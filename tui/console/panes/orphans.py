@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.status import Status
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from ...text.fmt import age, human, plural
 from ..kit.messages import FindingsLoaded, LoadFailed

@@ -33,7 +33,7 @@ from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.remote.months import PendingEvents
 from coldkeep.core.remote.shipplan import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from ...text.fmt import clock_time, human, plural, remote_where
 from ..kit.messages import LoadFailed

@@ -22,8 +22,8 @@ from textual.widgets import Button, DataTable, Input, Select, Static
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.ops.holds import HoldChange
+from coldkeep.core.store.connection import ManifestError
 from coldkeep.core.store.legalholds import SCOPES, Hold, HoldError
-from coldkeep.core.store.manifest import ManifestError
 
 from ...operations.spec import ConsoleAction
 from ...text.fmt import day, parse_day

@@ -24,7 +24,7 @@ from textual.widgets import Static
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.errors import ColdkeepError
 from coldkeep.core.ops.trends import Trends
-from coldkeep.core.store.manifest import ManifestError
+from coldkeep.core.store.connection import ManifestError
 
 from ...operations.spec import ConsoleAction
 from ...text.fmt import human, plural
