@@ -19,7 +19,7 @@ async def test_the_console_watches_a_running_pass_and_stops_it(settings: Setting
     assert settings.config_path is not None
     text = settings.config_path.read_text()
     settings.config_path.write_text(
-        text.replace("workers = 1", "workers = 1\nbytes_per_s = 100000")
+        text.replace("workers = 1", "workers = 1\nbytes_per_s = 300000")
     )
     slow = load_settings(settings.config_path)
     other = subprocess.Popen(
