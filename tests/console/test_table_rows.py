@@ -27,3 +27,16 @@ async def test_a_frame_drawn_before_the_table_measures_its_rows_shows_them_whole
         assert "unit-0000/interrupted" in drawn, drawn
         await pilot.pause()
         assert "unit-0000/interrupted" in table.render_line(1).text
+
+
+async def test_a_cell_that_grows_is_drawn_whole_in_the_next_frame() -> None:
+    """The same for a cell updated to a wider value (a size that grew, a path
+    found later): its column widens before any frame draws it."""
+    app = _Table()
+    async with app.run_test(size=(60, 6)) as pilot:
+        table = app.query_one("#t", MeasuredTable)
+        sync_table(table, {"a": ("orphan", name_cell("u"))})
+        await pilot.pause()
+        sync_table(table, {"a": ("orphan", name_cell("unit-0000/interrupted"))})
+        drawn = table.render_line(1).text
+        assert "unit-0000/interrupted" in drawn, drawn

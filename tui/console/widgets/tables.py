@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from ...text.fmt import shown
 
@@ -33,13 +33,14 @@ def _width(cell: Cell) -> int:
 
 
 class MeasuredTable(DataTable[Cell]):
-    """A DataTable whose columns are widened for a new row as it is added.
+    """A DataTable whose columns are widened for a new row, or a wider cell, at
+    once.
 
-    DataTable measures new rows only when its own message queue next runs empty,
-    and keeps the lines it drew until its size changes: a frame drawn in between
-    (a loaded machine, the frame timer first) cached each row cut at the column
-    headers' widths, and the table showed them cut until the terminal was resized
-    (the console in tmux, 1 start in 10 beside a busy test run)."""
+    DataTable measures new rows and widened cells only when its own message queue
+    next runs empty, and keeps the lines it drew until its size changes: a frame
+    drawn in between (a loaded machine, the frame timer first) cached each row cut
+    at the old widths, and the table showed them cut until the terminal was
+    resized (the console in tmux, 1 start in 20 beside a busy test run)."""
 
     def add_row(
         self,
@@ -52,6 +53,21 @@ class MeasuredTable(DataTable[Cell]):
         for column, cell in zip(self.ordered_columns, cells, strict=False):
             column.content_width = max(column.content_width, _width(cell))
         return row_key
+
+    def update_cell(
+        self,
+        row_key: RowKey | str,
+        column_key: ColumnKey | str,
+        value: Cell,
+        *,
+        update_width: bool = False,
+    ) -> None:
+        super().update_cell(row_key, column_key, value, update_width=update_width)
+        if update_width:
+            column = self.columns[
+                ColumnKey(column_key) if isinstance(column_key, str) else column_key
+            ]
+            column.content_width = max(column.content_width, _width(value))
 
 
 def keyed_table(
