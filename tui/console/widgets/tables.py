@@ -1,6 +1,8 @@
-"""Keyed, diffed DataTable updates (Dolphie's processlist): rows are added,
-updated cell by cell, or removed by key, never cleared and refilled, so the
-cursor, the scroll position and the selection survive every refresh."""
+"""The console's tables. Keyed, diffed updates (Dolphie's processlist): rows are
+added, updated cell by cell, or removed by key, never cleared and refilled, so
+the cursor, the scroll position and the selection survive every refresh. And a
+table's columns are as wide as what it holds from the first frame that draws it
+(``MeasuredTable``)."""
 
 from __future__ import annotations
 
