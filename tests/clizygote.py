@@ -245,8 +245,10 @@ def _drain(
             if left <= 0:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                for fd in chunks:
-                    os.close(fd)
+                # Only the pipes still open: one that ended is closed already,
+                # and its number may belong to another file by now.
+                for key in list(sel.get_map().values()):
+                    os.close(key.fd)
                 raise subprocess.TimeoutExpired([MODULE, *args], timeout)
             for key, _ in sel.select(left):
                 fd = key.fd
