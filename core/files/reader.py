@@ -131,10 +131,12 @@ class _Sink:
         self.sent = 0
 
     def write(self, piece: bytes) -> int:
-        n = self.out.write(piece)
+        view = memoryview(piece)
+        while view:  # a raw stream takes what one write(2) took: the rest goes again
+            view = view[self.out.write(view) :]
         self.out.flush()
         self.sent += len(piece)
-        return n
+        return len(piece)
 
 
 def _short(d: Digest) -> str:

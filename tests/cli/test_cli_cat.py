@@ -7,13 +7,16 @@ ever written in the archive or the live tree."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pty
 import re
 import select
 import shutil
+import signal
 import sqlite3
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,6 +101,44 @@ def test_a_gzip_and_bundle_members_give_their_archived_bytes(site: Path) -> None
     absolute = str(site / "live" / "u" / "small-1.jsonl")  # an absolute path inside live_root
     assert sha(cat(site, absolute).stdout) == _entry(site, "u/small-1.jsonl")["sha256"]
     assert _tree(site) == before, "nothing written"
+
+
+# The command as `coldkeep` runs it, with a handler for SIGUSR1 that does nothing:
+# a write(2) to a full pipe that the signal interrupts returns with what it wrote.
+_HANDLED = (
+    "import signal; signal.signal(signal.SIGUSR1, lambda *_: None); "
+    "from coldkeep.tui.cli.main import main; main()"
+)
+
+
+def test_every_byte_reaches_a_pipe_whose_writes_a_signal_cuts_short(site: Path) -> None:
+    """Under PYTHONUNBUFFERED (many container images set it) stdout's binary layer
+    is the raw pipe, and a write a signal interrupts once the pipe is full comes
+    back short: the rest must still go, in order."""
+    entry = _entry(site, "u/big.jsonl")
+    config = str(site / "coldkeep.toml")
+    with subprocess.Popen(
+        [sys.executable, "-c", _HANDLED, "cat", "u/big.jsonl", "--config", config],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as child:
+        assert child.stdout is not None and child.stderr is not None
+        fd = child.stdout.fileno()
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 4096)  # a piece of 1 MiB waits in write(2)
+        got = bytearray()
+        for _ in range(64):
+            select.select([fd], [], [])  # data: the child is writing, or has ended
+            if child.poll() is None:
+                child.send_signal(signal.SIGUSR1)
+            piece = os.read(fd, 4096)
+            if not piece:
+                break
+            got += piece
+        got += child.stdout.read()
+        err = child.stderr.read()
+    assert child.returncode == 0, err
+    assert (len(got), sha(bytes(got))) == (entry["bytes"], entry["sha256"])
 
 
 def test_a_version_by_entry_id_and_by_time(site: Path) -> None:

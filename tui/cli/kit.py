@@ -9,6 +9,7 @@ config, 3 the archive lock is held by another process (the message names it).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -109,6 +110,28 @@ class Context:
             # (a name's ESC or undecodable byte shown as \x1b, \xe9).
             click.echo(out if self.json else terminal_text(out))
         self._results.clear()
+
+
+def whole_writes() -> None:
+    """Give stdout a buffered layer when it has none. Under ``python -u`` or
+    PYTHONUNBUFFERED (set in many container images) stdout's binary layer is the
+    raw file: one write(2) a call, and a write to a full pipe that a signal
+    interrupts midway returns short. The text layer drops the rest without a word
+    (and so did ``cat``'s output: 640 KiB of a 3 MiB file, exit 0). A
+    BufferedWriter goes on where a short write stopped; output still goes out as
+    it comes (each line, and every write ``cat`` and click flush). The original
+    stream stays as it was: ``sys.__stdout__`` is still usable."""
+    stream = sys.stdout
+    if not isinstance(getattr(stream, "buffer", None), io.RawIOBase):
+        return
+    raw = io.FileIO(stream.fileno(), "wb", closefd=False)
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=True,
+        write_through=True,
+    )
 
 
 def run_command(coro: Awaitable[int], ctx: Context, *, progress: bool = True) -> None:

@@ -24,6 +24,7 @@ from .demo import demo
 from .doctor import doctor
 from .holds import hold
 from .inspect import history, plan, status
+from .kit import whole_writes
 from .metrics import metrics
 from .mount import mount
 from .operations import COMMANDS
@@ -59,6 +60,7 @@ def main(click_ctx: click.Context, config: Path | None, read_only: bool) -> None
     # collector never walks it again, and the interpreter's teardown at exit
     # skips it (~45 ms -> ~9 ms of every command's exit; docs/performance.md).
     gc.freeze()
+    whole_writes()
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(console, config=config, read_only=read_only)
 
