@@ -225,6 +225,19 @@ def run(
     """``python -m coldkeep.tui.cli.main ARGS`` forked warm, its output
     captured as ``subprocess.run(..., capture_output=True, text=True)`` does;
     None where no server could start."""
+    done = run_bytes(args, env=env, timeout=timeout)
+    if done is None:
+        return None
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, _text(done.stdout), _text(done.stderr)
+    )
+
+
+def run_bytes(
+    args: Sequence[str], *, env: Mapping[str, str], timeout: float
+) -> subprocess.CompletedProcess[bytes] | None:
+    """``run``, its output the bytes the child wrote (``capture_output=True``
+    without ``text``)."""
     path = _SERVER.path()
     if path is None:
         return None
@@ -242,9 +255,7 @@ def run(
         pid = int(conn.recv(64))
         out, err = _drain(out_r, err_r, pid, timeout, args)
         code = int(conn.recv(64))
-    return subprocess.CompletedProcess(
-        [sys.executable, "-m", MODULE, *args], code, _text(out), _text(err)
-    )
+    return subprocess.CompletedProcess([sys.executable, "-m", MODULE, *args], code, out, err)
 
 
 def _text(data: bytes) -> str:

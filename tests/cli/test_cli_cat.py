@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import clizygote
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -61,12 +62,15 @@ def site(template: Path, tmp_path: Path) -> Path:
 
 
 def cat(site: Path, *args: bytes | str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*COLDKEEP, "cat", *args, "--config", str(site / "coldkeep.toml")],
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    """``coldkeep cat ARGS``, its output as bytes: forked warm (clizygote.py)
+    when every argument is text (the server takes a request as JSON), else a
+    new interpreter."""
+    argv = ["cat", *args, "--config", str(site / "coldkeep.toml")]
+    if all(isinstance(a, str) for a in argv) and clizygote.warm_ok(os.environ):
+        done = clizygote.run_bytes([str(a) for a in argv], env=os.environ, timeout=120)
+        if done is not None:
+            return done
+    return subprocess.run([*COLDKEEP, *argv], capture_output=True, timeout=120, check=False)
 
 
 def _entry(site: Path, relpath: str) -> dict[str, Any]:
