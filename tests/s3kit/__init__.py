@@ -33,7 +33,9 @@ default retention; moto enforces each object's retention and legal hold) to the
 same server. The server and the proxy are started once per session; each test's
 reset costs a few milliseconds. Clients must use ``s3.endpoint`` (the proxy) to see faults; the
 ``S3Server`` helpers ``put_raw``, ``get_raw``, ``delete_raw``, ``list_keys``,
-``make_bucket`` go straight to moto, uncounted, to act behind coldkeep's back.
+``make_bucket`` go straight to moto, uncounted, to act behind coldkeep's back;
+``advance_clock(seconds)`` moves the server's clock ahead (the Date of its answers
+and the moment a lock ends by) until the next test's reset.
 
 The proxy API: ``fail(action, *, method=None, path=None, query=None, after=0,
 times=None) -> Rule`` (``path`` and ``query`` are regexes searched in the decoded

@@ -7,14 +7,20 @@ to act behind coldkeep's back (``make_bucket``, ``put_raw``, ``get_raw``,
 ``FaultProxy``: they are not counted and no fault rule reaches them.
 
 moto's state is global to the process: every ``S3Server`` (and any ``mock_aws`` in
-the same process) shares one set of buckets, and ``reset`` empties them all.
+the same process) shares one set of buckets, and ``reset`` empties them all; so
+does its clock, which ``advance_clock`` moves ahead of this host's (the Date of
+every answer and the moment Object Lock is checked against) and ``reset`` puts
+back.
 """
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import importlib.util
 import os
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +31,38 @@ if TYPE_CHECKING:
 REGION = "us-east-1"
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
+
+
+class _Clock:
+    """How far the server's clock runs ahead of this host's, in seconds."""
+
+    ahead = 0.0
+
+
+def _skew_moto_clock() -> None:
+    """moto's S3 reads the time through ``utcnow`` (an object's lock, its
+    Last-Modified) and werkzeug writes the Date of every answer: both made to
+    read ``_Clock.ahead`` seconds later. Once per process; nothing moves until a
+    test advances the clock."""
+    from http.server import BaseHTTPRequestHandler
+
+    from werkzeug.serving import WSGIRequestHandler
+
+    models = importlib.import_module("moto.s3.models")
+    if getattr(models, "_coldkeep_skewed", False):
+        return
+    utcnow: Callable[[], datetime.datetime] = getattr(models, "utcnow")  # noqa: B009
+
+    def skewed_utcnow() -> datetime.datetime:
+        return utcnow() + datetime.timedelta(seconds=_Clock.ahead)
+
+    def skewed_date(handler: BaseHTTPRequestHandler, timestamp: float | None = None) -> str:
+        when = time.time() + _Clock.ahead if timestamp is None else timestamp
+        return BaseHTTPRequestHandler.date_time_string(handler, when)
+
+    setattr(models, "utcnow", skewed_utcnow)  # noqa: B010 - a module's global, replaced
+    setattr(models, "_coldkeep_skewed", True)  # noqa: B010
+    setattr(WSGIRequestHandler, "date_time_string", skewed_date)  # noqa: B010
 
 
 class S3Unavailable(RuntimeError):
@@ -73,6 +111,7 @@ class S3Server:
         import botocore.config  # type: ignore[import-untyped, import-not-found, unused-ignore]
         from moto.server import ThreadedMotoServer  # type: ignore[import-not-found, unused-ignore]
 
+        _skew_moto_clock()
         moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         moto.start()
         self._moto = moto
@@ -123,8 +162,16 @@ class S3Server:
         return f"http://127.0.0.1:{self.port}"
 
     def reset(self) -> None:
-        """Empty the server: every bucket and object of every moto backend is gone."""
+        """Empty the server: every bucket and object of every moto backend is gone,
+        and its clock is this host's again."""
         self._moto_api("reset", b"")
+        _Clock.ahead = 0.0
+
+    def advance_clock(self, seconds: float) -> None:
+        """The server's clock ``seconds`` further ahead: the Date of its answers
+        and the moment an object's Object Lock ends by. A test waiting for a
+        lock to end moves it instead of waiting."""
+        _Clock.ahead += seconds
 
     def set_auth(self, on: bool) -> None:
         """moto checks signatures and IAM from the next request on (the test

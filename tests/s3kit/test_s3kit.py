@@ -13,9 +13,12 @@ import asyncio
 import base64
 import hashlib
 import time
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from s3kit import S3Site
 from s3kit.proxy import (
@@ -294,3 +297,34 @@ def test_moto_does_not_verify_a_checksum(s3: S3Site) -> None:
     assert s3.server.get_raw(s3.bucket, "k") == data
     with pytest.raises(botocore_exceptions.FlexibleChecksumError):
         fetch(s3c, s3.bucket, "k")
+
+
+def test_the_bucket_s_clock_moves_ahead_its_dates_and_its_locks_with_it(worm: S3Site) -> None:
+    """``advance_clock``: the Date of every answer and the moment a lock ends by
+    move together; the next test's server keeps this host's time again."""
+    client = worm.server.client
+    until = datetime.now(UTC) + timedelta(seconds=60)
+    put = client.put_object(
+        Bucket=worm.bucket,
+        Key="k",
+        Body=b"x",
+        ObjectLockMode="COMPLIANCE",
+        ObjectLockRetainUntilDate=until,
+        ChecksumAlgorithm="SHA256",
+    )
+
+    def date() -> datetime:
+        answer = client.list_buckets()
+        return parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
+
+    def delete() -> None:
+        client.delete_object(Bucket=worm.bucket, Key="k", VersionId=put["VersionId"])
+
+    before = date()
+    with pytest.raises(ClientError, match="AccessDenied"):
+        delete()
+    worm.server.advance_clock(61)
+    assert date() - before >= timedelta(seconds=61)
+    delete()
+    worm.server.reset()
+    assert date() < until - timedelta(seconds=30)
