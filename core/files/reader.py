@@ -131,9 +131,9 @@ class _Sink:
         self.sent = 0
 
     def write(self, piece: bytes) -> int:
-        view = memoryview(piece)
-        while view:  # a raw stream takes what one write(2) took: the rest goes again
-            view = view[self.out.write(view) :]
+        done = self.out.write(piece)
+        while done < len(piece):  # a raw stream takes what one write(2) took
+            done += self.out.write(piece[done:])
         self.out.flush()
         self.sent += len(piece)
         return len(piece)
