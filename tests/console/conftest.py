@@ -3,11 +3,15 @@ clock (tests/consolekit.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
 
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 
 from consolekit import NOW_MS
@@ -32,3 +36,26 @@ def recorded(tmp_path: Path) -> Settings:
     """The demo as ``coldkeep demo`` writes it for a newcomer: with six weeks
     of nightly passes and backlog samples, for the Trends screen."""
     return _site(tmp_path, 42)
+
+
+@pytest.fixture(scope="session")
+def passed_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo site after one pass as the console runs it (its origin, the
+    pinned clock, a file at a time): built once a worker, for ``archived``."""
+    settings = _site(tmp_path_factory.mktemp("passed"), 0)
+    archiver = Archiver(
+        settings, stream=EventStream(), origin="console", clock=lambda: NOW_MS, workers_per_core=1
+    )
+    asyncio.run(archiver.run_pass())
+    assert settings.config_path is not None
+    return settings.config_path.parent
+
+
+@pytest.fixture
+def archived(passed_demo: Path, tmp_path: Path) -> Settings:
+    """A copy of the demo archived before the console opens on it (its paths are
+    relative to its config): for the tests of what the console does with an
+    archive, where the pass is not what they test."""
+    copy = tmp_path / "demo"
+    shutil.copytree(passed_demo, copy, symlinks=True)
+    return load_settings(copy / "coldkeep.toml")

@@ -23,7 +23,7 @@ from coldkeep.tui.console.screens.eventsread import PAGE, write_rows
 from coldkeep.tui.console.screens.export import ExportScreen
 from coldkeep.tui.console.widgets.charts import NameBars
 
-from consolekit import NOW_MS, archive_all, current_screen, make_app, press_to, settle
+from consolekit import NOW_MS, current_screen, make_app, press_to, settle
 
 DAY_MS = 86_400_000
 START_MS = 1_785_715_200_000  # 2026-08-03, 90 days before the pinned clock's day
@@ -48,10 +48,11 @@ def _table(app: object) -> DataTable[object]:
     return screen.query_one("#events-rows", DataTable)
 
 
-async def test_counts_rows_and_the_next_page(settings: Settings) -> None:
+async def test_counts_rows_and_the_next_page(archived: Settings) -> None:
+    settings = archived
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         screen = await press_to(app, pilot, EventsScreen, "E")
         want = _rows(settings, "ts >= ?", (START_MS,))
         total = sum(want.values())
@@ -69,10 +70,11 @@ async def test_counts_rows_and_the_next_page(settings: Settings) -> None:
         assert len(set(ids)) == len(ids), "a row is never on two pages"
 
 
-async def test_sql_box_and_export(settings: Settings, tmp_path: Path) -> None:
+async def test_sql_box_and_export(archived: Settings, tmp_path: Path) -> None:
+    settings = archived
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         await pilot.press("E")
         await settle(pilot)
         await pilot.press("s")
@@ -115,11 +117,12 @@ async def test_sql_box_and_export(settings: Settings, tmp_path: Path) -> None:
         assert not list(tmp_path.glob(".*.partial"))
 
 
-async def test_restore_these_rows(settings: Settings) -> None:
+async def test_restore_these_rows(archived: Settings) -> None:
+    settings = archived
     assert settings.state_db is not None
     app = make_app(settings)
     async with app.run_test(size=(120, 36)) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         kind = "webhook_event"
         # Two days of one archived month: a range that is not whole months.
         start, end = "2026-08-10", "2026-08-11"

@@ -20,7 +20,7 @@ from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
-from consolekit import archive_all, current_screen, make_app, notices, press_to, settle
+from consolekit import current_screen, make_app, notices, press_to, settle
 from remotecheck import PREFIX, SITE, bucket_tier, set_remote
 from s3kit import S3Site
 
@@ -55,12 +55,12 @@ def held(app: ColdkeepApp) -> list[str]:
 
 
 async def test_expire_asks_with_what_goes_and_what_holds_keep_then_deletes(
-    settings: Settings,
+    archived: Settings,
 ) -> None:
-    settings = with_retention(settings, "files_days = 20\n")
+    settings = with_retention(archived, "files_days = 20\n")
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         before = archive_files(settings)
         await app.archiver.place_hold("unit", "unit-0001", "case 114")
         plan = await app.archiver.expire_plan()
@@ -130,11 +130,12 @@ async def test_the_expire_confirm_says_which_remote_copies_the_bucket_s_lock_kee
 
 
 async def test_holds_are_placed_listed_and_released_from_their_screen(
-    settings: Settings,
+    archived: Settings,
 ) -> None:
+    settings = archived
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         await pilot.press("h")
         await settle(pilot)
         assert isinstance(app.screen, HoldsScreen)
@@ -222,13 +223,13 @@ async def test_without_a_retention_expire_is_off_and_help_says_why(settings: Set
         assert app.screen.unavailable["expire"] == NO_RETENTION
 
 
-async def test_an_expired_file_is_not_offered_for_restore(settings: Settings) -> None:
+async def test_an_expired_file_is_not_offered_for_restore(archived: Settings) -> None:
     """Expired by retention, a file's entry is a tombstone: the browser shows it
     gone, and restoring it says it is never restored instead of asking."""
-    settings = with_retention(settings, "files_days = 20\n")
+    settings = with_retention(archived, "files_days = 20\n")
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         await pilot.press("e")
         await settle(pilot)
         await pilot.press("y")

@@ -230,14 +230,15 @@ def tree(root: Path) -> set[str]:
 
 
 async def test_the_pager_writes_nothing_in_the_trees_and_says_when_a_copy_is_gone(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    archived: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    settings = archived
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         live, archive = tree(settings.live_root), tree(settings.archive_root)
         await browse(app, pilot, "bulk-0/firehose ")
         await keys(pilot, "v")

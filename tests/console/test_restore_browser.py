@@ -24,8 +24,8 @@ WANTED = "unit-0005/runs/part-03.jsonl"
 
 
 async def open_browser(app: ColdkeepApp, pilot: Pilot[None]) -> RestoreScreen:
-    """Archive the demo site with a confirmed pass, then open the browser."""
-    await archive_all(app, pilot)
+    """Open the browser (on a site archived already: ``archived``)."""
+    await settle(pilot)
     await pilot.press("r")
     await settle(pilot)
     assert isinstance(app.screen, RestoreScreen)
@@ -50,8 +50,8 @@ def nothing_fired(app: ColdkeepApp, screen: RestoreScreen) -> bool:
     )
 
 
-async def test_typing_filters_and_fires_no_binding(settings: Settings) -> None:
-    app = make_app(settings)
+async def test_typing_filters_and_fires_no_binding(archived: Settings) -> None:
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         # "retry": r restores and y copies once the table has focus; in the
@@ -90,8 +90,8 @@ async def test_typing_filters_and_fires_no_binding(settings: Settings) -> None:
         assert "1 selected" in count_line(screen)
 
 
-async def test_a_restore_shows_its_new_status_and_keeps_the_filter(settings: Settings) -> None:
-    app = make_app(settings)
+async def test_a_restore_shows_its_new_status_and_keeps_the_filter(archived: Settings) -> None:
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         await pilot.press(*"runs/part-03", "enter", "r")
@@ -112,11 +112,11 @@ async def test_a_restore_shows_its_new_status_and_keeps_the_filter(settings: Set
         assert shown(screen) == [(WANTED, "restored")]
 
 
-async def test_a_target_inside_the_live_tree_is_refused_before_asking(settings: Settings) -> None:
+async def test_a_target_inside_the_live_tree_is_refused_before_asking(archived: Settings) -> None:
     # The next pass would archive what a restore put there, as new files.
-    app = make_app(settings)
+    app = make_app(archived)
     said = notices(app)
-    inside = settings.live_root / "restored-here"
+    inside = archived.live_root / "restored-here"
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         await pilot.press(*"runs/part-03", "enter")
@@ -131,8 +131,8 @@ async def test_a_target_inside_the_live_tree_is_refused_before_asking(settings: 
     assert not inside.exists()
 
 
-async def test_an_unknown_status_names_the_statuses(settings: Settings) -> None:
-    app = make_app(settings)
+async def test_an_unknown_status_names_the_statuses(archived: Settings) -> None:
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         await pilot.press(*"status:bogus")
@@ -143,13 +143,13 @@ async def test_an_unknown_status_names_the_statuses(settings: Settings) -> None:
 
 
 async def test_a_superseded_filter_result_never_replaces_the_newer_one(
-    settings: Settings,
+    archived: Settings,
 ) -> None:
     """Filtering runs in a thread: a slow result for the text as it was may land
     after the result for the text as it is. The newer one stays."""
     from coldkeep.tui.console.screens.restore import Filtered
 
-    app = make_app(settings)
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         await pilot.press(*"part-03")
@@ -169,8 +169,8 @@ def offered(screen: RestoreScreen) -> set[str]:
     return {b.binding.action for b in screen.active_bindings.values() if b.binding.show}
 
 
-async def test_an_invalid_filter_lists_nothing_and_says_why(settings: Settings) -> None:
-    app = make_app(settings)
+async def test_an_invalid_filter_lists_nothing_and_says_why(archived: Settings) -> None:
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         assert len(shown(screen)) == 21
@@ -185,10 +185,10 @@ async def test_an_invalid_filter_lists_nothing_and_says_why(settings: Settings) 
         assert nothing_fired(app, screen)
 
 
-async def test_slash_is_offered_where_it_leads_to_the_filter(settings: Settings) -> None:
+async def test_slash_is_offered_where_it_leads_to_the_filter(archived: Settings) -> None:
     """In the filter `/` is a character and the footer does not offer it; from the
     table (or the Events tab) it leads back to the filter, its text selected."""
-    app = make_app(settings)
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
         field = screen.query_one("#restore-filter", Input)
@@ -234,6 +234,7 @@ async def test_names_are_shown_escaped_and_never_read_as_markup(settings: Settin
     os.utime(path, ns=(0, 0))
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
+        await archive_all(app, pilot)
         screen = await open_browser(app, pilot)
         await pilot.press(*"esc")
         await settle(pilot)
@@ -246,12 +247,12 @@ async def test_names_are_shown_escaped_and_never_read_as_markup(settings: Settin
 
 
 async def test_the_browser_builds_the_index_of_paths_its_filter_reads(
-    settings: Settings,
+    archived: Settings,
 ) -> None:
     """Once the first page shows, the browser's worker builds the index of paths
     beside the manifest; a filter typed then is answered from it, archived
     entries it does not cover yet included."""
-    app = make_app(settings)
+    app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         said = notices(app)
         screen = await open_browser(app, pilot)
@@ -261,7 +262,7 @@ async def test_the_browser_builds_the_index_of_paths_its_filter_reads(
             await app.workers.wait_for_complete(loading)
         catalog = screen.catalog
         assert catalog is not None and catalog.paths is not None
-        assert catalog.paths.path == settings.archive_root / "coldkeep.paths"
+        assert catalog.paths.path == archived.archive_root / "coldkeep.paths"
         found = catalog.paths.candidates(b"runs/part-03", cap=10)
         assert found is not None and len(found[0]) == 1
         await pilot.press(*"runs/part-03")
