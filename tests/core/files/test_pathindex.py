@@ -5,6 +5,7 @@ another manifest's or one this process has not checked is never believed."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sqlite3
@@ -31,10 +32,23 @@ PATH = st.lists(PIECE, min_size=1, max_size=12).map(b"".join)
 WORD = st.lists(PIECE, min_size=1, max_size=3).map(b"".join)
 
 
+@functools.cache
+def _empty_manifest() -> bytes:
+    """A manifest at the current schema with nothing in it, made once: its
+    migrations take 30 ms, and the property below wants one an example."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "coldkeep.db"
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            for _, script in migration_scripts(0):
+                conn.executescript(script)
+        finally:
+            conn.close()  # its WAL checkpointed into the file
+        return db.read_bytes()
+
+
 def create(db: Path) -> None:
-    with sqlite3.connect(db, isolation_level=None) as conn:
-        for _, script in migration_scripts(0):
-            conn.executescript(script)
+    db.write_bytes(_empty_manifest())
 
 
 def insert(db: Path, rows: Rows) -> None:
