@@ -124,7 +124,13 @@ def serve(path: str) -> dict[str, object]:
                     return request
                 for fd in fds:
                     os.close(fd)
-                conn.send(str(pid).encode())
+                # With a pidfd: a caller that kills the child signals that very
+                # process, even once it has ended and its pid is free again.
+                pidfd = os.pidfd_open(pid)
+                try:
+                    socket.send_fds(conn, [str(pid).encode()], [pidfd])
+                finally:
+                    os.close(pidfd)
                 waiting[pid] = conn
             else:
                 with contextlib.suppress(BlockingIOError):
@@ -252,10 +258,73 @@ def run_bytes(
         finally:
             for fd in (null, out_w, err_w):
                 os.close(fd)
-        pid = int(conn.recv(64))
+        pid, pidfd = _started(conn)
+        os.close(pidfd)
         out, err = _drain(out_r, err_r, pid, timeout, args)
         code = int(conn.recv(64))
     return subprocess.CompletedProcess([sys.executable, "-m", MODULE, *args], code, out, err)
+
+
+def _started(conn: socket.socket) -> tuple[int, int]:
+    """The child's pid and a pidfd of it, as the server sends them."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, 64, 1)
+    [pidfd] = fds
+    return int(data), pidfd
+
+
+class Started:
+    """A child ``spawn`` started: waited for, or killed at a moment of the
+    caller's choosing (a crash test's random moment)."""
+
+    def __init__(self, conn: socket.socket, pidfd: int) -> None:
+        self._conn = conn
+        self._pidfd = pidfd
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Its exit code (a signal's as ``-N``), or None while it runs on after
+        ``timeout`` seconds."""
+        if self.returncode is None:
+            self._conn.settimeout(timeout)
+            try:
+                data = self._conn.recv(64)
+            except TimeoutError:
+                return None
+            self.returncode = int(data)
+            self._conn.close()
+            os.close(self._pidfd)
+        return self.returncode
+
+    def kill(self) -> int:
+        """SIGKILL, then its exit code (0 or another if it had ended first)."""
+        if self.returncode is None:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        code = self.wait()
+        assert code is not None
+        return code
+
+
+def spawn(args: Sequence[str], *, env: Mapping[str, str]) -> Started | None:
+    """``python -m coldkeep.tui.cli.main ARGS`` forked warm, its output
+    discarded, left running; None where no server could start."""
+    path = _SERVER.path()
+    if path is None:
+        return None
+    null_r = os.open(os.devnull, os.O_RDONLY)
+    null_w = os.open(os.devnull, os.O_WRONLY)
+    request = json.dumps({"argv": list(args), "env": dict(env), "cwd": os.getcwd()})
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [request.encode()], [null_r, null_w, null_w])
+        _pid, pidfd = _started(conn)
+    except BaseException:
+        conn.close()
+        raise
+    finally:
+        os.close(null_r)
+        os.close(null_w)
+    return Started(conn, pidfd)
 
 
 def _text(data: bytes) -> str:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import sqlite3
 import struct
 import subprocess
@@ -16,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import clizygote
 import pytest
@@ -204,6 +205,42 @@ def cli(
         env=environ,
         check=False,
     )
+
+
+class Running(Protocol):
+    """A ``coldkeep`` process ``start`` left running."""
+
+    def wait(self, timeout: float | None = None) -> int | None: ...
+    def kill(self) -> int: ...
+
+
+class _Cold:
+    """``Running`` over a new interpreter (where no warm server could start)."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self._proc = subprocess.Popen(
+            [*COLDKEEP, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> int:
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGKILL)
+        return self._proc.wait()
+
+
+def start(*args: str) -> Running:
+    """``coldkeep ARGS`` started and left running, its output discarded, to be
+    waited for or killed at a moment the caller picks. Forked warm where it can
+    be, like ``cli``: a moment drawn from a warm run's time then falls inside the
+    command, not in a new interpreter's imports."""
+    warm = clizygote.spawn(args, env=os.environ)
+    return warm if warm is not None else _Cold(args)
 
 
 def cli_ok(*args: str) -> subprocess.CompletedProcess[str]:

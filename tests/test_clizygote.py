@@ -4,6 +4,7 @@ interpreter running it does: the suite's ~1,400 CLI runs go through it."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -49,3 +50,18 @@ def test_a_run_that_sets_what_an_interpreter_reads_at_start_is_cold() -> None:
     assert not clizygote.warm_ok({**os.environ, "PYTHONWARNINGS": "error"})
     assert not clizygote.warm_ok(dict(os.environ), under=["faketime", "+1y"])
     assert cli("--version").stdout.startswith("python -m coldkeep.tui.cli.main, version ")
+
+
+def test_a_started_child_is_waited_for_or_killed_as_the_caller_picks(tmp_path: Path) -> None:
+    """``spawn``: a daemon runs on past a wait's timeout and a kill ends it with
+    SIGKILL; one that has ended says its code, and a kill then changes nothing."""
+    site = tmp_path / "site"
+    cli("demo", str(site), "--scale", "0.01", "--no-console")
+    daemon = clizygote.spawn(["run", "--config", str(site / "coldkeep.toml")], env=os.environ)
+    assert daemon is not None, "the warm server did not start"
+    assert daemon.wait(0.5) is None, "a daemon runs until it is stopped"
+    assert daemon.kill() == -signal.SIGKILL
+    ended = clizygote.spawn(["--help"], env=os.environ)
+    assert ended is not None
+    assert ended.wait(60) == 0
+    assert ended.kill() == 0

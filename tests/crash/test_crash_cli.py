@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import shutil
 import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, cli_ok, live_files, report_line
+from helpers import ck, cli_ok, live_files, report_line, start
 from sitecheck import Originals, Tally, event_rows
 from sitecheck import check_site as check
 
@@ -212,15 +211,9 @@ class RandomKills:
         """Whether the command was killed before it ended."""
         delay = self.rnd.uniform(0.2, 1.0) * self.seconds
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            [*COLDKEEP, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return True
+        running = start(*args)
+        if running.wait(delay) is None:
+            return running.kill() == -signal.SIGKILL
         self.seconds = min(self.seconds, time.monotonic() - t0)
         return False
 

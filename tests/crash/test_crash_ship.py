@@ -10,14 +10,13 @@ from __future__ import annotations
 import random
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import COLDKEEP, ck, ck_json, report_line
+from helpers import ck, ck_json, report_line, start
 from remotecheck import check_remote_site, demo_after_pass, folder_fetch, remote_rows, set_remote
 from sitecheck import Tally
 
@@ -102,17 +101,10 @@ def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Ta
         # moment is drawn again on a fresh copy, up to 3 times.
         for attempt in range(3):
             site = copy(archived, tmp_path / f"run-{i}-{attempt}")
-            proc = subprocess.Popen(
-                [*COLDKEEP, "ship", "--config", str(site / "coldkeep.toml")],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            running = start("ship", "--config", str(site / "coldkeep.toml"))
             delay = rnd.uniform(0.2, 1.0) * seconds
-            try:
-                proc.wait(timeout=delay)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
+            code = running.wait(delay)
+            if code is None and running.kill() == -signal.SIGKILL:
                 killed += 1
                 tally.faults += 1
                 tally.by_kind["ship@random"] += 1
@@ -121,6 +113,6 @@ def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Ta
             check(site, tally, settled=False)
             settled(site, tally)
             shutil.rmtree(site)
-            if proc.returncode == -signal.SIGKILL:
+            if code is None:
                 break
     assert killed >= RANDOM_KILLS // 2, f"only {killed} of {RANDOM_KILLS} runs were killed mid-ship"
