@@ -10,6 +10,10 @@ environment; it runs the module as ``-m`` does (runpy: ``__main__``, argv[0],
 the program's name in usage lines) and ends through the interpreter's own exit
 (threads joined, atexit handlers run, buffers flushed).
 
+``run`` and ``run_bytes`` wait for the child and give its output; ``spawn``
+leaves it running for the caller to wait for or kill (by a pidfd the server
+sends: the very process, even once its pid is free again).
+
 What differs from a new interpreter: the modules were imported once, under the
 server's environment (coldkeep reads its environment only when it runs, never
 as it is imported), and the interpreter's own start-up settings (``PYTHON*``,
