@@ -302,7 +302,8 @@ class Started:
     def kill(self) -> int:
         """SIGKILL, then its exit code (0 or another if it had ended first)."""
         if self.returncode is None:
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it has just ended
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
         code = self.wait()
         assert code is not None
         return code
