@@ -132,15 +132,16 @@ def test_every_byte_reaches_a_pipe_whose_writes_a_signal_cuts_short(site: Path) 
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 4096)  # a piece of 1 MiB waits in write(2)
         got = bytearray()
         for _ in range(64):
-            select.select([fd], [], [])  # data: the child is writing, or has ended
+            # Data: the child is writing, or has ended.
+            assert select.select([fd], [], [], 60)[0], "cat wrote nothing for a minute"
             if child.poll() is None:
                 child.send_signal(signal.SIGUSR1)
             piece = os.read(fd, 4096)
             if not piece:
                 break
             got += piece
-        got += child.stdout.read()
-        err = child.stderr.read()
+        rest, err = child.communicate(timeout=120)
+        got += rest
     assert child.returncode == 0, err
     assert (len(got), sha(bytes(got))) == (entry["bytes"], entry["sha256"])
 
