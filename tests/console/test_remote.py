@@ -114,10 +114,11 @@ async def test_ship_asks_with_the_plan_then_ships_and_the_pane_shows_it(
         assert "REMOTE VERIFY FAILED 1" in str(app.query_one("#status-line", Static).render())
 
 
-async def test_running_the_ship_job_asks_first_like_a_ship(settings: Settings) -> None:
+async def test_running_the_ship_job_asks_first_like_a_ship(archived: Settings) -> None:
+    settings = archived
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         jobs = app.query_one(JobsPane).query_one("#jobs-table", DataTable)
         jobs.focus()  # the job is chosen in its table
         jobs.move_cursor(row=jobs.get_row_index("ship"))
@@ -138,10 +139,11 @@ async def test_running_the_ship_job_asks_first_like_a_ship(settings: Settings) -
         assert app.last_result.startswith("job ship: ")
 
 
-async def test_a_ship_problem_is_shown_in_the_pane(settings: Settings) -> None:
+async def test_a_ship_problem_is_shown_in_the_pane(archived: Settings) -> None:
+    settings = archived
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         # Other bytes already at one object's key (another host shipping as the
         # same site): never replaced, reported.
         assert settings.remote is not None and settings.remote.folder is not None
@@ -163,11 +165,12 @@ async def test_a_ship_problem_is_shown_in_the_pane(settings: Settings) -> None:
         assert squatter.read_bytes() == b"not the archive's bytes"
 
 
-async def test_stopping_a_ship_stops_it_between_objects(settings: Settings) -> None:
+async def test_stopping_a_ship_stops_it_between_objects(archived: Settings) -> None:
+    settings = archived
     slow = reconfigured(settings, 'site = "demo"\n', 'site = "demo"\nbytes_per_s = 200000\n')
     app = make_app(slow)
     async with app.run_test(size=SIZE) as pilot:
-        await archive_all(app, pilot)
+        await settle(pilot)
         await pilot.press("u")
         await settle(pilot)
         await pilot.press("y")
