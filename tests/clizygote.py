@@ -253,27 +253,35 @@ def run_bytes(
         return None
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    null = os.open(os.devnull, os.O_RDONLY)
-    request = json.dumps({"argv": list(args), "env": dict(env), "cwd": os.getcwd()})
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
-        conn.connect(path)
-        try:
-            socket.send_fds(conn, [request.encode()], [null, out_w, err_w])
-        finally:
-            for fd in (null, out_w, err_w):
-                os.close(fd)
-        pid, pidfd = _started(conn)
+    conn, pid, pidfd = _start(path, args, env, [os.open(os.devnull, os.O_RDONLY), out_w, err_w])
+    with conn:
         os.close(pidfd)
         out, err = _drain(out_r, err_r, pid, timeout, args)
         code = int(conn.recv(64))
     return subprocess.CompletedProcess([sys.executable, "-m", MODULE, *args], code, out, err)
 
 
-def _started(conn: socket.socket) -> tuple[int, int]:
-    """The child's pid and a pidfd of it, as the server sends them."""
-    data, fds, _flags, _addr = socket.recv_fds(conn, 64, 1)
+def _start(
+    path: str, args: Sequence[str], env: Mapping[str, str], stdio: list[int]
+) -> tuple[socket.socket, int, int]:
+    """Ask the server at ``path`` to start ``ARGS`` with ``stdio`` as its
+    stdin, stdout and stderr (closed here once sent): the connection its exit
+    code will come on, its pid and a pidfd of it."""
+    request = json.dumps({"argv": list(args), "env": dict(env), "cwd": os.getcwd()})
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        try:
+            conn.connect(path)
+            socket.send_fds(conn, [request.encode()], stdio)
+        finally:
+            for fd in set(stdio):
+                os.close(fd)
+        data, fds, _flags, _addr = socket.recv_fds(conn, 64, 1)
+    except BaseException:
+        conn.close()
+        raise
     [pidfd] = fds
-    return int(data), pidfd
+    return conn, int(data), pidfd
 
 
 class Started:
@@ -315,20 +323,9 @@ def spawn(args: Sequence[str], *, env: Mapping[str, str]) -> Started | None:
     path = _SERVER.path()
     if path is None:
         return None
-    null_r = os.open(os.devnull, os.O_RDONLY)
     null_w = os.open(os.devnull, os.O_WRONLY)
-    request = json.dumps({"argv": list(args), "env": dict(env), "cwd": os.getcwd()})
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        conn.connect(path)
-        socket.send_fds(conn, [request.encode()], [null_r, null_w, null_w])
-        _pid, pidfd = _started(conn)
-    except BaseException:
-        conn.close()
-        raise
-    finally:
-        os.close(null_r)
-        os.close(null_w)
+    stdio = [os.open(os.devnull, os.O_RDONLY), null_w, null_w]
+    conn, _pid, pidfd = _start(path, args, env, stdio)
     return Started(conn, pidfd)
 
 
