@@ -243,6 +243,27 @@ def start(*args: str) -> Running:
     return warm if warm is not None else _Cold(args)
 
 
+class RandomKills:
+    """SIGKILL at a random moment of a command, timed by how long it takes. A run
+    that ends before its moment shows the command has got quicker (a warm cache, a
+    quieter machine): that run's own time becomes the measure and the caller tries
+    again, so the moments keep falling inside the command rather than after it."""
+
+    def __init__(self, seed: int, seconds: float) -> None:
+        self.rnd = random.Random(seed)
+        self.seconds = seconds
+
+    def run(self, args: list[str]) -> bool:
+        """Whether the command was killed before it ended."""
+        delay = self.rnd.uniform(0.2, 1.0) * self.seconds
+        t0 = time.monotonic()
+        running = start(*args)
+        if running.wait(delay) is None:
+            return running.kill() == -signal.SIGKILL
+        self.seconds = min(self.seconds, time.monotonic() - t0)
+        return False
+
+
 def cli_ok(*args: str) -> subprocess.CompletedProcess[str]:
     """``cli``, which must exit 0."""
     run = cli(*args)

@@ -6,7 +6,6 @@ row lost or duplicated, no temporary left, every database passes
 
 from __future__ import annotations
 
-import random
 import shutil
 import signal
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ck, cli_ok, live_files, report_line, start
+from helpers import RandomKills, ck, cli_ok, live_files, report_line
 from sitecheck import Originals, Tally, event_rows
 from sitecheck import check_site as check
 
@@ -195,27 +194,6 @@ def test_restore_killed_at_random_moments(
                 tally.by_kind["restore@random"] += 1
                 break
     assert_killed_most(tally.by_kind["restore@random"], RANDOM_KILLS)
-
-
-class RandomKills:
-    """SIGKILL at a random moment of a command, timed by how long it takes. A run
-    that ends before its moment shows the command has got quicker (a warm cache, a
-    quieter machine): that run's own time becomes the measure and the caller tries
-    again, so the moments keep falling inside the command rather than after it."""
-
-    def __init__(self, seed: int, seconds: float) -> None:
-        self.rnd = random.Random(seed)
-        self.seconds = seconds
-
-    def run(self, args: list[str]) -> bool:
-        """Whether the command was killed before it ended."""
-        delay = self.rnd.uniform(0.2, 1.0) * self.seconds
-        t0 = time.monotonic()
-        running = start(*args)
-        if running.wait(delay) is None:
-            return running.kill() == -signal.SIGKILL
-        self.seconds = min(self.seconds, time.monotonic() - t0)
-        return False
 
 
 def assert_killed_most(kills: int, runs: int) -> None:

@@ -7,7 +7,6 @@ the ship that resumes, nothing is pending (archive files nor event rows)."""
 
 from __future__ import annotations
 
-import random
 import shutil
 import signal
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ck, ck_json, report_line, start
+from helpers import RandomKills, ck, ck_json, report_line
 from remotecheck import check_remote_site, demo_after_pass, folder_fetch, remote_rows, set_remote
 from sitecheck import Tally
 
@@ -92,29 +91,21 @@ def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Ta
     probe = copy(archived, tmp_path / "probe")
     t0 = time.monotonic()
     ck(probe, "ship")
-    seconds = time.monotonic() - t0
-    rnd = random.Random(20261201)
+    kills = RandomKills(20261201, time.monotonic() - t0)
     killed = 0
     for i in range(RANDOM_KILLS):
-        # A ship that ends before its moment becomes the measure (the machine is
-        # quicker than the probe run was: another test's load went away), and the
-        # moment is drawn again on a fresh copy, up to 3 times.
+        # A ship that ends before its moment is measured again (RandomKills), and
+        # a moment drawn again on a fresh copy, up to 3 times.
         for attempt in range(3):
             site = copy(archived, tmp_path / f"run-{i}-{attempt}")
-            running = start("ship", "--config", str(site / "coldkeep.toml"))
-            delay = rnd.uniform(0.2, 1.0) * seconds
-            code = running.wait(delay)
-            if code is None:
-                code = running.kill()
-            if code == -signal.SIGKILL:
+            was_killed = kills.run(["ship", "--config", str(site / "coldkeep.toml")])
+            if was_killed:
                 killed += 1
                 tally.faults += 1
                 tally.by_kind["ship@random"] += 1
-            else:
-                seconds = min(seconds, delay)  # it ended sooner: draw the next inside it
             check(site, tally, settled=False)
             settled(site, tally)
             shutil.rmtree(site)
-            if code == -signal.SIGKILL:
+            if was_killed:
                 break
     assert killed >= RANDOM_KILLS // 2, f"only {killed} of {RANDOM_KILLS} runs were killed mid-ship"
