@@ -22,6 +22,7 @@ from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import FileDone
 from coldkeep.core.files import recovery
 from coldkeep.core.files.recovery import ArchiveFiles
+from coldkeep.tui.console.kit.messages import OperationStopped, StatusLoaded
 from coldkeep.tui.console.panes import InFlightPane, JobsPane, LogPane, OrphansPane
 from coldkeep.tui.console.panes.log import StableLog
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, RestoreScreen
@@ -390,6 +391,24 @@ async def test_quitting_during_a_pass_asks_then_stops_cleanly(settings: Settings
     assert recovered.errors == [] and recovered.missing == []
     done = await after.run_pass()
     assert done.status == "ok" and done.recovery["orphans_found"] == 0
+
+
+async def test_a_report_that_lands_after_the_panes_are_gone_is_dropped(
+    settings: Settings,
+) -> None:
+    """Closing takes the panes down while a worker's report may still wait in the
+    queue (a status read, an operation's end): the closing console drops it."""
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.status is not None
+        await app.screen.remove_children()
+        app.post_message(StatusLoaded(app.status))
+        app.post_message(OperationStopped("pass", "stopped: asked to"))
+        await pilot.pause()
+    # run_test raises what a handler raised: a handler that went looking for a
+    # pane would fail the test here.
+    assert app.return_code in (0, None)
 
 
 async def test_the_log_has_no_empty_phase_line(settings: Settings) -> None:

@@ -40,6 +40,7 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.dom import DOMNode
+from textual.message import Message
 from textual.screen import Screen
 
 from coldkeep.core.archiver import PlanReport
@@ -65,6 +66,7 @@ from .kit.messages import (
     OperationFailed,
     OperationFinished,
     OperationStopped,
+    Report,
     StatusLoaded,
 )
 from .kit.priority import background_executor
@@ -304,14 +306,18 @@ class ColdkeepApp(OwnActions):
     def on_findings_loaded(self, message: FindingsLoaded) -> None:
         self.recovery = message.recovery  # the Orphans pane showed it on its way up
 
+    async def _on_message(self, message: Message) -> None:
+        # A report posted before the console began closing can land after its
+        # panes are gone: it has nothing left to show.
+        if isinstance(message, Report) and not self.query(CheckpointPane):
+            return
+        await super()._on_message(message)
+
     def on_holder_changed(self, message: HolderChanged) -> None:
-        panes = self.query(CheckpointPane)
-        if not panes:
-            return  # the app is closing: a poll posted before it can land after the panes go
         self.holder_text, self.other_holder = lock_words(message.holder, message.alive)
         if self.other_holder and self.attached is None and not self._attaching():
             self.query_one(InFlightPane).follow(self.archiver.settings.archive_root)
-        panes.first().wal_polled(message.wal_bytes)
+        self.query_one(CheckpointPane).wal_polled(message.wal_bytes)
         self._status_line()
 
     def _attaching(self) -> bool:

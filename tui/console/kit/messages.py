@@ -6,6 +6,9 @@ carries too (the backlog, the findings), else in the pane's module.
 Bursts coalesce (Toolong's ``can_replace``): a newer file-progress message for the
 same file replaces one still waiting in the queue, and so does a newer
 "the live tree changed" notice, so a flood of events never backs the queue up.
+Every one of them is a ``Report``: it can still be in the app's queue when the
+panes are taken down (a console closing, the test harness's shutdown), and the
+app drops it then rather than look for a pane that is gone.
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from coldkeep.core.ops.plan import Plan
 from ...operations.spec import Result, Run
 
 
+class Report(Message):
+    """What a worker, a poller, a pane or a screen tells the app."""
+
+
 @dataclass
-class CoreEvent(Message):
+class CoreEvent(Report):
     """One event from the core's stream."""
 
     event: Event
@@ -41,19 +48,19 @@ class CoreEvent(Message):
 
 
 @dataclass
-class StatusLoaded(Message):
+class StatusLoaded(Report):
     status: Status
 
 
 @dataclass
-class BacklogLoaded(Message):
+class BacklogLoaded(Report):
     """What a pass would take now (the Backlog pane's count, or a plan read to ask)."""
 
     plan: Plan
 
 
 @dataclass
-class FindingsLoaded(Message):
+class FindingsLoaded(Report):
     """What recovery would settle (a walk of the archive, loaded apart from the
     backlog because it is slower on a big archive): sent as the walk goes, each
     report holding everything the one before it did."""
@@ -65,13 +72,13 @@ class FindingsLoaded(Message):
 
 
 @dataclass
-class HolderChanged(Message):
+class HolderChanged(Report):
     holder: Holder | None
     alive: bool
     wal_bytes: int
 
 
-class LiveTreeChanged(Message):
+class LiveTreeChanged(Report):
     """Files appeared, changed or went in the live tree (a burst is one message)."""
 
     def can_replace(self, message: Message) -> bool:
@@ -79,7 +86,7 @@ class LiveTreeChanged(Message):
 
 
 @dataclass
-class Confirmed(Message):
+class Confirmed(Report):
     """The operator said yes to ``action``'s question (the app's, or the restore
     browser's; or a job had nothing to ask about): ``run`` is to start, under
     the label ``operation``, unless nothing can change the archive now."""
@@ -90,7 +97,7 @@ class Confirmed(Message):
 
 
 @dataclass
-class OperationFinished(Message):
+class OperationFinished(Report):
     """A mutating operation ran to its end (its result may still say "failed")."""
 
     operation: str  # the label the operator saw: "pass", "job verify", …
@@ -98,7 +105,7 @@ class OperationFinished(Message):
 
 
 @dataclass
-class OperationFailed(Message):
+class OperationFailed(Report):
     """A mutating operation was refused or stopped by an error before a result."""
 
     operation: str
@@ -106,7 +113,7 @@ class OperationFailed(Message):
 
 
 @dataclass
-class OperationStopped(Message):
+class OperationStopped(Report):
     """A mutating operation stopped at a safe point because it was asked to (the
     stop key, or quitting), before a result."""
 
@@ -115,7 +122,7 @@ class OperationStopped(Message):
 
 
 @dataclass
-class LoadFailed(Message):
+class LoadFailed(Report):
     """A background read (the backlog, the findings) failed; nothing was running."""
 
     what: str
@@ -123,7 +130,7 @@ class LoadFailed(Message):
 
 
 @dataclass
-class Logged(Message):
+class Logged(Report):
     """A line for the log, from a worker."""
 
     level: str
@@ -131,7 +138,7 @@ class Logged(Message):
 
 
 @dataclass
-class HoldsChanged(Message):
+class HoldsChanged(Report):
     """The holds screen placed or released a hold: its line for the log."""
 
     level: str
@@ -139,7 +146,7 @@ class HoldsChanged(Message):
 
 
 @dataclass
-class Attached(Message):
+class Attached(Report):
     """Watching another process's operation through ``client`` (None: that ended)."""
 
     client: AttachClient | None
