@@ -123,15 +123,23 @@ def installed(
     work.mkdir()
     # The sdist, then the wheel from the unpacked sdist (not from the tree): a file
     # the sdist leaves out is missing from this wheel, and the test below says so.
+    # uv (in the dev extra, as build is) fills build's isolated environments and
+    # the new venv from the index as pip would, four times faster; the bytecode
+    # is compiled as pip compiles it.
     build_s = _timed(
         "python -m build (`build` is in the dev extra)",
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(src)],
+        [sys.executable, "-m", "build", "--installer", "uv", "--outdir", str(dist), str(src)],
         base,
     )
     (sdist,) = dist.glob("coldkeep-*.tar.gz")
     (wheel,) = dist.glob("coldkeep-*.whl")
-    install_s = _timed("venv", [sys.executable, "-m", "venv", str(venv)], base)
-    install_s += _timed("pip install", [str(venv / "bin" / "pip"), "install", str(wheel)], base)
+    install_s = _timed("venv", [sys.executable, "-m", "venv", "--without-pip", str(venv)], base)
+    install_s += _timed(
+        "uv pip install",
+        [sys.executable, "-m", "uv", "pip", "install", "-q", "--compile-bytecode",
+         "--python", str(venv / "bin" / "python"), str(wheel)],
+        base,
+    )  # fmt: skip
     report_line(
         request.config,
         f"wheel: sdist and a wheel from it built in {build_s:.1f} s, installed with its "
@@ -209,7 +217,7 @@ def test_the_wheel_holds_every_module_and_data_file_and_imports_from_the_venv(
     assert {"coldkeep.tui.console.panes.log", "coldkeep.core.files.gzfile"} <= set(info["modules"])
 
     # Every module and data file of the tree, installed (nothing else but the
-    # bytecode pip compiled).
+    # bytecode compiled at install).
     namespace = Path(info["core"]).parent.parent
     assert Path(info["tui"]).parent.parent == namespace
     on_disk = {
