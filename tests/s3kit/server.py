@@ -65,6 +65,29 @@ def _skew_moto_clock() -> None:
     setattr(WSGIRequestHandler, "date_time_string", skewed_date)  # noqa: B010
 
 
+def _remember_each_hosts_backend() -> None:
+    """moto finds the backend of every request by matching its host against the
+    URL patterns of each service it mocks, S3's among the last: a third of the
+    server's time on a HEAD. The answer for a host never changes, so it is kept.
+    Once per process."""
+    from moto.moto_server.werkzeug_app import (  # type: ignore[import-not-found, unused-ignore]
+        DomainDispatcherApplication,
+    )
+
+    find = DomainDispatcherApplication.get_backend_for_host
+    if getattr(find, "_coldkeep_remembers", False):
+        return
+    found: dict[str | None, Any] = {}
+
+    def remembered(dispatcher: Any, host: str | None) -> Any:
+        if host not in found:
+            found[host] = find(dispatcher, host)
+        return found[host]
+
+    setattr(remembered, "_coldkeep_remembers", True)  # noqa: B010
+    setattr(DomainDispatcherApplication, "get_backend_for_host", remembered)  # noqa: B010
+
+
 class S3Unavailable(RuntimeError):
     """moto's server mode is not installed (the tests skip, with this reason)."""
 
@@ -112,6 +135,7 @@ class S3Server:
         from moto.server import ThreadedMotoServer  # type: ignore[import-not-found, unused-ignore]
 
         _skew_moto_clock()
+        _remember_each_hosts_backend()
         moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         moto.start()
         self._moto = moto
