@@ -279,6 +279,12 @@ def _passed(config: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _said_wrong(what: str, passing: subprocess.Popen[bytes]) -> None:
+    """A wrong answer is a defect to chase: what it was goes to stderr."""
+    when = "during the pass" if passing.poll() is None else "after the pass ended"
+    print(f"query.py: a GROUP BY {when} was wrong: {what}", file=sys.stderr, flush=True)
+
+
 def _pass_beside_queries(work: Path, config: Path, query_s: float) -> list[Row]:
     """A pass moving the live table's rows (every kind, all of them older than
     30 days, into 2026-01) alone on a copy of the live database, then on the
@@ -318,9 +324,12 @@ def _pass_beside_queries(work: Path, config: Path, query_s: float) -> list[Row]:
             times.append(time.perf_counter() - q0)  # it ended during the pass
         if run.returncode:
             raced += "run the query again" in run.stderr
-            wrong += "run the query again" not in run.stderr
-        elif sum(n for _, n in _counts(run.stdout, None)) != total:
+            if "run the query again" not in run.stderr:
+                wrong += 1
+                _said_wrong(f"exit {run.returncode}: {run.stderr.strip()}", passing)
+        elif (got := sum(n for _, n in _counts(run.stdout, None))) != total:
             wrong += 1
+            _said_wrong(f"{got:,} rows counted of {total:,}: {run.stdout.strip()!r}", passing)
         if pass_s is None and passing.poll() is not None:
             pass_s = time.perf_counter() - t0
     assert passing.wait() == 0
