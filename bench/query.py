@@ -7,8 +7,8 @@ same rows.
 The data: 12 month databases of ``--rows`` rows each (1,000,000; 20,000 with
 --quick), shaped as coldkeep writes them (WAL, the live table's schema), and a
 live table of a tenth as many newer rows; the anchor's copy is every row in one
-database. Each timing is the best of three, each a fresh process (the CLI's
-start-up counted on both sides).
+database. Each timing is the best of three (one with --quick), each a fresh
+process (the CLI's start-up counted on both sides).
 
 Rows:
   GROUP BY kind over the year  ``coldkeep query`` against ``sqlite3 merged.db``
@@ -117,20 +117,22 @@ def build(work: Path, rows: int) -> Path:
     return config
 
 
-def _best(cmd: list[str]) -> tuple[float, str]:
+def _best(cmd: list[str], rounds: int) -> tuple[float, str]:
     best, out = float("inf"), ""
-    for _ in range(3):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         best = min(best, time.perf_counter() - t0)
     return best, out
 
 
-def _in_process(config: Path, engine: Engine, month: str, sql: str) -> tuple[float, str]:
-    """The engine alone, best of three: open (the months attached), run, close."""
+def _in_process(
+    config: Path, engine: Engine, month: str, sql: str, rounds: int
+) -> tuple[float, str]:
+    """The engine alone, best of ``rounds``: open (the months attached), run, close."""
     settings = load_settings(config)
     best, out = float("inf"), ""
-    for _ in range(3):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         run = EventsQuery(settings, parse_range(month, month), engine=engine)
         try:
@@ -213,13 +215,14 @@ def _writer_during(work: Path, config: Path, rows: int) -> tuple[float, bool, in
 
 def measure(work: Path, quick: bool, rows: int | None = None) -> list[Row]:
     n = rows or (20_000 if quick else 1_000_000)
+    rounds = 1 if quick else 3
     print(f"building 12 months x {n:,} rows ...", flush=True)
     config = build(work, n)
     out: list[Row] = []
     ck = [str(COLDKEEP), "query", "--config", str(config)]
-    ck_s, ck_out = _best([*ck, GROUP])
+    ck_s, ck_out = _best([*ck, GROUP], rounds)
     group_s = ck_s
-    cli_s, cli_out = _best(["sqlite3", str(work / "merged.db"), GROUP])
+    cli_s, cli_out = _best(["sqlite3", str(work / "merged.db"), GROUP], rounds)
     assert _counts(ck_out, None) == _counts(cli_out, "|"), (ck_out, cli_out)
     out.append(
         (
@@ -234,13 +237,15 @@ def measure(work: Path, quick: bool, rows: int | None = None) -> list[Row]:
     target = 5 * n + n // 2
     one = f"SELECT * FROM events WHERE id = {target}"
     month_db = work / "archive" / "events" / "2025-06.db"
-    cli_s, _ = _best(["sqlite3", str(month_db), one])
+    cli_s, _ = _best(["sqlite3", str(month_db), one], rounds)
     for engine in ENGINES:
-        ck_s, ck_out = _best([*ck, "--engine", engine, "--from", "2025-06", "--to", "2025-06", one])
+        ck_s, ck_out = _best(
+            [*ck, "--engine", engine, "--from", "2025-06", "--to", "2025-06", one], rounds
+        )
         assert str(target) in ck_out, ck_out
         out.append(_lookup_row(f"a lookup by id in one month, --engine {engine}", ck_s, cli_s))
     for engine in ENGINES:
-        alone_s, alone_out = _in_process(config, engine, "2025-06", one)
+        alone_s, alone_out = _in_process(config, engine, "2025-06", one, rounds)
         assert str(target) in alone_out, alone_out
         out.append(
             _lookup_row(f"a lookup by id in one month, {engine} engine alone", alone_s, cli_s)
