@@ -53,10 +53,13 @@ typecheck: $(VENV)/.installed-dev links
 	MYPYPATH=.typecheck $(BIN)/mypy --strict -p coldkeep.core -p coldkeep.tui
 	MYPYPATH=.typecheck:tests $(BIN)/mypy --strict --explicit-package-bases tests
 
-# Two workers (the CI machine's two cores), a test file to each at a time: a
-# file's module fixtures (a demo site archived once, an S3 server) are built
-# once. The files that mount filesystems go to one worker together
+# Three workers on the CI machine's two cores: with two, the machine sat 15 %
+# idle while tests waited (on an fsync, a child, a FUSE round trip), and a third
+# fills that (434 s with two, 408 s with three, 5 % idle). A test file to each
+# at a time: a file's module fixtures (a demo site archived once, an S3 server)
+# are built once. The files that mount filesystems go to one worker together
 # (tests/conftest.py: MOUNTING).
+WORKERS ?= 3
 # The sources compiled first: where PYTHONDONTWRITEBYTECODE is set (this project's
 # machines set it), every process the tests start (a CLI run, a killed pass, the
 # console in tmux: over a thousand) would otherwise compile every module it
@@ -64,7 +67,7 @@ typecheck: $(VENV)/.installed-dev links
 # source's mtime.
 pytest: $(VENV)/.installed-dev tmux fuse faketime
 	$(BIN)/python -m compileall -q core tui tests bench/*.py >/dev/null
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=10
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup --durations=10
 
 # The inner loop, under 90 s on two cores: the core's tests but those that run an
 # S3 server's long matrices or mount filesystems, every command's exit codes
@@ -77,7 +80,7 @@ QUICK_SLOW := $(addprefix tests/core/, remote/test_loose_keys.py remote/test_shi
 	files/test_pathindex.py)
 test-quick: $(VENV)/.installed-dev
 	$(BIN)/python -m compileall -q core tui tests >/dev/null
-	$(BIN)/pytest -n 2 --dist loadgroup -q tests/core tests/cli/test_exit_codes.py \
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -q tests/core tests/cli/test_exit_codes.py \
 		tests/test_house.py tests/test_import_hygiene.py tests/test_fuzz.py \
 		$(addprefix --ignore=,$(QUICK_SLOW))
 
