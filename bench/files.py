@@ -548,7 +548,7 @@ def rate_row(work: Path, tree: Path, rate: int) -> Row:
 
 
 def measure(work: Path, quick: bool) -> list[Row]:
-    size, big, rate = (24 * MB, 128 << 20, 16 * MB) if quick else (200 * MB, 2 << 30, 50 * MB)
+    size, big, rate = (24 * MB, 32 << 20, 48 * MB) if quick else (200 * MB, 2 << 30, 50 * MB)
     tree = work / "tree"
     n, size = write_tree(tree, size, seed=1)
     print(f"(tree: {n} files, {size / MB:.0f} MB of JSONL)", flush=True)
