@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test test-quick demo lint imports typecheck links pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli bench clean
+.PHONY: test test-quick demo lint imports typecheck links collect pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,16 @@ $(VENV)/.installed-dev: pyproject.toml setup.py | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/coldkeep demo $(DEMO)
 
-test: lint typecheck pytest
+# mypy takes one core: pytest collects the tests on the other meanwhile, so that
+# its workers start from the rewritten modules it caches (9 s each to collect
+# from a clean clone, 2.5 s from the cache).
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck collect
+	$(MAKE) --no-print-directory pytest
+
+collect: $(VENV)/.installed-dev
+	@$(BIN)/pytest --collect-only -q -p no:cacheprovider >.collect.log \
+		|| { cat .collect.log; exit 1; }
 
 lint: $(VENV)/.installed-dev imports
 	$(BIN)/ruff check core tui tests bench setup.py
@@ -150,4 +159,4 @@ bench: $(VENV)/.installed-dev bench/.ratarmount/bin/ratarmount age-cli
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .typecheck .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .typecheck .mypy_cache .ruff_cache .pytest_cache .collect.log

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,12 @@ from hypothesis import settings
 from coldkeep.core.base.codec import Codec
 
 from helpers import Roots
+
+# pytest's rewritten test modules are cached even where PYTHONDONTWRITEBYTECODE
+# is set (this project's machines set it): rewriting them all took each worker
+# 6 of its 9 s of collection, on every run. A stale one is never used (pytest
+# checks it against the source).
+sys.dont_write_bytecode = False
 
 # The S3 test server and its fault proxy (s3kit): fixtures s3, s3_server, s3_proxy.
 pytest_plugins = ["s3kit"]
