@@ -606,19 +606,50 @@ def test_unmounts_whatever_happens(tmp_path: Path) -> None:
     assert not fs.running
     with contextlib.suppress(OSError):
         held.close()
-    # a server that dies leaves no dead mount behind (auto_unmount)
+    # a server that dies leaves no dead mount behind: fusermount3's auto_unmount,
+    # and the server's watcher for the kills fusermount3 3.14 misses (about one in
+    # twenty on a loaded machine; this wait then ran out after 60 s)
     start_or_skip(fs)
     pid = fs.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    # fusermount3's auto_unmount notices the server gone within milliseconds on
-    # an idle machine; under a loaded one's scheduler it took more than 10 s.
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 20
     while is_mounted(fs.mount) and time.monotonic() < deadline:
         time.sleep(0.01)  # polling the kernel's mount table, with a deadline
     assert not is_mounted(fs.mount)
     fs.stop()
     assert (tmp_path / "b" / "f").read_bytes() == b"x"
+
+
+def _fusermount_watchers(mount: Path) -> list[int]:
+    """The fusermount3 processes that wait to auto-unmount ``mount``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or gone meanwhile
+            continue
+        if argv and argv[0].endswith(b"fusermount3") and os.fsencode(mount) in argv:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_a_killed_server_s_mount_goes_when_fusermount_misses_it(tmp_path: Path) -> None:
+    # fusermount3 3.14 gives up when its check of the mount races the connection's
+    # teardown; here it is gone before the server is killed, so only the server's
+    # own watcher can unmount
+    fs = start_or_skip(FaultFS(tmp_path / "b", tmp_path / "m"))
+    watchers = _fusermount_watchers(fs.mount)
+    assert watchers, "libfuse started no fusermount3 to auto-unmount"
+    for pid in watchers:
+        os.kill(pid, signal.SIGKILL)
+    assert fs.pid is not None
+    os.kill(fs.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while is_mounted(fs.mount) and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling the kernel's mount table, with a deadline
+    assert not is_mounted(fs.mount)
+    fs.stop()
 
 
 class _Model:
