@@ -75,9 +75,10 @@ def _unmount_when_dead(mount: str) -> None:
     fusermount3 3.14 opens the mountpoint to check it is dead and gives up when the
     open fails with ECONNABORTED (the open raced the connection's teardown): under
     load, about one SIGKILLed server in twenty left its mount behind. The watcher
-    holds no descriptor of the mount, only a pipe's read end: gets EOF when the server's last descriptor goes,
-    and unmounts only a mountpoint whose connection answers ENOTCONN or
-    ECONNABORTED: a live server mounted there since keeps its mount."""
+    holds no descriptor of the mount, only a pipe's read end: it gets EOF when
+    the server's last descriptor goes, and unmounts only a mountpoint whose
+    connection answers ENOTCONN or ECONNABORTED: a live server mounted there
+    since keeps its mount."""
     read_end, write_end = os.pipe()
     if os.fork() != 0:
         os.close(read_end)  # the server keeps the write end until it dies
