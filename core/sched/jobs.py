@@ -19,6 +19,10 @@ Every run writes a ``job_runs`` row, ``running`` first, then ``ok``, ``error``,
 - Jobs that take the archive lock (``exclusive``) run one at a time: one that comes
   due while another runs is recorded ``waiting`` until it gets its turn (the wait
   is in its summary), never refused by its own scheduler's lock.
+- A run whose process was killed (SIGKILL, the power) cannot record its end:
+  the next runner to start records it ``killed``, ended then, and it counts, is
+  shown and is pruned like any run that ended. Its job is due again (it did not
+  succeed).
 - ``stop()`` cancels each in-flight run at its next safe point, waits for it, and
   records it ``cancelled`` without touching ``last_run_at``: a job whose owner
   pulled the plug did not finish on its own terms, so it is due again at the
@@ -54,7 +58,7 @@ from ..store.jobruns import JobRun
 from ..store.manifest import Manifest
 from .clock import Clock, SystemClock
 
-RunStatus = Literal["waiting", "running", "ok", "error", "timeout", "cancelled"]
+RunStatus = Literal["waiting", "running", "ok", "error", "timeout", "cancelled", "killed"]
 Trigger = Literal["schedule", "boot", "manual"]
 PRUNE_EVERY_S = 3600.0
 RECHECK_S = 60.0  # the scheduler looks again at least this often
@@ -183,8 +187,11 @@ class JobRunner:
     # running ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Compute what is due (catching up on what was missed) and start ticking."""
+        """Settle the runs a killed process left ``running``, compute what is due
+        (catching up on what was missed) and start ticking."""
         self._stopping = False
+        for run in await jobruns.settle_killed(self.manifest, int(self.clock.now() * 1000)):
+            self.on_event(JobEvent("run_finished", run.job, "killed", run))
         await self._boot_schedule()
         self._loop_task = asyncio.create_task(self._loop(), name="coldkeep-scheduler")
 

@@ -6,6 +6,10 @@ Invariants:
 - ``job_state.last_run_at`` moves only on success (``set_last_ok``): start-up
   compares it with the schedule, so a run that failed is due again.
 - Pruning never removes a run still ``running``.
+- A run records its owner (core/base/process.py). A run left ``running`` or
+  ``waiting`` by a process that has certainly ended (SIGKILL, the host's power)
+  is settled ``killed`` by ``settle_killed``, ended when that was learnt; a run of
+  a live process, or of another host, is never touched.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.process import gone, this_process
 from .manifest import Manifest
 
 _RUN_COLUMNS = "id, job, trigger, started_at, ended_at, status, error, summary"
@@ -52,10 +57,32 @@ def _run(r: Any) -> JobRun:
 
 
 async def start_run(manifest: Manifest, job: str, trigger: str, at: int) -> int:
-    """A run's row, ``running``; its id."""
+    """A run's row, ``running`` and owned by this process; its id."""
     return await manifest.insert(
-        "INSERT INTO job_runs (job, trigger, started_at) VALUES (?, ?, ?)", (job, trigger, at)
+        "INSERT INTO job_runs (job, trigger, started_at, owner) VALUES (?, ?, ?, ?)",
+        (job, trigger, at, this_process()),
     )
+
+
+KILLED = "its process ended before the run did (killed, or the host went down)"
+
+
+async def settle_killed(manifest: Manifest, at: int) -> list[JobRun]:
+    """Every run still ``running`` or ``waiting`` whose process has ended, set
+    ``killed`` and ended at ``at`` (ms): the runs settled. A run from before
+    owners were recorded has none; only its scheduler's successor calls this,
+    and no other process runs jobs of that age."""
+    rows = await manifest.rows(
+        f"SELECT {_RUN_COLUMNS}, owner FROM job_runs WHERE status IN ('running', 'waiting')"
+    )
+    dead = [_run(r) for r in rows if r[8] is None or gone(str(r[8]))]
+    for run in dead:
+        await manifest.run(
+            "UPDATE job_runs SET status = 'killed', ended_at = ?, error = ? "
+            "WHERE id = ? AND status IN ('running', 'waiting')",
+            (at, KILLED, run.id),
+        )
+    return [dataclasses.replace(run, status="killed", ended_at=at, error=KILLED) for run in dead]
 
 
 async def end_run(
@@ -135,9 +162,10 @@ async def job_history(manifest: Manifest, limit: int = 50) -> list[JobRun]:
 
 
 async def failed_runs(manifest: Manifest, limit: int) -> list[JobRun]:
-    """The last ``limit`` runs that ended in error or timeout, newest first."""
+    """The last ``limit`` runs that ended in error or timeout or were killed,
+    newest first."""
     rows = await manifest.rows(
-        f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE status IN ('error', 'timeout') "
+        f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE status IN ('error', 'timeout', 'killed') "
         "ORDER BY id DESC LIMIT ?",
         (limit,),
     )

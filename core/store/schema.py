@@ -560,6 +560,30 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE remote_loose ADD COLUMN retain_until INTEGER;
     ALTER TABLE remote_loose ADD COLUMN legal_hold INTEGER NOT NULL DEFAULT 0;
     """,
+    # 21: a job run's owner (the process running it: host, boot, pid, start time),
+    # so that the next scheduler to start settles a run whose process was killed
+    # as 'killed' instead of leaving it 'running' for ever. SQLite cannot change a
+    # CHECK in place, so the table is copied.
+    """
+    CREATE TABLE job_runs_21 (
+        id          INTEGER PRIMARY KEY,
+        job         TEXT    NOT NULL,
+        trigger     TEXT    NOT NULL,                 -- schedule | boot | manual
+        started_at  INTEGER NOT NULL,                 -- ms since the epoch (queued)
+        ended_at    INTEGER,
+        status      TEXT    NOT NULL DEFAULT 'running'
+                    CHECK (status IN ('waiting', 'running', 'ok', 'error', 'timeout',
+                                      'cancelled', 'killed')),
+        error       TEXT,
+        summary     TEXT,                             -- JSON
+        owner       TEXT                              -- core/base/process.py; NULL before 21
+    );
+    INSERT INTO job_runs_21 (id, job, trigger, started_at, ended_at, status, error, summary)
+        SELECT id, job, trigger, started_at, ended_at, status, error, summary FROM job_runs;
+    DROP TABLE job_runs;
+    ALTER TABLE job_runs_21 RENAME TO job_runs;
+    CREATE INDEX job_runs_job ON job_runs (job, started_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -3,6 +3,7 @@ with a pass due now, stopped with SIGTERM in the middle of it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import sqlite3
@@ -11,6 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from metricscheck import scrape, value
+
+from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.lock import ArchiveLock
 from coldkeep.core.files.pathindex import PathIndex
 
@@ -95,6 +99,34 @@ def test_sigterm_mid_pass_exits_0_and_the_next_start_finishes(tmp_path: Path) ->
         ("cli", "recover"),
     }
     ck(site, "status")
+
+
+def test_a_run_the_daemon_was_killed_in_shows_killed_once_it_starts_again(
+    tmp_path: Path,
+) -> None:
+    site = daemon_site(tmp_path, rate=300_000)
+    proc = start(site)
+    lines_until(proc, lambda r: r.get("kind") == "phase" and r.get("phase") == "files")
+    proc.kill()
+    proc.communicate(timeout=30)
+    [left] = [r for r in ck_json(site, "history", "--jobs")["result"] if r["job"] == "pass"]
+    assert left["status"] == "running"
+
+    again = start(site)
+    seen = lines_until(
+        again, lambda r: r.get("kind") == "job_run_finished" and r.get("job") == "pass"
+    )
+    again.send_signal(signal.SIGTERM)
+    again.communicate(timeout=30)
+    assert (seen[-1]["status"], seen[-1]["run_id"]) == ("killed", left["id"]), seen[-1]
+    killed = next(
+        r for r in ck_json(site, "history", "--jobs")["result"] if r["status"] == "killed"
+    )
+    assert killed["id"] == left["id"] and killed["ended_at"] >= killed["started_at"]
+    assert "its process ended" in killed["error"]
+    assert "killed" in ck(site, "history", "--jobs").stdout
+    samples = asyncio.run(scrape(load_settings(site / "coldkeep.toml")))
+    assert value(samples, "coldkeep_job_runs_total", job="pass", outcome="killed") == 1
 
 
 def test_a_scheduled_pass_keeps_the_index_of_paths_find_reads(tmp_path: Path) -> None:

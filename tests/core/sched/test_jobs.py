@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from coldkeep.core.base.cancel import Cancelled, CancelToken
 from coldkeep.core.base.configjobs import JobSettings
+from coldkeep.core.base.process import this_process
 from coldkeep.core.sched.clock import ManualClock
 from coldkeep.core.sched.jobs import (
     JobBusy,
@@ -431,3 +434,60 @@ async def test_a_deadline_before_the_stop_is_a_timeout(manifest: Manifest) -> No
     await clock.advance(2)
     await stopping
     assert await statuses(manifest) == [("pass", "boot", "timeout")]
+
+
+async def test_a_run_whose_process_ended_is_settled_killed_at_the_next_start(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    # Runs left "running" or "waiting": by a process SIGKILLed (really: a child
+    # that recorded itself and was killed), by this very process (alive), by
+    # another host (cannot be looked at), and from before owners were recorded.
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from coldkeep.core.base.process import this_process as p; "
+            "print(p(), flush=True); import time; time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert killed.stdout is not None
+    dead_owner = killed.stdout.readline().strip()
+    killed.kill()
+    killed.wait()
+    owners = {
+        "pass": dead_owner,
+        "verify": this_process(),
+        "ship": "another-host " + " ".join(this_process().split(" ")[1:]),
+        "stats": None,
+    }
+    for job, owner in owners.items():
+        await manifest.run(
+            "INSERT INTO job_runs (job, trigger, started_at, status, owner) VALUES (?, ?, ?, ?, ?)",
+            (
+                job,
+                "schedule",
+                int(T0 * 1000) - 60_000,
+                "waiting" if job == "ship" else "running",
+                owner,
+            ),
+        )
+    clock = ManualClock(T0)
+    jobs = {name: JobSettings(name, cron="0 0 1 1 *") for name in owners}
+    r, events = runner(manifest, clock, jobs, {name: Calls() for name in owners})
+    await r.start()
+    await r.stop()
+    settled = {e.job: e.run for e in events if e.kind == "run_finished"}
+    assert set(settled) == {"pass", "stats"}
+    history = {run.job: run for run in await job_history(manifest)}
+    for job in ("pass", "stats"):
+        run = history[job]
+        assert (run.status, run.ended_at) == ("killed", int(T0 * 1000)), run
+        assert run.error is not None and "killed" in run.error
+    assert history["verify"].status == "running" and history["ship"].status == "waiting"
+    # settled runs end like any other: the next start leaves them alone
+    r, events = runner(manifest, clock, jobs, {name: Calls() for name in owners})
+    await r.start()
+    await r.stop()
+    assert not [e for e in events if e.kind == "run_finished"]

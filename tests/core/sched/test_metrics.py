@@ -14,40 +14,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from metricscheck import Samples, parse, scrape, value
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import Settings, load_settings
+from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.configretention import RetentionSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.sched.daemon import Scheduler
-from coldkeep.core.sched.metrics import Publisher, SnapshotCollector, read_site, registry_for
+from coldkeep.core.sched.metrics import Publisher, SnapshotCollector
 from coldkeep.core.store import problems
 from coldkeep.core.store.manifest import Manifest
 
 from helpers import COLDKEEP, ck
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def parse(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, frozenset(labels.items()))]
-
-
-async def scrape(settings: Settings) -> Samples:
-    collector = SnapshotCollector(settings)
-    collector.publish(await read_site(settings))
-    return parse(generate_latest(registry_for(collector)).decode())
 
 
 @pytest.fixture
