@@ -7,8 +7,10 @@ The child is a real process, as ``python -m coldkeep.tui.cli.main`` makes
 one: its own pid and exit code (a signal's as ``-N``, as subprocess says), the
 caller's stdin, stdout and stderr (passed over the socket), working folder and
 environment; it runs the module as ``-m`` does (runpy: ``__main__``, argv[0],
-the program's name in usage lines) and ends through the interpreter's own exit
-(threads joined, atexit handlers run, buffers flushed).
+the program's name in usage lines) and ends as the interpreter's own exit ends
+it (threads joined, atexit handlers run, garbage collected, buffers flushed, the
+same exit code), but for the teardown of the modules the server imported: that
+copied every page the child shared with the server, 30 ms of a child's 47.
 
 ``run`` and ``run_bytes`` wait for the child and give its output; ``spawn``
 leaves it running for the caller to wait for or kill (by a pidfd the server
@@ -48,7 +50,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 MODULE = "coldkeep.tui.cli.main"
 # Variables an interpreter reads as it starts, or a loader as it loads: a run
@@ -372,6 +375,48 @@ def _drain(
     return b"".join(chunks[out_r]), b"".join(chunks[err_r])
 
 
+def _exit_as_the_interpreter_would(run: Callable[[], None]) -> NoReturn:
+    """Run the child and end it as Python's own exit does, but for the teardown
+    of the modules: non-daemon threads joined, atexit handlers run, what the run
+    left as garbage collected (its finalizers run), stdout and stderr flushed,
+    the exit code from SystemExit (an uncaught exception: its traceback, 1; an
+    uncaught KeyboardInterrupt: killed by SIGINT). The teardown would drop every
+    module the server imported, writing to each object's page and so copying
+    every page the child shares with the server: 30 ms of each child's 47."""
+    code = 0
+    try:
+        run()
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except KeyboardInterrupt:
+        sys.excepthook(*sys.exc_info())
+        code = -signal.SIGINT
+    except Exception:  # noqa: BLE001 - uncaught: printed as the interpreter would, exit 1
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # closed, or a reader gone
+            stream.flush()
+    if code == -signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
+
+
+def _exit_code(code: object) -> int:
+    """What the interpreter exits with for ``SystemExit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
 if __name__ == "__main__":
     _die_with_parent()
-    child(serve(sys.argv[1]))
+    request = serve(sys.argv[1])
+    _exit_as_the_interpreter_would(lambda: child(request))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import clizygote
@@ -65,3 +66,37 @@ def test_a_started_child_is_waited_for_or_killed_as_the_caller_picks(tmp_path: P
     assert ended is not None
     assert ended.wait(60) == 0
     assert ended.kill() == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "sys.exit(3)",
+        "sys.exit('bye')",
+        "raise ValueError('x')",
+        "raise KeyboardInterrupt",
+        "print('buffered', end='')",
+        "atexit.register(print, 'atexit ran')",
+        "threading.Thread(target=lambda: (go.wait(), print('joined'))).start(); go.set()",
+    ],
+)
+def test_a_child_ends_as_the_interpreter_ends_a_program(body: str) -> None:
+    # The child skips the teardown of the server's modules; all else of an exit
+    # is the interpreter's: codes, tracebacks, buffers, atexit, threads.
+    prelude = "import atexit, sys, threading\ngo = threading.Event()\n"
+    plain = prelude + body
+    forked = (
+        prelude
+        + "import clizygote\n"
+        + f"clizygote._exit_as_the_interpreter_would(lambda: exec({body!r}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(clizygote.__file__).parent)}
+    ends = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+        )
+        for code in (plain, forked)
+    ]
+    assert ends[0].returncode == ends[1].returncode
+    assert ends[0].stdout == ends[1].stdout
+    assert ends[0].stderr.splitlines()[-1:] == ends[1].stderr.splitlines()[-1:]
