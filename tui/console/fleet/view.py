@@ -169,7 +169,7 @@ class FleetScreen(Screen[None]):
     @on(Input.Submitted, "#fleet-filter")
     @on(Input.Submitted, "#fleet-to")
     def action_focus_table(self) -> None:
-        self.query_one("#fleet-table", DataTable).focus()
+        self.set_focus(self.query_one("#fleet-table", DataTable))  # at once, as in restore.py
 
     def on_searched(self, message: Searched) -> None:
         # The filter runs in a thread no one can interrupt: a result for text
@@ -267,7 +267,7 @@ class FleetScreen(Screen[None]):
         self._preview()
 
     def action_focus_filter(self) -> None:
-        self.query_one("#fleet-filter", Input).focus()
+        self.set_focus(self.query_one("#fleet-filter", Input))
 
     async def action_find(self) -> None:
         if self.fetching:
@@ -302,7 +302,7 @@ class FleetScreen(Screen[None]):
             box.value = text
 
     def action_focus_to(self) -> None:
-        self.query_one("#fleet-to", Input).focus()
+        self.set_focus(self.query_one("#fleet-to", Input))
 
     def action_reload(self) -> None:
         if self.running:

@@ -209,7 +209,7 @@ class FindScreen(KeyedScreen):
         self.picked(found[0], found[1], what)
 
     def action_focus_table(self) -> None:
-        self.query_one("#find-table", DataTable).focus()
+        self.set_focus(self.query_one("#find-table", DataTable))  # at once, as in restore.py
 
     def action_focus_find(self) -> None:
         self.set_focus(self.query_one("#find-input", Input))

@@ -297,7 +297,9 @@ class RestoreScreen(KeyedScreen):
 
     @on(Input.Submitted, "#restore-filter")
     def action_focus_table(self) -> None:
-        self.query_one("#restore-table", DataTable).focus()
+        # At once, not after the keys already waiting (as ``focus()`` would):
+        # Down and q typed in one burst quit from the table.
+        self.set_focus(self.query_one("#restore-table", DataTable))
 
     def on_filtered(self, message: Filtered) -> None:
         # A filter a newer one replaced stops at its next check, but one that
