@@ -65,7 +65,7 @@ from .base.ratelimit import RateLimiter
 from .base.steps import StepHook, no_step
 from .base.stream import CheckpointRan, EventStream
 from .base.times import now_ms
-from .events.checkpoint import checkpoint_now
+from .events.checkpoint import checkpoint_recorded
 from .events.query import Engine, EventsQuery, RemoteMonths, TimeRange
 from .events.restore import EventsRestoreReport
 from .files import find as finding
@@ -91,7 +91,6 @@ from .remote.shipplan import ShipPlan
 from .remote.shiprun import ShipReport
 from .remote.verify import RemoteVerifyReport
 from .store import legalholds
-from .store.checkpointlog import record_checkpoint
 from .store.entries import Entry
 from .store.legalholds import Hold
 from .store.manifest import Manifest
@@ -317,10 +316,9 @@ class Archiver:
         to the stream as the checkpoint it is, not as an operation."""
         db = self.sessions.state_db("there is no live WAL to checkpoint")
         async with self.session("checkpoint") as current:
-            result = await checkpoint_now(db, self.settings.events)
-            await record_checkpoint(current.manifest, result)
-            self.stream.emit(result)
-            return result
+            return await checkpoint_recorded(
+                db, self.settings.events, current.manifest, self.stream
+            )
 
     async def restore(
         self, selection: Selection, to: Path | None = None, cancel: CancelToken | None = None

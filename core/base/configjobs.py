@@ -1,4 +1,5 @@
-"""``[jobs]``: the scheduler's jobs (pass, verify, ship, expire, stats, alerts),
+"""``[jobs]``: the scheduler's jobs (pass, verify, ship, expire, stats, alerts,
+checkpoint),
 each on a cron schedule or an interval, with its timeout; the time zone, and how
 long the job runs are kept.
 
@@ -16,7 +17,7 @@ from croniter import CroniterBadDateError, croniter
 
 from .configtable import MAX_DAYS, ConfigError, Table
 
-JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts")
+JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ DEFAULT_JOBS: Mapping[str, JobSettings] = {
     "expire": JobSettings("expire", cron="23 5 * * *", timeout_s=6 * 3600),
     "stats": JobSettings("stats", interval_s=3600, timeout_s=300, run_on_boot=True),
     "alerts": JobSettings("alerts", interval_s=60, timeout_s=300, run_on_boot=True),
+    # The live WAL between passes: a pass checkpoints it only while it moves rows.
+    "checkpoint": JobSettings("checkpoint", interval_s=900, timeout_s=300),
 }
 
 

@@ -35,8 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..base.configevents import CheckpointMode, EventsSettings
-from ..base.stream import CheckpointRan
+from ..base.stream import CheckpointRan, EventStream
 from ..base.times import now_ms
+from ..store.checkpointlog import record_checkpoint
+from ..store.manifest import Manifest
 from .eventschema import EventsError
 
 
@@ -304,3 +306,14 @@ async def checkpoint_now(db: Path, cfg: EventsSettings) -> CheckpointRan:
     finally:
         await asyncio.to_thread(cp.close)
     return results[0]
+
+
+async def checkpoint_recorded(
+    db: Path, cfg: EventsSettings, manifest: Manifest, stream: EventStream
+) -> CheckpointRan:
+    """``checkpoint_now``, written to the checkpoint log and told to ``stream``
+    (the ``checkpoint`` command and the scheduler's ``checkpoint`` job)."""
+    result = await checkpoint_now(db, cfg)
+    await record_checkpoint(manifest, result)
+    stream.emit(result)
+    return result

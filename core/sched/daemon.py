@@ -7,6 +7,10 @@
     expire   archived data past its retention deleted (only with a [retention])
     stats    one row of archive and backlog totals into ``stats`` (for trends)
     alerts   the fire queue: collect alerts, deliver them (alerts.py)
+    checkpoint  one checkpoint of the live database's WAL (a state_db, mode "on"),
+             in the checkpoint log: between passes nothing else of coldkeep's
+             checkpoints it. No archive lock: SQLite orders checkpoints itself,
+             and a verify holding the lock for hours must not hold the WAL back
 
 ``Scheduler`` owns one manifest connection for the runner's own tables; each job
 works through the same ``Archiver`` the console and the CLI use, so the lock,
@@ -27,6 +31,7 @@ from ..archiver import Archiver
 from ..base.cancel import CancelToken
 from ..base.config import Settings
 from ..base.lock import LockHeld
+from ..events.checkpoint import checkpoint_recorded
 from ..files.pathindex import PathIndex, Unusable
 from ..ops.session import open_manifest
 from ..store import stats
@@ -74,6 +79,11 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         summary = {"raised": report.raised, "sent": report.sent, "failed": report.failed}
         return Outcome(report.failed == 0, summary, "; ".join(report.errors or []) or None)
 
+    async def checkpoint(token: CancelToken) -> Outcome:
+        db = archiver.sessions.state_db("there is no live WAL to checkpoint")
+        ran = await checkpoint_recorded(db, settings.events, manifest, archiver.stream)
+        return Outcome(ran.error is None, ran.to_dict(), ran.error)
+
     table: dict[str, JobHandler] = {
         "pass": locked_out(run_pass),
         "verify": locked_out(verify),
@@ -81,14 +91,19 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         "expire": locked_out(expire),
         "stats": stats,
         "alerts": deliver,
+        "checkpoint": checkpoint,
     }
     return {name: handler for name, handler in table.items() if name in job_names(settings)}
 
 
 def job_names(settings: Settings) -> frozenset[str]:
     """The jobs this config has: pass unless mode is "off", ship with a [remote],
-    expire with a [retention] (whether [jobs] enables them is the runner's call)."""
+    expire with a [retention], checkpoint with a state_db in mode "on" (a
+    checkpoint writes the application's database; "plan" only counts). Whether
+    [jobs] enables them is the runner's call."""
     names = {"verify", "stats", "alerts"}
+    if settings.mode == "on" and settings.state_db is not None:
+        names.add("checkpoint")
     if settings.mode != "off":
         names.add("pass")
     if settings.remote is not None:
