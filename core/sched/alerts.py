@@ -7,9 +7,10 @@ Each poll (the ``alerts`` job) does two things:
             an entry whose gzip failed verify, an entry whose gzip is missing, a
             live file a pass quarantined (one alert per file and kind, from when
             it was first met), an action stopped by a full filesystem, a job
-            run that ended in error or timeout or whose process was killed
-            (``job_killed``, once the next start settles it; one alert per lock holder when
-            another process kept jobs out), an event row refused as a conflict;
+            run that ended in error or timeout (one alert per lock holder when
+            another process kept jobs out) or whose process was killed
+            (``job_killed``, once the next start settles it), an event row
+            refused as a conflict;
             each new alert gets one pending delivery per configured sink
   deliver   every pending delivery, oldest first: the ``command`` sink runs the
             command with the alert as JSON on stdin (exit 0 = delivered), the

@@ -70,8 +70,8 @@ KILLED = "its process ended before the run did (killed, or the host went down)"
 async def settle_killed(manifest: Manifest, at: int) -> list[JobRun]:
     """Every run still ``running`` or ``waiting`` whose process has ended, set
     ``killed`` and ended at ``at`` (ms): the runs settled. A run from before
-    owners were recorded has none; only its scheduler's successor calls this,
-    and no other process runs jobs of that age."""
+    owners were recorded (schema 20) is settled too: the coldkeep that ran it
+    has been replaced by this one."""
     rows = await manifest.rows(
         f"SELECT {_RUN_COLUMNS}, owner FROM job_runs WHERE status IN ('running', 'waiting')"
     )
