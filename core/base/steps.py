@@ -55,6 +55,9 @@ StepName = Literal[
     "loose_unheld",  # its S3 legal hold is lifted, and remote_loose says so
     "loose_kept",  # the bucket's lock keeps it: remote_loose has the lock the bucket said
     "loose_deleted",  # every version of it is deleted, and its key gone from remote_loose
+    # after a ship's manifest snapshot: event month snapshots that neither of the
+    # site's two newest manifest snapshots names, then settled as above
+    "months_superseded",  # their rows are gone and their keys in remote_loose (one transaction)
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:6]

@@ -71,7 +71,7 @@ from .connect import connected
 from .fetch import clear_scratch, downloaded, scratch_file
 from .identity import recover_key
 from .months import MonthLost, months_lost
-from .objectstore import ObjectStore
+from .objectstore import ObjectStore, RemoteMissing
 from .sealing import Identities, IdentityNeeded, WrongIdentity
 from .snapshots import NoTrust, Seen, Statement, Survey, Trust, resolve_trust, survey
 from .unseal import SealedUnreadable, identity_for, open_into, unsealed_name
@@ -575,6 +575,12 @@ class RemoteRebuild:
                 if isinstance(err.cause, IdentityNeeded | WrongIdentity):
                     raise err.cause from None  # every sealed month would say the same
                 problems.append(str(err))
+            except RemoteMissing:
+                problems.append(
+                    f"{self.store.where(self.key(obj.key))}: not there: a ship lets a month's "
+                    "older snapshots go once two newer manifest snapshots name a newer one; "
+                    f"a rebuild from one of the site's two newest snapshots gets {month}"
+                )
             except RemoteError as err:
                 problems.append(str(err))
         return fetched, problems

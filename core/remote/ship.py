@@ -19,9 +19,8 @@ One ship, under the archive lock:
     events     each event month whose database changed since its last snapshot,
                the month passes still add rows to as well: a consistent copy
                (SQLite's backup API) shipped as ``events/<YYYY-MM>.<sha12>.db``
-               (a new name each time it changed; earlier snapshots stay until
-               the month expires), its rows counted and recorded for the
-               manifest snapshot (``remote/months.py``)
+               (a new name each time it changed), its rows counted and
+               recorded for the manifest snapshot (``remote/months.py``)
     drop       local copies shipped more than ``keep_local_days`` ago: the remote
                copy re-checked (HEAD), the drop recorded, the file unlinked
                (identity re-checked), its directory fsynced
@@ -30,7 +29,9 @@ One ship, under the archive lock:
                site key beside it (``.sig``), when anything changed or one is owed;
                the newest KEEP_SNAPSHOTS of the site's own kept. It records each
                month's rows as counted: a rebuild from the bucket names what it
-               cannot give back
+               cannot give back. Then the month snapshots that neither it nor
+               the snapshot shipped before it names as its month's newest are
+               let go as copies no row records (shipsnapshot.py)
 
 Every object lives at ``<prefix>/<site>/<path>``, ``path`` being its place under
 ``archive_root``. Every object goes in, and every copy no row records comes
@@ -53,10 +54,11 @@ Invariants:
   server keeps no checksum), or, for a group of uploads whose PUT answers gave
   the SHA-256 sent, their sizes by one listing where that is fewer requests.
 - Every step is announced (``object_uploaded``, ``object_recorded``,
-  ``manifest_shipped``, ``local_drop_recorded``, ``local_dropped``; the
-  placer's ``loose_*``); a crash anywhere is settled by the next ship: an
-  uploaded object not recorded is found at its key (same bytes) and recorded,
-  or deleted (a sealed one: its key is new each time); a drop recorded and not
+  ``manifest_shipped``, ``months_superseded``, ``local_drop_recorded``,
+  ``local_dropped``; the placer's ``loose_*``); a crash anywhere is settled by
+  the next ship: an uploaded object not recorded is found at its key (same
+  bytes) and recorded, or deleted (a sealed one: its key is new each time); a
+  superseded month snapshot is deleted as a loose key; a drop recorded and not
   done is done.
 - A remote that cannot be used at all (``RemoteFatal``: unreachable,
   credentials, no bucket) stops the ship at the first object that meets it, in
@@ -154,16 +156,6 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())
         return r
-
-    async def settle_loose(self) -> None:
-        """What a ship or rekey stopped partway left in the bucket at a key no
-        row records (a sealed upload never read back, an object sealed again and
-        its old copy not yet deleted): deleted, or tracked while the bucket's
-        lock keeps it (``Placer.settle_loose``)."""
-        done = await self.placer.settle_loose()
-        self.report.loose_deleted += done.deleted
-        self.report.loose_kept += done.kept
-        self.report.problems += done.problems
 
     async def mirror_holds(self) -> None:
         """The bucket's legal holds made to match the site's: what a hold placed

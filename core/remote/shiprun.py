@@ -40,6 +40,7 @@ class ShipReport:
     snapshots_kept: int = 0  # old manifest snapshots the bucket's lock still keeps
     loose_deleted: int = 0  # copies no row records (a stopped upload's, rekey's old ones) deleted
     loose_kept: int = 0  # of those, the ones the bucket's lock still keeps (tracked)
+    superseded: int = 0  # event month snapshots no kept manifest snapshot names, let go
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
 
@@ -64,6 +65,7 @@ class ShipReport:
             "snapshots_kept": self.snapshots_kept,
             "loose_deleted": self.loose_deleted,
             "loose_kept": self.loose_kept,
+            "superseded": self.superseded,
             "problems": self.problems,
             "notices": self.notices,
         }
@@ -132,6 +134,16 @@ class ShipRun:
 
     async def _announce(self, name: StepName, path: str) -> None:
         await self.step(name, {"label": path})
+
+    async def settle_loose(self) -> None:
+        """What a ship or rekey stopped partway left in the bucket at a key no
+        row records (a sealed upload never read back, an object sealed again and
+        its old copy not yet deleted, a month's superseded snapshot): deleted,
+        or tracked while the bucket's lock keeps it (``Placer.settle_loose``)."""
+        done = await self.placer.settle_loose()
+        self.report.loose_deleted += done.deleted
+        self.report.loose_kept += done.kept
+        self.report.problems += done.problems
 
     def _accepted(self, sent: Sent, row: RemoteObject | str) -> None:
         """An upload read back and recorded as ``row`` (else why not), counted."""

@@ -1,7 +1,8 @@
 """The ship's manifest snapshot: the manifest copied, of a new generation, as
 ``manifest/g<generation>-<hex>.db`` with its statement signed by the site key
 beside it (``.sig``), read back; the newest KEEP_SNAPSHOTS of the site's own
-kept, the older ones pruned.
+kept, the older ones pruned; then the event month snapshots neither of the
+two newest names let go.
 """
 
 from __future__ import annotations
@@ -18,8 +19,18 @@ from .fetch import remove_scratch
 from .identity import site_key
 from .months import snapshot_db
 from .objectstore import ObjectLock, RemoteFatal
+from .shipdrops import held_back
 from .shiprun import ShipRun
-from .snapshots import SIG, Statement, Trust, prune, sign, snapshot_key, statement_for
+from .snapshots import (
+    SIG,
+    Statement,
+    Trust,
+    generation_of,
+    prune,
+    sign,
+    snapshot_key,
+    statement_for,
+)
 
 KEEP_SNAPSHOTS = 10
 
@@ -53,6 +64,9 @@ class ShipSnapshot(ShipRun):
             return
         state = await sitestate.read_state(self.manifest)
         path = snapshot_key(generation, self.seal.fingerprint if self.seal else None)
+        # Before the copy, so that it says so too (a manifest placed from it
+        # keeps what its snapshot names): the copy each month's newest is.
+        await self.objects.name_newest_months(generation)
         tmp = self.layout.scratch("ship-manifest")
         try:
             await asyncio.to_thread(snapshot_db, self.layout.manifest, tmp)
@@ -91,6 +105,28 @@ class ShipSnapshot(ShipRun):
         self.report.snapshot = self.key(path)
         await self._announce("manifest_shipped", path)
         await self._prune_snapshots(path)
+        await self._let_superseded_go(generation, state.snapshot)
+
+    async def _let_superseded_go(self, generation: int, last: str | None) -> None:
+        """The event month snapshots that neither this manifest snapshot nor
+        the one shipped from here before it (``last``) names as its month's
+        newest, and no legal hold keeps, let go: their rows gone and their keys
+        loose, then deleted, or tracked while the bucket's lock keeps them. A
+        month that changes at every ship is held about twice in the bucket,
+        not once a ship; a rebuild from either snapshot finds each month's
+        copy it names."""
+        before = generation if last is None else generation_of(last)
+        if before is None:
+            return  # a snapshot name of no generation: nothing is known superseded
+        found = await self.objects.superseded_months(min(before, generation))
+        held = await held_back(self.manifest, found, self.clock())
+        gone = [obj for obj in found if obj.path not in held]
+        if not gone:
+            return
+        await self.objects.supersede(gone, self.clock())
+        self.report.superseded += len(gone)
+        await self._announce("months_superseded", gone[-1].path)
+        await self.settle_loose()
 
     async def _snapshot_read_back(
         self, path: str, size: int, sha: str, lock: ObjectLock | None

@@ -79,6 +79,13 @@ class RemoteObject:
 _COLUMNS = ", ".join(f.name for f in fields(RemoteObject))
 
 
+# The newest snapshot of the month of the remote_objects row at hand (the one
+# ``latest_months`` takes).
+_NEWEST = (
+    "SELECT o.path FROM remote_objects AS o WHERE o.month = remote_objects.month "
+    "ORDER BY o.shipped_at DESC, o.path DESC LIMIT 1"
+)
+
 # A key written down as loose (schema 19), or written down again; with the lock
 # the copy at it is known to carry (schema 20), where known.
 _LOOSE = (
@@ -383,9 +390,43 @@ class RemoteObjects:
         """Each event month's newest snapshot."""
         rows = await self.manifest.rows(
             f"SELECT {_COLUMNS} FROM remote_objects WHERE month IS NOT NULL "
-            "ORDER BY month, shipped_at"
+            "ORDER BY month, shipped_at, path"
         )
         return {obj.month: obj for obj in map(_row, rows) if obj.month}
+
+    async def name_newest_months(self, generation: int) -> None:
+        """Each event month's newest snapshot (``latest_months``') marked as
+        named by the manifest snapshot of ``generation``, about to be taken."""
+        await self.manifest.run(
+            "UPDATE remote_objects SET newest_in = ? "
+            f"WHERE month IS NOT NULL AND path = ({_NEWEST})",
+            [generation],
+        )
+
+    async def superseded_months(self, kept_from: int) -> list[RemoteObject]:
+        """The event month snapshots that no manifest snapshot of generation
+        ``kept_from`` or later names as its month's newest, and no S3 legal
+        hold is on."""
+        rows = await self.manifest.rows(
+            f"SELECT {_COLUMNS} FROM remote_objects WHERE month IS NOT NULL "
+            f"AND coalesce(newest_in, 0) < ? AND NOT legal_hold AND path != ({_NEWEST}) "
+            "ORDER BY path",
+            [kept_from],
+        )
+        return [_row(r) for r in rows]
+
+    async def supersede(self, objs: Sequence[RemoteObject], at: int) -> None:
+        """``objs`` no longer recorded, each written down as loose with the
+        lock its row says it carries, in one transaction: the placer deletes
+        them, or tracks them while the bucket's lock keeps them."""
+        statements: list[Statement] = []
+        for obj in objs:
+            statements += [
+                (_LOOSE, [obj.key, obj.path, at, obj.retain_until, int(obj.legal_hold)]),
+                ("DELETE FROM remote_objects WHERE path = ?", [obj.path]),
+                ("DELETE FROM sealed_spans WHERE path = ?", [obj.path]),
+            ]
+        await self.manifest.transaction(statements)
 
     async def of_month(self, month: str) -> list[RemoteObject]:
         """Every snapshot shipped of event month ``month``."""
@@ -601,23 +642,26 @@ class RemoteObjects:
         """``obj``'s row (and its streams) instead of the one its path has: a copy
         shipped again, or sealed again to new recipients, once read back. The
         key it had, where another, is loose from then until its object is
-        deleted (``settled``), with the lock its row said the copy there has."""
+        deleted (``settled``), with the lock its row said the copy there has.
+        The row is updated in place: which manifest snapshot names it as its
+        month's newest stays."""
         old = await self.get(obj.path)
         was = (
             [(_LOOSE, [old.key, obj.path, at, old.retain_until, int(old.legal_hold)])]
             if old is not None and old.key != obj.key
             else []
         )
+        columns = [f.name for f in fields(RemoteObject)]
         await self.manifest.transaction(
             [
                 *was,
                 ("DELETE FROM remote_loose WHERE key = ?", [obj.key]),
-                ("DELETE FROM remote_objects WHERE path = ?", [obj.path]),
                 ("DELETE FROM sealed_spans WHERE path = ?", [obj.path]),
                 (
                     f"INSERT INTO remote_objects ({_COLUMNS}) "
-                    f"VALUES ({', '.join('?' * len(fields(RemoteObject)))})",
-                    [getattr(obj, f.name) for f in fields(RemoteObject)],
+                    f"VALUES ({', '.join('?' * len(columns))}) ON CONFLICT (path) DO UPDATE SET "
+                    + ", ".join(f"{c} = excluded.{c}" for c in columns if c != "path"),
+                    [getattr(obj, c) for c in columns],
                 ),
                 *_streams(obj.path, streams),
             ]

@@ -584,6 +584,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE job_runs_21 RENAME TO job_runs;
     CREATE INDEX job_runs_job ON job_runs (job, started_at);
     """,
+    # 22: the generation of the newest manifest snapshot that names an event
+    # month's copy as the month's newest: a ship removes the copies that neither
+    # of the site's two newest snapshots names (the bucket holds about two of a
+    # month, not one for each time it changed). A manifest of before 22 names
+    # its months' newest copies in the snapshot it last took.
+    """
+    ALTER TABLE remote_objects ADD COLUMN newest_in INTEGER;
+    UPDATE remote_objects SET newest_in = (SELECT generation FROM site_state WHERE id = 1)
+        WHERE month IS NOT NULL AND path = (
+            SELECT o.path FROM remote_objects AS o WHERE o.month = remote_objects.month
+            ORDER BY o.shipped_at DESC, o.path DESC LIMIT 1);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

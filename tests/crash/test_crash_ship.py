@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,6 +86,37 @@ def test_ship_killed_at_each_step(archived: Path, tmp_path: Path, tally: Tally, 
     tally.by_kind["ship@" + step.split(":", maxsplit=1)[0]] += 1
     check(site, tally, settled=False)  # nothing lost even before anything settles it
     settled(site, tally)
+
+
+def grown(site: Path) -> None:
+    """The newest event month holds more rows, as after a pass adds to it."""
+    newest = sorted((site / "archive" / "events").glob("*.db"))[-1]
+    with sqlite3.connect(newest) as db:
+        db.execute(
+            "INSERT INTO events (ts, kind, unit, payload) "
+            "SELECT ts, kind, unit, payload FROM events ORDER BY id DESC LIMIT 20"
+        )
+
+
+@pytest.mark.parametrize("step", ["months_superseded", "loose_deleted"])
+def test_ship_killed_letting_a_superseded_month_go(
+    archived: Path, tmp_path: Path, tally: Tally, step: str
+) -> None:
+    """The third ship of a month that changed at each one lets its first
+    snapshot go (two manifest snapshots name newer ones); killed at it, the
+    next ship finishes: the bucket holds two snapshots of the month."""
+    site = copy(archived, tmp_path)
+    for _ in range(2):
+        ck(site, "ship")
+        grown(site)
+    run = ck(site, "ship", check=None, env={KILL: step})
+    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
+    tally.faults += 1
+    tally.by_kind["ship@" + step] += 1
+    check(site, tally, settled=False)
+    settled(site, tally)
+    month = sorted((site / "archive" / "events").glob("*.db"))[-1].stem
+    assert len(list((site / "remote" / SITE / "events").glob(f"{month}.*.db"))) == 2
 
 
 def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Tally) -> None:

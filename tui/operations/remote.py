@@ -35,6 +35,9 @@ def _shipped(r: ShipReport) -> str:
         parts.append(f"S3 legal holds {r.holds_placed} placed, {r.holds_lifted} lifted")
     if r.pending:
         parts.append(f"{r.pending} still to ship")
+    if r.superseded:
+        snapshots = plural(r.superseded, "superseded event month snapshot")
+        parts.append(f"{snapshots} let go")
     if r.loose_deleted:
         parts.append(f"{plural(r.loose_deleted, 'leftover copy', 'leftover copies')} deleted")
     if r.loose_kept:

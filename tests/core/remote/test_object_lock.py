@@ -334,3 +334,49 @@ async def test_object_lock_on_a_bucket_without_it_stops_the_ship_in_one_line(
     assert "\n" not in str(stopped.value) and 'object_lock = "off"' in str(stopped.value)
     with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
         assert db.execute("SELECT count(*) FROM remote_objects").fetchone() == (0,)
+
+
+def grow_newest_month(config: Path) -> str:
+    """More rows in the newest event month, as a pass adds them: its name."""
+    newest = sorted((config.parent / "archive" / "events").glob("*.db"))[-1]
+    with sqlite3.connect(newest) as db:
+        db.execute(
+            "INSERT INTO events (ts, kind, unit, payload) "
+            "SELECT ts, kind, unit, payload FROM events ORDER BY id DESC LIMIT 20"
+        )
+    return newest.stem
+
+
+async def test_a_superseded_month_snapshot_waits_for_its_lock_then_goes(
+    tmp_path: Path, worm: S3Site
+) -> None:
+    """The third ship of a month that changed at each one lets its first
+    snapshot go: the bucket's lock keeps it, so it is tracked, not asked to
+    be deleted; once the lock has ended, the next ship deletes every version
+    of it."""
+    clock = Clock(now_ms())
+    config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
+    ck = archiver_for(config, clock, worm, 10_000, 40)
+    await ck.run_pass()
+    first = await ck.ship()
+    assert not first.problems
+    month = grow_newest_month(config)
+    [old] = [k for k in versions(worm) if k.startswith(f"{TOP}events/{month}.")]
+    assert until_ms(heads(worm)[old]) > clock.now + DAY_MS, "the month's copy is locked"
+    clock.now += 1000
+    assert not (await ck.ship()).superseded, "two manifest snapshots name its two copies"
+    grow_newest_month(config)
+    clock.now += 1000
+    shipped = await ck.ship()
+    assert (shipped.superseded, shipped.loose_kept, shipped.problems) == (1, 1, [])
+    assert old in versions(worm), "the lock keeps it"
+    copies = [k for k in versions(worm) if k.startswith(f"{TOP}events/{month}.")]
+    assert len(copies) == 3
+
+    ahead = until_ms(heads(worm)[old]) - clock.now + MINUTE_MS
+    worm.server.advance_clock(ahead / 1000)
+    clock.now += ahead
+    later = await ck.ship()
+    assert (later.loose_deleted, later.loose_kept) == (1, 0), later
+    assert old not in versions(worm), "every version of it is gone"
+    assert len([k for k in versions(worm) if k.startswith(f"{TOP}events/{month}.")]) == 2

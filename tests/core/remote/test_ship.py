@@ -8,6 +8,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from coldkeep.core.ops.session import NoRemote
 from coldkeep.core.remote import verify as remote_verify
 from coldkeep.core.remote.marker import RemoteUnmounted
 from coldkeep.core.remote.months import snapshot_db
+from coldkeep.core.remote.rebuild import DrChoice
 from coldkeep.core.sched import alerts
 from coldkeep.core.store.manifest import Manifest
 
@@ -227,6 +229,81 @@ async def test_a_changed_event_month_is_shipped_again_as_a_new_object(site: Path
     now = rows(site, f"SELECT path FROM remote_objects WHERE month = '{month}' ORDER BY shipped_at")
     assert now[0][0] == path and len(now) == 2
     assert (site.parent / "remote" / "web-1" / path).exists(), "the old snapshot is kept"
+
+
+def grow(db: Path, n: int) -> None:
+    """``n`` more rows in month database ``db``, as a pass that moves more of
+    the month's rows adds them."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO events (ts, kind, unit, payload) "
+            "SELECT ts, kind, unit, payload FROM events ORDER BY id DESC LIMIT ?",
+            [n],
+        )
+
+
+def named_copy(snapshot: Path, month: str) -> str:
+    """The copy of ``month`` manifest snapshot ``snapshot`` names as its newest
+    (the one a rebuild from it fetches)."""
+    with sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT path FROM remote_objects WHERE month = ? ORDER BY shipped_at, path", [month]
+        ).fetchall()
+    return str(rows[-1][0])
+
+
+async def test_ten_ships_of_a_growing_month_leave_two_copies_of_it_in_the_bucket(
+    site: Path,
+) -> None:
+    """Each ship sends the changed month again under a new name; the copies
+    neither of the two newest manifest snapshots names are let go, so the
+    bucket holds two of the month, and a rebuild from either snapshot gets
+    the rows it names."""
+    clock = Clock()
+    clock.now = int(time.time() * 1000)  # the rebuild takes no snapshot of the bucket's future
+    ck = archiver_for(site, clock, keep_local_days=-1)
+    await ck.run_pass()
+    first = await ck.ship()
+    archive = site.parent / "archive"
+    month = sorted(p.stem for p in (archive / "events").glob("*.db"))[-1]
+    db = archive / "events" / f"{month}.db"
+    bucket = site.parent / "remote" / "web-1"
+    others = {p.name for p in (bucket / "events").iterdir() if not p.name.startswith(month)}
+    assert len(others) == first.months - 1 > 0
+    let_go = 0
+    for n in range(10):
+        grow(db, 50)
+        clock.now += 1000
+        report = await ck.ship()
+        assert report.months == 1 and not report.problems, report
+        let_go += report.superseded
+        copies = sorted(p.name for p in (bucket / "events").glob(f"{month}.*.db"))
+        assert len(copies) == min(n + 2, 2), copies
+        assert {p.name for p in (bucket / "events").iterdir()} == others | set(copies)
+    assert let_go == 9 and report.loose_deleted == 1
+    assert len(rows(site, f"SELECT 1 FROM remote_objects WHERE month = '{month}'")) == 2
+    assert not rows(site, "SELECT 1 FROM remote_loose")
+    newest, before = sorted((bucket / "manifest").glob("g*.db"))[-1:-3:-1]
+    assert {named_copy(newest, month), named_copy(before, month)} == {f"events/{c}" for c in copies}
+    assert month_rows(bucket / named_copy(newest, month)) == month_rows(db)
+    # Lost here: a rebuild from the newest snapshot, and one from the one before
+    # it (picked by hand), each get the month as that snapshot names it.
+    for snapshot in (newest, before):
+        want = month_rows(bucket / named_copy(snapshot, month))
+        for lost in [archive / "coldkeep.db", *(archive / "events").iterdir()]:
+            lost.unlink()
+        choice = DrChoice(snapshot=f"web-1/manifest/{snapshot.name}")
+        dr = await ck.rebuild_from_remote(choice=choice)
+        assert not dr.problems and dr.months == first.months, dr
+        assert month_rows(db) == want
+    # One older than those two: the month's copy it names is gone, and said.
+    older = sorted((bucket / "manifest").glob("g*.db"))[-3]
+    for lost in [archive / "coldkeep.db", *(archive / "events").iterdir()]:
+        lost.unlink()
+    dr = await ck.rebuild_from_remote(choice=DrChoice(snapshot=f"web-1/manifest/{older.name}"))
+    [problem] = dr.problems
+    assert named_copy(older, month) in problem and "two newest snapshots" in problem, problem
+    assert not db.exists() and dr.months == first.months - 1
 
 
 async def test_verify_remote_ships_a_bad_copy_again_from_the_local_one(site: Path) -> None:
