@@ -377,14 +377,19 @@ class Archiver:
         return await tier.rekey(self.sessions, self.sessions.remote(), cancel)  # remote/rekey.py
 
     async def verify_remote(
-        self, sample: float | None = None, cancel: CancelToken | None = None, deep: bool = False
+        self,
+        sample: float | None = None,
+        cancel: CancelToken | None = None,
+        deep: bool = False,
+        max_duration: float | None = None,
     ) -> RemoteVerifyReport:
-        """The remote copies read back (all, or ``sample`` of them, rotating; ``deep``:
-        sealed ones opened too); a bad one shipped again from its local copy."""
+        """The remote copies read back (all, or ``sample`` of them, rotating, for
+        at most ``max_duration`` s; ``deep``: sealed ones opened too); a bad one
+        shipped again from its local copy."""
         remote = self.sessions.remote()
         if await self.sessions.nothing_archived():
             return RemoteVerifyReport(nothing_archived=True)
-        return await tier.verify(self.sessions, remote, sample, cancel, deep)
+        return await tier.verify(self.sessions, remote, sample, cancel, deep, max_duration)
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None

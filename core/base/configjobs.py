@@ -18,6 +18,9 @@ from croniter import CroniterBadDateError, croniter
 from .configtable import MAX_DAYS, ConfigError, Table
 
 JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint")
+# The smallest share of the remote copies a scheduled verify reads (one in a
+# million: some object every run, whatever the bucket's size).
+MIN_SAMPLE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -31,11 +34,17 @@ class JobSettings:
     timeout_s: float = 0.0  # 0: none
     run_on_boot: bool = False
     max_duration_s: float | None = None  # verify: stop and resume next time
+    # verify: the remote copies too (with a [remote]), this share of them a run,
+    # rotating, in what is left of max_duration after the local copies
+    remote: bool = False
+    remote_sample: float = 0.1
 
 
 DEFAULT_JOBS: Mapping[str, JobSettings] = {
     "pass": JobSettings("pass", cron="17 3 * * *", timeout_s=6 * 3600),
-    "verify": JobSettings("verify", cron="41 4 * * 0", timeout_s=6 * 3600, max_duration_s=4 * 3600),
+    "verify": JobSettings(
+        "verify", cron="41 4 * * 0", timeout_s=6 * 3600, max_duration_s=4 * 3600, remote=True
+    ),
     "ship": JobSettings("ship", cron="47 3 * * *", timeout_s=6 * 3600),
     "expire": JobSettings("expire", cron="23 5 * * *", timeout_s=6 * 3600),
     "stats": JobSettings("stats", interval_s=3600, timeout_s=300, run_on_boot=True),
@@ -81,6 +90,10 @@ def read_jobs(t: Table) -> JobsSettings:
             if "max_duration" in j.data
             else default.max_duration_s
         )
+        remote, sample = default.remote, default.remote_sample
+        if name == "verify":  # the other jobs refuse these keys as unknown
+            remote = j.boolean("remote", remote)
+            sample = j.number("remote_sample", sample, minimum=MIN_SAMPLE, maximum=1)
         jobs[name] = JobSettings(
             name,
             enabled=j.boolean("enabled", default.enabled),
@@ -89,6 +102,8 @@ def read_jobs(t: Table) -> JobsSettings:
             timeout_s=j.number("timeout", default.timeout_s, minimum=0),
             run_on_boot=j.boolean("run_on_boot", default.run_on_boot),
             max_duration_s=max_duration,
+            remote=remote,
+            remote_sample=sample,
         )
         j.done()
     settings = JobsSettings(

@@ -67,11 +67,14 @@ async def verify(
     sample: float | None,
     cancel: CancelToken | None,
     deep: bool = False,
+    max_duration: float | None = None,
 ) -> RemoteVerifyReport:
     """The copies at ``remote`` read back (all, or ``sample`` of them, rotating);
     a bad one shipped again from its local copy where there is one. ``deep``:
-    sealed ones opened with ``sessions.identities`` too."""
-    args = {"sample": sample, "remote": True, "deep": deep}
+    sealed ones opened with ``sessions.identities`` too; ``max_duration``
+    (seconds): stopped between objects once spent, the rest left for the next
+    run."""
+    args = {"sample": sample, "remote": True, "deep": deep, "max_duration": max_duration}
     async with sessions.open("verify", args, cancel) as current:
         current.start(f"remote copies at {remote.url}/{remote.site}")
         async with connected(remote) as store:
@@ -94,7 +97,7 @@ async def verify(
                 deep=deep,
                 identities=sessions.identities,
             )
-            report = await verifier.run(sample)
+            report = await verifier.run(sample, max_duration)
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report
 

@@ -4,7 +4,10 @@ Each object recorded as shipped is read by ranged GETs (RANGE bytes at a time,
 so a bundle costs no more memory than a gzip) and its size and sha256 compared
 with its row. ``--sample F`` checks that fraction of the objects, starting
 after the last one the previous run checked (the cursor in ``remote_state``):
-over successive runs every object is read.
+over successive runs every object is read. With a time budget
+(``max_duration``: the scheduler's verify job) it stops between objects once
+the budget is spent, and says how many of its share it left: the next run
+starts after the last one read.
 
 A copy that is missing or wrong:
 - a file whose local copy is still here: the bad object is deleted (it is proven
@@ -47,6 +50,7 @@ import asyncio
 import hashlib
 import math
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
@@ -76,6 +80,9 @@ class RemoteVerifyReport:
     failed: list[str] = field(default_factory=list)  # one line each: what and why
     complete: bool = True  # every object of this run's share was checked
     nothing_archived: bool = False  # no coldkeep.db yet: nothing read, nothing written
+    objects: int = 0  # recorded as shipped
+    share: int = 0  # of them, this run's (all, or the sample)
+    left: int = 0  # of the share, not read: the time budget ran out first
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +92,9 @@ class RemoteVerifyReport:
             "reshipped": self.reshipped,
             "failed": self.failed,
             "complete": self.complete,
+            "objects": self.objects,
+            "share": self.share,
+            "left": self.left,
         }
 
 
@@ -110,7 +120,9 @@ class RemoteVerifier:
         self.cancel = cancel
         self.report = RemoteVerifyReport()
 
-    async def run(self, sample: float | None) -> RemoteVerifyReport:
+    async def run(
+        self, sample: float | None, max_duration: float | None = None
+    ) -> RemoteVerifyReport:
         # A remote that is not the one shipped to (its disk not mounted) would
         # fail every object and re-ship the local copies onto the disk below.
         shipper = self.shipper
@@ -126,6 +138,7 @@ class RemoteVerifier:
                 )
         total = (await self.objects.totals()).shipped
         count = total if sample is None else min(total, math.ceil(total * sample))
+        self.report.objects, self.report.share = total, count
         start = None if sample is None else await self.objects.verify_cursor()
         # The share starts after the cursor and wraps: its size and bytes said
         # first, then it is read a page at a time (millions of rows never held).
@@ -133,27 +146,33 @@ class RemoteVerifier:
         if n < count and start is not None:
             size += (await self.objects.span(None, count - n))[1]
         self.stream.emit(Phase("verify-remote", count, size))
-        await self._check_share(start, count)
-        if count == total:
+        deadline = None if max_duration is None else monotonic() + max_duration
+        self.report.left = await self._check_share(start, count, deadline)
+        self.report.complete = not self.report.left
+        if count == total and self.report.complete:
             await self.objects.set_verify_cursor(None)
         return self.report
 
-    async def _check_share(self, start: str | None, count: int) -> None:
+    async def _check_share(self, start: str | None, count: int, deadline: float | None) -> int:
         """``count`` objects from the one after ``start``, wrapping once to the
-        first: each read back, and the cursor moved past it."""
+        first: each read back, and the cursor moved past it, until ``deadline``
+        (monotonic); how many were left unread."""
         at, wrapped = start, start is None
         while count > 0:
             page = await self.objects.after(at, min(count, PAGE))
             if not page:
                 if wrapped:
-                    return
+                    return 0
                 at, wrapped = None, True
                 continue
-            for obj in page:
+            for n, obj in enumerate(page):
                 self.cancel.check()
+                if deadline is not None and monotonic() >= deadline:
+                    return count - n
                 await self._check(obj)
                 await self.objects.set_verify_cursor(obj.path)
             at, count = page[-1].path, count - len(page)
+        return 0
 
     async def _read_sha(self, key: str, size: int, version: str | None) -> str:
         digest = hashlib.sha256()

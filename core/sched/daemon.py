@@ -2,7 +2,8 @@
 
     pass     a pass as the config's mode says (never scheduled in mode "off"), then
              the index of paths brought up to date (find and the console read it)
-    verify   verify, at most ``max_duration`` a night, resuming where it stopped
+    verify   verify, at most ``max_duration`` a night, resuming where it stopped;
+             a rotating share of the remote copies too (verifyjob.py)
     ship     the archive to the remote tier (only with a [remote] configured)
     expire   archived data past its retention deleted (only with a [retention])
     stats    one row of archive and backlog totals into ``stats`` (for trends)
@@ -39,6 +40,7 @@ from ..store.manifest import Manifest
 from . import alerts
 from .clock import Clock, SystemClock
 from .jobs import JobEvent, JobHandler, JobRunner, Outcome
+from .verifyjob import run_verify
 
 
 def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, JobHandler]:
@@ -54,11 +56,7 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         )
 
     async def verify(token: CancelToken) -> Outcome:
-        job = settings.jobs.jobs["verify"]
-        report = await archiver.verify(max_duration=job.max_duration_s, cancel=token)
-        summary = {"checked": report.checked, "ok": report.ok, "complete": report.complete}
-        failed = [f"{p.gz_path}: {p.result}" for p in report.problems[:20]]
-        return Outcome(not report.failed, summary, "; ".join(failed) or None)
+        return await run_verify(archiver, settings.jobs.jobs["verify"], token)
 
     async def ship(token: CancelToken) -> Outcome:
         report = await archiver.ship(token)

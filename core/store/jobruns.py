@@ -46,6 +46,8 @@ class JobRun:
         if "waited_for" in self.summary:
             waited = float(self.summary.get("waited_s", 0))
             text += f" (waited {waited:.0f} s for {self.summary['waited_for']})"
+        if "said" in self.summary:  # what the run read and what it left out
+            text += f" — {self.summary['said']}"
         return text
 
     def to_dict(self) -> dict[str, Any]:

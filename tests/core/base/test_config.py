@@ -291,6 +291,19 @@ def test_a_world_readable_credential_is_warned_about_and_plain_configs_are_left_
     assert load_settings(plain).warnings == ()
 
 
+def test_the_verify_job_reads_the_remote_copies_unless_told_not_to(site: Path) -> None:
+    assert load_settings(write(site, ROOTS)).jobs.jobs["verify"].remote
+    cfg = load_settings(write(site, ROOTS + "[jobs.verify]\nremote = false\nremote_sample = 0.5\n"))
+    verify = cfg.jobs.jobs["verify"]
+    assert (verify.remote, verify.remote_sample) == (False, 0.5)
+    path = write(site, ROOTS + "[jobs.verify]\nremote_sample = 0\n")
+    with pytest.raises(ConfigError, match=r"jobs\.verify\.remote_sample: .*below 1e-06"):
+        load_settings(path)
+    path = write(site, ROOTS + "[jobs.ship]\nremote = true\n")
+    with pytest.raises(ConfigError, match=r"jobs\.ship\.remote"):
+        load_settings(path)
+
+
 # Every number the config holds, as TOML can write it: a key and the table it is in.
 NUMBERS = {
     "hold_days": "",
@@ -303,6 +316,7 @@ NUMBERS = {
     "jobs.retention_days": "",
     "jobs.stats.interval": "",
     "jobs.verify.max_duration": "",
+    "jobs.verify.remote_sample": "",
     "jobs.pass.timeout": "",
     "alerts.timeout": "",
     "remote.keep_local_days": "url = 'file:remote'\n",
@@ -347,7 +361,8 @@ def test_every_number_is_finite_and_bounded_or_refused_in_one_line(
         said = str(err)
         assert "\n" not in said and said.startswith(f"{path}: {key}: "), said
         if not math.isfinite(value) or abs(value) > 36_500:
-            assert " to 36500)" in said or " to 31536000)" in said, said  # the range
+            # the range: days, seconds, or a share
+            assert any(f" to {top})" in said for top in ("36500", "31536000", "1")), said
         return
     assert math.isfinite(value)
     days = abs(value) if key.endswith(("_days", ".logs")) else abs(value) / 86_400

@@ -4,6 +4,7 @@ when local copies go, and that everything still restores byte for byte."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import sqlite3
@@ -361,6 +362,26 @@ async def test_a_sampled_remote_verify_reads_every_copy_over_successive_runs(
         checked = rows(site, "SELECT path FROM remote_objects WHERE verified_at IS NOT NULL")
         seen |= {p for (p,) in checked}
     assert len(seen) == total
+
+
+async def test_a_remote_verify_out_of_time_says_what_it_left_and_the_next_goes_on(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second passes between one look at the clock and the next.
+    ticks = itertools.count()
+    monkeypatch.setattr(remote_verify, "monotonic", lambda: float(next(ticks)))
+    ck = archiver_for(site, Clock(), keep_local_days=-1)
+    await ck.run_pass()
+    await ck.ship()
+    total = len(rows(site, "SELECT path FROM remote_objects"))
+    cut = await ck.verify_remote(sample=1, max_duration=3.5)
+    assert (cut.checked, cut.share, cut.left, cut.complete) == (3, total, total - 3, False)
+    read = "SELECT path FROM remote_objects WHERE verified_at IS NOT NULL ORDER BY path"
+    first = rows(site, read)
+    assert first == rows(site, "SELECT path FROM remote_objects ORDER BY path LIMIT 3")
+    rest = await ck.verify_remote(sample=1, max_duration=10_000)
+    assert (rest.checked, rest.left, rest.complete) == (total, 0, True)
+    assert len(rows(site, read)) == total
 
 
 async def test_restore_events_fetches_a_lost_month_back_from_the_remote(site: Path) -> None:
