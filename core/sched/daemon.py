@@ -37,7 +37,7 @@ from ..files.pathindex import PathIndex, Unusable
 from ..ops.session import open_manifest
 from ..store import stats
 from ..store.manifest import Manifest
-from . import alerts
+from . import alerts, heap
 from .clock import Clock, SystemClock
 from .jobs import JobEvent, JobHandler, JobRunner, Outcome
 from .verifyjob import run_verify
@@ -91,7 +91,8 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         "alerts": deliver,
         "checkpoint": checkpoint,
     }
-    return {name: handler for name, handler in table.items() if name in job_names(settings)}
+    names = job_names(settings)
+    return {name: heap.trimmed(handler) for name, handler in table.items() if name in names}
 
 
 def job_names(settings: Settings) -> frozenset[str]:

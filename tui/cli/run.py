@@ -26,6 +26,7 @@ from coldkeep.core.base.config import Settings
 from coldkeep.core.base.configtable import ConfigError
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from coldkeep.core.base.stream import EventStream, as_dict
+from coldkeep.core.sched import heap
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.jobs import JobEvent
 from coldkeep.core.store.connection import ManifestError
@@ -60,6 +61,7 @@ def run(
     except ConfigError as err:
         fail(str(err), EXIT_USAGE)
     log = Log(log_json)
+    heap.limit_arenas()  # before any thread: months of jobs must not grow its memory
     exporter = Exporter(settings, metrics_listen, metrics_textfile, log)
     try:
         raise SystemExit(asyncio.run(_serve(settings, ctx.stream, log, exporter)))
