@@ -115,6 +115,14 @@ def sealed_key(path: str, sealed_to: str) -> str:
     return f"{path}.{sealed_to}-{secrets.token_hex(4)}.age"
 
 
+def _unrecorded(path: str) -> list[Statement]:
+    """The statements that drop ``path``'s row and its age streams."""
+    return [
+        ("DELETE FROM remote_objects WHERE path = ?", [path]),
+        ("DELETE FROM sealed_spans WHERE path = ?", [path]),
+    ]
+
+
 def _row(r: Any) -> RemoteObject:
     obj = RemoteObject(*r)
     return replace(obj, local_present=bool(obj.local_present), legal_hold=bool(obj.legal_hold))
@@ -390,7 +398,7 @@ class RemoteObjects:
         """Each event month's newest snapshot."""
         rows = await self.manifest.rows(
             f"SELECT {_COLUMNS} FROM remote_objects WHERE month IS NOT NULL "
-            "ORDER BY month, shipped_at, path"
+            f"AND path = ({_NEWEST}) ORDER BY month"
         )
         return {obj.month: obj for obj in map(_row, rows) if obj.month}
 
@@ -421,11 +429,10 @@ class RemoteObjects:
         them, or tracks them while the bucket's lock keeps them."""
         statements: list[Statement] = []
         for obj in objs:
-            statements += [
-                (_LOOSE, [obj.key, obj.path, at, obj.retain_until, int(obj.legal_hold)]),
-                ("DELETE FROM remote_objects WHERE path = ?", [obj.path]),
-                ("DELETE FROM sealed_spans WHERE path = ?", [obj.path]),
-            ]
+            statements.append(
+                (_LOOSE, [obj.key, obj.path, at, obj.retain_until, int(obj.legal_hold)])
+            )
+            statements += _unrecorded(obj.path)
         await self.manifest.transaction(statements)
 
     async def of_month(self, month: str) -> list[RemoteObject]:
@@ -687,12 +694,7 @@ class RemoteObjects:
 
     async def forget(self, path: str) -> None:
         """A remote copy found bad or missing, to be shipped again from local."""
-        await self.manifest.transaction(
-            [
-                ("DELETE FROM remote_objects WHERE path = ?", [path]),
-                ("DELETE FROM sealed_spans WHERE path = ?", [path]),
-            ]
-        )
+        await self.manifest.transaction(_unrecorded(path))
 
     async def kept_bytes_shipped(self) -> tuple[int, int]:
         """The gzip bytes of kept entries with a remote copy: (those whose local
