@@ -2,13 +2,15 @@
 daemon does in the months nobody looks at, in hours.
 
     python bench/soak.py [--minutes 20] [--rows-per-s 100] [--files-per-s 2]
-                         [--kills] [--dir DIR]
+                         [--clashes-per-s 0] [--kills] [--dir DIR]
 
 A demo site whose jobs all come round every 30 to 90 seconds (pass, ship with
 ``keep_local_days = 0``, verify with the remote copies, stats, alerts,
 checkpoint), files and rows old enough to move within a minute, a legal hold
 on one unit, and an application writing ``--rows-per-s`` event rows and
-``--files-per-s`` files the whole time. ``--kills`` SIGKILLs the daemon a
+``--files-per-s`` files the whole time. ``--clashes-per-s`` has it also write
+rows under ids already archived with other content (an application that reuses
+ids): each stays live, a conflict every pass reports again. ``--kills`` SIGKILLs the daemon a
 third of the way through and SIGTERMs it at two thirds, each time starting it
 again.
 
@@ -81,10 +83,12 @@ class Writer:
     site: Path
     rows_per_s: float
     files_per_s: float
+    clashes_per_s: float = 0.0
     stop: threading.Event = field(default_factory=threading.Event)
     commits: list[float] = field(default_factory=list)
     rows: int = 0
     files: int = 0
+    clashes: int = 0
     errors: list[str] = field(default_factory=list)
 
     def rows_loop(self) -> None:
@@ -110,6 +114,38 @@ class Writer:
                 continue
             self.commits.append(time.perf_counter() - t0)
             self.rows += per_tick
+        db.close()
+
+    def clashes_loop(self) -> None:
+        """Rows under archived ids, with other content (and the archived row's
+        time, so the next pass takes them up again)."""
+        db = sqlite3.connect(self.site / "state.db", timeout=30)
+        taken: set[int] = set()
+        while not self.stop.wait(1 / self.clashes_per_s):
+            for month in sorted((self.site / "archive" / "events").glob("*.db")):
+                with sqlite3.connect(f"file:{month}?mode=ro", uri=True, timeout=30) as m:
+                    found = m.execute(
+                        "SELECT id, ts, kind, unit FROM events WHERE payload LIKE 'soak:%' "
+                        "ORDER BY id DESC LIMIT 1000"
+                    ).fetchall()
+                row = next((r for r in found if r[0] not in taken), None)
+                if row is None:
+                    continue
+                try:
+                    with db:
+                        db.execute(
+                            "INSERT INTO events (id, ts, kind, unit, payload) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            (*row, f"clash:{row[0]}"),
+                        )
+                except sqlite3.IntegrityError:  # live again (restored): another one
+                    pass
+                except sqlite3.Error as err:
+                    self.errors.append(str(err))
+                else:
+                    self.clashes += 1
+                taken.add(row[0])
+                break
         db.close()
 
     def files_loop(self) -> None:
@@ -214,6 +250,7 @@ def main() -> None:
     ap.add_argument("--rows-per-s", type=float, default=100.0)
     ap.add_argument("--files-per-s", type=float, default=2.0)
     ap.add_argument("--sample-s", type=float, default=60.0)
+    ap.add_argument("--clashes-per-s", type=float, default=0.0)
     ap.add_argument("--kills", action="store_true", help="SIGKILL at 1/3, SIGTERM at 2/3")
     ap.add_argument("--dir", type=Path, help="keep the site here (default: a temp dir)")
     args = ap.parse_args()
@@ -221,10 +258,11 @@ def main() -> None:
     site = base / "site"
     config = setup(site)
     log = (base / "daemon.log").open("ab")
-    writer = Writer(site, args.rows_per_s, args.files_per_s)
-    threads = [
-        threading.Thread(target=f, daemon=True) for f in (writer.rows_loop, writer.files_loop)
-    ]
+    writer = Writer(site, args.rows_per_s, args.files_per_s, args.clashes_per_s)
+    loops = [writer.rows_loop, writer.files_loop]
+    if args.clashes_per_s:
+        loops.append(writer.clashes_loop)
+    threads = [threading.Thread(target=f, daemon=True) for f in loops]
     for t in threads:
         t.start()
 
@@ -252,7 +290,7 @@ def main() -> None:
     code = daemon.wait()
     found, twice = accounted(site, writer.rows)
 
-    wrote = f"{writer.rows:,} rows and {writer.files:,} files written"
+    wrote = f"{writer.rows:,} rows, {writer.clashes:,} clashing, {writer.files:,} files written"
     print(f"soak: {args.minutes:g} min, {wrote}; {base}")
     cols = ("min", "pid", "RSS MB", "fds", "threads", "live WAL MB", "manifest MB",
             "archive MB", "remote MB")  # fmt: skip

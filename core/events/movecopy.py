@@ -17,6 +17,7 @@ from ..base.ioerror import DatabaseFailed, naming_db
 from ..base.space import OutOfSpace, out_of_space
 from .eventschema import SqlCondition
 from .moverun import (
+    CONFLICTS_LISTED,
     Batch,
     Conflict,
     First,
@@ -211,14 +212,17 @@ class MoveCopy(MoverState):
 
     def _conflicts(self, run: MoveRun, month: str, m: MonthShare) -> None:
         name = run.months.path(month).name
-        self.report.conflicts += [
+        report = self.report
+        report.conflicts_total += len(m.conflicts)
+        room = max(0, CONFLICTS_LISTED - len(report.conflicts))
+        report.conflicts += [
             Conflict(
                 row_id,
                 month,
                 f"row {row_id} is archived in {name} with other content; both copies are "
                 "kept (compare them and remove one)",
             )
-            for row_id in sorted(m.conflicts)
+            for row_id in sorted(m.conflicts)[:room]
         ]
 
     def _present(self, run: MoveRun, alias: str, m: MonthShare, restored: set[int]) -> None:

@@ -27,6 +27,12 @@ from .readshare import ChangeShare
 
 T = TypeVar("T")
 
+# A pass lists at most this many of its conflicts (the first by batch, then id)
+# and counts the rest: a conflict stays live, so every pass finds it again, and
+# an application that reuses archived ids makes thousands that each pass's
+# stored summary, and the alerts that read twenty of them back, would repeat.
+CONFLICTS_LISTED = 100
+
 
 @dataclass(frozen=True)
 class Conflict:
@@ -40,7 +46,8 @@ class MoveReport:
     moved: int = 0  # copied into a month DB and deleted from live
     already_archived: int = 0  # found archived with the same content, deleted from live
     kept_changed: int = 0  # updated by the application between copy and delete
-    conflicts: list[Conflict] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)  # the first CONFLICTS_LISTED
+    conflicts_total: int = 0
     unparsable: int = 0
     held: int = 0  # eligible rows left live because a restore put them back
     months_refused: dict[str, str] = field(default_factory=dict)

@@ -103,7 +103,8 @@ class EventsMoved:
     moved: int
     already_archived: int
     kept_changed: int
-    conflicts: tuple[Conflict, ...]
+    conflicts: tuple[Conflict, ...]  # the first CONFLICTS_LISTED
+    conflicts_total: int
     unparsable: int
     held: int
     months: tuple[str, ...]
@@ -121,6 +122,7 @@ class EventsMoved:
             already_archived=report.already_archived,
             kept_changed=report.kept_changed,
             conflicts=tuple(report.conflicts),
+            conflicts_total=report.conflicts_total,
             unparsable=report.unparsable,
             held=report.held,
             months=tuple(sorted(report.months)),
@@ -590,8 +592,8 @@ class Pass:
         if report.cancelled:
             raise Cancelled("cancelled during the event phase")
         problems = self.summary.problems
-        if report.conflicts:
-            problems.append(f"{len(report.conflicts)} event rows conflict with the archive")
+        if report.conflicts_total:
+            problems.append(f"{report.conflicts_total} event rows conflict with the archive")
         for month, why in report.months_refused.items():
             problems.append(f"event month {month} refused: {why}")
         if report.locked_rows:

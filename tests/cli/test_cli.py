@@ -304,6 +304,35 @@ def test_the_pass_summary_names_each_conflicting_row(site: Path) -> None:
     assert "ATTENTION: 1 event rows conflict" in run.stdout
 
 
+def test_a_pass_lists_its_first_hundred_conflicts_and_counts_the_rest(site: Path) -> None:
+    # An application that reuses archived ids makes a conflict each time; each
+    # stays live, and every pass finds it again: its summary (stored, and read
+    # back by the alerts) must not grow with them.
+    ck(site, "pass")
+    archived: list[tuple[object, ...]] = []
+    for path in sorted((site / "archive" / "events").glob("*.db")):
+        with sqlite3.connect(path) as m:
+            archived += m.execute("SELECT * FROM events ORDER BY id LIMIT 40").fetchall()
+    clashes = archived[:130]
+    assert len(clashes) == 130
+    with sqlite3.connect(site / "state.db") as live:
+        marks = ", ".join("?" * len(clashes[0]))
+        live.executemany(
+            f"INSERT INTO events VALUES ({marks})", [(*r[:-1], "other content") for r in clashes]
+        )
+
+    run = ck(site, "pass", check=1)
+    assert "ATTENTION: 130 event rows conflict" in run.stdout
+    assert run.stdout.count("    conflict: row ") == 20
+    assert "… and 110 more (--json lists the first 100; the next passes list the rest" in run.stdout
+    events = ck_json(site, "pass", check=1)["result"]["events"]
+    assert events["conflicts_total"] == 130
+    assert [c["row_id"] for c in events["conflicts"]] == sorted(r[0] for r in clashes)[:100]
+    with sqlite3.connect(site / "state.db") as live:
+        kept = live.execute("SELECT count(*) FROM events WHERE payload = 'other content'")
+        assert kept.fetchone() == (130,), "a conflict past the listed ones stays live too"
+
+
 def test_usage_errors_exit_2(site: Path) -> None:
     assert "select something" in ck(site, "restore", check=2).stderr
     assert ck(site, "adopt", check=2).returncode == 2

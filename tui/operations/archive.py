@@ -124,12 +124,19 @@ def _pass_events(s: PassSummary) -> list[str]:
         return []
     lines = [
         f"  events: {plural(ev.moved, 'row')} moved, {ev.already_archived} already archived, "
-        f"{plural(len(ev.conflicts), 'conflict')}, WAL peak {human(ev.wal_peak)}, "
+        f"{plural(ev.conflicts_total, 'conflict')}, WAL peak {human(ev.wal_peak)}, "
         f"{plural(ev.checkpoints, 'checkpoint')}"
     ]
     lines += [f"    conflict: {c.detail}" for c in ev.conflicts[:LIST_MAX]]
-    if len(ev.conflicts) > LIST_MAX:
-        lines.append(f"    … and {len(ev.conflicts) - LIST_MAX} more (--json)")
+    more = ev.conflicts_total - LIST_MAX
+    if more > 0 and ev.conflicts_total == len(ev.conflicts):
+        lines.append(f"    … and {more} more (--json)")
+    elif more > 0:
+        listed = len(ev.conflicts)
+        lines.append(
+            f"    … and {more} more (--json lists the first {listed}; "
+            "the next passes list the rest once these are settled)"
+        )
     return lines
 
 

@@ -13,6 +13,7 @@ EVENTS_KEYS = [
     "already_archived",
     "kept_changed",
     "conflicts",
+    "conflicts_total",
     "unparsable",
     "held",
     "months",
@@ -30,6 +31,7 @@ def test_a_pass_that_moved_rows_keeps_its_documented_events_object() -> None:
     report.months = {"2026-02", "2026-01"}
     report.months_refused = {"2026-03": "quick_check says no"}
     report.conflicts.append(Conflict(7, "2026-01", "row 7 differs"))
+    report.conflicts_total = 1
     summary = PassSummary("on", events=EventsMoved.of(report))
     document = summary.to_dict()
     events = document["events"]
