@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import sqlite3
+from array import array
 from contextlib import suppress
 
 from ..base.ioerror import DatabaseFailed, naming_db
@@ -35,6 +36,7 @@ def end_at(m: MonthShare, last: int) -> None:
     """Cut a month's share of a batch at ``last``: the rows after it, found
     archived or conflicting, are the next batch's."""
     m.hi = last
+    m.held = m.held[: bisect.bisect_right(m.held, last)]
     m.before = {i for i in m.before if i <= last}
     m.already = {i for i in m.already if i <= last}
     m.conflicts = {i for i in m.conflicts if i <= last}
@@ -130,7 +132,7 @@ class MoveCopy(MoverState):
         if found is None:
             return None
         other = int(found[0])
-        if other - m.lo < limit // 8 or any(other <= i <= end for i in m.before):
+        if other - m.lo < limit // 8 or m.held_within(other, end):
             raise Mixed
         cur = run.live.execute(
             f"DELETE FROM {alias}.{table} WHERE {pk} BETWEEN ? AND ?", (other, end)
@@ -226,14 +228,27 @@ class MoveCopy(MoverState):
         ]
 
     def _present(self, run: MoveRun, alias: str, m: MonthShare, restored: set[int]) -> None:
-        """Fill ``m.before``, ``m.already`` and ``m.conflicts``: the month DB's rows
-        in this batch's range, and which of this month's eligible live rows they
-        match. Usually there are none: one range probe says so."""
+        """Fill ``m.held``, ``m.before``, ``m.already`` and ``m.conflicts``: the
+        month DB's rows in this batch's range, those live holds too, and which of
+        this month's eligible live rows they match. Usually there are none: one
+        range probe says so. A range that starts at a live row under an archived
+        id (a conflict: it stays live, so every pass starts a batch there) holds
+        a whole window of archived rows: ``held`` keeps their ids compactly, and
+        only the few live holds too are sets the copy and the delete skip."""
         table, pk, live = run.table, run.pk, run.live
         in_range = f"FROM {alias}.{table} WHERE {pk} BETWEEN ? AND ?"
         if not live.execute(f"SELECT EXISTS (SELECT 1 {in_range})", (m.lo, m.hi)).fetchone()[0]:
             return
-        m.before = {r[0] for r in live.execute(f"SELECT {pk} {in_range}", (m.lo, m.hi))}
+        rows = live.execute(f"SELECT {pk} {in_range} ORDER BY {pk}", (m.lo, m.hi))
+        m.held = array("q", (r[0] for r in rows))
+        m.before = {
+            r[0]
+            for r in live.execute(
+                f"SELECT a.{pk} FROM {alias}.{table} a JOIN main.{table} l ON l.{pk} = a.{pk} "
+                f"WHERE a.{pk} BETWEEN ? AND ?",
+                (m.lo, m.hi),
+            )
+        }
         same = " AND ".join(f"a.{c} IS l.{c}" for c in run.values)
         sql = (
             f"SELECT a.{pk}, ({same}) FROM {alias}.{table} a JOIN main.{table} l "

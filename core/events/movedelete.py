@@ -39,8 +39,11 @@ class MoveDelete(MovePace):
                 m.copied, m.already = 0, set()
                 continue
             # Restored rows are never touched; rows archived before this batch
-            # stay unless step 2 found them identical to an eligible live row
-            # (conflicts among them). The checker needs the same.
+            # that live held then stay unless step 2 found them identical to an
+            # eligible live row (conflicts among them). The checker needs the
+            # same. (An archived id live did not hold then has no live row to
+            # delete; one the application wrote since goes only if identical to
+            # its copy, the delete's own test: nothing is lost.)
             untouched = [*batch.restored, *(m.before - m.already)]
             skip = skipping(run.live, untouched, f"a.{run.pk}")
             if run.checker is not None:
@@ -175,7 +178,7 @@ class MoveDelete(MovePace):
             if row_id in m.already:
                 m.already.discard(row_id)
                 self.report.kept_changed += 1
-            elif row_id not in m.before:  # this batch's copy, now obsolete
+            elif not m.held_within(row_id, row_id):  # this batch's copy, now obsolete
                 run.live.execute(f"DELETE FROM {alias}.{table} WHERE {pk} = ?", (row_id,))
                 m.copied -= 1
                 self.report.kept_changed += 1
@@ -188,7 +191,9 @@ class MoveDelete(MovePace):
         conflict.) A row the application deleted meanwhile is simply gone."""
         restored = set(batch.restored)
         for month, m in batch.months.items():
-            alias = run.months.alias(month) if m.deleted < m.copied + len(m.already) else None
+            # (More deleted than copied or found identical: such a row written
+            # back since step 2. Look then too.)
+            alias = run.months.alias(month) if m.deleted != m.copied + len(m.already) else None
             if alias is not None:
                 self._drop_obsolete(run, alias, m, restored)
             self.report.moved += m.copied

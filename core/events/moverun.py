@@ -7,7 +7,9 @@ step uses.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
+from array import array
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from contextlib import suppress
@@ -89,11 +91,18 @@ class MonthShare:
     lo: int
     hi: int
     where: SqlCondition  # "in this month"
-    before: set[int] = field(default_factory=set)  # ids the month DB held in [lo, hi]
-    already: set[int] = field(default_factory=set)  # ...of them, identical to live
-    conflicts: set[int] = field(default_factory=set)  # ...of them, not
+    # Ids the month DB held in [lo, hi], in order: never deleted from it.
+    held: array[int] = field(default_factory=lambda: array("q"))
+    before: set[int] = field(default_factory=set)  # ...of them, the ones live holds too
+    already: set[int] = field(default_factory=set)  # ...of those, eligible and identical
+    conflicts: set[int] = field(default_factory=set)  # ...eligible, and not
     copied: int = 0  # rows this batch copied in
     deleted: int = 0  # rows step 3 removed from live
+
+    def held_within(self, lo: int, hi: int) -> bool:
+        """Whether the month DB held an id in [lo, hi] before this batch."""
+        at = bisect.bisect_left(self.held, lo)
+        return at < len(self.held) and self.held[at] <= hi
 
 
 @dataclass

@@ -7,12 +7,14 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
+from hypothesis import settings as examples
 from hypothesis import strategies as st
 
 from coldkeep.core.base.config import Settings, parse_settings
@@ -645,3 +647,91 @@ async def test_an_insert_trigger_refuses_a_restore_of_rows_unless_told_to_fire(
         )
     assert back.restored == moved
     assert _counts(db, "events", "outbox") == [before[0] + moved, moved]
+
+
+def month_rows(events: Path) -> dict[int, tuple[object, ...]]:
+    rows: dict[int, tuple[object, ...]] = {}
+    for path in sorted(events.glob("*.db")):
+        with sqlite3.connect(path) as m:
+            rows.update((r[0], r) for r in m.execute("SELECT id, ts, kind, payload, n FROM events"))
+    return rows
+
+
+@examples(max_examples=25)
+# Conflicts at two late rows of two months: the first one's batch may not end
+# before the second (the first month's late rows after it are archived).
+@example([(8, "other"), (5, "other")], 0, [35, 65] * 5)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["other", "same", "late"])), max_size=40
+    ),
+    st.integers(0, 60),
+    st.lists(st.integers(31, 119), max_size=30),
+)
+def test_reused_ids_and_late_rows_never_cost_an_archived_row(
+    writes: list[tuple[int, str]], new_rows: int, late_days: list[int]
+) -> None:
+    """After a first pass (late rows among its own: months interleaved by id) the
+    application writes back archived ids (with other content: conflicts; or the
+    same: already archived), late rows of old months, and new rows. The next
+    pass keeps every archived row as it was, keeps each conflict live, and
+    leaves every other row once, live or archived; batches of 20 rows put many
+    of each inside one batch's window of ids."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        roots = Roots(base, base / "live", base / "archive")
+        roots.live.mkdir()
+        roots.archive.mkdir()
+        db = base / "state.db"
+        make_events_db(db, 600, now_ms=NOW)
+        with sqlite3.connect(db) as live:  # late rows: months interleaved in the archive
+            live.executemany(
+                "INSERT INTO events (ts, kind, payload, n) VALUES (?, ?, ?, ?)",
+                [(NOW - d * DAY_MS, ARCHIVABLE[0], f"late{d}", d) for d in late_days],
+            )
+        cfg = settings(roots, batch_rows=20)
+        asyncio.run(move_events(cfg, roots.layout.events, now_ms=NOW))
+        archived = month_rows(roots.layout.events)
+        ids = sorted(archived)
+        conflicts: set[int] = set()
+        with sqlite3.connect(db) as live:
+            top = live.execute("SELECT max(id) FROM events").fetchone()[0]
+            for pick, how in writes:
+                rid = ids[-1 - pick % len(ids)]  # from the newest: the late rows among them
+                row = archived[rid]
+                if how == "late":  # a new id, an old month's time
+                    top += 1
+                    live.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (top, *row[1:]))
+                    continue
+                payload = "other content" if how == "other" else row[3]
+                done = live.execute(
+                    "INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?)",
+                    (*row[:3], payload, row[4]),
+                )
+                if done.rowcount and how == "other":
+                    conflicts.add(rid)
+            for i in range(new_rows):
+                live.execute(
+                    "INSERT INTO events (ts, kind, payload, n) VALUES (?, ?, ?, ?)",
+                    (NOW - (40 + i % 50) * DAY_MS, ARCHIVABLE[i % len(ARCHIVABLE)], f"new{i}", i),
+                )
+        live_before = {
+            r[0]: r
+            for r in sqlite3.connect(db).execute("SELECT id, ts, kind, payload, n FROM events")
+        }
+
+        report = asyncio.run(move_events(cfg, roots.layout.events, now_ms=NOW))
+
+        after = month_rows(roots.layout.events)
+        assert all(after.get(i) == r for i, r in archived.items()), "an archived row changed"
+        live_after = {
+            r[0]: r
+            for r in sqlite3.connect(db).execute("SELECT id, ts, kind, payload, n FROM events")
+        }
+        assert conflicts <= set(live_after) and report.conflicts_total == len(conflicts)
+        for i, row in live_before.items():
+            if i in conflicts:
+                continue
+            assert live_after.get(i, after.get(i)) == row, f"row {i} lost or changed"
+            if i in live_after and i in after:
+                assert i in archived and after[i] == row, f"row {i} copied twice"
