@@ -309,7 +309,7 @@ def test_a_pass_lists_its_first_hundred_conflicts_and_counts_the_rest(site: Path
     # stays live, and every pass finds it again: its summary (stored, and read
     # back by the alerts) must not grow with them.
     ck(site, "pass")
-    archived: list[tuple[object, ...]] = []
+    archived: list[tuple[int, int, str, str, str]] = []  # id, ts, kind, unit, payload
     for path in sorted((site / "archive" / "events").glob("*.db")):
         with sqlite3.connect(path) as m:
             archived += m.execute("SELECT * FROM events ORDER BY id LIMIT 40").fetchall()
