@@ -7,16 +7,20 @@ browser's first page does not list."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
+from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
+from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.layout import Layout
 from coldkeep.tui.console.app import ColdkeepApp
@@ -27,7 +31,7 @@ from coldkeep.tui.console.screens import (
     RestoreScreen,
     VersionsScreen,
 )
-from coldkeep.tui.console.screens.pager import PagerView
+from coldkeep.tui.console.screens.pager import PagerView, Source
 
 from consolekit import archive_all, current_screen, make_app, press_to, settle
 
@@ -151,6 +155,42 @@ async def test_a_copy_that_is_not_the_archived_file_ends_in_a_banner(settings: S
             "The bytes above are not the archived file (coldkeep verify finds the bad copy)."
         )
         assert "SHA256 MISMATCH" in status(app)
+
+
+async def test_end_pressed_while_the_file_is_read_stays_at_the_end_as_it_grows(
+    settings: Settings,
+) -> None:
+    """End typed before the file is all read (a big file, a slow remote) shows
+    its last line once it is, as less's G does; Home meanwhile stays at the top."""
+    gates = [asyncio.Event(), asyncio.Event()]
+
+    def gated(gate: asyncio.Event) -> Source:
+        async def source(out: BinaryIO, cancel: CancelToken) -> str | None:
+            out.write(b"".join(b"line %d\n" % i for i in range(1, 201)))
+            await gate.wait()
+            out.write(b"".join(b"line %d\n" % i for i in range(201, 501)))
+            return None
+
+        return source
+
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for gate, key in zip(gates, ("end", "home"), strict=True):
+            app.push_screen(PagerScreen(Text("a file still being read"), "big.log", gated(gate)))
+            for _ in range(500):  # the first 200 lines shown, the rest still to come
+                await pilot.pause()
+                if isinstance(current_screen(app), PagerScreen) and "of 200" in status(app):
+                    break
+            await pilot.press(key)
+            gate.set()
+            await settle(pilot)
+            rows = screen_text(app).splitlines()
+            if key == "end":
+                assert rows[-2] == "500 line 500" and rows[-1].startswith("— end:")
+            else:
+                assert rows[0] == "  1 line 1" and "line 1 of 500" in status(app)
+            await keys(pilot, "q")
 
 
 async def test_h_lists_every_version_reads_one_and_restores_one(settings: Settings) -> None:

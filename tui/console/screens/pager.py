@@ -149,6 +149,9 @@ class PagerView(Widget, can_focus=True):
         self.pretty = pretty
         self.needle = ""
         self.hit: int | None = None
+        # End was the last move: the view keeps to the end while the file is
+        # still being read (as less's G waits for it), until another move.
+        self.at_end = False
         self.tail = Text("reading…", style="dim")
         self._frame: tuple[tuple[object, ...], list[Text]] | None = None
         self._cache: OrderedDict[tuple[object, ...], list[Text]] = OrderedDict()
@@ -235,6 +238,7 @@ class PagerView(Widget, can_focus=True):
         return max(i, 0)
 
     def go(self, top: int) -> None:
+        self.at_end = False
         self.top = max(min(top, self.spool.lines - 1), 0)
         self.refresh()
 
@@ -249,10 +253,18 @@ class PagerView(Widget, can_focus=True):
             self.go(self._top_ending_at(self.top - 1, self.content_size.height))
 
     def end(self) -> None:
-        """The last line at the bottom, with the verdict after it."""
+        """The last line at the bottom, with the verdict after it; and so again
+        as the file is read on (``at_end``)."""
         last = self.spool.lines - 1
         if last >= 0:
             self.go(self._top_ending_at(last, self.content_size.height - len(self._tail_rows())))
+        self.at_end = True
+
+    def keep_to_end(self) -> None:
+        """After the file grew, or its verdict came: at the end again if End was
+        the last move."""
+        if self.at_end:
+            self.end()
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         self.scroll_lines(3)
@@ -353,6 +365,7 @@ class PagerScreen(KeyedScreen):
 
     def on_grown(self, message: Grown) -> None:
         self.view.refresh()
+        self.view.keep_to_end()
         self._status()
 
     def on_ended(self, message: Ended) -> None:
@@ -372,6 +385,7 @@ class PagerScreen(KeyedScreen):
         else:
             view.tail = Text(f"— end: {human(message.bytes)}, sha256 verified —", style="dim green")
         view.refresh()
+        view.keep_to_end()  # the verdict may take more rows than "reading…" did
         self._status()
 
     def on_search_done(self, message: SearchDone) -> None:
@@ -448,6 +462,7 @@ class PagerScreen(KeyedScreen):
     def action_pretty(self) -> None:
         self.view.pretty = not self.view.pretty
         self.view.refresh()
+        self.view.keep_to_end()  # its lines drawn anew: the end moved
         self._status()
 
     def action_lines(self, n: int) -> None:
