@@ -10,9 +10,9 @@ checkpoint), files and rows old enough to move within a minute, a legal hold
 on one unit, and an application writing ``--rows-per-s`` event rows and
 ``--files-per-s`` files the whole time. ``--clashes-per-s`` has it also write
 rows under ids already archived with other content (an application that reuses
-ids): each stays live, a conflict every pass reports again. ``--kills`` SIGKILLs the daemon a
-third of the way through and SIGTERMs it at two thirds, each time starting it
-again.
+ids): each stays live, a conflict every pass reports again. ``--kills``
+SIGKILLs the daemon a third of the way through and SIGTERMs it at two thirds,
+each time starting it again.
 
 Once a minute: the daemon's RSS, open fds and threads, the live WAL and the
 manifest's size, the archive's data (its files' gzips, here or shipped, and
@@ -138,7 +138,7 @@ class Writer:
                             "VALUES (?, ?, ?, ?, ?)",
                             (*row, f"clash:{row[0]}"),
                         )
-                except sqlite3.IntegrityError:  # live again (restored): another one
+                except sqlite3.IntegrityError:  # still live (not yet deleted): the next one
                     pass
                 except sqlite3.Error as err:
                     self.errors.append(str(err))

@@ -182,6 +182,8 @@ async def test_end_pressed_while_the_file_is_read_stays_at_the_end_as_it_grows(
                 await pilot.pause()
                 if isinstance(current_screen(app), PagerScreen) and "of 200" in status(app):
                     break
+            else:
+                raise AssertionError("the pager never showed the first 200 lines")
             await pilot.press(key)
             gate.set()
             await settle(pilot)
