@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import textual._wait
@@ -24,6 +25,7 @@ __all__ = [
     "notices",
     "press_to",
     "settle",
+    "until",
     "watching",
 ]
 
@@ -71,6 +73,23 @@ async def press_to(app: ColdkeepApp, pilot: Pilot[None], kind: type[S], *keys: s
     screen = current_screen(app)
     assert isinstance(screen, kind), f"{keys} opened {type(screen).__name__}, not {kind.__name__}"
     return screen
+
+
+async def until(
+    pilot: Pilot[Any], done: Callable[[], bool], what: str | Callable[[], str], timeout: float = 60
+) -> None:
+    """Pause until ``done()`` holds, failing with ``what`` (or what it returns
+    then) once ``timeout`` s of wall time have gone by. Bounded by time, not by a
+    count of pauses: a pause is 2 ms when the console idles, and 2,000 of them ran
+    out before a loaded machine had shipped a ship's first object (CI: the stop
+    then came before the ship had begun)."""
+    deadline = time.monotonic() + timeout
+    await pilot.pause()  # what was just pushed or pressed, handled first
+    while not done():
+        if time.monotonic() > deadline:
+            said = what if isinstance(what, str) else what()
+            raise AssertionError(f"not within {timeout:.0f} s: {said}")
+        await pilot.pause()
 
 
 def watching(app: ColdkeepApp) -> bool:

@@ -237,13 +237,18 @@ class ManifestConnection:
     async def _transaction(self) -> AsyncIterator[None]:
         """``BEGIN IMMEDIATE``, the block's statements, ``COMMIT``; rolled back if
         anything in it raises. The caller holds the gate throughout."""
-        await self._run("BEGIN IMMEDIATE")
         try:
+            await self._run("BEGIN IMMEDIATE")
             yield
             await self._run("COMMIT")
         except BaseException:
-            if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
-                await asyncio.shield(self._run("ROLLBACK"))
+            # A caller cancelled while its BEGIN or COMMIT waits for the
+            # connection's thread leaves that statement to run there all the
+            # same, after this handler has begun: whether a transaction is open
+            # is known only there, in turn. The connection's rollback does
+            # nothing where none is (committed, never begun, or one SQLITE_FULL
+            # rolled back), and runs after the statements sent before it.
+            await asyncio.shield(self._db.rollback())
             raise
 
     async def run_script(self, script: str) -> None:

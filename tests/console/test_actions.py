@@ -27,7 +27,7 @@ from coldkeep.tui.console.panes import InFlightPane, JobsPane, LogPane, OrphansP
 from coldkeep.tui.console.panes.log import StableLog
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, RestoreScreen
 
-from consolekit import archive_all, current_screen, make_app, press_to, settle
+from consolekit import archive_all, current_screen, make_app, press_to, settle, until
 
 SIZE = (120, 36)
 
@@ -237,10 +237,11 @@ async def test_findings_show_as_the_archive_walk_finds_them(
     monkeypatch.setattr(recovery, "WALK_PIECE", 1)
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(500):
-            await pilot.pause()
-            if "walking the archive" in text_of(app, "#orphans-summary"):
-                break
+        await until(
+            pilot,
+            lambda: "walking the archive" in text_of(app, "#orphans-summary"),
+            "the walk shown under way",
+        )
         summary = text_of(app, "#orphans-summary")
         assert re.search(r"walking the archive: [01] seen so far", summary), summary
         release.set()
@@ -371,10 +372,9 @@ async def test_quitting_during_a_pass_asks_then_stops_cleanly(settings: Settings
         await settle(pilot)
         await pilot.press("y")
         pane = app.query_one(InFlightPane)
-        for _ in range(500):  # until the pass is into its files
-            await pilot.pause()
-            if pane.phase == "files" and pane.files:
-                break
+        await until(
+            pilot, lambda: pane.phase == "files" and bool(pane.files), "the pass in its files"
+        )
         assert app.running == "pass"
         await pilot.press("q")
         await pilot.pause()

@@ -12,7 +12,7 @@ from textual.widgets import ProgressBar
 from coldkeep.core.base.config import Settings, load_settings
 from coldkeep.tui.console.panes import InFlightPane, LogPane, OrphansPane
 
-from consolekit import make_app, settle, watching
+from consolekit import make_app, settle, until, watching
 
 
 async def test_the_console_watches_a_running_pass_and_stops_it(settings: Settings) -> None:
@@ -37,12 +37,14 @@ async def test_the_console_watches_a_running_pass_and_stops_it(settings: Setting
         async with app.run_test(size=(120, 36)) as pilot:
             await settle(pilot)
             pane = app.query_one(InFlightPane)
-            for _ in range(2000):  # until the other process's files show here
-                await pilot.pause()
-                if app.attached is not None and pane.files:
-                    break
-            log = "\n".join(line for _, line in app.query_one(LogPane).lines)
-            assert app.attached is not None, f"attached to the running pass; log:\n{log}"
+            await until(
+                pilot,
+                lambda: app.attached is not None and bool(pane.files),
+                lambda: (
+                    "attached, the other process's files shown here; log:\n"
+                    + "\n".join(line for _, line in app.query_one(LogPane).lines)
+                ),
+            )
             assert f"LOCKED by pid {other.pid}" in str(app.query_one("#status-line").render())
             assert pane.files, "its files in flight, live"
             assert app.unavailable("run_pass"), "this console does not act meanwhile"
@@ -63,10 +65,7 @@ async def test_the_console_watches_a_running_pass_and_stops_it(settings: Setting
             assert not [f for f in findings if f.kind in ("partial", "restore-partial")]
 
             await pilot.press("x")  # stop gracefully: the other process stops
-            for _ in range(2000):
-                await pilot.pause()
-                if not watching(app):
-                    break
+            await until(pilot, lambda: not watching(app), "the stopped pass let go")
             log = "\n".join(line for _, line in app.query_one(LogPane).lines)
             assert f"asked pid {other.pid} to stop" in log
         rest, _ = other.communicate(timeout=60)

@@ -33,7 +33,7 @@ from coldkeep.tui.console.screens import (
 )
 from coldkeep.tui.console.screens.pager import PagerView, Source
 
-from consolekit import archive_all, current_screen, make_app, press_to, settle
+from consolekit import archive_all, current_screen, make_app, press_to, settle, until
 
 SIZE = (120, 36)
 WANTED = "unit-0005/runs/part-03.jsonl"
@@ -178,12 +178,11 @@ async def test_end_pressed_while_the_file_is_read_stays_at_the_end_as_it_grows(
         await settle(pilot)
         for gate, key in zip(gates, ("end", "home"), strict=True):
             app.push_screen(PagerScreen(Text("a file still being read"), "big.log", gated(gate)))
-            for _ in range(500):  # the first 200 lines shown, the rest still to come
-                await pilot.pause()
-                if isinstance(current_screen(app), PagerScreen) and "of 200" in status(app):
-                    break
-            else:
-                raise AssertionError("the pager never showed the first 200 lines")
+            await until(
+                pilot,
+                lambda: isinstance(current_screen(app), PagerScreen) and "of 200" in status(app),
+                "the first 200 lines shown, the rest still to come",
+            )
             await pilot.press(key)
             gate.set()
             await settle(pilot)

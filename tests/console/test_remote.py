@@ -15,7 +15,7 @@ from coldkeep.tui.console.panes import JobsPane, RemotePane
 from coldkeep.tui.console.panes.remote import NO_REMOTE
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen
 
-from consolekit import archive_all, current_screen, make_app, settle
+from consolekit import archive_all, current_screen, make_app, settle, until
 
 SIZE = (120, 36)
 REMOTE = '[remote]\nurl = "file:remote"\nsite = "demo"\n'
@@ -175,10 +175,7 @@ async def test_stopping_a_ship_stops_it_between_objects(archived: Settings) -> N
         await settle(pilot)
         await pilot.press("y")
         pane = app.query_one(RemotePane)
-        for _ in range(2000):  # until the first object is sent
-            await pilot.pause()
-            if pane.transfer is not None and pane.transfer.done:
-                break
+        await until(pilot, lambda: bool(pane.transfer and pane.transfer.done), "an object shipped")
         assert running(app) == "ship"
         await pilot.press("x")
         await settle(pilot)

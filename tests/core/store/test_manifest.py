@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 
 from coldkeep.core.base.ioerror import DatabaseFailed
-from coldkeep.core.store import passlog
+from coldkeep.core.store import audit, passlog
 from coldkeep.core.store.connection import ManifestError
 from coldkeep.core.store.entries import NewEntry
 from coldkeep.core.store.manifest import Manifest
@@ -333,3 +333,35 @@ async def test_the_local_copies_paths_are_read_whole_in_chunks(tmp_path: Path) -
         here = {"files/u/a.tar", "files/u/b.gz", odd, "files/u/c.tar"}
         assert await m.local_gz_paths(chunk=2) == here
         assert await m.local_gz_paths() == here
+
+
+@pytest.mark.parametrize("turns", range(6))
+async def test_a_transaction_cancelled_anywhere_leaves_none_open(
+    tmp_path: Path, turns: int
+) -> None:
+    """A transaction's caller cancelled at any of its awaits (a stopped ship
+    cancels its uploads in flight) leaves the one connection with no transaction
+    open: what the next caller writes is committed. Cancelled while its BEGIN
+    was on the connection's thread, the BEGIN still ran and nothing rolled it
+    back: the ship's audit end joined it and was lost when the manifest closed
+    (the console said "last ship never" after a stopped ship)."""
+    path = tmp_path / "coldkeep.db"
+    async with await Manifest.open(path) as m:
+        inserts = [
+            (
+                "INSERT INTO audit (at, user, host, pid, origin, action, args, outcome) "
+                "VALUES (1, 'u', 'h', 1, 'cli', ?, '{}', 'ok')",
+                (f"t{n}",),
+            )
+            for n in range(3)
+        ]
+        moving = asyncio.ensure_future(m.transaction(inserts))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        moving.cancel()
+        await asyncio.gather(moving, return_exceptions=True)
+        await audit.begin(m, at=2, origin="cli", action="after", args={})
+    with sqlite3.connect(path) as db:
+        actions = [a for (a,) in db.execute("SELECT action FROM audit ORDER BY id")]
+    assert actions[-1] == "after", actions
+    assert actions[:-1] in ([], ["t0", "t1", "t2"]), "all of the transaction or none of it"
