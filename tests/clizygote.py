@@ -95,6 +95,7 @@ def serve(path: str) -> dict[str, object]:
     """Accept requests at ``path`` for ever; returns only in a forked child,
     with its request, its stdio already in place."""
     __import__(MODULE)  # the cost every child is spared
+    __import__("croniter")  # what a config with a cron schedule imports on first use
     _warm_s3()
     assert threading.active_count() == 1, "importing the CLI started a thread"
     # What was imported is frozen, as a pre-fork server should: a child's

@@ -29,3 +29,25 @@ def test_core_imports_no_textual() -> None:
         [sys.executable, "-c", CHECK], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert out == "", f"coldkeep.core imported {out}"
+
+
+SPAWNS = """
+import subprocess
+started = []
+popen = subprocess.Popen.__init__
+def noting(self, args, *rest, **kw):
+    started.append(args)
+    popen(self, args, *rest, **kw)
+subprocess.Popen.__init__ = noting
+import coldkeep.tui.cli.main
+print(started)
+"""
+
+
+def test_a_command_starts_no_process_to_start() -> None:
+    """Importing the CLI starts no other process: croniter, imported at start-up
+    before, ran ``file`` on the Python binary in every command."""
+    out = subprocess.run(
+        [sys.executable, "-c", SPAWNS], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert out == "[]", f"importing the CLI started {out}"

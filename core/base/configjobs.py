@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
-
 from .configtable import MAX_DAYS, ConfigError, Table
+
+if TYPE_CHECKING:
+    from croniter import croniter
 
 JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint")
 # The smallest share of the remote copies a scheduled verify reads (one in a
@@ -116,9 +119,21 @@ def read_jobs(t: Table) -> JobsSettings:
     return settings
 
 
+def schedule(cron: str, start: datetime | None = None) -> croniter:
+    """The times ``cron`` fires, from ``start`` on. croniter is imported here, by
+    the configs and commands that have a cron schedule: at its import it runs
+    ``file`` on the Python binary (to learn whether it is 32-bit), a process
+    every command would otherwise start."""
+    from croniter import croniter  # noqa: PLC0415 - see above
+
+    return croniter(cron, start)
+
+
 def _check_cron(t: Table, j: Table, cron: str) -> None:
     """Five fields (or an @alias) that croniter reads AND that ever fire: it
     accepts "0 0 31 2 *" (February 31st) and fails only when asked for the time."""
+    from croniter import CroniterBadDateError, croniter  # noqa: PLC0415 - see schedule()
+
     five = cron.startswith("@") or len(cron.split()) == 5
     if not five or not croniter.is_valid(cron):
         raise ConfigError(
@@ -128,7 +143,7 @@ def _check_cron(t: Table, j: Table, cron: str) -> None:
             'use five fields, e.g. "17 3 * * *"',
         )
     try:
-        croniter(cron).get_next(float)
+        schedule(cron).get_next(float)
     except CroniterBadDateError:
         raise ConfigError(
             t.file, j.key("cron"), f"{cron!r} never fires", "check the day and the month"

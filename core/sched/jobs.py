@@ -47,10 +47,8 @@ from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
 from ..base.cancel import Cancelled, CancelToken
-from ..base.configjobs import JobSettings
+from ..base.configjobs import JobSettings, schedule
 from ..base.errors import ColdkeepError
 from ..base.times import DAY_S
 from ..store import jobruns
@@ -397,13 +395,13 @@ def _dt(t: float, tz: ZoneInfo | None) -> datetime:
 
 def next_fire_after(job: JobSettings, tz: ZoneInfo | None, t: float) -> float:
     if job.cron:
-        return float(croniter(job.cron, _dt(t, tz)).get_next(float))
+        return float(schedule(job.cron, _dt(t, tz)).get_next(float))
     assert job.interval_s is not None
     return t + job.interval_s
 
 
 def prev_fire(job: JobSettings, tz: ZoneInfo | None, t: float) -> float | None:
-    return float(croniter(job.cron, _dt(t, tz)).get_prev(float)) if job.cron else None
+    return float(schedule(job.cron, _dt(t, tz)).get_prev(float)) if job.cron else None
 
 
 async def job_infos(
