@@ -68,6 +68,7 @@ class Sample:
     at: float  # seconds into the run
     pid: int
     rss: int
+    anon: int  # of it, the heap's and the stacks' (RssAnon): not pages of mapped files
     fds: int
     threads: int
     live_wal: int
@@ -189,12 +190,15 @@ def size_of(path: Path) -> int:
 
 
 def sample(site: Path, pid: int, at: float) -> Sample:
-    status = Path(f"/proc/{pid}/status").read_text()
-    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    kib = {k: int(status[k].split()[0]) * 1024 for k in ("VmRSS", "RssAnon")}
     return Sample(
         at,
         pid,
-        rss * 1024,
+        kib["VmRSS"],
+        kib["RssAnon"],
         len(os.listdir(f"/proc/{pid}/fd")),
         len(os.listdir(f"/proc/{pid}/task")),
         size_of(site / "state.db-wal"),
@@ -292,21 +296,24 @@ def main() -> None:
 
     wrote = f"{writer.rows:,} rows, {writer.clashes:,} clashing, {writer.files:,} files written"
     print(f"soak: {args.minutes:g} min, {wrote}; {base}")
-    cols = ("min", "pid", "RSS MB", "fds", "threads", "live WAL MB", "manifest MB",
-            "archive MB", "remote MB")  # fmt: skip
+    cols = ("min", "pid", "RSS MB", "anon MB", "fds", "threads", "live WAL MB",
+            "manifest MB", "archive MB", "remote MB")  # fmt: skip
     print("  ".join(f"{c:>11}" for c in cols))
     for s in samples:
-        vals = (f"{s.at / 60:.0f}", str(s.pid), mb(s.rss), str(s.fds), str(s.threads),
-                mb(s.live_wal), mb(s.manifest), mb(s.archive), mb(s.remote))  # fmt: skip
+        vals = (f"{s.at / 60:.0f}", str(s.pid), mb(s.rss), mb(s.anon), str(s.fds),
+                str(s.threads), mb(s.live_wal), mb(s.manifest), mb(s.archive),
+                mb(s.remote))  # fmt: skip
         print("  ".join(f"{v:>11}" for v in vals))
     last = [s for s in samples if s.pid == samples[-1].pid]
-    warm = [(s.at, s.rss) for s in last if s.at - last[0].at >= min(WARM_UP_S, total / 3)]
-    growth = slope_per_hour(warm)
+    warm = [s for s in last if s.at - last[0].at >= min(WARM_UP_S, total / 3)]
+    growth = slope_per_hour([(s.at, s.rss) for s in warm])
+    anon_growth = slope_per_hour([(s.at, s.anon) for s in warm])
     ratio = samples[-1].remote / max(1, samples[-1].archive)
     p99 = pct(writer.commits, 99) * 1000
     rows: list[Row] = [
         ("RSS growth after warm-up (MB/h)", f"{growth / 1e6:.1f}", "", "", "< 5",
          met(growth < 5e6)),
+        ("  of it the anonymous pages' (MB/h)", f"{anon_growth / 1e6:.1f}", "", "", "", ""),
         ("remote bytes vs the archive's", f"{ratio:.2f}x", "", "", "<= 1.2x", met(ratio <= 1.2)),
         ("the writer's commit p99 (ms)", f"{p99:.1f}", "", "", "", ""),
         ("writer errors", str(len(writer.errors)), "", "", "0", met(not writer.errors)),
