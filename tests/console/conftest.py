@@ -26,16 +26,41 @@ def _site(tmp_path: Path, history_days: int) -> Settings:
     return load_settings(site.config)
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return _site(tmp_path, 0)
+@pytest.fixture(scope="session")
+def fresh_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo site, written once a worker (its files aged against the pinned
+    clock, so every copy is the same): for ``settings``."""
+    settings = _site(tmp_path_factory.mktemp("fresh"), 0)
+    assert settings.config_path is not None
+    return settings.config_path.parent
 
 
-@pytest.fixture
-def recorded(tmp_path: Path) -> Settings:
+@pytest.fixture(scope="session")
+def recorded_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo as ``coldkeep demo`` writes it for a newcomer: with six weeks
-    of nightly passes and backlog samples, for the Trends screen."""
-    return _site(tmp_path, 42)
+    of nightly passes and backlog samples, for the Trends screen (once a
+    worker, for ``recorded``)."""
+    settings = _site(tmp_path_factory.mktemp("recorded"), 42)
+    assert settings.config_path is not None
+    return settings.config_path.parent
+
+
+def _copy(template: Path, tmp_path: Path) -> Settings:
+    """A copy of a demo site (its paths are relative to its config; a copy keeps
+    every mtime the demo aged): a tenth of what writing it again takes."""
+    copy = tmp_path / "demo"
+    shutil.copytree(template, copy, symlinks=True)
+    return load_settings(copy / "coldkeep.toml")
+
+
+@pytest.fixture
+def settings(fresh_demo: Path, tmp_path: Path) -> Settings:
+    return _copy(fresh_demo, tmp_path)
+
+
+@pytest.fixture
+def recorded(recorded_demo: Path, tmp_path: Path) -> Settings:
+    return _copy(recorded_demo, tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +78,7 @@ def passed_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def archived(passed_demo: Path, tmp_path: Path) -> Settings:
-    """A copy of the demo archived before the console opens on it (its paths are
-    relative to its config): for the tests of what the console does with an
-    archive, where the pass is not what they test."""
-    copy = tmp_path / "demo"
-    shutil.copytree(passed_demo, copy, symlinks=True)
-    return load_settings(copy / "coldkeep.toml")
+    """A copy of the demo archived before the console opens on it: for the tests
+    of what the console does with an archive, where the pass is not what they
+    test."""
+    return _copy(passed_demo, tmp_path)
