@@ -548,14 +548,14 @@ def rate_row(work: Path, tree: Path, rate: int) -> Row:
 
 
 def measure(work: Path, quick: bool) -> list[Row]:
-    size, big, rate = (24 * MB, 32 << 20, 48 * MB) if quick else (200 * MB, 2 << 30, 50 * MB)
+    size, big, rate = (8 * MB, 8 << 20, 48 * MB) if quick else (200 * MB, 2 << 30, 50 * MB)
     tree = work / "tree"
     n, size = write_tree(tree, size, seed=1)
     print(f"(tree: {n} files, {size / MB:.0f} MB of JSONL)", flush=True)
     rows = archive_rows(work, tree, size)
     rows.append(rate_row(work, tree, rate))
     shutil.rmtree(tree)
-    rows.append(small_files_row(work, 500 if quick else 5000))
+    rows.append(small_files_row(work, 200 if quick else 5000))
     rows.append(rss_row(work, big))
     return rows
 

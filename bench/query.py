@@ -4,7 +4,7 @@ same rows.
 
     python bench/query.py [--quick] [--rows N]
 
-The data: 12 month databases of ``--rows`` rows each (1,000,000; 20,000 with
+The data: 12 month databases of ``--rows`` rows each (1,000,000; 5,000 with
 --quick), shaped as coldkeep writes them (WAL, the live table's schema), and a
 live table of a tenth as many newer rows; the anchor's copy is every row in one
 database. Each timing is the best of three (one with --quick), each a fresh
@@ -214,7 +214,7 @@ def _writer_during(work: Path, config: Path, rows: int) -> tuple[float, bool, in
 
 
 def measure(work: Path, quick: bool, rows: int | None = None) -> list[Row]:
-    n = rows or (20_000 if quick else 1_000_000)
+    n = rows or (5_000 if quick else 1_000_000)
     rounds = 1 if quick else 3
     print(f"building 12 months x {n:,} rows ...", flush=True)
     config = build(work, n)
@@ -403,7 +403,7 @@ def _lookup_row(what: str, ck_s: float, cli_s: float) -> Row:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="20,000 rows a month, under a minute")
+    ap.add_argument("--quick", action="store_true", help="5,000 rows a month, seconds")
     ap.add_argument("--rows", type=int, help="rows a month")
     args = ap.parse_args()
     (ROOT / "bench" / ".data").mkdir(exist_ok=True)

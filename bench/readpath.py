@@ -5,7 +5,7 @@ ratarmount on a tar.gz of them, ``tar -xzf`` then read, ``gunzip -c``.
     python bench/readpath.py [--quick] [--entries N]
 
 The data: ``SMALL`` old JSONL files of 4–64 KiB (packed into bundles) and one
-big JSONL file (1 GiB; 8 MiB with --quick), archived by a real ``coldkeep
+big JSONL file (1 GiB; 2 MiB with --quick), archived by a real ``coldkeep
 pass``; a ``tar -czf`` of the same live files is the anchors' copy. Then the
 manifest gets ``--entries`` more rows (copies of one entry at other paths, their
 gzips never read) for the rows at scale.
@@ -328,8 +328,8 @@ def scale_rows(work: Path, ck: Path, entries: int) -> list[Row]:
 
 
 def measure(work: Path, quick: bool, entries: int | None = None) -> list[Row]:
-    small = 300 if quick else 20_000
-    big_mb = 8 if quick else 1024
+    small = 100 if quick else 20_000
+    big_mb = 2 if quick else 1024
     entries = entries or (5_000 if quick else 1_000_000)
     ck, tgz, big_gz = build(work, small, big_mb)
     rows = read_rows(work, ck, tgz, big_gz, small)

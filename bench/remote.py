@@ -178,7 +178,7 @@ def restore_rows(work: Path, proxy: FaultProxy, quick: bool) -> list[Row]:
     live = work / "bundle-tree"
     rnd = random.Random(5)
     old = int(time.time() * 1000) - 60 * DAY_MS
-    count = 100 if quick else 3300  # ~20 KiB each: one full 64 MiB bundle
+    count = 40 if quick else 3300  # ~20 KiB each: one full 64 MiB bundle
     for i in range(count):
         write_jsonl(live / "big" / f"f-{i:05d}.jsonl", rnd, "big", 20 << 10, old)
     (live / "big" / ".closed").write_text("closed\n")
@@ -231,7 +231,7 @@ def measure(work: Path, quick: bool) -> list[Row]:
     try:
         with FaultProxy(moto.endpoint) as proxy:
             asyncio.run(make_bucket(moto.endpoint))
-            rows = ship_rows(work, proxy, 200 if quick else 5000)
+            rows = ship_rows(work, proxy, 60 if quick else 5000)
             rows += restore_rows(work, proxy, quick)
     finally:
         moto.stop()

@@ -314,7 +314,7 @@ def measure(work: Path, entries: int) -> list[Row]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=10_000_000)
-    ap.add_argument("--quick", action="store_true", help="20,000 entries, seconds")
+    ap.add_argument("--quick", action="store_true", help="5,000 entries, seconds")
     ap.add_argument(
         "--keep", type=Path, help="build the site in this folder and keep it; reuse it if there"
     )
@@ -328,11 +328,11 @@ def main() -> None:
         print(painted, hwm_mb(os.getpid()))
         return
     if args.keep:
-        print_table(measure(args.keep, 20_000 if args.quick else args.entries))
+        print_table(measure(args.keep, 5_000 if args.quick else args.entries))
         return
     work = Path(tempfile.mkdtemp(prefix="ck-scale-"))
     try:
-        print_table(measure(work, 20_000 if args.quick else args.entries))
+        print_table(measure(work, 5_000 if args.quick else args.entries))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

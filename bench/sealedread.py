@@ -115,7 +115,7 @@ def sealed_object(ck: Path, path_like: str) -> tuple[str, int]:
 
 def measure(work: Path, quick: bool, rounds: int) -> list[Row]:
     tree = work / "tree"
-    big, members = (4 * MIB, 100) if quick else (64 * MIB, 1000)
+    big, members = (1 * MIB, 30) if quick else (64 * MIB, 1000)
     write_tree(tree, big, members)
     key, public = keypair(work)
     plain = shipped(work, tree, "plain", None)

@@ -52,7 +52,7 @@ ROWS: dict[str, tuple[str, ...]] = {
         "the schema migrations on upgrade from ",
     ),
     "remote": (
-        "ship 200 small archived files",
+        "ship 60 small archived files",
         "restore one 20 KiB file from a",
         "cat the same file (GETs",
     ),
@@ -62,9 +62,9 @@ ROWS: dict[str, tuple[str, ...]] = {
         "sealing a ",
     ),
     "sealedread": (
-        "restore one 4 MiB file, sealed vs plain",
+        "restore one 1 MiB file, sealed vs plain",
         "  the same vs ",
-        "restore 100 bundle members, sealed vs plain",
+        "restore 30 bundle members, sealed vs plain",
     ),
     "query": (
         "GROUP BY kind over 12 months",
