@@ -48,6 +48,13 @@ Actions: ``Respond(status, body)`` (``SLOW_DOWN``, ``INTERNAL_ERROR``),
 ``ResetRequest(after_bytes)``, ``ResetResponse(after_bytes)``,
 ``Truncate(keep_bytes)``, ``Delay(seconds)``, ``StripHeader(name)``.
 
+Cold objects: moto refuses a GET of a GLACIER or DEEP_ARCHIVE object until it is
+restored, and restores it at once. ``s3.proxy.thaw = Thaw(s3.server.now)``
+(``s3kit.thaw``) makes a restore take its tier's time on the server's clock
+(``advance_clock`` moves it), answers a second request while one runs with 409,
+and ends the restored copy after its days; ``thaw.refused`` counts the GETs it
+refused meanwhile. Each test starts without it.
+
 What moto (5.2) does and does not do, pinned by tests/s3kit/test_s3kit.py:
 
 * ``If-None-Match: *`` on PutObject is honoured: 412 PreconditionFailed if the key
@@ -122,6 +129,7 @@ def s3(
 ) -> Iterator[S3Site]:
     s3_proxy.clear()
     s3_proxy.reset_counts()
+    s3_proxy.thaw = None
     s3_server.reset()
     s3_server.make_bucket(BUCKET)
     for name in _FOREIGN_ENV:
@@ -132,6 +140,7 @@ def s3(
         yield S3Site(s3_server, s3_proxy, BUCKET)
     finally:
         s3_proxy.clear()
+        s3_proxy.thaw = None
 
 
 __all__ = [

@@ -35,6 +35,8 @@ from types import TracebackType
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from .thaw import Thaw
+
 #: S3's bodies for its two throttling and server-fault answers.
 SLOWDOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -203,6 +205,8 @@ class FaultProxy:
         self._acceptor: threading.Thread | None = None
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._conn_serial = 0
+        #: Restores that take their time (s3kit.thaw); None: moto's, at once.
+        self.thaw: Thaw | None = None
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> FaultProxy:
@@ -353,11 +357,17 @@ class FaultProxy:
             if isinstance(rule.action, Delay) and self._stopping.wait(rule.action.seconds):
                 return False
         keep_alive = (request.header("Connection") or "").lower() != "close"
+        if verdict is None and self.thaw is not None and request.method == "GET":
+            refusal = self.thaw.refusal(request.path)
+            if refusal is not None:
+                verdict = Respond(403, refusal)
         if isinstance(verdict, Respond):
             head = [("Content-Type", verdict.content_type)]
             self._respond(sock, entry, verdict.status, "", head, verdict.body, keep_alive)
             return keep_alive
         status, reason, headers, body = self._forward(request)
+        if verdict is None and self.thaw is not None:
+            status, headers, body = self._thawing(request, status, headers, body)
         if isinstance(verdict, ResetResponse | Truncate):
             keep = verdict.after_bytes if isinstance(verdict, ResetResponse) else verdict.keep_bytes
             self._respond(sock, entry, status, reason, headers, body, keep_alive, cut=keep)
@@ -366,6 +376,35 @@ class FaultProxy:
             return False
         self._respond(sock, entry, status, reason, headers, body, keep_alive)
         return keep_alive
+
+    def _thawing(
+        self, request: Request, status: int, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """moto's answer to a restore request or a HEAD, as S3's slower thaw
+        would have it (s3kit.thaw)."""
+        assert self.thaw is not None
+        if request.method == "POST" and "restore" in request.query.split("&"):
+            if status not in (200, 202):
+                return status, headers, body  # moto refused it (no such key, not cold)
+            cold = self._storage_class(request)
+            status, body = self.thaw.ask(request.path, request.body, cold)
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+            return status, [*headers, ("Content-Length", str(len(body)))], body
+        if request.method == "HEAD" and status == 200:
+            restore = self.thaw.header(request.path)
+            if restore is not None:
+                headers = [(k, v) for k, v in headers if k.lower() != "x-amz-restore"]
+                if restore:
+                    headers.append(("x-amz-restore", restore))
+        return status, headers, body
+
+    def _storage_class(self, request: Request) -> str:
+        """The class moto holds the object in (asked with a HEAD of its own)."""
+        head = Request("HEAD", urlsplit(request.target).path, list(request.headers))
+        for name in ("Content-Length", "Content-MD5", "Content-Type"):
+            head.without(name)
+        _, _, headers, _ = self._forward(head)
+        return next((v for k, v in headers if k.lower() == "x-amz-storage-class"), "STANDARD")
 
     def _forward(self, request: Request) -> tuple[int, str, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(*self._upstream, timeout=_UPSTREAM_TIMEOUT_S)

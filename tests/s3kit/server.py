@@ -191,6 +191,10 @@ class S3Server:
         self._moto_api("reset", b"")
         _Clock.ahead = 0.0
 
+    def now(self) -> float:
+        """The server's clock, in seconds since the epoch."""
+        return time.time() + _Clock.ahead
+
     def advance_clock(self, seconds: float) -> None:
         """The server's clock ``seconds`` further ahead: the Date of its answers
         and the moment an object's Object Lock ends by. A test waiting for a

@@ -30,6 +30,7 @@ from s3kit.proxy import (
     StripHeader,
     Truncate,
 )
+from s3kit.thaw import Thaw
 
 boto3 = pytest.importorskip("boto3", reason="the S3 tests need moto[server] (it brings boto3)")
 botocore_config = pytest.importorskip("botocore.config")
@@ -328,3 +329,73 @@ def test_the_bucket_s_clock_moves_ahead_its_dates_and_its_locks_with_it(worm: S3
     delete()
     worm.server.reset()
     assert date() < until - timedelta(seconds=30)
+
+
+def test_moto_refuses_a_cold_object_until_it_is_restored_and_restores_it_at_once(
+    s3: S3Site,
+) -> None:
+    """What the thaw model builds on: moto answers a GET of a GLACIER or
+    DEEP_ARCHIVE object 403 InvalidObjectState, and a restore request 202, the
+    copy readable at once; GLACIER_IR is read like STANDARD."""
+    s3c = client(s3.endpoint)
+    for cls in ("GLACIER", "DEEP_ARCHIVE", "GLACIER_IR"):
+        s3c.put_object(Bucket=s3.bucket, Key=cls, Body=b"cold", StorageClass=cls)
+    assert fetch(s3c, s3.bucket, "GLACIER_IR") == b"cold"
+    for cold in ("GLACIER", "DEEP_ARCHIVE"):
+        with pytest.raises(ClientError, match="InvalidObjectState"):
+            fetch(s3c, s3.bucket, cold)
+    asked = s3c.restore_object(Bucket=s3.bucket, Key="DEEP_ARCHIVE", RestoreRequest={"Days": 1})
+    assert asked["ResponseMetadata"]["HTTPStatusCode"] == 202
+    assert fetch(s3c, s3.bucket, "DEEP_ARCHIVE") == b"cold"
+
+
+def test_a_thaw_takes_its_tiers_time_and_its_copy_ends_after_its_days(s3: S3Site) -> None:
+    """With the proxy's thaw model, on the server's clock: refused while it
+    thaws (and a second request told it runs), readable once ready, refused
+    again once the copy's days are over, and thawed again on a new request."""
+    s3.proxy.thaw = thaw = Thaw(s3.server.now)
+    s3c = client(s3.endpoint)
+    s3c.put_object(Bucket=s3.bucket, Key="k", Body=b"deep", StorageClass="DEEP_ARCHIVE")
+
+    def restore() -> str | None:
+        got: str | None = s3c.head_object(Bucket=s3.bucket, Key="k").get("Restore")
+        return got
+
+    def ask(tier: str = "Bulk") -> int:
+        request = {"Days": 2, "GlacierJobParameters": {"Tier": tier}}
+        answer = s3c.restore_object(Bucket=s3.bucket, Key="k", RestoreRequest=request)
+        status: int = answer["ResponseMetadata"]["HTTPStatusCode"]
+        return status
+
+    assert (restore(), ask()) == (None, 202)
+    assert restore() == 'ongoing-request="true"'
+    with pytest.raises(ClientError, match="RestoreAlreadyInProgress"):
+        ask()
+    with pytest.raises(ClientError, match="InvalidObjectState") as refused:
+        fetch(s3c, s3.bucket, "k", Range="bytes=0-1")
+    assert refused.value.response["Error"]["StorageClass"] == "DEEP_ARCHIVE"
+    s3.server.advance_clock(47 * 3600)
+    with pytest.raises(ClientError, match="InvalidObjectState"):
+        fetch(s3c, s3.bucket, "k")
+    s3.server.advance_clock(3600)
+    assert fetch(s3c, s3.bucket, "k") == b"deep"
+    ready = restore()
+    assert ready is not None and ready.startswith('ongoing-request="false", expiry-date="')
+    s3.server.advance_clock(2 * 86_400)
+    assert restore() is None
+    with pytest.raises(ClientError, match="InvalidObjectState"):
+        fetch(s3c, s3.bucket, "k")
+    assert thaw.refused == 3
+    assert ask("Standard") == 202
+    s3.server.advance_clock(12 * 3600)
+    assert ask() == 200, "asked again once ready: its days counted again"
+    assert fetch(s3c, s3.bucket, "k") == b"deep"
+
+
+def test_a_restore_of_an_object_that_is_not_cold_is_refused_by_moto(s3: S3Site) -> None:
+    s3.proxy.thaw = Thaw(s3.server.now)
+    s3c = client(s3.endpoint)
+    s3c.put_object(Bucket=s3.bucket, Key="warm", Body=b"x")
+    with pytest.raises(ClientError, match="InvalidObjectState"):
+        s3c.restore_object(Bucket=s3.bucket, Key="warm", RestoreRequest={"Days": 1})
+    assert fetch(s3c, s3.bucket, "warm") == b"x"
