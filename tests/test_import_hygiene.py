@@ -8,6 +8,7 @@ from __future__ import annotations
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import coldkeep.core
 
@@ -39,15 +40,23 @@ def noting(self, args, *rest, **kw):
     started.append(args)
     popen(self, args, *rest, **kw)
 subprocess.Popen.__init__ = noting
+import sys
 import coldkeep.tui.cli.main
+from pathlib import Path
+from coldkeep.core.base.config import load_settings
+load_settings(Path(sys.argv[1]))
 print(started)
 """
 
 
-def test_a_command_starts_no_process_to_start() -> None:
-    """Importing the CLI starts no other process: croniter, imported at start-up
-    before, ran ``file`` on the Python binary in every command."""
+def test_a_command_starts_no_process_to_start(tmp_path: Path) -> None:
+    """Importing the CLI and reading a config (the jobs' default schedules
+    included) start no other process: croniter, imported and asked to check
+    every schedule before, ran ``file`` on the Python binary in every command."""
+    config = tmp_path / "coldkeep.toml"
+    config.write_text('live_root = "live"\narchive_root = "archive"\n')
+    (tmp_path / "live").mkdir()
     out = subprocess.run(
-        [sys.executable, "-c", SPAWNS], check=True, capture_output=True, text=True
+        [sys.executable, "-c", SPAWNS, str(config)], check=True, capture_output=True, text=True
     ).stdout.strip()
-    assert out == "[]", f"importing the CLI started {out}"
+    assert out == "[]", f"importing the CLI and reading a config started {out}"

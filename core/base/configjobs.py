@@ -80,14 +80,14 @@ def read_jobs(t: Table) -> JobsSettings:
         j = t.table(name)
         cron = j.string("cron", None)
         interval = j.number("interval", -1.0, minimum=1) if "interval" in j.data else None
-        if cron is None and interval is None:
-            cron, interval = default.cron, default.interval_s
         if cron is not None:
             if interval is not None:
                 raise ConfigError(
                     t.file, j.key("cron"), "cron and interval are both set", "keep one of them"
                 )
             _check_cron(t, j, cron)
+        elif interval is None:  # the default's (its cron is known to fire)
+            cron, interval = default.cron, default.interval_s
         max_duration = (
             j.number("max_duration", 0, minimum=1)
             if "max_duration" in j.data

@@ -18,6 +18,7 @@ from pyrage import x25519
 
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.configfiles import UnitClosedMarker, UnitClosedSql
+from coldkeep.core.base.configjobs import DEFAULT_JOBS, schedule
 from coldkeep.core.base.configtable import ConfigError
 
 
@@ -302,6 +303,19 @@ def test_the_verify_job_reads_the_remote_copies_unless_told_not_to(site: Path) -
     path = write(site, ROOTS + "[jobs.ship]\nremote = true\n")
     with pytest.raises(ConfigError, match=r"jobs\.ship\.remote"):
         load_settings(path)
+
+
+def test_a_cron_schedule_is_refused_by_its_key_unless_it_ever_fires(site: Path) -> None:
+    """A config's own schedule is checked as it is read: one croniter cannot
+    read, and one it reads that never comes ("0 0 31 2 *": February 31st).
+    The defaults are not read from the config; each of them fires."""
+    for cron, said in (("17 3 * *", "is not a cron expression"), ("0 0 31 2 *", "never fires")):
+        path = write(site, ROOTS + f'[jobs.ship]\ncron = "{cron}"\n')
+        with pytest.raises(ConfigError, match=rf"jobs\.ship\.cron: .*{said}"):
+            load_settings(path)
+    start = datetime(2026, 12, 7, tzinfo=UTC)
+    for job in DEFAULT_JOBS.values():
+        assert job.interval_s or schedule(job.cron or "", start).get_next(float) > start.timestamp()
 
 
 # Every number the config holds, as TOML can write it: a key and the table it is in.
