@@ -78,9 +78,14 @@ def check_site(
         f"gzips without an entry: {sorted(set(gz_on_disk) - set(entered))}; "
         f"entries without a gzip: {sorted(set(entered) - set(gz_on_disk))}"
     )
-    for gz in gz_on_disk:
-        check = ["tar", "-tf"] if gz.suffix == ".tar" else ["gzip", "-t"]
-        subprocess.run([*check, str(gz)], check=True, capture_output=True)
+    # The real gzip reads every gzip (one process for them all: it names the one
+    # it cannot read), tar every bundle.
+    gzips = [str(gz) for gz in gz_on_disk if gz.suffix != ".tar"]
+    if gzips:
+        tested = subprocess.run(["gzip", "-t", *gzips], check=False, capture_output=True, text=True)
+        assert tested.returncode == 0, tested.stderr
+    for tar in (gz for gz in gz_on_disk if gz.suffix == ".tar"):
+        subprocess.run(["tar", "-tf", str(tar)], check=True, capture_output=True)
     per_content = Counter((e["relpath"], e["sha256"]) for e in rows)
     assert not per_content or max(per_content.values()) == 1, "a file's bytes are archived once"
     archived = {(e["relpath"], e["sha256"]) for e in rows}
