@@ -71,9 +71,10 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def site(tmp_path: Path, tools: Path) -> Path:
-    """A demo site with its remote folder in place (a first ship would make it)."""
-    config = write_demo(tmp_path / "demo", seed=5, scale=0.02).config
+def site(disk_path: Path, tools: Path) -> Path:
+    """A demo site with its remote folder in place (a first ship would make it),
+    on the disk: on the tests' tmpfs its archive would be a warning."""
+    config = write_demo(disk_path / "demo", seed=5, scale=0.02).config
     (config.parent / "remote").mkdir()
     return config
 
