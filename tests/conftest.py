@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import shutil
@@ -50,10 +51,14 @@ def _on_tmpfs() -> Path | None:
     if os.environ.get("COLDKEEP_TEST_TMPFS") == "0" or os.geteuid() != 0:
         return None
     TMPFS.mkdir(mode=0o700, exist_ok=True)
-    if not os.path.ismount(TMPFS):
-        mount = ["mount", "-t", "tmpfs", "-o", "mode=0700", "coldkeep-tests", str(TMPFS)]
-        if subprocess.run(mount, capture_output=True, check=False).returncode != 0:
-            return None
+    # Two runs starting at once must not both mount it (the second would hide
+    # the first's trees).
+    with open(f"{TMPFS}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.ismount(TMPFS):
+            mount = ["mount", "-t", "tmpfs", "-o", "mode=0700", "coldkeep-tests", str(TMPFS)]
+            if subprocess.run(mount, capture_output=True, check=False).returncode != 0:
+                return None
     for old in TMPFS.glob("run-*"):
         pid = old.name.removeprefix("run-")
         if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
