@@ -80,9 +80,9 @@ async def until(
 ) -> None:
     """Pause until ``done()`` holds, failing with ``what`` (or what it returns
     then) once ``timeout`` s of wall time have gone by. Bounded by time, not by a
-    count of pauses: a pause is 2 ms when the console idles, and 2,000 of them ran
-    out before a loaded machine had shipped a ship's first object (CI: the stop
-    then came before the ship had begun)."""
+    count of pauses: a pause is 2 ms when the console idles, so 2,000 of them are
+    a few seconds, less than a loaded machine may take to get there (and a loop
+    that ran out went on as if it had)."""
     deadline = time.monotonic() + timeout
     await pilot.pause()  # what was just pushed or pressed, handled first
     while not done():
