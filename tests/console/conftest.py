@@ -26,23 +26,25 @@ def _site(tmp_path: Path, history_days: int) -> Settings:
     return load_settings(site.config)
 
 
-@pytest.fixture(scope="session")
-def fresh_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo site, written once a worker (its files aged against the pinned
-    clock, so every copy is the same): for ``settings``."""
-    settings = _site(tmp_path_factory.mktemp("fresh"), 0)
+def _template(factory: pytest.TempPathFactory, name: str, history_days: int) -> Path:
+    """A demo site written once a worker (its files aged against the pinned
+    clock, so every copy is the same), to be copied: its folder."""
+    settings = _site(factory.mktemp(name), history_days)
     assert settings.config_path is not None
     return settings.config_path.parent
+
+
+@pytest.fixture(scope="session")
+def fresh_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo site: for ``settings``."""
+    return _template(tmp_path_factory, "fresh", 0)
 
 
 @pytest.fixture(scope="session")
 def recorded_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo as ``coldkeep demo`` writes it for a newcomer: with six weeks
-    of nightly passes and backlog samples, for the Trends screen (once a
-    worker, for ``recorded``)."""
-    settings = _site(tmp_path_factory.mktemp("recorded"), 42)
-    assert settings.config_path is not None
-    return settings.config_path.parent
+    of nightly passes and backlog samples, for the Trends screen (``recorded``)."""
+    return _template(tmp_path_factory, "recorded", 42)
 
 
 def _copy(template: Path, tmp_path: Path) -> Settings:
