@@ -72,8 +72,8 @@ from .files import find as finding
 from .files.rebuild import RebuildReport
 from .files.recovery import AdoptReport, Recovery, RecoveryReport, ScanProgress, SweepReport
 from .files.restore import RestoreReport, Selection
-from .files.verify import VerifyReport, verify_entries
-from .ops import fleet, settle, tier
+from .files.verify import VerifyReport
+from .ops import fleet, localverify, settle, tier
 from .ops import holds as holding
 from .ops import restore as restoring
 from .ops.cat import CatResult, cat_file
@@ -89,6 +89,7 @@ from .remote.rebuild import NO_CHOICE, DrChoice, FromRemoteReport, SnapshotList
 from .remote.rekey import RekeyPlan, RekeyReport
 from .remote.shipplan import ShipPlan
 from .remote.shiprun import ShipReport
+from .remote.thaw import ThawPlan
 from .remote.verify import RemoteVerifyReport
 from .store import legalholds
 from .store.entries import Entry
@@ -328,6 +329,14 @@ class Archiver:
         ``io.workers`` files at a time (by default twice a pass's)."""
         return await restoring.files(self.sessions, selection, to, cancel, self.restore_workers)
 
+    async def thaw(
+        self, selection: Selection, tier: str, days: int, ask: bool = False,
+        cancel: CancelToken | None = None,
+    ) -> ThawPlan:  # fmt: skip
+        """The cold remote objects a restore of ``selection`` needs; with ``ask``,
+        thawed for ``days`` at ``tier`` (ops/restore.py)."""
+        return await restoring.thaw(self.sessions, selection, tier, days, ask, cancel)
+
     async def restore_events(
         self,
         kinds: set[str] | None = None,
@@ -345,23 +354,9 @@ class Archiver:
         max_duration: float | None = None,
         cancel: CancelToken | None = None,
     ) -> VerifyReport:
-        if await self.sessions.nothing_archived():
-            return VerifyReport(nothing_archived=True)
-        args = {"sample": sample, "max_duration": max_duration}
-        async with self.session("verify", args, cancel) as current:
-            current.start()
-            report = await verify_entries(
-                current.manifest,
-                current.mover,
-                self.stream,
-                sample=sample,
-                max_duration=max_duration,
-                cancel=cancel,
-                workers=self.workers,
-            )
-            summary = {"checked": report.checked, "ok": report.ok, "failed": len(report.problems)}
-            current.finish("failed" if report.failed else "ok", summary)
-            return report
+        """The archive's gzips read again (all, or ``sample`` of them, for at
+        most ``max_duration`` s) and compared with the manifest."""
+        return await localverify.verify(self.sessions, sample, max_duration, cancel, self.workers)
 
     # the remote tier, retention and legal holds -------------------------------
 

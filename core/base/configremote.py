@@ -20,9 +20,8 @@ from .configtable import MAX_DAYS, ConfigError, Table
 from .errors import UsageError
 from .recipients import RecipientInvalid, RecipientSet, parse_recipients
 
-# Storage classes a ranged GET can read at once: GLACIER and DEEP_ARCHIVE objects
-# need a restore request first, which would leave a 3 a.m. restore waiting hours.
-STORAGE_CLASSES = (
+# Storage classes a ranged GET can read at once.
+INSTANT_CLASSES = (
     "STANDARD",
     "STANDARD_IA",
     "ONEZONE_IA",
@@ -30,6 +29,9 @@ STORAGE_CLASSES = (
     "GLACIER_IR",
     "REDUCED_REDUNDANCY",
 )
+# Classes whose objects must be thawed (a restore request, hours) before a GET.
+COLD_CLASSES = ("GLACIER", "DEEP_ARCHIVE")
+STORAGE_CLASSES = INSTANT_CLASSES + COLD_CLASSES
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class RemoteSettings:
     url: str
     endpoint_url: str | None = None
     region: str | None = None  # None: from the environment
-    storage_class: str = "STANDARD"
+    storage_class: str = "STANDARD"  # archive files and bundles: any class
+    events_storage_class: str = "STANDARD"  # event months: read at once by query and DR
     site: str = field(default_factory=socket.gethostname)
     keep_local_days: float = 30.0  # -1: keep local copies for ever
     bytes_per_s: int = 0
@@ -54,6 +57,26 @@ class RemoteSettings:
         """The S3 Object Lock mode every upload asks for (``GOVERNANCE`` or
         ``COMPLIANCE``), None when ``object_lock`` is off."""
         return None if self.object_lock == "off" else self.object_lock.upper()
+
+    @property
+    def cold(self) -> bool:
+        """Whether archive files and bundles go to a class that must be thawed."""
+        return self.storage_class in COLD_CLASSES
+
+    @property
+    def meta_class(self) -> str:
+        """The class of what is read without asking (manifest snapshots, their
+        signatures, the marker, the site's claim and key): the data's class
+        when that is read at once, else STANDARD."""
+        return "STANDARD" if self.cold else self.storage_class
+
+    def class_of(self, path: str) -> str:
+        """The storage class an object at the archive path ``path`` is put in."""
+        if path.startswith("files/"):
+            return self.storage_class
+        if path.startswith("events/"):
+            return self.events_storage_class
+        return self.meta_class
 
     @property
     def keeps_local(self) -> bool:
@@ -107,20 +130,14 @@ def read_remote(t: Table, base: Path) -> RemoteSettings | None:
             f"{keep} is negative",
             "use -1 (for ever) or 0 or more",
         )
-    storage_class = t.string("storage_class", "STANDARD")
-    if storage_class not in STORAGE_CLASSES:
-        fix = "use one of " + ", ".join(STORAGE_CLASSES)
-        if storage_class in ("GLACIER", "DEEP_ARCHIVE"):
-            fix = "its objects cannot be read without a restore request; use GLACIER_IR"
-        raise ConfigError(
-            t.file, t.key("storage_class"), f"{storage_class!r} is not supported", fix
-        )
+    storage_class, events_class = _classes(t, url)
     sse, kms_key_id = _sse(t, url)
     remote = RemoteSettings(
         url=url,
         endpoint_url=endpoint,
         region=t.string("region", None),
-        storage_class=str(storage_class),
+        storage_class=storage_class,
+        events_storage_class=events_class,
         site=site,
         keep_local_days=keep,
         bytes_per_s=t.integer("bytes_per_s", 0, minimum=0),
@@ -131,6 +148,27 @@ def read_remote(t: Table, base: Path) -> RemoteSettings | None:
     )
     t.done()
     return remote
+
+
+def _classes(t: Table, url: str) -> tuple[str, str]:
+    """``storage_class`` (archive files and bundles: any class, a cold one only
+    in a bucket) and ``events_storage_class`` (an instant class)."""
+    storage_class = str(t.choice("storage_class", "STANDARD", STORAGE_CLASSES))
+    if storage_class in COLD_CLASSES and not url.startswith("s3:"):
+        raise ConfigError(
+            t.file, t.key("storage_class"), "a file:// remote has no cold storage",
+            "remove it, or ship to an s3:// bucket",
+        )  # fmt: skip
+    instant = "STANDARD" if storage_class in COLD_CLASSES else storage_class
+    events_class = t.string("events_storage_class", instant)
+    if events_class not in INSTANT_CLASSES:
+        fix = "use one of " + ", ".join(INSTANT_CLASSES)
+        if events_class in COLD_CLASSES:
+            fix = "event months are read at once by query and disaster recovery; " + fix
+        raise ConfigError(
+            t.file, t.key("events_storage_class"), f"{events_class!r} is not supported", fix
+        )
+    return storage_class, str(events_class)
 
 
 LOCK_MODES = ("off", "governance", "compliance")

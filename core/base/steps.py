@@ -58,6 +58,9 @@ StepName = Literal[
     # after a ship's manifest snapshot: event month snapshots that neither of the
     # site's two newest manifest snapshots names, then settled as above
     "months_superseded",  # their rows are gone and their keys in remote_loose (one transaction)
+    # asking for a thaw of one cold object (remote/thaw.py)
+    "thaw_recorded",  # its request is committed in thaws as asking, not yet sent
+    "thaw_asked",  # S3 answered it, and thaws says how
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:6]
@@ -66,7 +69,8 @@ BATCH_STEPS: tuple[StepName, ...] = STEP_NAMES[10:12]
 BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[12:17]
 SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[17:23]
 EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[23:26]
-LOOSE_STEPS: tuple[StepName, ...] = STEP_NAMES[26:]
+LOOSE_STEPS: tuple[StepName, ...] = STEP_NAMES[26:30]
+THAW_STEPS: tuple[StepName, ...] = STEP_NAMES[30:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

@@ -1,5 +1,6 @@
 """The restores as the archiver runs them: files (files/restore.py) and event rows
-(events/restore.py), each in a session of its own.
+(events/restore.py), each in a session of its own; and the thaw of the cold
+remote objects a files restore would read (remote/thaw.py).
 
 Invariants: a selection that cannot be used (none, an id no entry has, months or
 kinds no archive holds) is refused before the lock is taken, so a usage error
@@ -28,8 +29,10 @@ from ..files.restore import (
     select_entries,
     unknown_ids_error,
 )
+from ..remote.connect import connected
 from ..remote.fetch import remote_reader
 from ..remote.rebuild import fetch_lost_months
+from ..remote.thaw import ThawPlan, ask_thaws, thaw_plan
 from ..store.entries import Entry
 from ..store.manifest import Manifest
 from .session import Sessions
@@ -155,3 +158,35 @@ async def events(
         }
         current.finish("failed" if report.conflicts or report.refused else "ok", summary)
         return report
+
+
+async def thaw(
+    sessions: Sessions,
+    selection: Selection,
+    tier: str,
+    days: int,
+    ask: bool,
+    cancel: CancelToken | None,
+) -> ThawPlan:
+    """The remote objects a restore of ``selection`` would read, as S3 says each
+    now (read-only, no lock); with ``ask``, under the lock, one thaw asked for
+    each cold one not yet thawing or thawed, each recorded before it is sent."""
+    remote = sessions.remote()
+    await checked(sessions, selection)
+    entries = await _matching(sessions, selection)
+    if not ask:
+        manifest = await Manifest.open_existing(sessions.layout.manifest)
+        if manifest is None:
+            return ThawPlan(tier, days, 0, 0)
+        async with manifest, connected(remote) as store:
+            return await thaw_plan(manifest, store, remote, entries, tier, days)
+    args = {**asdict(selection), "tier": tier, "days": days}
+    async with sessions.open("thaw", args, cancel) as current, connected(remote) as store:
+        current.start(f"{len(entries)} files")
+        plan = await thaw_plan(current.manifest, store, remote, entries, tier, days)
+        step = sessions.steps.hook()
+        await ask_thaws(plan, current.manifest, store, remote, sessions.clock, step)
+        summary = {"asked": len(plan.asked), "under_way": len(plan.under_way),
+                   "failed": len(plan.failed)}  # fmt: skip
+        current.finish("failed" if plan.failed else "ok", summary)
+        return plan

@@ -38,6 +38,7 @@ from ..base.steps import (
     EXPIRE_STEPS,
     LOOSE_STEPS,
     SHIP_STEPS,
+    THAW_STEPS,
     Recorder,
     StepHook,
     StepInfo,
@@ -170,6 +171,8 @@ class StepFeed:
                 if name in SHIP_STEPS or name in LOOSE_STEPS
                 else "expire"
                 if name in EXPIRE_STEPS
+                else "thaw"
+                if name in THAW_STEPS
                 else "bundle"
             )
             self.stream.emit(FileStep(op, label, name, 0, 0))

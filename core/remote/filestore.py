@@ -71,9 +71,17 @@ class FileStore(ObjectStore):
         return RemoteError(f"{self.where(key)}: {err.strerror or err} (check the remote folder)")
 
     async def put_new(
-        self, key: str, src: Path, size: int, sha256: str, lock: ObjectLock | None = None
+        self,
+        key: str,
+        src: Path,
+        size: int,
+        sha256: str,
+        lock: ObjectLock | None = None,
+        *,
+        storage_class: str | None = None,
     ) -> Put:
-        # The config allows no Object Lock on a folder: nothing could keep it.
+        # The config allows no Object Lock on a folder (nothing could keep it),
+        # nor a cold class (a folder has none): every class reads the same here.
         assert lock is None
         try:
             return Put(await asyncio.to_thread(self._put_new, key, src))

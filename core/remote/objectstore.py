@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..base.errors import RemoteError
 from ..base.fsutil import open_file, unlink_if_present, write_all
+from .cold import ThawState, readable
 
 
 class RemoteFatal(RemoteError):
@@ -187,6 +188,13 @@ class ObjectInfo:
     # read pinned to it fails once another object is put at the key.
     version: str | None = None
     modified: int | None = None  # ms, by the server's clock (S3's Last-Modified)
+    storage_class: str | None = None  # as a HEAD says it (None: STANDARD, or a folder)
+    thaw: ThawState | None = None  # a cold object's thaw, as a HEAD says it
+
+    @property
+    def readable(self) -> bool:
+        """Whether a GET can read it now (a cold object only once thawed)."""
+        return readable(self.storage_class, self.thaw)
 
 
 class ObjectStore(ABC):
@@ -226,11 +234,19 @@ class ObjectStore(ABC):
 
     @abstractmethod
     async def put_new(
-        self, key: str, src: Path, size: int, sha256: str, lock: ObjectLock | None = None
+        self,
+        key: str,
+        src: Path,
+        size: int,
+        sha256: str,
+        lock: ObjectLock | None = None,
+        *,
+        storage_class: str | None = None,
     ) -> Put:
         """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
         server checks where it can) to ``key`` unless it exists, locked as
-        ``lock`` says (only a bucket with Object Lock is given one)."""
+        ``lock`` says (only a bucket with Object Lock is given one), in
+        ``storage_class`` (None: the class of what is read without asking)."""
 
     async def put_bytes(
         self, key: str, body: bytes, *, scratch: Path, root: Path, lock: ObjectLock | None = None
@@ -265,6 +281,13 @@ class ObjectStore(ABC):
         """Place or lift the S3 legal hold on ``key``'s current version (only a
         bucket with Object Lock is asked)."""
         raise RemoteError(f"{self.where(key)}: this remote has no legal holds")
+
+    async def thaw(self, key: str, days: int, tier: str) -> str:
+        """Ask for a readable copy of the cold object at ``key`` for ``days``
+        days, at retrieval ``tier`` (cold.TIERS): ``"asked"``, ``"extended"``
+        (a copy was there: its days count again from now) or ``"under way"``
+        (a thaw already runs; nothing new asked)."""
+        raise RemoteError(f"{self.where(key)}: this remote holds nothing cold to thaw")
 
     @abstractmethod
     async def head(self, key: str) -> ObjectInfo | None:

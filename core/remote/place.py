@@ -267,7 +267,7 @@ class Placer:
             return sent
         if got is None:
             got = await self.digest(local)
-        put = await self._put(self.key(path), local, got.bytes, got.sha256, lock)
+        put = await self._put(path, local, got.bytes, got.sha256, lock)
         await self._announce("object_uploaded", path)
         return Sent(path, got.bytes, got.sha256, put.created, put.kept, put.encryption, lock)
 
@@ -293,7 +293,7 @@ class Placer:
         caller wrote ``key`` to ``remote_loose`` first); what was put."""
         if self.seal is None:
             got = await self.digest(local)
-            await self._put(self.key(key), local, got.bytes, got.sha256, lock)
+            await self._put(key, local, got.bytes, got.sha256, lock)
             return got
         sealed, _ = await self._seal_and_put(local, key, lock, None)
         return sealed.sealed
@@ -314,20 +314,25 @@ class Placer:
                 )
             )  # fmt: skip
             stored = sealed.sealed
-            put = await self._put(self.key(key), tmp, stored.bytes, stored.sha256, lock)
+            put = await self._put(key, tmp, stored.bytes, stored.sha256, lock)
         finally:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
         return sealed, put
 
     async def _put(
-        self, key: str, local: Path, size: int, sha: str, lock: ObjectLock | None
+        self, path: str, local: Path, size: int, sha: str, lock: ObjectLock | None
     ) -> Put:
+        """``local`` put create-only at archive path ``path`` under the site, in
+        the storage class that kind of object goes to."""
+        key = self.key(path)
         await asyncio.to_thread(self.limiter.take, size, self.cancel)
         async with self._probing:  # the first upload finds out; the others wait for it
             conditional = await self.store.refuses_overwrite()
         if not conditional and await self.store.head(key) is not None:
             return Put(created=False)  # under the archive lock: nobody of this site writes
-        return await self.store.put_new(key, local, size, sha, lock)
+        return await self.store.put_new(
+            key, local, size, sha, lock, storage_class=self.remote.class_of(path)
+        )
 
     # confirm and record ------------------------------------------------------------
 

@@ -70,6 +70,7 @@ from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.fsutil import write_all
 from ..base.names import is_text
+from .cold import RemoteCold, parse_thaw
 from .objectstore import (
     BucketSettings,
     Encryption,
@@ -391,7 +392,14 @@ class S3Store(ObjectStore):
         )
 
     async def put_new(
-        self, key: str, src: Path, size: int, sha256: str, lock: ObjectLock | None = None
+        self,
+        key: str,
+        src: Path,
+        size: int,
+        sha256: str,
+        lock: ObjectLock | None = None,
+        *,
+        storage_class: str | None = None,
     ) -> Put:
         if size > MAX_PUT:
             raise RemoteError(
@@ -406,7 +414,7 @@ class S3Store(ObjectStore):
             "ContentLength": size,
             "ChecksumAlgorithm": "SHA256",
             "ChecksumSHA256": _b64(sha256),
-            "StorageClass": self.remote.storage_class,
+            "StorageClass": storage_class or self.remote.meta_class,
         }
         if self.conditional:
             args["IfNoneMatch"] = "*"
@@ -455,7 +463,37 @@ class S3Store(ObjectStore):
             _object_lock(got),
             _version(got),
             _ms(got.get("LastModified")),
+            got.get("StorageClass"),
+            parse_thaw(got.get("Restore")),
         )
+
+    async def thaw(self, key: str, days: int, tier: str) -> str:
+        s3 = await self._s3()
+        request = {"Days": days, "GlacierJobParameters": {"Tier": tier.capitalize()}}
+        try:
+            got = await s3.restore_object(
+                Bucket=self.bucket, Key=self._key(key), RestoreRequest=request
+            )
+        except ClientError as err:
+            self._saw(err.response)
+            if _code(err) == "RestoreAlreadyInProgress":
+                return "under way"
+            raise self._error(key, err, f"asking for a {tier} thaw") from err
+        except BotoCoreError as err:
+            raise self._error(key, err, f"asking for a {tier} thaw") from err
+        self._saw(got)
+        return "extended" if got["ResponseMetadata"]["HTTPStatusCode"] == 200 else "asked"
+
+    async def _cold(self, key: str, err: ClientError) -> RemoteCold:
+        """Why a GET of ``key`` was refused as cold, with its thaw's state where
+        a HEAD can say it."""
+        said = err.response.get("Error", {}).get("StorageClass")
+        try:
+            info = await self.head(key)
+        except RemoteError:
+            info = None
+        cls = info.storage_class if info is not None and info.storage_class else said
+        return RemoteCold(self.where(key), cls, info.thaw if info is not None else None)
 
     async def _get(self, key: str, doing: str, **args: str) -> bytes:
         """The object's body (or a range of it: ``Range``; of one version of it:
@@ -477,6 +515,8 @@ class S3Store(ObjectStore):
                     ) from err
                 if _code(err) in _REPLACED or _status(err) in _REPLACED:
                     raise RemoteReplaced(self.where(key)) from err
+                if _code(err) == "InvalidObjectState":
+                    raise await self._cold(key, err) from err
                 raise self._error(key, err, doing) from err
             except (TimeoutError, BotoCoreError, OSError, aiohttp.ClientError) as err:
                 last = err

@@ -89,4 +89,6 @@ def _remote_line(r: RemoteVerifyReport, sample: float) -> str:
         line += f", {len(r.reshipped)} shipped again"
     if r.left:
         line += f", {r.left:,} of this run's share left for the next (max_duration)"
+    if r.cold:
+        line += f", {r.cold:,} cold (not thawed: checked by size and S3's checksum only)"
     return line

@@ -596,6 +596,20 @@ MIGRATIONS: tuple[str, ...] = (
             SELECT o.path FROM remote_objects AS o WHERE o.month = remote_objects.month
             ORDER BY o.shipped_at DESC, o.path DESC LIMIT 1);
     """,
+    # 23: thaws asked of cold objects (GLACIER, DEEP_ARCHIVE), by the object's
+    # key under the site: written before the request is sent, so a kill loses
+    # none (the next thaw or poll asks S3 what came of it).
+    """
+    CREATE TABLE thaws (
+        key TEXT PRIMARY KEY,
+        path TEXT NOT NULL,
+        tier TEXT NOT NULL CHECK (tier IN ('bulk', 'standard', 'expedited')),
+        days INTEGER NOT NULL CHECK (days >= 1),
+        asked_at INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('asking', 'asked', 'failed')),
+        error TEXT
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

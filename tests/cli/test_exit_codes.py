@@ -243,6 +243,7 @@ ELSEWHERE = {
     ("hold release", 1): "tests/core/remote/test_object_lock.py: the same bucket, on release",
     ("run", 0): "tests/cli/test_run.py: SIGTERM stops it at a safe point, exit 0",
     ("console", 0): "tests/console/test_tmux.py: the real console quits with q",
+    ("thaw", 1): "tests/core/remote/test_thaw_s3.py: a request S3 refuses",
     ("mount", 0): "tests/cli/test_cli_mount.py: SIGTERM, Ctrl-C or fusermount3 -u, exit 0",
 }
 
@@ -292,6 +293,12 @@ CASES = [
     Case("restore", 2, ("restore", "--path", "**", "--to", "{site}/archive/back"),
          says="is inside the archive"),
     Case("restore", 3, ("restore", "--path", "**", "--to", "{site}/out"), locked=True,
+         says="locked by"),
+    Case("thaw", 0, ("thaw", "--path", "**"), site="shipped", says="none to ask", reads=True),
+    Case("thaw", 0, ("thaw", "--path", "**", "--yes"), site="shipped", says="none to ask"),
+    Case("thaw", 2, ("thaw",), site="shipped", says="select something"),
+    Case("thaw", 2, ("thaw", "--path", "**"), setup=without_remote, says="no [remote]"),
+    Case("thaw", 3, ("thaw", "--path", "**", "--yes"), site="shipped", locked=True,
          says="locked by"),
     Case("restore --list", 0, ("restore", "--list", "--unit", "u1"), site="fresh", reads=True),
     Case("restore --list", 0, ("restore", "--list", "--path", "**"), says="entries"),

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import archive, checks, find, jobs, remote, restore, retention
+from . import archive, checks, find, jobs, remote, restore, retention, thaw
 from .spec import Operation, Result, Words
 
 OPERATIONS: tuple[Operation, ...] = (
     *archive.OPERATIONS,
     *restore.OPERATIONS,
+    *thaw.OPERATIONS,
     *find.OPERATIONS,
     *checks.OPERATIONS,
     *remote.OPERATIONS,

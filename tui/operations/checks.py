@@ -77,7 +77,18 @@ def _remote_verified(r: RemoteVerifyReport) -> str:
     text = f"{r.ok}/{r.checked} remote copies ok, {human(r.bytes)}"
     if r.reshipped:
         text += f", {len(r.reshipped)} shipped again"
-    return text + (f", {len(r.failed)} FAILED" if r.failed else "")
+    text += f", {len(r.failed)} FAILED" if r.failed else ""
+    return text + _cold_said(r)
+
+
+def _cold_said(r: RemoteVerifyReport) -> str:
+    """What a remote verify could not read because it is cold, in words."""
+    if not r.cold:
+        return ""
+    return (
+        f"; {plural(r.cold, 'cold object')} not thawed: size and S3's checksum match, "
+        "bytes not read (coldkeep thaw, then verify again)"
+    )
 
 
 VERIFY = Operation(

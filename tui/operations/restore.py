@@ -29,6 +29,25 @@ from .spec import ID, Operation, Options, Run, Words, identity_option, parse_whe
 # restore ----------------------------------------------------------------------
 
 
+def selection_params() -> tuple[click.Parameter, ...]:
+    """The options that select archived files, as ``restore`` and ``thaw`` take them."""
+    return (
+        click.Argument(["ids"], nargs=-1, type=ID),
+        click.Option(["--unit"], help="Every file of this unit."),
+        click.Option(["--path", "glob"], metavar="GLOB", help="Relative paths matching this glob."),
+        click.Option(["--sha"], metavar="PREFIX", help="Files whose sha256 starts with this."),
+        click.Option(
+            ["--after"], metavar="DATE", help="Files last modified at or after DATE (local time)."
+        ),
+        click.Option(
+            ["--before"], metavar="DATE", help="Files last modified before DATE (local time)."
+        ),
+        click.Option(
+            ["--all-versions"], is_flag=True, help="Every archived version, not just the newest."
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class Listing:
     """``restore --list``: the entries a selection names (no lock, nothing written)."""
@@ -74,8 +93,9 @@ def restore_files(selection: Selection, to: Path | None) -> Run:
     return lambda archiver, cancel: archiver.restore(selection, to, cancel)
 
 
-def _restore(options: Options) -> Run:
-    selection = Selection(
+def selection_of(options: Options) -> Selection:
+    """The entries ``SELECTION_PARAMS`` name."""
+    return Selection(
         ids=options["ids"],
         unit=options["unit"],
         glob=options["glob"],
@@ -84,6 +104,10 @@ def _restore(options: Options) -> Run:
         before_ns=parse_when(options["before"], "--before"),
         all_versions=options["all_versions"],
     )
+
+
+def _restore(options: Options) -> Run:
+    selection = selection_of(options)
     if options["list_only"]:
         return lambda archiver, cancel: _listing(archiver, selection)
     return unsealing(options["identity"], restore_files(selection, options["to"]))
@@ -111,19 +135,7 @@ RESTORE = Operation(
     "for hold_days) or, with --to, under another directory.",
     bind=_restore,
     params=(
-        click.Argument(["ids"], nargs=-1, type=ID),
-        click.Option(["--unit"], help="Every file of this unit."),
-        click.Option(["--path", "glob"], metavar="GLOB", help="Relative paths matching this glob."),
-        click.Option(["--sha"], metavar="PREFIX", help="Files whose sha256 starts with this."),
-        click.Option(
-            ["--after"], metavar="DATE", help="Files last modified at or after DATE (local time)."
-        ),
-        click.Option(
-            ["--before"], metavar="DATE", help="Files last modified before DATE (local time)."
-        ),
-        click.Option(
-            ["--all-versions"], is_flag=True, help="Every archived version, not just the newest."
-        ),
+        *selection_params(),
         click.Option(
             ["--to"],
             type=click.Path(path_type=Path, file_okay=False),

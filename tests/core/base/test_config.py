@@ -93,6 +93,37 @@ def test_the_mount_cache_defaults_to_the_users_cache_folder(
     )
 
 
+@pytest.mark.parametrize(
+    ("table", "files", "events", "meta"),
+    [
+        ("", "STANDARD", "STANDARD", "STANDARD"),
+        ("storage_class = 'STANDARD_IA'\n", "STANDARD_IA", "STANDARD_IA", "STANDARD_IA"),
+        ("storage_class = 'DEEP_ARCHIVE'\n", "DEEP_ARCHIVE", "STANDARD", "STANDARD"),
+        (
+            "storage_class = 'GLACIER'\nevents_storage_class = 'GLACIER_IR'\n",
+            "GLACIER",
+            "GLACIER_IR",
+            "STANDARD",
+        ),
+    ],
+)
+def test_each_kind_of_object_has_its_class_and_what_is_read_at_once_stays_warm(
+    site: Path, table: str, files: str, events: str, meta: str
+) -> None:
+    remote = load_settings(write(site, REMOTE + table)).remote
+    assert remote is not None
+    got = [
+        remote.class_of(p)
+        for p in (
+            "files/u/a.gz",
+            "events/2026-01.ab.db",
+            "manifest/g000000000001-ab.db",
+            "site/id.x.json",
+        )
+    ]
+    assert got == [files, events, meta, meta]
+
+
 def test_a_mount_cache_config(site: Path) -> None:
     text = ROOTS + "[mount]\ncache_bytes = 67108864\ncache_dir = 'cache'\n"
     cfg = load_settings(write(site, text))
@@ -165,7 +196,17 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (ROOTS + "[remote]\nurl = 'file:archive/r'\n", "remote.url", "overlap"),
         (REMOTE + "endpoint_url = 'localhost:9000'\n", "remote.endpoint_url", "http(s) URL"),
         (REMOTE + "endpoint_url = 'http://k:s@h:9000'\n", "remote.endpoint_url", "credential"),
-        (REMOTE + "storage_class = 'GLACIER'\n", "remote.storage_class", "GLACIER_IR"),
+        (REMOTE + "storage_class = 'COLD'\n", "remote.storage_class", "'DEEP_ARCHIVE'"),
+        (
+            REMOTE + "events_storage_class = 'GLACIER'\n",
+            "remote.events_storage_class",
+            "read at once by query",
+        ),
+        (
+            ROOTS + "[remote]\nurl = 'file:r'\nstorage_class = 'DEEP_ARCHIVE'\n",
+            "remote.storage_class",
+            "no cold storage",
+        ),
         (REMOTE + "sse = 'aws:kms:dsse'\n", "remote.sse", 'use "AES256" or "aws:kms"'),
         (REMOTE + "kms_key_id = 'k1'\n", "remote.kms_key_id", 'needs sse = "aws:kms"'),
         (REMOTE + "sse = 'AES256'\nkms_key_id = 'k1'\n", "remote.kms_key_id", "remove kms_key_id"),

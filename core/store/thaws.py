@@ -1,0 +1,54 @@
+"""Thaws asked of cold objects (``thaws``): one row per object, by its key under
+the site, written as ``asking`` before the restore request is sent and set to
+``asked`` (or ``failed``, with the error) once S3 answered.
+
+Invariant: no request is sent without its row committed first, so a kill
+between the two loses nothing: a row left ``asking`` is a request that may or
+may not have reached S3, and only S3's answer to a HEAD (``x-amz-restore``)
+says which; it is never taken for a thaw under way on its word alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .manifest import Manifest
+
+
+@dataclass(frozen=True)
+class ThawAsked:
+    key: str  # under the site
+    path: str  # the remote object's archive path
+    tier: str
+    days: int
+    asked_at: int  # ms, this host's clock
+    state: str  # asking | asked | failed
+    error: str | None = None
+
+
+async def record_asking(manifest: Manifest, key: str, path: str, tier: str, days: int,
+                        at: int) -> None:  # fmt: skip
+    """The request about to be sent for ``key``, committed first."""
+    await manifest.run(
+        "INSERT INTO thaws (key, path, tier, days, asked_at, state, error) "
+        "VALUES (?, ?, ?, ?, ?, 'asking', NULL) ON CONFLICT (key) DO UPDATE SET "
+        "path = excluded.path, tier = excluded.tier, days = excluded.days, "
+        "asked_at = excluded.asked_at, state = 'asking', error = NULL",
+        (key, path, tier, days, at),
+    )
+
+
+async def record_answer(manifest: Manifest, key: str, error: str | None) -> None:
+    """S3's answer to the request for ``key``: taken (``error`` None) or refused."""
+    state = "asked" if error is None else "failed"
+    await manifest.run("UPDATE thaws SET state = ?, error = ? WHERE key = ?", (state, error, key))
+
+
+async def thaws(manifest: Manifest) -> list[ThawAsked]:
+    """Every thaw recorded, oldest first."""
+    rows = await manifest.rows(
+        "SELECT key, path, tier, days, asked_at, state, error FROM thaws ORDER BY asked_at, key"
+    )
+    return [
+        ThawAsked(str(k), str(p), str(t), int(d), int(a), str(s), e) for k, p, t, d, a, s, e in rows
+    ]

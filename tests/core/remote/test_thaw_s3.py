@@ -1,0 +1,173 @@
+"""Cold storage classes on a real S3 server (moto) behind the proxy's thaw model:
+archive files shipped to DEEP_ARCHIVE with every local copy dropped, what is read
+without asking left in STANDARD, a restore that says to thaw, ``thaw`` asking
+once per object (a bundle once), and the restore once the thaw is done."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from helpers import ck, ck_json, entries, sha
+from remotecheck import demo_after_pass, set_remote
+from s3kit import S3Site
+from s3kit.proxy import Respond
+from s3kit.thaw import HOUR_S, Thaw, s3_error
+
+KILL = "COLDKEEP_TEST_KILL_AT"
+SITE = "web-1"
+PREFIX = "cold"
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_after_pass(tmp_path_factory.mktemp("cold-template") / "site")
+
+
+def shipped_cold(archived: Path, tmp_path: Path, s3: S3Site, cls: str = "DEEP_ARCHIVE") -> Path:
+    """The demo after a pass, shipped to ``cls`` with every local copy dropped."""
+    site = tmp_path / "site"
+    shutil.copytree(archived, site, symlinks=True)
+    set_remote(
+        site,
+        f'url = "s3://{s3.bucket}/{PREFIX}"\nendpoint_url = "{s3.endpoint}"\n'
+        f'region = "us-east-1"\nsite = "{SITE}"\nkeep_local_days = 0\n'
+        f'storage_class = "{cls}"\n',
+    )
+    doc = ck_json(site, "ship")
+    assert doc["ok"] and doc["result"]["problems"] == [], doc
+    return site
+
+
+def classes(s3: S3Site) -> dict[str, str]:
+    """Each key under the site's prefix and its storage class (as a HEAD says)."""
+    client = s3.server.client
+    return {
+        key: client.head_object(Bucket=s3.bucket, Key=key).get("StorageClass", "STANDARD")
+        for key in s3.server.list_keys(s3.bucket, f"{PREFIX}/")
+    }
+
+
+def remote_only(site: Path, unit: str) -> list[dict[str, object]]:
+    return [e for e in entries(site) if e["unit"] == unit and e["status"] == "archived"]
+
+
+def test_cold_data_ships_and_what_is_read_without_asking_stays_warm(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    shipped_cold(archived, tmp_path, s3)
+    got = classes(s3)
+    files = {k: c for k, c in got.items() if k.startswith(f"{PREFIX}/{SITE}/files/")}
+    others = {k: c for k, c in got.items() if k not in files}
+    assert files and set(files.values()) == {"DEEP_ARCHIVE"}
+    assert any("/manifest/" in k for k in others) and any("/events/" in k for k in others)
+    assert set(others.values()) == {"STANDARD"}, others
+
+
+def test_a_restore_of_a_cold_file_says_to_thaw_and_thaw_asks_once_per_object(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    s3.proxy.thaw = thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    # A unit some of whose files are bundled: a bundle is asked for once.
+    unit = next(
+        u
+        for u in sorted({str(e["unit"]) for e in entries(site)})
+        if len({e["gz_path"] for e in remote_only(site, u)}) < len(remote_only(site, u))
+    )
+    wanted = remote_only(site, unit)
+    objects = {str(e["gz_path"]) for e in wanted}
+
+    out = ck(site, "restore", "--unit", unit, "--to", str(tmp_path / "back"), check=1)
+    assert "DEEP_ARCHIVE" in out.stdout and "coldkeep thaw" in out.stdout, out.stdout
+    assert "credentials" not in out.stdout + out.stderr
+
+    s3.proxy.reset_counts()
+    plan = ck(site, "thaw", "--unit", unit)
+    assert f"{len(objects)} objects to thaw" in plan.stdout, plan.stdout
+    assert "DEEP_ARCHIVE usually up to 12 hours" in plan.stdout and "--yes" in plan.stdout
+    assert s3.proxy.counts.get("POST", 0) == 0, "the plan asks for nothing"
+
+    doc = ck_json(site, "thaw", "--unit", unit, "--yes")
+    assert sorted(doc["result"]["asked"]) == sorted(objects)
+    assert s3.proxy.counts.get("POST", 0) == len(objects), "one request per object"
+    again = ck_json(site, "thaw", "--unit", unit, "--yes")["result"]
+    assert again["asked"] == [] and again["to_ask"] == 0
+    assert {o["state"] for o in again["objects"]} == {"thawing"}
+    assert s3.proxy.counts.get("POST", 0) == len(objects), "never twice for one thawing"
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        rows = db.execute("SELECT key, state, tier FROM thaws").fetchall()
+    assert sorted(rows) == sorted((o, "asked", "standard") for o in objects)
+
+    out = ck(site, "restore", "--unit", unit, "--to", str(tmp_path / "back"), check=1)
+    assert "not done yet" in out.stdout, out.stdout
+
+    s3.server.advance_clock(12 * HOUR_S + 60)
+    refused = thaw.refused
+    ck(site, "restore", "--unit", unit, "--to", str(tmp_path / "back"))
+    assert thaw.refused == refused, "no GET of a cold object once it is thawed"
+    for e in wanted:
+        back = tmp_path / "back" / str(e["relpath"])
+        assert sha(back.read_bytes()) == e["sha256"]
+
+
+def test_a_remote_verify_checks_a_cold_object_by_what_s3_says_and_says_so(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    site = shipped_cold(archived, tmp_path, s3, "GLACIER")
+    doc = ck_json(site, "verify", "--remote")
+    result = doc["result"]
+    assert doc["ok"] and result["failed"] == []
+    assert result["cold"] > 0 and result["cold"] + result["ok"] == result["checked"]
+    out = ck(site, "verify", "--remote")
+    assert "cold objects not thawed" in out.stdout, out.stdout
+
+
+def test_deep_archive_has_no_expedited_thaw(archived: Path, tmp_path: Path, s3: S3Site) -> None:
+    site = shipped_cold(archived, tmp_path, s3)
+    s3.proxy.reset_counts()
+    out = ck(site, "thaw", "--path", "**", "--tier", "expedited", "--yes", check=2)
+    assert "DEEP_ARCHIVE offers no expedited thaw" in out.stderr, out.stderr
+    assert s3.proxy.counts.get("POST", 0) == 0
+
+
+def test_a_request_s3_refuses_is_recorded_said_and_asked_again_next_time(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    s3.proxy.thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    refusal = s3_error("MalformedXML", "not today")
+    s3.proxy.fail(Respond(400, refusal), method="POST", query="restore", times=1)
+    doc = ck_json(site, "thaw", "--path", "**", "--yes", check=1)
+    result = doc["result"]
+    assert not doc["ok"] and len(result["failed"]) == 1 and "MalformedXML" in result["failed"][0]
+    assert len(result["asked"]) == result["to_ask"] - 1
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        states = dict(db.execute("SELECT state, count(*) FROM thaws GROUP BY state").fetchall())
+    assert states == {"asked": result["to_ask"] - 1, "failed": 1}
+    again = ck_json(site, "thaw", "--path", "**", "--yes")["result"]
+    assert len(again["asked"]) == 1 and again["failed"] == []
+
+
+@pytest.mark.parametrize("step", ["thaw_recorded", "thaw_recorded:2", "thaw_asked:2"])
+def test_a_thaw_killed_at_each_step_loses_no_request_and_doubles_none(
+    archived: Path, tmp_path: Path, s3: S3Site, step: str
+) -> None:
+    s3.proxy.thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    s3.proxy.reset_counts()
+    run = ck(site, "thaw", "--path", "**", "--yes", check=None, env={KILL: step})
+    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
+    sent = s3.proxy.counts.get("POST", 0)
+    doc = ck_json(site, "thaw", "--path", "**", "--yes")["result"]
+    assert doc["failed"] == [] and doc["under_way"] == []
+    objects = {o["key"] for o in doc["objects"]}
+    assert {o["state"] for o in doc["objects"]} <= {"to ask", "thawing"}
+    assert sent + len(doc["asked"]) == len(objects) == s3.proxy.counts.get("POST", 0)
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        rows = dict(db.execute("SELECT key, state FROM thaws").fetchall())
+    assert rows == dict.fromkeys(objects, "asked")
