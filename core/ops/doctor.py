@@ -39,6 +39,7 @@ from pathlib import Path
 from ..base.config import load_settings
 from ..base.configtable import ConfigError
 from .doctorbucket import check_bucket
+from .doctorcold import check_cold
 from .doctorfinding import Finding
 from .doctorlivedb import check_live_db
 from .doctormanifest import check_manifest
@@ -77,6 +78,7 @@ async def diagnose(config: Path) -> list[Finding]:
         findings += await asyncio.to_thread(check_live_db, settings, settings.state_db)
     findings.append(await check_remote(settings))
     findings += await check_bucket(settings)
+    findings += await check_cold(settings)
     findings += await check_identity(settings)
     findings.append(await asyncio.to_thread(_tools))
     return findings

@@ -555,3 +555,27 @@ async def test_settings_this_host_may_not_read_are_said_not_fatal(
     assert f["bucket"].level == "warn" and "its versioning (AccessDenied)" in f["bucket"].found
     assert "s3:GetBucketVersioning" in f["bucket"].fix
     assert f["remote"].level == "ok"
+
+
+@pytest.mark.parametrize(
+    ("files", "retention", "said"),
+    [
+        ("", "files_days = 30\n", ["expire after 30 days", "180 days at least", "bundle_below"]),
+        ("bundle_below = 67108864\n", "files_days = 400\n", []),
+    ],
+)
+async def test_a_cold_class_is_warned_of_what_it_would_cost(
+    site: Path, s3: S3Site, files: str, retention: str, said: list[str]
+) -> None:
+    config = site
+    text = config.read_text().replace("[files]\n", f"[files]\n{files}")
+    config.write_text(text.replace("[remote]\n", f"[retention]\n{retention}\n[remote]\n"))
+    with_remote(
+        config,
+        f'url = "s3://{s3.bucket}/pre"\nendpoint_url = "{s3.endpoint}"\n'
+        'region = "us-east-1"\nsite = "demo"\nstorage_class = "DEEP_ARCHIVE"\n',
+    )
+    f = by_check(await diagnose(config))["cold_class"]
+    assert f.level == ("warn" if said else "ok"), f
+    assert all(s in f.found + f.fix for s in said), f
+    assert s3.server.list_keys(s3.bucket) == [], "the probe is deleted (and was STANDARD)"
