@@ -5,11 +5,10 @@ and the scheduler.
     trends(days)        per-day bytes and backlog, passes, months, tiers (ops/trends.py)
     plan()              the backlog and what recovery would do; writes nothing
     run_pass()          recovery, then the files, then the event rows (ops/passes.py)
-    recover(), adopt(gzs | None), sweep(), rebuild_manifest()
-                        what a crash or a loss left, settled (ops/settle.py)
-    restore(sel, to)    files back from the archive (ops/restore.py)
-    find(pattern), versions(path)
-                        archived versions looked up, read-only (files/find.py)
+    recover(), adopt(gzs | None), sweep(), rebuild_manifest(): what a crash or a loss left
+    restore(sel, to), thaw(sel, …), restore_thawing(sel, to, …)
+                        files back from the archive, cold ones thawed first (ops/restore.py)
+    find(pattern), versions(path): archived versions looked up, read-only (files/find.py)
     cat(path, version, out, expired)
                         one archived file's bytes to a stream, read-only (ops/cat.py)
     restore_events(…)   event rows back into live (ops/restore.py)
@@ -17,10 +16,8 @@ and the scheduler.
     verify(…)           re-read gzips against the manifest (files/verify.py)
     ship_plan(), ship(), verify_remote(…), rebuild_from_remote(), rekey_plan(), rekey(…)
                         the remote tier (ops/tier.py)
-    expire_plan(), expire()
-                        what is past its retention, deleted (ops/expire.py)
-    holds(), place_hold(…), release_hold(…)
-                        legal holds (ops/holds.py)
+    expire_plan(), expire(): what is past its retention, deleted (ops/expire.py)
+    holds(), place_hold(…), release_hold(…): legal holds (ops/holds.py)
     new_site_key()      a new key for the site's signed snapshots (ops/siteops.py)
     checkpoint()        one live WAL checkpoint now
 
@@ -336,6 +333,16 @@ class Archiver:
         """The cold remote objects a restore of ``selection`` needs; with ``ask``,
         thawed for ``days`` at ``tier`` (ops/restore.py)."""
         return await restoring.thaw(self.sessions, selection, tier, days, ask, cancel)
+
+    async def restore_thawing(
+        self, selection: Selection, to: Path | None, tier: str, days: int,
+        cancel: CancelToken | None = None,
+    ) -> RestoreReport | ThawPlan:  # fmt: skip
+        """``restore --thaw``: the restore now, or by the scheduler once its
+        cold objects are thawed (ops/restore.py)."""
+        return await restoring.restore_thawing(
+            self.sessions, selection, to, tier, days, cancel, self.restore_workers
+        )
 
     async def restore_events(
         self,

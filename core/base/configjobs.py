@@ -20,7 +20,7 @@ from .configtable import MAX_DAYS, ConfigError, Table
 if TYPE_CHECKING:
     from croniter import croniter
 
-JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint")
+JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint", "thaws")
 # The smallest share of the remote copies a scheduled verify reads (one in a
 # million: some object every run, whatever the bucket's size).
 MIN_SAMPLE = 1e-6
@@ -54,6 +54,9 @@ DEFAULT_JOBS: Mapping[str, JobSettings] = {
     "alerts": JobSettings("alerts", interval_s=60, timeout_s=300, run_on_boot=True),
     # The live WAL between passes: a pass checkpoints it only while it moves rows.
     "checkpoint": JobSettings("checkpoint", interval_s=900, timeout_s=300),
+    # restore --thaw: each waiting restore finished once S3 has thawed its objects
+    # (a thaw takes minutes to hours: a look every 15 minutes, and one at start).
+    "thaws": JobSettings("thaws", interval_s=900, timeout_s=6 * 3600, run_on_boot=True),
 }
 
 

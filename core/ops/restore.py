@@ -12,7 +12,7 @@ fetched back before their rows are restored.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..base.cancel import CancelToken
@@ -32,10 +32,24 @@ from ..files.restore import (
 from ..remote.connect import connected
 from ..remote.fetch import remote_reader
 from ..remote.rebuild import fetch_lost_months
-from ..remote.thaw import ThawPlan, ask_thaws, thaw_plan
+from ..remote.thaw import THAWING, ThawPlan, ask_thaws, thaw_plan
+from ..store import thaws
 from ..store.entries import Entry
 from ..store.manifest import Manifest
 from .session import Sessions
+
+
+@dataclass
+class ThawedRestores:
+    """What the scheduler's look at the waiting ``restore --thaw`` requests did."""
+
+    waiting: int = 0  # still waiting for a thaw
+    asked: int = 0  # objects asked for again
+    restored: list[int] = field(default_factory=list)  # their ids
+    failed: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 async def checked(sessions: Sessions, selection: Selection) -> None:
@@ -190,3 +204,69 @@ async def thaw(
                    "failed": len(plan.failed)}  # fmt: skip
         current.finish("failed" if plan.failed else "ok", summary)
         return plan
+
+
+async def restore_thawing(
+    sessions: Sessions,
+    selection: Selection,
+    to: Path | None,
+    tier: str,
+    days: int,
+    cancel: CancelToken | None,
+    workers: int = 1,
+) -> RestoreReport | ThawPlan:
+    """``restore --thaw``: the cold objects ``selection`` needs asked for (as
+    ``thaw --yes``); the restore now when none is to be waited for, else
+    recorded for the scheduler to finish once they are thawed (the plan, with
+    the waiting restore's id, returned)."""
+    settings = sessions.settings
+    remote = sessions.remote()
+    root = check_restore_root(to, settings.archive_root, settings.live_root) if to else None
+    await checked(sessions, selection)
+    entries = await _matching(sessions, selection)
+    args = {**asdict(selection), "to": str(root) if root else None, "tier": tier, "days": days}
+    async with sessions.open("thaw", args, cancel) as current, connected(remote) as store:
+        current.start(f"{len(entries)} files")
+        plan = await thaw_plan(current.manifest, store, remote, entries, tier, days)
+        await ask_thaws(
+            plan, current.manifest, store, remote, sessions.clock, sessions.steps.hook()
+        )
+        if not plan.failed and (plan.to_ask or plan.count(THAWING)):
+            plan.waiting_restore = await thaws.add_waiting(
+                current.manifest, asdict(selection), str(root) if root else None, tier, days,
+                sessions.clock(),
+            )  # fmt: skip
+        current.finish("failed" if plan.failed else "ok", {"waiting": plan.waiting_restore})
+    if plan.failed or plan.waiting_restore is not None:
+        return plan
+    return await files(sessions, selection, to, cancel, workers)
+
+
+async def finish_thawed(
+    sessions: Sessions, manifest: Manifest, cancel: CancelToken | None, workers: int = 1
+) -> ThawedRestores:
+    """Each waiting ``restore --thaw`` whose objects are all readable now,
+    restored and marked done (or failed) in ``manifest``; a cold object whose
+    thaw never reached S3 or whose copy ended first is asked for again."""
+    remote = sessions.remote()
+    report = ThawedRestores()
+    for waiting in await thaws.restores(manifest, waiting_only=True):
+        selection = Selection(**{**waiting.selection, "ids": tuple(waiting.selection["ids"])})
+        entries = await select_entries(manifest, selection)
+        async with connected(remote) as store:
+            plan = await thaw_plan(manifest, store, remote, entries, waiting.tier, waiting.days)
+            if plan.to_ask:
+                async with sessions.open("thaw", {"restore": waiting.id}, cancel) as current:
+                    step = sessions.steps.hook()
+                    await ask_thaws(plan, current.manifest, store, remote, sessions.clock, step)
+                    current.finish("failed" if plan.failed else "ok", {"asked": len(plan.asked)})
+                report.asked += len(plan.asked)
+        if plan.to_ask or plan.count(THAWING):
+            report.waiting += 1
+            continue
+        to = Path(waiting.target) if waiting.target else None
+        done = await files(sessions, selection, to, cancel, workers)
+        said = ", ".join(f"{n} {k}" for k, n in sorted(done.counts.items())) or "nothing selected"
+        await thaws.end_restore(manifest, waiting.id, not done.failed, sessions.clock(), said)
+        (report.failed if done.failed else report.restored).append(waiting.id)
+    return report

@@ -63,6 +63,8 @@ class ThawPlan:
     asked: list[str] = field(default_factory=list)  # keys: a new thaw, or one extended
     under_way: list[str] = field(default_factory=list)  # S3 said one already ran
     failed: list[str] = field(default_factory=list)  # one line each
+    # restore --thaw: the restore left to the scheduler until they are thawed
+    waiting_restore: int | None = None
 
     @property
     def to_ask(self) -> list[ThawObject]:
@@ -104,6 +106,7 @@ class ThawPlan:
             "asked": self.asked,
             "under_way": self.under_way,
             "failed": self.failed,
+            "waiting_restore": self.waiting_restore,
         }
 
 

@@ -10,7 +10,8 @@ Each poll (the ``alerts`` job) does two things:
             run that ended in error or timeout (one alert per lock holder when
             another process kept jobs out) or whose process was killed
             (``job_killed``, once the next start settles it), an event row
-            refused as a conflict;
+            refused as a conflict, a `restore --thaw` finished or failed, a
+            thaw S3 refused;
             each new alert gets one pending delivery per configured sink
   deliver   every pending delivery, oldest first: the ``command`` sink runs the
             command with the alert as JSON on stdin (exit 0 = delivered), the
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.configalerts import AlertsSettings
-from ..store import alertqueue, audit, jobruns, passlog, problems
+from ..store import alertqueue, audit, jobruns, passlog, problems, thaws
 from ..store.alertqueue import Alert
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
@@ -93,11 +94,32 @@ async def conditions(manifest: Manifest) -> list[Condition]:
     for r in await audit.out_of_space(manifest):
         about = {"audit_id": r.id, "action": r.action, "at": r.at, "origin": r.origin}
         found.append(Condition(f"space:{r.id}", "out_of_space", str(r.detail), about))
+    found += await _thaw_conditions(manifest)
     for p in await passlog.recent(manifest, 20):
         for c in (p.summary.get("events") or {}).get("conflicts", []):
             about = {"row_id": c["row_id"], "month": c["month"], "pass_id": p.id}
             key = f"conflict:{c['row_id']}:{c['month']}"
             found.append(Condition(key, "event_conflict", c["detail"], about))
+    return found
+
+
+async def _thaw_conditions(manifest: Manifest) -> list[Condition]:
+    """A ``restore --thaw`` the scheduler finished or could not; a thaw S3 refused."""
+    found: list[Condition] = []
+    for w in await thaws.restores(manifest):
+        if w.state != "waiting":
+            about = {"restore": w.id, "target": w.target, "selection": w.selection}
+            said = "finished" if w.state == "done" else "FAILED"
+            message = f"restore --thaw #{w.id} {said}: {w.detail}"
+            found.append(
+                Condition(f"thaw_restore:{w.id}", f"thaw_restore_{w.state}", message, about)
+            )
+    for t in await thaws.thaws(manifest):
+        if t.state == "failed":
+            about = {"key": t.key, "path": t.path, "asked_at": t.asked_at}
+            key = f"thaw_failed:{t.key}:{t.asked_at}"
+            message = f"the thaw of {t.path} was refused: {t.error}"
+            found.append(Condition(key, "thaw_failed", message, about))
     return found
 
 

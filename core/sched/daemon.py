@@ -8,6 +8,8 @@
     expire   archived data past its retention deleted (only with a [retention])
     stats    one row of archive and backlog totals into ``stats`` (for trends)
     alerts   the fire queue: collect alerts, deliver them (alerts.py)
+    thaws    each waiting ``restore --thaw`` restored once S3 has thawed its
+             objects (with a [remote]); a thaw lost or ended first asked again
     checkpoint  one checkpoint of the live database's WAL (a state_db, mode "on"),
              in the checkpoint log: between passes nothing else of coldkeep's
              checkpoints it. No archive lock: SQLite orders checkpoints itself,
@@ -34,6 +36,7 @@ from ..base.config import Settings
 from ..base.lock import LockHeld
 from ..events.checkpoint import checkpoint_recorded
 from ..files.pathindex import PathIndex, Unusable
+from ..ops import restore as restoring
 from ..ops.session import open_manifest
 from ..store import stats
 from ..store.manifest import Manifest
@@ -82,6 +85,13 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         ran = await checkpoint_recorded(db, settings.events, manifest, archiver.stream)
         return Outcome(ran.error is None, ran.to_dict(), ran.error)
 
+    async def finish_thawed(token: CancelToken) -> Outcome:
+        workers = archiver.restore_workers
+        report = await restoring.finish_thawed(archiver.sessions, manifest, token, workers)
+        failed = ", ".join(f"#{n}" for n in report.failed)
+        problem = f"restore --thaw {failed} failed (coldkeep history)" if failed else None
+        return Outcome(not report.failed, report.to_dict(), problem)
+
     table: dict[str, JobHandler] = {
         "pass": locked_out(run_pass),
         "verify": locked_out(verify),
@@ -90,13 +100,14 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         "stats": stats,
         "alerts": deliver,
         "checkpoint": checkpoint,
+        "thaws": locked_out(finish_thawed),
     }
     names = job_names(settings)
     return {name: heap.trimmed(handler) for name, handler in table.items() if name in names}
 
 
 def job_names(settings: Settings) -> frozenset[str]:
-    """The jobs this config has: pass unless mode is "off", ship with a [remote],
+    """The jobs this config has: pass unless mode is "off", ship and thaws with a [remote],
     expire with a [retention], checkpoint with a state_db in mode "on" (a
     checkpoint writes the application's database; "plan" only counts). Whether
     [jobs] enables them is the runner's call."""
@@ -106,14 +117,14 @@ def job_names(settings: Settings) -> frozenset[str]:
     if settings.mode != "off":
         names.add("pass")
     if settings.remote is not None:
-        names.add("ship")
+        names.update(("ship", "thaws"))
     if settings.retention.configured:
         names.add("expire")
     return frozenset(names)
 
 
 # The jobs that take the archive lock: the runner gives them one turn at a time.
-LOCK_TAKING = frozenset({"pass", "verify", "ship", "expire"})
+LOCK_TAKING = frozenset({"pass", "verify", "ship", "expire", "thaws"})
 
 
 def locked_out(handler: JobHandler) -> JobHandler:

@@ -598,8 +598,20 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 23: thaws asked of cold objects (GLACIER, DEEP_ARCHIVE), by the object's
     # key under the site: written before the request is sent, so a kill loses
-    # none (the next thaw or poll asks S3 what came of it).
+    # none (the next thaw or poll asks S3 what came of it); and the restores
+    # (`restore --thaw`) waiting for their objects, which the scheduler finishes.
     """
+    CREATE TABLE thaw_restores (
+        id INTEGER PRIMARY KEY,
+        selection TEXT NOT NULL,
+        target TEXT,
+        tier TEXT NOT NULL,
+        days INTEGER NOT NULL,
+        asked_at INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('waiting', 'done', 'failed')),
+        ended_at INTEGER,
+        detail TEXT
+    );
     CREATE TABLE thaws (
         key TEXT PRIMARY KEY,
         path TEXT NOT NULL,

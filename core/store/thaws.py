@@ -1,6 +1,8 @@
 """Thaws asked of cold objects (``thaws``): one row per object, by its key under
 the site, written as ``asking`` before the restore request is sent and set to
-``asked`` (or ``failed``, with the error) once S3 answered.
+``asked`` (or ``failed``, with the error) once S3 answered; and the restores
+waiting for their objects (``thaw_restores``, from ``restore --thaw``), each
+until the scheduler has restored it (``done``) or could not (``failed``).
 
 Invariant: no request is sent without its row committed first, so a kill
 between the two loses nothing: a row left ``asking`` is a request that may or
@@ -10,7 +12,9 @@ says which; it is never taken for a thaw under way on its word alone.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from .manifest import Manifest
 
@@ -52,3 +56,51 @@ async def thaws(manifest: Manifest) -> list[ThawAsked]:
     return [
         ThawAsked(str(k), str(p), str(t), int(d), int(a), str(s), e) for k, p, t, d, a, s, e in rows
     ]
+
+
+@dataclass(frozen=True)
+class WaitingRestore:
+    """A ``restore --thaw`` waiting for its objects (``thaw_restores``)."""
+
+    id: int
+    selection: dict[str, Any]  # the Selection's fields
+    target: str | None  # --to, or None: the live paths
+    tier: str
+    days: int
+    asked_at: int
+    state: str = "waiting"  # waiting | done | failed
+    ended_at: int | None = None
+    detail: str | None = None
+
+
+async def add_waiting(
+    manifest: Manifest, selection: dict[str, object], target: str | None, tier: str, days: int,
+    at: int,
+) -> int:  # fmt: skip
+    """A restore to finish once its objects are thawed; its id."""
+    return await manifest.insert(
+        "INSERT INTO thaw_restores (selection, target, tier, days, asked_at, state) "
+        "VALUES (?, ?, ?, ?, ?, 'waiting')",
+        (json.dumps(selection), target, tier, days, at),
+    )
+
+
+async def restores(manifest: Manifest, *, waiting_only: bool = False) -> list[WaitingRestore]:
+    """The ``restore --thaw`` requests, oldest first."""
+    where = " WHERE state = 'waiting'" if waiting_only else ""
+    rows = await manifest.rows(
+        "SELECT id, selection, target, tier, days, asked_at, state, ended_at, detail "
+        f"FROM thaw_restores{where} ORDER BY id"
+    )
+    return [
+        WaitingRestore(int(i), json.loads(sel), t, str(tier), int(d), int(a), str(st), e, det)
+        for i, sel, t, tier, d, a, st, e, det in rows
+    ]
+
+
+async def end_restore(manifest: Manifest, restore_id: int, ok: bool, at: int, detail: str) -> None:
+    """A waiting restore done (``ok``) or failed, with what came of it."""
+    await manifest.run(
+        "UPDATE thaw_restores SET state = ?, ended_at = ?, detail = ? WHERE id = ?",
+        ("done" if ok else "failed", at, detail, restore_id),
+    )

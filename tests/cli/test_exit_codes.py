@@ -292,6 +292,8 @@ CASES = [
          says="is inside live_root"),
     Case("restore", 2, ("restore", "--path", "**", "--to", "{site}/archive/back"),
          says="is inside the archive"),
+    Case("restore", 2, ("restore", "--list", "--thaw", "--path", "**"),
+         says="does not go with --list"),
     Case("restore", 3, ("restore", "--path", "**", "--to", "{site}/out"), locked=True,
          says="locked by"),
     Case("thaw", 0, ("thaw", "--path", "**"), site="shipped", says="none to ask", reads=True),

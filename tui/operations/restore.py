@@ -21,12 +21,15 @@ from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.events.query import TimeRange, parse_range
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport
 from coldkeep.core.files.restore import RestoreReport, Selection
+from coldkeep.core.remote.cold import TIERS
 from coldkeep.core.store.entries import Entry
 
 from ..text.fmt import day, human, plural, shown
 from .spec import ID, Operation, Options, Run, Words, identity_option, parse_when, unsealing
 
 # restore ----------------------------------------------------------------------
+
+DEFAULT_THAW_DAYS = 7
 
 
 def selection_params() -> tuple[click.Parameter, ...]:
@@ -94,7 +97,7 @@ def restore_files(selection: Selection, to: Path | None) -> Run:
 
 
 def selection_of(options: Options) -> Selection:
-    """The entries ``SELECTION_PARAMS`` name."""
+    """The entries ``selection_params`` name."""
     return Selection(
         ids=options["ids"],
         unit=options["unit"],
@@ -106,8 +109,36 @@ def selection_of(options: Options) -> Selection:
     )
 
 
+def thaw_params() -> tuple[click.Parameter, ...]:
+    """``--tier`` and ``--days``, as ``thaw`` and ``restore --thaw`` take them."""
+    return (
+        click.Option(
+            ["--tier"],
+            type=click.Choice(TIERS),
+            default="standard",
+            show_default=True,
+            help="How fast a thaw is, and at what price (DEEP_ARCHIVE has no expedited tier).",
+        ),
+        click.Option(
+            ["--days"],
+            type=click.IntRange(1, 30_000),
+            default=DEFAULT_THAW_DAYS,
+            show_default=True,
+            help="How long the thawed copies stay readable.",
+        ),
+    )
+
+
 def _restore(options: Options) -> Run:
     selection = selection_of(options)
+    if options["thaw"]:
+        if options["list_only"]:
+            raise click.UsageError("--thaw restores: it does not go with --list")
+        to, tier, days = options["to"], options["tier"], options["days"]
+        return unsealing(
+            options["identity"],
+            lambda archiver, cancel: archiver.restore_thawing(selection, to, tier, days, cancel),
+        )
     if options["list_only"]:
         return lambda archiver, cancel: _listing(archiver, selection)
     return unsealing(options["identity"], restore_files(selection, options["to"]))
@@ -141,6 +172,14 @@ RESTORE = Operation(
             type=click.Path(path_type=Path, file_okay=False),
             help="Restore under this directory instead of to the live paths.",
         ),
+        click.Option(
+            ["--thaw"],
+            is_flag=True,
+            help="Files whose only copy is in GLACIER or DEEP_ARCHIVE: ask for their thaw "
+            "(as thaw --yes) and restore once it is done (coldkeep run does it; now when none "
+            "has to be waited for).",
+        ),
+        *thaw_params(),
         click.Option(
             ["--list", "list_only"],
             is_flag=True,

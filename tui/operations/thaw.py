@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import click
 
-from coldkeep.core.remote.cold import TIERS
 from coldkeep.core.remote.thaw import MISSING, THAWED, THAWING, ThawPlan
 
 from ..text.fmt import LIST_MAX, day, human, plural
-from .restore import selection_of, selection_params
+from .restore import selection_of, selection_params, thaw_params
 from .spec import Operation, Options, Run, Words
-
-DEFAULT_DAYS = 7
 
 
 def _thaw(options: Options) -> Run:
@@ -53,7 +50,13 @@ def _headline(plan: ThawPlan) -> str:
             asked = "none to ask"
         under = f", {len(plan.under_way)} already under way" if plan.under_way else ""
         failed = f", {len(plan.failed)} FAILED" if plan.failed else ""
-        return f"{asked}{under}{failed}{rest}"
+        then = (
+            f"; the restore (#{plan.waiting_restore}) follows once they are thawed: "
+            "coldkeep run finishes it"
+            if plan.waiting_restore is not None
+            else ""
+        )
+        return f"{asked}{under}{failed}{rest}{then}"
     if not plan.to_ask:
         return f"none to ask{rest}"
     return (
@@ -86,20 +89,7 @@ THAW = Operation(
     bind=_thaw,
     params=(
         *selection_params(),
-        click.Option(
-            ["--tier"],
-            type=click.Choice(TIERS),
-            default="standard",
-            show_default=True,
-            help="How fast, and at what price (DEEP_ARCHIVE has no expedited tier).",
-        ),
-        click.Option(
-            ["--days"],
-            type=click.IntRange(1, 30_000),
-            default=DEFAULT_DAYS,
-            show_default=True,
-            help="How long the thawed copies stay readable.",
-        ),
+        *thaw_params(),
         click.Option(
             ["--yes"], is_flag=True, help="Ask for the thaws (without it: the plan only)."
         ),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ck, ck_json, entries, sha
+from helpers import ck, ck_json, entries, eventually, sha, start
 from remotecheck import demo_after_pass, set_remote
 from s3kit import S3Site
 from s3kit.proxy import Respond
@@ -171,3 +171,57 @@ def test_a_thaw_killed_at_each_step_loses_no_request_and_doubles_none(
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         rows = dict(db.execute("SELECT key, state FROM thaws").fetchall())
     assert rows == dict.fromkeys(objects, "asked")
+
+
+def job_runs(site: Path, job: str) -> list[tuple[str, str]]:
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        rows = db.execute("SELECT status, error FROM job_runs WHERE job = ? ORDER BY id", (job,))
+        return [(str(s), str(e)) for s, e in rows.fetchall()]
+
+
+def test_restore_thaw_is_finished_by_the_scheduler_across_a_sigkill(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    s3.proxy.thaw = thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    config = site / "coldkeep.toml"
+    config.write_text(
+        config.read_text() + "\n[jobs.thaws]\ninterval = 1\n[jobs.alerts]\ninterval = 1\n"
+    )
+    unit = sorted({str(e["unit"]) for e in entries(site)})[-1]
+    wanted = remote_only(site, unit)
+    objects = {str(e["gz_path"]) for e in wanted}
+    back = tmp_path / "back"
+    s3.proxy.reset_counts()
+
+    doc = ck_json(site, "restore", "--unit", unit, "--to", str(back), "--thaw")
+    assert doc["result"]["waiting_restore"] == 1 and sorted(doc["result"]["asked"]) == sorted(
+        objects
+    )
+    assert not back.exists()
+    daemon = start("run", "--config", str(config))
+    try:
+        eventually(lambda: len(job_runs(site, "thaws")) >= 2, within=60)
+        assert daemon.kill() == -signal.SIGKILL
+    finally:
+        daemon.kill()
+    assert not back.exists() and thaw.refused == 0, "nothing read before the thaw is done"
+
+    s3.server.advance_clock(12 * HOUR_S + 60)
+    daemon = start("run", "--config", str(config))
+    try:
+        eventually(lambda: ("ok", "None") in job_runs(site, "thaws")[-1:], within=60)
+        eventually(lambda: alerts(site, "thaw_restore_done"), within=60)
+    finally:
+        daemon.kill()
+    for e in wanted:
+        assert sha((back / str(e["relpath"])).read_bytes()) == e["sha256"]
+    assert s3.proxy.counts.get("POST", 0) == len(objects), "no thaw asked twice"
+    assert thaw.refused == 0
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        assert db.execute("SELECT state FROM thaw_restores").fetchall() == [("done",)]
+
+
+def alerts(site: Path, kind: str) -> bool:
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        return bool(db.execute("SELECT 1 FROM alerts WHERE kind = ?", (kind,)).fetchall())
