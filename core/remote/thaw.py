@@ -135,22 +135,26 @@ async def thaw_plan(
     local = 0
     for e in entries:
         obj = on_remote.get(e.gz_path)
-        if obj is None or obj.local:
+        # As a restore decides: the remote copy once the local one is dropped,
+        # or missing (a local file gone without a drop is not stat'ed here).
+        if obj is None or (obj.local and e.status != "missing"):
             local += 1  # read from here (or from nowhere: restore says which)
         else:
             held[e.gz_path] += 1
-    gate = asyncio.Semaphore(HEADS_AT_ONCE)
 
     async def look(obj: RemoteObject) -> ThawObject:
-        async with gate:
-            info = await store.head(f"{remote.site}/{obj.key}")
+        info = await store.head(f"{remote.site}/{obj.key}")
         state = _state(info)
         cls = info.storage_class if info is not None else None
         until = info.thaw.until if info is not None and info.thaw is not None else None
         return ThawObject(obj.path, obj.key, obj.bytes, cls, state, held[obj.path], until)
 
-    objects = await asyncio.gather(*(look(on_remote[p]) for p in sorted(held)))
-    plan = ThawPlan(tier, days, len(entries), local, list(objects))
+    paths = sorted(held)
+    objects: list[ThawObject] = []
+    for at in range(0, len(paths), HEADS_AT_ONCE):  # a few HEADs in flight, never all
+        chunk = paths[at : at + HEADS_AT_ONCE]
+        objects += await asyncio.gather(*(look(on_remote[p]) for p in chunk))
+    plan = ThawPlan(tier, days, len(entries), local, objects)
     offered = [c for c in plan.waits() if wait_of(c, tier) is None]
     if offered:
         raise UsageError(f"{', '.join(offered)} offers no {tier} thaw: use --tier standard or bulk")
