@@ -225,3 +225,34 @@ def test_restore_thaw_is_finished_by_the_scheduler_across_a_sigkill(
 def alerts(site: Path, kind: str) -> bool:
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         return bool(db.execute("SELECT 1 FROM alerts WHERE kind = ?", (kind,)).fetchall())
+
+
+def test_disaster_recovery_from_deep_archive_thaws_nothing_until_a_restore_asks(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    s3.proxy.thaw = thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    expected = {e["relpath"]: e["sha256"] for e in entries(site)}
+    shutil.rmtree(site / "archive")
+    s3.proxy.reset_counts()
+
+    doc = ck_json(site, "rebuild-manifest", "--from-remote")
+    assert doc["ok"] and doc["result"]["remote_only"] > 0, doc
+    assert ck(site, "find", "part").stdout
+    assert s3.proxy.counts.get("POST", 0) == 0 and thaw.refused == 0, "no thaw, no cold GET"
+
+    out = tmp_path / "restored"
+    plan = ck_json(site, "restore", "--path", "**", "--to", str(out), "--thaw")["result"]
+    objects = {o["key"] for o in plan["objects"]}
+    assert (
+        sorted(plan["asked"])
+        == sorted(objects)
+        == sorted({str(e["gz_path"]) for e in entries(site) if e["status"] == "archived"})
+    )
+    s3.server.advance_clock(12 * HOUR_S + 60)
+    assert ck_json(site, "restore", "--path", "**", "--to", str(out))["ok"]
+    back = {
+        p.relative_to(out).as_posix(): sha(p.read_bytes()) for p in out.rglob("*") if p.is_file()
+    }
+    assert back == expected
+    assert s3.proxy.counts.get("POST", 0) == len(objects) and thaw.refused == 0
