@@ -14,7 +14,8 @@ from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
 from ..base.times import now_ms
 from ..remote.months import PendingEvents, pending_events
-from ..store import passlog, problems
+from ..remote.prices import GB, STORAGE_USD_PER_GB_MONTH
+from ..store import passlog, problems, thaws
 from ..store.audit import AuditRecord, last_of
 from ..store.entries import Entry
 from ..store.manifest import Manifest
@@ -25,6 +26,19 @@ from ..store.schema import SCHEMA_VERSION
 from .siteops import SiteIdentity, read_identity
 
 ATTENTION_LISTED = 500
+
+
+@dataclass(frozen=True)
+class ColdState:
+    """Archive files in a cold storage class, as the config puts them, and the
+    thaws asked of them."""
+
+    storage_class: str
+    objects: int  # archive files shipped (gzips and bundles)
+    bytes: int
+    usd_a_month: float  # at list prices (remote/prices.py), an estimate
+    thaws_asked: int  # objects whose thaw was asked and answered
+    restores_waiting: int  # restore --thaw requests the scheduler has not finished
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,7 @@ class RemoteState:
     legal_held: int = 0
     sealed_to: str | None = None  # the age recipient set new objects are sealed to
     sealed: int = 0  # objects sealed to age recipients (any set)
+    cold: ColdState | None = None  # storage_class GLACIER or DEEP_ARCHIVE (None: another)
 
     def to_dict(self) -> dict[str, Any]:
         last = self.last_ship
@@ -63,6 +78,7 @@ class RemoteState:
             "legal_held_objects": self.legal_held,
             "sealed_to": self.sealed_to,
             "sealed_objects": self.sealed,
+            "cold": asdict(self.cold) if self.cold else None,
             "last_ship": (
                 {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
             ),
@@ -174,6 +190,7 @@ async def remote_state(
     locks = await objects.lock_counts(now_ms())
     sealed_to = r.encrypt_to.fingerprint if r.encrypt_to is not None else None
     sealed = await objects.sealed_count()
+    cold = await _cold_state(r.storage_class, manifest) if r.cold else None
     return RemoteState(
         r.url,
         r.site,
@@ -187,4 +204,16 @@ async def remote_state(
         locks.held,
         sealed_to,
         sealed,
+        cold,
     )
+
+
+async def _cold_state(storage_class: str, manifest: Manifest) -> ColdState:
+    [(count, size)] = await manifest.rows(
+        "SELECT count(*), coalesce(sum(bytes), 0) FROM remote_objects "
+        "WHERE month IS NULL AND path LIKE 'files/%'"
+    )
+    asked = [t for t in await thaws.thaws(manifest) if t.state == "asked"]
+    waiting = await thaws.restores(manifest, waiting_only=True)
+    usd = int(size) / GB * STORAGE_USD_PER_GB_MONTH[storage_class]
+    return ColdState(storage_class, int(count), int(size), usd, len(asked), len(waiting))

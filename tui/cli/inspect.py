@@ -149,6 +149,19 @@ def _remote_lines(r: RemoteState) -> list[str]:
             f"  encrypted   {r.sealed:>8} {'object ' if r.sealed == 1 else 'objects'}  "
             f"(new ones {to}; coldkeep rekey after a change)"
         )
+    if r.cold is not None:
+        c = r.cold
+        usd = "under 0.01" if c.usd_a_month < 0.01 else f"{c.usd_a_month:,.2f}"
+        thawing = (
+            f"; {plural(c.thaws_asked, 'thaw')} asked, "
+            f"{plural(c.restores_waiting, 'restore')} waiting (coldkeep thaw shows them)"
+            if c.thaws_asked or c.restores_waiting
+            else ""
+        )
+        lines.append(
+            f"  cold        {c.objects:>8} {'object ' if c.objects == 1 else 'objects'}  "
+            f"{human(c.bytes)} in {c.storage_class}, ~{usd} USD a month (list price){thawing}"
+        )
     if t.verify_failed:
         failed = plural(t.verify_failed, "object")
         lines.append(f"  REMOTE VERIFY FAILED {failed} (coldkeep verify --remote)")

@@ -105,6 +105,10 @@ def test_a_restore_of_a_cold_file_says_to_thaw_and_thaw_asks_once_per_object(
 
     out = ck(site, "restore", "--unit", unit, "--to", str(tmp_path / "back"), check=1)
     assert "not done yet" in out.stdout, out.stdout
+    cold = ck_json(site, "status")["result"]["remote"]["cold"]
+    assert cold["storage_class"] == "DEEP_ARCHIVE" and cold["thaws_asked"] == len(objects)
+    assert cold["objects"] > 0 and 0 < cold["usd_a_month"] < 0.01
+    assert "in DEEP_ARCHIVE, ~under 0.01 USD a month" in ck(site, "status").stdout
 
     s3.server.advance_clock(12 * HOUR_S + 60)
     refused = thaw.refused
