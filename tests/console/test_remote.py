@@ -246,3 +246,17 @@ def test_paths_are_shown_relative_to_the_config(tmp_path: Path) -> None:
     assert remote_where(inside, tmp_path) == "remote/db1/"
     s3 = RemoteSettings("s3://bucket/prefix", site="db1")
     assert remote_where(s3, tmp_path) == "s3://bucket/prefix/db1"
+
+
+def test_the_pane_says_a_cold_class_its_cost_and_the_thaws_waiting() -> None:
+    from coldkeep.core.ops.status import ColdState, RemoteState
+    from coldkeep.core.store.remoteobjects import RemoteTotals
+
+    pane = RemotePane()
+    totals = RemoteTotals(0, 0, 3, 3 << 30, 3, 3 << 30, 0)
+    cold = ColdState("DEEP_ARCHIVE", 3, 3 << 30, 0.003, 2, 1)
+    pane.state = RemoteState("s3://b/p", "db1", 0, totals, None, cold=cold)
+    said = pane._locked()
+    assert "DEEP_ARCHIVE 3.0 GiB, ~under 0.01 USD/month, 2 thawing, 1 restores waiting" in said
+    pane.state = RemoteState("s3://b/p", "db1", 0, totals, None)
+    assert "DEEP_ARCHIVE" not in pane._locked()

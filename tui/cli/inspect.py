@@ -23,7 +23,7 @@ from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
 from ..operations.archive import adopted
-from ..text.fmt import LIST_MAX, event_rows, human, plural
+from ..text.fmt import LIST_MAX, event_rows, human, plural, usd
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 
@@ -151,7 +151,6 @@ def _remote_lines(r: RemoteState) -> list[str]:
         )
     if r.cold is not None:
         c = r.cold
-        usd = "under 0.01" if c.usd_a_month < 0.01 else f"{c.usd_a_month:,.2f}"
         thawing = (
             f"; {plural(c.thaws_asked, 'thaw')} asked, "
             f"{plural(c.restores_waiting, 'restore')} waiting (coldkeep thaw shows them)"
@@ -160,7 +159,8 @@ def _remote_lines(r: RemoteState) -> list[str]:
         )
         lines.append(
             f"  cold        {c.objects:>8} {'object ' if c.objects == 1 else 'objects'}  "
-            f"{human(c.bytes)} in {c.storage_class}, ~{usd} USD a month (list price){thawing}"
+            f"{human(c.bytes)} in {c.storage_class}, ~{usd(c.usd_a_month)} a month (list price)"
+            f"{thawing}"
         )
     if t.verify_failed:
         failed = plural(t.verify_failed, "object")

@@ -12,7 +12,7 @@ import click
 
 from coldkeep.core.remote.thaw import MISSING, THAWED, THAWING, ThawPlan
 
-from ..text.fmt import LIST_MAX, day, human, plural
+from ..text.fmt import LIST_MAX, day, human, plural, usd
 from .restore import selection_of, selection_params, thaw_params
 from .spec import Operation, Options, Run, Words
 
@@ -41,8 +41,7 @@ def _headline(plan: ThawPlan) -> str:
     ]
     rest = "".join(f", {o}" for o in others if o)
     todo = plural(len(plan.to_ask), "object")
-    usd = plan.cost_usd()
-    cost = f"estimated {'under 0.01' if usd < 0.01 else f'{usd:,.2f}'} USD (list prices)"
+    cost = f"estimated {usd(plan.cost_usd())} (list prices)"
     at = f"{plan.tier} tier, {plural(plan.days, 'day')}"
     if plan.acted:
         asked = f"{len(plan.asked)} asked ({human(plan.bytes_to_ask)}, {at}; {_wait(plan)})"

@@ -35,7 +35,7 @@ from coldkeep.core.remote.shipplan import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.connection import ManifestError
 
-from ...text.fmt import clock_time, human, plural, remote_where
+from ...text.fmt import clock_time, human, plural, remote_where, usd
 from ..kit.messages import LoadFailed
 from ..widgets.tables import Cell, MeasuredTable, sync_table
 from .base import Pane
@@ -236,7 +236,9 @@ class RemotePane(Pane):
 
     def _locked(self) -> str:
         """The bucket's Object Lock and client-side encryption, where either is
-        in use: `` · compliance lock: 27 locked (2 expired), 3 legally held · 27 sealed``."""
+        in use, and a cold storage class: `` · compliance lock: 27 locked (2
+        expired), 3 legally held · 27 sealed · DEEP_ARCHIVE 1.2 GiB, ~under 0.01
+        USD/month, 3 thawing, 1 restores waiting``."""
         s = self.state
         if s is None:
             return ""
@@ -248,6 +250,11 @@ class RemotePane(Pane):
             )
         if s.sealed_to is not None or s.sealed:
             said += f" · {s.sealed} sealed"
+        if s.cold is not None:
+            c = s.cold
+            said += f" · {c.storage_class} {human(c.bytes)}, ~{usd(c.usd_a_month)}/month"
+            if c.thaws_asked or c.restores_waiting:
+                said += f", {c.thaws_asked} thawing, {c.restores_waiting} restores waiting"
         return said
 
     def _rows(self) -> dict[str, list[Cell]]:
