@@ -269,3 +269,16 @@ async def test_the_browser_builds_the_index_of_paths_its_filter_reads(
         await settle(pilot)
         assert shown(screen) == [(WANTED, "archived")]
         assert not [n for n in said if "index of paths" in n]
+
+
+def test_a_remote_only_file_in_a_cold_class_is_shown_to_need_a_thaw() -> None:
+    from coldkeep.core.files.catalog import CatalogRow
+    from coldkeep.tui.console.screens.restore import source
+
+    row = CatalogRow(7, "a/b.jsonl", "a", "0" * 64, "archived", 10, 0, 0,
+                     "files/a/2026-01.0123456789ab.tar", 512, copies="remote")  # fmt: skip
+    assert "thaw it first (coldkeep thaw; usually up to 12 hours)" in source(row, "DEEP_ARCHIVE")
+    assert "in DEEP_ARCHIVE" in source(row, "DEEP_ARCHIVE")
+    assert "thaw" not in source(row) and "thaw" not in source(row, None)
+    local = CatalogRow(8, "a/c.jsonl", "a", "0" * 64, "archived", 10, 0, 0, "files/a/c.gz")
+    assert "thaw" not in source(local, "GLACIER")

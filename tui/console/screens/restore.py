@@ -35,6 +35,7 @@ from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, arc
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped, load_catalog
 from coldkeep.core.files.find import Version, find
 from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
+from coldkeep.core.remote.cold import wait_of
 from coldkeep.core.remote.sealing import Identities
 
 from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
@@ -59,14 +60,19 @@ COPIES = {
 }
 
 
-def source(row: CatalogRow) -> str:
+def source(row: CatalogRow, cold: str | None = None) -> str:
     """Where a restore reads the file from: its gzip (or bundle member) and which
-    copies of it there are; what holds it."""
+    copies of it there are (``cold``: the class remote copies go to, where it
+    must be thawed first); what holds it."""
     if row.status == "expired":
         return "expired by retention: never restored (its sha256 stays in the manifest)"
     where = row.location.removesuffix(f" · {row.copies}")
     held = f"  ·  HELD by {row.held}" if row.held else ""
-    return f"from {where} ({COPIES.get(row.copies, row.copies)}){held}"
+    copies = COPIES.get(row.copies, row.copies)
+    if row.copies == "remote" and cold is not None:
+        wait = wait_of(cold, "standard")
+        copies = f"remote copy only, in {cold}: thaw it first (coldkeep thaw; usually {wait})"
+    return f"from {where} ({copies}){held}"
 
 
 @dataclass
@@ -167,6 +173,8 @@ class RestoreScreen(KeyedScreen):
         self.settings = settings
         # The console's --identity: the pager opens a sealed remote copy with it.
         self.identities = identities
+        remote = settings.remote
+        self.cold = remote.storage_class if remote is not None and remote.cold else None
         self.archive = Layout(settings.archive_root)
         self.base = base  # paths are shown relative to it (the config's folder)
         # Browsing, previewing and copying a path change nothing; in read-only
@@ -390,7 +398,7 @@ class RestoreScreen(KeyedScreen):
             + Text(
                 f"  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
                 f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
-                f"checking the target…  ·  {source(row)}"
+                f"checking the target…  ·  {source(row, self.cold)}"
             )
         )
         self.check_target(row, self.query_one("#restore-to", Input).value)
@@ -412,7 +420,7 @@ class RestoreScreen(KeyedScreen):
             f"  ·  {human(row.bytes)}  ·  sha256 {row.sha256[:16]}…  ·  "
             f"archived {clock_time(row.archived_at)}  ·  {row.status}\n"
         )
-        whence = Text(f"  ·  {source(row)}", style="dim")
+        whence = Text(f"  ·  {source(row, self.cold)}", style="dim")
         self.query_one("#restore-preview", Static).update(head + where + whence)
 
     def action_select_row(self) -> None:
@@ -464,7 +472,7 @@ class RestoreScreen(KeyedScreen):
             return
         title = name_cell(row.relpath) + Text(
             f"  ·  entry {row.id}  ·  {human(row.bytes)}  ·  archived {clock_time(row.archived_at)}"
-            f"  ·  {source(row)}"
+            f"  ·  {source(row, self.cold)}"
         )
         self.app.push_screen(
             PagerScreen(
