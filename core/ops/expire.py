@@ -59,8 +59,10 @@ from ..base.steps import StepHook, StepName, no_step
 from ..base.times import DAY_MS, NS_PER_MS, day_of
 from ..events.eventschema import month_end_ms
 from ..remote.bucketclock import apart, bucket_now
+from ..remote.cold import MIN_DAYS
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore, RemoteLocked
+from ..remote.prices import GB, STORAGE_USD_PER_GB_MONTH
 from ..store import audit, expiry
 from ..store.entries import tombstone
 from ..store.legalholds import active, held_paths
@@ -82,6 +84,7 @@ class ExpireItem:
     remote: int  # copies on the remote tier
     held: str | None = None  # the hold that keeps it, described
     locked_until: int | None = None  # ms: the bucket's lock keeps its remote copies until then
+    shipped_at: int | None = None  # ms: its remote copy's (an archive file's)
 
     @property
     def copies(self) -> str:
@@ -102,6 +105,10 @@ class ExpirePlan:
     events_days: float | None
     items: list[ExpireItem] = field(default_factory=list)  # would go
     held: list[ExpireItem] = field(default_factory=list)  # past retention, held
+    # Of the remote copies that would go, those in a cold class deleted before
+    # its minimum stay, and what S3 charges for the rest of it (list prices).
+    early: int = 0
+    early_usd: float = 0.0
 
     @property
     def configured(self) -> bool:
@@ -130,6 +137,8 @@ class ExpirePlan:
             "files": self.files,
             "bytes": self.bytes,
             "remote_locked": len(self.locked),
+            "early_deletions": self.early,
+            "early_deletion_usd": self.early_usd,
         }
 
 
@@ -176,7 +185,27 @@ async def expire_plan(settings: Settings, manifest: Manifest, now: int) -> Expir
             items.append(item)
         else:
             kept.append(replace(item, held=hold.describe()))
-    return ExpirePlan(retention.files_days, retention.events_days, items, kept)
+    early, early_usd = _early_deletions(settings, items, now)
+    return ExpirePlan(retention.files_days, retention.events_days, items, kept, early, early_usd)
+
+
+def _early_deletions(settings: Settings, items: list[ExpireItem], now: int) -> tuple[int, float]:
+    """The remote copies of ``items`` in a cold class younger than its minimum
+    stay, and the charge for the rest of it: S3 bills it as if stored."""
+    remote = settings.remote
+    if remote is None or not remote.cold:
+        return 0, 0.0
+    stay = MIN_DAYS[remote.storage_class]
+    price = STORAGE_USD_PER_GB_MONTH[remote.storage_class]
+    count, usd = 0, 0.0
+    for item in items:
+        if not item.remote or item.shipped_at is None:
+            continue
+        left = stay - (now - item.shipped_at) / DAY_MS
+        if left > 0:
+            count += 1
+            usd += item.bytes / GB * price * left / 30
+    return count, usd
 
 
 def _cutoff_ns(days: float, now: int) -> int:
@@ -206,6 +235,7 @@ async def _file_items(settings: Settings, manifest: Manifest, now: int) -> list[
                 local=not f.dropped,
                 remote=int(f.shipped_bytes is not None),
                 locked_until=_later(f.retain_until, now),
+                shipped_at=f.shipped_at,
             )
         )
     return items

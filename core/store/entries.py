@@ -119,6 +119,7 @@ class ArchiveFile:
     shipped_bytes: int | None = None  # its remote copy's size (None: not shipped)
     dropped: bool = False  # its local copy dropped for the remote one
     retain_until: int | None = None  # ms: the bucket's Object Lock keeps its remote copy until
+    shipped_at: int | None = None  # ms: when its remote copy was shipped
 
 
 def tombstone(gz_path: str, at: int) -> Statement:
@@ -550,11 +551,11 @@ class Entries(ManifestConnection):
             f"WHERE e.{_NOT_EXPIRED} GROUP BY e.gz_path "
             f"HAVING min(coalesce(e.mtime_ns <= {cutoff}, 0))) "
             "SELECT f.gz_path, f.unit, n, newest, size, bundled, r.bytes, "
-            "r.local_gone_at IS NOT NULL, r.retain_until FROM files AS f "
+            "r.local_gone_at IS NOT NULL, r.retain_until, r.shipped_at FROM files AS f "
             "LEFT JOIN remote_objects AS r ON r.path = f.gz_path ORDER BY f.gz_path",
             [newest, *params],
         )
         return [
-            ArchiveFile(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], bool(r[7]), r[8])
+            ArchiveFile(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], bool(r[7]), r[8], r[9])
             for r in rows
         ]

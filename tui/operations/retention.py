@@ -12,7 +12,7 @@ import click
 
 from coldkeep.core.ops.expire import ExpireItem, ExpirePlan, ExpireReport
 
-from ..text.fmt import LIST_MAX, day, human, plural
+from ..text.fmt import LIST_MAX, day, human, plural, usd
 from .spec import Console, ConsoleAction, Nothing, Operation, Options, Question, Run, Site, Words
 
 NO_RETENTION = "no [retention] is configured: everything is kept for ever"
@@ -63,9 +63,15 @@ def _planned(plan: ExpirePlan) -> str:
         if kept
         else "every copy, local and remote"
     )
+    early = (
+        f"; {plural(plan.early, 'remote copy', 'remote copies')} under the cold class's minimum "
+        f"stay: deleting them now costs about {usd(plan.early_usd)} (list prices)"
+        if plan.early
+        else ""
+    )
     return (
         f"past retention ({days}): {len(plan.items)} to delete ({plural(plan.files, 'file')}, "
-        f"{human(plan.bytes)}, {copies}); {len(plan.held)} kept by holds"
+        f"{human(plan.bytes)}, {copies}); {len(plan.held)} kept by holds{early}"
     )
 
 

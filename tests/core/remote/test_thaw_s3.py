@@ -260,3 +260,17 @@ def test_disaster_recovery_from_deep_archive_thaws_nothing_until_a_restore_asks(
     }
     assert back == expected
     assert s3.proxy.counts.get("POST", 0) == len(objects) and thaw.refused == 0
+
+
+def test_expire_s_plan_says_what_deleting_cold_copies_early_costs(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    site = shipped_cold(archived, tmp_path, s3)
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text() + "\n[retention]\nfiles_days = 1\n")
+    plan = ck_json(site, "expire")["result"]
+    shipped = [i for i in plan["items"] if i["remote"]]
+    assert shipped and plan["early_deletions"] == len(shipped)
+    assert plan["early_deletion_usd"] > 0
+    said = ck(site, "expire").stdout
+    assert "under the cold class's minimum stay: deleting them now costs about" in said, said
