@@ -16,6 +16,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .configprices import Prices, read_prices
 from .configtable import MAX_DAYS, ConfigError, Table
 from .errors import UsageError
 from .recipients import RecipientInvalid, RecipientSet, parse_recipients
@@ -51,6 +52,7 @@ class RemoteSettings:
     kms_key_id: str | None = None  # with sse = "aws:kms": the key (None: the account's)
     object_lock: str = "off"  # LOCK_MODES: each object retained until its expiry
     encrypt_to: RecipientSet | None = None  # objects sealed to these age recipients first
+    prices: Prices = field(default_factory=Prices)  # [remote.prices]: costs shown, estimated
 
     @property
     def locks(self) -> str | None:
@@ -145,6 +147,7 @@ def read_remote(t: Table, base: Path) -> RemoteSettings | None:
         kms_key_id=kms_key_id,
         object_lock=_object_lock(t, url),
         encrypt_to=_encrypt_to(t),
+        prices=read_prices(t.table("prices"), STORAGE_CLASSES),
     )
     t.done()
     return remote

@@ -62,7 +62,6 @@ from ..remote.bucketclock import apart, bucket_now
 from ..remote.cold import MIN_DAYS
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore, RemoteLocked
-from ..remote.prices import GB, STORAGE_USD_PER_GB_MONTH
 from ..store import audit, expiry
 from ..store.entries import tombstone
 from ..store.legalholds import active, held_paths
@@ -196,7 +195,6 @@ def _early_deletions(settings: Settings, items: list[ExpireItem], now: int) -> t
     if remote is None or not remote.cold:
         return 0, 0.0
     stay = MIN_DAYS[remote.storage_class]
-    price = STORAGE_USD_PER_GB_MONTH[remote.storage_class]
     count, usd = 0, 0.0
     for item in items:
         if not item.remote or item.shipped_at is None:
@@ -204,7 +202,7 @@ def _early_deletions(settings: Settings, items: list[ExpireItem], now: int) -> t
         left = stay - (now - item.shipped_at) / DAY_MS
         if left > 0:
             count += 1
-            usd += item.bytes / GB * price * left / 30
+            usd += remote.prices.storage_usd(remote.storage_class, item.bytes, left / 30)
     return count, usd
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..base.config import Settings
+from ..base.configremote import RemoteSettings
 from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
 from ..base.times import now_ms
 from ..remote.months import PendingEvents, pending_events
-from ..remote.prices import GB, STORAGE_USD_PER_GB_MONTH
 from ..store import passlog, problems, thaws
 from ..store.audit import AuditRecord, last_of
 from ..store.entries import Entry
@@ -190,7 +190,7 @@ async def remote_state(
     locks = await objects.lock_counts(now_ms())
     sealed_to = r.encrypt_to.fingerprint if r.encrypt_to is not None else None
     sealed = await objects.sealed_count()
-    cold = await _cold_state(r.storage_class, manifest) if r.cold else None
+    cold = await _cold_state(r, manifest) if r.cold else None
     return RemoteState(
         r.url,
         r.site,
@@ -208,12 +208,13 @@ async def remote_state(
     )
 
 
-async def _cold_state(storage_class: str, manifest: Manifest) -> ColdState:
+async def _cold_state(remote: RemoteSettings, manifest: Manifest) -> ColdState:
     [(count, size)] = await manifest.rows(
         "SELECT count(*), coalesce(sum(bytes), 0) FROM remote_objects "
         "WHERE month IS NULL AND path LIKE 'files/%'"
     )
     asked = [t for t in await thaws.thaws(manifest) if t.state == "asked"]
     waiting = await thaws.restores(manifest, waiting_only=True)
-    usd = int(size) / GB * STORAGE_USD_PER_GB_MONTH[storage_class]
-    return ColdState(storage_class, int(count), int(size), usd, len(asked), len(waiting))
+    cls = remote.storage_class
+    usd = remote.prices.storage_usd(cls, int(size))
+    return ColdState(cls, int(count), int(size), usd, len(asked), len(waiting))

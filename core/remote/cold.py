@@ -16,11 +16,10 @@ import re
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
+from ..base.configprices import TIERS
 from ..base.configremote import COLD_CLASSES
 from ..base.errors import RemoteError
 
-#: Retrieval tiers, cheapest first, as ``thaw --tier`` names them.
-TIERS = ("bulk", "standard", "expedited")
 #: How long a thaw usually takes, as AWS states it, by class and tier (Deep
 #: Archive offers no expedited tier).
 WAITS = {
@@ -33,6 +32,19 @@ WAITS = {
 #: The shortest stay S3 bills for, in days: an object deleted sooner is
 #: charged for the rest.
 MIN_DAYS = {"GLACIER": 90, "DEEP_ARCHIVE": 180}
+
+
+__all__ = [
+    "MIN_DAYS",
+    "TIERS",
+    "WAITS",
+    "RemoteCold",
+    "ThawState",
+    "is_cold",
+    "parse_thaw",
+    "readable",
+    "wait_of",
+]
 
 
 def is_cold(storage_class: str | None) -> bool:

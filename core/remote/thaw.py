@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..base.configprices import Prices
 from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError, UsageError
 from ..base.steps import StepHook, no_step
@@ -30,7 +31,6 @@ from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .cold import is_cold, wait_of
 from .objectstore import ObjectInfo, ObjectStore, RemoteFatal
-from .prices import retrieval_usd
 
 HEADS_AT_ONCE = 16
 
@@ -65,6 +65,7 @@ class ThawPlan:
     failed: list[str] = field(default_factory=list)  # one line each
     # restore --thaw: the restore left to the scheduler until they are thawed
     waiting_restore: int | None = None
+    prices: Prices = field(default_factory=Prices, repr=False)
 
     @property
     def to_ask(self) -> list[ThawObject]:
@@ -89,7 +90,7 @@ class ThawPlan:
         for o in self.to_ask:
             by_class[o.storage_class or ""] += o.bytes
             requests[o.storage_class or ""] += 1
-        return sum(retrieval_usd(c, self.tier, by_class[c], requests[c]) for c in by_class)
+        return sum(self.prices.thaw_usd(c, self.tier, by_class[c], requests[c]) for c in by_class)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,7 +155,7 @@ async def thaw_plan(
     for at in range(0, len(paths), HEADS_AT_ONCE):  # a few HEADs in flight, never all
         chunk = paths[at : at + HEADS_AT_ONCE]
         objects += await asyncio.gather(*(look(on_remote[p]) for p in chunk))
-    plan = ThawPlan(tier, days, len(entries), local, objects)
+    plan = ThawPlan(tier, days, len(entries), local, objects, prices=remote.prices)
     offered = [c for c in plan.waits() if wait_of(c, tier) is None]
     if offered:
         raise UsageError(f"{', '.join(offered)} offers no {tier} thaw: use --tier standard or bulk")

@@ -124,6 +124,20 @@ def test_each_kind_of_object_has_its_class_and_what_is_read_at_once_stays_warm(
     assert got == [files, events, meta, meta]
 
 
+def test_a_site_s_own_prices_replace_the_list_prices_it_names(site: Path) -> None:
+    table = (
+        "[remote.prices.storage]\nDEEP_ARCHIVE = 0.0018\n"
+        "[remote.prices.thaw.DEEP_ARCHIVE]\nbulk = [0.01, 0.5]\n"
+    )
+    remote = load_settings(write(site, REMOTE + table)).remote
+    assert remote is not None
+    gb = 1024**3
+    assert remote.prices.storage_usd("DEEP_ARCHIVE", 10 * gb) == pytest.approx(0.018)
+    assert remote.prices.storage_usd("STANDARD", gb) == pytest.approx(0.023)  # the list's
+    assert remote.prices.thaw_usd("DEEP_ARCHIVE", "bulk", gb, 2000) == pytest.approx(1.01)
+    assert remote.prices.thaw_usd("DEEP_ARCHIVE", "standard", gb, 0) == pytest.approx(0.02)
+
+
 def test_a_mount_cache_config(site: Path) -> None:
     text = ROOTS + "[mount]\ncache_bytes = 67108864\ncache_dir = 'cache'\n"
     cfg = load_settings(write(site, text))
@@ -197,6 +211,27 @@ REMOTE = ROOTS + "[remote]\nurl = 's3://bkt/p'\n"
         (REMOTE + "endpoint_url = 'localhost:9000'\n", "remote.endpoint_url", "http(s) URL"),
         (REMOTE + "endpoint_url = 'http://k:s@h:9000'\n", "remote.endpoint_url", "credential"),
         (REMOTE + "storage_class = 'COLD'\n", "remote.storage_class", "'DEEP_ARCHIVE'"),
+        (
+            REMOTE + "[remote.prices.storage]\nCOLD = 1\n",
+            "remote.prices.storage.COLD",
+            "not a storage class",
+        ),
+        (
+            REMOTE + "[remote.prices.storage]\nGLACIER = -1\n",
+            "remote.prices.storage.GLACIER",
+            "0 or more",
+        ),
+        (
+            REMOTE + "[remote.prices.thaw.GLACIER]\nfast = [1, 2]\n",
+            "remote.prices.thaw.GLACIER.fast",
+            "bulk, standard, expedited",
+        ),
+        (
+            REMOTE + "[remote.prices.thaw.GLACIER]\nbulk = 1\n",
+            "remote.prices.thaw.GLACIER.bulk",
+            "per 1,000 requests",
+        ),
+        (REMOTE + "[remote.prices]\nstorge = 1\n", "remote.prices.storge", "storage"),
         (
             REMOTE + "events_storage_class = 'GLACIER'\n",
             "remote.events_storage_class",
