@@ -111,6 +111,8 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     top.done()
     if remote is None:  # no remote tier: no ship job to schedule or show
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "ship"})
+    if remote is None or not remote.url.startswith("s3:"):  # only a bucket has cold classes
+        jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "thaws"})
     if not retention.configured:  # everything kept for ever: nothing to expire
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "expire"})
 

@@ -107,8 +107,9 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
 
 
 def job_names(settings: Settings) -> frozenset[str]:
-    """The jobs this config has: pass unless mode is "off", ship and thaws with a [remote],
-    expire with a [retention], checkpoint with a state_db in mode "on" (a
+    """The jobs this config has: pass unless mode is "off", ship with a [remote]
+    (and thaws with one in a bucket: a folder has no cold classes), expire with
+    a [retention], checkpoint with a state_db in mode "on" (a
     checkpoint writes the application's database; "plan" only counts). Whether
     [jobs] enables them is the runner's call."""
     names = {"verify", "stats", "alerts"}
@@ -117,7 +118,9 @@ def job_names(settings: Settings) -> frozenset[str]:
     if settings.mode != "off":
         names.add("pass")
     if settings.remote is not None:
-        names.update(("ship", "thaws"))
+        names.add("ship")
+        if settings.remote.url.startswith("s3:"):
+            names.add("thaws")  # only a bucket has cold classes
     if settings.retention.configured:
         names.add("expire")
     return frozenset(names)
