@@ -20,7 +20,7 @@ from coldkeep.tui.console.panes import LogPane
 from coldkeep.tui.console.screens import ConfirmScreen, HelpScreen, HoldsScreen, RestoreScreen
 from coldkeep.tui.operations.retention import NO_RETENTION
 
-from consolekit import current_screen, make_app, notices, press_to, settle
+from consolekit import current_screen, make_app, notices, press_to, settle, until
 from remotecheck import PREFIX, SITE, bucket_tier, set_remote
 from s3kit import S3Site
 
@@ -260,3 +260,42 @@ async def test_an_expired_file_is_not_offered_for_restore(archived: Settings) ->
         assert "1 selected file expired by retention: not restored." in summary
         await pilot.press("n")
         await settle(pilot)
+
+
+async def test_t_in_the_restore_browser_thaws_the_selected_cold_files_after_its_plan(
+    settings: Settings, s3: S3Site
+) -> None:
+    """Shipped to DEEP_ARCHIVE, every local copy dropped: ``t`` on a unit's
+    files asks with the plan (the objects, their class, the estimate), and yes
+    sends one restore request per object; without a cold class ``t`` is off."""
+    config = settings.config_path
+    assert config is not None
+    table = bucket_tier(s3, PREFIX, SITE, 'keep_local_days = 0\nstorage_class = "DEEP_ARCHIVE"\n')
+    set_remote(config.parent, table.table)
+    shipper = Archiver(load_settings(config), stream=EventStream())
+    await shipper.run_pass()
+    assert not (await shipper.ship()).problems
+    s3.proxy.reset_counts()
+    app = make_app(load_settings(config))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen)
+        await pilot.press(*"unit:unit-0000", "enter")
+        await settle(pilot)
+        await pilot.press("space", "t")
+        await settle(pilot)
+        assert isinstance(current_screen(app), ConfirmScreen)
+        title = str(app.screen.query_one("#confirm-title", Static).render())
+        assert title == "Thaw 1 object", title
+        rows = table_rows(app.screen, "#confirm-table")
+        assert rows[0][:2] == ["to ask", "DEEP_ARCHIVE"], rows
+        assert "estimated" in str(app.screen.query_one("#confirm-warning", Static).render())
+        assert s3.proxy.counts.get("POST", 0) == 0, "the plan asks for nothing"
+        said = notices(app)
+        await pilot.press("y")
+        await settle(pilot)
+        await until(pilot, lambda: app.running is None, "the thaw ended")
+        assert s3.proxy.counts.get("POST", 0) == 1
+        assert any(n.startswith("thaw: 1 asked") for n in said), said

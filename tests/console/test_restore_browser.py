@@ -282,3 +282,15 @@ def test_a_remote_only_file_in_a_cold_class_is_shown_to_need_a_thaw() -> None:
     assert "thaw" not in source(row) and "thaw" not in source(row, None)
     local = CatalogRow(8, "a/c.jsonl", "a", "0" * 64, "archived", 10, 0, 0, "files/a/c.gz")
     assert "thaw" not in source(local, "GLACIER")
+
+
+async def test_t_is_off_without_a_cold_class_and_help_says_why(archived: Settings) -> None:
+    app = make_app(archived)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_browser(app, pilot)
+        screen.query_one("#restore-table", DataTable).focus()
+        await pilot.press("t")
+        await settle(pilot)
+        assert not isinstance(current_screen(app), ConfirmScreen)
+        why = "the remote's storage_class is not cold: nothing to thaw"
+        assert screen.unavailable()["thaw"] == why

@@ -88,14 +88,18 @@ async def test_help_over_a_screen_lists_that_screens_keys(settings: Settings) ->
             assert ("q" in keys) is (screen is not PagerScreen)
             await pilot.press("escape")
             await settle(pilot)
-    # Read-only, the browser's help says why r does not restore.
+    # Read-only, the browser's help says why r does not restore (and why t does
+    # not thaw: the demo's remote is not cold).
     app = make_app(settings, read_only=True)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         await pilot.press("r")
         await settle(pilot)
         shown = await press_to(app, pilot, HelpScreen, "down", "f1")
-        assert shown.unavailable == {"restore": "the console is read-only (--read-only)"}
+        assert shown.unavailable == {
+            "restore": "the console is read-only (--read-only)",
+            "thaw": "the remote's storage_class is not cold: nothing to thaw",
+        }
 
 
 async def test_tab_keeps_the_events_fields_text(settings: Settings) -> None:

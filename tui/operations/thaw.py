@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import click
 
+from coldkeep.core.files.restore import Selection
 from coldkeep.core.remote.thaw import MISSING, THAWED, THAWING, ThawPlan
 
 from ..text.fmt import LIST_MAX, day, human, plural, usd
 from .restore import selection_of, selection_params, thaw_params
 from .spec import Operation, Options, Run, Words
 
+# The console's thaw (the restore browser's ``t``): S3's default tier.
+TIER = "standard"
+
+
+def thaw_files(selection: Selection, tier: str, days: int, ask: bool = True) -> Run:
+    """The cold objects ``selection`` needs, thawed for ``days`` at ``tier``
+    (without ``ask``: the plan only)."""
+    return lambda archiver, cancel: archiver.thaw(selection, tier, days, ask, cancel)
+
 
 def _thaw(options: Options) -> Run:
-    selection = selection_of(options)
-    tier, days, ask = options["tier"], options["days"], options["yes"]
-    return lambda archiver, cancel: archiver.thaw(selection, tier, days, ask, cancel)
+    return thaw_files(selection_of(options), options["tier"], options["days"], options["yes"])
 
 
 def _wait(plan: ThawPlan) -> str:

@@ -30,17 +30,34 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Static, TabbedContent, TabPane
 
 from coldkeep.core.base.config import Settings
+from coldkeep.core.base.errors import ColdkeepError
 from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, archived_months
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped, load_catalog
 from coldkeep.core.files.find import Version, find
-from coldkeep.core.files.restore import RestoreReport, Selection, check_restore_root
+from coldkeep.core.files.restore import (
+    RestoreReport,
+    Selection,
+    check_restore_root,
+    select_entries,
+)
 from coldkeep.core.remote.cold import wait_of
+from coldkeep.core.remote.connect import connected
 from coldkeep.core.remote.sealing import Identities
+from coldkeep.core.remote.thaw import ThawPlan, thaw_plan
+from coldkeep.core.store.manifest import Manifest
 
-from ...operations.restore import RESTORE, RESTORE_EVENTS, restore_files, restore_months
+from ...operations import headline
+from ...operations.restore import (
+    DEFAULT_THAW_DAYS,
+    RESTORE,
+    RESTORE_EVENTS,
+    restore_files,
+    restore_months,
+)
 from ...operations.spec import ConsoleAction
-from ...text.fmt import clock_time, human, plural, short_path, shown
+from ...operations.thaw import THAW, TIER, thaw_files
+from ...text.fmt import clock_time, human, plural, short_path, shown, usd
 from ..kit.actions import bindings
 from ..kit.messages import Confirmed
 from ..widgets.fields import Field
@@ -123,6 +140,13 @@ class RestoreScreen(KeyedScreen):
             "Restore the selected files (or the highlighted one) to their live paths or under "
             "the directory typed below; on the Events tab the months and kinds selected; "
             "asks first",
+        ),
+        ConsoleAction(
+            "thaw",
+            "t",
+            "Thaw",
+            "Ask S3 to thaw the cold remote copies (GLACIER, DEEP_ARCHIVE) of the selected files "
+            "(or the highlighted one); shows what it would ask for and its estimated cost first",
         ),
         ConsoleAction(
             "copy", "y", "Copy path", "Copy a shell line that gives the file's bytes back"
@@ -232,7 +256,10 @@ class RestoreScreen(KeyedScreen):
 
     def unavailable(self) -> dict[str, str]:
         why = "the console is read-only (--read-only)" if self.read_only else self.blocked
-        return {"restore": why} if why else {}
+        off = {"restore": why, "thaw": why} if why else {}
+        if self.cold is None:
+            off["thaw"] = "the remote's storage_class is not cold: nothing to thaw"
+        return off
 
     def on_mount(self) -> None:
         self.query_one("#restore-results").display = False
@@ -531,7 +558,10 @@ class RestoreScreen(KeyedScreen):
         if action == "focus_filter":
             # In a text field `/` is typed (and the footer does not offer it).
             return not isinstance(self.focused, Input)
-        # Off the footer in read-only; ``action_restore`` still refuses it if reached.
+        # Off the footer in read-only (and thaw without a cold class); the
+        # actions still refuse if reached.
+        if action == "thaw":
+            return "thaw" not in self.unavailable()
         return not (action == "restore" and self.read_only)
 
     @on(Button.Pressed, "#restore-go")
@@ -544,6 +574,57 @@ class RestoreScreen(KeyedScreen):
             self.confirm_events()
         else:
             self.confirm_files()
+
+    def action_thaw(self) -> None:
+        if why := self.unavailable().get("thaw"):
+            self.notify(why, severity="warning")
+            return
+        self.confirm_thaw()
+
+    @work(exclusive=True, group="confirm", exit_on_error=False)
+    async def confirm_thaw(self) -> None:
+        """The plan of a thaw of the selected files (HEADs, nothing asked), as
+        the question; yes asks for it through the app."""
+        picked = [self.rows[i] for i in sorted(self.selected) if i in self.rows]
+        if not picked and (current := self._current()) is not None:
+            picked = [current]
+        remote = self.settings.remote
+        if not picked or remote is None:
+            self.notify("nothing selected: space selects, t thaws", severity="warning")
+            return
+        selection = Selection(ids=tuple(r.id for r in picked))
+        manifest = await Manifest.open_existing(self.archive.manifest)
+        if manifest is None:
+            return
+        try:
+            async with manifest, connected(remote) as store:
+                entries = await select_entries(manifest, selection)
+                plan = await thaw_plan(manifest, store, remote, entries, TIER, DEFAULT_THAW_DAYS)
+        except ColdkeepError as err:
+            self.notify(str(err), severity="error", markup=False)
+            return
+        if not plan.to_ask:
+            self.notify(f"thaw: {headline(plan)}", markup=False)
+            return
+        ok = await self.app.push_screen_wait(
+            ConfirmScreen(
+                f"Thaw {plural(len(plan.to_ask), 'object')}",
+                headline(plan).removesuffix("; run again with --yes to ask"),
+                columns=("State", "Class", "Size", "Object"),
+                rows=[
+                    (o.state, o.storage_class or "STANDARD", human(o.bytes), name_cell(o.path))
+                    for o in plan.objects[:200]
+                ],
+                warning=f"S3 bills the thaw ({usd(plan.cost_usd())} estimated); a restore "
+                "reads the files once they are thawed.",
+                confirm="Thaw",
+            )
+        )
+        if ok:
+            run = thaw_files(selection, TIER, DEFAULT_THAW_DAYS)
+            # Under the browser's own action ("restore"): the app refuses it
+            # as it would a restore (read-only, the lock elsewhere).
+            self.post_message(Confirmed("restore", THAW.name, run))
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_files(self) -> None:
@@ -600,6 +681,8 @@ class RestoreScreen(KeyedScreen):
                 self.show_results([(f.result, f.relpath, f.detail or f.target) for f in files])
             case EventsRestoreReport():
                 self.show_events_result(headline)
+            case ThawPlan():
+                self.notify(f"thaw: {headline}", markup=False)
 
     def failed(self, error: str) -> None:
         """An operation ended in an error before its result."""
