@@ -20,6 +20,10 @@ Rows:
                          bytes the server sent; then ``coldkeep cat`` of it: the
                          GETs and the bytes they fetched
 
+  cold classes           the demo site shipped (objects, bytes, requests), a month
+                         of it in STANDARD / GLACIER_IR / DEEP_ARCHIVE, and the
+                         thaw of one unit from DEEP_ARCHIVE (list prices)
+
 Targets: ship >= 10x faster than the PUT loop with >= 50x fewer requests; the
 restore transfers < 1 MiB; the cat is one ranged GET.
 """
@@ -31,6 +35,7 @@ import asyncio
 import os
 import random
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -40,6 +45,8 @@ from pathlib import Path
 from files import COLDKEEP, DAY_MS, coldkeep, site, write_small_tree
 from report import Row, met, print_table
 
+from coldkeep.core.base.configprices import Prices
+from coldkeep.core.base.configremote import COLD_CLASSES
 from coldkeep.core.ops.demo import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,6 +232,77 @@ def restore_rows(work: Path, proxy: FaultProxy, quick: bool) -> list[Row]:
     ]
 
 
+def cold_rows(work: Path, proxy: FaultProxy, quick: bool) -> list[Row]:
+    """The demo site shipped with every local copy dropped: its objects, bytes
+    and requests, what a month of them costs in three classes (the same objects:
+    archive files in the class, what is read without asking in STANDARD when it
+    is cold), and what thawing one unit from DEEP_ARCHIVE costs, all at the list
+    prices of ``[remote.prices]``'s defaults."""
+    demo = work / "cold-demo"
+    subprocess.run(
+        [str(COLDKEEP), "demo", str(demo), "--scale", "0.05" if quick else "1", "--no-console"],
+        capture_output=True,
+        check=True,
+    )
+    coldkeep(demo, "pass")
+    config = demo / "coldkeep.toml"
+    head = config.read_text().split("\n[remote]\n")[0]
+    table = remote_table(proxy, "cold", keep_local_days=0)
+    config.write_text(head + table + 'storage_class = "DEEP_ARCHIVE"\n')
+    proxy.reset_counts()
+    coldkeep(demo, "ship")
+    requests = sum(proxy.counts.values())
+    sizes = asyncio.run(list_sizes(proxy.endpoint, "cold/"))
+    data = sum(n for k, n in sizes.items() if "/files/" in k)
+    rest = sum(sizes.values()) - data
+    prices = Prices()
+    costs = []
+    for cls in ("STANDARD", "GLACIER_IR", "DEEP_ARCHIVE"):
+        meta = "STANDARD" if cls in COLD_CLASSES else cls
+        costs.append(prices.storage_usd(cls, data) + prices.storage_usd(meta, rest))
+    with sqlite3.connect(demo / "archive" / "coldkeep.db") as db:
+        [(unit,)] = db.execute(
+            "SELECT unit FROM entries WHERE status = 'archived' GROUP BY unit "
+            "ORDER BY count(DISTINCT gz_path) DESC, unit LIMIT 1"
+        ).fetchall()
+    thaws = [coldkeep(demo, "thaw", "--unit", unit, "--tier", t)[0] for t in ("standard", "bulk")]
+    standard, glacier_ir, deep = costs
+    shipped = f"{len(sizes)} objects, {sum(sizes.values()) / MIB:.1f} MiB, {requests} requests"
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}x" if b else "-"
+
+    return [
+        (
+            f"a month of the demo ({shipped}) in DEEP_ARCHIVE vs STANDARD "
+            "(USD, list prices; months and snapshots in STANDARD)",
+            f"{deep:.6f}", f"{standard:.6f}", ratio(deep, standard), "", "",
+        ),
+        (
+            "  the same in GLACIER_IR vs STANDARD",
+            f"{glacier_ir:.6f}", f"{standard:.6f}", ratio(glacier_ir, standard), "", "",
+        ),
+        (
+            f"thaw one unit ({thaws[0]['to_ask']} of its objects) from DEEP_ARCHIVE, "
+            "standard tier vs bulk (USD)",
+            f"{thaws[0]['estimated_usd']:.6f}", f"{thaws[1]['estimated_usd']:.6f}",
+            ratio(thaws[0]["estimated_usd"], thaws[1]["estimated_usd"]), "", "",
+        ),
+    ]  # fmt: skip
+
+
+async def list_sizes(endpoint: str, prefix: str) -> dict[str, int]:
+    from aiobotocore.session import get_session
+
+    sizes: dict[str, int] = {}
+    async with get_session().create_client("s3", endpoint_url=endpoint) as s3:
+        async for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=BUCKET, Prefix=prefix
+        ):
+            sizes.update((o["Key"], int(o["Size"])) for o in page.get("Contents", []))
+    return sizes
+
+
 def measure(work: Path, quick: bool) -> list[Row]:
     os.environ.update(CREDENTIALS)
     moto = Moto()
@@ -233,6 +311,7 @@ def measure(work: Path, quick: bool) -> list[Row]:
             asyncio.run(make_bucket(moto.endpoint))
             rows = ship_rows(work, proxy, 60 if quick else 5000)
             rows += restore_rows(work, proxy, quick)
+            rows += cold_rows(work, proxy, quick)
     finally:
         moto.stop()
     return rows

@@ -55,6 +55,9 @@ ROWS: dict[str, tuple[str, ...]] = {
         "ship 60 small archived files",
         "restore one 20 KiB file from a",
         "cat the same file (GETs",
+        "a month of the demo (",
+        "  the same in GLACIER_IR vs STANDARD",
+        "thaw one unit (",
     ),
     "sealing": (
         "sealing one ",
