@@ -22,6 +22,7 @@ from ..events.restore import check_selection as check_events_selection
 from ..files.restore import (
     RestoreReport,
     Selection,
+    SelectionError,
     check_restore_root,
     check_selection,
     nothing_matched_error,
@@ -265,7 +266,12 @@ async def finish_thawed(
             report.waiting += 1
             continue
         to = Path(waiting.target) if waiting.target else None
-        done = await files(sessions, selection, to, cancel, workers)
+        try:
+            done = await files(sessions, selection, to, cancel, workers)
+        except SelectionError as err:  # its files expired since, say: it can never run
+            await thaws.end_restore(manifest, waiting.id, False, sessions.clock(), str(err))
+            report.failed.append(waiting.id)
+            continue
         said = ", ".join(f"{n} {k}" for k, n in sorted(done.counts.items())) or "nothing selected"
         await thaws.end_restore(manifest, waiting.id, not done.failed, sessions.clock(), said)
         (report.failed if done.failed else report.restored).append(waiting.id)

@@ -8,9 +8,18 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.files.restore import Selection
+from coldkeep.core.ops import restore as restoring
+from coldkeep.core.store import thaws
+from coldkeep.core.store.manifest import Manifest
 
 from helpers import ck, ck_json, entries, eventually, sha, start
 from remotecheck import demo_after_pass, set_remote
@@ -274,3 +283,21 @@ def test_expire_s_plan_says_what_deleting_cold_copies_early_costs(
     assert plan["early_deletion_usd"] > 0
     said = ck(site, "expire").stdout
     assert "under the cold class's minimum stay: deleting them now costs about" in said, said
+
+
+async def test_a_waiting_restore_that_can_never_run_is_failed_once_not_retried(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    site = shipped_cold(archived, tmp_path, s3)
+    archiver = Archiver(load_settings(site / "coldkeep.toml"), stream=EventStream())
+    selection = asdict(Selection(unit="no-such-unit"))
+    async with await Manifest.open(site / "archive" / "coldkeep.db") as manifest:
+        await thaws.add_waiting(manifest, selection, None, "standard", 7, 0)
+        report = await restoring.finish_thawed(archiver.sessions, manifest, None)
+        assert report.failed == [1] and report.restored == []
+        [row] = await thaws.restores(manifest)
+        assert row.state == "failed" and "nothing archived matches --unit no-such-unit" in str(
+            row.detail
+        )
+        again = await restoring.finish_thawed(archiver.sessions, manifest, None)
+        assert again.failed == [] and again.waiting == 0
