@@ -595,6 +595,7 @@ class RestoreScreen(KeyedScreen):
         selection = Selection(ids=tuple(r.id for r in picked))
         manifest = await Manifest.open_existing(self.archive.manifest)
         if manifest is None:
+            self.notify("nothing is archived yet: nothing to thaw", severity="warning")
             return
         try:
             async with manifest, connected(remote) as store:
