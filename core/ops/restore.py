@@ -32,6 +32,7 @@ from ..files.restore import (
 )
 from ..remote.connect import connected
 from ..remote.fetch import remote_reader
+from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import fetch_lost_months
 from ..remote.thaw import THAWING, ThawPlan, ask_thaws, thaw_plan
 from ..store import thaws
@@ -199,12 +200,26 @@ async def thaw(
     async with sessions.open("thaw", args, cancel) as current, connected(remote) as store:
         current.start(f"{len(entries)} files")
         plan = await thaw_plan(current.manifest, store, remote, entries, tier, days)
-        step = sessions.steps.hook()
-        await ask_thaws(plan, current.manifest, store, remote, sessions.clock, step)
-        summary = {"asked": len(plan.asked), "under_way": len(plan.under_way),
-                   "failed": len(plan.failed)}  # fmt: skip
-        current.finish("failed" if plan.failed else "ok", summary)
+        await _ask(sessions, current.manifest, store, plan)
+        current.finish("failed" if plan.failed else "ok", _asked(plan))
         return plan
+
+
+async def _ask(sessions: Sessions, manifest: Manifest, store: ObjectStore, plan: ThawPlan) -> None:
+    """``plan``'s cold objects asked for, each recorded in ``manifest`` first
+    and its steps announced."""
+    remote = sessions.remote()
+    await ask_thaws(plan, manifest, store, remote, sessions.clock, sessions.steps.hook())
+
+
+def _asked(plan: ThawPlan) -> dict[str, object]:
+    """A session's summary of asking for ``plan``'s thaws."""
+    return {
+        "asked": len(plan.asked),
+        "under_way": len(plan.under_way),
+        "failed": len(plan.failed),
+        "waiting": plan.waiting_restore,
+    }
 
 
 async def restore_thawing(
@@ -229,15 +244,13 @@ async def restore_thawing(
     async with sessions.open("thaw", args, cancel) as current, connected(remote) as store:
         current.start(f"{len(entries)} files")
         plan = await thaw_plan(current.manifest, store, remote, entries, tier, days)
-        await ask_thaws(
-            plan, current.manifest, store, remote, sessions.clock, sessions.steps.hook()
-        )
+        await _ask(sessions, current.manifest, store, plan)
         if not plan.failed and (plan.to_ask or plan.count(THAWING)):
             plan.waiting_restore = await thaws.add_waiting(
                 current.manifest, asdict(selection), str(root) if root else None, tier, days,
                 sessions.clock(),
             )  # fmt: skip
-        current.finish("failed" if plan.failed else "ok", {"waiting": plan.waiting_restore})
+        current.finish("failed" if plan.failed else "ok", _asked(plan))
     if plan.failed or plan.waiting_restore is not None:
         return plan
     return await files(sessions, selection, to, cancel, workers)
@@ -251,28 +264,44 @@ async def finish_thawed(
     thaw never reached S3 or whose copy ended first is asked for again."""
     remote = sessions.remote()
     report = ThawedRestores()
-    for waiting in await thaws.restores(manifest, waiting_only=True):
-        selection = Selection(**{**waiting.selection, "ids": tuple(waiting.selection["ids"])})
-        entries = await select_entries(manifest, selection)
-        async with connected(remote) as store:
-            plan = await thaw_plan(manifest, store, remote, entries, waiting.tier, waiting.days)
-            if plan.to_ask:
-                async with sessions.open("thaw", {"restore": waiting.id}, cancel) as current:
-                    step = sessions.steps.hook()
-                    await ask_thaws(plan, current.manifest, store, remote, sessions.clock, step)
-                    current.finish("failed" if plan.failed else "ok", {"asked": len(plan.asked)})
-                report.asked += len(plan.asked)
-        if plan.to_ask or plan.count(THAWING):
-            report.waiting += 1
-            continue
-        to = Path(waiting.target) if waiting.target else None
-        try:
-            done = await files(sessions, selection, to, cancel, workers)
-        except SelectionError as err:  # its files expired since, say: it can never run
-            await thaws.end_restore(manifest, waiting.id, False, sessions.clock(), str(err))
-            report.failed.append(waiting.id)
-            continue
-        said = ", ".join(f"{n} {k}" for k, n in sorted(done.counts.items())) or "nothing selected"
-        await thaws.end_restore(manifest, waiting.id, not done.failed, sessions.clock(), said)
-        (report.failed if done.failed else report.restored).append(waiting.id)
+    waiting_restores = await thaws.restores(manifest, ("waiting",))
+    if not waiting_restores:
+        return report
+    async with connected(remote) as store:
+        for waiting in waiting_restores:
+            await _finish_one(sessions, manifest, store, waiting, cancel, workers, report)
     return report
+
+
+async def _finish_one(
+    sessions: Sessions,
+    manifest: Manifest,
+    store: ObjectStore,
+    waiting: thaws.WaitingRestore,
+    cancel: CancelToken | None,
+    workers: int,
+    report: ThawedRestores,
+) -> None:
+    """One waiting ``restore --thaw``: its lost thaws asked again, or, with
+    nothing left to wait for, the restore run and its row ended."""
+    selection = Selection(**{**waiting.selection, "ids": tuple(waiting.selection["ids"])})
+    entries = await select_entries(manifest, selection)
+    plan = await thaw_plan(manifest, store, sessions.remote(), entries, waiting.tier, waiting.days)
+    if plan.to_ask:
+        async with sessions.open("thaw", {"restore": waiting.id}, cancel) as current:
+            await _ask(sessions, current.manifest, store, plan)
+            current.finish("failed" if plan.failed else "ok", _asked(plan))
+        report.asked += len(plan.asked)
+    if plan.to_ask or plan.count(THAWING):
+        report.waiting += 1
+        return
+    to = Path(waiting.target) if waiting.target else None
+    try:
+        done = await files(sessions, selection, to, cancel, workers)
+    except SelectionError as err:  # its files expired since, say: it can never run
+        await thaws.end_restore(manifest, waiting.id, False, sessions.clock(), str(err))
+        report.failed.append(waiting.id)
+        return
+    said = ", ".join(f"{n} {k}" for k, n in sorted(done.counts.items())) or "nothing selected"
+    await thaws.end_restore(manifest, waiting.id, not done.failed, sessions.clock(), said)
+    (report.failed if done.failed else report.restored).append(waiting.id)
