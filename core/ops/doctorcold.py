@@ -15,6 +15,7 @@ from ..base.layout import Layout
 from ..remote.cold import MIN_DAYS
 from ..store.connection import ManifestError
 from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObjects
 from .doctorfinding import Finding
 
 # What S3 adds to each object in GLACIER or DEEP_ARCHIVE (8 KB billed as
@@ -76,9 +77,5 @@ async def _average_object(settings: Settings) -> float | None:
     if manifest is None:
         return None
     async with manifest:
-        rows = await manifest.rows(
-            "SELECT count(*), sum(bytes) FROM remote_objects WHERE month IS NULL "
-            "AND path LIKE 'files/%'"
-        )
-    count, total = rows[0]
-    return float(total) / int(count) if count else None
+        count, total = await RemoteObjects(manifest).size_under("files/")
+    return total / count if count else None

@@ -209,12 +209,9 @@ async def remote_state(
 
 
 async def _cold_state(remote: RemoteSettings, manifest: Manifest) -> ColdState:
-    [(count, size)] = await manifest.rows(
-        "SELECT count(*), coalesce(sum(bytes), 0) FROM remote_objects "
-        "WHERE month IS NULL AND path LIKE 'files/%'"
-    )
-    asked = [t for t in await thaws.thaws(manifest) if t.state == "asked"]
-    waiting = await thaws.restores(manifest, waiting_only=True)
+    count, size = await RemoteObjects(manifest).size_under("files/")
+    asked = await thaws.thaws(manifest, "asked")
+    waiting = await thaws.restores(manifest, ("waiting",))
     cls = remote.storage_class
-    usd = remote.prices.storage_usd(cls, int(size))
-    return ColdState(cls, int(count), int(size), usd, len(asked), len(waiting))
+    usd = remote.prices.storage_usd(cls, size)
+    return ColdState(cls, count, size, usd, len(asked), len(waiting))

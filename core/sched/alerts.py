@@ -106,20 +106,16 @@ async def conditions(manifest: Manifest) -> list[Condition]:
 async def _thaw_conditions(manifest: Manifest) -> list[Condition]:
     """A ``restore --thaw`` the scheduler finished or could not; a thaw S3 refused."""
     found: list[Condition] = []
-    for w in await thaws.restores(manifest):
-        if w.state != "waiting":
-            about = {"restore": w.id, "target": w.target, "selection": w.selection}
-            said = "finished" if w.state == "done" else "FAILED"
-            message = f"restore --thaw #{w.id} {said}: {w.detail}"
-            found.append(
-                Condition(f"thaw_restore:{w.id}", f"thaw_restore_{w.state}", message, about)
-            )
-    for t in await thaws.thaws(manifest):
-        if t.state == "failed":
-            about = {"key": t.key, "path": t.path, "asked_at": t.asked_at}
-            key = f"thaw_failed:{t.key}:{t.asked_at}"
-            message = f"the thaw of {t.path} was refused: {t.error}"
-            found.append(Condition(key, "thaw_failed", message, about))
+    for w in await thaws.restores(manifest, ("done", "failed")):
+        about = {"restore": w.id, "target": w.target, "selection": w.selection}
+        said = "finished" if w.state == "done" else "FAILED"
+        message = f"restore --thaw #{w.id} {said}: {w.detail}"
+        found.append(Condition(f"thaw_restore:{w.id}", f"thaw_restore_{w.state}", message, about))
+    for t in await thaws.thaws(manifest, "failed"):
+        about = {"key": t.key, "path": t.path, "asked_at": t.asked_at}
+        key = f"thaw_failed:{t.key}:{t.asked_at}"
+        message = f"the thaw of {t.path} was refused: {t.error}"
+        found.append(Condition(key, "thaw_failed", message, about))
     return found
 
 

@@ -568,6 +568,16 @@ class RemoteObjects:
         )
         return int(n)
 
+    async def size_under(self, prefix: str) -> tuple[int, int]:
+        """How many objects are recorded with paths starting with ``prefix``, and
+        their bytes."""
+        [(n, size)] = await self.manifest.rows(
+            "SELECT count(*), coalesce(sum(bytes), 0) FROM remote_objects "
+            "WHERE path >= ? AND path < ?",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return int(n), int(size)
+
     async def gone_under(self, prefix: str) -> list[str]:
         """The remote-only paths starting with ``prefix`` (a range of the key)."""
         rows = await self.manifest.rows(

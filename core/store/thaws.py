@@ -48,10 +48,13 @@ async def record_answer(manifest: Manifest, key: str, error: str | None) -> None
     await manifest.run("UPDATE thaws SET state = ?, error = ? WHERE key = ?", (state, error, key))
 
 
-async def thaws(manifest: Manifest) -> list[ThawAsked]:
-    """Every thaw recorded, oldest first."""
+async def thaws(manifest: Manifest, state: str | None = None) -> list[ThawAsked]:
+    """The thaws recorded (in ``state``, or all), oldest first."""
+    where, params = (" WHERE state = ?", [state]) if state else ("", [])
     rows = await manifest.rows(
-        "SELECT key, path, tier, days, asked_at, state, error FROM thaws ORDER BY asked_at, key"
+        "SELECT key, path, tier, days, asked_at, state, error FROM thaws"
+        f"{where} ORDER BY asked_at, key",
+        params,
     )
     return [
         ThawAsked(str(k), str(p), str(t), int(d), int(a), str(s), e) for k, p, t, d, a, s, e in rows
@@ -85,12 +88,15 @@ async def add_waiting(
     )
 
 
-async def restores(manifest: Manifest, *, waiting_only: bool = False) -> list[WaitingRestore]:
-    """The ``restore --thaw`` requests, oldest first."""
-    where = " WHERE state = 'waiting'" if waiting_only else ""
+async def restores(
+    manifest: Manifest, states: tuple[str, ...] | None = None
+) -> list[WaitingRestore]:
+    """The ``restore --thaw`` requests (in one of ``states``, or all), oldest first."""
+    where = f" WHERE state IN ({', '.join('?' * len(states))})" if states else ""
     rows = await manifest.rows(
         "SELECT id, selection, target, tier, days, asked_at, state, ended_at, detail "
-        f"FROM thaw_restores{where} ORDER BY id"
+        f"FROM thaw_restores{where} ORDER BY id",
+        list(states or ()),
     )
     return [
         WaitingRestore(int(i), json.loads(sel), t, str(tier), int(d), int(a), str(st), e, det)
