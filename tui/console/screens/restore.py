@@ -414,6 +414,13 @@ class RestoreScreen(KeyedScreen):
         key = cursor_key(self.query_one("#restore-table", DataTable))
         return self.rows.get(int(key)) if key else None
 
+    def _chosen(self) -> list[CatalogRow]:
+        """The selected files, or else the highlighted one (none: nothing)."""
+        picked = [self.rows[i] for i in sorted(self.selected) if i in self.rows]
+        if not picked and (current := self._current()) is not None:
+            picked = [current]
+        return picked
+
     def _preview(self) -> None:
         row = self._current()
         preview = self.query_one("#restore-preview", Static)
@@ -585,9 +592,7 @@ class RestoreScreen(KeyedScreen):
     async def confirm_thaw(self) -> None:
         """The plan of a thaw of the selected files (HEADs, nothing asked), as
         the question; yes asks for it through the app."""
-        picked = [self.rows[i] for i in sorted(self.selected) if i in self.rows]
-        if not picked and (current := self._current()) is not None:
-            picked = [current]
+        picked = self._chosen()
         remote = self.settings.remote
         if not picked or remote is None:
             self.notify("nothing selected: space selects, t thaws", severity="warning")
@@ -629,9 +634,7 @@ class RestoreScreen(KeyedScreen):
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_files(self) -> None:
-        picked = [self.rows[i] for i in sorted(self.selected) if i in self.rows]
-        if not picked and (current := self._current()) is not None:
-            picked = [current]
+        picked = self._chosen()
         if not picked:
             self.notify("nothing selected: space selects, r restores", severity="warning")
             return
