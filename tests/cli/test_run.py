@@ -68,7 +68,10 @@ def test_sigterm_mid_pass_exits_0_and_the_next_start_finishes(tmp_path: Path) ->
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert time.monotonic() - t0 < 10, "a graceful stop takes seconds, not minutes"
-    tail = [json.loads(line) for line in err.splitlines()]
+    try:
+        tail = [json.loads(line) for line in err.splitlines()]
+    except json.JSONDecodeError as bad:  # seen once in CI: an empty line, cause not found yet
+        raise AssertionError(f"a line of the daemon's stderr is not JSON: {err!r}") from bad
     assert any(r.get("kind") == "job_run_finished" and r.get("status") == "cancelled" for r in tail)
     assert tail[-1]["kind"] == "stopped"
 
