@@ -99,13 +99,13 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     hold_days = top.number("hold_days", 7.0, minimum=0, maximum=MAX_DAYS)
     assert live_root is not None and archive_root is not None
 
-    files = read_files(top.table("files"), state_db)
+    remote = read_remote(top.table("remote"), base)
+    files = read_files(top.table("files"), state_db, cold=remote is not None and remote.cold)
     events = read_events(top.table("events"))
     gzip = read_gzip(top.table("gzip"))
     io = read_io(top.table("io"))
     jobs = read_jobs(top.table("jobs"))
     alerts = read_alerts(top.table("alerts"))
-    remote = read_remote(top.table("remote"), base)
     retention = read_retention(top.table("retention"))
     mount = read_mount(top.table("mount"), base)
     top.done()

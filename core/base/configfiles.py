@@ -39,9 +39,14 @@ class FilesSettings:
 
 
 _BUNDLE_MEMBER_MAX = 64 << 20
+# With a cold storage class every file up to a member's maximum is bundled by
+# default: S3 adds about 40 KB to each GLACIER or DEEP_ARCHIVE object, and a
+# unit's month of files in one object keeps that under 1 % where a gzip of its
+# own would not (a 1 MiB log compresses to about 100 KB).
+COLD_BUNDLE_BELOW = _BUNDLE_MEMBER_MAX
 
 
-def read_files(t: Table, state_db: Path | None) -> FilesSettings:
+def read_files(t: Table, state_db: Path | None, *, cold: bool = False) -> FilesSettings:
     include = t.globs("include", FilesSettings.include)
     exclude = t.globs("exclude", FilesSettings.exclude)
     unit_closed = _unit_closed(t, state_db)
@@ -52,7 +57,9 @@ def read_files(t: Table, state_db: Path | None) -> FilesSettings:
             "min_age_days", FilesSettings.min_age_days, minimum=0, maximum=MAX_DAYS
         ),
         unit_closed=unit_closed,
-        bundle_below=t.integer("bundle_below", FilesSettings.bundle_below, minimum=0),
+        bundle_below=t.integer(
+            "bundle_below", COLD_BUNDLE_BELOW if cold else FilesSettings.bundle_below, minimum=0
+        ),
         bundle_bytes=t.integer("bundle_bytes", FilesSettings.bundle_bytes, minimum=1 << 20),
     )
     if files.bundle_below > _BUNDLE_MEMBER_MAX:

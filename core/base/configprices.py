@@ -63,6 +63,12 @@ class Prices:
         return size / GB * per_gb + requests / 1000 * per_thousand
 
 
+def usd(amount: float) -> str:
+    """An estimated cost in USD, as a plan, status or error says it ("under
+    0.01 USD" for less than a cent)."""
+    return "under 0.01 USD" if amount < 0.01 else f"{amount:,.2f} USD"
+
+
 def read_prices(t: Table, classes: tuple[str, ...]) -> Prices:
     """``[remote.prices]``, each price checked; the defaults where it says none."""
     storage = dict(STORAGE_USD_PER_GB_MONTH)

@@ -49,6 +49,7 @@ from ..base.times import day_of, now_ms
 from ..files.find import relative
 from ..files.reader import Streamed, entry_gzip, stream_entry
 from ..files.restore import expired_detail
+from ..remote.cold import RemoteCold
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import CacheStats, range_cache
@@ -210,15 +211,32 @@ async def cat_file(
             if kept is None or not expired:
                 said = expired_detail(entry, kept, now_ms())
                 raise Unreadable(f"{entry.relpath} (entry {entry.id}): {said}")
-        async with _remote(settings, manifest, entry, identities) as remote:
-            async with entry_gzip(entry, layout, remote, cancel) as at:
-                if at is None:
-                    raise Unreadable(
-                        f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is "
-                        "missing from the archive and no remote copy holds it"
-                    )
-                expect = Digest(entry.bytes, entry.sha256)
-                streamed = await stream_entry(at, expect, out, cancel=cancel)
-                source = at.source
-            stats = None if remote is None or remote.cache is None else remote.cache.stats
+        try:
+            return await _stream(settings, manifest, entry, out, cancel, identities, kept)
+        except RemoteCold as err:
+            raise err.for_entry(entry.id, entry.relpath) from None
+
+
+async def _stream(
+    settings: Settings,
+    manifest: Manifest,
+    entry: Entry,
+    out: BinaryIO,
+    cancel: CancelToken,
+    identities: Identities | None,
+    kept: RemoteObject | None,
+) -> CatResult:
+    """``entry``'s bytes to ``out`` from its local gzip or the remote tier's copy."""
+    layout = Layout(settings.archive_root)
+    async with _remote(settings, manifest, entry, identities) as remote:
+        async with entry_gzip(entry, layout, remote, cancel) as at:
+            if at is None:
+                raise Unreadable(
+                    f"{entry.relpath} (entry {entry.id}): its gzip {entry.gz_path} is "
+                    "missing from the archive and no remote copy holds it"
+                )
+            expect = Digest(entry.bytes, entry.sha256)
+            streamed = await stream_entry(at, expect, out, cancel=cancel)
+            source = at.source
+        stats = None if remote is None or remote.cache is None else remote.cache.stats
     return CatResult(entry, streamed, source, stats, kept)

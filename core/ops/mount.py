@@ -41,7 +41,9 @@ Invariants:
   encryption) is read through the same cache as its age stream and opened
   whole, at its first read, into a file in the cache's folder (age cannot be
   read by ranges; fetch.py), read from there; without ``--identity`` it is EIO
-  with the line naming the key it needs. Its blocks live in a folder of their
+  with the line naming the key it needs; one in a cold class (GLACIER,
+  DEEP_ARCHIVE) not thawed now is EIO with the line saying what a thaw takes
+  and costs and the ``coldkeep thaw`` that asks for it. Its blocks live in a folder of their
   own under ``[mount] cache_dir``, at most ``cache_bytes``, removed when the
   mount ends (the cache's GETs and bytes fetched logged then). Nothing is
   written under archive_root: the reader is built here, not by
@@ -81,6 +83,7 @@ from ..base.layout import Layout, UnsafePath
 from ..base.ratelimit import RateLimiter
 from ..files.reader import GzipAt, copy_entry, stream_entry
 from ..files.seek import SeekReader
+from ..remote.cold import RemoteCold
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import RangeCache, range_cache
@@ -341,6 +344,8 @@ class _ArchivedSource:
                 self.at = None  # looked up again: the copy a new open would read
                 return self._seek(offset, size)
             problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
+        except RemoteCold as err:
+            problem = str(err.for_entry(entry.id, entry.relpath))
         except ColdkeepError as err:  # CorruptGzip, a remote's error
             problem = f"{entry.relpath} (entry {entry.id}) at byte {offset}: {err}"
         raise _Unreadable(problem)
@@ -518,6 +523,8 @@ class ArchiveFS:
         can be read here."""
         try:
             return asyncio.run_coroutine_threadsafe(self._where(node), self.loop).result()
+        except RemoteCold as err:
+            problem = str(err.for_entry(node.id))
         except (_NoCopy, ColdkeepError) as err:
             problem = str(err)
         raise _Unreadable(problem)
@@ -563,6 +570,8 @@ class ArchiveFS:
             return
         except _NoCopy as err:
             problem = str(err)
+        except RemoteCold as err:
+            problem = str(err.for_entry(node.id))
         except (OSError, ColdkeepError) as err:  # the gzip unreadable, a remote's error
             problem = f"entry {node.id}: {err}"
         stream.finish(problem)

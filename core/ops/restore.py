@@ -11,11 +11,13 @@ fetched back before their rows are restored.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..base.cancel import CancelToken
+from ..base.errors import UsageError
 from ..events.query import TimeRange
 from ..events.restore import EventsRestoreReport, restore_events
 from ..events.restore import check_selection as check_events_selection
@@ -34,6 +36,7 @@ from ..remote.connect import connected
 from ..remote.fetch import remote_reader
 from ..remote.objectstore import ObjectStore
 from ..remote.rebuild import fetch_lost_months
+from ..remote.sealing import Identities, IdentityFileError, load_identities
 from ..remote.thaw import THAWING, ThawPlan, ask_thaws, thaw_plan
 from ..store import thaws
 from ..store.entries import Entry
@@ -94,10 +97,12 @@ async def files(
     to: Path | None,
     cancel: CancelToken | None,
     workers: int = 1,
+    identities: Identities | None = None,
 ) -> RestoreReport:
     """Files back to their live paths (left alone by passes for hold_days, their
     restore grace), or under ``to``; ``workers`` files at a time; remote copies
-    that are sealed opened with the command's identity (``sessions.identities``)."""
+    that are sealed opened with ``identities``, else the command's identity
+    (``sessions.identities``)."""
     settings = sessions.settings
     root = check_restore_root(to, settings.archive_root, settings.live_root) if to else None
     await checked(sessions, selection)
@@ -108,7 +113,7 @@ async def files(
     async with (
         sessions.open("restore", args, cancel) as current,
         remote_reader(
-            settings.remote, current.manifest, sessions.layout, sessions.identities
+            settings.remote, current.manifest, sessions.layout, identities or sessions.identities
         ) as remote,
     ):
         entries = await select_entries(current.manifest, selection)
@@ -244,16 +249,36 @@ async def restore_thawing(
     async with sessions.open("thaw", args, cancel) as current, connected(remote) as store:
         current.start(f"{len(entries)} files")
         plan = await thaw_plan(current.manifest, store, remote, entries, tier, days)
+        identity = _identity_for(sessions.identities, plan)
         await _ask(sessions, current.manifest, store, plan)
         if not plan.failed and (plan.to_ask or plan.count(THAWING)):
             plan.waiting_restore = await thaws.add_waiting(
                 current.manifest, asdict(selection), str(root) if root else None, tier, days,
-                sessions.clock(),
+                sessions.clock(), identity,
             )  # fmt: skip
         current.finish("failed" if plan.failed else "ok", _asked(plan))
     if plan.failed or plan.waiting_restore is not None:
         return plan
     return await files(sessions, selection, to, cancel, workers)
+
+
+def _identity_for(identities: Identities | None, plan: ThawPlan) -> str | None:
+    """The identity file a waiting restore records (its path: the scheduler
+    reads it when it finishes); refused, before anything is asked, when some
+    object is sealed and no identity was given, as the restore would then fail
+    hours later."""
+    if identities is not None:
+        return str(identities.file.resolve())
+    sealed = sum(o.sealed for o in plan.objects)
+    if sealed:
+        raise UsageError(
+            f"{sealed} of the objects this restore needs {'is' if sealed == 1 else 'are'} "
+            "sealed to age recipients "
+            "([remote] encrypt_to): give --identity FILE (coldkeep run reads it when it "
+            "finishes the restore; keep it there until then), or thaw them and restore "
+            "with --identity yourself"
+        )
+    return None
 
 
 async def finish_thawed(
@@ -271,6 +296,13 @@ async def finish_thawed(
         for waiting in waiting_restores:
             await _finish_one(sessions, manifest, store, waiting, cancel, workers, report)
     return report
+
+
+async def _identities_of(waiting: thaws.WaitingRestore) -> Identities | None:
+    """The keys of the identity file ``restore --thaw`` was given, read now."""
+    if waiting.identity is None:
+        return None
+    return await asyncio.to_thread(load_identities, Path(waiting.identity))
 
 
 async def _finish_one(
@@ -297,8 +329,9 @@ async def _finish_one(
         return
     to = Path(waiting.target) if waiting.target else None
     try:
-        done = await files(sessions, selection, to, cancel, workers)
-    except SelectionError as err:  # its files expired since, say: it can never run
+        identities = await _identities_of(waiting)
+        done = await files(sessions, selection, to, cancel, workers, identities)
+    except (SelectionError, IdentityFileError) as err:  # its files expired since, say
         await thaws.end_restore(manifest, waiting.id, False, sessions.clock(), str(err))
         report.failed.append(waiting.id)
         return

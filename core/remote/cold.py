@@ -94,19 +94,37 @@ def readable(storage_class: str | None, thaw: ThawState | None) -> bool:
 
 class RemoteCold(RemoteError):
     """A read of an object in a cold class that is not thawed now: what it
-    takes to read it, in one line."""
+    takes to read it, in one line: the class, the standard tier's usual wait
+    and estimated cost, and the command that asks (``ask``; a caller that knows
+    the entry read names it with ``for_entry``)."""
 
-    def __init__(self, where: str, storage_class: str | None, thaw: ThawState | None) -> None:
+    def __init__(
+        self,
+        where: str,
+        storage_class: str | None,
+        thaw: ThawState | None,
+        cost: str | None = None,
+        ask: str = "coldkeep thaw (the same selection as restore)",
+    ) -> None:
         cls = storage_class or "a cold"
         wait = wait_of(storage_class or "", "standard")
-        usual = f"; a standard thaw usually takes {wait}" if wait else ""
+        usual = [f"usually takes {wait}"] if wait else []
+        usual += [f"costs {'' if cost.startswith('under') else 'about '}{cost}"] if cost else []
+        said = f"; a standard thaw {' and '.join(usual)}" if usual else ""
         if thaw is not None and thaw.ongoing:
-            said = f"in {cls} storage, its thaw asked and not done yet{usual}: read it again then"
+            said = f"in {cls} storage, its thaw asked and not done yet{said}: read it again then"
         else:
-            said = (
-                f"in {cls} storage, not thawed: ask for it with coldkeep thaw "
-                f"(the same selection as restore){usual}"
-            )
+            said = f"in {cls} storage, not thawed: ask for it with {ask}{said}"
         super().__init__(f"{where}: {said}")
+        self.where = where
         self.storage_class = storage_class
         self.thaw = thaw
+        self.cost = cost
+
+    def for_entry(self, entry_id: int, relpath: str | None = None) -> RemoteCold:
+        """The same refusal for the entry that was read: named first, and the
+        command that thaws it."""
+        named = f"entry {entry_id}" if relpath is None else f"{relpath} (entry {entry_id})"
+        where = f"{named}, in {self.where}"
+        ask = f"coldkeep thaw {entry_id} --yes"
+        return RemoteCold(where, self.storage_class, self.thaw, self.cost, ask)

@@ -66,6 +66,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.loaders import Loader, create_loader
 
+from ..base.configprices import usd
 from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError
 from ..base.fsutil import write_all
@@ -492,8 +493,11 @@ class S3Store(ObjectStore):
             info = await self.head(key)
         except RemoteError:
             info = None
-        cls = info.storage_class if info is not None and info.storage_class else said
-        return RemoteCold(self.where(key), cls, info.thaw if info is not None else None)
+        if info is None:
+            return RemoteCold(self.where(key), said, None)
+        cls = info.storage_class or said
+        cost = self.remote.prices.thaw_usd(cls or "", "standard", info.size, 1)
+        return RemoteCold(self.where(key), cls, info.thaw, usd(cost) if cost else None)
 
     async def _get(self, key: str, doing: str, **args: str) -> bytes:
         """The object's body (or a range of it: ``Range``; of one version of it:

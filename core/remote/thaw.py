@@ -47,6 +47,7 @@ class ThawObject:
     state: str  # TO_ASK | THAWING | THAWED | READABLE | MISSING
     entries: int  # of the selection, how many it holds
     until: int | None = None  # thawed: its copy's end (ms)
+    sealed: bool = False  # sealed to age recipients: its restore needs an identity
 
 
 @dataclass
@@ -148,7 +149,8 @@ async def thaw_plan(
         state = _state(info)
         cls = info.storage_class if info is not None else None
         until = info.thaw.until if info is not None and info.thaw is not None else None
-        return ThawObject(obj.path, obj.key, obj.bytes, cls, state, held[obj.path], until)
+        sealed = obj.sealed_to is not None
+        return ThawObject(obj.path, obj.key, obj.bytes, cls, state, held[obj.path], until, sealed)
 
     paths = sorted(held)
     objects: list[ThawObject] = []

@@ -622,6 +622,12 @@ MIGRATIONS: tuple[str, ...] = (
         error TEXT
     );
     """,
+    # 24: the identity file (its path, never its keys) a `restore --thaw` of
+    # sealed copies was given: the scheduler opens them with it when it
+    # finishes the restore.
+    """
+    ALTER TABLE thaw_restores ADD COLUMN identity TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

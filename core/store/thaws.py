@@ -74,17 +74,18 @@ class WaitingRestore:
     state: str = "waiting"  # waiting | done | failed
     ended_at: int | None = None
     detail: str | None = None
+    identity: str | None = None  # the identity file its sealed copies are opened with
 
 
 async def add_waiting(
     manifest: Manifest, selection: dict[str, object], target: str | None, tier: str, days: int,
-    at: int,
+    at: int, identity: str | None = None,
 ) -> int:  # fmt: skip
     """A restore to finish once its objects are thawed; its id."""
     return await manifest.insert(
-        "INSERT INTO thaw_restores (selection, target, tier, days, asked_at, state) "
-        "VALUES (?, ?, ?, ?, ?, 'waiting')",
-        (json.dumps(selection), target, tier, days, at),
+        "INSERT INTO thaw_restores (selection, target, tier, days, asked_at, state, identity) "
+        "VALUES (?, ?, ?, ?, ?, 'waiting', ?)",
+        (json.dumps(selection), target, tier, days, at, identity),
     )
 
 
@@ -94,13 +95,13 @@ async def restores(
     """The ``restore --thaw`` requests (in one of ``states``, or all), oldest first."""
     where = f" WHERE state IN ({', '.join('?' * len(states))})" if states else ""
     rows = await manifest.rows(
-        "SELECT id, selection, target, tier, days, asked_at, state, ended_at, detail "
+        "SELECT id, selection, target, tier, days, asked_at, state, ended_at, detail, identity "
         f"FROM thaw_restores{where} ORDER BY id",
         list(states or ()),
     )
     return [
-        WaitingRestore(int(i), json.loads(sel), t, str(tier), int(d), int(a), str(st), e, det)
-        for i, sel, t, tier, d, a, st, e, det in rows
+        WaitingRestore(int(i), json.loads(sel), t, str(tier), int(d), int(a), str(st), e, det, key)
+        for i, sel, t, tier, d, a, st, e, det, key in rows
     ]
 
 

@@ -109,7 +109,9 @@ def cat(
     blocks kept in a folder of their own under [mount] cache_dir, removed after;
     --stats says what that cost. A copy sealed to age recipients ([remote]
     encrypt_to) needs --identity: its stream is read through the same cache and
-    opened whole into a file there before its bytes stream.
+    opened whole into a file there before its bytes stream. A copy in GLACIER or
+    DEEP_ARCHIVE must be thawed first: exit 1, one line saying what the thaw
+    takes and costs and the `coldkeep thaw` that asks for it.
 
     \b
       coldkeep cat tenant-42/2026/03/app.jsonl | grep ERROR

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from coldkeep.core.base.configprices import usd
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.base.layout import Layout
 from coldkeep.core.ops.siteops import SiteIdentity
@@ -23,7 +24,7 @@ from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
 from ..operations.archive import adopted
-from ..text.fmt import LIST_MAX, event_rows, human, plural, usd
+from ..text.fmt import LIST_MAX, event_rows, human, plural
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 

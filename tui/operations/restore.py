@@ -177,7 +177,8 @@ RESTORE = Operation(
             is_flag=True,
             help="Files whose only copy is in GLACIER or DEEP_ARCHIVE: ask for their thaw "
             "(as thaw --yes) and restore once it is done (coldkeep run does it; now when none "
-            "has to be waited for).",
+            "has to be waited for). Sealed copies need --identity: its path is recorded and "
+            "coldkeep run reads the file when it restores.",
         ),
         *thaw_params(),
         click.Option(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import click
 
+from coldkeep.core.base.configprices import usd
 from coldkeep.core.ops.expire import ExpireItem, ExpirePlan, ExpireReport
 
-from ..text.fmt import LIST_MAX, day, human, plural, usd
+from ..text.fmt import LIST_MAX, day, human, plural
 from .spec import Console, ConsoleAction, Nothing, Operation, Options, Question, Run, Site, Words
 
 NO_RETENTION = "no [retention] is configured: everything is kept for ever"

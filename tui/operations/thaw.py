@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import click
 
+from coldkeep.core.base.configprices import usd
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.remote.thaw import MISSING, THAWED, THAWING, ThawPlan
 
-from ..text.fmt import LIST_MAX, day, human, plural, usd
+from ..text.fmt import LIST_MAX, day, human, plural
 from .restore import selection_of, selection_params, thaw_params
 from .spec import Operation, Options, Run, Words
 

@@ -80,12 +80,6 @@ def clock_time(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
 
 
-def usd(amount: float) -> str:
-    """An estimated cost in USD, as a plan or status shows it ("under 0.01" for
-    less than a cent)."""
-    return "under 0.01 USD" if amount < 0.01 else f"{amount:,.2f} USD"
-
-
 def day(ms: int) -> str:
     """The local date of ``ms`` since the epoch: ``2026-12-01``."""
     return time.strftime("%Y-%m-%d", time.localtime(ms / 1000))

@@ -124,6 +124,23 @@ def test_each_kind_of_object_has_its_class_and_what_is_read_at_once_stays_warm(
     assert got == [files, events, meta, meta]
 
 
+@pytest.mark.parametrize(
+    ("files", "storage_class", "bundle_below"),
+    [
+        ("", "STANDARD", 1 << 20),
+        ("", "GLACIER_IR", 1 << 20),
+        ("", "DEEP_ARCHIVE", 64 << 20),  # a unit's month in one object: S3's 40 KB under 1 %
+        ("", "GLACIER", 64 << 20),
+        ("[files]\nbundle_below = 2097152\n", "DEEP_ARCHIVE", 2 << 20),  # as the site says
+    ],
+)
+def test_a_cold_class_bundles_every_file_a_bundle_can_hold_unless_told_otherwise(
+    site: Path, files: str, storage_class: str, bundle_below: int
+) -> None:
+    text = f"{ROOTS}{files}[remote]\nurl = 's3://bkt/p'\nstorage_class = '{storage_class}'\n"
+    assert load_settings(write(site, text)).files.bundle_below == bundle_below
+
+
 def test_a_site_s_own_prices_replace_the_list_prices_it_names(site: Path) -> None:
     table = (
         "[remote.prices.storage]\nDEEP_ARCHIVE = 0.0018\n"

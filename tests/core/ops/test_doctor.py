@@ -560,8 +560,12 @@ async def test_settings_this_host_may_not_read_are_said_not_fatal(
 @pytest.mark.parametrize(
     ("files", "retention", "said"),
     [
-        ("", "files_days = 30\n", ["expire after 30 days", "180 days at least", "bundle_below"]),
-        ("bundle_below = 67108864\n", "files_days = 400\n", []),
+        (
+            "bundle_below = 1048576\n",
+            "files_days = 30\n",
+            ["expire after 30 days", "180 days at least", "bundle_below"],
+        ),
+        ("", "files_days = 400\n", []),  # a cold class bundles all it can by default
     ],
 )
 async def test_a_cold_class_is_warned_of_what_it_would_cost(

@@ -5,6 +5,7 @@ once per object (a bundle once), and the restore once the thaw is done."""
 
 from __future__ import annotations
 
+import errno
 import shutil
 import signal
 import sqlite3
@@ -21,7 +22,7 @@ from coldkeep.core.ops import restore as restoring
 from coldkeep.core.store import thaws
 from coldkeep.core.store.manifest import Manifest
 
-from helpers import ck, ck_json, entries, eventually, sha, start
+from helpers import ck, ck_json, entries, eventually, mounting, sha, start
 from remotecheck import demo_after_pass, set_remote
 from s3kit import S3Site
 from s3kit.proxy import Respond
@@ -126,6 +127,38 @@ def test_a_restore_of_a_cold_file_says_to_thaw_and_thaw_asks_once_per_object(
     for e in wanted:
         back = tmp_path / "back" / str(e["relpath"])
         assert sha(back.read_bytes()) == e["sha256"]
+
+
+def test_cat_and_the_mount_say_what_thawing_a_cold_file_takes_and_read_it_after(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    s3.proxy.thaw = thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    e = remote_only(site, sorted({str(e["unit"]) for e in entries(site)})[-1])[0]
+    rel, entry_id = str(e["relpath"]), int(str(e["id"]))
+
+    said = ck(site, "cat", rel, check=1).stderr
+    assert f"{rel} (entry {entry_id}), in s3://" in said and "in DEEP_ARCHIVE storage" in said
+    assert f"ask for it with coldkeep thaw {entry_id} --yes" in said, said
+    assert "a standard thaw usually takes up to 12 hours and costs under 0.01 USD" in said
+    assert "InvalidObjectState" not in said and len(said.strip().splitlines()) == 1
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mounting(site, mnt):
+        with pytest.raises(OSError) as refused:
+            (mnt / rel).read_bytes()
+        assert refused.value.errno == errno.EIO
+    log = (tmp_path / "mnt.log").read_text()
+    assert f"entry {entry_id}, in s3://" in log and f"coldkeep thaw {entry_id} --yes" in log, log
+
+    ck(site, "thaw", str(entry_id), "--yes")
+    assert "its thaw asked and not done yet" in ck(site, "cat", rel, check=1).stderr
+    s3.server.advance_clock(12 * HOUR_S + 60)
+    refused_before = thaw.refused
+    assert sha(ck(site, "cat", rel).stdout.encode()) == e["sha256"]
+    with mounting(site, mnt):
+        assert sha((mnt / rel).read_bytes()) == e["sha256"]
+    assert thaw.refused == refused_before, "no GET of a cold object once it is thawed"
 
 
 def test_a_remote_verify_checks_a_cold_object_by_what_s3_says_and_says_so(
@@ -301,3 +334,22 @@ async def test_a_waiting_restore_that_can_never_run_is_failed_once_not_retried(
         )
         again = await restoring.finish_thawed(archiver.sessions, manifest, None)
         assert again.failed == [] and again.waiting == 0
+
+
+async def test_a_waiting_restore_whose_identity_file_is_gone_fails_naming_it(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    site = shipped_cold(archived, tmp_path, s3)
+    archiver = Archiver(load_settings(site / "coldkeep.toml"), stream=EventStream())
+    unit = sorted({str(e["unit"]) for e in entries(site)})[-1]
+    gone = tmp_path / "usb" / "key.txt"
+    async with await Manifest.open(site / "archive" / "coldkeep.db") as manifest:
+        await thaws.add_waiting(
+            manifest, asdict(Selection(unit=unit)), None, "standard", 7, 0, str(gone)
+        )
+        first = await restoring.finish_thawed(archiver.sessions, manifest, None)
+        assert first.asked > 0 and first.waiting == 1  # moto thaws at once: ready next time
+        report = await restoring.finish_thawed(archiver.sessions, manifest, None)
+        assert report.failed == [1] and report.restored == []
+        [row] = await thaws.restores(manifest)
+    assert row.state == "failed" and f"{gone}: no such file" in str(row.detail), row

@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.configprices import usd
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
@@ -35,7 +36,7 @@ from coldkeep.core.remote.shipplan import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.connection import ManifestError
 
-from ...text.fmt import clock_time, human, plural, remote_where, usd
+from ...text.fmt import clock_time, human, plural, remote_where
 from ..kit.messages import LoadFailed
 from ..widgets.tables import Cell, MeasuredTable, sync_table
 from .base import Pane

@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Static, TabbedContent, TabPane
 
 from coldkeep.core.base.config import Settings
+from coldkeep.core.base.configprices import usd
 from coldkeep.core.base.errors import ColdkeepError
 from coldkeep.core.base.layout import Layout, UnsafePath, resolve_inside
 from coldkeep.core.events.restore import ArchivedMonth, EventsRestoreReport, archived_months
@@ -57,7 +58,7 @@ from ...operations.restore import (
 )
 from ...operations.spec import ConsoleAction
 from ...operations.thaw import THAW, TIER, thaw_files
-from ...text.fmt import clock_time, human, plural, short_path, shown, usd
+from ...text.fmt import clock_time, human, plural, short_path, shown
 from ..kit.actions import bindings
 from ..kit.messages import Confirmed
 from ..widgets.fields import Field
