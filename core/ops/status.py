@@ -14,6 +14,7 @@ from ..base.configremote import RemoteSettings
 from ..base.layout import Layout
 from ..base.lock import Holder, read_holder
 from ..base.times import now_ms
+from ..remote.cold import wait_of
 from ..remote.months import PendingEvents, pending_events
 from ..store import passlog, problems, thaws
 from ..store.audit import AuditRecord, last_of
@@ -29,16 +30,28 @@ ATTENTION_LISTED = 500
 
 
 @dataclass(frozen=True)
-class ColdState:
-    """Archive files in a cold storage class, as the config puts them, and the
-    thaws asked of them."""
+class ClassShare:
+    """What the bucket holds of this site in one S3 storage class: the archive
+    files and event months recorded there, and their monthly cost."""
 
     storage_class: str
-    objects: int  # archive files shipped (gzips and bundles)
+    objects: int
     bytes: int
-    usd_a_month: float  # at list prices (remote/prices.py), an estimate
-    thaws_asked: int  # objects whose thaw was asked and answered
+    usd_a_month: float  # at [remote.prices] (list prices unless set), an estimate
+
+
+@dataclass(frozen=True)
+class ColdState:
+    """Archive files in a cold storage class, and the thaws asked of them."""
+
+    storage_class: str
+    objects: int  # shipped objects held in it (gzips and bundles)
+    bytes: int
+    usd_a_month: float  # at [remote.prices] (list prices unless set), an estimate
+    thaws_asked: int  # objects whose thaw was asked, its copy not yet past its days
     restores_waiting: int  # restore --thaw requests the scheduler has not finished
+    oldest_asked_at: int | None = None  # ms: the oldest of those thaws
+    oldest_wait: str | None = None  # its tier's usual wait, as AWS states it
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class RemoteState:
     sealed_to: str | None = None  # the age recipient set new objects are sealed to
     sealed: int = 0  # objects sealed to age recipients (any set)
     cold: ColdState | None = None  # storage_class GLACIER or DEEP_ARCHIVE (None: another)
+    classes: tuple[ClassShare, ...] = ()  # an S3 remote's objects by storage class
 
     def to_dict(self) -> dict[str, Any]:
         last = self.last_ship
@@ -79,6 +93,7 @@ class RemoteState:
             "sealed_to": self.sealed_to,
             "sealed_objects": self.sealed,
             "cold": asdict(self.cold) if self.cold else None,
+            "classes": [asdict(c) for c in self.classes],
             "last_ship": (
                 {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
             ),
@@ -190,7 +205,8 @@ async def remote_state(
     locks = await objects.lock_counts(now_ms())
     sealed_to = r.encrypt_to.fingerprint if r.encrypt_to is not None else None
     sealed = await objects.sealed_count()
-    cold = await _cold_state(r, manifest) if r.cold else None
+    classes = await _classes(r, objects) if r.folder is None else ()
+    cold = await _cold_state(r, manifest, classes) if r.cold else None
     return RemoteState(
         r.url,
         r.site,
@@ -205,13 +221,26 @@ async def remote_state(
         sealed_to,
         sealed,
         cold,
+        classes,
     )
 
 
-async def _cold_state(remote: RemoteSettings, manifest: Manifest) -> ColdState:
-    count, size = await RemoteObjects(manifest).size_under("files/")
-    asked = await thaws.thaws(manifest, "asked")
-    waiting = await thaws.restores(manifest, ("waiting",))
+async def _classes(remote: RemoteSettings, objects: RemoteObjects) -> tuple[ClassShare, ...]:
+    return tuple(
+        ClassShare(cls, n, size, remote.prices.storage_usd(cls, size))
+        for cls, n, size in await objects.by_class(remote)
+    )
+
+
+async def _cold_state(
+    remote: RemoteSettings, manifest: Manifest, classes: tuple[ClassShare, ...]
+) -> ColdState:
     cls = remote.storage_class
-    usd = remote.prices.storage_usd(cls, size)
-    return ColdState(cls, count, size, usd, len(asked), len(waiting))
+    held = next((c for c in classes if c.storage_class == cls), ClassShare(cls, 0, 0, 0.0))
+    asked = await thaws.current(manifest, now_ms())
+    waiting = await thaws.restores(manifest, ("waiting",))
+    oldest = asked[0] if asked else None
+    return ColdState(
+        cls, held.objects, held.bytes, held.usd_a_month, len(asked), len(waiting),
+        oldest.asked_at if oldest else None, wait_of(cls, oldest.tier) if oldest else None,
+    )  # fmt: skip

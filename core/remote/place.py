@@ -103,6 +103,7 @@ class Sent:
     sealed_to: str | None = None  # sealed: the recipient set's fingerprint
     plain: Digest | None = None  # sealed: the local file's size and sha256
     streams: tuple[Stream, ...] = ()  # sealed bundle: each member's age stream
+    storage_class: str | None = None  # the S3 class it was put in (None: a folder)
 
     @property
     def key(self) -> str:
@@ -118,6 +119,7 @@ class Sent:
             "stored_as": self.stored_as,
             "plain_bytes": self.plain.bytes if self.plain else None,
             "plain_sha256": self.plain.sha256 if self.plain else None,
+            "storage_class": self.storage_class,
         }
 
 
@@ -269,7 +271,11 @@ class Placer:
             got = await self.digest(local)
         put = await self._put(path, local, got.bytes, got.sha256, lock)
         await self._announce("object_uploaded", path)
-        return Sent(path, got.bytes, got.sha256, put.created, put.kept, put.encryption, lock)
+        cls = self.class_of(path)
+        return Sent(
+            path, got.bytes, got.sha256, put.created, put.kept, put.encryption, lock,
+            storage_class=cls,
+        )  # fmt: skip
 
     async def _upload_sealed(
         self, path: str, local: Path, lock: ObjectLock | None, spans: list[Span] | None
@@ -285,6 +291,7 @@ class Placer:
         return Sent(
             path, stored.bytes, stored.sha256, put.created, put.kept, put.encryption, lock, key,
             self.seal.fingerprint, sealed.plain, streams if spans is not None else (),
+            self.class_of(path),
         )  # fmt: skip
 
     async def put_as(self, key: str, local: Path, lock: ObjectLock | None) -> Digest:
@@ -318,6 +325,11 @@ class Placer:
         finally:
             await asyncio.to_thread(remove_scratch, tmp, self.layout)
         return sealed, put
+
+    def class_of(self, path: str) -> str | None:
+        """The S3 storage class the object for archive path ``path`` is put in
+        (None: a folder remote has none)."""
+        return None if self.remote.folder is not None else self.remote.class_of(path)
 
     async def _put(
         self, path: str, local: Path, size: int, sha: str, lock: ObjectLock | None

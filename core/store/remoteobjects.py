@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ..base.configremote import RemoteSettings
 from ..base.names import db_params
 from .connection import Statement, in_statements
 from .entries import HAS_GZIP, KEPT_SQL
@@ -55,6 +56,7 @@ class RemoteObject:
     plain_bytes: int | None = None  # sealed: the local file's size (bytes: the stored object's)
     plain_sha256: str | None = None  # sealed: the local file's sha256
     version: str | None = None  # as the HEAD that confirmed it said (VersionId, else ETag)
+    storage_class: str | None = None  # the S3 class it was put in (None: a folder, or before 24)
 
     @property
     def key(self) -> str:
@@ -567,6 +569,17 @@ class RemoteObjects:
             [prefix, prefix + "\U0010ffff"],
         )
         return int(n)
+
+    async def by_class(self, remote: RemoteSettings) -> list[tuple[str, int, int]]:
+        """Each storage class the recorded objects are in, with their count and
+        bytes (a row from before classes were recorded: its kind's class now)."""
+        rows = await self.manifest.rows(
+            "SELECT coalesce(storage_class, CASE substr(path, 1, 6) WHEN 'files/' THEN ? "
+            "WHEN 'events' THEN ? ELSE ? END) AS cls, count(*), coalesce(sum(bytes), 0) "
+            "FROM remote_objects GROUP BY cls ORDER BY cls",
+            [remote.storage_class, remote.events_storage_class, remote.meta_class],
+        )
+        return [(str(c), int(n), int(b)) for c, n, b in rows]
 
     async def size_under(self, prefix: str) -> tuple[int, int]:
         """How many objects are recorded with paths starting with ``prefix``, and

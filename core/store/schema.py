@@ -624,9 +624,12 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 24: the identity file (its path, never its keys) a `restore --thaw` of
     # sealed copies was given: the scheduler opens them with it when it
-    # finishes the restore.
+    # finishes the restore; and the S3 storage class each object was put in
+    # (NULL before: the config's class for its kind is taken), so what status
+    # says each class holds stays true after storage_class changes.
     """
     ALTER TABLE thaw_restores ADD COLUMN identity TEXT;
+    ALTER TABLE remote_objects ADD COLUMN storage_class TEXT;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

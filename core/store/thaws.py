@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.times import DAY_MS
 from .manifest import Manifest
 
 
@@ -46,6 +47,20 @@ async def record_answer(manifest: Manifest, key: str, error: str | None) -> None
     """S3's answer to the request for ``key``: taken (``error`` None) or refused."""
     state = "asked" if error is None else "failed"
     await manifest.run("UPDATE thaws SET state = ?, error = ? WHERE key = ?", (state, error, key))
+
+
+# A thaw is current until its copy's days have passed since the longest wait
+# S3 states (Deep Archive's bulk tier, 48 hours): after that its row says
+# nothing of what S3 holds.
+_LONGEST_WAIT_MS = 2 * DAY_MS
+
+
+async def current(manifest: Manifest, now: int) -> list[ThawAsked]:
+    """The thaws asked whose copy may be on its way or readable now, oldest first."""
+    return [
+        t for t in await thaws(manifest, "asked")
+        if t.asked_at + _LONGEST_WAIT_MS + t.days * DAY_MS > now
+    ]  # fmt: skip
 
 
 async def thaws(manifest: Manifest, state: str | None = None) -> list[ThawAsked]:

@@ -249,14 +249,21 @@ def test_paths_are_shown_relative_to_the_config(tmp_path: Path) -> None:
 
 
 def test_the_pane_says_a_cold_class_its_cost_and_the_thaws_waiting() -> None:
-    from coldkeep.core.ops.status import ColdState, RemoteState
+    from coldkeep.core.base.times import now_ms
+    from coldkeep.core.ops.status import ClassShare, ColdState, RemoteState
     from coldkeep.core.store.remoteobjects import RemoteTotals
 
     pane = RemotePane()
     totals = RemoteTotals(0, 0, 3, 3 << 30, 3, 3 << 30, 0)
-    cold = ColdState("DEEP_ARCHIVE", 3, 3 << 30, 0.003, 2, 1)
-    pane.state = RemoteState("s3://b/p", "db1", 0, totals, None, cold=cold)
+    two_hours_ago = now_ms() - 2 * 3_600_000 - 60_000
+    cold = ColdState("DEEP_ARCHIVE", 3, 3 << 30, 0.003, 2, 1, two_hours_ago, "up to 12 hours")
+    classes = (
+        ClassShare("DEEP_ARCHIVE", 3, 3 << 30, 0.003),
+        ClassShare("STANDARD", 2, 1 << 30, 0.023),
+    )
+    pane.state = RemoteState("s3://b/p", "db1", 0, totals, None, cold=cold, classes=classes)
     said = pane._locked()
-    assert "DEEP_ARCHIVE 3.0 GiB, ~under 0.01 USD/month, 2 thawing, 1 restores waiting" in said
+    assert "DEEP_ARCHIVE 3.0 GiB ~under 0.01 USD, STANDARD 1.0 GiB ~0.02 USD/month" in said, said
+    assert "2 thaws asked (the oldest 2h ago; usually up to 12 hours), 1 restore waiting" in said
     pane.state = RemoteState("s3://b/p", "db1", 0, totals, None)
     assert "DEEP_ARCHIVE" not in pane._locked()

@@ -15,6 +15,7 @@ import click
 from coldkeep.core.base.configprices import usd
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.base.layout import Layout
+from coldkeep.core.base.times import now_ms
 from coldkeep.core.ops.siteops import SiteIdentity
 from coldkeep.core.ops.status import RemoteState, Status
 from coldkeep.core.ops.trends import MAX_DAYS
@@ -24,7 +25,7 @@ from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
 from ..operations.archive import adopted
-from ..text.fmt import LIST_MAX, event_rows, human, plural
+from ..text.fmt import LIST_MAX, classes_said, event_rows, human, plural, thaws_said
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 
@@ -150,17 +151,15 @@ def _remote_lines(r: RemoteState) -> list[str]:
             f"  encrypted   {r.sealed:>8} {'object ' if r.sealed == 1 else 'objects'}  "
             f"(new ones {to}; coldkeep rekey after a change)"
         )
+    if r.classes:
+        lines.append(f"  by class    {classes_said(r.classes)} a month (estimates)")
     if r.cold is not None:
         c = r.cold
-        thawing = (
-            f"; {plural(c.thaws_asked, 'thaw')} asked, "
-            f"{plural(c.restores_waiting, 'restore')} waiting (coldkeep thaw shows them)"
-            if c.thaws_asked or c.restores_waiting
-            else ""
-        )
+        thawing = thaws_said(c, now_ms())
+        thawing = f"; {thawing} (coldkeep thaw shows them)" if thawing else ""
         lines.append(
             f"  cold        {c.objects:>8} {'object ' if c.objects == 1 else 'objects'}  "
-            f"{human(c.bytes)} in {c.storage_class}, ~{usd(c.usd_a_month)} a month (list price)"
+            f"{human(c.bytes)} in {c.storage_class}, ~{usd(c.usd_a_month)} a month (estimate)"
             f"{thawing}"
         )
     if t.verify_failed:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from coldkeep.core.base.configprices import usd
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.given import parse_time
 from coldkeep.core.base.space import human_bytes
+from coldkeep.core.ops.status import ClassShare, ColdState
 from coldkeep.core.remote.months import PendingEvents
 
 human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
@@ -108,3 +111,22 @@ def parse_day(text: str) -> int:
     if at is None:
         raise ValueError(f"{text!r}: use YYYY-MM-DD or YYYY-MM-DDTHH:MM")
     return at
+
+
+def classes_said(classes: Sequence[ClassShare]) -> str:
+    """What each S3 storage class holds and costs a month: ``DEEP_ARCHIVE 1.2
+    GiB ~0.01 USD, STANDARD 3.0 MiB ~under 0.01 USD``."""
+    return ", ".join(f"{c.storage_class} {human(c.bytes)} ~{usd(c.usd_a_month)}" for c in classes)
+
+
+def thaws_said(cold: ColdState, now_ms: int) -> str:
+    """The thaws asked and the restores waiting for them, with the oldest's age
+    and its tier's usual wait: ``3 thaws asked (the oldest 2h ago; usually up to
+    12 hours), 1 restore waiting``; empty when there are none."""
+    if not cold.thaws_asked and not cold.restores_waiting:
+        return ""
+    said = plural(cold.thaws_asked, "thaw") + " asked"
+    if cold.oldest_asked_at is not None:
+        usually = f"; usually {cold.oldest_wait}" if cold.oldest_wait else ""
+        said += f" (the oldest {age((now_ms - cold.oldest_asked_at) / 1000)} ago{usually})"
+    return f"{said}, {plural(cold.restores_waiting, 'restore')} waiting"

@@ -78,6 +78,32 @@ def test_cold_data_ships_and_what_is_read_without_asking_stays_warm(
     assert set(others.values()) == {"STANDARD"}, others
 
 
+def test_status_says_what_each_class_holds_as_shipped_after_the_class_changes(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    site = shipped_cold(archived, tmp_path, s3, cls="GLACIER_IR")
+    config = site / "coldkeep.toml"
+    config.write_text(config.read_text().replace('"GLACIER_IR"', '"DEEP_ARCHIVE"'))
+    got = classes(s3)
+    recorded = {
+        f"{PREFIX}/{SITE}/{path}": cls
+        for path, cls in sqlite3.connect(site / "archive" / "coldkeep.db").execute(
+            "SELECT path, storage_class FROM remote_objects"
+        )
+    }
+    assert recorded and all(got[k] == c for k, c in recorded.items()), (recorded, got)
+
+    remote = ck_json(site, "status")["result"]["remote"]
+    by_class = {c["storage_class"]: c for c in remote["classes"]}
+    # An instant class holds the event months too; the config's new class nothing yet.
+    assert list(by_class) == ["GLACIER_IR"], "as shipped, not as the config says now"
+    assert by_class["GLACIER_IR"]["objects"] == len(recorded)
+    assert by_class["GLACIER_IR"]["bytes"] == remote["shipped_bytes"] > 0
+    assert remote["cold"]["storage_class"] == "DEEP_ARCHIVE" and remote["cold"]["objects"] == 0
+    said = ck(site, "status").stdout
+    assert "by class    GLACIER_IR " in said and "a month (estimates)" in said, said
+
+
 def test_a_restore_of_a_cold_file_says_to_thaw_and_thaw_asks_once_per_object(
     archived: Path, tmp_path: Path, s3: S3Site
 ) -> None:
@@ -118,7 +144,10 @@ def test_a_restore_of_a_cold_file_says_to_thaw_and_thaw_asks_once_per_object(
     cold = ck_json(site, "status")["result"]["remote"]["cold"]
     assert cold["storage_class"] == "DEEP_ARCHIVE" and cold["thaws_asked"] == len(objects)
     assert cold["objects"] > 0 and 0 < cold["usd_a_month"] < 0.01
-    assert "in DEEP_ARCHIVE, ~under 0.01 USD a month" in ck(site, "status").stdout
+    said = ck(site, "status").stdout
+    assert "in DEEP_ARCHIVE, ~under 0.01 USD a month" in said
+    assert f"{len(objects)} thaws asked (the oldest " in said, said
+    assert "ago; usually up to 12 hours), 0 restores waiting" in said, said
 
     s3.server.advance_clock(12 * HOUR_S + 60)
     refused = thaw.refused

@@ -26,17 +26,17 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.configprices import usd
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import Event, FileDone, Finished, Phase, Started
+from coldkeep.core.base.times import now_ms
 from coldkeep.core.ops.status import RemoteState
 from coldkeep.core.remote.months import PendingEvents
 from coldkeep.core.remote.shipplan import ShipPlan
 from coldkeep.core.store.audit import AuditRecord
 from coldkeep.core.store.connection import ManifestError
 
-from ...text.fmt import clock_time, human, plural, remote_where
+from ...text.fmt import classes_said, clock_time, human, plural, remote_where, thaws_said
 from ..kit.messages import LoadFailed
 from ..widgets.tables import Cell, MeasuredTable, sync_table
 from .base import Pane
@@ -251,11 +251,10 @@ class RemotePane(Pane):
             )
         if s.sealed_to is not None or s.sealed:
             said += f" · {s.sealed} sealed"
-        if s.cold is not None:
-            c = s.cold
-            said += f" · {c.storage_class} {human(c.bytes)}, ~{usd(c.usd_a_month)}/month"
-            if c.thaws_asked or c.restores_waiting:
-                said += f", {c.thaws_asked} thawing, {c.restores_waiting} restores waiting"
+        if s.classes:
+            said += f" · {classes_said(s.classes)}/month"
+        if s.cold is not None and (thawing := thaws_said(s.cold, now_ms())):
+            said += f" · {thawing}"
         return said
 
     def _rows(self) -> dict[str, list[Cell]]:
