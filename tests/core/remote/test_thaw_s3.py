@@ -5,6 +5,7 @@ once per object (a bundle once), and the restore once the thaw is done."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import shutil
 import signal
@@ -16,9 +17,12 @@ import pytest
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.stream import EventStream
+from coldkeep.core.files.catalog import parse_query
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops import restore as restoring
+from coldkeep.core.ops.fleet import Fleet
 from coldkeep.core.store import thaws
 from coldkeep.core.store.manifest import Manifest
 
@@ -314,7 +318,9 @@ def test_disaster_recovery_from_deep_archive_thaws_nothing_until_a_restore_asks(
     doc = ck_json(site, "rebuild-manifest", "--from-remote")
     assert doc["ok"] and doc["result"]["remote_only"] > 0, doc
     assert ck(site, "find", "part").stdout
-    assert s3.proxy.counts.get("POST", 0) == 0 and thaw.refused == 0, "no thaw, no cold GET"
+    assert asyncio.run(fleet_finds(s3, tmp_path / "fleet", "part")) > 0
+    assert s3.proxy.counts.get("POST", 0) == 0 and thaw.refused == 0, "no thaw"
+    assert not [x for x in s3.proxy.exchanges if x.method == "GET" and x.status == 403]
 
     out = tmp_path / "restored"
     plan = ck_json(site, "restore", "--path", "**", "--to", str(out), "--thaw")["result"]
@@ -331,6 +337,20 @@ def test_disaster_recovery_from_deep_archive_thaws_nothing_until_a_restore_asks(
     }
     assert back == expected
     assert s3.proxy.counts.get("POST", 0) == len(objects) and thaw.refused == 0
+
+
+async def fleet_finds(s3: S3Site, cache: Path, text: str) -> int:
+    """How many files the fleet view over the bucket finds for ``text``."""
+    remote = RemoteSettings(
+        f"s3://{s3.bucket}/{PREFIX}", endpoint_url=s3.endpoint, region="us-east-1"
+    )
+    fleet = Fleet(remote, cache)
+    try:
+        assert [s.site for s in await fleet.load() if s.usable] == [SITE]
+        catalogs = await fleet.catalogs()
+        return catalogs[SITE].filter(parse_query(text))[0]
+    finally:
+        await fleet.close()
 
 
 def test_expire_s_plan_says_what_deleting_cold_copies_early_costs(
