@@ -23,6 +23,7 @@ from coldkeep.core.files.catalog import parse_query
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops import restore as restoring
 from coldkeep.core.ops.fleet import Fleet
+from coldkeep.core.remote.thaw import ThawPlan
 from coldkeep.core.store import thaws
 from coldkeep.core.store.manifest import Manifest
 
@@ -30,7 +31,7 @@ from helpers import ck, ck_json, entries, eventually, mounting, sha, start
 from remotecheck import demo_after_pass, set_remote
 from s3kit import S3Site
 from s3kit.proxy import Respond
-from s3kit.thaw import HOUR_S, Thaw, s3_error
+from s3kit.thaw import DAY_S, HOUR_S, Thaw, s3_error
 
 KILL = "COLDKEEP_TEST_KILL_AT"
 SITE = "web-1"
@@ -402,3 +403,32 @@ async def test_a_waiting_restore_whose_identity_file_is_gone_fails_naming_it(
         assert report.failed == [1] and report.restored == []
         [row] = await thaws.restores(manifest)
     assert row.state == "failed" and f"{gone}: no such file" in str(row.detail), row
+
+
+async def test_a_thawed_copy_that_ended_before_the_restore_ran_is_asked_for_again(
+    archived: Path, tmp_path: Path, s3: S3Site
+) -> None:
+    s3.proxy.thaw = thaw = Thaw(s3.server.now)
+    site = shipped_cold(archived, tmp_path, s3)
+    unit = sorted({str(e["unit"]) for e in entries(site)})[-1]
+    wanted = remote_only(site, unit)
+    objects = {str(e["gz_path"]) for e in wanted}
+    back = tmp_path / "back"
+    archiver = Archiver(load_settings(site / "coldkeep.toml"), stream=EventStream())
+    s3.proxy.reset_counts()
+    plan = await archiver.restore_thawing(Selection(unit=unit), back, "standard", 1)
+    assert isinstance(plan, ThawPlan) and plan.waiting_restore == 1
+
+    s3.server.advance_clock(12 * HOUR_S + 2 * DAY_S)  # thawed, and its one day over
+    async with await Manifest.open(site / "archive" / "coldkeep.db") as manifest:
+        report = await restoring.finish_thawed(archiver.sessions, manifest, None)
+    assert report.asked == len(objects) and report.waiting == 1 and report.restored == []
+    assert s3.proxy.counts.get("POST", 0) == 2 * len(objects)
+    assert not back.exists() and thaw.refused == 0, "no GET of a copy that ended"
+
+    s3.server.advance_clock(12 * HOUR_S + 60)
+    async with await Manifest.open(site / "archive" / "coldkeep.db") as manifest:
+        report = await restoring.finish_thawed(archiver.sessions, manifest, None)
+    assert report.restored == [1] and thaw.refused == 0
+    for e in wanted:
+        assert sha((back / str(e["relpath"])).read_bytes()) == e["sha256"]
