@@ -277,7 +277,9 @@ def test_a_remote_only_file_in_a_cold_class_is_shown_to_need_a_thaw() -> None:
 
     row = CatalogRow(7, "a/b.jsonl", "a", "0" * 64, "archived", 10, 0, 0,
                      "files/a/2026-01.0123456789ab.tar", 512, copies="remote")  # fmt: skip
-    assert "thaw it first (coldkeep thaw; usually up to 12 hours)" in source(row, "DEEP_ARCHIVE")
+    assert "thaw it first (usually up to 12 hours; t shows what it costs)" in source(
+        row, "DEEP_ARCHIVE"
+    )
     assert "in DEEP_ARCHIVE" in source(row, "DEEP_ARCHIVE")
     assert "thaw" not in source(row) and "thaw" not in source(row, None)
     local = CatalogRow(8, "a/c.jsonl", "a", "0" * 64, "archived", 10, 0, 0, "files/a/c.gz")

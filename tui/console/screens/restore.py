@@ -89,7 +89,9 @@ def source(row: CatalogRow, cold: str | None = None) -> str:
     copies = COPIES.get(row.copies, row.copies)
     if row.copies == "remote" and cold is not None:
         wait = wait_of(cold, "standard")
-        copies = f"remote copy only, in {cold}: thaw it first (coldkeep thaw; usually {wait})"
+        copies = (
+            f"remote copy only, in {cold}: thaw it first (usually {wait}; t shows what it costs)"
+        )
     return f"from {where} ({copies}){held}"
 
 
