@@ -109,8 +109,10 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     retention = read_retention(top.table("retention"))
     mount = read_mount(top.table("mount"), base)
     top.done()
-    if remote is None:  # no remote tier: no ship job to schedule or show
-        jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "ship"})
+    if remote is None:  # no remote tier: no ship or heartbeat to schedule or show
+        jobs = replace(
+            jobs, jobs={n: j for n, j in jobs.jobs.items() if n not in ("ship", "heartbeat")}
+        )
     if remote is None or not remote.url.startswith("s3:"):  # only a bucket has cold classes
         jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "thaws"})
     if not retention.configured:  # everything kept for ever: nothing to expire

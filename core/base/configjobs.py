@@ -20,7 +20,9 @@ from .configtable import MAX_DAYS, ConfigError, Table
 if TYPE_CHECKING:
     from croniter import croniter
 
-JOB_NAMES = ("pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint", "thaws")
+JOB_NAMES = (
+    "pass", "verify", "ship", "expire", "stats", "alerts", "checkpoint", "thaws", "heartbeat",
+)  # fmt: skip
 # The smallest share of the remote copies a scheduled verify reads (one in a
 # million: some object every run, whatever the bucket's size).
 MIN_SAMPLE = 1e-6
@@ -57,6 +59,8 @@ DEFAULT_JOBS: Mapping[str, JobSettings] = {
     # restore --thaw: each waiting restore finished once S3 has thawed its objects
     # (a thaw takes minutes to hours: a look every 15 minutes, and one at start).
     "thaws": JobSettings("thaws", interval_s=900, timeout_s=6 * 3600, run_on_boot=True),
+    # A signed beat in the bucket: the fleet view tells a quiet host from a dead one.
+    "heartbeat": JobSettings("heartbeat", interval_s=900, timeout_s=300, run_on_boot=True),
 }
 
 

@@ -27,7 +27,7 @@ import hashlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..base.cancel import CancelToken
@@ -43,20 +43,27 @@ from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
 from ..files.find import Found, NothingFound, find
 from ..files.restore import RestoreReport, check_restore_root, restore_files
+from ..remote import heartbeat
 from ..remote.bucketlock import snapshot_taken_at
 from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch
+from ..remote.heartbeat import Heard
 from ..remote.objectstore import ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
-from ..remote.snapshots import NoTrust, Seen, Statement, resolve_trust, survey
+from ..remote.snapshots import NoTrust, Seen, Statement, Trust, resolve_trust, survey
 from ..remote.unseal import SealedUnreadable
 from ..store.connection import ManifestError, reading
 from ..store.manifest import Manifest
 from ..store.remoteobjects import read_lock_counts
+from .health import NO_BEAT, Health, HealthRules, judge
 
 # Statements read per site: the newest by the generation their names say.
 FLEET_STATEMENTS = 3
+UNJUDGED = Health("silent", (NO_BEAT,), None)
+DEFAULT_RULES = HealthRules()
+# Sites read at once (each a few requests: its statements, its beats, a snapshot).
+SITES_IN_FLIGHT = 16
 # A site whose newest snapshot is sealed, listed without an identity.
 SEALED = "sealed: give --identity"
 
@@ -109,6 +116,8 @@ class FleetSite:
     legal_held: int = 0  # objects under an S3 legal hold
     sealed: int = 0  # objects sealed to age recipients
     taken_at: int | None = None  # ms: when its snapshot was taken, as signed (or named)
+    heard: Heard | None = None  # its newest believable heartbeat (None: none could be)
+    health: Health = UNJUDGED
 
     @property
     def usable(self) -> bool:
@@ -119,13 +128,18 @@ class Fleet:
     """The sites under one remote prefix, their snapshots cached under ``cache``."""
 
     def __init__(
-        self, remote: RemoteSettings, cache: Path, identities: Identities | None = None
+        self,
+        remote: RemoteSettings,
+        cache: Path,
+        identities: Identities | None = None,
+        rules: HealthRules = DEFAULT_RULES,
     ) -> None:
         self.remote = remote
         self.cache = cache
         self.identities = identities  # opens sealed snapshots and copies
         self.store: ObjectStore = open_store(remote)
         self.sites: list[FleetSite] = []
+        self.rules = rules
 
     async def close(self) -> None:
         await self.store.close()
@@ -140,7 +154,15 @@ class Fleet:
             names = await self.store.list_dirs("")
         except RemoteNoBucket as err:  # the URL came from --remote, not a remote.url
             raise err.said_for("check the URL given to --remote") from err
-        self.sites = [await self._site(name) for name in names]
+        gate = asyncio.Semaphore(SITES_IN_FLIGHT)
+
+        async def one(name: str) -> FleetSite:
+            async with gate:
+                site = await self._site(name)
+            now = await self.store.server_now()
+            return replace(site, health=judge(site.problem, site.heard, now, self.rules))
+
+        self.sites = list(await asyncio.gather(*(one(name) for name in names)))
         return self.sites
 
     async def find(self, pattern: str) -> FleetFound:
@@ -165,7 +187,7 @@ class Fleet:
             )
         return FleetFound(pattern, found, problems)
 
-    async def _snapshots(self, site: str) -> list[Seen] | str:
+    async def _snapshots(self, site: str) -> tuple[list[Seen], Trust | None] | str:
         """The site's own snapshots, newest first, as far as the bucket alone
         can tell (the only site id and the only key signing its snapshots
         there); an older coldkeep's unsigned ones where none is signed; else
@@ -176,17 +198,30 @@ class Fleet:
             return "no manifest snapshot (has it shipped yet?)"
         if not found.signed():
             unsigned = [s for s in found.seen if snapshot_taken_at(s.key) is not None]
-            return sorted(unsigned, key=lambda s: s.key, reverse=True) or "no manifest snapshot"
+            if not unsigned:
+                return "no manifest snapshot"
+            return sorted(unsigned, key=lambda s: s.key, reverse=True), None
         try:
             trust = resolve_trust(found, self.store.where(f"{site}/manifest/"))
         except NoTrust as err:
             return str(err)
-        return [s for s in found.judged(trust, await self.store.server_now()) if s.verdict == "own"]
+        now = await self.store.server_now()
+        return [s for s in found.judged(trust, now) if s.verdict == "own"], trust
 
     async def _site(self, site: str) -> FleetSite:
-        snapshots = await self._snapshots(site)
-        if isinstance(snapshots, str):
-            return FleetSite(site, None, snapshots)
+        found = await self._snapshots(site)
+        if isinstance(found, str):
+            return FleetSite(site, None, found)
+        snapshots, trust = found
+        if trust is None:  # an older coldkeep's: no key to believe a beat by
+            heard = Heard(None, problem=f"{NO_BEAT} (its snapshots are not signed)")
+        else:
+            heard = await heartbeat.newest(self.store, site, trust)
+        return replace(await self._snapshot(site, snapshots), heard=heard)
+
+    async def _snapshot(self, site: str, snapshots: list[Seen]) -> FleetSite:
+        """The site with the newest of ``snapshots`` that reads back whole in
+        place in the cache, or why none does."""
         if not snapshots:
             return FleetSite(site, None, "none of its snapshots is the site's own")
         layout = self.layout(site)

@@ -19,8 +19,10 @@ import asyncio
 
 from ..base.cancel import CancelToken
 from ..base.configremote import RemoteSettings
+from ..base.errors import RemoteError
+from ..remote import heartbeat
 from ..remote.connect import connected
-from ..remote.objectstore import ObjectStore
+from ..remote.objectstore import ObjectStore, RemoteFatal
 from ..remote.rebuild import (
     DrChoice,
     FromRemoteReport,
@@ -36,6 +38,7 @@ from ..remote.shiprun import ShipReport
 from ..remote.verify import RemoteVerifier, RemoteVerifyReport
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
+from . import beat
 from .session import Sessions
 
 
@@ -57,8 +60,29 @@ async def ship(
         current.start(f"to {remote.url}/{remote.site}")
         async with connected(remote) as store:
             report = await _shipper(sessions, current.manifest, store, cancel).run()
+            await _beat(sessions, current.manifest, store, report)
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report
+
+
+async def _beat(
+    sessions: Sessions, manifest: Manifest, store: ObjectStore, report: ShipReport
+) -> None:
+    """The ship's heartbeat, and the site's older beats let go; one that cannot
+    be sent is a notice (the ship itself went as its report says)."""
+    settings = sessions.settings
+    assert settings.remote is not None
+    try:
+        sent = await beat.send(settings, manifest, sessions.layout, store, sessions.clock())
+        await heartbeat.prune(store, settings.remote.site)
+    except RemoteFatal:
+        raise
+    except RemoteError as err:
+        sent = f"no heartbeat sent: {err}"
+    if sent.startswith(heartbeat.PREFIX):
+        report.heartbeat = sent
+    else:
+        report.notices.append(sent)
 
 
 async def verify(

@@ -235,12 +235,17 @@ def _lost(fingerprint: str, root: Path) -> str:
     )
 
 
-async def site_key(manifest: Manifest, root: Path, now: int) -> SiteKey | str:
+async def site_key(
+    manifest: Manifest, root: Path, now: int, *, create: bool = True
+) -> SiteKey | str:
     """The key this site signs its snapshots with: made and recorded on a site
-    that never had one; else the one ``coldkeep.sitekey`` holds when it is the
-    site's current key; else why there is none to sign with."""
+    that never had one (with ``create``: a ship's, under the lock); else the
+    one ``coldkeep.sitekey`` holds when it is the site's current key; else why
+    there is none to sign with."""
     recorded = [k for k in await sitestate.keys(manifest) if k.retired_at is None]
     key = await asyncio.to_thread(load_key, root)
+    if not recorded and not create:
+        return "the site has no signing key yet (its first ship makes one)"
     if not recorded:
         if key is None:
             await asyncio.to_thread(save_key, root, SiteKey.new())

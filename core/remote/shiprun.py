@@ -41,6 +41,7 @@ class ShipReport:
     loose_deleted: int = 0  # copies no row records (a stopped upload's, rekey's old ones) deleted
     loose_kept: int = 0  # of those, the ones the bucket's lock still keeps (tracked)
     superseded: int = 0  # event month snapshots no kept manifest snapshot names, let go
+    heartbeat: str | None = None  # the beat this ship put (its key under the site)
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
 
@@ -66,6 +67,7 @@ class ShipReport:
             "loose_deleted": self.loose_deleted,
             "loose_kept": self.loose_kept,
             "superseded": self.superseded,
+            "heartbeat": self.heartbeat,
             "problems": self.problems,
             "notices": self.notices,
         }

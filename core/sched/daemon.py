@@ -10,6 +10,8 @@
     alerts   the fire queue: collect alerts, deliver them (alerts.py)
     thaws    each waiting ``restore --thaw`` restored once S3 has thawed its
              objects (with a [remote]); a thaw lost or ended first asked again
+    heartbeat  the site's signed beat put in the bucket (with a [remote]; the
+             ship sends one too): no lock, so a long pass does not silence it
     checkpoint  one checkpoint of the live database's WAL (a state_db, mode "on"),
              in the checkpoint log: between passes nothing else of coldkeep's
              checkpoints it. No archive lock: SQLite orders checkpoints itself,
@@ -25,6 +27,7 @@ them one at a time (the later one waits), so they never refuse each other.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
@@ -36,8 +39,11 @@ from ..base.config import Settings
 from ..base.lock import LockHeld
 from ..events.checkpoint import checkpoint_recorded
 from ..files.pathindex import PathIndex, Unusable
+from ..ops import beat
 from ..ops import restore as restoring
 from ..ops.session import open_manifest
+from ..remote import heartbeat
+from ..remote.connect import connected
 from ..store import stats
 from ..store.manifest import Manifest
 from . import alerts, heap
@@ -101,6 +107,7 @@ def handlers(archiver: Archiver, manifest: Manifest, clock: Clock) -> dict[str, 
         "alerts": deliver,
         "checkpoint": checkpoint,
         "thaws": locked_out(finish_thawed),
+        "heartbeat": functools.partial(send_beat, archiver, manifest, clock),
     }
     names = job_names(settings)
     return {name: heap.trimmed(handler) for name, handler in table.items() if name in names}
@@ -118,7 +125,7 @@ def job_names(settings: Settings) -> frozenset[str]:
     if settings.mode != "off":
         names.add("pass")
     if settings.remote is not None:
-        names.add("ship")
+        names |= {"ship", "heartbeat"}
         if settings.remote.url.startswith("s3:"):
             names.add("thaws")  # only a bucket has cold classes
     if settings.retention.configured:
@@ -171,6 +178,20 @@ async def record_stats(archiver: Archiver, manifest: Manifest, clock: Clock) -> 
     }
     await stats.record(manifest, int(clock.now() * 1000), row)
     return row
+
+
+async def send_beat(
+    archiver: Archiver, manifest: Manifest, clock: Clock, token: CancelToken
+) -> Outcome:
+    """The heartbeat job: one beat, or why none was sent (a failed run)."""
+    settings = archiver.settings
+    assert settings.remote is not None
+    async with connected(settings.remote) as store:
+        sent = await beat.send(
+            settings, manifest, archiver.sessions.layout, store, int(clock.now() * 1000)
+        )
+    ok = sent.startswith(heartbeat.PREFIX)
+    return Outcome(ok, {"heartbeat": sent if ok else None}, None if ok else sent)
 
 
 class Scheduler:

@@ -28,7 +28,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -47,6 +46,7 @@ from ..base.fsutil import fsync_dir
 from ..base.ioerror import naming
 from ..base.layout import Layout
 from ..base.times import DAY_MS, now_ms
+from ..base.version import version
 from ..files.scan import ScanError
 from ..ops.plan import make_plan
 from ..ops.status import Status, read_status
@@ -59,13 +59,6 @@ from .daemon import job_names
 # What a read can fail with that says nothing about the metrics code itself: the
 # manifest or the live database unreadable, the live tree not walkable.
 READ_ERRORS = (ManifestError, ScanError, sqlite3.Error, OSError)
-
-
-def version() -> str:
-    try:
-        return metadata.version("coldkeep")
-    except metadata.PackageNotFoundError:  # run from a source tree, not installed
-        return "unknown"
 
 
 @dataclass(frozen=True)

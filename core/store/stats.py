@@ -30,3 +30,19 @@ async def last_by_day(manifest: Manifest, since: int) -> list[tuple[int, int, in
         [since],
     )
     return [(int(d), int(b), int(f)) for d, _, b, f in rows]
+
+
+async def backlog(manifest: Manifest) -> tuple[int, int, int, int | None]:
+    """The newest row's backlog (files, bytes, rows) and since when it has stood:
+    the first row after the last one with none (None: none now, or no rows)."""
+    newest = await manifest.rows(
+        "SELECT backlog_files, backlog_bytes, backlog_rows FROM stats ORDER BY at DESC LIMIT 1"
+    )
+    if not newest:
+        return 0, 0, 0, None
+    files, size, rows = (int(v) for v in newest[0])
+    [(since,)] = await manifest.rows(
+        "SELECT min(at) FROM stats WHERE at > coalesce((SELECT max(at) FROM stats "
+        "WHERE backlog_files = 0 AND backlog_rows = 0), -1)"
+    )
+    return files, size, rows, None if since is None else int(since)

@@ -82,12 +82,15 @@ async def test_two_gone_hosts_searched_together_and_one_restored_to_a_folder(
     app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        sites = {row[0]: row for row in cells(app, "#fleet-sites")}
-        assert sorted(sites) == ["web-1", "web-2", "web-3"]
+        rows = cells(app, "#fleet-sites")
+        sites = {row[1]: row for row in rows}
+        assert [row[1] for row in rows] == ["web-3", "web-1", "web-2"], "the sick site first"
         for name in ("web-1", "web-2"):
-            _, snapshot, entries, note = sites[name]
+            health, _, beat, snapshot, entries, note = sites[name]
+            assert health == "ok ok" and beat.endswith(" ago"), sites[name]
             assert snapshot.endswith(" UTC") and int(entries.replace(",", "")) > 0 and not note
-        assert "no manifest snapshot" in sites["web-3"][3]
+        assert sites["web-3"][0] == "!! critical" and sites["web-3"][2] == "none"
+        assert "no manifest snapshot" in sites["web-3"][5]
         assert text_of(app, "#status-line").startswith(
             "fleet: 3 sites (1 without a usable snapshot)"
         )

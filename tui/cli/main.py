@@ -22,6 +22,7 @@ from .cat import cat
 from .console import console
 from .demo import demo
 from .doctor import doctor
+from .fleet import fleet
 from .holds import hold
 from .inspect import history, plan, status
 from .kit import whole_writes
@@ -81,6 +82,7 @@ _ALL = (
     rekey,
     site,
     metrics,
+    fleet,
 )
 for _command in _ALL:
     main.add_command(_command)

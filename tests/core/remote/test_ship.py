@@ -61,11 +61,12 @@ def archiver_for(config: Path, clock: Clock, **remote: object) -> Archiver:
 
 
 def remote_files(config: Path) -> dict[str, str]:
+    """The folder remote's files but the heartbeats (each ship puts one)."""
     root = config.parent / "remote"
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in root.rglob("*")
-        if p.is_file()
+        if p.is_file() and p.parent.name != "heartbeat"
     }
 
 
@@ -102,6 +103,11 @@ async def test_a_ship_uploads_each_archive_file_once_and_reads_it_back(site: Pat
     assert (again.uploaded, again.already, again.dropped, again.snapshot) == (0, 0, 0, None)
     assert remote_files(site) == shipped
     assert all(p.exists() for p in (archive / "files").rglob("*"))
+    # Each ship put a heartbeat; the ship keeps the newest three of them.
+    for _ in range(3):
+        assert (await ck.ship()).heartbeat is not None
+    beats = sorted((site.parent / "remote" / "web-1" / "heartbeat").iterdir())
+    assert len(beats) == 3 and again.heartbeat is not None
 
 
 async def test_local_copies_go_after_keep_local_days_and_still_restore(site: Path) -> None:

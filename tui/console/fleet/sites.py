@@ -21,12 +21,23 @@ from textual.message import Message
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.files.catalog import Catalog
 from coldkeep.core.ops.fleet import Fleet, FleetSite
+from coldkeep.core.ops.health import span
 from coldkeep.core.store.connection import ManifestError
 
 from ..widgets.tables import Cell
 from .messages import CatalogsLoaded, FleetLoadFailed, SitesListed, SitesLoaded
 
-COLUMNS = [("Site", "site"), ("Snapshot", "snapshot"), ("Entries", "entries"), ("", "note")]
+COLUMNS = [
+    ("Health", "health"),
+    ("Site", "site"),
+    ("Heartbeat", "beat"),
+    ("Snapshot", "snapshot"),
+    ("Entries", "entries"),
+    ("", "note"),
+]
+#: A state's mark says it without colour (NO_COLOR, a monochrome terminal).
+MARKS = {"critical": "!!", "silent": "??", "warn": "! ", "ok": "ok"}
+STYLES = {"critical": "bold red", "silent": "magenta", "warn": "yellow", "ok": "green"}
 
 
 async def gather(fleet: Fleet, post: Callable[[Message], object]) -> None:
@@ -67,7 +78,17 @@ def _locks(site: FleetSite) -> Text | str:
 
 def listed_rows(names: list[str]) -> dict[str, tuple[Cell, ...]]:
     """The sites table while their snapshots are fetched."""
-    return {name: (name, Text("loading…", style="dim"), "", "") for name in names}
+    return {name: ("", name, "", Text("loading…", style="dim"), "", "") for name in names}
+
+
+def health_cell(site: FleetSite) -> Text:
+    state = site.health.state
+    return Text(f"{MARKS[state]} {state}", style=STYLES[state])
+
+
+def _beat(site: FleetSite) -> str:
+    quiet = site.health.quiet_ms
+    return "none" if quiet is None else f"{span(quiet)} ago"
 
 
 def site_rows(
@@ -76,16 +97,21 @@ def site_rows(
     """The sites table: each site's snapshot and entries, or why it has none."""
     rows: dict[str, tuple[Cell, ...]] = {}
     for name, site in sites.items():
+        health, beat = health_cell(site), _beat(site)
+        reason = Text(site.health.reason, style=STYLES[site.health.state])
         if site.usable:
             catalog = catalogs.get(name)
             entries = f"{len(catalog):,}" if catalog is not None else "…"
-            rows[name] = (name, snapshot_time(site.taken_at), entries, _locks(site))
+            note = _locks(site) if site.health.state == "ok" else reason
+            rows[name] = (health, name, beat, snapshot_time(site.taken_at), entries, note)
         else:
             rows[name] = (
+                health,
                 Text(name, style="dim"),
+                beat,
                 Text("no usable snapshot", style="dim"),
                 "",
-                Text(site.problem or "", style="red"),
+                reason,
             )
     return rows
 

@@ -144,9 +144,11 @@ class FleetScreen(Screen[None]):
         self.notify(message.error, title=f"reading {self.where}", severity="error", timeout=10)
 
     def _show_sites(self) -> None:
-        sync_table(
-            self.query_one("#fleet-sites", DataTable), sites.site_rows(self.sites, self.catalogs)
-        )
+        table = self.query_one("#fleet-sites", DataTable)
+        sync_table(table, sites.site_rows(self.sites, self.catalogs))
+        # The sick hosts on top: by health, the longest quiet first within one.
+        order = {name: (s.health.sort_key(), name) for name, s in self.sites.items()}
+        table.sort("site", key=lambda cell: order.get(str(cell), ((9, 0), str(cell))))
 
     def _status(self) -> None:
         self.query_one("#status-line", Static).update(

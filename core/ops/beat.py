@@ -1,0 +1,88 @@
+"""The site's heartbeat as this host writes it (remote/heartbeat.py owns the
+object): what its manifest says of it now, read without the lock, signed with
+the site key and put in the bucket, by the scheduler's ``heartbeat`` job and at
+the end of every ship.
+
+Invariant: a beat only reads. Without a recorded site key (a site that never
+shipped) there is nothing to sign with: no beat is sent, and the job says why,
+never making a key outside a ship's lock.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from ..base.config import Settings
+from ..base.layout import Layout
+from ..base.version import version
+from ..remote import heartbeat
+from ..remote.heartbeat import Beat
+from ..remote.identity import site_key
+from ..remote.objectstore import ObjectStore
+from ..store import jobruns, passlog, problems, sitestate, stats
+from ..store.manifest import Manifest
+from ..store.remoteobjects import RemoteObjects
+
+FAILED = ("error", "timeout", "killed")
+
+
+async def beat_of(settings: Settings, manifest: Manifest, fingerprint: str, now: int) -> Beat:
+    """This site as its manifest says it now."""
+    assert settings.remote is not None
+    state = await sitestate.read_state(manifest)
+    recent = await passlog.recent(manifest, 1)
+    last = recent[0] if recent else None
+    files, size, rows, since = await stats.backlog(manifest)
+    objects = RemoteObjects(manifest)
+    totals = await objects.totals()
+    locks = await objects.lock_counts(now)
+    failed = {
+        job: run.error or run.status
+        for job, run in (await jobruns.latest_finished(manifest)).items()
+        if run.status in FAILED
+    }
+    return Beat(
+        site=settings.remote.site,
+        site_id=state.site_id,
+        key=fingerprint,
+        at=now,
+        version=version(),
+        host=socket.gethostname(),
+        mode=settings.mode,
+        interval_s=beat_interval(settings),
+        last_pass_at=(last.finished_at or last.started_at) if last else None,
+        last_pass_status=last.status if last else None,
+        backlog_files=files,
+        backlog_bytes=size,
+        backlog_rows=rows,
+        backlog_since=since,
+        file_problems=await problems.count(manifest),
+        verify_failed=await manifest.verify_failure_count(),
+        remote_verify_failed=totals.verify_failed,
+        pending_files=totals.pending_files,
+        pending_bytes=totals.pending_bytes,
+        locked=locks.locked,
+        legal_held=locks.held,
+        job_failures=failed,
+    )
+
+
+def beat_interval(settings: Settings) -> int:
+    """How long until this site's next beat at the latest: the heartbeat job's
+    interval, or a day (a ship's usual schedule) with that job off."""
+    job = settings.jobs.jobs.get("heartbeat")
+    if job is None or not job.enabled or not job.interval_s:
+        return 86_400
+    return int(job.interval_s)
+
+
+async def send(
+    settings: Settings, manifest: Manifest, layout: Layout, store: ObjectStore, now: int
+) -> str:
+    """A beat put in the bucket; its key under the site, or why none was sent."""
+    assert settings.remote is not None
+    key = await site_key(manifest, layout.root, now, create=False)
+    if isinstance(key, str):
+        return f"no heartbeat sent: {key}"
+    beat = await beat_of(settings, manifest, key.fingerprint, now)
+    return await heartbeat.publish(store, settings.remote.site, key, beat, layout)

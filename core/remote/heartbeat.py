@@ -1,0 +1,194 @@
+"""The site's heartbeat in the bucket: a small object, signed by the site key,
+that says the host is alive and how it is, for the fleet view and ``fleet
+status`` to read without any snapshot.
+
+    heartbeat/h<ms, 13 digits>-<8 hex>.json      one per beat, create-only
+
+Each beat is a new object (every write coldkeep makes to a bucket is create-
+only, so nothing a host wrote can be overwritten by a later one); the ship
+deletes all but the newest ``KEEP`` of them, so a site holds a handful however
+long it runs. A beat is put by every ship and by the scheduler's ``heartbeat``
+job in between (one PUT, nothing read).
+
+A reader believes a beat only when its signature verifies with a key the site
+trusts (the keys its snapshots are judged by) and names the site's id; its
+time is the older of the one it signs and the bucket's Last-Modified, so
+neither a host's clock running ahead nor a genuine old beat copied to a new
+name makes a silent host look alive. Names order nothing but which few are read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from ..base.layout import Layout
+from ..base.signing import SiteKey, fingerprint, verifies
+from .objectstore import ObjectInfo, ObjectStore, RemoteMissing
+from .snapshots import Trust
+
+WHAT = "heartbeat"
+PREFIX = "heartbeat/"
+NAME = re.compile(r"^heartbeat/h(?P<at>\d{13})-[0-9a-f]{8}\.json$")
+KEEP = 3  # beats a ship leaves
+READ = 3  # beats a reader reads, newest names first
+MAX_BEAT = 64 << 10  # a beat is small; a bigger object under its name is not one
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What one beat says of its site (ms times by the host's clock)."""
+
+    site: str
+    site_id: str
+    key: str  # the signing key's fingerprint
+    at: int
+    version: str  # coldkeep's
+    host: str
+    mode: str
+    interval_s: int  # the next beat is due within this
+    last_pass_at: int | None = None
+    last_pass_status: str | None = None
+    backlog_files: int = 0
+    backlog_bytes: int = 0
+    backlog_rows: int = 0
+    backlog_since: int | None = None  # ms: the backlog has stood since then
+    file_problems: int = 0
+    verify_failed: int = 0  # archive files whose local verify failed
+    remote_verify_failed: int = 0  # remote copies whose verify failed
+    pending_files: int = 0  # archived, not yet shipped
+    pending_bytes: int = 0
+    locked: int = 0
+    legal_held: int = 0
+    job_failures: dict[str, str] = field(default_factory=dict)  # job: its last run's error
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def parse(cls, data: Any) -> Beat:
+        """Each field there and of its type, or ``ValueError``."""
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
+            raise ValueError("not a heartbeat")
+        for f in fields(cls):
+            value, kind = data[f.name], str(f.type)
+            ok = {
+                "str": isinstance(value, str),
+                "int": type(value) is int,
+                "int | None": value is None or type(value) is int,
+                "str | None": value is None or isinstance(value, str),
+                "dict[str, str]": isinstance(value, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
+            }[kind]
+            if not ok:
+                raise ValueError(f"heartbeat field {f.name} is not a {kind}")
+        return cls(**data)
+
+
+def beat_key(at: int) -> str:
+    """A new beat's key under the site's prefix."""
+    return f"{PREFIX}h{at:013d}-{secrets.token_hex(4)}.json"
+
+
+def signed(key: SiteKey, beat: Beat) -> bytes:
+    body = beat.to_dict()
+    doc = {WHAT: body, "public_key": key.public_b64, "signature": key.sign(WHAT, body)}
+    return json.dumps(doc, sort_keys=True, indent=1).encode() + b"\n"
+
+
+def read_beat(data: bytes, trust: Trust) -> Beat | str:
+    """The beat ``data`` holds when it verifies and is the trusted site's; else why not."""
+    try:
+        doc = json.loads(data)
+        beat = Beat.parse(doc[WHAT])
+        public, signature = doc["public_key"], doc["signature"]
+    except (ValueError, KeyError, TypeError):
+        return "its heartbeat cannot be read"
+    if not isinstance(public, str) or not isinstance(signature, str):
+        return "its heartbeat cannot be read"
+    if not verifies(public, signature, WHAT, beat.to_dict()):
+        return "its heartbeat's signature does not verify"
+    if fingerprint(base64.b64decode(public)) != beat.key or beat.key not in trust.keys:
+        return f"its heartbeat is signed by a key the site does not trust ({beat.key})"
+    if beat.site_id != trust.site_id:
+        return f"its heartbeat is another site's (id {beat.site_id})"
+    return beat
+
+
+async def publish(store: ObjectStore, site: str, key: SiteKey, beat: Beat, layout: Layout) -> str:
+    """``beat`` signed and put under ``site``'s prefix; its key there."""
+    name = beat_key(beat.at)
+    await store.put_bytes(
+        f"{site}/{name}", signed(key, beat), scratch=layout.scratch("heartbeat"), root=layout.root
+    )
+    return name
+
+
+async def prune(store: ObjectStore, site: str, keep: int = KEEP) -> int:
+    """The site's beats but the newest ``keep`` (by name) deleted; how many."""
+    names = sorted(
+        [i.key async for i in store.list_objects(f"{site}/{PREFIX}")],
+        reverse=True,
+    )
+    gone = 0
+    for full in names[keep:]:
+        if NAME.match(full[len(site) + 1 :]):
+            await store.delete(full)
+            gone += 1
+    return gone
+
+
+@dataclass(frozen=True)
+class Heard:
+    """The newest beat of a site a reader believes, and when it was (the older
+    of its own time and the bucket's); or why none is believed."""
+
+    beat: Beat | None
+    at: int | None = None
+    problem: str | None = None
+
+
+async def newest(store: ObjectStore, site: str, trust: Trust) -> Heard:
+    """The site's newest believable beat among the ``READ`` newest names."""
+    listed: list[ObjectInfo] = [i async for i in store.list_objects(f"{site}/{PREFIX}")]
+    named = sorted(
+        (i for i in listed if NAME.match(i.key[len(site) + 1 :])), key=lambda i: i.key, reverse=True
+    )
+    problems: list[str] = []
+    best: Heard | None = None
+    for info in named[:READ]:
+        if info.size > MAX_BEAT:
+            problems.append("a heartbeat too big to be one")
+            continue
+        try:
+            data = await store.read_range(info.key, 0, info.size)
+        except RemoteMissing:  # pruned since the listing
+            continue
+        read = read_beat(data, trust)
+        if isinstance(read, str):
+            problems.append(read)
+            continue
+        at = read.at if info.modified is None else min(read.at, info.modified)
+        if best is None or (best.at or 0) < at:
+            best = Heard(read, at)
+    if best is not None:
+        return best
+    if problems:
+        return Heard(None, problem="; ".join(dict.fromkeys(problems)))
+    return Heard(None, problem="no heartbeat (it has not shipped or run since it would)")
+
+
+__all__ = [
+    "KEEP",
+    "Beat",
+    "Heard",
+    "newest",
+    "prune",
+    "publish",
+    "read_beat",
+    "signed",
+]

@@ -1,0 +1,130 @@
+"""``coldkeep fleet status``: five hosts shipping to one folder remote, each in
+the state its heartbeat earns (a stale one, one with verify failures, one with
+a backlog standing, one whose ship job failed, a healthy quiet one), worst
+first, with the reason in words; exit 1 while any is not ok. A heartbeat the
+site's key did not sign is not believed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.ops.demo import write_demo
+
+from helpers import cli
+
+DAY_MS = 86_400_000
+SITES = ("healthy", "stale", "damaged", "backlog", "jobfail")
+
+
+async def ship(base: Path, remote: Path, name: str) -> None:
+    """The demo site ``name`` under ``base`` shipped to ``remote`` (a pass the
+    first time): its ship puts a heartbeat."""
+    config = base / name / "coldkeep.toml"
+    fresh = not config.exists()
+    if fresh:
+        config = write_demo(base / name, seed=len(name), scale=0.02).config
+    settings = replace(load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name))
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    if fresh:
+        await archiver.run_pass()
+    report = await archiver.ship()
+    assert report.heartbeat is not None, report.notices
+
+
+def sick(base: Path, name: str) -> None:
+    """What each sick host's manifest says before its next ship."""
+    now = int(time.time() * 1000)
+    with sqlite3.connect(base / name / "archive" / "coldkeep.db") as db:
+        if name == "damaged":
+            db.execute("UPDATE entries SET verify_error = 'bit rot' WHERE id IN (1, 2)")
+        if name == "backlog":
+            for days in (6, 4, 1):
+                db.execute(
+                    "INSERT INTO stats VALUES (?, 0, 0, 0, 400, 1000000, 200000)",
+                    (now - days * DAY_MS,),
+                )
+        if name == "jobfail":
+            db.execute(
+                "INSERT INTO job_runs (job, trigger, started_at, ended_at, status, error) "
+                "VALUES ('ship', 'schedule', ?, ?, 'error', 'the bucket said 503')",
+                (now - 60_000, now - 30_000),
+            )
+
+
+def status(remote: Path, *args: str) -> tuple[int, dict[str, dict[str, object]]]:
+    run = cli("fleet", "status", "--remote", remote.as_uri(), "--json", *args)
+    doc = json.loads(run.stdout)
+    return run.returncode, {str(s["site"]): s for s in doc["result"]["sites"]}
+
+
+def reasons(site: dict[str, object]) -> list[str]:
+    said = site["reasons"]
+    assert isinstance(said, list)
+    return [str(r) for r in said]
+
+
+def test_each_host_is_in_the_state_its_heartbeat_earns_worst_first(tmp_path: Path) -> None:
+    remote = tmp_path / "bucket"
+    remote.mkdir()
+    for name in SITES:
+        asyncio.run(ship(tmp_path, remote, name))
+    code, sites = status(remote)
+    assert code == 0 and {s["state"] for s in sites.values()} == {"ok"}, sites
+
+    for name in SITES[2:]:
+        sick(tmp_path, name)
+        asyncio.run(ship(tmp_path, remote, name))
+    three_days_ago = time.time() - 3 * 86_400
+    for beat in (remote / "stale" / "heartbeat").iterdir():
+        os.utime(beat, (three_days_ago, three_days_ago))  # the bucket's clock says so
+
+    code, sites = status(remote)
+    assert code == 1
+    got = {name: (s["state"], "; ".join(reasons(s))) for name, s in sites.items()}
+    assert got["healthy"] == ("ok", "")
+    assert got["stale"][0] == "silent" and "no heartbeat for 3d" in got["stale"][1]
+    assert got["damaged"][0] == "critical"
+    assert "2 archive files failed verify" in got["damaged"][1]
+    assert got["jobfail"] == ("critical", "ship failed: the bucket said 503")
+    assert got["backlog"][0] == "warn"
+    assert "400 files and 200,000 rows waiting for 6d" in got["backlog"][1]
+    assert list(sites)[-1] == "healthy", "worst first, the healthy last"
+    assert [sites[n]["state"] for n in list(sites)[:2]] == ["critical", "critical"]
+
+    text = cli("fleet", "status", "--remote", remote.as_uri())
+    assert text.returncode == 1
+    lines = text.stdout.splitlines()
+    assert lines[-1].endswith("2 critical, 1 silent, 1 warn, 1 ok"), lines
+    assert lines[0].startswith("!! critical") and lines[-2].startswith("ok ok       healthy")
+    assert "??" in text.stdout, "the state is marked without colour too"
+
+    # The operator's own rule: a backlog is a warning after 10 days, not 3.
+    _, sites = status(remote, "--backlog-days", "10")
+    assert sites["backlog"]["state"] == "ok"
+
+
+def test_a_heartbeat_the_site_did_not_sign_is_not_believed(tmp_path: Path) -> None:
+    remote = tmp_path / "bucket"
+    remote.mkdir()
+    asyncio.run(ship(tmp_path, remote, "healthy"))
+    [beat] = (remote / "healthy" / "heartbeat").iterdir()
+    doc = json.loads(beat.read_bytes())
+    doc["heartbeat"]["verify_failed"] = 0
+    doc["heartbeat"]["at"] += 1  # a newer one, forged by whoever can write the bucket
+    forged = beat.with_name(f"h{doc['heartbeat']['at']:013d}-00000000.json")
+    forged.write_text(json.dumps(doc))
+    beat.unlink()
+
+    code, sites = status(remote)
+    assert code == 1 and sites["healthy"]["state"] == "critical", sites
+    assert "signature does not verify" in str(sites["healthy"]["reasons"])
