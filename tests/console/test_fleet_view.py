@@ -268,3 +268,26 @@ def test_a_bad_remote_url_is_refused_in_one_line(url: str, said: str) -> None:
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("coldkeep: ") and said in lines[0], lines
     assert "s3cret" not in done.stderr
+
+
+async def test_the_filter_lists_the_first_matches_of_all_sites_not_of_each(
+    bucket: Path, tmp_path: Path
+) -> None:
+    from coldkeep.core.files.catalog import parse_query
+    from coldkeep.core.ops.fleet import Fleet
+    from coldkeep.tui.console.fleet.matches import matching
+
+    fleet = Fleet(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    try:
+        await fleet.load()
+        catalogs = await fleet.catalogs()
+    finally:
+        await fleet.close()
+    found = matching(catalogs, "", lambda: False, limit=7)
+    assert found is not None and found.total == sum(len(c) for c in catalogs.values())
+    every = sorted(
+        (row.relpath, site, row.id)
+        for site, c in catalogs.items()
+        for row in c.filter(parse_query(""), limit=100_000)[1]
+    )
+    assert [(row.relpath, site, row.id) for site, row in found.rows] == every[:7]

@@ -9,6 +9,7 @@ are, rather than silently matching nothing.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Mapping
 
 from rich.text import Text
@@ -16,7 +17,7 @@ from rich.text import Text
 from coldkeep.core.files.catalog import Catalog, CatalogRow, QueryError, Stopped
 
 from ...text.fmt import clock_time, human, shown
-from ..screens.browse import search
+from ..screens.browse import SHOWN, search
 from ..widgets.tables import Cell, name_cell
 from .messages import Searched
 
@@ -55,20 +56,23 @@ def split_sites(text: str, known: Iterable[str]) -> tuple[set[str] | None, str]:
 
 
 def matching(
-    catalogs: Mapping[str, Catalog], text: str, stop: Callable[[], bool]
+    catalogs: Mapping[str, Catalog], text: str, stop: Callable[[], bool], limit: int = SHOWN
 ) -> Searched | None:
-    """The filter ``text`` over the sites it names (every one if none): what
-    matches, or why it cannot be read; None when ``stop`` said so part way.
-    Blocking: run it in a thread."""
+    """The filter ``text`` over the sites it names (every one if none): how
+    many match, the first ``limit`` of them all in path order (once for the
+    whole table, not per site: a thousand sites' 500 each would be half a
+    million rows), or why it cannot be read; None when ``stop`` said so part
+    way. Blocking: run it in a thread."""
     try:
         only, rest = split_sites(text, catalogs)
         chosen = {s: c for s, c in catalogs.items() if only is None or s in only}
-        total, hits, capped = search(chosen, rest, stop=stop)
+        total, hits, capped = search(chosen, rest, limit, stop=stop)
     except Stopped:
         return None
     except QueryError as err:
         return Searched(text, 0, [], str(err))
-    return Searched(text, total, hits, capped=capped)
+    first = heapq.nsmallest(limit, hits, key=lambda hit: (hit[1].relpath, hit[0], hit[1].id))
+    return Searched(text, total, first, capped=capped)
 
 
 def cells(selected: bool, site: str, row: CatalogRow) -> tuple[Cell, ...]:
@@ -107,7 +111,7 @@ def count_line(
     if not catalogs:
         return ""
     size = sum(len(c) for c in catalogs.values())
-    first = f" (first {listed} shown)" if total > listed else ""
+    first = f" (first {listed:,} shown)" if total > listed else ""
     picked = f" · {selected} selected" if selected else ""
     many = "more than " if capped else ""
     return f"{many}{total:,} of {size:,} entries in {len(catalogs)} sites match{first}{picked}"

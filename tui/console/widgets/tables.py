@@ -90,6 +90,25 @@ def cursor_key(table: DataTable[Cell]) -> str | None:
     return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
 
+# Rows removed at once past which a table is rebuilt rather than trimmed.
+REBUILD_AT = 64
+
+
+def _rebuild(
+    table: DataTable[Cell], rows: Mapping[str, Sequence[Cell]], sort_by: str | None, reverse: bool
+) -> None:
+    at = cursor_key(table)
+    with table.app.batch_update():
+        table.clear()
+        for key, cells in rows.items():
+            table.add_row(*cells, key=key)
+        if sort_by is not None and rows:
+            column = next(k for k in table.columns if k.value == sort_by)
+            table.sort(column, key=_plain, reverse=reverse)
+        if at is not None and at in rows:
+            table.move_cursor(row=table.get_row_index(at))
+
+
 def sync_table(
     table: DataTable[Cell],
     rows: Mapping[str, Sequence[Cell]],
@@ -101,12 +120,19 @@ def sync_table(
     and ``sort_by`` names a column, the table is re-sorted on it.
 
     Adding or removing a row, or widening a column, re-lays the whole screen
-    out; a cell updated within its column's width only repaints."""
+    out; a cell updated within its column's width only repaints. A change that
+    removes most of a big table clears it and adds ``rows`` afresh (the cursor
+    kept on its row where that stays): each ``remove_row`` re-indexes every row
+    after it, and thousands of them froze the screen for seconds."""
     columns = list(table.columns)
     wanted = set(rows)
     added = False
+    gone_keys = [k for k in table.rows if k.value not in wanted]
+    if len(gone_keys) > REBUILD_AT and 2 * len(gone_keys) > table.row_count:
+        _rebuild(table, rows, sort_by, reverse)
+        return
     with table.app.batch_update():
-        for gone in [k for k in table.rows if k.value not in wanted]:
+        for gone in gone_keys:
             table.remove_row(gone)
         for key, cells in rows.items():
             row_key = RowKey(key)
