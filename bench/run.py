@@ -24,6 +24,8 @@ runnable alone:
                      a stream per member, and opening, vs the age CLI
   bench/sealedread.py  restoring sealed remote copies (--identity) vs the same
                      archive shipped plain, and vs age -d | gunzip -c
+  bench/fleet.py     the fleet at 1,000 sites: fleet status cold and warm and
+                     its RSS, the view's table of sites, a filter over all
   bench/readpath.py  reading without a restore: coldkeep mount vs ratarmount
                      on a tar.gz of the same files and tar -xzf; sequential
                      and 4 KiB random reads; find, versions and the mount at
@@ -51,6 +53,7 @@ from pathlib import Path
 import console
 import events
 import files
+import fleet
 import query
 import readpath
 import remote
@@ -86,7 +89,8 @@ def machine() -> str:
 
 # In the order they run; each measures in a folder of its own.
 PARTS = (
-    "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query", "readpath",
+    "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query", "fleet",
+    "readpath",
 )  # fmt: skip
 
 
@@ -125,6 +129,7 @@ def main() -> None:
             "sealing": lambda d: sealing.measure(d, args.quick, rounds=rounds),
             "sealedread": lambda d: sealedread.measure(d, args.quick, rounds),
             "query": lambda d: query.measure(d, args.quick),
+            "fleet": lambda d: fleet.measure(d, args.quick),
             "readpath": lambda d: readpath.measure(d, args.quick),
         }
         for part in PARTS:

@@ -79,6 +79,13 @@ ROWS: dict[str, tuple[str, ...]] = {
         "Events screen: the next 500 rows",
         "the app's writer (200/s) during 3 GROUP BYs",
     ),
+    "fleet": (
+        "fleet status --json, 30 sites, cold",
+        "fleet status --json, 30 sites, warm",
+        "  its peak RSS",
+        "the table's sites, judged, sorted, warm (30)",
+        "a filter over 30 sites' catalogs",
+    ),
     # Measured only where FUSE is (bench/run.py says so when it is not).
     "readpath": (
         "a ~20 KiB bundle member read whole through the mount",

@@ -140,6 +140,7 @@ class Fleet:
         self.store: ObjectStore = open_store(remote)
         self.sites: list[FleetSite] = []
         self.rules = rules
+        self.counts = True  # load's: each site's lock counts read
 
     async def close(self) -> None:
         await self.store.close()
@@ -147,8 +148,12 @@ class Fleet:
     def layout(self, site: str) -> Layout:
         return Layout(self.cache / site)
 
-    async def load(self) -> list[FleetSite]:
-        """Every site and its newest usable snapshot, fetched when not cached."""
+    async def load(self, *, counts: bool = True) -> list[FleetSite]:
+        """Every site and its newest usable snapshot, fetched when not cached,
+        and its health; with ``counts``, what each one's bucket locks (a read
+        of each snapshot: ``fleet status`` goes without, and the fleet view
+        reads them after its table is full: ``counted``)."""
+        self.counts = counts
         await asyncio.to_thread(self.cache.mkdir, parents=True, exist_ok=True)
         try:
             names = await self.store.list_dirs("")
@@ -243,14 +248,31 @@ class Fleet:
             problems.append(why)
         return FleetSite(site, None, "; ".join(problems))
 
+    async def counted(self) -> list[FleetSite]:
+        """The sites as ``load`` left them, each usable one with what its bucket
+        locks as its snapshot says."""
+        gate = asyncio.Semaphore(SITES_IN_FLIGHT)
+
+        async def one(site: FleetSite) -> FleetSite:
+            if not site.usable:
+                return site
+            async with gate:
+                locked, held, sealed = await asyncio.to_thread(self._lock_counts, site.site)
+            return replace(site, locked=locked, legal_held=held, sealed=sealed)
+
+        self.sites = list(await asyncio.gather(*(one(s) for s in self.sites)))
+        return self.sites
+
+    def _lock_counts(self, site: str) -> tuple[int, int, int]:
+        with reading(self.layout(site).manifest) as db:
+            return read_lock_counts(db, now_ms())
+
     async def _usable(self, site: str, seen: Seen) -> FleetSite:
         """A site whose snapshot ``seen`` is in place, with what its bucket locks."""
-
-        def counts() -> tuple[int, int, int]:
-            with reading(self.layout(site).manifest) as db:
-                return read_lock_counts(db, now_ms())
-
-        locked, held, sealed = await asyncio.to_thread(counts)
+        counts = (0, 0, 0)
+        if self.counts:
+            counts = await asyncio.to_thread(self._lock_counts, site)
+        locked, held, sealed = counts
         taken = seen.statement.taken_at if seen.statement else snapshot_taken_at(seen.key)
         return FleetSite(
             site,

@@ -98,13 +98,13 @@ class Statement:
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Statement:
         """Each field of the right type, or ``ValueError``."""
-        kinds = {f: type(v) for f, v in asdict(_EXAMPLE).items()}
-        if set(data) != set(kinds) or any(type(data[f]) is not k for f, k in kinds.items()):
+        if set(data) != set(_KINDS) or any(type(data[f]) is not k for f, k in _KINDS.items()):
             raise ValueError("not a snapshot statement")
         return cls(**data)
 
 
 _EXAMPLE = Statement("", "", 0, 0, "", 0, "", "", "")
+_KINDS = {f: type(v) for f, v in asdict(_EXAMPLE).items()}
 
 
 def sign(key: SiteKey, statement: Statement) -> bytes:
@@ -232,7 +232,7 @@ async def survey(
                 data = await store.read_range(f"{prefix}{key}{SIG}", 0, sig.size)
         except RemoteMissing:  # deleted since the listing: as if never there
             return Seen(key, "unsigned", "no statement beside it", info=info)
-        read = read_statement(data, key + SIG)
+        read = await asyncio.to_thread(read_statement, data, key + SIG)  # as heartbeat.py
         if isinstance(read, str):
             return Seen(key, "forged", read, info=info)
         if read.bytes != info.size:

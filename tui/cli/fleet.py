@@ -116,7 +116,7 @@ def status(
     async def go() -> int:
         found = Fleet(remote, fleet_cache(remote), identities, rules)
         try:
-            sites = await found.load()
+            sites = await found.load(counts=False)
         finally:
             await found.close()
         return _said(ctx, sorted(sites, key=lambda s: (s.health.sort_key(), s.site)), url)

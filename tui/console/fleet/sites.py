@@ -47,9 +47,10 @@ async def gather(fleet: Fleet, post: Callable[[Message], object]) -> None:
         # Listed first only to say how many are coming: Fleet.load lists
         # again (one delimiter listing) and fetches each site's snapshot.
         post(SitesListed(await fleet.store.list_dirs("")))
-        post(SitesLoaded(await fleet.load()))
+        post(SitesLoaded(await fleet.load(counts=False)))
         catalogs = await fleet.catalogs()
         post(CatalogsLoaded(catalogs))
+        post(SitesLoaded(await fleet.counted()))  # what each bucket locks, once the table is full
         # Each site's index of paths, for the filters typed next; a site
         # without one (no room in the cache) is filtered by its manifest.
         for catalog in catalogs.values():

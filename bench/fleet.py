@@ -1,0 +1,147 @@
+"""The fleet at a thousand sites: how long the health of every site takes to
+read, cold and warm, what it holds in memory, and how long a filter over every
+site's catalog takes.
+
+    python bench/fleet.py [--quick] [--sites N]
+
+One demo site is archived and shipped to a folder remote; its manifest
+snapshots and heartbeats are then linked under N site names (1,000; 30 with
+--quick), so the view has N sites that each read as a real one does (the
+signed statements, the newest beat, the snapshot fetched into the cache).
+
+Rows:
+  fleet status --json     the whole command, spawn to exit, with an empty cache
+                          (every snapshot fetched) and again warm; its peak RSS
+  the sites loaded        ``Fleet.load`` in process, warm: every site's snapshot
+                          checked against its statement, its beat read, judged,
+                          sorted (what the fleet view's table shows)
+  a filter over every     one word over every site's catalog, capped once for
+  site                    the table (what a keystroke in the fleet view runs)
+
+Targets (issue: the fleet view for a thousand hosts): status warm <= 3 s and
+the table full <= 3 s at 1,000 sites from a folder; RSS <= 300 MB; the filter
+<= 500 ms. No anchor: no other archiver has a fleet view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import subprocess
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from files import COLDKEEP
+from report import Row, met, print_table
+
+from coldkeep.core.archiver import Archiver
+from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.base.stream import EventStream
+from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.ops.fleet import Fleet
+from coldkeep.tui.console.fleet.matches import matching
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def one_site(work: Path, remote: Path) -> None:
+    config = write_demo(work / "host", seed=7, scale=0.02).config
+    settings = replace(load_settings(config), remote=RemoteSettings(remote.as_uri(), site="s"))
+    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
+    await archiver.run_pass()
+    report = await archiver.ship()
+    assert report.heartbeat is not None and not report.problems, report
+
+
+def linked_sites(remote: Path, n: int) -> None:
+    """The shipped site's snapshots and beats linked under ``n`` site names
+    (what the fleet reads of a site; its archive files are not)."""
+    src = remote / "s"
+    for i in range(n):
+        for part in ("manifest", "heartbeat"):
+            dest = remote / f"host-{i:04d}" / part
+            dest.mkdir(parents=True)
+            for f in (src / part).iterdir():
+                os.link(f, dest / f.name)
+
+
+def status_run(remote: Path, cache: Path) -> tuple[float, float]:
+    """``fleet status --json``: seconds, and the peak RSS (MiB) of it."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [str(COLDKEEP), "fleet", "status", "--remote", remote.as_uri(), "--json"],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    seconds = time.perf_counter() - t0
+    assert out.returncode in (0, 1), out.stderr.decode()[-2000:]
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, max(peak, before) / 1024
+
+
+async def loaded(remote: Path, cache: Path) -> tuple[float, float, int]:
+    """The sites loaded and sorted, warm (seconds); one filter over every
+    catalog (seconds); how many sites."""
+    fleet = Fleet(RemoteSettings(remote.as_uri()), cache / "coldkeep" / "fleet" / "x")
+    try:
+        await fleet.load()  # the cache filled
+        t0 = time.perf_counter()
+        # As the fleet view's table fills: the sites and their health, sorted.
+        sites = sorted(await fleet.load(counts=False), key=lambda s: (s.health.sort_key(), s.site))
+        load_s = time.perf_counter() - t0
+        catalogs = await fleet.catalogs()
+    finally:
+        await fleet.close()
+    t0 = time.perf_counter()
+    found = await asyncio.to_thread(matching, catalogs, "unit-0003", lambda: False)
+    filter_s = time.perf_counter() - t0
+    assert found is not None and found.rows
+    return load_s, filter_s, len(sites)
+
+
+def measure(work: Path, quick: bool, sites: int | None = None) -> list[Row]:
+    n = sites or (30 if quick else 1000)
+    remote = work / "bucket"
+    remote.mkdir()
+    asyncio.run(one_site(work, remote))
+    linked_sites(remote, n)
+    cache = work / "cache"
+    cold_s, _ = status_run(remote, cache)
+    warm_s, rss = status_run(remote, cache)
+    load_s, filter_s, listed = asyncio.run(loaded(remote, work / "cache2"))
+    assert listed == n + 1
+    return [
+        (f"fleet status --json, {n} sites, cold", f"{cold_s:.2f} s", "", "", "(no target)", ""),
+        row(f"fleet status --json, {n} sites, warm", f"{warm_s:.2f} s", "<= 3 s", warm_s <= 3),
+        row("  its peak RSS", f"{rss:.0f} MiB", "<= 300 MiB", rss <= 300),
+        row(f"the table's sites, judged, sorted, warm ({n})", f"{load_s:.2f} s", "<= 3 s",
+            load_s <= 3),
+        row(f"a filter over {n} sites' catalogs", f"{filter_s * 1000:.0f} ms", "<= 500 ms",
+            filter_s <= 0.5),
+    ]  # fmt: skip
+
+
+def row(what: str, got: str, target: str, ok: bool) -> Row:
+    return (what, got, "", "", target, met(ok))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="30 sites, seconds")
+    ap.add_argument("--sites", type=int, help="how many sites (default 1,000)")
+    args = ap.parse_args()
+    (ROOT / "bench" / ".data").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "bench" / ".data") as tmp:
+        print_table(measure(Path(tmp), args.quick, args.sites))
+
+
+if __name__ == "__main__":
+    main()
