@@ -4,6 +4,7 @@ whenever that frame comes."""
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 
 from coldkeep.tui.console.widgets.tables import MeasuredTable, keyed_table, name_cell, sync_table
 
@@ -57,7 +58,10 @@ async def test_a_table_narrowed_from_thousands_of_rows_keeps_the_cursor_on_its_r
         few = {k: many[k] for k in ("k00001", "k04000", "k04999")}
         sync_table(table, few, sort_by="path")
         await pilot.pause()
-        keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        keys = [
+            table.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value
+            for i in range(table.row_count)
+        ]
         assert keys == ["k00001", "k04000", "k04999"]
         assert table.cursor_row == 1
         sync_table(table, {"k04000": ("f", name_cell("p04000"))})  # a small change trims
