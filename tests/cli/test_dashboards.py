@@ -15,11 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coldkeep.core.ops.demo import write_demo
 
-from helpers import ck
+from helpers import ck, cli
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 DASHBOARD = DOCS / "grafana" / "coldkeep-dashboard.json"
 ALERTS = DOCS / "grafana" / "coldkeep-alerts.yml"
+FLEET_ALERTS = DOCS / "grafana" / "coldkeep-fleet-alerts.yml"
 METRIC = re.compile(r"\bcoldkeep_[a-z0-9_]+")
 
 
@@ -31,8 +32,8 @@ def dashboard_exprs(dash: dict[str, Any]) -> list[str]:
     return exprs
 
 
-def alert_rules() -> list[dict[str, Any]]:
-    rules: dict[str, Any] = yaml.safe_load(ALERTS.read_text())
+def alert_rules(path: Path = ALERTS) -> list[dict[str, Any]]:
+    rules: dict[str, Any] = yaml.safe_load(path.read_text())
     return [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
 
 
@@ -83,3 +84,23 @@ def test_the_runbook_points_to_both() -> None:
     runbook = (DOCS / "operations.md").read_text()
     assert "grafana/coldkeep-dashboard.json" in runbook
     assert "grafana/coldkeep-alerts.yml" in runbook
+
+
+def test_every_fleet_alert_queries_what_fleet_metrics_prints(tmp_path: Path) -> None:
+    """On a site that shipped (its heartbeat in the folder remote)."""
+    site = write_demo(tmp_path / "demo", seed=5, scale=0.02).config.parent
+    ck(site, "pass")
+    ck(site, "ship")
+    run = cli("fleet", "metrics", "--remote", (site / "remote").as_uri())
+    assert run.returncode == 0, run.stderr
+    printed = printed_names(run.stdout)
+    rules = alert_rules(FLEET_ALERTS)
+    assert len(rules) >= 4
+    for rule in rules:
+        assert set(METRIC.findall(rule["expr"])) <= printed, rule["alert"]
+        assert rule["annotations"]["summary"].strip(), rule["alert"]
+    families = {f.name: f for f in text_string_to_metric_families(run.stdout)}
+    states = {s.labels["state"]: s.value for s in families["coldkeep_fleet_site_state"].samples}
+    assert states == {"critical": 0, "silent": 0, "warn": 0, "ok": 1}
+    [age] = families["coldkeep_fleet_site_heartbeat_age_seconds"].samples
+    assert age.labels == {"site": "demo"} and 0 <= age.value < 600

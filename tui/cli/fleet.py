@@ -6,13 +6,16 @@ check: exit 1 when any site is not ok. Reads only; needs no coldkeep.toml.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+from prometheus_client import CollectorRegistry, generate_latest
 
 from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ColdkeepError
 from coldkeep.core.base.times import now_ms
 from coldkeep.core.ops.fleet import Fleet, FleetSite, fleet_cache
+from coldkeep.core.ops.fleetmetrics import FleetCollector
 from coldkeep.core.ops.health import HealthRules, span
 
 from ..operations.spec import IDENTITY_HELP
@@ -56,29 +59,68 @@ def fleet() -> None:
     """Every site that ships to one remote prefix, seen from the bucket alone."""
 
 
+def _where(fn: Callable[..., None]) -> Callable[..., None]:
+    """The options that say which fleet: the prefix, its endpoint and region,
+    and the identity for sealed snapshots."""
+    fn = click.option(
+        "--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP
+    )(fn)
+    fn = click.option("--region", help="The bucket's region (default: the environment's).")(fn)
+    fn = click.option("--endpoint-url", metavar="URL", help="An S3-compatible endpoint (http(s)).")(
+        fn
+    )
+    return click.option(
+        "--remote", "url", required=True, metavar="URL",
+        help="The prefix (s3://bucket/prefix or file:///path) the sites ship to.",
+    )(fn)  # fmt: skip
+
+
+def _rules(fn: Callable[..., None]) -> Callable[..., None]:
+    fn = click.option(
+        "--backlog-days",
+        type=click.FloatRange(min=0),
+        default=HealthRules.backlog_days,
+        show_default=True,
+        help="A backlog standing this long is a warning.",
+    )(fn)
+    return click.option(
+        "--silent-after",
+        type=click.FloatRange(min=0.1),
+        default=HealthRules.silent_cap_h,
+        show_default=True,
+        metavar="HOURS",
+        help="A site is silent after twice its heartbeat's interval, or this, the shorter.",
+    )(fn)
+
+
+def _fleet(
+    ctx: Context, url: str, endpoint_url: str | None, region: str | None,
+    identity: Path | None, rules: HealthRules,
+) -> Fleet:  # fmt: skip
+    """The fleet the options name; a usage error ends the command here."""
+    try:
+        remote = fleet_remote(url, endpoint_url, region)
+        identities = identities_for(identity)
+    except ValueError as err:
+        fail(str(err), EXIT_USAGE, ctx)
+    except ColdkeepError as err:
+        fail(str(err), err.exit_code, ctx)
+    return Fleet(remote, fleet_cache(remote), identities, rules)
+
+
+async def _load(found: Fleet) -> tuple[list[FleetSite], int]:
+    """Every site judged, worst first, and the bucket's time then."""
+    try:
+        sites = await found.load(counts=False)
+        now = await found.store.server_now()
+    finally:
+        await found.close()
+    return sorted(sites, key=lambda s: (s.health.sort_key(), s.site)), now
+
+
 @fleet.command(name="status")
-@click.option(
-    "--remote", "url", required=True, metavar="URL", help="The prefix (s3://bucket/prefix or "
-    "file:///path) the sites ship to."
-)  # fmt: skip
-@click.option("--endpoint-url", metavar="URL", help="An S3-compatible endpoint (http(s)).")
-@click.option("--region", help="The bucket's region (default: the environment's).")
-@click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
-@click.option(
-    "--silent-after",
-    type=click.FloatRange(min=0.1),
-    default=HealthRules.silent_cap_h,
-    show_default=True,
-    metavar="HOURS",
-    help="A site is silent after twice its heartbeat's interval, or this, the shorter.",
-)
-@click.option(
-    "--backlog-days",
-    type=click.FloatRange(min=0),
-    default=HealthRules.backlog_days,
-    show_default=True,
-    help="A backlog standing this long is a warning.",
-)
+@_where
+@_rules
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout.")
 def status(
     url: str,
@@ -104,22 +146,42 @@ def status(
       coldkeep fleet status --remote s3://acme-archive/coldkeep --json | jq '.result.sites[0]'
     """
     ctx = ctx_for(None, json_out)
-    try:
-        remote = fleet_remote(url, endpoint_url, region)
-        identities = identities_for(identity)
-    except ValueError as err:
-        fail(str(err), EXIT_USAGE, ctx)
-    except ColdkeepError as err:
-        fail(str(err), err.exit_code, ctx)
     rules = HealthRules(silent_cap_h=silent_after, backlog_days=backlog_days)
+    found = _fleet(ctx, url, endpoint_url, region, identity, rules)
 
     async def go() -> int:
-        found = Fleet(remote, fleet_cache(remote), identities, rules)
-        try:
-            sites = await found.load(counts=False)
-        finally:
-            await found.close()
-        return _said(ctx, sorted(sites, key=lambda s: (s.health.sort_key(), s.site)), url)
+        sites, _ = await _load(found)
+        return _said(ctx, sites, url)
+
+    run_command(go(), ctx, progress=False)
+
+
+@fleet.command(name="metrics")
+@_where
+@_rules
+def metrics(
+    url: str,
+    endpoint_url: str | None,
+    region: str | None,
+    identity: Path | None,
+    silent_after: float,
+    backlog_days: float,
+) -> None:
+    """Every site's health as Prometheus gauges (the text exposition format),
+    one set per site: its state, its heartbeat's age, verify failures, backlog,
+    quarantined files, pending bytes, failed jobs (docs/operations.md, "The
+    fleet view"). For node_exporter's textfile collector from cron, write to a
+    temporary name and rename it. Reads only."""
+    ctx = ctx_for(None)
+    rules = HealthRules(silent_cap_h=silent_after, backlog_days=backlog_days)
+    found = _fleet(ctx, url, endpoint_url, region, identity, rules)
+
+    async def go() -> int:
+        sites, now = await _load(found)
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(FleetCollector(sites, now))
+        click.echo(generate_latest(registry).decode(), nl=False)
+        return EXIT_OK
 
     run_command(go(), ctx, progress=False)
 
