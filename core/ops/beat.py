@@ -3,9 +3,12 @@ object): what its manifest says of it now, read without the lock, signed with
 the site key and put in the bucket, by the scheduler's ``heartbeat`` job and at
 the end of every ship.
 
-Invariant: a beat only reads. Without a recorded site key (a site that never
-shipped) there is nothing to sign with: no beat is sent, and the job says why,
-never making a key outside a ship's lock.
+Invariants: a beat only reads. Without a recorded site key (a site that never
+shipped) there is nothing to sign with: no beat is sent, the job says so and
+is not a failure (the first ship makes the key and sends the first beat); a
+key recorded and not found here is a failure, said as the ship says it. A
+beat is not sealed: it holds counts, times, names of jobs and the host's, and
+on a sealed site not the words of a job's error.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
 
 FAILED = ("error", "timeout", "killed")
+NOT_SENT = "no heartbeat sent: "
 
 
 async def beat_of(settings: Settings, manifest: Manifest, fingerprint: str, now: int) -> Beat:
@@ -36,8 +40,11 @@ async def beat_of(settings: Settings, manifest: Manifest, fingerprint: str, now:
     objects = RemoteObjects(manifest)
     totals = await objects.totals()
     locks = await objects.lock_counts(now)
+    # Sealed sites ([remote] encrypt_to) say how a job ended, never its
+    # error's words: those can name a file, and a beat is not sealed.
+    sealed = settings.remote.encrypt_to is not None
     failed = {
-        job: run.error or run.status
+        job: run.status if sealed or not run.error else run.error
         for job, run in (await jobruns.latest_finished(manifest)).items()
         if run.status in FAILED
     }
@@ -83,6 +90,6 @@ async def send(
     assert settings.remote is not None
     key = await site_key(manifest, layout.root, now, create=False)
     if isinstance(key, str):
-        return f"no heartbeat sent: {key}"
+        return f"{NOT_SENT}{key}"
     beat = await beat_of(settings, manifest, key.fingerprint, now)
     return await heartbeat.publish(store, settings.remote.site, key, beat, layout)

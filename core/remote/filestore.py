@@ -79,6 +79,7 @@ class FileStore(ObjectStore):
         lock: ObjectLock | None = None,
         *,
         storage_class: str | None = None,
+        random_key: bool = False,
     ) -> Put:
         # The config allows no Object Lock on a folder (nothing could keep it),
         # nor a cold class (a folder has none): every class reads the same here.

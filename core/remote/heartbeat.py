@@ -130,8 +130,9 @@ async def publish(store: ObjectStore, site: str, key: SiteKey, beat: Beat, layou
     """``beat`` signed and put under ``site``'s prefix; its key there."""
     name = beat_key(beat.at)
     await store.put_bytes(
-        f"{site}/{name}", signed(key, beat), scratch=layout.scratch("heartbeat"), root=layout.root
-    )
+        f"{site}/{name}", signed(key, beat), scratch=layout.scratch("heartbeat"),
+        root=layout.root, random_key=True,
+    )  # fmt: skip
     return name
 
 

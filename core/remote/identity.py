@@ -235,6 +235,9 @@ def _lost(fingerprint: str, root: Path) -> str:
     )
 
 
+NO_KEY_YET = "the site has no signing key yet (its first ship makes one)"
+
+
 async def site_key(
     manifest: Manifest, root: Path, now: int, *, create: bool = True
 ) -> SiteKey | str:
@@ -245,7 +248,7 @@ async def site_key(
     recorded = [k for k in await sitestate.keys(manifest) if k.retired_at is None]
     key = await asyncio.to_thread(load_key, root)
     if not recorded and not create:
-        return "the site has no signing key yet (its first ship makes one)"
+        return NO_KEY_YET
     if not recorded:
         if key is None:
             await asyncio.to_thread(save_key, root, SiteKey.new())

@@ -242,15 +242,19 @@ class ObjectStore(ABC):
         lock: ObjectLock | None = None,
         *,
         storage_class: str | None = None,
+        random_key: bool = False,
     ) -> Put:
         """Upload ``src`` (``size`` bytes whose SHA-256 is ``sha256``, which the
         server checks where it can) to ``key`` unless it exists, locked as
         ``lock`` says (only a bucket with Object Lock is given one), in
-        ``storage_class`` (None: the class of what is read without asking)."""
+        ``storage_class`` (None: the class of what is read without asking).
+        ``random_key``: the key was made random for this object, so the store
+        need not find out first whether it refuses overwrites."""
 
     async def put_bytes(
-        self, key: str, body: bytes, *, scratch: Path, root: Path, lock: ObjectLock | None = None
-    ) -> Put:
+        self, key: str, body: bytes, *, scratch: Path, root: Path,
+        lock: ObjectLock | None = None, random_key: bool = False,
+    ) -> Put:  # fmt: skip
         """A small object (a marker, a statement) put create-only from ``body``,
         by way of the new scratch file ``scratch`` under ``root`` (removed
         however the upload ends)."""
@@ -266,8 +270,9 @@ class ObjectStore(ABC):
         try:
             await asyncio.to_thread(prepare)
             return await self.put_new(
-                key, scratch, len(body), hashlib.sha256(body).hexdigest(), lock
-            )
+                key, scratch, len(body), hashlib.sha256(body).hexdigest(), lock,
+                random_key=random_key,
+            )  # fmt: skip
         finally:
             await asyncio.to_thread(unlink_if_present, scratch, root=root)
 

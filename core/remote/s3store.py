@@ -401,13 +401,16 @@ class S3Store(ObjectStore):
         lock: ObjectLock | None = None,
         *,
         storage_class: str | None = None,
+        random_key: bool = False,
     ) -> Put:
         if size > MAX_PUT:
             raise RemoteError(
                 f"{self.where(key)}: {size} bytes is more than one PUT carries (5 GiB); "
                 "not shipped (multipart uploads are not supported yet)"
             )
-        await self.refuses_overwrite()
+        # A key made random for this object cannot be taken: no probe is sent
+        # for it (a heartbeat every 15 minutes would probe each time).
+        conditional = await self.refuses_overwrite() if not random_key or self._probed else False
         s3 = await self._s3()
         args: dict[str, Any] = {
             "Bucket": self.bucket,
@@ -417,7 +420,7 @@ class S3Store(ObjectStore):
             "ChecksumSHA256": _b64(sha256),
             "StorageClass": storage_class or self.remote.meta_class,
         }
-        if self.conditional:
+        if conditional:
             args["IfNoneMatch"] = "*"
         if self.encryption.sse is not None:
             args["ServerSideEncryption"] = self.encryption.sse
@@ -430,7 +433,7 @@ class S3Store(ObjectStore):
             with body:
                 got = await s3.put_object(Body=body, **args)
         except ClientError as err:
-            if self.conditional and (_code(err) in _EXISTS or _status(err) in _EXISTS):
+            if conditional and (_code(err) in _EXISTS or _status(err) in _EXISTS):
                 return Put(created=False)
             if _no_lock(err):
                 raise self._no_lock_error() from err

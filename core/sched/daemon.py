@@ -44,6 +44,7 @@ from ..ops import restore as restoring
 from ..ops.session import open_manifest
 from ..remote import heartbeat
 from ..remote.connect import connected
+from ..remote.identity import NO_KEY_YET
 from ..store import stats
 from ..store.manifest import Manifest
 from . import alerts, heap
@@ -191,6 +192,8 @@ async def send_beat(
             settings, manifest, archiver.sessions.layout, store, int(clock.now() * 1000)
         )
     ok = sent.startswith(heartbeat.PREFIX)
+    if not ok and sent.endswith(NO_KEY_YET):  # a site that never shipped: not a failure
+        return Outcome(True, {"heartbeat": None, "skipped": sent})
     return Outcome(ok, {"heartbeat": sent if ok else None}, None if ok else sent)
 
 

@@ -73,6 +73,7 @@ async def test_pass_asks_with_the_plan_then_archives_and_updates_the_panes(
         assert [str(jobs.get_row_at(i)[0]) for i in range(jobs.row_count)] == [
             "alerts",
             "checkpoint",
+            "heartbeat",
             "pass",
             "ship",
             "stats",

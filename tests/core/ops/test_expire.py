@@ -241,8 +241,8 @@ async def test_expiry_deletes_the_remote_copies_too(site: Path) -> None:
     clock.now = real_now() + 400 * DAY_MS
     report = await ck.expire()
     assert report.expired and not report.problems
-    # The manifest snapshot and the site's claim stay: neither expires.
-    kept = {"manifest", "site"}
+    # The manifest snapshot, the site's claim and its heartbeats stay: none expires.
+    kept = {"manifest", "site", "heartbeat"}
     left = [p for p in remote.rglob("*") if p.is_file() and not kept & set(p.parts)]
     assert left == [], left
     assert rows(site, "SELECT count(*) FROM remote_objects") == [(0,)]

@@ -146,8 +146,8 @@ def test_status_and_metrics_count_what_the_lock_keeps_from_the_confirmed_rows(
     kept = {
         key
         for key, head in heads.items()
-        # Manifest snapshots have no rows; the site's claim no lock.
-        if not key.startswith(("manifest/", "site/"))
+        # Manifest snapshots have no rows; the site's claim and heartbeats no lock.
+        if not key.startswith(("manifest/", "site/", "heartbeat/"))
         and head["ObjectLockRetainUntilDate"].timestamp() * 1000 > now
     }
     rows = remote_rows(site)

@@ -77,11 +77,13 @@ def archiver_for(
 
 
 def heads(s3: S3Site) -> dict[str, dict[str, Any]]:
-    """Every object of the site, as its HEAD says it."""
+    """Every object of the site but its heartbeats (never locked: a ship prunes
+    them), as its HEAD says it."""
     client = s3.server.client
     return {
         key: client.head_object(Bucket=s3.bucket, Key=key)
         for key in s3.server.list_keys(s3.bucket, TOP)
+        if "/heartbeat/" not in key
     }
 
 
@@ -93,7 +95,8 @@ def versions(s3: S3Site) -> dict[str, int]:
     )
     for page in pages:
         for v in page.get("Versions", []):
-            found[v["Key"]] = found.get(v["Key"], 0) + 1
+            if "/heartbeat/" not in v["Key"]:  # heartbeats: above
+                found[v["Key"]] = found.get(v["Key"], 0) + 1
     return found
 
 

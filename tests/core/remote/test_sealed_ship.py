@@ -83,10 +83,11 @@ async def test_nothing_leaves_the_host_unsealed(tmp_path: Path, s3: S3Site) -> N
     assert len(text) >= 8, row
     keys = s3.server.list_keys(s3.bucket, f"{PREFIX}/{SITE}/")
     assert any("/manifest/" in k for k in keys) and any("/events/" in k for k in keys)
-    # The site's claim and its snapshot's signed statement are plain by design:
-    # ids, a host name, a fingerprint, a size and sha256 of the sealed snapshot.
-    public = [k for k in keys if "/site/id." in k or k.endswith(".sig")]
-    assert len(public) == 2, public
+    # The site's claim, its snapshot's signed statement and its heartbeat are
+    # plain by design: ids, a host name, a fingerprint, a size and sha256 of the
+    # sealed snapshot; counts and times.
+    public = [k for k in keys if "/site/id." in k or k.endswith(".sig") or "/heartbeat/" in k]
+    assert len(public) == 3, public
     for key in public:
         data = s3.server.get_raw(s3.bucket, key)
         assert data is not None and marker not in data and relpath not in data, key
