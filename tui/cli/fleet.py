@@ -6,7 +6,8 @@ check: exit 1 when any site is not ok. Reads only; needs no coldkeep.toml.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import click
@@ -118,19 +119,28 @@ async def _load(found: Fleet) -> tuple[list[FleetSite], int]:
     return sorted(sites, key=lambda s: (s.health.sort_key(), s.site)), now
 
 
+def _fleet_command(fn: Callable[[Context, Fleet, str], Awaitable[int]]) -> Callable[..., None]:
+    """A fleet subcommand: the options that say which fleet and how its sites
+    are judged read into a ``Fleet`` (a usage error ends it here), ``fn``'s
+    coroutine then run with its context, the fleet and the URL."""
+
+    @functools.wraps(fn)
+    def run(
+        url: str, endpoint_url: str | None, region: str | None, identity: Path | None,
+        silent_after: float, backlog_days: float, json_out: bool = False,
+    ) -> None:  # fmt: skip
+        ctx = ctx_for(None, json_out)
+        rules = HealthRules(silent_cap_h=silent_after, backlog_days=backlog_days)
+        found = _fleet(ctx, url, endpoint_url, region, identity, rules)
+        run_command(fn(ctx, found, url), ctx, progress=False)
+
+    return _where(_rules(run))
+
+
 @fleet.command(name="status")
-@_where
-@_rules
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout.")
-def status(
-    url: str,
-    endpoint_url: str | None,
-    region: str | None,
-    identity: Path | None,
-    silent_after: float,
-    backlog_days: float,
-    json_out: bool,
-) -> None:
+@_fleet_command
+async def status(ctx: Context, found: Fleet, url: str) -> int:
     """Each site's health, worst first: ok, warn (a backlog standing, files
     quarantined), critical (verify failures, a failed job, no usable snapshot,
     a heartbeat that is not the site's own) or silent (no heartbeat for twice
@@ -145,45 +155,23 @@ def status(
       coldkeep fleet status --remote s3://acme-archive/coldkeep
       coldkeep fleet status --remote s3://acme-archive/coldkeep --json | jq '.result.sites[0]'
     """
-    ctx = ctx_for(None, json_out)
-    rules = HealthRules(silent_cap_h=silent_after, backlog_days=backlog_days)
-    found = _fleet(ctx, url, endpoint_url, region, identity, rules)
-
-    async def go() -> int:
-        sites, _ = await _load(found)
-        return _said(ctx, sites, url)
-
-    run_command(go(), ctx, progress=False)
+    sites, _ = await _load(found)
+    return _said(ctx, sites, url)
 
 
 @fleet.command(name="metrics")
-@_where
-@_rules
-def metrics(
-    url: str,
-    endpoint_url: str | None,
-    region: str | None,
-    identity: Path | None,
-    silent_after: float,
-    backlog_days: float,
-) -> None:
+@_fleet_command
+async def metrics(ctx: Context, found: Fleet, url: str) -> int:
     """Every site's health as Prometheus gauges (the text exposition format),
     one set per site: its state, its heartbeat's age, verify failures, backlog,
     quarantined files, pending bytes, failed jobs (docs/operations.md, "The
     fleet view"). For node_exporter's textfile collector from cron, write to a
     temporary name and rename it. Reads only."""
-    ctx = ctx_for(None)
-    rules = HealthRules(silent_cap_h=silent_after, backlog_days=backlog_days)
-    found = _fleet(ctx, url, endpoint_url, region, identity, rules)
-
-    async def go() -> int:
-        sites, now = await _load(found)
-        registry = CollectorRegistry(auto_describe=True)
-        registry.register(FleetCollector(sites, now))
-        click.echo(generate_latest(registry).decode(), nl=False)
-        return EXIT_OK
-
-    run_command(go(), ctx, progress=False)
+    sites, now = await _load(found)
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(FleetCollector(sites, now))
+    click.echo(generate_latest(registry).decode(), nl=False)
+    return EXIT_OK
 
 
 def _said(ctx: Context, sites: list[FleetSite], where: str) -> int:
