@@ -291,3 +291,32 @@ async def test_the_filter_lists_the_first_matches_of_all_sites_not_of_each(
         for row in c.filter(parse_query(""), limit=100_000)[1]
     )
     assert [(row.relpath, site, row.id) for site, row in found.rows] == every[:7]
+
+
+async def test_enter_on_a_site_says_why_it_is_in_its_state_and_f_lists_its_files(
+    bucket: Path, tmp_path: Path
+) -> None:
+    from coldkeep.tui.console.fleet.site import SiteScreen
+
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        sites_table = app.view.query_one("#fleet-sites", DataTable)
+        sites_table.focus()
+        sites_table.move_cursor(row=0)  # web-3, the sick one, on top
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, SiteScreen)
+        said = str(app.screen.query_one("#site-detail", Static).render())
+        assert "!! web-3: critical" in said and "no manifest snapshot" in said, said
+        await pilot.press("escape")
+        await settle(pilot)
+        sites_table.move_cursor(row=sites_table.get_row_index("web-1"))
+        await pilot.press("enter")
+        await settle(pilot)
+        said = str(app.screen.query_one("#site-detail", Static).render())
+        assert "ok web-1: ok" in said and "heartbeat   " in said and "ago (due every" in said
+        await pilot.press("f")
+        await settle(pilot)
+        assert app.view.query_one("#fleet-filter", Input).value == "site:web-1"
+        assert {row[1] for row in cells(app, "#fleet-table")} == {"web-1"}

@@ -59,6 +59,8 @@ FLEET_ACTIONS: tuple[ConsoleAction, ...] = (
 FLEET_HELP = (
     "The fleet view reads the manifest snapshots the sites shipped: it shows each "
     "site as of its last ship, and changes nothing on the remote or on any site. "
+    "The sites table shows each one's health, the sick first: enter on a site shows "
+    "why, and its heartbeat. "
     "Type in the filter, move to the table (down, enter, tab or esc), select with "
     "space, set the target (t), restore (r). esc closes this."
 )

@@ -30,7 +30,7 @@ class FleetApp(App[None]):
 
     CSS_PATH = Path(__file__).parents[1] / "app.tcss"  # the main console's
     CSS = """
-    #fleet-sites { height: auto; max-height: 8; scrollbar-size-horizontal: 0; }
+    #fleet-sites { height: auto; max-height: 45%; min-height: 4; scrollbar-size-horizontal: 0; }
     #fleet-count, #fleet-preview { height: auto; padding: 0 1; }
     #fleet-table { height: 1fr; min-height: 4; }
     #fleet-controls { height: 3; }

@@ -47,6 +47,7 @@ from .messages import (
     SitesLoaded,
     TargetChecked,
 )
+from .site import SiteScreen
 
 
 class FleetScreen(Screen[None]):
@@ -267,6 +268,22 @@ class FleetScreen(Screen[None]):
         )
         self._show_count()
         self._preview()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a site: its health and heartbeat, line by line."""
+        if event.data_table.id != "fleet-sites":
+            return
+        site = self.sites.get(str(event.row_key.value))
+        if site is None:  # still loading
+            return
+        self.app.push_screen(SiteScreen(site), self._site_closed)
+
+    def _site_closed(self, text: str | None) -> None:
+        if text is None:
+            return
+        field = self.query_one("#fleet-filter", Input)
+        field.value = text
+        self.set_focus(field)
 
     def action_focus_filter(self) -> None:
         self.set_focus(self.query_one("#fleet-filter", Input))
