@@ -441,3 +441,15 @@ async def test_a_pass_stopped_by_an_unexpected_error_says_so(settings: Settings)
         said = text_of(app, "#inflight-phase")
         assert "unexpected error: RuntimeError: the step hook broke" in said, said
         assert "last pass #1 failed" in text_of(app, "#status-line")
+
+
+async def test_the_palette_offers_each_command_once_and_quit_asks(settings: Settings) -> None:
+    """Textual's own Quit (which quits at once) is replaced by the registry's."""
+    app = make_app(settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in commands]
+        assert len(titles) == len(set(titles)), titles
+        [quit_command] = [c for c in commands if c.title == "Quit"]
+        assert "asks first" in quit_command.help, quit_command.help

@@ -320,3 +320,16 @@ async def test_enter_on_a_site_says_why_it_is_in_its_state_and_f_lists_its_files
         await settle(pilot)
         assert app.view.query_one("#fleet-filter", Input).value == "site:web-1"
         assert {row[1] for row in cells(app, "#fleet-table")} == {"web-1"}
+
+
+async def test_the_palette_has_one_quit_and_it_is_the_one_that_asks(
+    bucket: Path, tmp_path: Path
+) -> None:
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in commands]
+        assert len(titles) == len(set(titles)), titles
+        [quit_command] = [c for c in commands if c.title == "Quit"]
+        assert "asks first while a restore runs" in quit_command.help

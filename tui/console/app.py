@@ -30,7 +30,6 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -52,7 +51,7 @@ from ..operations import BY_ACTION, BY_NAME, headline
 from ..operations.jobs import run_job
 from ..operations.spec import Nothing, Operation, Question, Run, Site
 from ..text.events import describe
-from .kit.actions import ACTIONS, bindings
+from .kit.actions import ACTIONS, bindings, palette
 from .kit.messages import (
     Attached,
     BacklogLoaded,
@@ -166,12 +165,8 @@ class ColdkeepApp(OwnActions):
         return await super().run_action(action, default_namespace, namespaces)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for a in ACTIONS:
-            if self.offered(a):
-                yield SystemCommand(
-                    a.label, f"{a.help} \\[{a.key_label}]", partial(self.run_action, a.name)
-                )
+        offered = (a for a in ACTIONS if self.offered(a))
+        return palette(super().get_system_commands(screen), offered, self.run_action)
 
     # operations -----------------------------------------------------------------
 

@@ -7,7 +7,6 @@ on the way out.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.ops.fleet import Fleet
 from coldkeep.core.remote.sealing import Identities
 
+from ..kit.actions import palette
 from ..kit.pilot import busy
 from .actions import FLEET_ACTIONS
 from .view import FleetScreen
@@ -53,11 +53,7 @@ class FleetApp(App[None]):
         await self.fleet.close()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for a in FLEET_ACTIONS:
-            yield SystemCommand(
-                a.label, f"{a.help} \\[{a.key_label}]", partial(self.view.run_action, a.name)
-            )
+        return palette(super().get_system_commands(screen), FLEET_ACTIONS, self.view.run_action)
 
     def busy_workers(self) -> list[Worker[Any]]:
         return busy(self)

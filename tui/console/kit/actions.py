@@ -9,8 +9,10 @@ terminals and SSH clients swallow.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 
+from textual.app import SystemCommand
 from textual.binding import Binding
 
 from ...operations import OPERATIONS
@@ -128,6 +130,22 @@ def bindings(actions: Sequence[ConsoleAction] = ACTIONS) -> list[Binding]:
         Binding(a.keys, a.name, a.label, show=a.footer and a.name != "help", priority=a.at_once)
         for a in actions
     ]
+
+
+def palette(
+    textual: Iterable[SystemCommand],
+    actions: Iterable[ConsoleAction],
+    run: Callable[[str], object],
+) -> Iterator[SystemCommand]:
+    """The palette's commands: Textual's own (theme, keys, screenshot…) but
+    any a registry action of the same title replaces (Textual's Quit quits at
+    once, where the registry's asks first while an operation runs), then each
+    of ``actions``, run through ``run``."""
+    ours = list(actions)
+    titles = {a.label for a in ours}
+    yield from (c for c in textual if c.title not in titles)
+    for a in ours:
+        yield SystemCommand(a.label, f"{a.help} \\[{a.key_label}]", partial(run, a.name))
 
 
 def quit_question(running: str | None) -> Question:
