@@ -303,8 +303,9 @@ class ColdkeepApp(OwnActions):
 
     async def _on_message(self, message: Message) -> None:
         # A report posted before the console began closing can land after its
-        # panes are gone: it has nothing left to show.
-        if isinstance(message, Report) and not self.query(CheckpointPane):
+        # panes, or some of their parts, are gone: it has nothing left to show.
+        # (Shutting down stops the app running first, then removes the panes.)
+        if isinstance(message, Report) and (not self.is_running or not self.query(CheckpointPane)):
             return
         await super()._on_message(message)
 
