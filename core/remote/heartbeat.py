@@ -138,16 +138,11 @@ async def publish(store: ObjectStore, site: str, key: SiteKey, beat: Beat, layou
 
 async def prune(store: ObjectStore, site: str, keep: int = KEEP) -> int:
     """The site's beats but the newest ``keep`` (by name) deleted; how many."""
-    names = sorted(
-        [i.key async for i in store.list_objects(f"{site}/{PREFIX}")],
-        reverse=True,
-    )
-    gone = 0
-    for full in names[keep:]:
-        if NAME.match(full[len(site) + 1 :]):
-            await store.delete(full)
-            gone += 1
-    return gone
+    listed = [i.key async for i in store.list_objects(f"{site}/{PREFIX}")]
+    beats = sorted((k for k in listed if NAME.match(k[len(site) + 1 :])), reverse=True)
+    for full in beats[keep:]:
+        await store.delete(full)
+    return len(beats[keep:])
 
 
 @dataclass(frozen=True)
