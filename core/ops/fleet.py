@@ -141,6 +141,8 @@ class Fleet:
         self.sites: list[FleetSite] = []
         self.rules = rules
         self.counts = True  # load's: each site's lock counts read
+        # The sites a load has finished so far, as they finish (the view shows them).
+        self.loaded: dict[str, FleetSite] = {}
 
     async def close(self) -> None:
         await self.store.close()
@@ -160,12 +162,15 @@ class Fleet:
         except RemoteNoBucket as err:  # the URL came from --remote, not a remote.url
             raise err.said_for("check the URL given to --remote") from err
         gate = asyncio.Semaphore(SITES_IN_FLIGHT)
+        self.loaded = {}
 
         async def one(name: str) -> FleetSite:
             async with gate:
                 site = await self._site(name)
             now = await self.store.server_now()
-            return replace(site, health=judge(site.problem, site.heard, now, self.rules))
+            site = replace(site, health=judge(site.problem, site.heard, now, self.rules))
+            self.loaded[name] = site
+            return site
 
         self.sites = list(await asyncio.gather(*(one(name) for name in names)))
         return self.sites

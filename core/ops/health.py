@@ -45,7 +45,10 @@ class Health:
         return "; ".join(self.reasons) or "ok"
 
     def sort_key(self) -> tuple[int, int]:
-        return STATES.index(self.state), -(self.quiet_ms if self.quiet_ms is not None else 1 << 62)
+        """Worst first, then the longest quiet (by the minute: sites beating
+        alike keep their order, by name, from one look to the next)."""
+        quiet = self.quiet_ms // 60_000 if self.quiet_ms is not None else 1 << 62
+        return STATES.index(self.state), -quiet
 
 
 def span(ms: int) -> str:

@@ -302,7 +302,9 @@ async def test_enter_on_a_site_says_why_it_is_in_its_state_and_f_lists_its_files
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
         sites_table = app.view.query_one("#fleet-sites", DataTable)
-        sites_table.focus()
+        await pilot.press("escape", "s")  # from the filter to the table, then to the sites
+        await settle(pilot)
+        assert app.focused is sites_table
         sites_table.move_cursor(row=0)  # web-3, the sick one, on top
         await pilot.press("enter")
         await settle(pilot)

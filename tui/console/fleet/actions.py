@@ -27,6 +27,13 @@ FLEET_ACTIONS: tuple[ConsoleAction, ...] = (
         "status:STATUS, after:DATE, before:DATE",
     ),
     ConsoleAction(
+        "focus_sites",
+        "s",
+        "Sites",
+        "Go to the sites table (the sick on top): enter on a site says why it is in its "
+        "state and what its heartbeat says",
+    ),
+    ConsoleAction(
         "find",
         "g",
         "Find",

@@ -26,6 +26,7 @@ class SitesListed(Message):
 @dataclass
 class SitesLoaded(Message):
     sites: list[FleetSite]
+    done: bool = True  # False: those loaded so far, the others still loading
 
 
 @dataclass

@@ -27,6 +27,7 @@ from coldkeep.core.store.connection import ManifestError
 from ..widgets.tables import Cell
 from .messages import CatalogsLoaded, FleetLoadFailed, SitesListed, SitesLoaded
 
+SHOWN_EVERY_S = 0.3  # how often the sites loaded so far are shown
 COLUMNS = [
     ("Health", "health"),
     ("Site", "site"),
@@ -47,7 +48,14 @@ async def gather(fleet: Fleet, post: Callable[[Message], object]) -> None:
         # Listed first only to say how many are coming: Fleet.load lists
         # again (one delimiter listing) and fetches each site's snapshot.
         post(SitesListed(await fleet.store.list_dirs("")))
-        post(SitesLoaded(await fleet.load(counts=False)))
+        loading = asyncio.ensure_future(fleet.load(counts=False))
+        # The sites loaded so far shown as they come (a thousand take seconds),
+        # a few times a second rather than one message a site.
+        while not loading.done():
+            await asyncio.wait([loading], timeout=SHOWN_EVERY_S)
+            if not loading.done() and fleet.loaded:
+                post(SitesLoaded(list(fleet.loaded.values()), done=False))
+        post(SitesLoaded(loading.result()))
         catalogs = await fleet.catalogs()
         post(CatalogsLoaded(catalogs))
         post(SitesLoaded(await fleet.counted()))  # what each bucket locks, once the table is full
@@ -138,7 +146,9 @@ def status_line(
             if listed
             else f"listing the sites under {where}…"
         )
-        if sites:
+        if sites and len(sites) < n:
+            text = f"loaded {len(sites)} of {n} sites… (each one's newest manifest snapshot)"
+        elif sites:
             text = f"loading {sum(s.usable for s in sites.values())} sites' catalogs…"
         return text
     if not sites:

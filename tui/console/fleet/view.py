@@ -146,7 +146,9 @@ class FleetScreen(Screen[None]):
 
     def _show_sites(self) -> None:
         table = self.query_one("#fleet-sites", DataTable)
-        sync_table(table, sites.site_rows(self.sites, self.catalogs))
+        waiting = [name for name in self.listed if name not in self.sites]
+        rows = {**sites.listed_rows(waiting), **sites.site_rows(self.sites, self.catalogs)}
+        sync_table(table, rows)
         # The sick hosts on top: by health, the longest quiet first within one.
         order = {name: (s.health.sort_key(), name) for name, s in self.sites.items()}
         table.sort("site", key=lambda cell: order.get(str(cell), ((9, 0), str(cell))))
@@ -173,6 +175,9 @@ class FleetScreen(Screen[None]):
     @on(Input.Submitted, "#fleet-to")
     def action_focus_table(self) -> None:
         self.set_focus(self.query_one("#fleet-table", DataTable))  # at once, as in restore.py
+
+    def action_focus_sites(self) -> None:
+        self.set_focus(self.query_one("#fleet-sites", DataTable))
 
     def on_searched(self, message: Searched) -> None:
         # The filter runs in a thread no one can interrupt: a result for text
