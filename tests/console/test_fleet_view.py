@@ -335,3 +335,43 @@ async def test_the_palette_has_one_quit_and_it_is_the_one_that_asks(
         assert len(titles) == len(set(titles)), titles
         [quit_command] = [c for c in commands if c.title == "Quit"]
         assert "asks first while a restore runs" in quit_command.help
+
+
+async def test_the_sites_are_shown_as_they_load_not_all_at_the_end(
+    bucket: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """web-2's load is held until the sites loaded so far (web-1, web-3) have
+    been posted: they are, without waiting for it."""
+    from textual.message import Message
+
+    from coldkeep.core.ops.fleet import Fleet, FleetSite
+    from coldkeep.tui.console.fleet import sites as gathering
+    from coldkeep.tui.console.fleet.messages import SitesLoaded
+
+    monkeypatch.setattr(gathering, "SHOWN_EVERY_S", 0.01)
+    shown_early = asyncio.Event()
+    real_site = Fleet._site
+
+    async def held(self: Fleet, name: str) -> FleetSite:
+        if name == "web-2":
+            await shown_early.wait()
+        return await real_site(self, name)
+
+    monkeypatch.setattr(Fleet, "_site", held)
+    posted: list[Message] = []
+
+    def post(message: Message) -> None:
+        posted.append(message)
+        if isinstance(message, SitesLoaded) and not message.done:
+            if {s.site for s in message.sites} == {"web-1", "web-3"}:
+                shown_early.set()
+
+    fleet = Fleet(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    try:
+        await asyncio.wait_for(gathering.gather(fleet, post), timeout=60)
+    finally:
+        await fleet.close()
+    loaded = [m for m in posted if isinstance(m, SitesLoaded)]
+    assert not loaded[0].done, "the first sites shown before the last one loaded"
+    whole = [m for m in loaded if m.done]
+    assert whole and {s.site for s in whole[0].sites} == {"web-1", "web-2", "web-3"}
