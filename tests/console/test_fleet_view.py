@@ -362,9 +362,10 @@ async def test_the_sites_are_shown_as_they_load_not_all_at_the_end(
 
     def post(message: Message) -> None:
         posted.append(message)
-        if isinstance(message, SitesLoaded) and not message.done:
-            if {s.site for s in message.sites} == {"web-1", "web-3"}:
-                shown_early.set()
+        if not isinstance(message, SitesLoaded) or message.done:
+            return
+        if {s.site for s in message.sites} == {"web-1", "web-3"}:
+            shown_early.set()
 
     fleet = Fleet(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
     try:
