@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import textual._wait
+from textual.app import App, SystemCommand
 from textual.pilot import Pilot
 from textual.screen import Screen
 
@@ -119,3 +120,12 @@ def notices(app: ColdkeepApp) -> list[str]:
 
     setattr(app, "notify", recording)  # noqa: B010 - an instance's method, wrapped
     return said
+
+
+def the_one_quit(app: App[Any]) -> SystemCommand:
+    """The palette's Quit, once every title is checked to be there once."""
+    commands = list(app.get_system_commands(app.screen))
+    titles = [c.title for c in commands]
+    assert len(titles) == len(set(titles)), titles
+    [found] = [c for c in commands if c.title == "Quit"]
+    return found

@@ -28,7 +28,7 @@ from coldkeep.tui.console.fleet.restore import files
 from coldkeep.tui.console.fleet.view import FleetScreen
 from coldkeep.tui.console.screens import ConfirmScreen, FindScreen
 
-from consolekit import settle
+from consolekit import settle, the_one_quit
 from remotecheck import ship_site
 
 SIZE = (140, 40)
@@ -330,11 +330,7 @@ async def test_the_palette_has_one_quit_and_it_is_the_one_that_asks(
     app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        commands = list(app.get_system_commands(app.screen))
-        titles = [c.title for c in commands]
-        assert len(titles) == len(set(titles)), titles
-        [quit_command] = [c for c in commands if c.title == "Quit"]
-        assert "asks first while a restore runs" in quit_command.help
+        assert "asks first while a restore runs" in the_one_quit(app).help
 
 
 async def test_the_sites_are_shown_as_they_load_not_all_at_the_end(
