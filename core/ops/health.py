@@ -24,6 +24,8 @@ from ..remote.heartbeat import Beat, Heard
 
 State = Literal["critical", "silent", "warn", "ok"]
 STATES: tuple[State, ...] = ("critical", "silent", "warn", "ok")
+#: Marks that say a state without colour (NO_COLOR, a log, a pager).
+MARKS: dict[State, str] = {"critical": "!!", "silent": "??", "warn": "! ", "ok": "ok"}
 NO_BEAT = "no heartbeat"
 HOUR_MS = 3_600_000
 

@@ -1,7 +1,8 @@
 """``coldkeep fleet status``: every site under a remote prefix, its health
 (ok, warn, critical, silent) and why, worst first, from each one's signed
 heartbeat and manifest snapshot, for cron, a health-check ping or a Nagios
-check: exit 1 when any site is not ok. Reads only; needs no coldkeep.toml.
+check: exit 1 when any site is not ok. ``coldkeep fleet metrics``: the same
+as Prometheus gauges. Both read only and need no coldkeep.toml.
 """
 
 from __future__ import annotations
@@ -17,15 +18,12 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Coldkeep
 from coldkeep.core.base.times import now_ms
 from coldkeep.core.ops.fleet import Fleet, FleetSite, fleet_cache
 from coldkeep.core.ops.fleetmetrics import FleetCollector
-from coldkeep.core.ops.health import HealthRules, span
+from coldkeep.core.ops.health import MARKS, HealthRules, span
 
 from ..operations.spec import IDENTITY_HELP
 from ..text.fmt import plural
 from .console import fleet_remote
 from .kit import Context, ctx_for, fail, identities_for, run_command
-
-#: Marks that say the state without colour (NO_COLOR, a log, a pager).
-MARKS = {"critical": "!!", "silent": "??", "warn": "! ", "ok": "ok"}
 
 
 def site_dict(s: FleetSite) -> dict[str, object]:

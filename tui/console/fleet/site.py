@@ -16,11 +16,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from coldkeep.core.ops.fleet import FleetSite
-from coldkeep.core.ops.health import span
+from coldkeep.core.ops.health import MARKS, span
 from coldkeep.core.remote.heartbeat import Beat
 
 from ...text.fmt import clock_time, human, plural, shown
-from .sites import MARKS, STYLES, snapshot_time
+from .sites import STYLES, snapshot_time
 
 
 def _beat_lines(b: Beat, quiet: int | None) -> list[str]:

@@ -21,7 +21,7 @@ from textual.message import Message
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.files.catalog import Catalog
 from coldkeep.core.ops.fleet import Fleet, FleetSite
-from coldkeep.core.ops.health import span
+from coldkeep.core.ops.health import MARKS, span
 from coldkeep.core.store.connection import ManifestError
 
 from ..widgets.tables import Cell
@@ -36,8 +36,6 @@ COLUMNS = [
     ("Entries", "entries"),
     ("", "note"),
 ]
-#: A state's mark says it without colour (NO_COLOR, a monochrome terminal).
-MARKS = {"critical": "!!", "silent": "??", "warn": "! ", "ok": "ok"}
 STYLES = {"critical": "bold red", "silent": "magenta", "warn": "yellow", "ok": "green"}
 
 
