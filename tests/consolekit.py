@@ -108,7 +108,7 @@ async def archive_all(app: ColdkeepApp, pilot: Pilot[None]) -> None:
     await settle(pilot)
 
 
-def notices(app: ColdkeepApp) -> list[str]:
+def notices(app: App[Any]) -> list[str]:
     """What ``app`` tells the operator in a notice from now on ("title: text"),
     kept (the toasts themselves time out)."""
     said: list[str] = []

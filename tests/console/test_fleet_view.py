@@ -28,7 +28,7 @@ from coldkeep.tui.console.fleet.restore import files
 from coldkeep.tui.console.fleet.view import FleetScreen
 from coldkeep.tui.console.screens import ConfirmScreen, FindScreen
 
-from consolekit import settle, the_one_quit
+from consolekit import notices, settle, the_one_quit
 from remotecheck import ship_site
 
 SIZE = (140, 40)
@@ -372,3 +372,18 @@ async def test_the_sites_are_shown_as_they_load_not_all_at_the_end(
     assert not loaded[0].done, "the first sites shown before the last one loaded"
     whole = [m for m in loaded if m.done]
     assert whole and {s.site for s in whole[0].sites} == {"web-1", "web-2", "web-3"}
+
+
+async def test_a_restore_stopped_before_its_first_file_says_so(
+    bucket: Path, tmp_path: Path
+) -> None:
+    from coldkeep.core.files.restore import RestoreReport
+    from coldkeep.tui.console.fleet.messages import RestoreEnded
+
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        said = notices(app)
+        app.view.post_message(RestoreEnded(tmp_path / "to", RestoreReport(), [], "stopped"))
+        await settle(pilot)
+        assert said == ["restore to " + str(tmp_path / "to") + ": stopped: no file restored yet"]

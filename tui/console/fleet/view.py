@@ -427,7 +427,10 @@ class FleetScreen(Screen[None]):
         if message.error is not None:
             self.notify(message.error.splitlines()[0], title=title, severity="error", timeout=10)
         elif message.stopped is not None:
-            self.notify(f"{message.stopped}: {headline(report)}", title=title, severity="warning")
+            # Stopped before its first file: its counts are empty, which the
+            # restore's own words call "nothing selected".
+            done = headline(report) if report.counts else "no file restored yet"
+            self.notify(f"{message.stopped}: {done}", title=title, severity="warning")
         else:
             severity: SeverityLevel = "warning" if report.failed else "information"
             self.notify(headline(report), title=title, severity=severity)
