@@ -116,10 +116,11 @@ def check_remote_site(
 
 def _settled_later(site: Path, partial: Path) -> bool:
     """A partial the next ship removes: an upload cut short in a remote folder,
-    or a scratch file of its own under archive_root."""
+    a scratch file of its own under archive_root, or the site key's file cut
+    short before its rename (the next ship makes the key again)."""
     rel = partial.relative_to(site)
-    scratch = rel.parent == Path("archive") and rel.name.startswith(".remote-")
-    return scratch or "remote" in rel.parts
+    own = rel.parent == Path("archive") and rel.name.startswith((".remote-", "coldkeep.sitekey."))
+    return own or "remote" in rel.parts
 
 
 def _opened(

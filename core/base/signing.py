@@ -156,8 +156,12 @@ def load_key(root: Path) -> SiteKey | None:
 
 def save_key(root: Path, key: SiteKey) -> bool:
     """``key`` kept under archive_root ``root`` where no key is yet (False: one
-    is, and nothing changed)."""
+    is, and nothing changed). A key file a kill left half-written before its
+    rename is removed first: a key is made under the archive lock, so no other
+    process is writing one, and its bytes are a private key's."""
     path = key_path(root)
+    for left in root.glob(f"{KEY_NAME}.*{PARTIAL_SUFFIX}"):
+        unlink_if_present(left, root=root)
     tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
     fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, root=root)
     try:
