@@ -387,3 +387,19 @@ async def test_a_restore_stopped_before_its_first_file_says_so(
         app.view.post_message(RestoreEnded(tmp_path / "to", RestoreReport(), [], "stopped"))
         await settle(pilot)
         assert said == ["restore to " + str(tmp_path / "to") + ": stopped: no file restored yet"]
+
+
+async def test_a_selects_every_match_listed_and_again_none(bucket: Path, tmp_path: Path) -> None:
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await type_into(pilot, "unit-0001")
+        await pilot.press("down", "a")  # to the table, then every match
+        await settle(pilot)
+        rows = cells(app, "#fleet-table")
+        assert rows and all(row[0] == "✓" for row in rows)
+        assert f"{len(rows)} selected" in text_of(app, "#fleet-count")
+        await pilot.press("a")
+        await settle(pilot)
+        assert all(row[0] == "" for row in cells(app, "#fleet-table"))
+        assert "selected" not in text_of(app, "#fleet-count")

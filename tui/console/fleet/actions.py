@@ -20,6 +20,13 @@ FLEET_ACTIONS: tuple[ConsoleAction, ...] = (
         "select_row", "space", "Select", "Select or unselect the highlighted file", button=False
     ),
     ConsoleAction(
+        "select_all",
+        "a",
+        "All",
+        "Select every match listed (at most the first 500); again: select none",
+        button=False,
+    ),
+    ConsoleAction(
         "focus_filter",
         "slash",
         "Filter",

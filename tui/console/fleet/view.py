@@ -274,6 +274,17 @@ class FleetScreen(Screen[None]):
         self._show_count()
         self._preview()
 
+    def action_select_all(self) -> None:
+        """Every match listed selected; when every one already is, none."""
+        listed = set(self.rows)
+        self.selected = set() if listed and listed <= self.selected else self.selected | listed
+        table = self.query_one("#fleet-table", DataTable)
+        with self.app.batch_update():
+            for key in listed:
+                table.update_cell(key, "sel", "✓" if key in self.selected else "")
+        self._show_count()
+        self._preview()
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a site: its health and heartbeat, line by line."""
         if event.data_table.id != "fleet-sites":
