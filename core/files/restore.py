@@ -162,6 +162,11 @@ class RestoreReport:
         return dict(out)
 
     @property
+    def said(self) -> str:
+        """Its counts in one line: ``3 restored, 1 exists``."""
+        return ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items())) or "nothing selected"
+
+    @property
     def failed(self) -> bool:
         """Something selected did not come back: a gzip gone or bad, a path
         refused, or an entry whose data retention deleted (``expired``)."""

@@ -335,6 +335,5 @@ async def _finish_one(
         await thaws.end_restore(manifest, waiting.id, False, sessions.clock(), str(err))
         report.failed.append(waiting.id)
         return
-    said = ", ".join(f"{n} {k}" for k, n in sorted(done.counts.items())) or "nothing selected"
-    await thaws.end_restore(manifest, waiting.id, not done.failed, sessions.clock(), said)
+    await thaws.end_restore(manifest, waiting.id, not done.failed, sessions.clock(), done.said)
     (report.failed if done.failed else report.restored).append(waiting.id)

@@ -147,7 +147,7 @@ def _restore(options: Options) -> Run:
 def _restore_line(r: RestoreReport) -> str:
     if r.nothing_archived:
         return "nothing archived yet (no coldkeep.db): nothing to restore"
-    return ", ".join(f"{n} {k}" for k, n in sorted(r.counts.items())) or "nothing selected"
+    return r.said
 
 
 def _restore_detail(r: RestoreReport) -> list[str]:
