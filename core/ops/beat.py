@@ -14,20 +14,32 @@ on a sealed site not the words of a job's error.
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 
 from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.version import version
 from ..remote import heartbeat
 from ..remote.heartbeat import Beat
-from ..remote.identity import site_key
+from ..remote.identity import NO_KEY_YET, site_key
 from ..remote.objectstore import ObjectStore
 from ..store import jobruns, passlog, problems, sitestate, stats
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
 
 FAILED = ("error", "timeout", "killed")
-NOT_SENT = "no heartbeat sent: "
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """Why no beat was sent; ``first_ship``: the site has no key yet, which
+    its first ship makes (not a failure)."""
+
+    why: str
+    first_ship: bool = False
+
+    def __str__(self) -> str:
+        return f"no heartbeat sent: {self.why}"
 
 
 async def beat_of(settings: Settings, manifest: Manifest, fingerprint: str, now: int) -> Beat:
@@ -85,11 +97,11 @@ def beat_interval(settings: Settings) -> int:
 
 async def send(
     settings: Settings, manifest: Manifest, layout: Layout, store: ObjectStore, now: int
-) -> str:
+) -> str | NotSent:
     """A beat put in the bucket; its key under the site, or why none was sent."""
     assert settings.remote is not None
     key = await site_key(manifest, layout.root, now, create=False)
     if isinstance(key, str):
-        return f"{NOT_SENT}{key}"
+        return NotSent(key, first_ship=key == NO_KEY_YET)
     beat = await beat_of(settings, manifest, key.fingerprint, now)
     return await heartbeat.publish(store, settings.remote.site, key, beat, layout)

@@ -78,11 +78,11 @@ async def _beat(
     except RemoteFatal:
         raise
     except RemoteError as err:
-        sent = f"no heartbeat sent: {err}"
-    if sent.startswith(heartbeat.PREFIX):
-        report.heartbeat = sent
+        sent = beat.NotSent(str(err))
+    if isinstance(sent, beat.NotSent):
+        report.notices.append(str(sent))
     else:
-        report.notices.append(sent)
+        report.heartbeat = sent
 
 
 async def verify(

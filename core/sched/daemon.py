@@ -42,9 +42,7 @@ from ..files.pathindex import PathIndex, Unusable
 from ..ops import beat
 from ..ops import restore as restoring
 from ..ops.session import open_manifest
-from ..remote import heartbeat
 from ..remote.connect import connected
-from ..remote.identity import NO_KEY_YET
 from ..store import stats
 from ..store.manifest import Manifest
 from . import alerts, heap
@@ -191,10 +189,11 @@ async def send_beat(
         sent = await beat.send(
             settings, manifest, archiver.sessions.layout, store, int(clock.now() * 1000)
         )
-    ok = sent.startswith(heartbeat.PREFIX)
-    if not ok and sent.endswith(NO_KEY_YET):  # a site that never shipped: not a failure
-        return Outcome(True, {"heartbeat": None, "skipped": sent})
-    return Outcome(ok, {"heartbeat": sent if ok else None}, None if ok else sent)
+    if not isinstance(sent, beat.NotSent):
+        return Outcome(True, {"heartbeat": sent})
+    if sent.first_ship:  # a site that never shipped: not a failure
+        return Outcome(True, {"heartbeat": None, "skipped": str(sent)})
+    return Outcome(False, {"heartbeat": None}, str(sent))
 
 
 class Scheduler:
