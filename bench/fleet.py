@@ -105,7 +105,7 @@ async def loaded(remote: Path, cache: Path) -> tuple[float, float, int]:
         await fleet.load()  # the cache filled
         t0 = time.perf_counter()
         # As the fleet view's table fills: the sites and their health, sorted.
-        sites = sorted(await fleet.load(counts=False), key=lambda s: (s.health.sort_key(), s.site))
+        sites = sorted(await fleet.load(), key=lambda s: (s.health.sort_key(), s.site))
         load_s = time.perf_counter() - t0
         catalogs = await fleet.catalogs()
     finally:

@@ -140,7 +140,6 @@ class Fleet:
         self.store: ObjectStore = open_store(remote)
         self.sites: list[FleetSite] = []
         self.rules = rules
-        self.counts = True  # load's: each site's lock counts read
         # The sites a load has finished so far, as they finish (the view shows them).
         self.loaded: dict[str, FleetSite] = {}
 
@@ -150,12 +149,11 @@ class Fleet:
     def layout(self, site: str) -> Layout:
         return Layout(self.cache / site)
 
-    async def load(self, *, counts: bool = True) -> list[FleetSite]:
+    async def load(self) -> list[FleetSite]:
         """Every site and its newest usable snapshot, fetched when not cached,
-        and its health; with ``counts``, what each one's bucket locks (a read
-        of each snapshot: ``fleet status`` goes without, and the fleet view
-        reads them after its table is full: ``counted``)."""
-        self.counts = counts
+        and its health. What each one's bucket locks is read by ``counted``
+        (a read of each snapshot: ``fleet status`` goes without, and the fleet
+        view reads them once its table is full)."""
         await asyncio.to_thread(self.cache.mkdir, parents=True, exist_ok=True)
         try:
             names = await self.store.list_dirs("")
@@ -243,11 +241,11 @@ class Fleet:
         for seen in snapshots:
             key = f"{site}/{seen.key}"
             if key == cached and await asyncio.to_thread(layout.manifest.exists):
-                return await self._usable(site, seen)
+                return self._usable(site, seen)
             why = await self._fetch_snapshot(key, layout, seen.statement)
             if why is None:
                 await asyncio.to_thread(marker.write_text, key)
-                return await self._usable(site, seen)
+                return self._usable(site, seen)
             if why == SEALED:  # an older snapshot would hide what the newest holds
                 return FleetSite(site, None, SEALED)
             problems.append(why)
@@ -272,21 +270,10 @@ class Fleet:
         with reading(self.layout(site).manifest) as db:
             return read_lock_counts(db, now_ms())
 
-    async def _usable(self, site: str, seen: Seen) -> FleetSite:
-        """A site whose snapshot ``seen`` is in place, with what its bucket locks."""
-        counts = (0, 0, 0)
-        if self.counts:
-            counts = await asyncio.to_thread(self._lock_counts, site)
-        locked, held, sealed = counts
+    def _usable(self, site: str, seen: Seen) -> FleetSite:
+        """A site whose snapshot ``seen`` is in place."""
         taken = seen.statement.taken_at if seen.statement else snapshot_taken_at(seen.key)
-        return FleetSite(
-            site,
-            f"{site}/{seen.key}",
-            locked=locked,
-            legal_held=held,
-            sealed=sealed,
-            taken_at=taken,
-        )
+        return FleetSite(site, f"{site}/{seen.key}", taken_at=taken)
 
     async def _fetch_snapshot(
         self, key: str, layout: Layout, statement: Statement | None

@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .fleet import FleetSite
-from .health import STATES
+from .health import STATES, tally
 
 
 class FleetCollector(Collector):
@@ -33,8 +33,8 @@ class FleetCollector(Collector):
         count = GaugeMetricFamily(
             "coldkeep_fleet_sites", "How many sites are in each state.", labels=["state"]
         )
-        for name in STATES:
-            count.add_metric([name], sum(s.health.state == name for s in self.sites))
+        for name, n in tally(s.health for s in self.sites).items():
+            count.add_metric([name], n)
         for s in self.sites:
             for name in STATES:
                 state.add_metric([s.site, name], 1 if s.health.state == name else 0)

@@ -16,6 +16,7 @@ first: the sick hosts are at the top of a thousand.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,6 +52,12 @@ class Health:
         alike keep their order, by name, from one look to the next)."""
         quiet = self.quiet_ms // 60_000 if self.quiet_ms is not None else 1 << 62
         return STATES.index(self.state), -quiet
+
+
+def tally(healths: Iterable[Health]) -> dict[State, int]:
+    """How many are in each state, worst first (every state, 0 for none)."""
+    states = [h.state for h in healths]
+    return {state: states.count(state) for state in STATES}
 
 
 def span(ms: int) -> str:

@@ -18,7 +18,7 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Coldkeep
 from coldkeep.core.base.times import now_ms
 from coldkeep.core.ops.fleet import Fleet, FleetSite, fleet_cache
 from coldkeep.core.ops.fleetmetrics import FleetCollector
-from coldkeep.core.ops.health import MARKS, HealthRules, span
+from coldkeep.core.ops.health import MARKS, HealthRules, span, tally
 
 from ..operations.spec import IDENTITY_HELP
 from ..text.fmt import plural
@@ -46,7 +46,7 @@ def site_line(s: FleetSite) -> str:
 
 
 def _text(sites: list[FleetSite], where: str) -> str:
-    counts = {state: sum(s.health.state == state for s in sites) for state in MARKS}
+    counts = tally(s.health for s in sites)
     said = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
     lines = [site_line(s) for s in sites]
     lines.append(f"fleet: {plural(len(sites), 'site')} under {where}: {said or 'none'}")
@@ -110,7 +110,7 @@ def _fleet(
 async def _load(found: Fleet) -> tuple[list[FleetSite], int]:
     """Every site judged, worst first, and the bucket's time then."""
     try:
-        sites = await found.load(counts=False)
+        sites = await found.load()
         now = await found.store.server_now()
     finally:
         await found.close()

@@ -95,7 +95,8 @@ async def test_a_sealed_site_asks_for_the_identity(tmp_path: Path) -> None:
     assert not site.usable and site.problem == SEALED
     fleet = Fleet(RemoteSettings(remote.as_uri()), tmp_path / "cache", load_identities(key))
     try:
-        [site] = await fleet.load()
+        await fleet.load()
+        [site] = await fleet.counted()
         assert site.usable and site.sealed > 0, site
         cat = (await fleet.catalogs())["web-1"]
         _, wanted, _ = cat.filter(parse_query("unit-0001"))

@@ -46,7 +46,7 @@ async def gather(fleet: Fleet, post: Callable[[Message], object]) -> None:
         # Listed first only to say how many are coming: Fleet.load lists
         # again (one delimiter listing) and fetches each site's snapshot.
         post(SitesListed(await fleet.store.list_dirs("")))
-        loading = asyncio.ensure_future(fleet.load(counts=False))
+        loading = asyncio.ensure_future(fleet.load())
         # The sites loaded so far shown as they come (a thousand take seconds),
         # a few times a second rather than one message a site.
         while not loading.done():
