@@ -109,14 +109,15 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     retention = read_retention(top.table("retention"))
     mount = read_mount(top.table("mount"), base)
     top.done()
-    if remote is None:  # no remote tier: no ship or heartbeat to schedule or show
-        jobs = replace(
-            jobs, jobs={n: j for n, j in jobs.jobs.items() if n not in ("ship", "heartbeat")}
-        )
+    # The jobs this config has nothing for, neither scheduled nor shown.
+    absent = set()
+    if remote is None:  # no remote tier: nothing to ship, no heartbeat
+        absent |= {"ship", "heartbeat"}
     if remote is None or not remote.url.startswith("s3:"):  # only a bucket has cold classes
-        jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "thaws"})
+        absent.add("thaws")
     if not retention.configured:  # everything kept for ever: nothing to expire
-        jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n != "expire"})
+        absent.add("expire")
+    jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n not in absent})
 
     check_roots_apart(file, live_root, archive_root, state_db)
     if remote is not None:

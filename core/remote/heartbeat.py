@@ -136,13 +136,20 @@ async def publish(store: ObjectStore, site: str, key: SiteKey, beat: Beat, layou
     return name
 
 
+async def _beats(store: ObjectStore, site: str) -> list[ObjectInfo]:
+    """The site's beats as listed (anything else under the prefix left out),
+    the newest name first."""
+    listed = [i async for i in store.list_objects(f"{site}/{PREFIX}")]
+    named = (i for i in listed if NAME.match(i.key[len(site) + 1 :]))
+    return sorted(named, key=lambda i: i.key, reverse=True)
+
+
 async def prune(store: ObjectStore, site: str, keep: int = KEEP) -> int:
     """The site's beats but the newest ``keep`` (by name) deleted; how many."""
-    listed = [i.key async for i in store.list_objects(f"{site}/{PREFIX}")]
-    beats = sorted((k for k in listed if NAME.match(k[len(site) + 1 :])), reverse=True)
-    for full in beats[keep:]:
-        await store.delete(full)
-    return len(beats[keep:])
+    gone = (await _beats(store, site))[keep:]
+    for info in gone:
+        await store.delete(info.key)
+    return len(gone)
 
 
 @dataclass(frozen=True)
@@ -160,12 +167,8 @@ async def newest(store: ObjectStore, site: str, trust: Trust) -> Heard:
     ``READ`` newest names that the site's key signs (names order nothing a
     forger cannot plant: one that does not verify is passed over, and said
     when none does)."""
-    listed: list[ObjectInfo] = [i async for i in store.list_objects(f"{site}/{PREFIX}")]
-    named = sorted(
-        (i for i in listed if NAME.match(i.key[len(site) + 1 :])), key=lambda i: i.key, reverse=True
-    )
     problems: list[str] = []
-    for info in named[:READ]:
+    for info in (await _beats(store, site))[:READ]:
         if info.size > MAX_BEAT:
             problems.append("a heartbeat too big to be one")
             continue
