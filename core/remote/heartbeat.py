@@ -30,6 +30,7 @@ from typing import Any
 from ..base.layout import Layout
 from ..base.signing import SiteKey, fingerprint, verifies
 from .objectstore import ObjectInfo, ObjectStore, RemoteMissing
+from .smallreads import SmallReads
 from .snapshots import Trust
 
 WHAT = "heartbeat"
@@ -162,18 +163,20 @@ class Heard:
     problem: str | None = None
 
 
-async def newest(store: ObjectStore, site: str, trust: Trust) -> Heard:
+async def newest(
+    store: ObjectStore, site: str, trust: Trust, reads: SmallReads | None = None
+) -> Heard:
     """The site's newest believable beat: the first, newest name first, of the
     ``READ`` newest names that the site's key signs (names order nothing a
     forger cannot plant: one that does not verify is passed over, and said
-    when none does)."""
+    when none does). Read through ``reads`` where given."""
     problems: list[str] = []
     for info in (await _beats(store, site))[:READ]:
         if info.size > MAX_BEAT:
             problems.append("a heartbeat too big to be one")
             continue
         try:
-            data = await store.read_range(info.key, 0, info.size)
+            data = await (reads.read(info) if reads else store.read_range(info.key, 0, info.size))
         except RemoteMissing:  # pruned since the listing
             continue
         # In a thread: an Ed25519 check lets go of the GIL, and a thousand

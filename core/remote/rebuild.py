@@ -147,7 +147,9 @@ class FromRemoteReport:
 def check_db(path: Path) -> str | None:
     """Why the database at ``path`` cannot serve as the manifest, or None."""
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        # closing(): a connection's own ``with`` ends a transaction, not the
+        # connection, and one left open kept the file locked until collected.
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             if db.execute("PRAGMA integrity_check").fetchone() != ("ok",):
                 return "it fails integrity_check"
             version = db.execute("PRAGMA user_version").fetchone()[0]

@@ -260,7 +260,9 @@ class S3Store(ObjectStore):
                     retries={"mode": "standard"},
                     connect_timeout=10,
                     read_timeout=60,
-                    max_pool_connections=16,
+                    # Connections kept: each caller bounds its own requests (a ship 8
+                    # uploads, the fleet view 32 sites), this only how many it reuses.
+                    max_pool_connections=32,
                     s3={"addressing_style": "path"} if self.remote.endpoint_url else {},
                     request_checksum_calculation="when_required",
                     response_checksum_validation="when_required",

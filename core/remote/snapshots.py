@@ -51,6 +51,7 @@ from ..store.sitestate import SiteState
 from .bucketclock import SKEW_MS, apart
 from .bucketlock import snapshot_taken_at
 from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteLocked, RemoteMissing
+from .smallreads import SmallReads
 
 WHAT = "manifest snapshot"
 SIG = ".sig"
@@ -208,10 +209,12 @@ async def survey(
     *,
     only: Callable[[str], bool] | None = None,
     newest: int | None = None,
+    reads: SmallReads | None = None,
 ) -> Survey:
     """The snapshots under ``site``'s prefix (those whose key ``only`` takes,
     where given; of the signed ones' names, only the ``newest`` by the
-    generation they name, where given), the statement of each read. A
+    generation they name, where given), the statement of each read (through
+    ``reads``, where given: those read before are not read again). A
     statement that cannot be read at all (not there, too big) makes its
     snapshot unsigned or forged; a remote that cannot be used raises."""
     prefix = f"{site}/"
@@ -229,7 +232,7 @@ async def survey(
             return Seen(key, "forged", "its statement is too big to be one", info=info)
         try:
             async with gate:
-                data = await store.read_range(f"{prefix}{key}{SIG}", 0, sig.size)
+                data = await (reads.read(sig) if reads else store.read_range(sig.key, 0, sig.size))
         except RemoteMissing:  # deleted since the listing: as if never there
             return Seen(key, "unsigned", "no statement beside it", info=info)
         read = await asyncio.to_thread(read_statement, data, key + SIG)  # as heartbeat.py
