@@ -8,7 +8,9 @@ the remote (``RemoteReader``) into a folder the operator names, never in place.
 
 Invariants:
 - Read-only towards the remote: nothing is written under the prefix.
-- The cache holds each site's snapshot and the marker naming it; the scratch
+- The cache holds each site's snapshot and the marker naming it, and the
+  statements and heartbeats its last load read (``reads.json``: a warm load
+  lists them again and reads only what is new; smallreads.py); the scratch
   files of a fetch (and what SQLite left beside one while checking it) are
   removed after it, and those a killed view left at the site's next load.
 - A snapshot is used only if it reads back whole (the server's checksum) and
@@ -23,8 +25,10 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -51,6 +55,7 @@ from ..remote.heartbeat import Heard
 from ..remote.objectstore import ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
+from ..remote.smallreads import SmallReads
 from ..remote.snapshots import NoTrust, Seen, Statement, Trust, resolve_trust, survey
 from ..remote.unseal import SealedUnreadable
 from ..store.connection import ManifestError, reading
@@ -62,8 +67,12 @@ from .health import NO_BEAT, Health, HealthRules, judge
 FLEET_STATEMENTS = 3
 UNJUDGED = Health("silent", (NO_BEAT,), None)
 DEFAULT_RULES = HealthRules()
-# Sites read at once (each a few requests: its statements, its beats, a snapshot).
-SITES_IN_FLIGHT = 16
+# Sites read at once (each a few requests: its statements, its beats, a snapshot;
+# at 30 ms a request, a thousand sites want this many to be read in seconds).
+SITES_IN_FLIGHT = 32
+# A site's catalog has an index of paths from this many entries (fewer are
+# filtered quicker by a scan: load_catalog).
+INDEX_FROM = 50_000
 # A site whose newest snapshot is sealed, listed without an identity.
 SEALED = "sealed: give --identity"
 
@@ -122,6 +131,18 @@ class FleetSite:
     @property
     def usable(self) -> bool:
         return self.snapshot is not None
+
+
+def rollback_journal(snapshot: Path) -> None:
+    """A cached snapshot in rollback-journal mode, as it is not already: it is
+    only ever read, and a reader of a WAL database holds three files open (a
+    thousand sites' catalogs, kept open, would be 3,000). Blocking."""
+    with snapshot.open("rb") as f:
+        header = f.read(20)
+    if header[18:20] == b"\x01\x01":
+        return
+    with contextlib.closing(sqlite3.connect(snapshot)) as db:
+        db.execute("PRAGMA journal_mode=DELETE")
 
 
 class Fleet:
@@ -195,13 +216,15 @@ class Fleet:
             )
         return FleetFound(pattern, found, problems)
 
-    async def _snapshots(self, site: str) -> tuple[list[Seen], Trust | None] | str:
+    async def _snapshots(
+        self, site: str, reads: SmallReads
+    ) -> tuple[list[Seen], Trust | None] | str:
         """The site's own snapshots, newest first, as far as the bucket alone
         can tell (the only site id and the only key signing its snapshots
         there); an older coldkeep's unsigned ones where none is signed; else
         why none can be trusted. Only the newest few statements are read: a
         view of a thousand sites cannot read every one of each."""
-        found = await survey(self.store, site, newest=FLEET_STATEMENTS)
+        found = await survey(self.store, site, newest=FLEET_STATEMENTS, reads=reads)
         if not found.seen:
             return "no manifest snapshot (has it shipped yet?)"
         if not found.signed():
@@ -217,30 +240,48 @@ class Fleet:
         return [s for s in found.judged(trust, now) if s.verdict == "own"], trust
 
     async def _site(self, site: str) -> FleetSite:
-        found = await self._snapshots(site)
+        layout = self.layout(site)
+        reads, cached = await asyncio.to_thread(self._cached, site)
+        found = await self._snapshots(site, reads)
         if isinstance(found, str):
             return FleetSite(site, None, found)
         snapshots, trust = found
         if trust is None:  # an older coldkeep's: no key to believe a beat by
             heard = Heard(None, problem=f"{NO_BEAT} (its snapshots are not signed)")
         else:
-            heard = await heartbeat.newest(self.store, site, trust)
-        return replace(await self._snapshot(site, snapshots), heard=heard)
+            heard = await heartbeat.newest(self.store, site, trust, reads)
+        await reads.save(layout.scratch("reads"))
+        return replace(await self._snapshot(site, snapshots, cached), heard=heard)
 
-    async def _snapshot(self, site: str, snapshots: list[Seen]) -> FleetSite:
+    def _cached(self, site: str) -> tuple[SmallReads, str | None]:
+        """What the cache holds of ``site`` (its folder made, and what a view
+        killed mid-fetch left cleared): the statements and beats its last
+        load read (a warm load lists them again, and reads only those that
+        are new), and the key of the snapshot in place. One thread's work:
+        a thousand sites' steps each on a thread of its own kept the loop
+        waiting for the lock every thread takes in turn. Blocking."""
+        layout = self.layout(site)
+        layout.root.mkdir(exist_ok=True)
+        clear_scratch(layout)
+        reads = SmallReads.loaded(self.store, layout.root / "reads.json")
+        marker = layout.root / "snapshot"
+        in_place = marker.exists() and layout.manifest.exists()
+        if in_place:
+            rollback_journal(layout.manifest)  # one cached before it was so
+        return reads, marker.read_text() if in_place else None
+
+    async def _snapshot(self, site: str, snapshots: list[Seen], cached: str | None) -> FleetSite:
         """The site with the newest of ``snapshots`` that reads back whole in
-        place in the cache, or why none does."""
+        place in the cache (``cached``: the key of the one there), or why
+        none does."""
         if not snapshots:
             return FleetSite(site, None, "none of its snapshots is the site's own")
         layout = self.layout(site)
-        await asyncio.to_thread(layout.root.mkdir, exist_ok=True)
-        await asyncio.to_thread(clear_scratch, layout)  # what a view killed mid-fetch left
         marker = layout.root / "snapshot"
-        cached = await asyncio.to_thread(lambda: marker.read_text() if marker.exists() else None)
         problems = []
         for seen in snapshots:
             key = f"{site}/{seen.key}"
-            if key == cached and await asyncio.to_thread(layout.manifest.exists):
+            if key == cached:
                 return self._usable(site, seen)
             why = await self._fetch_snapshot(key, layout, seen.statement)
             if why is None:
@@ -295,14 +336,21 @@ class Fleet:
             return str(err)
         except RemoteError as err:
             return str(err)
+        await asyncio.to_thread(rollback_journal, layout.manifest)
         await asyncio.to_thread(fsync_dir, root, root=root, site="fleet.cached")
         return None
 
     async def catalogs(self) -> dict[str, Catalog]:
-        """Each usable site's entries, for searching across hosts."""
+        """Each usable site's entries, for searching across hosts, each with
+        its connection kept open (the caller closes them)."""
         usable = [s.site for s in self.sites if s.usable]
         loaded = await asyncio.gather(
-            *(asyncio.to_thread(load_catalog, self.layout(s).manifest) for s in usable)
+            *(
+                asyncio.to_thread(
+                    load_catalog, self.layout(s).manifest, keep_open=True, index_from=INDEX_FROM
+                )
+                for s in usable
+            )
         )
         return dict(zip(usable, loaded, strict=True))
 

@@ -22,9 +22,11 @@ from coldkeep.core.files.catalog import (
     Stopped,
     load_catalog,
     parse_query,
+    path_order,
 )
 from coldkeep.core.files.pathindex import PathIndex
 from coldkeep.core.store.schema import migration_scripts
+from coldkeep.tui.console.screens.browse import search
 
 HELD = "hold 1 (unit u7: case 9)"  # Hold.describe of the one hold placed
 ODD = os.fsdecode(b"u3/caf\xe9/part-001.jsonl")  # a name that is not UTF-8: a BLOB
@@ -146,6 +148,48 @@ def test_filter_equals_a_plain_scan(site: tuple[Catalog, list[CatalogRow]], text
     expected = naive(rows, query)
     total, first, capped = cat.filter(query, limit=50, cap=10**9)
     assert (total, first, capped) == (len(expected), expected[:50], False)
+
+
+@pytest.mark.parametrize("text", ["", "part-01", "unit:u3", "caf", "jsonl"])
+@pytest.mark.parametrize("at", [0, 9, 120])
+def test_a_listing_up_to_a_path_lists_only_those_and_counts_them_all(
+    site: tuple[Catalog, list[CatalogRow]], text: str, at: int
+) -> None:
+    """What a search of many catalogs asks once it has its first page: only
+    the paths up to the last of them (the name that is not UTF-8 too)."""
+    cat, rows = site
+    expected = naive(rows, parse_query(text))
+    upto = expected[min(at, len(expected) - 1)].relpath
+    total, first, _ = cat.filter(parse_query(text), limit=50, cap=10**9, upto=upto)
+    before = [r for r in expected if path_order(r.relpath) <= path_order(upto)]
+    assert (total, first) == (len(expected), before[:50])
+    total, first, _ = cat.filter(parse_query(text), limit=50, cap=10**9, upto=ODD)
+    assert (total, first) == (len(expected), expected[:50]), "the BLOB name sorts last"
+
+
+@pytest.mark.parametrize("text", ["", "part-01", "u7/", "caf", "nothing-like-this"])
+def test_a_search_of_many_catalogs_lists_the_first_of_them_all(tmp_path: Path, text: str) -> None:
+    """The fleet view's filter: the first ``limit`` matches of every catalog
+    together, in path order then by catalog and id (the same paths at several
+    sites, as a fleet of one application's hosts has), and every match
+    counted; the same from connections kept open between filters."""
+    every: list[tuple[str, CatalogRow]] = []
+    catalogs: dict[str, Catalog] = {}
+    for name, n in (("b", 900), ("a", 400), ("c", 1300), ("d", 0)):
+        path = tmp_path / name / "coldkeep.db"
+        path.parent.mkdir()
+        every += [(name, r) for r in manifest(path, n=n)]
+        catalogs[name] = load_catalog(path, keep_open=name != "a")
+    query = parse_query(text)
+    matches = [(k, r) for k, r in every if naive([r], query)]
+    matches.sort(key=lambda hit: (path_order(hit[1].relpath), hit[0], hit[1].id))
+    try:
+        for limit in (1, 37, 500, 5000):
+            for _ in range(2):  # a kept connection serves the next filter too
+                assert search(catalogs, text, limit) == (len(matches), matches[:limit], False)
+    finally:
+        for catalog in catalogs.values():
+            catalog.close()
 
 
 def test_the_catalog_counts_every_entry_without_reading_them(

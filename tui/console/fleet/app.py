@@ -6,6 +6,7 @@ on the way out.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.files.catalog import Catalog
 from coldkeep.core.ops.fleet import Fleet
 from coldkeep.core.remote.sealing import Identities
 
@@ -22,6 +24,11 @@ from ..kit.actions import palette
 from ..kit.pilot import busy
 from .actions import FLEET_ACTIONS
 from .view import FleetScreen
+
+
+def close_all(catalogs: list[Catalog]) -> None:
+    for catalog in catalogs:
+        catalog.close()
 
 
 class FleetApp(App[None]):
@@ -50,6 +57,9 @@ class FleetApp(App[None]):
         return self.view
 
     async def on_unmount(self) -> None:
+        # Each catalog's connection (kept for the filters), in a thread: a
+        # filter still running holds its catalog until it lets go.
+        await asyncio.to_thread(close_all, list(self.view.catalogs.values()))
         await self.fleet.close()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

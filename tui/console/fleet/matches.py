@@ -9,7 +9,6 @@ are, rather than silently matching nothing.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Mapping
 
 from rich.text import Text
@@ -71,8 +70,7 @@ def matching(
         return None
     except QueryError as err:
         return Searched(text, 0, [], str(err))
-    first = heapq.nsmallest(limit, hits, key=lambda hit: (hit[1].relpath, hit[0], hit[1].id))
-    return Searched(text, total, first, capped=capped)
+    return Searched(text, total, hits, capped=capped)
 
 
 def cells(selected: bool, site: str, row: CatalogRow) -> tuple[Cell, ...]:

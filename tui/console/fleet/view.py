@@ -34,7 +34,14 @@ from ..screens import ConfirmScreen, HelpScreen
 from ..screens.browse import FILTER_HINT, FilterInput, result_cell, worker_cancelled
 from ..screens.find import FindScreen, Pick
 from ..widgets.fields import Field
-from ..widgets.tables import MeasuredTable, cursor_key, keyed_table, name_cell, sync_table
+from ..widgets.tables import (
+    Cell,
+    MeasuredTable,
+    cursor_key,
+    keyed_table,
+    name_cell,
+    sync_table,
+)
 from . import matches, restore, sites
 from .actions import FLEET_ACTIONS, FLEET_HELP
 from .messages import (
@@ -48,6 +55,9 @@ from .messages import (
     TargetChecked,
 )
 from .site import SiteScreen
+
+# Matches added to the table at one frame (_show_rows).
+ROWS_PER_FRAME = 100
 
 
 class FleetScreen(Screen[None]):
@@ -189,19 +199,30 @@ class FleetScreen(Screen[None]):
             return
         self.total = message.total
         self.capped = message.capped
-        ordered = sorted(message.rows, key=lambda hit: (hit[1].relpath, hit[0], hit[1].id))
-        self.rows = {matches.row_key(site, row.id): (site, row) for site, row in ordered}
-        sync_table(
-            self.query_one("#fleet-table", DataTable),
-            {
-                key: matches.cells(key in self.selected, site, row)
-                for key, (site, row) in self.rows.items()
-            },
-            sort_by="path",
-        )
+        # In path order as listed (matching: one order for the whole table).
+        self.rows = {matches.row_key(site, row.id): (site, row) for site, row in message.rows}
+        self._show_rows(self.rows)
         self._show_count()
-        self._select_wanted()
         self._preview()
+
+    def _show_rows(self, rows: dict[str, tuple[str, CatalogRow]], budget: int = 0) -> None:
+        """The table made to hold ``rows`` (the matches listed), at most
+        ``ROWS_PER_FRAME`` more of them than it holds now added at each frame
+        until all are: a table measures every new cell before the next frame,
+        and 500 rows added at once kept the screen from answering for 125 ms."""
+        if rows is not self.rows:  # a newer filter's answer came since
+            return
+        table = self.query_one("#fleet-table", DataTable)
+        budget += ROWS_PER_FRAME
+        now: dict[str, tuple[Cell, ...]] = {}
+        for key, (site, row) in rows.items():
+            if key in table.rows or len(now) < budget:
+                now[key] = matches.cells(key in self.selected, site, row)
+        sync_table(table, now, sort_by="path")
+        if len(now) < len(rows):
+            self.call_after_refresh(self._show_rows, rows, len(now))
+        else:
+            self._select_wanted()
 
     def _select_wanted(self) -> None:
         wanted, self.wanted = self.wanted, None
@@ -280,7 +301,8 @@ class FleetScreen(Screen[None]):
         self.selected = set() if listed and listed <= self.selected else self.selected | listed
         table = self.query_one("#fleet-table", DataTable)
         with self.app.batch_update():
-            for key in listed:
+            # Those not in the table yet are added as selected (_show_rows).
+            for key in listed & {k.value for k in table.rows}:
                 table.update_cell(key, "sel", "✓" if key in self.selected else "")
         self._show_count()
         self._preview()

@@ -5,22 +5,21 @@ and report the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from typing import ClassVar, TypeVar
+import heapq
+from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.worker import get_current_worker
 
-from coldkeep.core.files.catalog import Catalog, CatalogRow, parse_query
+from coldkeep.core.files.catalog import Catalog, CatalogRow, parse_query, path_order
 
 from ..widgets.fields import Field
 
 # Rows a view shows at most: the count says how many more match.
 SHOWN = 500
 FILTER_HINT = "filter: text in the path, unit:NAME sha:PREFIX status:stale after:2026-01-01"
-
-K = TypeVar("K", bound=Hashable)
 
 
 class FilterInput(Field):
@@ -34,25 +33,37 @@ class FilterInput(Field):
 
 
 def search(
-    catalogs: Mapping[K, Catalog],
+    catalogs: Mapping[str, Catalog],
     text: str,
     limit: int = SHOWN,
     stop: Callable[[], bool] | None = None,
-) -> tuple[int, list[tuple[K, CatalogRow]], bool]:
+) -> tuple[int, list[tuple[str, CatalogRow]], bool]:
     """``text`` (the query language of core/files/catalog.py) over every catalog:
-    how many entries match in all, the first ``limit`` of each catalog's in path
-    order (with its key), and whether a count stopped at the catalog's cap.
-    Raises QueryError for a word it cannot understand, and Stopped when
-    ``stop`` says so part way (``worker_cancelled``)."""
+    how many entries match in all, the first ``limit`` of them all in path
+    order (then by key and id; each with its catalog's key), and whether a
+    count stopped at the catalog's cap. Once ``limit`` are found, a catalog
+    lists only the paths that come before the last of them: a thousand sites'
+    first pages are not built to be thrown away. Raises QueryError for a word
+    it cannot understand, and Stopped when ``stop`` says so part way
+    (``worker_cancelled``)."""
     query = parse_query(text)
     total, capped = 0, False
-    rows: list[tuple[K, CatalogRow]] = []
+    found: list[tuple[Listed, str, CatalogRow]] = []
+    upto: str | None = None  # the last path of the first ``limit`` found so far
     for key, catalog in catalogs.items():
-        count, hits, cut = catalog.filter(query, limit, stop=stop)
+        count, hits, cut = catalog.filter(query, limit, stop=stop, upto=upto)
         total += count
         capped = capped or cut
-        rows += [(key, row) for row in hits]
-    return total, rows, capped
+        found += [((path_order(row.relpath), key, row.id), key, row) for row in hits]
+        if len(found) >= 2 * limit:  # cut back now and then, not at every catalog
+            found = heapq.nsmallest(limit, found, key=lambda hit: hit[0])
+            upto = found[-1][2].relpath
+    first = heapq.nsmallest(limit, found, key=lambda hit: hit[0])
+    return total, [(key, row) for _, key, row in first], capped
+
+
+# A listed row's place: its path (as SQL orders them), its catalog's key, its id.
+Listed = tuple[tuple[bool, str | bytes], str, int]
 
 
 def worker_cancelled() -> Callable[[], bool]:

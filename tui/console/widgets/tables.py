@@ -6,7 +6,7 @@ table's columns are as wide as what it holds from the first frame that draws it
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -55,6 +55,19 @@ class MeasuredTable(DataTable[Cell]):
         for column, cell in zip(self.ordered_columns, cells, strict=False):
             column.content_width = max(column.content_width, _width(cell))
         return row_key
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # Every new row's cells were measured as it was added (add_row): only
+        # one whose height or label DataTable works out is measured again.
+        # Each cell measured twice kept the fleet view's screen from answering
+        # for 125 ms when a filter listed 500 new rows.
+        again = [
+            key
+            for key in new_rows
+            if (row := self.rows.get(key)) is not None
+            and (row.auto_height or row.label is not None)
+        ]
+        super()._update_dimensions(again)
 
     def update_cell(
         self,
