@@ -8,57 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sqlite3
-import time
-from dataclasses import replace
 from pathlib import Path
 
-from coldkeep.core.archiver import Archiver
-from coldkeep.core.base.config import load_settings
-from coldkeep.core.base.configremote import RemoteSettings
-from coldkeep.core.base.stream import EventStream
-from coldkeep.core.ops.demo import write_demo
-
 from helpers import cli
-
-DAY_MS = 86_400_000
-SITES = ("healthy", "stale", "damaged", "backlog", "jobfail")
-
-
-async def ship(base: Path, remote: Path, name: str) -> None:
-    """The demo site ``name`` under ``base`` shipped to ``remote`` (a pass the
-    first time): its ship puts a heartbeat."""
-    config = base / name / "coldkeep.toml"
-    fresh = not config.exists()
-    if fresh:
-        config = write_demo(base / name, seed=len(name), scale=0.02).config
-    settings = replace(load_settings(config), remote=RemoteSettings(remote.as_uri(), site=name))
-    archiver = Archiver(settings, stream=EventStream(), serve_events=False)
-    if fresh:
-        await archiver.run_pass()
-    report = await archiver.ship()
-    assert report.heartbeat is not None, report.notices
-
-
-def sick(base: Path, name: str) -> None:
-    """What each sick host's manifest says before its next ship."""
-    now = int(time.time() * 1000)
-    with sqlite3.connect(base / name / "archive" / "coldkeep.db") as db:
-        if name == "damaged":
-            db.execute("UPDATE entries SET verify_error = 'bit rot' WHERE id IN (1, 2)")
-        if name == "backlog":
-            for days in (6, 4, 1):
-                db.execute(
-                    "INSERT INTO stats VALUES (?, 0, 0, 0, 400, 1000000, 200000)",
-                    (now - days * DAY_MS,),
-                )
-        if name == "jobfail":
-            db.execute(
-                "INSERT INTO job_runs (job, trigger, started_at, ended_at, status, error) "
-                "VALUES ('ship', 'schedule', ?, ?, 'error', 'the bucket said 503')",
-                (now - 60_000, now - 30_000),
-            )
+from sickfleet import SITES, make_sick, ship
 
 
 def status(remote: Path, *args: str) -> tuple[int, dict[str, dict[str, object]]]:
@@ -81,13 +34,7 @@ def test_each_host_is_in_the_state_its_heartbeat_earns_worst_first(tmp_path: Pat
     code, sites = status(remote)
     assert code == 0 and {s["state"] for s in sites.values()} == {"ok"}, sites
 
-    for name in SITES[2:]:
-        sick(tmp_path, name)
-        asyncio.run(ship(tmp_path, remote, name))
-    three_days_ago = time.time() - 3 * 86_400
-    for beat in (remote / "stale" / "heartbeat").iterdir():
-        os.utime(beat, (three_days_ago, three_days_ago))  # the bucket's clock says so
-
+    make_sick(tmp_path, remote)
     code, sites = status(remote)
     assert code == 1
     got = {name: (s["state"], "; ".join(reasons(s))) for name, s in sites.items()}
