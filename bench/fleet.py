@@ -15,8 +15,15 @@ Rows:
   the sites loaded        ``Fleet.load`` in process, warm: every site's snapshot
                           checked against its statement, its beat read, judged,
                           sorted (what the fleet view's table shows)
+  first sites shown       the fleet view (Textual's run_test), warm: its start
+                          to its first judged sites on screen
   a filter over every     one word over every site's catalog, capped once for
-  site                    the table (what a keystroke in the fleet view runs)
+  site                    the table (what a keystroke in the fleet view runs),
+                          after a first one opened the catalogs' connections
+  a filter keystroke      the fleet view at 200 sites of about 700 entries (a
+                          scale-1 demo site): a key that narrows the table to
+                          nothing and the one that takes it back, to the table
+                          on screen; a 5 ms ticker on its loop meanwhile
 
   over S3 (not --quick)   the same sites uploaded to moto's server behind the
                           test kit's proxy with 30 ms added to every request:
@@ -24,7 +31,8 @@ Rows:
 
 Targets (issue: the fleet view for a thousand hosts): status warm <= 3 s and
 the table full <= 3 s at 1,000 sites from a folder, <= 6 s warm over S3 with
-30 ms a request; RSS <= 300 MB; the filter <= 500 ms. No anchor: no other
+30 ms a request; the first rows <= 1 s; RSS <= 300 MB; a keystroke at 200
+sites: the table <= 500 ms, the loop's lag <= 100 ms. No anchor: no other
 archiver has a fleet view.
 """
 
@@ -34,6 +42,7 @@ import argparse
 import asyncio
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,7 +59,11 @@ from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.fleet import Fleet
+from coldkeep.tui.console.fleet.app import FleetApp, close_all
 from coldkeep.tui.console.fleet.matches import matching
+from coldkeep.tui.console.fleet.messages import Searched, SitesLoaded
+from coldkeep.tui.console.fleet.view import FleetScreen
+from coldkeep.tui.console.kit.pilot import settle
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test kit's proxy, for its delay and counts
@@ -58,8 +71,8 @@ BUCKET = "fleet-bench"
 LATENCY_S = 0.030
 
 
-async def one_site(work: Path, remote: Path) -> None:
-    config = write_demo(work / "host", seed=7, scale=0.02).config
+async def one_site(work: Path, remote: Path, scale: float = 0.02) -> None:
+    config = write_demo(work / "host", seed=7, scale=scale).config
     settings = replace(load_settings(config), remote=RemoteSettings(remote.as_uri(), site="s"))
     archiver = Archiver(settings, stream=EventStream(), serve_events=False)
     await archiver.run_pass()
@@ -110,11 +123,108 @@ async def loaded(remote: Path, cache: Path) -> tuple[float, float, int]:
         catalogs = await fleet.catalogs()
     finally:
         await fleet.close()
-    t0 = time.perf_counter()
-    found = await asyncio.to_thread(matching, catalogs, "unit-0003", lambda: False)
-    filter_s = time.perf_counter() - t0
+    try:
+        # The first filter opens each catalog's connection; the next (the
+        # keystroke after) finds them open.
+        await asyncio.to_thread(matching, catalogs, "unit-000", lambda: False)
+        t0 = time.perf_counter()
+        found = await asyncio.to_thread(matching, catalogs, "unit-0003", lambda: False)
+        filter_s = time.perf_counter() - t0
+    finally:
+        await asyncio.to_thread(close_all, list(catalogs.values()))
     assert found is not None and found.rows
     return load_s, filter_s, len(sites)
+
+
+class TimedScreen(FleetScreen):
+    """The fleet view, noting when its first judged rows and each filter's
+    answer were on screen (Textual runs these handlers, then the screen's own;
+    the time is taken after the refresh that follows both)."""
+
+    first_rows: float | None = None
+    answered: dict[str, float]
+
+    def on_sites_loaded(self, message: SitesLoaded) -> None:
+        if self.first_rows is None and message.sites:
+            self.call_after_refresh(self._first_rows)
+
+    def _first_rows(self) -> None:
+        self.first_rows = self.first_rows or time.perf_counter()
+
+    def on_searched(self, message: Searched) -> None:
+        query = message.query
+        self.call_after_refresh(lambda: self.answered.setdefault(query, time.perf_counter()))
+
+
+class TimedApp(FleetApp):
+    def __init__(self, remote: RemoteSettings, cache: Path) -> None:
+        super().__init__(remote, cache)
+        self.view = TimedScreen(self.fleet)
+        self.view.answered = {}
+
+
+async def first_rows(remote: Path, cache: Path) -> float:
+    """Seconds from the fleet view's start to its first judged sites shown
+    (warm: ``cache`` filled before)."""
+    app = TimedApp(RemoteSettings(remote.as_uri()), cache)
+    t0 = time.perf_counter()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert app.view.first_rows is not None
+        return app.view.first_rows - t0
+
+
+async def keystroke(remote: Path, cache: Path, keys: str) -> tuple[float, float]:
+    """A filter keystroke in the fleet view, everything loaded: the ``keys``
+    typed, then the one that narrows it to nothing and the one that takes
+    that back. The slowest of those two to the table answering (ms), and
+    the loop's greatest lag meanwhile (ms): a 5 ms ticker on the view's own
+    loop, as bench/console.py measures the console's."""
+    app = TimedApp(RemoteSettings(remote.as_uri()), cache)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press(*keys)
+        await settle(pilot)
+        lags: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                await asyncio.sleep(0.005)
+                lags.append((time.perf_counter() - t0 - 0.005) * 1000)
+
+        tick = asyncio.create_task(ticker())
+        answers = []
+        app.view.answered.clear()
+        for key, text in (("q", keys + "q"), ("backspace", keys)):
+            t0 = time.perf_counter()
+            await pilot.press(key)
+            while text not in app.view.answered:
+                await pilot.pause()
+            answers.append((app.view.answered[text] - t0) * 1000)
+        stop.set()
+        await tick
+    return max(answers), max(lags)
+
+
+def view_rows(work: Path, quick: bool) -> list[Row]:
+    """The fleet view at 200 sites of about 700 entries each: a keystroke."""
+    n = 20 if quick else 200
+    remote = work / "bucket-view"
+    remote.mkdir()
+    asyncio.run(one_site(work / "view", remote, scale=0.05 if quick else 1.0))
+    linked_sites(remote, n)
+    cache = work / "cache-view"
+    asyncio.run(first_rows(remote, cache))  # the cache filled
+    with sqlite3.connect(work / "view" / "host" / "archive" / "coldkeep.db") as db:
+        [(entries,)] = db.execute("SELECT count(*) FROM entries")
+    answer_ms, lag_ms = asyncio.run(keystroke(remote, cache, "unit-00"))
+    return [
+        row(f"a filter keystroke, {n} sites x {entries} entries: the table", f"{answer_ms:.0f} ms",
+            "<= 500 ms", answer_ms <= 500),
+        row("  the loop's greatest lag meanwhile", f"{lag_ms:.0f} ms", "<= 100 ms", lag_ms <= 100),
+    ]  # fmt: skip
 
 
 async def upload(endpoint: str, objects: dict[str, bytes]) -> None:
@@ -179,6 +289,8 @@ def measure(work: Path, quick: bool, sites: int | None = None) -> list[Row]:
     warm_s, rss = status_run([remote.as_uri()], cache)
     load_s, filter_s, listed = asyncio.run(loaded(remote, work / "cache2"))
     assert listed == n + 1
+    asyncio.run(first_rows(remote, work / "cache3"))  # the cache filled
+    first_s = asyncio.run(first_rows(remote, work / "cache3"))
     over_s3 = [] if quick else s3_rows(work, remote, n)
     return [
         (f"fleet status --json, {n} sites, cold", f"{cold_s:.2f} s", "", "", "(no target)", ""),
@@ -186,8 +298,11 @@ def measure(work: Path, quick: bool, sites: int | None = None) -> list[Row]:
         row("  its peak RSS", f"{rss:.0f} MiB", "<= 300 MiB", rss <= 300),
         row(f"the table's sites, judged, sorted, warm ({n})", f"{load_s:.2f} s", "<= 3 s",
             load_s <= 3),
-        row(f"a filter over {n} sites' catalogs", f"{filter_s * 1000:.0f} ms", "<= 500 ms",
-            filter_s <= 0.5),
+        row(f"the fleet view's first sites shown, warm ({n})", f"{first_s:.2f} s", "<= 1 s",
+            first_s <= 1),
+        (f"a filter over {n} sites' catalogs, the next key", f"{filter_s * 1000:.0f} ms", "", "",
+         "(no target)", ""),
+        *view_rows(work, quick),
         *over_s3,
     ]  # fmt: skip
 

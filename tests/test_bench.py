@@ -84,7 +84,10 @@ ROWS: dict[str, tuple[str, ...]] = {
         "fleet status --json, 30 sites, warm",
         "  its peak RSS",
         "the table's sites, judged, sorted, warm (30)",
-        "a filter over 30 sites' catalogs",
+        "the fleet view's first sites shown, warm (30)",
+        "a filter over 30 sites' catalogs, the next key",
+        "a filter keystroke, 20 sites x ",
+        "  the loop's greatest lag meanwhile",
     ),
     # Measured only where FUSE is (bench/run.py says so when it is not).
     "readpath": (
