@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import Row, met, pct, print_table
+from report import Row, loop_lag, met, pct, print_table
 
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.layout import Layout
@@ -71,24 +71,13 @@ class TimedApp(ColdkeepApp):
 
 async def _lag_during_pass(config: Path) -> tuple[list[float], float, int]:
     app = ColdkeepApp(load_settings(config), watch_live=False)
-    lags: list[float] = []
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         await press(pilot, "p")
-        stop = asyncio.Event()
-
-        async def ticker() -> None:
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                await asyncio.sleep(0.005)
-                lags.append((time.perf_counter() - t0 - 0.005) * 1000)
-
-        tick = asyncio.create_task(ticker())
-        t0 = time.perf_counter()
-        await press(pilot, "y")  # returns once the pass and its refreshes are done
-        seconds = time.perf_counter() - t0
-        stop.set()
-        await tick
+        async with loop_lag() as lags:
+            t0 = time.perf_counter()
+            await press(pilot, "y")  # returns once the pass and its refreshes are done
+            seconds = time.perf_counter() - t0
         files = app.status.last_passes[0].summary["files"]["archived"] if app.status else 0
     return lags, seconds, files
 

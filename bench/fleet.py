@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from files import COLDKEEP
-from report import Row, met, print_table
+from report import Row, loop_lag, met, print_table
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
@@ -185,26 +185,15 @@ async def keystroke(remote: Path, cache: Path, keys: str) -> tuple[float, float]
         await settle(pilot)
         await pilot.press(*keys)
         await settle(pilot)
-        lags: list[float] = []
-        stop = asyncio.Event()
-
-        async def ticker() -> None:
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                await asyncio.sleep(0.005)
-                lags.append((time.perf_counter() - t0 - 0.005) * 1000)
-
-        tick = asyncio.create_task(ticker())
         answers = []
         app.view.answered.clear()
-        for key, text in (("q", keys + "q"), ("backspace", keys)):
-            t0 = time.perf_counter()
-            await pilot.press(key)
-            while text not in app.view.answered:
-                await pilot.pause()
-            answers.append((app.view.answered[text] - t0) * 1000)
-        stop.set()
-        await tick
+        async with loop_lag() as lags:
+            for key, text in (("q", keys + "q"), ("backspace", keys)):
+                t0 = time.perf_counter()
+                await pilot.press(key)
+                while text not in app.view.answered:
+                    await pilot.pause()
+                answers.append((app.view.answered[text] - t0) * 1000)
     return max(answers), max(lags)
 
 

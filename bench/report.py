@@ -6,6 +6,11 @@ script can leave a column empty where there is no anchor or no target.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 Row = tuple[str, str, str, str, str, str]
 HEAD: Row = ("what", "coldkeep", "anchor", "ratio", "target", "met?")
 
@@ -14,6 +19,28 @@ def pct(values: list[float], p: float) -> float:
     """The p-th percentile (nearest rank); NaN for no values."""
     s = sorted(values)
     return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else float("nan")
+
+
+@asynccontextmanager
+async def loop_lag(period_s: float = 0.005) -> AsyncIterator[list[float]]:
+    """How late (ms) a ticker on the running loop woke, every ``period_s``,
+    for as long as the block runs: the loop's lag, as a person at the
+    console would feel it."""
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await asyncio.sleep(period_s)
+            lags.append((time.perf_counter() - t0 - period_s) * 1000)
+
+    tick = asyncio.create_task(ticker())
+    try:
+        yield lags
+    finally:
+        stop.set()
+        await tick
 
 
 def met(ok: bool) -> str:
