@@ -11,15 +11,20 @@ its manifest snapshot, by the bucket's clock.
     ok        none of these
 
 Sites sort worst first (critical, silent, warn, ok), then the longest quiet
-first: the sick hosts are at the top of a thousand.
+first: the sick hosts are at the top of a thousand. The two numbers are the
+operator's (``[health]`` in ``~/.config/coldkeep/fleet.toml``: ``load_rules``).
 """
 
 from __future__ import annotations
 
+import os
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
+from ..base.errors import UsageError
 from ..remote.bucketclock import SKEW_MS
 from ..remote.heartbeat import Beat, Heard
 
@@ -35,6 +40,50 @@ HOUR_MS = 3_600_000
 class HealthRules:
     silent_cap_h: float = 26.0  # silent after twice the interval, or this, the shorter
     backlog_days: float = 3.0
+
+
+# The rules file's keys ([health]) and the fields they set, each with its least.
+RULE_KEYS = {"silent_after_hours": ("silent_cap_h", 0.1), "backlog_days": ("backlog_days", 0.0)}
+
+
+def rules_path() -> Path:
+    """Where the operator's fleet rules are read from when no file is named:
+    ``$XDG_CONFIG_HOME/coldkeep/fleet.toml`` (~/.config by default)."""
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    # The XDG spec: a relative value is invalid and ignored.
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".config"
+    return base / "coldkeep" / "fleet.toml"
+
+
+def load_rules(path: Path | None = None) -> HealthRules:
+    """The health rules a fleet file's ``[health]`` table sets (``path``, or
+    ``rules_path()`` where that exists; the defaults for what it leaves out).
+    A file named that cannot be read, a key it does not know or a value out
+    of range is refused in one line naming the file and the key."""
+    named = path is not None
+    path = path or rules_path()
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        if named:
+            raise UsageError(f"{path}: no such file (the fleet's health rules)") from None
+        return HealthRules()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise UsageError(f"{path}: cannot read the fleet's health rules: {err}") from None
+    table = doc.get("health", {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: health = {table!r}: write the rules as a [health] table")
+    unknown = sorted(set(doc) - {"health"}) + [f"health.{k}" for k in table if k not in RULE_KEYS]
+    if unknown:
+        known = ", ".join(f"health.{k}" for k in RULE_KEYS)
+        raise UsageError(f"{path}: {', '.join(unknown)}: not a rule (the rules: {known})")
+    rules: dict[str, float] = {}
+    for key, value in table.items():
+        field, least = RULE_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < least:
+            raise UsageError(f"{path}: health.{key} = {value!r}: give a number, at least {least}")
+        rules[field] = float(value)
+    return HealthRules(**rules)
 
 
 @dataclass(frozen=True)

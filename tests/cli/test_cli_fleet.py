@@ -55,9 +55,36 @@ def test_each_host_is_in_the_state_its_heartbeat_earns_worst_first(tmp_path: Pat
     assert lines[0].startswith("!! critical") and lines[-2].startswith("ok ok       healthy")
     assert "??" in text.stdout, "the state is marked without colour too"
 
-    # The operator's own rule: a backlog is a warning after 10 days, not 3.
+    # The operator's own rule: a backlog is a warning after 10 days, not 3;
+    # from the option, from a rules file named, from their own rules file.
     _, sites = status(remote, "--backlog-days", "10")
     assert sites["backlog"]["state"] == "ok"
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[health]\nbacklog_days = 10\nsilent_after_hours = 100\n")
+    _, sites = status(remote, "--rules", str(rules))
+    # Silent after twice its interval (15 min) still: the hours are the most it waits.
+    assert sites["backlog"]["state"] == "ok" and sites["stale"]["state"] == "silent", sites
+    _, sites = status(remote, "--rules", str(rules), "--backlog-days", "5")
+    assert sites["backlog"]["state"] == "warn", "an option wins over the file"
+    own = tmp_path / "xdg" / "coldkeep" / "fleet.toml"
+    own.parent.mkdir(parents=True)
+    own.write_text(rules.read_text())
+    run = cli("fleet", "status", "--remote", remote.as_uri(), "--json",
+              env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})  # fmt: skip
+    assert {s["site"]: s["state"] for s in json.loads(run.stdout)["result"]["sites"]}[
+        "backlog"
+    ] == "ok"
+
+    # A rule it does not know, or a value it cannot use: one line, exit 2.
+    for written, said in (
+        ("[health]\nbacklog_day = 10\n", "health.backlog_day: not a rule (the rules: "),
+        ("[health]\nbacklog_days = -1\n", "health.backlog_days = -1: give a number, at least 0"),
+        ("[health\n", "cannot read the fleet's health rules"),
+    ):
+        rules.write_text(written)
+        run = cli("fleet", "status", "--remote", remote.as_uri(), "--rules", str(rules))
+        assert run.returncode == 2 and said in run.stderr and str(rules) in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
 
 
 def test_a_heartbeat_the_site_did_not_sign_is_not_believed(tmp_path: Path) -> None:

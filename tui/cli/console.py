@@ -19,6 +19,7 @@ from coldkeep.core.base.configremote import remote_url as check_remote_url
 from coldkeep.core.base.configtable import ConfigError
 from coldkeep.core.base.errors import EXIT_USAGE, ColdkeepError
 from coldkeep.core.ops.fleet import fleet_cache
+from coldkeep.core.ops.health import load_rules
 
 from ..operations.spec import IDENTITY_HELP, load_identity
 from .kit import command, ctx_for, fail, identities_for
@@ -110,12 +111,13 @@ def _fleet(
     try:
         remote = fleet_remote(url, endpoint_url, region)
         identities = identities_for(identity)
+        rules = load_rules()  # the operator's own, where there are any
     except ValueError as err:
         fail(str(err), EXIT_USAGE)
     except ColdkeepError as err:
         fail(str(err), err.exit_code)
     from ..console.fleet.app import FleetApp  # noqa: PLC0415 - Textual loads only for the console
 
-    app = FleetApp(remote, fleet_cache(remote), identities)
+    app = FleetApp(remote, fleet_cache(remote), identities, rules)
     app.run()
     raise SystemExit(app.return_code or 0)

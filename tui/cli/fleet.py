@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,7 +19,7 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Coldkeep
 from coldkeep.core.base.times import now_ms
 from coldkeep.core.ops.fleet import Fleet, FleetSite, fleet_cache
 from coldkeep.core.ops.fleetmetrics import FleetCollector
-from coldkeep.core.ops.health import MARKS, HealthRules, span, tally
+from coldkeep.core.ops.health import MARKS, HealthRules, load_rules, span, tally
 
 from ..operations.spec import IDENTITY_HELP
 from ..text.fmt import plural
@@ -76,35 +77,54 @@ def _where(fn: Callable[..., None]) -> Callable[..., None]:
 
 def _rules(fn: Callable[..., None]) -> Callable[..., None]:
     fn = click.option(
+        "--rules",
+        "rules_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE",
+        help="The fleet's health rules, a [health] table (default: "
+        "~/.config/coldkeep/fleet.toml where it exists); the options below win.",
+    )(fn)
+    fn = click.option(
         "--backlog-days",
         type=click.FloatRange(min=0),
-        default=HealthRules.backlog_days,
-        show_default=True,
-        help="A backlog standing this long is a warning.",
+        help=f"A backlog standing this long is a warning (default {HealthRules.backlog_days:g}).",
     )(fn)
     return click.option(
         "--silent-after",
         type=click.FloatRange(min=0.1),
-        default=HealthRules.silent_cap_h,
-        show_default=True,
         metavar="HOURS",
-        help="A site is silent after twice its heartbeat's interval, or this, the shorter.",
+        help="A site is silent after twice its heartbeat's interval, or this, the shorter "
+        f"(default {HealthRules.silent_cap_h:g}).",
     )(fn)
+
+
+def rules_for(
+    rules_file: Path | None, silent_after: float | None, backlog_days: float | None
+) -> HealthRules:
+    """The health rules: the file's (named, or the operator's own), then the
+    options given. Raises UsageError for a file that cannot be used."""
+    rules = load_rules(rules_file)
+    if silent_after is not None:
+        rules = replace(rules, silent_cap_h=silent_after)
+    if backlog_days is not None:
+        rules = replace(rules, backlog_days=backlog_days)
+    return rules
 
 
 def _fleet(
     ctx: Context, url: str, endpoint_url: str | None, region: str | None,
-    identity: Path | None, rules: HealthRules,
+    identity: Path | None, rules: Callable[[], HealthRules],
 ) -> Fleet:  # fmt: skip
-    """The fleet the options name; a usage error ends the command here."""
+    """The fleet the options name, judged by ``rules()``; a usage error ends
+    the command here."""
     try:
         remote = fleet_remote(url, endpoint_url, region)
         identities = identities_for(identity)
+        return Fleet(remote, fleet_cache(remote), identities, rules())
     except ValueError as err:
         fail(str(err), EXIT_USAGE, ctx)
     except ColdkeepError as err:
         fail(str(err), err.exit_code, ctx)
-    return Fleet(remote, fleet_cache(remote), identities, rules)
 
 
 async def _load(found: Fleet) -> tuple[list[FleetSite], int]:
@@ -125,10 +145,11 @@ def _fleet_command(fn: Callable[[Context, Fleet, str], Awaitable[int]]) -> Calla
     @functools.wraps(fn)
     def run(
         url: str, endpoint_url: str | None, region: str | None, identity: Path | None,
-        silent_after: float, backlog_days: float, json_out: bool = False,
+        silent_after: float | None, backlog_days: float | None, rules_file: Path | None,
+        json_out: bool = False,
     ) -> None:  # fmt: skip
         ctx = ctx_for(None, json_out)
-        rules = HealthRules(silent_cap_h=silent_after, backlog_days=backlog_days)
+        rules = functools.partial(rules_for, rules_file, silent_after, backlog_days)
         found = _fleet(ctx, url, endpoint_url, region, identity, rules)
         run_command(fn(ctx, found, url), ctx, progress=False)
 

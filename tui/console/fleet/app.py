@@ -16,19 +16,15 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from coldkeep.core.base.configremote import RemoteSettings
-from coldkeep.core.files.catalog import Catalog
-from coldkeep.core.ops.fleet import Fleet
+from coldkeep.core.files.catalog import close_all
+from coldkeep.core.ops.fleet import DEFAULT_RULES, Fleet
+from coldkeep.core.ops.health import HealthRules
 from coldkeep.core.remote.sealing import Identities
 
 from ..kit.actions import palette
 from ..kit.pilot import busy
 from .actions import FLEET_ACTIONS
 from .view import FleetScreen
-
-
-def close_all(catalogs: list[Catalog]) -> None:
-    for catalog in catalogs:
-        catalog.close()
 
 
 class FleetApp(App[None]):
@@ -47,10 +43,14 @@ class FleetApp(App[None]):
     TITLE = "coldkeep fleet"
 
     def __init__(
-        self, remote: RemoteSettings, cache: Path, identities: Identities | None = None
+        self,
+        remote: RemoteSettings,
+        cache: Path,
+        identities: Identities | None = None,
+        rules: HealthRules = DEFAULT_RULES,
     ) -> None:
         super().__init__()
-        self.fleet = Fleet(remote, cache, identities)
+        self.fleet = Fleet(remote, cache, identities, rules)
         self.view = FleetScreen(self.fleet)
 
     def get_default_screen(self) -> Screen[Any]:
