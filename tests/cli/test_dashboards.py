@@ -21,6 +21,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 DASHBOARD = DOCS / "grafana" / "coldkeep-dashboard.json"
 ALERTS = DOCS / "grafana" / "coldkeep-alerts.yml"
 FLEET_ALERTS = DOCS / "grafana" / "coldkeep-fleet-alerts.yml"
+FLEET_DASHBOARD = DOCS / "grafana" / "coldkeep-fleet-dashboard.json"
 METRIC = re.compile(r"\bcoldkeep_[a-z0-9_]+")
 
 
@@ -86,7 +87,7 @@ def test_the_runbook_points_to_both() -> None:
     assert "grafana/coldkeep-alerts.yml" in runbook
 
 
-def test_every_fleet_alert_queries_what_fleet_metrics_prints(tmp_path: Path) -> None:
+def test_every_fleet_alert_and_panel_queries_what_fleet_metrics_prints(tmp_path: Path) -> None:
     """On a site that shipped (its heartbeat in the folder remote)."""
     site = write_demo(tmp_path / "demo", seed=5, scale=0.02).config.parent
     ck(site, "pass")
@@ -99,6 +100,13 @@ def test_every_fleet_alert_queries_what_fleet_metrics_prints(tmp_path: Path) -> 
     for rule in rules:
         assert set(METRIC.findall(rule["expr"])) <= printed, rule["alert"]
         assert rule["annotations"]["summary"].strip(), rule["alert"]
+    dash = json.loads(FLEET_DASHBOARD.read_text())
+    exprs = dashboard_exprs(dash)
+    assert len(exprs) > 10
+    assert {name for e in exprs for name in METRIC.findall(e)} - printed == set()
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids are unique"
+    assert "grafana/coldkeep-fleet-dashboard.json" in (DOCS / "operations.md").read_text()
     families = {f.name: f for f in text_string_to_metric_families(run.stdout)}
     states = {s.labels["state"]: s.value for s in families["coldkeep_fleet_site_state"].samples}
     assert states == {"critical": 0, "silent": 0, "warn": 0, "ok": 1}
