@@ -57,9 +57,10 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.stream import EventStream
+from coldkeep.core.files.catalog import close_all
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.fleet import Fleet
-from coldkeep.tui.console.fleet.app import FleetApp, close_all
+from coldkeep.tui.console.fleet.app import FleetApp
 from coldkeep.tui.console.fleet.matches import matching
 from coldkeep.tui.console.fleet.messages import Searched, SitesLoaded
 from coldkeep.tui.console.fleet.view import FleetScreen

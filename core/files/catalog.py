@@ -29,7 +29,7 @@ import os
 import shlex
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -51,6 +51,7 @@ __all__ = [
     "Query",
     "QueryError",
     "Stopped",
+    "close_all",
     "load_catalog",
     "parse_query",
     "path_order",
@@ -339,6 +340,13 @@ def _where(query: Query, upto: str | None = None) -> tuple[str, list[Any]]:
         terms.append("mtime_ns < ?")
         params.append(query.before_ns)
     return ("WHERE " + " AND ".join(terms) if terms else ""), params
+
+
+def close_all(catalogs: Iterable[Catalog]) -> None:
+    """Every kept connection of ``catalogs`` closed (each waits for a filter
+    still running on it to let go). Blocking: run it in a thread."""
+    for catalog in catalogs:
+        catalog.close()
 
 
 def load_catalog(manifest: Path, *, keep_open: bool = False, index_from: int = 0) -> Catalog:

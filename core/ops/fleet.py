@@ -142,7 +142,10 @@ def rollback_journal(snapshot: Path) -> None:
     if header[18:20] == b"\x01\x01":
         return
     with contextlib.closing(sqlite3.connect(snapshot)) as db:
-        db.execute("PRAGMA journal_mode=DELETE")
+        try:
+            db.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.OperationalError:  # another view reading it now: next time
+            return
 
 
 class Fleet:

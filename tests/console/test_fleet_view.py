@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.base.configremote import RemoteSettings
-from coldkeep.core.files.catalog import CatalogRow
+from coldkeep.core.files.catalog import CatalogRow, close_all
 from coldkeep.tui.console.fleet.app import FleetApp
 from coldkeep.tui.console.fleet.restore import files
 from coldkeep.tui.console.fleet.view import FleetScreen
@@ -283,14 +283,44 @@ async def test_the_filter_lists_the_first_matches_of_all_sites_not_of_each(
         catalogs = await fleet.catalogs()
     finally:
         await fleet.close()
-    found = matching(catalogs, "", lambda: False, limit=7)
-    assert found is not None and found.total == sum(len(c) for c in catalogs.values())
-    every = sorted(
-        (row.relpath, site, row.id)
-        for site, c in catalogs.items()
-        for row in c.filter(parse_query(""), limit=100_000)[1]
-    )
-    assert [(row.relpath, site, row.id) for site, row in found.rows] == every[:7]
+    try:
+        found = matching(catalogs, "", lambda: False, limit=7)
+        assert found is not None and found.total == sum(len(c) for c in catalogs.values())
+        every = sorted(
+            (row.relpath, site, row.id)
+            for site, c in catalogs.items()
+            for row in c.filter(parse_query(""), limit=100_000)[1]
+        )
+        assert [(row.relpath, site, row.id) for site, row in found.rows] == every[:7]
+    finally:
+        close_all(catalogs.values())
+
+
+async def test_a_long_list_fills_the_table_a_few_rows_a_frame_selection_and_all(
+    bucket: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The matches go into the table a few rows a frame (a table measures what
+    is new before the next frame): all of them in the end, in path order, and
+    a select-all pressed before the last are in marks those added after it.
+    A reload closes the connections the last load's catalogs kept."""
+    from coldkeep.tui.console.fleet import view as fleet_view
+
+    monkeypatch.setattr(fleet_view, "ROWS_PER_FRAME", 4)
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("u", "down", "a")  # at once: the table still filling
+        await settle(pilot)
+        listed = cells(app, "#fleet-table")
+        assert len(listed) == len(app.view.rows) > 8
+        assert [row[1:3] for row in listed] == sorted((r[1:3] for r in listed), key=lambda r: r[1])
+        assert all(row[0] == "✓" for row in listed), "selected, those added after too"
+        assert f"{len(listed)} selected" in text_of(app, "#fleet-count")
+
+        before = list(app.view.catalogs.values())
+        await pilot.press("escape", "f5")
+        await settle(pilot)
+        assert app.view.catalogs and all(c._kept is None for c in before)
 
 
 async def test_enter_on_a_site_says_why_it_is_in_its_state_and_f_lists_its_files(

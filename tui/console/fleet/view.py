@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.layout import UnsafePath
-from coldkeep.core.files.catalog import Catalog, CatalogRow
+from coldkeep.core.files.catalog import Catalog, CatalogRow, close_all
 from coldkeep.core.files.find import Version
 from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.ops.fleet import Fleet, FleetSite
@@ -123,6 +123,10 @@ class FleetScreen(Screen[None]):
         if found is not None:
             self.post_message(found)
 
+    @work(thread=True, group="close", exit_on_error=False)
+    def close_catalogs(self, catalogs: list[Catalog]) -> None:
+        close_all(catalogs)
+
     @work(thread=True, exclusive=True, group="target", exit_on_error=False)
     def check_target(self, key: str, picked: list[tuple[str, CatalogRow]], to: str) -> None:
         """Where the highlighted file would go, with the selection it would be
@@ -142,6 +146,8 @@ class FleetScreen(Screen[None]):
         self._status()
 
     def on_catalogs_loaded(self, message: CatalogsLoaded) -> None:
+        if self.catalogs:  # a reload's: the last load's connections closed
+            self.close_catalogs(list(self.catalogs.values()))
         self.catalogs = message.catalogs
         self.fetching = False
         self._show_sites()
