@@ -88,6 +88,7 @@ ROWS: dict[str, tuple[str, ...]] = {
         "a filter over 30 sites' catalogs, the next key",
         "a filter keystroke, 20 sites x ",
         "  the loop's greatest lag meanwhile",
+        "  g (find) over the 20 sites",
     ),
     # Measured only where FUSE is (bench/run.py says so when it is not).
     "readpath": (
