@@ -384,6 +384,7 @@ class FileMover:
                 step=self.step,
                 progress=progress,
                 sync_dir=sync_dir,
+                named=at.name if at else None,
             )
         except PartialTaken:
             # Another file holds the partial's name: nothing was written, and the

@@ -545,12 +545,13 @@ def _unpack(
     limiter: RateLimiter,
     cancel: CancelToken,
     progress: Progress | None,
+    named: str | None,
 ) -> Mismatch | None:
     """Write the restore partial (open as ``fd``, closed here) completely:
     bytes, then verdict, then mode, mtime and fsync. On a mismatch the partial
-    is removed. A read error names the gzip, any other error the partial; a
-    failed fsync is never retried (see ``codec.compress_fd``): the caller
-    removes the partial."""
+    is removed (the gzip called ``named`` where given). A read error names the
+    gzip, any other error the partial; a failed fsync is never retried (see
+    ``codec.compress_fd``): the caller removes the partial."""
     with naming(partial), os.fdopen(fd, "wb") as out:
         src = gz if isinstance(gz, Path) else gz.open()
         try:
@@ -568,7 +569,7 @@ def _unpack(
             # name came back after a power cut would be named by nothing.
             _remove_durably(partial, root, "restore.partial_removed")
             # A CorruptGzip's text names the gzip already.
-            name = gz if isinstance(gz, Path) else gz.name
+            name = named or (gz if isinstance(gz, Path) else gz.name)
             what = got if isinstance(got, str) else f"{name} gave {_short(got)}"
             return Mismatch(
                 f"{what}; the manifest records {_short(Digest(expect.bytes, expect.sha256))}"
@@ -605,9 +606,11 @@ async def restore_file(
     step: StepHook = no_step,
     progress: Progress | None = None,
     sync_dir: bool = True,
+    named: str | None = None,
 ) -> RestoreResult:
     """Put the bytes of ``gz`` (a path, or a remote copy read through the block
-    cache) back at ``target`` (the caller checked that the path
+    cache; ``named``, where given, is what a mismatch calls it: a scratch
+    copy's object URL) back at ``target`` (the caller checked that the path
     is inside its ``root``, every name reached beneath it): ``<target>.restore-partial``,
     sha256 verified, mode and mtime set, fsynced, renamed into place without
     replacing anything that is there, the directory fsynced; in one trip to a
@@ -623,7 +626,7 @@ async def restore_file(
     announce = thread_step(step, asyncio.get_running_loop())
     return await in_thread(
         cancel, _restore, gz, target, expect, root, span, limiter, cancel, announce, progress,
-        sync_dir,
+        sync_dir, named,
     )  # fmt: skip
 
 
@@ -638,6 +641,7 @@ def _restore(
     step: ThreadStep,
     progress: Progress | None,
     sync_dir: bool,
+    named: str | None = None,
 ) -> RestoreResult:
     """``restore_file`` on this worker thread, each step announced through
     ``step`` (which returns once the hook is done)."""
@@ -658,7 +662,7 @@ def _restore(
         return Exists()
     info = {"gz": gz if isinstance(gz, Path) else gz.name, "target": target, "partial": temp}
     try:
-        bad = _unpack(fd, gz, span, temp, root, expect, limiter, cancel, progress)
+        bad = _unpack(fd, gz, span, temp, root, expect, limiter, cancel, progress, named)
         if bad is not None:
             return bad
     except PartialTaken:

@@ -59,10 +59,14 @@ class GzipAt:
     path: Path | CachedCopy
     span: Span | None
     source: Literal["local", "remote"]
+    # What messages call a scratch copy (its object's URL), not its scratch name.
+    fetched_from: str | None = None
 
     @property
     def name(self) -> str:
         """The gzip as messages name it: its path, or its object's URL."""
+        if self.fetched_from is not None:
+            return self.fetched_from
         return self.path.name if isinstance(self.path, CachedCopy) else str(self.path)
 
     def open(self) -> io.RawIOBase:

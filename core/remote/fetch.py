@@ -199,7 +199,8 @@ class RemoteReader:
             yield await self.cached_gzip(entry, self.cache)
             return
         async with self.fetched(entry, cancel) as tmp:
-            yield GzipAt(tmp, None, "remote")
+            where = self.store.where(f"{self.site}/{entry.gz_path}")
+            yield GzipAt(tmp, None, "remote", fetched_from=where)
 
     @asynccontextmanager
     async def fetched(self, entry: Entry, cancel: CancelToken) -> AsyncIterator[Path]:

@@ -3,6 +3,7 @@ snapshots, searched together, restored from without its host."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from sealkit import new_identity, ship_sealed_site
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import EventStream
-from coldkeep.core.files.catalog import parse_query
+from coldkeep.core.files.catalog import close_all, parse_query
 from coldkeep.core.ops.fleet import SEALED, Fleet
 from coldkeep.core.remote.sealing import load_identities
 
@@ -61,6 +62,28 @@ async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path
         assert scratch_left(cache) == []
     finally:
         await fleet.close()
+
+
+async def test_a_copy_that_is_not_the_archived_file_is_named_by_its_url(tmp_path: Path) -> None:
+    """A remote copy written over by another gzip: the restore says the object
+    it read (its URL), not the scratch file it was fetched into."""
+    remote = tmp_path / "bucket"
+    await ship_site(tmp_path, remote, "web-1", seed=1)
+    fleet = Fleet(RemoteSettings(remote.as_uri()), tmp_path / "cache")
+    try:
+        await fleet.load()
+        catalogs = await fleet.catalogs()
+        _, rows, _ = catalogs["web-1"].filter(parse_query(""))
+        close_all(catalogs.values())
+        row = next(r for r in rows if r.member_offset is None)
+        obj = remote / "web-1" / row.gz_path
+        obj.write_bytes(gzip.compress(b"not the archived bytes"))
+        report = await fleet.restore("web-1", [row.id], tmp_path / "out", stream=EventStream())
+    finally:
+        await fleet.close()
+    [done] = report.files
+    assert done.result == "mismatch" and done.detail.startswith(f"{obj.as_uri()} gave "), done
+    assert ".partial" not in done.detail and not (tmp_path / "out" / row.relpath).exists()
 
 
 async def test_a_bucket_that_is_not_there_is_said_for_the_fleet_view(
