@@ -52,7 +52,7 @@ from ..remote.bucketlock import snapshot_taken_at
 from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch
 from ..remote.heartbeat import Heard
-from ..remote.objectstore import ObjectStore, RemoteNoBucket
+from ..remote.objectstore import ObjectInfo, ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
 from ..remote.smallreads import SmallReads
@@ -220,14 +220,14 @@ class Fleet:
         return FleetFound(pattern, found, problems)
 
     async def _snapshots(
-        self, site: str, reads: SmallReads
+        self, site: str, reads: SmallReads, listed: list[ObjectInfo]
     ) -> tuple[list[Seen], Trust | None] | str:
         """The site's own snapshots, newest first, as far as the bucket alone
         can tell (the only site id and the only key signing its snapshots
         there); an older coldkeep's unsigned ones where none is signed; else
         why none can be trusted. Only the newest few statements are read: a
         view of a thousand sites cannot read every one of each."""
-        found = await survey(self.store, site, newest=FLEET_STATEMENTS, reads=reads)
+        found = await survey(self.store, site, newest=FLEET_STATEMENTS, reads=reads, listed=listed)
         if not found.seen:
             return "no manifest snapshot (has it shipped yet?)"
         if not found.signed():
@@ -245,14 +245,17 @@ class Fleet:
     async def _site(self, site: str) -> FleetSite:
         layout = self.layout(site)
         reads, cached = await asyncio.to_thread(self._cached, site)
-        found = await self._snapshots(site, reads)
+        # Its statements and its beats in one listing where the store can.
+        beats, statements = f"{site}/{heartbeat.PREFIX}", f"{site}/manifest/"
+        listed = await self.store.list_under([beats, statements])
+        found = await self._snapshots(site, reads, listed[statements])
         if isinstance(found, str):
             return FleetSite(site, None, found)
         snapshots, trust = found
         if trust is None:  # an older coldkeep's: no key to believe a beat by
             heard = Heard(None, problem=f"{NO_BEAT} (its snapshots are not signed)")
         else:
-            heard = await heartbeat.newest(self.store, site, trust, reads)
+            heard = await heartbeat.newest(self.store, site, trust, reads, listed[beats])
         await reads.save(layout.scratch("reads"))
         return replace(await self._snapshot(site, snapshots, cached), heard=heard)
 

@@ -137,10 +137,14 @@ async def publish(store: ObjectStore, site: str, key: SiteKey, beat: Beat, layou
     return name
 
 
-async def _beats(store: ObjectStore, site: str) -> list[ObjectInfo]:
-    """The site's beats as listed (anything else under the prefix left out),
-    the newest name first."""
-    listed = [i async for i in store.list_objects(f"{site}/{PREFIX}")]
+async def _beats(
+    store: ObjectStore, site: str, listed: list[ObjectInfo] | None = None
+) -> list[ObjectInfo]:
+    """The site's beats as listed (``listed``: its ``heartbeat/`` as listed,
+    where given; anything else under the prefix left out), the newest name
+    first."""
+    if listed is None:
+        listed = [i async for i in store.list_objects(f"{site}/{PREFIX}")]
     named = (i for i in listed if NAME.match(i.key[len(site) + 1 :]))
     return sorted(named, key=lambda i: i.key, reverse=True)
 
@@ -164,14 +168,19 @@ class Heard:
 
 
 async def newest(
-    store: ObjectStore, site: str, trust: Trust, reads: SmallReads | None = None
+    store: ObjectStore,
+    site: str,
+    trust: Trust,
+    reads: SmallReads | None = None,
+    listed: list[ObjectInfo] | None = None,
 ) -> Heard:
     """The site's newest believable beat: the first, newest name first, of the
     ``READ`` newest names that the site's key signs (names order nothing a
     forger cannot plant: one that does not verify is passed over, and said
-    when none does). Read through ``reads`` where given."""
+    when none does). Read through ``reads``, from ``listed`` (its
+    ``heartbeat/`` as listed), where given."""
     problems: list[str] = []
-    for info in (await _beats(store, site))[:READ]:
+    for info in (await _beats(store, site, listed))[:READ]:
         if info.size > MAX_BEAT:
             problems.append("a heartbeat too big to be one")
             continue

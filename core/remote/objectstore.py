@@ -30,7 +30,7 @@ import hashlib
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -314,6 +314,12 @@ class ObjectStore(ABC):
     def list_objects(self, prefix: str) -> AsyncIterator[ObjectInfo]:
         """Every key under ``prefix`` in key order (sizes; checksums only where
         listing gives them)."""
+
+    async def list_under(self, prefixes: Sequence[str]) -> dict[str, list[ObjectInfo]]:
+        """Every key under each of ``prefixes`` (folders beside one another, as
+        ``site/heartbeat/`` and ``site/manifest/``), in key order: one listing
+        each here; a store that can lists them all in one."""
+        return {p: [i async for i in self.list_objects(p)] for p in prefixes}
 
     @abstractmethod
     async def list_dirs(self, prefix: str) -> list[str]:

@@ -47,7 +47,7 @@ import asyncio
 import base64
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -553,14 +553,47 @@ class S3Store(ObjectStore):
         try:
             async for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for obj in page.get("Contents", []):
-                    yield ObjectInfo(
-                        obj["Key"][len(self.prefix) :],
-                        int(obj["Size"]),
-                        version=_version(obj),
-                        modified=_ms(obj.get("LastModified")),
-                    )
+                    yield self._listed(obj)
         except (ClientError, BotoCoreError) as err:
             raise self._error(prefix, err, "listing") from err
+
+    def _listed(self, obj: dict[str, Any]) -> ObjectInfo:
+        """An object as a listing gives it."""
+        return ObjectInfo(
+            obj["Key"][len(self.prefix) :],
+            int(obj["Size"]),
+            version=_version(obj),
+            modified=_ms(obj.get("LastModified")),
+        )
+
+    async def list_under(self, prefixes: Sequence[str]) -> dict[str, list[ObjectInfo]]:
+        # One listing of their parent from the first of them on, stopped past
+        # the last: a fleet's look at a site (its beats, its statements) is
+        # one request where it was two. What lies between them in key order is
+        # read and passed over (nothing does under a site's prefix).
+        ordered = sorted(prefixes)
+        head = ordered[0].rstrip("/").rpartition("/")[0]
+        parent = f"{head}/" if head else ""
+        if not all(p.startswith(parent) for p in ordered):  # not beside one another
+            return await super().list_under(prefixes)
+        found: dict[str, list[ObjectInfo]] = {p: [] for p in prefixes}
+        s3 = await self._s3()
+        paginator = s3.get_paginator("list_objects_v2")
+        pages = paginator.paginate(
+            Bucket=self.bucket, Prefix=self._key(parent), StartAfter=self._key(ordered[0])
+        )
+        try:
+            async for page in pages:
+                for obj in page.get("Contents", []):
+                    key = obj["Key"][len(self.prefix) :]
+                    if key > ordered[-1] and not key.startswith(ordered[-1]):
+                        return found
+                    under = next((p for p in ordered if key.startswith(p)), None)
+                    if under is not None:
+                        found[under].append(self._listed(obj))
+        except (ClientError, BotoCoreError) as err:
+            raise self._error(parent, err, "listing") from err
+        return found
 
     async def list_dirs(self, prefix: str) -> list[str]:
         s3 = await self._s3()

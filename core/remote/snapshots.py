@@ -210,20 +210,24 @@ async def survey(
     only: Callable[[str], bool] | None = None,
     newest: int | None = None,
     reads: SmallReads | None = None,
+    listed: list[ObjectInfo] | None = None,
 ) -> Survey:
     """The snapshots under ``site``'s prefix (those whose key ``only`` takes,
     where given; of the signed ones' names, only the ``newest`` by the
     generation they name, where given), the statement of each read (through
-    ``reads``, where given: those read before are not read again). A
+    ``reads``, where given: those read before are not read again), from
+    ``listed`` (its ``manifest/`` as listed) where given, else a listing. A
     statement that cannot be read at all (not there, too big) makes its
     snapshot unsigned or forged; a remote that cannot be used raises."""
     prefix = f"{site}/"
-    listed = {i.key[len(prefix) :]: i async for i in store.list_objects(f"{prefix}manifest/")}
+    if listed is None:
+        listed = [i async for i in store.list_objects(f"{prefix}manifest/")]
+    by_key = {i.key[len(prefix) :]: i for i in listed}
     found = Survey(site)
     gate = asyncio.Semaphore(IN_FLIGHT)
 
     async def one(key: str, info: ObjectInfo) -> Seen:
-        sig = listed.get(key + SIG)
+        sig = by_key.get(key + SIG)
         if generation_of(key) is None or sig is None:
             legacy = snapshot_taken_at(key) is not None
             why = "an older coldkeep's snapshot, not signed" if legacy else "no statement beside it"
@@ -242,7 +246,7 @@ async def survey(
             return Seen(key, "forged", "its size is not the one signed", info=info)
         return Seen(key, "signed", "", read, info)
 
-    keys = [(k, i) for k, i in listed.items() if not k.endswith(SIG) and (only is None or only(k))]
+    keys = [(k, i) for k, i in by_key.items() if not k.endswith(SIG) and (only is None or only(k))]
     if newest is not None:
         named = sorted((k for k, _ in keys if generation_of(k) is not None), reverse=True)
         keep = set(named[:newest])
