@@ -94,7 +94,10 @@ def _warm_s3() -> None:
 def serve(path: str) -> dict[str, object]:
     """Accept requests at ``path`` for ever; returns only in a forked child,
     with its request, its stdio already in place."""
-    __import__(MODULE)  # the cost every child is spared
+    # The cost every child is spared: the CLI and every command's module (the
+    # CLI imports a command's module only when it runs it).
+    __import__(MODULE)
+    sys.modules[MODULE].every_command()
     __import__("croniter")  # what a config with a cron schedule imports on first use
     _warm_s3()
     assert threading.active_count() == 1, "importing the CLI started a thread"

@@ -23,7 +23,7 @@ import pytest
 from pyrage import x25519
 
 from coldkeep.core.base.lock import ArchiveLock
-from coldkeep.tui.cli.main import main
+from coldkeep.tui.cli.main import every_command
 
 from helpers import DAY_NS, ck, cli, cli_ok, entries
 
@@ -519,7 +519,8 @@ def commands() -> set[str]:
     """Every command of the CLI (a group's as ``group sub``), and the two modes
     the table has rows of their own for."""
     names = set()
-    for name, command in main.commands.items():
+    for command in every_command():
+        name = str(command.name)
         if isinstance(command, click.Group):
             names |= {f"{name} {sub}" for sub in command.commands}
         else:

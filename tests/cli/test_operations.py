@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coldkeep.tui.cli.main import main
+from coldkeep.tui.cli.main import load_command
 from coldkeep.tui.console.kit.actions import ACTIONS, BY_NAME, bindings
 from coldkeep.tui.operations import BY_ACTION, OPERATIONS
 from coldkeep.tui.operations.jobs import WORDS as JOB_WORDS
@@ -20,7 +20,7 @@ from helpers import ck_json, cli_ok
 
 def test_every_entry_is_a_command_with_its_options_then_the_shared_ones() -> None:
     for op in OPERATIONS:
-        command = main.commands[op.name]
+        command = load_command(op.name)
         assert command.help == op.help
         names = [p.name for p in command.params]
         wait = ["wait"] if op.locks else []

@@ -49,3 +49,4 @@ def command_for(op: Operation) -> click.Command:
 
 
 COMMANDS = [command_for(op) for op in OPERATIONS]
+BY_NAME = {command.name: command for command in COMMANDS}
