@@ -152,8 +152,8 @@ class Catalog:
     # schema, about a millisecond, and the fleet view filters a thousand
     # manifests at each key typed. Only for a file nothing writes to.
     keep_open: bool = False
-    _kept: sqlite3.Connection | None = field(default=None, repr=False)
-    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _kept: sqlite3.Connection | None = field(default=None, repr=False, compare=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __len__(self) -> int:
         return self.entries

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-from coldkeep.tui.cli.main import main
+from coldkeep.tui.cli.main import every_command, main
 
 
 def run(config: str, commands: list[str]) -> int:
@@ -78,6 +78,9 @@ def _child(request: Request) -> None:
 
 
 def serve() -> None:
+    # Every command's module imported once, here: the CLI imports a command's
+    # module only when it runs it, and each forked child would pay for it.
+    every_command()
     for line in sys.stdin:
         request: Request = json.loads(line)
         pid = os.fork()
