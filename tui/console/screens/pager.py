@@ -310,6 +310,11 @@ class PagerScreen(KeyedScreen):
         self.cancel = CancelToken()
         self.pretty = is_json_name(name)
         self.ended: Ended | None = None
+        # A search running, and the hits n (+1) and N (-1) asked for meanwhile:
+        # each is searched for from the hit before it, as it is found, so
+        # that keys typed faster than a search finds move as far as typed.
+        self.searching = False
+        self.moves = 0
 
     def compose(self) -> ComposeResult:
         yield Static(self.title_text, id="pager-title")
@@ -391,7 +396,9 @@ class PagerScreen(KeyedScreen):
     def on_search_done(self, message: SearchDone) -> None:
         if message.needle != self.view.needle:
             return  # a newer search was asked for since
+        self.searching = False
         if message.line is None:
+            self.moves = 0
             where = "below" if message.forward else "above"
             more = "" if self.ended else " (so far: the file is still being read)"
             self.notify(
@@ -403,6 +410,13 @@ class PagerScreen(KeyedScreen):
         self.view.hit = message.line
         self.view.go(message.line)
         self._status()
+        if self.moves:
+            forward, self.moves = self.moves > 0, self.moves - (1 if self.moves > 0 else -1)
+            self._search(self.view.needle, message.line, forward)
+
+    def _search(self, needle: str, start: int, forward: bool) -> None:
+        self.searching = True
+        self.run_search(needle, start, forward)
 
     def _status(self) -> None:
         view, spool = self.view, self.spool
@@ -443,8 +457,9 @@ class PagerScreen(KeyedScreen):
         self.view.focus()
         self.view.needle = event.value
         self.view.hit = None
+        self.moves = 0
         if event.value:
-            self.run_search(event.value, self.view.top - 1, True)
+            self._search(event.value, self.view.top - 1, True)
         self.view.refresh()
 
     def _from(self) -> int:
@@ -452,12 +467,19 @@ class PagerScreen(KeyedScreen):
         return view.hit if view.hit is not None else view.top
 
     def action_next(self) -> None:
-        if self.view.needle:
-            self.run_search(self.view.needle, self._from(), True)
+        self._move(True)
 
     def action_previous(self) -> None:
-        if self.view.needle:
-            self.run_search(self.view.needle, self._from(), False)
+        self._move(False)
+
+    def _move(self, forward: bool) -> None:
+        """The next hit (or the one before), or once the running search ends."""
+        if not self.view.needle:
+            return
+        if self.searching:
+            self.moves += 1 if forward else -1
+            return
+        self._search(self.view.needle, self._from(), forward)
 
     def action_pretty(self) -> None:
         self.view.pretty = not self.view.pretty
