@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import resource
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -73,6 +74,9 @@ SITES_IN_FLIGHT = 32
 # A site's catalog has an index of paths from this many entries (fewer are
 # filtered quicker by a scan: load_catalog).
 INDEX_FROM = 50_000
+# Open files a fleet leaves for everything but its catalogs' kept connections
+# (the S3 client's sockets, a restore's files, SQLite's temporary files).
+FILES_SPARE = 256
 # A site whose newest snapshot is sealed, listed without an identity.
 SEALED = "sealed: give --identity"
 
@@ -131,6 +135,23 @@ class FleetSite:
     @property
     def usable(self) -> bool:
         return self.snapshot is not None
+
+
+def files_to_keep(wanted: int) -> int:
+    """How many of ``wanted`` files this process may keep open besides what
+    it needs otherwise (``FILES_SPARE``), its soft limit on open files raised
+    toward the hard one as far as that takes: a thousand sites' catalogs
+    kept open would pass a soft limit of 1,024, as most systems set."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + FILES_SPARE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):  # refused: the limit there is
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(0, min(wanted, soft - FILES_SPARE))
 
 
 def rollback_journal(snapshot: Path) -> None:
@@ -347,15 +368,17 @@ class Fleet:
         return None
 
     async def catalogs(self) -> dict[str, Catalog]:
-        """Each usable site's entries, for searching across hosts, each with
-        its connection kept open (the caller closes them)."""
+        """Each usable site's entries, for searching across hosts, as many as
+        the process may keep open with their connection kept (the caller
+        closes them); the others open one for each filter."""
         usable = [s.site for s in self.sites if s.usable]
+        kept = await asyncio.to_thread(files_to_keep, len(usable))
         loaded = await asyncio.gather(
             *(
                 asyncio.to_thread(
-                    load_catalog, self.layout(s).manifest, keep_open=True, index_from=INDEX_FROM
+                    load_catalog, self.layout(s).manifest, keep_open=i < kept, index_from=INDEX_FROM
                 )
-                for s in usable
+                for i, s in enumerate(usable)
             )
         )
         return dict(zip(usable, loaded, strict=True))

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,7 @@ from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.errors import RemoteError
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.files.catalog import close_all, parse_query
-from coldkeep.core.ops.fleet import SEALED, Fleet
+from coldkeep.core.ops.fleet import FILES_SPARE, SEALED, Fleet
 from coldkeep.core.remote.sealing import load_identities
 
 from remotecheck import ship_site
@@ -129,3 +134,81 @@ async def test_a_sealed_site_asks_for_the_identity(tmp_path: Path) -> None:
         assert scratch_left(tmp_path / "cache") == []
     finally:
         await fleet.close()
+
+
+KEEPS = """
+import asyncio, json, resource, sys
+from pathlib import Path
+from coldkeep.core.base.configremote import RemoteSettings
+from coldkeep.core.files.catalog import close_all
+from coldkeep.core.ops.fleet import Fleet
+from coldkeep.tui.console.screens.browse import search
+
+async def main(remote, cache):
+    fleet = Fleet(RemoteSettings(Path(remote).as_uri()), Path(cache))
+    try:
+        await fleet.load()
+        catalogs = await fleet.catalogs()
+    finally:
+        await fleet.close()
+    counts = [search(catalogs, "", 5)[0] for _ in range(2)]
+    kept = sum(c.keep_open for c in catalogs.values())
+    close_all(catalogs.values())
+    return {"sites": len(catalogs), "kept": kept, "counts": counts,
+            "limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
+
+print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))
+"""
+
+
+LIMITS = """
+import json, resource, sys
+from coldkeep.core.ops.fleet import files_to_keep
+soft, hard = (int(x) for x in sys.argv[1:3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+kept = [files_to_keep(n) for n in (10, 1000)]
+print(json.dumps([*kept, resource.getrlimit(resource.RLIMIT_NOFILE)[0]]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "kept"),
+    [(300, 300, [10, 300 - 256, 300]), (300, 2000, [10, 1000, 1256]), (200, 200, [0, 0, 200])],
+)
+def test_kept_files_stay_within_the_open_files_limit_raised_as_far_as_it_goes(
+    soft: int, hard: int, kept: list[int]
+) -> None:
+    """A thousand sites' catalogs kept open would pass the soft limit most
+    systems set (1,024): it is raised toward the hard one, and what is kept
+    stays within it, leaving the process its spare files."""
+    run = subprocess.run(
+        [sys.executable, "-c", LIMITS, str(soft), str(hard)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(run.stdout) == kept and FILES_SPARE == 256
+
+
+async def test_a_fleet_past_the_open_files_limit_keeps_open_what_fits(tmp_path: Path) -> None:
+    """With room for six kept connections, twelve sites' catalogs keep six,
+    and every site is still filtered (the others open their file for each
+    filter)."""
+    remote = tmp_path / "bucket"
+    await ship_site(tmp_path, remote, "s", seed=1)
+    for i in range(11):  # the one site's snapshots and beats under 11 more names
+        for part in ("manifest", "heartbeat"):
+            (remote / f"h{i:02d}" / part).mkdir(parents=True)
+            for f in (remote / "s" / part).iterdir():
+                os.link(f, remote / f"h{i:02d}" / part / f.name)
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_SPARE + 6, FILES_SPARE + 6))
+
+    run = subprocess.run(
+        [sys.executable, "-c", KEEPS, str(remote), str(tmp_path / "cache")],
+        capture_output=True, text=True, check=False, preexec_fn=low_limit,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout)
+    entries = got["counts"][0] // 12
+    assert got["sites"] == 12 and got["counts"] == [12 * entries] * 2 and entries > 0
+    assert got["kept"] == 6
