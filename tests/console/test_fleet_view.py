@@ -14,7 +14,9 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -321,6 +323,34 @@ async def test_a_long_list_fills_the_table_a_few_rows_a_frame_selection_and_all(
         await pilot.press("escape", "f5")
         await settle(pilot)
         assert app.view.catalogs and all(c._kept is None for c in before)
+
+
+async def test_a_key_typed_before_the_filter_answers_acts_on_its_rows(
+    bucket: Path, tmp_path: Path
+) -> None:
+    """Space pressed before the filter's answer (held in its thread until
+    then) selects the filter's first row, not the row highlighted in the list
+    it replaces."""
+    app = FleetApp(RemoteSettings(bucket.as_uri()), tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        held = threading.Event()
+        for catalog in app.view.catalogs.values():
+            filter_rows = catalog.filter
+
+            def held_filter(
+                *args: Any, _rows: Any = filter_rows, **kwargs: Any
+            ) -> tuple[int, list[CatalogRow], bool]:
+                assert held.wait(30), "the test never let the filter go"
+                return _rows(*args, **kwargs)  # type: ignore[no-any-return]
+
+            catalog.filter = held_filter  # type: ignore[method-assign]
+        await pilot.press(*"unit-0001", "down", "space")
+        held.set()
+        await settle(pilot)
+        assert app.view.selected <= set(app.view.rows), "a row of the old list selected"
+        [picked] = [app.view.rows[key] for key in app.view.selected]
+        assert "unit-0001" in picked[1].relpath, picked
 
 
 async def test_enter_on_a_site_says_why_it_is_in_its_state_and_f_lists_its_files(

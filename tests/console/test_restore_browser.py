@@ -5,6 +5,8 @@ focus, and a restore shows up in the browser without reopening it."""
 from __future__ import annotations
 
 import os
+import threading
+from typing import Any
 
 from rich.text import Text
 from textual import events
@@ -13,7 +15,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent
 from textual.widgets._data_table import default_cell_formatter
 
 from coldkeep.core.base.config import Settings
-from coldkeep.core.files.catalog import parse_query
+from coldkeep.core.files.catalog import CatalogRow, parse_query
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.screens import ConfirmScreen, RestoreScreen
 
@@ -94,7 +96,20 @@ async def test_a_restore_shows_its_new_status_and_keeps_the_filter(archived: Set
     app = make_app(archived)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_browser(app, pilot)
+        # r typed before the filter answered (it is held in its thread until
+        # then): the restore asked about is the filter's row, not the row
+        # highlighted in the list it replaces (CI restored that one once).
+        catalog = screen.catalog
+        assert catalog is not None
+        held, filter_rows = threading.Event(), catalog.filter
+
+        def held_filter(*args: Any, **kwargs: Any) -> tuple[int, list[CatalogRow], bool]:
+            assert held.wait(30), "the test never let the filter go"
+            return filter_rows(*args, **kwargs)
+
+        catalog.filter = held_filter  # type: ignore[method-assign]
         await pilot.press(*"runs/part-03", "enter", "r")
+        held.set()
         await settle(pilot)
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")

@@ -8,6 +8,7 @@ table of matches (matches.py), a restore to a folder (restore.py).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -81,6 +82,12 @@ class FleetScreen(Screen[None]):
         self.cancel_token: CancelToken | None = None
         self.last: RestoreReport | None = None  # the last restore's report
         self.wanted: str | None = None  # the row the find box chose, selected once listed
+        # The filter text the table's rows answer once all are in (None: none
+        # yet), the text of those coming, and a key that acts on rows pressed
+        # before they answered the filter's text now (the restore browser's).
+        self.listed_for: str | None = None
+        self.coming_for: str | None = None
+        self.after_listing: Callable[[], None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="status-line")
@@ -202,7 +209,9 @@ class FleetScreen(Screen[None]):
             return
         if message.error:
             self.query_one("#fleet-count", Static).update(Text(message.error, style="bold red"))
+            self._listed(message.query)
             return
+        self.coming_for = message.query
         self.total = message.total
         self.capped = message.capped
         # In path order as listed (matching: one order for the whole table).
@@ -229,6 +238,23 @@ class FleetScreen(Screen[None]):
             self.call_after_refresh(self._show_rows, rows, len(now))
         else:
             self._select_wanted()
+            self._listed(self.coming_for)
+
+    def _listed(self, query: str | None) -> None:
+        """The table answers ``query`` now: a key that waited for it acts."""
+        self.listed_for = query
+        if self.after_listing is not None:
+            act, self.after_listing = self.after_listing, None
+            act()
+
+    def _listed_now(self, act: Callable[[], None]) -> bool:
+        """Whether the table lists what the filter says now; if not, ``act``
+        runs once it does: a key typed faster than a filter answers acts on
+        the rows of that text, never on the rows it is about to replace."""
+        if self.listed_for == self.query_one("#fleet-filter", Input).value:
+            return True
+        self.after_listing = act
+        return False
 
     def _select_wanted(self) -> None:
         wanted, self.wanted = self.wanted, None
@@ -290,6 +316,8 @@ class FleetScreen(Screen[None]):
     # actions ---------------------------------------------------------------------
 
     def action_select_row(self) -> None:
+        if not self._listed_now(self.action_select_row):
+            return
         current = self._current()
         if current is None:
             return
@@ -303,6 +331,8 @@ class FleetScreen(Screen[None]):
 
     def action_select_all(self) -> None:
         """Every match listed selected; when every one already is, none."""
+        if not self._listed_now(self.action_select_all):
+            return
         listed = set(self.rows)
         self.selected = set() if listed and listed <= self.selected else self.selected | listed
         table = self.query_one("#fleet-table", DataTable)
@@ -415,7 +445,8 @@ class FleetScreen(Screen[None]):
         if self.fetching:
             self.notify("the sites are still loading", severity="warning")
             return
-        self.confirm_restore()
+        if self._listed_now(self.action_restore):
+            self.confirm_restore()
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_restore(self) -> None:

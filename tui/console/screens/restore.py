@@ -17,6 +17,7 @@ registry's restore entries), and how it ended comes down through ``finished``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -216,6 +217,10 @@ class RestoreScreen(KeyedScreen):
         self.month_rows: dict[str, ArchivedMonth] = {}
         self.months_selected: set[str] = set()
         self.wanted: int | None = None  # the entry the find box chose, selected once listed
+        # The filter text the table's rows answer (None: none yet), and a key
+        # that acts on rows pressed before they answered the filter's text now.
+        self.listed_for: str | None = None
+        self.after_listing: Callable[[], None] | None = None
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="restore-tabs"):
@@ -365,6 +370,7 @@ class RestoreScreen(KeyedScreen):
             },
             sort_by="path",
         )
+        self.listed_for = message.query
         self._select_wanted()
         if message.error:
             self.query_one("#restore-count", Static).update(
@@ -373,6 +379,19 @@ class RestoreScreen(KeyedScreen):
         else:
             self._show_count()
         self._preview()
+        if self.after_listing is not None:
+            act, self.after_listing = self.after_listing, None
+            act()
+
+    def _listed_now(self, act: Callable[[], None]) -> bool:
+        """Whether the table lists what the filter says now; if not, ``act``
+        runs once it does: a key typed faster than a filter answers (r just
+        after the filter's text) acts on the rows of that text, never on the
+        rows it is about to replace."""
+        if self.listed_for == self.query_one("#restore-filter", Input).value:
+            return True
+        self.after_listing = act
+        return False
 
     def _select_wanted(self) -> None:
         """The entry the find box chose: highlighted, its table focused."""
@@ -463,6 +482,8 @@ class RestoreScreen(KeyedScreen):
     def action_select_row(self) -> None:
         if self.query_one(TabbedContent).active == "restore-events":
             self._toggle_month()
+            return
+        if not self._listed_now(self.action_select_row):
             return
         row = self._current()
         if row is None:
@@ -582,14 +603,15 @@ class RestoreScreen(KeyedScreen):
             return
         if self.query_one(TabbedContent).active == "restore-events":
             self.confirm_events()
-        else:
+        elif self._listed_now(self.action_restore):
             self.confirm_files()
 
     def action_thaw(self) -> None:
         if why := self.unavailable().get("thaw"):
             self.notify(why, severity="warning")
             return
-        self.confirm_thaw()
+        if self._listed_now(self.action_thaw):
+            self.confirm_thaw()
 
     @work(exclusive=True, group="confirm", exit_on_error=False)
     async def confirm_thaw(self) -> None:
