@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.text import Text
 from textual import events
 from textual.pilot import Pilot
@@ -15,11 +17,12 @@ from textual.widgets import DataTable, Input, Static, TabbedContent
 from textual.widgets._data_table import default_cell_formatter
 
 from coldkeep.core.base.config import Settings
-from coldkeep.core.files.catalog import CatalogRow, parse_query
+from coldkeep.core.files.catalog import Catalog, CatalogRow, load_catalog, parse_query
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.screens import ConfirmScreen, RestoreScreen
+from coldkeep.tui.console.screens import restore as restore_screen
 
-from consolekit import archive_all, current_screen, make_app, notices, settle
+from consolekit import archive_all, current_screen, make_app, notices, settle, until
 
 SIZE = (120, 36)
 WANTED = "unit-0005/runs/part-03.jsonl"
@@ -125,6 +128,32 @@ async def test_a_restore_shows_its_new_status_and_keeps_the_filter(archived: Set
         await pilot.press("slash", "ctrl+u", *"status:restored")
         await settle(pilot)
         assert shown(screen) == [(WANTED, "restored")]
+
+
+async def test_r_before_the_list_has_loaded_says_so_and_is_not_kept(
+    archived: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore asked for before the manifest's list has loaded (held in its
+    thread until then) is refused in a notice, and not carried out later."""
+    held, load = threading.Event(), load_catalog
+
+    def held_load(manifest: Path, **options: Any) -> Catalog:
+        assert held.wait(30), "the test never let the list load"
+        return load(manifest, **options)
+
+    monkeypatch.setattr(restore_screen, "load_catalog", held_load)
+    app = make_app(archived)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RestoreScreen), "the browser opened")
+        await pilot.press("enter", "r")
+        await pilot.pause()
+        assert "the list is still loading: press it again once it shows" in said
+        held.set()
+        await settle(pilot)
+        assert isinstance(app.screen, RestoreScreen), "no question asked after the list loaded"
 
 
 async def test_a_target_inside_the_live_tree_is_refused_before_asking(archived: Settings) -> None:

@@ -390,6 +390,9 @@ class RestoreScreen(KeyedScreen):
         rows it is about to replace."""
         if self.listed_for == self.query_one("#restore-filter", Input).value:
             return True
+        if self.catalog is None:  # not a wait of milliseconds: said, not kept
+            self.notify("the list is still loading: press it again once it shows")
+            return False
         self.after_listing = act
         return False
 
