@@ -65,7 +65,7 @@ from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.ops.fleet import Fleet
 from coldkeep.tui.console.fleet.app import FleetApp
 from coldkeep.tui.console.fleet.matches import matching
-from coldkeep.tui.console.fleet.messages import Searched, SitesLoaded
+from coldkeep.tui.console.fleet.messages import SitesLoaded
 from coldkeep.tui.console.fleet.view import FleetScreen
 from coldkeep.tui.console.kit.pilot import settle
 
@@ -141,9 +141,9 @@ async def loaded(remote: Path, cache: Path) -> tuple[float, float, int]:
 
 
 class TimedScreen(FleetScreen):
-    """The fleet view, noting when its first judged rows and each filter's
-    answer were on screen (Textual runs these handlers, then the screen's own;
-    the time is taken after the refresh that follows both)."""
+    """The fleet view, noting when its first judged rows were on screen (after
+    the refresh that follows the screen's own handler, which Textual runs
+    after this one) and when each filter's answer filled the table."""
 
     first_rows: float | None = None
     answered: dict[str, float]
@@ -155,9 +155,11 @@ class TimedScreen(FleetScreen):
     def _first_rows(self) -> None:
         self.first_rows = self.first_rows or time.perf_counter()
 
-    def on_searched(self, message: Searched) -> None:
-        query = message.query
-        self.call_after_refresh(lambda: self.answered.setdefault(query, time.perf_counter()))
+    def _listed(self, query: str | None) -> None:
+        # The whole table filled (the last of its rows added a frame at a time).
+        if query is not None:
+            self.answered.setdefault(query, time.perf_counter())
+        super()._listed(query)
 
 
 class TimedApp(FleetApp):

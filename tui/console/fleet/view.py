@@ -57,7 +57,7 @@ from .messages import (
 )
 from .site import SiteScreen
 
-# Matches added to the table at one frame (_show_rows).
+# Matches added to the table at one frame (show_rows).
 ROWS_PER_FRAME = 100
 
 
@@ -216,29 +216,44 @@ class FleetScreen(Screen[None]):
         self.capped = message.capped
         # In path order as listed (matching: one order for the whole table).
         self.rows = {matches.row_key(site, row.id): (site, row) for site, row in message.rows}
-        self._show_rows(self.rows)
+        self.show_rows(self.rows)
         self._show_count()
         self._preview()
 
-    def _show_rows(self, rows: dict[str, tuple[str, CatalogRow]], budget: int = 0) -> None:
+    @work(exclusive=True, group="fill", exit_on_error=False)
+    async def show_rows(self, rows: dict[str, tuple[str, CatalogRow]]) -> None:
         """The table made to hold ``rows`` (the matches listed), at most
-        ``ROWS_PER_FRAME`` more of them than it holds now added at each frame
+        ``ROWS_PER_FRAME`` more of them than it holds added at each frame
         until all are: a table measures every new cell before the next frame,
-        and 500 rows added at once kept the screen from answering for 125 ms."""
-        if rows is not self.rows:  # a newer filter's answer came since
-            return
+        and 500 rows added at once kept the screen from answering for 125 ms.
+        A worker, so that a newer filter's answer replaces it, and whoever
+        waits for the screen to settle waits for the table to fill."""
         table = self.query_one("#fleet-table", DataTable)
-        budget += ROWS_PER_FRAME
-        now: dict[str, tuple[Cell, ...]] = {}
-        for key, (site, row) in rows.items():
-            if key in table.rows or len(now) < budget:
-                now[key] = matches.cells(key in self.selected, site, row)
-        sync_table(table, now, sort_by="path")
-        if len(now) < len(rows):
-            self.call_after_refresh(self._show_rows, rows, len(now))
-        else:
-            self._select_wanted()
-            self._listed(self.coming_for)
+        budget = 0
+        while True:
+            budget += ROWS_PER_FRAME
+            now: dict[str, tuple[Cell, ...]] = {}
+            for key, (site, row) in rows.items():
+                if key in table.rows or len(now) < budget:
+                    now[key] = matches.cells(key in self.selected, site, row)
+            sync_table(table, now, sort_by="path")
+            if len(now) == len(rows):
+                break
+            budget = len(now)
+            await self._drawn()
+        self._select_wanted()
+        self._listed(self.coming_for)
+
+    async def _drawn(self) -> None:
+        """Once the screen has been drawn again."""
+        drawn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def now() -> None:
+            if not drawn.done():  # the worker cancelled: nothing waits
+                drawn.set_result(None)
+
+        self.call_after_refresh(now)
+        await drawn
 
     def _listed(self, query: str | None) -> None:
         """The table answers ``query`` now: a key that waited for it acts."""
@@ -337,7 +352,7 @@ class FleetScreen(Screen[None]):
         self.selected = set() if listed and listed <= self.selected else self.selected | listed
         table = self.query_one("#fleet-table", DataTable)
         with self.app.batch_update():
-            # Those not in the table yet are added as selected (_show_rows).
+            # Those not in the table yet are added as selected (show_rows).
             for key in listed & {k.value for k in table.rows}:
                 table.update_cell(key, "sel", "✓" if key in self.selected else "")
         self._show_count()
