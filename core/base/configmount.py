@@ -4,11 +4,11 @@ without restoring them (``coldkeep mount``, ``cat``): its folder and its size.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .configtable import MAX_INTEGER, Table
+from .userdirs import user_dir
 
 # A remote-only copy read without restoring it (``coldkeep mount``, ``cat``) goes
 # through an on-disk block cache of this many bytes at most (remote/rangecache.py).
@@ -23,10 +23,7 @@ MIN_CACHE_BYTES = 8 << 20
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/coldkeep/mount`` (~/.cache by default): on disk where
     /tmp is often a tmpfs (memory), private to the user, and outside any root."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec: a relative value is invalid and ignored.
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "coldkeep" / "mount"
+    return user_dir("cache") / "mount"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import resource
 import sqlite3
 from collections.abc import AsyncIterator
@@ -44,6 +43,7 @@ from ..base.layout import Layout
 from ..base.ratelimit import RateLimiter
 from ..base.stream import EventStream
 from ..base.times import now_ms
+from ..base.userdirs import user_dir
 from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
 from ..files.find import Found, NothingFound, find
@@ -85,11 +85,8 @@ def fleet_cache(remote: RemoteSettings) -> Path:
     """Where the fleet view keeps the snapshots it fetched for ``remote``:
     ``$XDG_CACHE_HOME/coldkeep/fleet/<sha of the URL>`` (~/.cache by default;
     the endpoint counts too, when there is one: another server, other data)."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec: a relative value is invalid and ignored.
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
     name = remote.url if remote.endpoint_url is None else f"{remote.endpoint_url} {remote.url}"
-    return base / "coldkeep" / "fleet" / hashlib.sha256(name.encode()).hexdigest()[:16]
+    return user_dir("cache") / "fleet" / hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ operator's (``[health]`` in ``~/.config/coldkeep/fleet.toml``: ``load_rules``).
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..base.errors import UsageError
+from ..base.userdirs import user_dir
 from ..remote.bucketclock import SKEW_MS
 from ..remote.heartbeat import Beat, Heard
 
@@ -49,10 +49,7 @@ RULE_KEYS = {"silent_after_hours": ("silent_cap_h", 0.1), "backlog_days": ("back
 def rules_path() -> Path:
     """Where the operator's fleet rules are read from when no file is named:
     ``$XDG_CONFIG_HOME/coldkeep/fleet.toml`` (~/.config by default)."""
-    xdg = os.environ.get("XDG_CONFIG_HOME", "")
-    # The XDG spec: a relative value is invalid and ignored.
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".config"
-    return base / "coldkeep" / "fleet.toml"
+    return user_dir("config") / "fleet.toml"
 
 
 def load_rules(path: Path | None = None) -> HealthRules:
