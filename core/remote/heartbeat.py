@@ -30,7 +30,7 @@ from typing import Any
 from ..base.layout import Layout
 from ..base.signing import SiteKey, fingerprint, verifies
 from .objectstore import ObjectInfo, ObjectStore, RemoteMissing
-from .smallreads import SmallReads
+from .smallreads import SmallReads, read_listed
 from .snapshots import Trust
 
 WHAT = "heartbeat"
@@ -185,7 +185,7 @@ async def newest(
             problems.append("a heartbeat too big to be one")
             continue
         try:
-            data = await (reads.read(info) if reads else store.read_range(info.key, 0, info.size))
+            data = await read_listed(store, info, reads)
         except RemoteMissing:  # pruned since the listing
             continue
         # In a thread: an Ed25519 check lets go of the GIL, and a thousand

@@ -75,6 +75,12 @@ class SmallReads:
             self._kept = dict(self._read)
 
 
+async def read_listed(store: ObjectStore, info: ObjectInfo, reads: SmallReads | None) -> bytes:
+    """The bytes of the object ``info`` lists: through ``reads`` where given
+    (kept from an earlier look), else one ranged GET of all of it."""
+    return await (reads.read(info) if reads else store.read_range(info.key, 0, info.size))
+
+
 def _load(path: Path) -> dict[str, tuple[str, str]]:
     try:
         held = json.loads(path.read_bytes())

@@ -51,7 +51,7 @@ from ..store.sitestate import SiteState
 from .bucketclock import SKEW_MS, apart
 from .bucketlock import snapshot_taken_at
 from .objectstore import ObjectInfo, ObjectStore, RemoteFatal, RemoteLocked, RemoteMissing
-from .smallreads import SmallReads
+from .smallreads import SmallReads, read_listed
 
 WHAT = "manifest snapshot"
 SIG = ".sig"
@@ -236,7 +236,7 @@ async def survey(
             return Seen(key, "forged", "its statement is too big to be one", info=info)
         try:
             async with gate:
-                data = await (reads.read(sig) if reads else store.read_range(sig.key, 0, sig.size))
+                data = await read_listed(store, sig, reads)
         except RemoteMissing:  # deleted since the listing: as if never there
             return Seen(key, "unsigned", "no statement beside it", info=info)
         read = await asyncio.to_thread(read_statement, data, key + SIG)  # as heartbeat.py
