@@ -46,6 +46,8 @@ async def test_two_hosts_searched_together_and_restored_from_the_bucket(tmp_path
         assert sites["web-1"].usable and sites["web-2"].usable
         assert not sites["web-3"].usable and "no manifest snapshot" in str(sites["web-3"].problem)
         catalogs = await fleet.catalogs()
+        for cat in catalogs.values():  # kept open: one file each, no -wal or -shm
+            assert cat.keep_open and cat.manifest.read_bytes()[18:20] == b"\x01\x01"
         hits = {site: cat.filter(parse_query("unit-0001"))[0] for site, cat in catalogs.items()}
         assert hits["web-1"] > 0 and hits["web-2"] > 0
         cat = catalogs["web-2"]
