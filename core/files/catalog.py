@@ -277,12 +277,14 @@ class Catalog:
             return None
         where, params = _where(query)
         page, page_params = _where(query, upto)
-        among = [json.dumps(ids), *params]
+        candidates = json.dumps(ids)
         rows = db.execute(
             f"SELECT {_SELECTED} {_AMONG} {page} ORDER BY relpath, id LIMIT ?",
-            [json.dumps(ids), *page_params, limit],
+            [candidates, *page_params, limit],
         ).fetchall()
-        [(total,)] = db.execute(f"SELECT count(*) {_AMONG} {where}", among).fetchall()
+        [(total,)] = db.execute(
+            f"SELECT count(*) {_AMONG} {where}", [candidates, *params]
+        ).fetchall()
         copies = read_copies(db, (r[8] for r in rows))
         return total, [self._row(r, copies) for r in rows], False
 
