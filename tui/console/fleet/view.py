@@ -32,7 +32,7 @@ from ...operations import headline
 from ...text.fmt import shown
 from ..kit.actions import bindings
 from ..screens import ConfirmScreen, HelpScreen
-from ..screens.browse import FILTER_HINT, FilterInput, result_cell, worker_cancelled
+from ..screens.browse import FILTER_HINT, FilterInput, Listing, result_cell, worker_cancelled
 from ..screens.find import FindScreen, Pick
 from ..widgets.fields import Field
 from ..widgets.tables import (
@@ -82,12 +82,7 @@ class FleetScreen(Screen[None]):
         self.cancel_token: CancelToken | None = None
         self.last: RestoreReport | None = None  # the last restore's report
         self.wanted: str | None = None  # the row the find box chose, selected once listed
-        # The filter text the table's rows answer once all are in (None: none
-        # yet), the text of those coming, and a key that acts on rows pressed
-        # before they answered the filter's text now (the restore browser's).
-        self.listed_for: str | None = None
-        self.coming_for: str | None = None
-        self.after_listing: Callable[[], None] | None = None
+        self.listing = Listing()  # the filter text the rows answer once all are in
 
     def compose(self) -> ComposeResult:
         yield Static("", id="status-line")
@@ -209,20 +204,19 @@ class FleetScreen(Screen[None]):
             return
         if message.error:
             self.query_one("#fleet-count", Static).update(Text(message.error, style="bold red"))
-            self._listed(message.query)
+            self.listing.listed(message.query)
             return
-        self.coming_for = message.query
         self.total = message.total
         self.capped = message.capped
         # In path order as listed (matching: one order for the whole table).
         self.rows = {matches.row_key(site, row.id): (site, row) for site, row in message.rows}
-        self.show_rows(self.rows)
+        self.show_rows(self.rows, message.query)
         self._show_count()
         self._preview()
 
     @work(exclusive=True, group="fill", exit_on_error=False)
-    async def show_rows(self, rows: dict[str, tuple[str, CatalogRow]]) -> None:
-        """The table made to hold ``rows`` (the matches listed), at most
+    async def show_rows(self, rows: dict[str, tuple[str, CatalogRow]], query: str) -> None:
+        """The table made to hold ``rows`` (the matches ``query`` listed), at most
         ``ROWS_PER_FRAME`` more of them than it holds added at each frame
         until all are: a table measures every new cell before the next frame,
         and 500 rows added at once kept the screen from answering for 125 ms.
@@ -242,7 +236,7 @@ class FleetScreen(Screen[None]):
             budget = len(now)
             await self._drawn()
         self._select_wanted()
-        self._listed(self.coming_for)
+        self.listing.listed(query)
 
     async def _drawn(self) -> None:
         """Once the screen has been drawn again."""
@@ -255,21 +249,9 @@ class FleetScreen(Screen[None]):
         self.call_after_refresh(now)
         await drawn
 
-    def _listed(self, query: str | None) -> None:
-        """The table answers ``query`` now: a key that waited for it acts."""
-        self.listed_for = query
-        if self.after_listing is not None:
-            act, self.after_listing = self.after_listing, None
-            act()
-
     def _listed_now(self, act: Callable[[], None]) -> bool:
-        """Whether the table lists what the filter says now; if not, ``act``
-        runs once it does: a key typed faster than a filter answers acts on
-        the rows of that text, never on the rows it is about to replace."""
-        if self.listed_for == self.query_one("#fleet-filter", Input).value:
-            return True
-        self.after_listing = act
-        return False
+        """Whether the table lists what the filter says now (``Listing``)."""
+        return self.listing.ready(self.query_one("#fleet-filter", Input).value, act)
 
     def _select_wanted(self) -> None:
         wanted, self.wanted = self.wanted, None

@@ -32,6 +32,31 @@ class FilterInput(Field):
     ]
 
 
+class Listing:
+    """Which filter text a table's rows answer, and the one key waiting for
+    them: a key typed faster than a filter answers (r just after the filter's
+    text) acts on the rows of that text, never on the rows they replace."""
+
+    def __init__(self) -> None:
+        self.answers: str | None = None  # the text the rows answer (None: none yet)
+        self._waiting: Callable[[], None] | None = None
+
+    def ready(self, text: str, act: Callable[[], None]) -> bool:
+        """Whether the rows answer ``text``; if not, ``act`` runs once they do
+        (the last key typed meanwhile)."""
+        if self.answers == text:
+            return True
+        self._waiting = act
+        return False
+
+    def listed(self, text: str) -> None:
+        """The rows answer ``text`` now: a key that waited for them acts."""
+        self.answers = text
+        if self._waiting is not None:
+            act, self._waiting = self._waiting, None
+            act()
+
+
 def search(
     catalogs: Mapping[str, Catalog],
     text: str,

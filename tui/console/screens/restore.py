@@ -65,7 +65,7 @@ from ..kit.messages import Confirmed
 from ..widgets.fields import Field
 from ..widgets.footer import FittedFooter
 from ..widgets.tables import MeasuredTable, cursor_key, keyed_table, name_cell, sync_table
-from .browse import FILTER_HINT, FilterInput, result_cell, search, worker_cancelled
+from .browse import FILTER_HINT, FilterInput, Listing, result_cell, search, worker_cancelled
 from .confirm import ConfirmScreen
 from .find import FindScreen, Pick
 from .help import KeyedScreen
@@ -217,10 +217,7 @@ class RestoreScreen(KeyedScreen):
         self.month_rows: dict[str, ArchivedMonth] = {}
         self.months_selected: set[str] = set()
         self.wanted: int | None = None  # the entry the find box chose, selected once listed
-        # The filter text the table's rows answer (None: none yet), and a key
-        # that acts on rows pressed before they answered the filter's text now.
-        self.listed_for: str | None = None
-        self.after_listing: Callable[[], None] | None = None
+        self.listing = Listing()  # the filter text the rows answer, a key waiting
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="restore-tabs"):
@@ -370,7 +367,6 @@ class RestoreScreen(KeyedScreen):
             },
             sort_by="path",
         )
-        self.listed_for = message.query
         self._select_wanted()
         if message.error:
             self.query_one("#restore-count", Static).update(
@@ -379,22 +375,17 @@ class RestoreScreen(KeyedScreen):
         else:
             self._show_count()
         self._preview()
-        if self.after_listing is not None:
-            act, self.after_listing = self.after_listing, None
-            act()
+        self.listing.listed(message.query)
 
     def _listed_now(self, act: Callable[[], None]) -> bool:
-        """Whether the table lists what the filter says now; if not, ``act``
-        runs once it does: a key typed faster than a filter answers (r just
-        after the filter's text) acts on the rows of that text, never on the
-        rows it is about to replace."""
-        if self.listed_for == self.query_one("#restore-filter", Input).value:
-            return True
-        if self.catalog is None:  # not a wait of milliseconds: said, not kept
+        """Whether the table lists what the filter says now (``Listing``);
+        before the list has loaded at all, said and not kept: that is not a
+        wait of milliseconds."""
+        text = self.query_one("#restore-filter", Input).value
+        if self.catalog is None and self.listing.answers != text:
             self.notify("the list is still loading: press it again once it shows")
             return False
-        self.after_listing = act
-        return False
+        return self.listing.ready(text, act)
 
     def _select_wanted(self) -> None:
         """The entry the find box chose: highlighted, its table focused."""
