@@ -68,6 +68,7 @@ from coldkeep.tui.console.fleet.matches import matching
 from coldkeep.tui.console.fleet.messages import SitesLoaded
 from coldkeep.tui.console.fleet.view import FleetScreen
 from coldkeep.tui.console.kit.pilot import settle
+from coldkeep.tui.console.screens.browse import Listing
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test kit's proxy, for its delay and counts
@@ -143,7 +144,7 @@ async def loaded(remote: Path, cache: Path) -> tuple[float, float, int]:
 class TimedScreen(FleetScreen):
     """The fleet view, noting when its first judged rows were on screen (after
     the refresh that follows the screen's own handler, which Textual runs
-    after this one) and when each filter's answer filled the table."""
+    after this one); when each filter filled the table, its ``TimedListing``."""
 
     first_rows: float | None = None
     answered: dict[str, float]
@@ -155,11 +156,18 @@ class TimedScreen(FleetScreen):
     def _first_rows(self) -> None:
         self.first_rows = self.first_rows or time.perf_counter()
 
-    def _listed(self, query: str | None) -> None:
-        # The whole table filled (the last of its rows added a frame at a time).
-        if query is not None:
-            self.answered.setdefault(query, time.perf_counter())
-        super()._listed(query)
+
+class TimedListing(Listing):
+    """The table's listing, noting when each filter's answer filled it (the
+    last of its rows added a frame at a time)."""
+
+    def __init__(self, answered: dict[str, float]) -> None:
+        super().__init__()
+        self.answered = answered
+
+    def listed(self, text: str) -> None:
+        self.answered.setdefault(text, time.perf_counter())
+        super().listed(text)
 
 
 class TimedApp(FleetApp):
@@ -167,6 +175,7 @@ class TimedApp(FleetApp):
         super().__init__(remote, cache)
         self.view = TimedScreen(self.fleet)
         self.view.answered = {}
+        self.view.listing = TimedListing(self.view.answered)
 
 
 async def first_rows(remote: Path, cache: Path) -> float:
@@ -198,6 +207,9 @@ async def keystroke(remote: Path, cache: Path, keys: str) -> tuple[float, float]
                 t0 = time.perf_counter()
                 await pilot.press(key)
                 while text not in app.view.answered:
+                    assert time.perf_counter() - t0 < 60, (
+                        f"the filter {text!r} never filled the table"
+                    )
                     await pilot.pause()
                 answers.append((app.view.answered[text] - t0) * 1000)
     return max(answers), max(lags)
