@@ -5,9 +5,10 @@ site's catalog takes.
     python bench/fleet.py [--quick] [--sites N]
 
 One demo site is archived and shipped to a folder remote; its manifest
-snapshots and heartbeats are then linked under N site names (1,000; 30 with
---quick), so the view has N sites that each read as a real one does (the
-signed statements, the newest beat, the snapshot fetched into the cache).
+snapshots, heartbeats and their entries in the fleet's index of beats are then
+linked under N site names (1,000; 30 with --quick), so the view has N sites
+that each read as a real one does (the signed statements, the newest beat, the
+snapshot fetched into the cache).
 
 Rows:
   fleet status --json     the whole command, spawn to exit, with an empty cache
@@ -30,7 +31,8 @@ Rows:
                           test kit's proxy with 30 ms added to every request:
                           fleet status --json cold and warm, and its requests;
                           the warm look's anchor: aiobotocore alone making the
-                          one listing a site, 32 sites at a time
+                          one listing a site a look made before the fleet's
+                          index of beats, 32 sites at a time
 
 Targets (issue: the fleet view for a thousand hosts): status warm <= 3 s and
 the table full <= 3 s at 1,000 sites from a folder, <= 6 s warm over S3 with
@@ -88,12 +90,16 @@ async def one_site(work: Path, remote: Path, scale: float = 0.02) -> None:
 def linked_sites(remote: Path, n: int) -> None:
     """The shipped site's snapshots and beats linked under ``n`` site names
     (what the fleet reads of a site; its archive files are not)."""
-    src = remote / "s"
+    src, index = remote / "s", remote / ".beats"
     for i in range(n):
-        for part in ("manifest", "heartbeat"):
-            dest = remote / f"host-{i:04d}" / part
+        name = f"host-{i:04d}"
+        for part, dest in (
+            (src / "manifest", remote / name / "manifest"),
+            (src / "heartbeat", remote / name / "heartbeat"),
+            (index / "s", index / name),  # its beats' entries in the fleet's index
+        ):
             dest.mkdir(parents=True)
-            for f in (src / part).iterdir():
+            for f in part.iterdir():
                 os.link(f, dest / f.name)
 
 
@@ -277,7 +283,7 @@ def s3_rows(work: Path, remote: Path, n: int) -> list[Row]:
             # statements, its beats (the site "s" of the folder only, not).
             objects = {
                 f"fleet/{p.relative_to(remote).as_posix()}": p.read_bytes()
-                for p in remote.glob("host-*/*/*")
+                for p in [*remote.glob("host-*/*/*"), *remote.glob(".beats/host-*/*")]
             }
             asyncio.run(upload(moto.endpoint, objects))
             proxy.fail(Delay(LATENCY_S))
@@ -302,7 +308,8 @@ def s3_rows(work: Path, remote: Path, n: int) -> list[Row]:
 
 # The anchor of the warm look over S3: aiobotocore alone, in a process of its
 # own, listing each site's beats and statements in one request (what a warm
-# look needs of a site whose beat is not new) 32 sites at a time, as the fleet.
+# look needed of every site before the fleet's index of beats told it which
+# beat since) 32 sites at a time, as the fleet did.
 BARE_LISTS = """
 import asyncio, sys
 from aiobotocore.session import get_session

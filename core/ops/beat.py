@@ -20,7 +20,7 @@ from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.version import version
 from ..remote import heartbeat
-from ..remote.heartbeat import Beat
+from ..remote.heartbeat import Beat, Published
 from ..remote.identity import NO_KEY_YET, site_key
 from ..remote.objectstore import ObjectStore
 from ..store import jobruns, passlog, problems, sitestate, stats
@@ -97,8 +97,8 @@ def beat_interval(settings: Settings) -> int:
 
 async def send(
     settings: Settings, manifest: Manifest, layout: Layout, store: ObjectStore, now: int
-) -> str | NotSent:
-    """A beat put in the bucket; its key under the site, or why none was sent."""
+) -> Published | NotSent:
+    """A beat put in the bucket (its key under the site), or why none was sent."""
     assert settings.remote is not None
     key = await site_key(manifest, layout.root, now, create=False)
     if isinstance(key, str):

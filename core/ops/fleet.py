@@ -8,9 +8,11 @@ the remote (``RemoteReader``) into a folder the operator names, never in place.
 
 Invariants:
 - Read-only towards the remote: nothing is written under the prefix.
-- The cache holds each site's snapshot and the marker naming it, and the
+- The cache holds each site's snapshot and the marker naming it, the
   statements and heartbeats its last load read (``reads.json``: a warm load
-  lists them again and reads only what is new; smallreads.py); the scratch
+  reads only what is new; smallreads.py) and their listing (``listing.json``:
+  a warm load lists the site again only when the fleet's index of beats says
+  it beat since, or an hour on; keptlisting.py); the scratch
   files of a fetch (and what SQLite left beside one while checking it) are
   removed after it, and those a killed view left at the site's next load.
 - A snapshot is used only if it reads back whole (the server's checksum) and
@@ -53,6 +55,7 @@ from ..remote.bucketlock import snapshot_taken_at
 from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch
 from ..remote.heartbeat import Heard
+from ..remote.keptlisting import Entry, KeptListing, beat_index
 from ..remote.objectstore import ObjectInfo, ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
@@ -201,12 +204,13 @@ class Fleet:
             names = await self.store.list_dirs("")
         except RemoteNoBucket as err:  # the URL came from --remote, not a remote.url
             raise err.said_for("check the URL given to --remote") from err
+        index = await beat_index(self.store)
         gate = asyncio.Semaphore(SITES_IN_FLIGHT)
         self.loaded = {}
 
         async def one(name: str) -> FleetSite:
             async with gate:
-                site = await self._site(name)
+                site = await self._site(name, index.get(name))
             now = await self.store.server_now()
             site = replace(site, health=judge(site.problem, site.heard, now, self.rules))
             self.loaded[name] = site
@@ -260,12 +264,19 @@ class Fleet:
         now = await self.store.server_now()
         return [s for s in found.judged(trust, now) if s.verdict == "own"], trust
 
-    async def _site(self, site: str) -> FleetSite:
+    async def _site(self, site: str, indexed: list[Entry] | None) -> FleetSite:
+        """The site as it is now; ``indexed``: its entries in the fleet's index
+        of beats, as listed just now (None: it has none)."""
         layout = self.layout(site)
-        reads, cached = await asyncio.to_thread(self._cached, site)
-        # Its statements and its beats in one listing where the store can.
+        now = now_ms()
+        reads, kept, cached = await asyncio.to_thread(self._cached, site)
         beats, statements = f"{site}/{heartbeat.PREFIX}", f"{site}/manifest/"
-        listed = await self.store.list_under([beats, statements])
+        listed = kept.serves(indexed, now)
+        if listed is None:
+            # Its statements and its beats in one listing where the store can.
+            listed = await self.store.list_under([beats, statements])
+            if indexed or kept.holds:
+                await asyncio.to_thread(kept.save, layout.scratch("listing"), indexed, listed, now)
         found = await self._snapshots(site, reads, listed[statements])
         if isinstance(found, str):
             return FleetSite(site, None, found)
@@ -277,20 +288,21 @@ class Fleet:
         await reads.save(layout.scratch("reads"))
         return replace(await self._snapshot(site, snapshots, cached), heard=heard)
 
-    def _cached(self, site: str) -> tuple[SmallReads, str | None]:
+    def _cached(self, site: str) -> tuple[SmallReads, KeptListing, str | None]:
         """What the cache holds of ``site`` (its folder made, and what a view
         killed mid-fetch left cleared): the statements and beats its last
-        load read (a warm load lists them again, and reads only those that
-        are new), and the key of the snapshot in place. One thread's work:
+        load read (a warm load reads only those that are new), their listing,
+        and the key of the snapshot in place. One thread's work:
         a thousand sites' steps each on a thread of its own kept the loop
         waiting for the lock every thread takes in turn. Blocking."""
         layout = self.layout(site)
         layout.root.mkdir(exist_ok=True)
         clear_scratch(layout)
         reads = SmallReads.loaded(self.store, layout.root / "reads.json")
+        kept = KeptListing.loaded(layout.root / "listing.json")
         marker = layout.root / "snapshot"
         in_place = marker.exists() and layout.manifest.exists()
-        return reads, marker.read_text() if in_place else None
+        return reads, kept, marker.read_text() if in_place else None
 
     async def _snapshot(self, site: str, snapshots: list[Seen], cached: str | None) -> FleetSite:
         """The site with the newest of ``snapshots`` that reads back whole in

@@ -81,8 +81,10 @@ async def _beat(
         sent = beat.NotSent(str(err))
     if isinstance(sent, beat.NotSent):
         report.notices.append(str(sent))
-    else:
-        report.heartbeat = sent
+        return
+    report.heartbeat = sent.key
+    if sent.unindexed is not None:
+        report.notices.append(f"heartbeat sent, {sent.unindexed}")
 
 
 async def verify(

@@ -216,7 +216,12 @@ class FileStore(ObjectStore):
             if not folder.is_dir():
                 return []
             with os.scandir(folder) as it:
-                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+                # A dot folder is no site's (the fleet's index of beats).
+                return sorted(
+                    e.name
+                    for e in it
+                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                )
 
         return await asyncio.to_thread(names)
 

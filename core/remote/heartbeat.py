@@ -15,6 +15,20 @@ trusts (the keys its snapshots are judged by) and names the site's id; its
 time is the older of the one it signs and the bucket's Last-Modified, so
 neither a host's clock running ahead nor a genuine old beat copied to a new
 name makes a silent host look alive. Names order nothing but which few are read.
+
+Beside each beat, once it is in place, an empty object names it in the
+fleet's index of beats, one folder a site at the top of the prefix:
+
+    .beats/<site>/h<ms>-<8 hex>.json             create-only, the newest KEEP kept
+
+A fleet reader lists that folder once for every site (a thousand sites in a
+few requests) and lists a site again only when its entries there differ from
+those its last look saw (beats.py). The index is a hint, never an authority:
+what a site says is read from its own prefix and verified as ever, and a site
+the index does not name (an older coldkeep's, or a host not allowed to write
+there) is listed at every look. Written after the beat, so an entry never
+names a beat not yet there; a host that cannot write it still beats (the
+ship's notices and the heartbeat job's run say why it is not indexed).
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ import secrets
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..base.errors import RemoteError
 from ..base.layout import Layout
 from ..base.signing import SiteKey, fingerprint, verifies
 from .objectstore import ObjectInfo, ObjectStore, RemoteMissing
@@ -35,7 +50,8 @@ from .snapshots import Trust
 
 WHAT = "heartbeat"
 PREFIX = "heartbeat/"
-NAME = re.compile(r"^heartbeat/h(?P<at>\d{13})-[0-9a-f]{8}\.json$")
+INDEX = ".beats/"  # the fleet's index of beats, a folder a site (a dot: no site's name)
+NAME = re.compile(r"^h\d{13}-[0-9a-f]{8}\.json$")  # in its folder
 KEEP = 3  # beats a ship leaves
 READ = 3  # beats a reader reads, newest names first
 MAX_BEAT = 64 << 10  # a beat is small; a bigger object under its name is not one
@@ -127,31 +143,56 @@ def read_beat(data: bytes, trust: Trust) -> Beat | str:
     return beat
 
 
-async def publish(store: ObjectStore, site: str, key: SiteKey, beat: Beat, layout: Layout) -> str:
-    """``beat`` signed and put under ``site``'s prefix; its key there."""
+@dataclass(frozen=True)
+class Published:
+    """A beat put: its key under the site, and why the fleet's index does not
+    name it (None: it does)."""
+
+    key: str
+    unindexed: str | None = None
+
+
+async def publish(
+    store: ObjectStore, site: str, key: SiteKey, beat: Beat, layout: Layout
+) -> Published:
+    """``beat`` signed and put under ``site``'s prefix, then named in the
+    fleet's index (its older entries but the newest ``KEEP`` let go)."""
     name = beat_key(beat.at)
     await store.put_bytes(
         f"{site}/{name}", signed(key, beat), scratch=layout.scratch("heartbeat"),
         root=layout.root, random_key=True,
     )  # fmt: skip
-    return name
+    folder = f"{INDEX}{site}/"
+    try:
+        await store.put_bytes(
+            folder + name.removeprefix(PREFIX), b"", scratch=layout.scratch("beatindex"),
+            root=layout.root, random_key=True,
+        )  # fmt: skip
+        for info in (await _beats(store, folder))[KEEP:]:
+            await store.delete(info.key)
+    except RemoteError as err:
+        # Even a refusal: the beat went with these credentials, and a host let
+        # write only under its own prefix is a fleet's choice. Its readers
+        # list this site whole at each look; the ship and the job say why.
+        return Published(name, f"not in the fleet's index of beats ({folder}): {err}")
+    return Published(name)
 
 
 async def _beats(
-    store: ObjectStore, site: str, listed: list[ObjectInfo] | None = None
+    store: ObjectStore, folder: str, listed: list[ObjectInfo] | None = None
 ) -> list[ObjectInfo]:
-    """The site's beats as listed (``listed``: its ``heartbeat/`` as listed,
-    where given; anything else under the prefix left out), the newest name
-    first."""
+    """The beats in ``folder`` (a site's ``heartbeat/``, or its folder of the
+    index) as listed (``listed``: the folder as listed, where given; anything
+    else there left out), the newest name first."""
     if listed is None:
-        listed = [i async for i in store.list_objects(f"{site}/{PREFIX}")]
-    named = (i for i in listed if NAME.match(i.key[len(site) + 1 :]))
+        listed = [i async for i in store.list_objects(folder)]
+    named = (i for i in listed if NAME.match(i.key[len(folder) :]))
     return sorted(named, key=lambda i: i.key, reverse=True)
 
 
 async def prune(store: ObjectStore, site: str, keep: int = KEEP) -> int:
     """The site's beats but the newest ``keep`` (by name) deleted; how many."""
-    gone = (await _beats(store, site))[keep:]
+    gone = (await _beats(store, f"{site}/{PREFIX}"))[keep:]
     for info in gone:
         await store.delete(info.key)
     return len(gone)
@@ -180,7 +221,7 @@ async def newest(
     when none does). Read through ``reads``, from ``listed`` (its
     ``heartbeat/`` as listed), where given."""
     problems: list[str] = []
-    for info in (await _beats(store, site, listed))[:READ]:
+    for info in (await _beats(store, f"{site}/{PREFIX}", listed))[:READ]:
         if info.size > MAX_BEAT:
             problems.append("a heartbeat too big to be one")
             continue
@@ -201,9 +242,11 @@ async def newest(
 
 
 __all__ = [
+    "INDEX",
     "KEEP",
     "Beat",
     "Heard",
+    "Published",
     "newest",
     "prune",
     "publish",

@@ -190,7 +190,8 @@ async def send_beat(
             settings, manifest, archiver.sessions.layout, store, int(clock.now() * 1000)
         )
     if not isinstance(sent, beat.NotSent):
-        return Outcome(True, {"heartbeat": sent})
+        unindexed = {} if sent.unindexed is None else {"unindexed": sent.unindexed}
+        return Outcome(True, {"heartbeat": sent.key, **unindexed})
     if sent.first_ship:  # a site that never shipped: not a failure
         return Outcome(True, {"heartbeat": None, "skipped": str(sent)})
     return Outcome(False, {"heartbeat": None}, str(sent))

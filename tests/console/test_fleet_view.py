@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Input, Static
 
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.files.catalog import CatalogRow, close_all
+from coldkeep.core.remote.keptlisting import Entry
 from coldkeep.tui.console.fleet.app import FleetApp
 from coldkeep.tui.console.fleet.restore import files
 from coldkeep.tui.console.fleet.view import FleetScreen
@@ -408,10 +409,10 @@ async def test_the_sites_are_shown_as_they_load_not_all_at_the_end(
     shown_early = asyncio.Event()
     real_site = Fleet._site
 
-    async def held(self: Fleet, name: str) -> FleetSite:
+    async def held(self: Fleet, name: str, indexed: list[Entry] | None) -> FleetSite:
         if name == "web-2":
             await shown_early.wait()
-        return await real_site(self, name)
+        return await real_site(self, name, indexed)
 
     monkeypatch.setattr(Fleet, "_site", held)
     posted: list[Message] = []

@@ -61,12 +61,13 @@ def archiver_for(config: Path, clock: Clock, **remote: object) -> Archiver:
 
 
 def remote_files(config: Path) -> dict[str, str]:
-    """The folder remote's files but the heartbeats (each ship puts one)."""
+    """The folder remote's files but the heartbeats and their entries in the
+    fleet's index (each ship puts one of each)."""
     root = config.parent / "remote"
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in root.rglob("*")
-        if p.is_file() and p.parent.name != "heartbeat"
+        if p.is_file() and p.parent.name != "heartbeat" and p.parent.parent.name != ".beats"
     }
 
 
@@ -106,8 +107,10 @@ async def test_a_ship_uploads_each_archive_file_once_and_reads_it_back(site: Pat
     # Each ship put a heartbeat; the ship keeps the newest three of them.
     for _ in range(3):
         assert (await ck.ship()).heartbeat is not None
-    beats = sorted((site.parent / "remote" / "web-1" / "heartbeat").iterdir())
+    beats = sorted(p.name for p in (site.parent / "remote" / "web-1" / "heartbeat").iterdir())
     assert len(beats) == 3 and again.heartbeat is not None
+    # Each named in the fleet's index, once it was in place; the older entries gone too.
+    assert sorted(p.name for p in (site.parent / "remote" / ".beats" / "web-1").iterdir()) == beats
 
 
 async def test_local_copies_go_after_keep_local_days_and_still_restore(site: Path) -> None:

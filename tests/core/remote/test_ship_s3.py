@@ -86,7 +86,10 @@ def test_a_ship_to_s3_is_read_back_and_resumes_to_nothing(
     again = ck_json(site, "ship")["result"]
     assert (again["uploaded"], again["snapshot"]) == (0, None)
     puts = [x.path for x in s3.proxy.exchanges if x.method == "PUT"]
-    assert len(puts) == 1 and "/heartbeat/" in puts[0], "its heartbeat alone"
+    # Its heartbeat alone, then the beat's entry in the fleet's index.
+    [beat, entry] = puts
+    assert "/fleet/web-1/heartbeat/" in beat, puts
+    assert entry.endswith(f"/fleet/.beats/web-1/{beat.rpartition('/')[2]}"), puts
 
 
 @pytest.mark.parametrize(
