@@ -23,7 +23,7 @@ fleet's index of beats, one folder a site at the top of the prefix:
 
 A fleet reader lists that folder once for every site (a thousand sites in a
 few requests) and lists a site again only when its entries there differ from
-those its last look saw (beats.py). The index is a hint, never an authority:
+those its last look saw (keptlisting.py). The index is a hint, never an authority:
 what a site says is read from its own prefix and verified as ever, and a site
 the index does not name (an older coldkeep's, or a host not allowed to write
 there) is listed at every look. Written after the beat, so an entry never

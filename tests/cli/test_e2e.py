@@ -22,7 +22,10 @@ def test_an_operators_day_loses_nothing(tmp_path: Path) -> None:
 
     summary = ck_json(site, "pass")["result"]
     assert summary["status"] == "ok"
-    assert summary["files"]["archived"] == plan["files"]["eligible"] - 1  # one was adopted
+    # One was adopted. (Once in CI, on 2026-12-07, one fewer was archived and
+    # never reproduced in 24 runs under load: the pass's own words say why.)
+    said = {"pass": summary["files"], "recovery": summary["recovery"], "plan": plan["files"]}
+    assert summary["files"]["archived"] == plan["files"]["eligible"] - 1, said
     assert summary["recovery"]["orphans_adopted"] == 1
     assert summary["events"]["moved"] == plan["events"]["rows"]
 
