@@ -168,8 +168,7 @@ async def publish(
             folder + name.removeprefix(PREFIX), b"", scratch=layout.scratch("beatindex"),
             root=layout.root, random_key=True,
         )  # fmt: skip
-        for info in (await _beats(store, folder))[KEEP:]:
-            await store.delete(info.key)
+        await _prune(store, folder, KEEP)
     except RemoteError as err:
         # Even a refusal: the beat went with these credentials, and a host let
         # write only under its own prefix is a fleet's choice. Its readers
@@ -192,7 +191,12 @@ async def _beats(
 
 async def prune(store: ObjectStore, site: str, keep: int = KEEP) -> int:
     """The site's beats but the newest ``keep`` (by name) deleted; how many."""
-    gone = (await _beats(store, f"{site}/{PREFIX}"))[keep:]
+    return await _prune(store, f"{site}/{PREFIX}", keep)
+
+
+async def _prune(store: ObjectStore, folder: str, keep: int) -> int:
+    """The beats in ``folder`` but the newest ``keep`` deleted; how many."""
+    gone = (await _beats(store, folder))[keep:]
     for info in gone:
         await store.delete(info.key)
     return len(gone)

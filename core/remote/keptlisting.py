@@ -22,8 +22,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from typing import Any
 from ..base.errors import RemoteError
 from .heartbeat import INDEX
 from .objectstore import ObjectInfo, ObjectStore
+from .smallreads import load_kept, save_kept
 
 # A kept listing serves this long at most (ms) whatever the index says.
 RELIST_AFTER_MS = 3_600_000
@@ -72,11 +71,7 @@ class KeptListing:
     @classmethod
     def loaded(cls, path: Path) -> KeptListing:
         """What ``path`` keeps (nothing if it cannot be read). Blocking."""
-        try:
-            held = json.loads(path.read_bytes())
-        except (OSError, ValueError):  # none yet, or torn
-            held = {}
-        return cls(path, held if isinstance(held, dict) else {})
+        return cls(path, load_kept(path))
 
     def serves(self, entries: list[Entry] | None, now: int) -> dict[str, list[ObjectInfo]] | None:
         """The listing kept, where the site's index ``entries`` are those it was
@@ -115,10 +110,4 @@ class KeptListing:
             "index": [list(e) for e in entries],
             "listed": {p: [list(_entry(i)) for i in infos] for p, infos in listed.items()},
         }
-        try:
-            scratch.write_text(json.dumps(self._held))
-            os.replace(scratch, self.path)
-        except OSError:
-            with contextlib.suppress(FileNotFoundError):
-                scratch.unlink()
-            raise
+        save_kept(self.path, scratch, self._held)

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from .objectstore import ObjectInfo, ObjectStore
 
@@ -71,7 +72,7 @@ class SmallReads:
         """What this look read, in place of what the file held (nothing written
         when they are the same), written first at ``scratch``."""
         if self._read != self._kept:
-            await asyncio.to_thread(_save, self.path, scratch, self._read)
+            await asyncio.to_thread(save_kept, self.path, scratch, self._read)
             self._kept = dict(self._read)
 
 
@@ -82,22 +83,28 @@ async def read_listed(store: ObjectStore, info: ObjectInfo, reads: SmallReads | 
 
 
 def _load(path: Path) -> dict[str, tuple[str, str]]:
-    try:
-        held = json.loads(path.read_bytes())
-    except (OSError, ValueError):  # none yet, or torn: an empty cache
-        return {}
-    if not isinstance(held, dict):
-        return {}
     return {
         k: (v[0], v[1])
-        for k, v in held.items()
+        for k, v in load_kept(path).items()
         if isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
     }
 
 
-def _save(path: Path, tmp: Path, read: dict[str, tuple[str, str]]) -> None:
+def load_kept(path: Path) -> dict[str, Any]:
+    """The JSON object a fleet cache file keeps; empty where there is none,
+    or it is torn or not an object (a cache, never an error). Blocking."""
     try:
-        tmp.write_text(json.dumps(read))
+        held = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return held if isinstance(held, dict) else {}
+
+
+def save_kept(path: Path, tmp: Path, doc: dict[str, Any]) -> None:
+    """``doc`` in place of what ``path`` kept, written first at ``tmp`` and
+    renamed over it (not fsynced: a cache). Blocking."""
+    try:
+        tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(FileNotFoundError):
