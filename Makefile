@@ -13,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo
 
-.PHONY: test test-quick demo lint imports typecheck links collect pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli bench clean
+.PHONY: test test-quick demo lint imports typecheck links collect pytest tmux fuse faketime fuzz flakehunt fsync-mutants age-cli peers bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -169,7 +169,16 @@ age-cli:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq age; } \
 		|| echo "age is not installed: bench/sealing.py measures against sha256sum"
 
-bench: $(VENV)/.installed-dev bench/.ratarmount/bin/ratarmount age-cli
+# bench/peers.py's anchors are restic and borg, the archivers a user would pick
+# instead: as root with apt-get missing ones are installed (borgbackup brings
+# libfuse 2, which the mounts and their tests survive); elsewhere their rows say so.
+peers:
+	@command -v restic >/dev/null && command -v borg >/dev/null || { [ "$$(id -u)" = 0 ] \
+		&& command -v apt-get >/dev/null && apt-get update -qq \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic borgbackup; } \
+		|| echo "restic or borg is not installed: bench/peers.py's rows say so"
+
+bench: $(VENV)/.installed-dev bench/.ratarmount/bin/ratarmount age-cli peers
 	$(BIN)/python bench/run.py
 
 clean:

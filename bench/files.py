@@ -461,17 +461,20 @@ def archive_only(
     return rows
 
 
-def write_small_tree(live: Path, n: int, seed: int) -> int:
-    """``n`` old JSONL files of 4–64 KiB in 50 closed units; returns the bytes."""
+def write_small_tree(
+    live: Path, n: int, seed: int, sizes: tuple[int, int] = (4 << 10, 64 << 10), units: int = 50
+) -> int:
+    """``n`` old JSONL files of ``sizes`` bytes (uniform, 4–64 KiB by default)
+    in ``units`` closed units; returns the bytes."""
     rnd = random.Random(seed)
     old = int(time.time() * 1000) - 60 * DAY_MS
     done = 0
     for i in range(n):
-        unit = f"unit-{i % 50:02d}"
-        size = rnd.randint(4 << 10, 64 << 10)
+        unit = f"unit-{i % units:03d}"
+        size = rnd.randint(*sizes)
         done += write_jsonl(live / unit / f"f-{i:05d}.jsonl", rnd, unit, size, old)
-    for u in range(50):
-        (live / f"unit-{u:02d}" / ".closed").write_text("closed\n")
+    for u in range(units):
+        (live / f"unit-{u:03d}" / ".closed").write_text("closed\n")
     return done
 
 

@@ -7,6 +7,8 @@ script can leave a column empty where there is no anchor or no target.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,6 +43,15 @@ async def loop_lag(period_s: float = 0.005) -> AsyncIterator[list[float]]:
     finally:
         stop.set()
         await tick
+
+
+def tool_version(cmd: list[str]) -> str:
+    """The first line ``cmd`` (a tool's version command) prints, or that the
+    tool is not installed."""
+    if shutil.which(cmd[0]) is None:
+        return f"{cmd[0]}: not installed"
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
 def met(ok: bool) -> str:

@@ -30,6 +30,8 @@ runnable alone:
                      on a tar.gz of the same files and tar -xzf; sequential
                      and 4 KiB random reads; find, versions and the mount at
                      1,000,000 entries
+  bench/peers.py     coldkeep pass vs restic backup and borg create (zlib,6
+                     and lz4) on 10,000 small files and on the mix
 
 --quick runs everything small (about a minute); the numbers then say nothing
 about the targets, only that every row can be measured. --part NAME measures
@@ -44,7 +46,6 @@ import argparse
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -54,22 +55,16 @@ import console
 import events
 import files
 import fleet
+import peers
 import query
 import readpath
 import remote
 import scale
 import sealedread
 import sealing
-from report import Row, print_table
+from report import Row, print_table, tool_version
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _version(cmd: list[str]) -> str:
-    if shutil.which(cmd[0]) is None:
-        return f"{cmd[0]}: not installed"
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
 def machine() -> str:
@@ -81,16 +76,15 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    tools = "; ".join(
-        _version(c) for c in (["gzip", "--version"], ["pigz", "--version"], ["sqlite3", "-version"])
-    )
+    anchors = (["gzip", "--version"], ["pigz", "--version"], ["sqlite3", "-version"])
+    tools = "; ".join(tool_version(c) for c in anchors)
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}; {tools}"
 
 
 # In the order they run; each measures in a folder of its own.
 PARTS = (
     "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query", "fleet",
-    "readpath",
+    "readpath", "peers",
 )  # fmt: skip
 
 
@@ -131,6 +125,7 @@ def main() -> None:
             "query": lambda d: query.measure(d, args.quick),
             "fleet": lambda d: fleet.measure(d, args.quick),
             "readpath": lambda d: readpath.measure(d, args.quick),
+            "peers": lambda d: peers.measure(d, args.quick),
         }
         for part in PARTS:
             if part not in chosen:

@@ -90,6 +90,13 @@ ROWS: dict[str, tuple[str, ...]] = {
         "  the loop's greatest lag meanwhile",
         "  g (find) over the 20 sites",
     ),
+    # Each peer's rows say "not installed" where it is not (make peers).
+    "peers": (
+        "100 small files: coldkeep pass vs restic backup",
+        "100 small files: coldkeep pass vs borg create -C zlib,6",
+        "100 small files: coldkeep pass vs borg create -C lz4",
+        "the mix of ",
+    ),
     # Measured only where FUSE is (bench/run.py says so when it is not).
     "readpath": (
         "a ~20 KiB bundle member read whole through the mount",
