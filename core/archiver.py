@@ -50,62 +50,61 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .base.cancel import CancelToken
 from .base.codec import Codec, keep_freed_buffers
-from .base.config import Settings
-from .base.configremote import RemoteSettings
 from .base.errors import UsageError
 from .base.layout import Layout
+from .base.lazy import lazy
 from .base.ratelimit import RateLimiter
 from .base.steps import StepHook, no_step
-from .base.stream import CheckpointRan, EventStream
+from .base.stream import EventStream
 from .base.times import now_ms
-from .events.checkpoint import checkpoint_recorded
-from .events.query import Engine, EventsQuery, RemoteMonths, TimeRange
-from .events.restore import EventsRestoreReport
-from .files import find as finding
-from .files.rebuild import RebuildReport
-from .files.recovery import AdoptReport, Recovery, RecoveryReport, ScanProgress, SweepReport
-from .files.restore import RestoreReport, Selection
-from .files.verify import VerifyReport
-from .ops import fleet, localverify, settle, tier
-from .ops import holds as holding
-from .ops import restore as restoring
-from .ops.cat import CatResult, cat_file
-from .ops.expire import ExpirePlan, ExpireReport, expire_archive, expire_plan
-from .ops.holds import HoldChange
-from .ops.passes import EventsMoved, EventsPlanned, Pass, PassSetup, PassSummary, planned_summary
-from .ops.plan import Plan, PlanReport, make_plan
 from .ops.session import Operation, Session, Sessions, StepFeed
-from .ops.siteops import NewKey, make_new_key
-from .ops.status import Status, read_status
-from .ops.trends import Trends, read_trends
-from .remote.rebuild import NO_CHOICE, DrChoice, FromRemoteReport, SnapshotList
-from .remote.rekey import RekeyPlan, RekeyReport
-from .remote.shipplan import ShipPlan
-from .remote.shiprun import ShipReport
-from .remote.thaw import ThawPlan
-from .remote.verify import RemoteVerifyReport
-from .store import legalholds
-from .store.entries import Entry
-from .store.legalholds import Hold
 from .store.manifest import Manifest
 
-# The API, and the results its clients read (made where the work is done).
-__all__ = [
-    "Archiver",
-    "EventsMoved",
-    "EventsPlanned",
-    "ModeOff",
-    "Operation",
-    "PassSummary",
-    "PlanReport",
-    "Session",
-    "Status",
-    "Trends",
-]
+# The modules that do the work, each imported when a method first calls it: a
+# command pays at its start only for what it runs (docs/performance.md, "The
+# CLI's start").
+if TYPE_CHECKING:
+    from .base.config import Settings
+    from .base.configremote import RemoteSettings
+    from .base.stream import CheckpointRan
+    from .events import checkpoint, query
+    from .events.restore import EventsRestoreReport
+    from .files import find as finding
+    from .files import recovery
+    from .files.rebuild import RebuildReport
+    from .files.restore import RestoreReport, Selection
+    from .files.verify import VerifyReport
+    from .ops import cat as cat_ops
+    from .ops import expire as expire_ops
+    from .ops import fleet, localverify, passes, settle, siteops, tier
+    from .ops import holds as holding
+    from .ops import plan as plan_ops
+    from .ops import restore as restoring
+    from .ops import status as status_ops
+    from .ops import trends as trending
+    from .remote import monthvfs, rebuild
+    from .remote import verify as remote_verify
+    from .remote.rekey import RekeyPlan, RekeyReport
+    from .remote.shipplan import ShipPlan
+    from .remote.shiprun import ShipReport
+    from .remote.thaw import ThawPlan
+    from .store import legalholds
+    from .store.entries import Entry
+else:
+    globals().update(lazy(__package__, checkpoint="events.checkpoint", query="events.query",
+        finding="files.find", recovery="files.recovery", cat_ops="ops.cat", expire_ops="ops.expire",
+        fleet="ops.fleet", localverify="ops.localverify", passes="ops.passes", plan_ops="ops.plan",
+        settle="ops.settle", siteops="ops.siteops", status_ops="ops.status", tier="ops.tier",
+        holding="ops.holds", restoring="ops.restore", trending="ops.trends",
+        rebuild="remote.rebuild", remote_verify="remote.verify", legalholds="store.legalholds",
+        monthvfs="remote.monthvfs",
+    ))  # fmt: skip
+
+__all__ = ["Archiver", "ModeOff"]
 
 
 class ModeOff(UsageError):
@@ -173,17 +172,19 @@ class Archiver:
         existing = await Manifest.open_existing(self.layout.manifest)
         return existing or await Manifest.open(Path(":memory:"))
 
-    async def status(self) -> Status:
+    async def status(self) -> status_ops.Status:
         """What is archived, who holds the lock, the last passes."""
         manifest = await Manifest.open_existing(self.layout.manifest)
-        return await read_status(self.settings, self.layout, manifest)
+        return await status_ops.read_status(self.settings, self.layout, manifest)
 
-    async def trends(self, days: int = 30) -> Trends:
+    async def trends(self, days: int = 30) -> trending.Trends:
         """What the archive did over the last ``days`` UTC days, its last passes,
         its event months and its bytes by tier (read-only, no lock; ops/trends.py).
         A site no pass has run on gives zeros."""
         async with await self._manifest_or_empty() as manifest:
-            return await read_trends(manifest, self.layout, days=days, now_s=self.clock() // 1000)
+            return await trending.read_trends(
+                manifest, self.layout, days=days, now_s=self.clock() // 1000
+            )
 
     async def select(self, selection: Selection) -> list[Entry]:
         """The entries a restore of ``selection`` would take, tombstones included
@@ -195,7 +196,7 @@ class Archiver:
         lock; files/find.py)."""
         return await finding.find(self.layout.manifest, pattern, self.settings.live_root)
 
-    async def find_fleet(self, pattern: str) -> fleet.FleetFound:
+    async def find_fleet(self, pattern: str) -> finding.FleetFound:
         """``find`` over every site under the ``[remote]`` prefix, from their
         manifest snapshots (cached as the fleet view caches them; ops/fleet.py)."""
         remote = self.sessions.remote()
@@ -206,27 +207,30 @@ class Archiver:
         return await finding.versions(self.layout.manifest, path, self.settings.live_root)
 
     async def cat(self, path: str, version: str | None, out: BinaryIO,
-                  cancel: CancelToken | None, expired: bool = False) -> CatResult:  # fmt: skip
+                  cancel: CancelToken | None, expired: bool = False,
+    ) -> cat_ops.CatResult:  # fmt: skip
         """One archived file's bytes (``PATH[@VERSION]``) to ``out``, checked; no lock."""
         identities = self.sessions.identities
-        return await cat_file(self.settings, path, version, out, cancel, identities, expired)
+        return await cat_ops.cat_file(
+            self.settings, path, version, out, cancel, identities, expired
+        )
 
     def events_query(
         self,
-        span: TimeRange,
+        span: query.TimeRange,
         *,
         partial: bool = False,
         as_text: bool = False,
-        engine: Engine = "duckdb",
+        engine: query.Engine = "duckdb",
         remote_reads: bool = True,
-    ) -> EventsQuery:
+    ) -> query.EventsQuery:
         """Read-only SQL over every event row, live and archived, as one table
         (events/query.py); ``open`` it in a thread: both engines block. A month only
         the remote holds is read there (remote/monthvfs.py: in place by SQLite, sealed
         ones opened with the session's identities), unless ``remote_reads`` is off."""
         self.sessions.state_db("there are no event rows to query")
         remote = self.settings.remote if remote_reads else None
-        return EventsQuery(
+        return query.EventsQuery(
             self.settings,
             span,
             partial=partial,
@@ -235,42 +239,44 @@ class Archiver:
             remote=None if remote is None else lambda: _remote_months(remote, self),
         )
 
-    async def plan(self) -> PlanReport:
+    async def plan(self) -> plan_ops.PlanReport:
         """The backlog, and what recovery would settle; nothing is written."""
         async with await self._manifest_or_empty() as manifest:
-            plan = await make_plan(self.settings, manifest, now_ms=self.clock())
-            recovery = Recovery(manifest, self.sessions.mover(manifest))
-            return PlanReport(plan, await recovery.scan_unlocked())
+            backlog = await plan_ops.make_plan(self.settings, manifest, now_ms=self.clock())
+            recovering = recovery.Recovery(manifest, self.sessions.mover(manifest))
+            return plan_ops.PlanReport(backlog, await recovering.scan_unlocked())
 
-    async def backlog(self) -> Plan:
+    async def backlog(self) -> plan_ops.Plan:
         """The backlog alone: cheap to recount, even on a huge archive."""
         async with await self._manifest_or_empty() as manifest:
-            return await make_plan(self.settings, manifest, now_ms=self.clock())
+            return await plan_ops.make_plan(self.settings, manifest, now_ms=self.clock())
 
-    async def recovery_scan(self, progress: ScanProgress | None = None) -> RecoveryReport:
+    async def recovery_scan(
+        self, progress: recovery.ScanProgress | None = None
+    ) -> recovery.RecoveryReport:
         """What recovery would settle. It walks the archive, slower on a big one:
         ``progress`` is given what was found so far as the walk goes."""
         async with await self._manifest_or_empty() as manifest:
-            recovery = Recovery(manifest, self.sessions.mover(manifest))
-            return await recovery.scan_unlocked(progress)
+            recovering = recovery.Recovery(manifest, self.sessions.mover(manifest))
+            return await recovering.scan_unlocked(progress)
 
     async def ship_plan(self) -> ShipPlan:
         """What ``ship`` would send and drop now (read-only, no lock)."""
         self.sessions.remote()
         return await tier.plan(self.sessions)
 
-    async def expire_plan(self) -> ExpirePlan:
+    async def expire_plan(self) -> expire_ops.ExpirePlan:
         """What ``expire`` would delete now, and what holds keep (no lock)."""
         async with await self._manifest_or_empty() as manifest:
-            return await expire_plan(self.settings, manifest, self.clock())
+            return await expire_ops.expire_plan(self.settings, manifest, self.clock())
 
-    async def holds(self, *, all_holds: bool = False) -> list[Hold]:
+    async def holds(self, *, all_holds: bool = False) -> list[legalholds.Hold]:
         async with await self._manifest_or_empty() as manifest:
             return await legalholds.listing(manifest, self.clock(), all_holds=all_holds)
 
     # mutating ----------------------------------------------------------------
 
-    async def run_pass(self, cancel: CancelToken | None = None) -> PassSummary:
+    async def run_pass(self, cancel: CancelToken | None = None) -> passes.PassSummary:
         """One pass as the config's mode says: ``on`` moves, ``plan`` only reports,
         ``off`` refuses."""
         mode = self.settings.mode
@@ -284,27 +290,27 @@ class Archiver:
             op.start("mode plan: counting only")
             report = await self.plan()
             seconds = time.monotonic() - t0
-            summary = planned_summary(report.plan, report.recovery, started_at, seconds)
+            summary = passes.planned_summary(report.plan, report.recovery, started_at, seconds)
             op.finish("ok", summary.to_dict())
             return summary
         cancel = cancel or CancelToken()
-        setup = PassSetup(
+        setup = passes.PassSetup(
             self.settings, self.stream, self.clock, self.origin, self.workers, self.steps.user_step
         )
         async with self.session("pass", cancel=cancel) as current:
-            return await Pass(setup, current, cancel).run()
+            return await passes.Pass(setup, current, cancel).run()
 
-    async def recover(self, cancel: CancelToken | None = None) -> RecoveryReport:
+    async def recover(self, cancel: CancelToken | None = None) -> recovery.RecoveryReport:
         """Recovery alone (ops/settle.py)."""
         return await settle.recover(self.sessions, cancel)
 
     async def adopt(
         self, gz_paths: list[str] | None = None, cancel: CancelToken | None = None
-    ) -> AdoptReport:
+    ) -> recovery.AdoptReport:
         """Settle orphan gzips (paths relative to archive_root; None: all)."""
         return await settle.adopt(self.sessions, gz_paths, cancel)
 
-    async def sweep(self) -> SweepReport:
+    async def sweep(self) -> recovery.SweepReport:
         """Remove leftover ``.partial`` files, intent-named restore partials and
         the remote tier's scratch files."""
         return await settle.sweep(self.sessions)
@@ -314,7 +320,7 @@ class Archiver:
         to the stream as the checkpoint it is, not as an operation."""
         db = self.sessions.state_db("there is no live WAL to checkpoint")
         async with self.session("checkpoint") as current:
-            return await checkpoint_recorded(
+            return await checkpoint.checkpoint_recorded(
                 db, self.settings.events, current.manifest, self.stream
             )
 
@@ -349,7 +355,7 @@ class Archiver:
         kinds: set[str] | None = None,
         months: list[str] | None = None,
         cancel: CancelToken | None = None,
-        span: TimeRange | None = None,
+        span: query.TimeRange | None = None,
     ) -> EventsRestoreReport:
         """Event rows back into live (of ``kinds``, in ``months``, their time
         stamps in ``span``), left alone by passes for hold_days (ops/restore.py)."""
@@ -384,22 +390,22 @@ class Archiver:
         cancel: CancelToken | None = None,
         deep: bool = False,
         max_duration: float | None = None,
-    ) -> RemoteVerifyReport:
+    ) -> remote_verify.RemoteVerifyReport:
         """The remote copies read back (all, or ``sample`` of them, rotating, for
         at most ``max_duration`` s; ``deep``: sealed ones opened too); a bad one
         shipped again from its local copy."""
         remote = self.sessions.remote()
         if await self.sessions.nothing_archived():
-            return RemoteVerifyReport(nothing_archived=True)
+            return remote_verify.RemoteVerifyReport(nothing_archived=True)
         return await tier.verify(self.sessions, remote, sample, cancel, deep, max_duration)
 
     async def expire(
         self, cancel: CancelToken | None = None, only: frozenset[str] | None = None
-    ) -> ExpireReport:
+    ) -> expire_ops.ExpireReport:
         """Archived data past its retention deleted, locally and remotely;
         never what a hold covers (ops/expire.py). ``only``: of those, the paths
         an operator was shown and confirmed."""
-        return await expire_archive(self.sessions, cancel, only)
+        return await expire_ops.expire_archive(self.sessions, cancel, only)
 
     async def place_hold(
         self,
@@ -409,28 +415,32 @@ class Archiver:
         until: int | None = None,
         *,
         ahead: bool = False,
-    ) -> HoldChange:
+    ) -> holding.HoldChange:
         """A legal hold placed and audited, with no lock: it goes on even while a
         pass or an expiry runs. A unit or path hold that covers nothing archived
         now is refused unless placed ``ahead`` (ops/holds.py)."""
         return await holding.place(self.sessions, scope, target, reason, until, ahead)
 
-    async def release_hold(self, hold_id: int) -> HoldChange:
+    async def release_hold(self, hold_id: int) -> holding.HoldChange:
         return await holding.release(self.sessions, hold_id)
 
-    async def new_site_key(self) -> NewKey:  # the old one lost or leaked (ops/siteops.py)
-        return await make_new_key(self.sessions)
+    async def new_site_key(self) -> siteops.NewKey:  # the old one lost or leaked (ops/siteops.py)
+        return await siteops.make_new_key(self.sessions)
 
     # the rebuilds: the lock, no session (no manifest to open) -------------------
 
     async def rebuild_from_remote(
-        self, cancel: CancelToken | None = None, choice: DrChoice = NO_CHOICE
-    ) -> FromRemoteReport:
+        self, cancel: CancelToken | None = None, choice: rebuild.DrChoice | None = None
+    ) -> rebuild.FromRemoteReport:
         """A lost host's manifest, event months and what is remote, from the site's
         own signed snapshots (``choice``: the site, key or snapshot named)."""
+        choice = choice or rebuild.NO_CHOICE
         return await tier.rebuild(self.sessions, self.sessions.remote(), cancel, choice)
 
-    async def remote_snapshots(self, choice: DrChoice = NO_CHOICE) -> SnapshotList:  # no lock
+    async def remote_snapshots(
+        self, choice: rebuild.DrChoice | None = None
+    ) -> rebuild.SnapshotList:  # no lock
+        choice = choice or rebuild.NO_CHOICE
         return await tier.snapshots(self.sessions, self.sessions.remote(), choice)
 
     async def rebuild_manifest(
@@ -441,9 +451,8 @@ class Archiver:
         return await settle.rebuild(self.sessions, out, cancel)
 
 
-def _remote_months(remote: RemoteSettings, archiver: Archiver) -> RemoteMonths:
+def _remote_months(remote: RemoteSettings, archiver: Archiver) -> query.RemoteMonths:
     """The reader of remote-only months, made when a query's range holds one:
-    apsw and the store's client are loaded then, not by every command."""
-    from .remote.monthvfs import RemoteMonths as Reader  # noqa: PLC0415
-
-    return Reader(remote, archiver.settings.mount.cache_dir, archiver.sessions.identities)
+    apsw and the store's client are loaded then, not by every query."""
+    cache = archiver.settings.mount.cache_dir
+    return monthvfs.RemoteMonths(remote, cache, archiver.sessions.identities)

@@ -101,6 +101,23 @@ class Found:
 
 
 @dataclass(frozen=True)
+class FleetFound:
+    """``find --fleet`` (ops/fleet.py): each site's versions a pattern matches (as of its newest
+    manifest snapshot), and the sites that could not be searched, with why."""
+
+    pattern: str
+    sites: dict[str, Found]
+    problems: dict[str, str]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pattern": self.pattern,
+            "sites": {site: found.to_dict() for site, found in self.sites.items()},
+            "problems": self.problems,
+        }
+
+
+@dataclass(frozen=True)
 class Versions:
     """``versions``: every version of one path, newest first."""
 

@@ -48,10 +48,11 @@ from ..base.globs import GlobError, compile_globs
 from ..base.layout import UnsafePath, resolve_inside, restore_partial_of
 from ..base.space import OutOfSpace, out_of_space
 from ..base.stream import EventStream, FileDone, Phase
-from ..base.times import day_of, days_after
+from ..base.times import days_after
 from ..store.entries import Entry
+from ..store.expiry import expired_detail
 from ..store.manifest import Manifest
-from ..store.remoteobjects import RemoteObject, RemoteObjects
+from ..store.remoteobjects import RemoteObjects
 from ..store.restoreintents import IntentChange, RestoreIntent
 from .filemove import FileMover, Placed
 from .gzfile import Restored, RestoreResult
@@ -541,29 +542,6 @@ def _targets(run: _Run, places: range) -> dict[int, tuple[Path | str, Path | Non
         except UnsafePath as err:
             out[i] = (f"entry {entry.id}: {err}", None)
     return out
-
-
-def expired_detail(entry: Entry, kept: RemoteObject | None = None, now: int = 0) -> str:
-    """Why a tombstone cannot be restored, when it became one, and what the
-    bucket still keeps of it: ``kept``, its gzip's remote copy, which expiry
-    left because the bucket's lock kept it (``now``: to tell whether the lock
-    still runs)."""
-    when = "" if entry.expired_at is None else f" on {day_of(entry.expired_at)}"
-    if kept is None:
-        return (
-            f"expired{when} (past [retention]): no copy is left anywhere; its sha256 was "
-            f"{entry.sha256}"
-        )
-    until = kept.retain_until
-    keeps = (
-        f"the bucket's lock keeps its remote copy until {day_of(until)}"
-        if until is not None and until > now
-        else "its remote copy is still in the bucket, until the next expiry deletes it"
-    )
-    return (
-        f"expired{when} (past [retention]), not restored; {keeps}: coldkeep cat --expired "
-        f"reads entry {entry.id} from it until then; its sha256 is {entry.sha256}"
-    )
 
 
 async def _restore_one(

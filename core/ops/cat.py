@@ -48,13 +48,13 @@ from ..base.ratelimit import RateLimiter
 from ..base.times import day_of, now_ms
 from ..files.find import relative
 from ..files.reader import Streamed, entry_gzip, stream_entry
-from ..files.restore import expired_detail
 from ..remote.cold import RemoteCold
 from ..remote.connect import connected
 from ..remote.fetch import RemoteReader
 from ..remote.rangecache import CacheStats, range_cache
 from ..remote.sealing import Identities
 from ..store.entries import Entry
+from ..store.expiry import expired_detail
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 

@@ -48,7 +48,7 @@ from ..base.times import now_ms
 from ..base.userdirs import user_dir
 from ..files.catalog import Catalog, load_catalog
 from ..files.filemove import FileMover
-from ..files.find import Found, NothingFound, find
+from ..files.find import FleetFound, Found, NothingFound, find
 from ..files.restore import RestoreReport, check_restore_root, restore_files
 from ..remote import heartbeat
 from ..remote.bucketlock import snapshot_taken_at
@@ -90,23 +90,6 @@ def fleet_cache(remote: RemoteSettings) -> Path:
     the endpoint counts too, when there is one: another server, other data)."""
     name = remote.url if remote.endpoint_url is None else f"{remote.endpoint_url} {remote.url}"
     return user_dir("cache") / "fleet" / hashlib.sha256(name.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class FleetFound:
-    """``find --fleet``: each site's versions a pattern matches (as of its newest
-    manifest snapshot), and the sites that could not be searched, with why."""
-
-    pattern: str
-    sites: dict[str, Found]
-    problems: dict[str, str]
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "pattern": self.pattern,
-            "sites": {site: found.to_dict() for site, found in self.sites.items()},
-            "problems": self.problems,
-        }
 
 
 async def find_across(remote: RemoteSettings, cache: Path, pattern: str) -> FleetFound:

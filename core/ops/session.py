@@ -47,13 +47,13 @@ from ..base.steps import (
 )
 from ..base.stream import EventStream, FileStep, Finished, Started
 from ..base.stream import Status as Outcome
-from ..files.filemove import FileMover
 from ..store import audit, sitestate
 from ..store.connection import ManifestError
 from ..store.manifest import Manifest
 from .attach import AttachServer
 
 if TYPE_CHECKING:
+    from ..files.filemove import FileMover
     from ..remote.sealing import Identities
 
 
@@ -350,6 +350,10 @@ class Sessions:
 
     def mover(self, manifest: Manifest, step: StepHook = no_step) -> FileMover:
         """A mover on ``manifest`` with this archive's roots, codec and cap."""
+        # Here, not at the top: ``status`` and ``find`` make an archiver and
+        # never move a file (docs/performance.md, "The CLI's start").
+        from ..files.filemove import FileMover  # noqa: PLC0415
+
         return FileMover(
             self.settings.live_root,
             self.layout,

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import UsageError
 from ..base.layout import Layout
 from ..base.signing import key_path, load_key
-from ..remote.identity import new_key
 from ..store import sitestate
 from ..store.manifest import Manifest
-from .session import Sessions
+
+if TYPE_CHECKING:
+    from .session import Sessions
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class NewKey:
 
 async def make_new_key(sessions: Sessions) -> NewKey:
     """A new signing key for the site, under the lock, audited."""
+    # Here, not at the top: ``status`` reads the identity, and would load the
+    # remote tier's modules for it (docs/performance.md, "The CLI's start").
+    from ..remote.identity import new_key  # noqa: PLC0415
+
     async with sessions.open("site new-key", {}) as current:
         current.start("a new signing key")
         key, aside = await new_key(current.manifest, sessions.layout.root, sessions.clock())

@@ -1,6 +1,7 @@
 """What expiry records besides the entries' own tombstones (status ``expired``,
 the manifest's): an event month's tombstone (``expired_months``), and each expiry
-begun and not yet finished (``expiring``: recorded, its files not all gone).
+begun and not yet finished (``expiring``: recorded, its files not all gone); and
+what a file's tombstone says to whoever asks for its bytes (``expired_detail``).
 
 Invariants:
 - A month's tombstone and the note of its expiry are written in the expiry's
@@ -11,8 +12,11 @@ Invariants:
 
 from __future__ import annotations
 
+from ..base.times import day_of
 from .connection import Statement
+from .entries import Entry
 from .manifest import Manifest
+from .remoteobjects import RemoteObject
 
 
 def month_tombstone(month: str, size: int, sha256: str, at: int) -> Statement:
@@ -54,3 +58,26 @@ async def month_count(manifest: Manifest) -> int:
     """How many event months have expired."""
     [(n,)] = await manifest.rows("SELECT count(*) FROM expired_months")
     return int(n)
+
+
+def expired_detail(entry: Entry, kept: RemoteObject | None = None, now: int = 0) -> str:
+    """Why a tombstone cannot be restored, when it became one, and what the
+    bucket still keeps of it: ``kept``, its gzip's remote copy, which expiry
+    left because the bucket's lock kept it (``now``: to tell whether the lock
+    still runs)."""
+    when = "" if entry.expired_at is None else f" on {day_of(entry.expired_at)}"
+    if kept is None:
+        return (
+            f"expired{when} (past [retention]): no copy is left anywhere; its sha256 was "
+            f"{entry.sha256}"
+        )
+    until = kept.retain_until
+    keeps = (
+        f"the bucket's lock keeps its remote copy until {day_of(until)}"
+        if until is not None and until > now
+        else "its remote copy is still in the bucket, until the next expiry deletes it"
+    )
+    return (
+        f"expired{when} (past [retention]), not restored; {keeps}: coldkeep cat --expired "
+        f"reads entry {entry.id} from it until then; its sha256 is {entry.sha256}"
+    )

@@ -2,18 +2,21 @@
 and ``--help`` import none (they start in a tenth of a second), a command
 imports its own and not the console, the S3 client or the SQL engine. The
 group's list of commands, written out for ``--help``, says of each what the
-command says of itself."""
+command says of itself. Run on a site, the commands an operator types all day
+(``status``, ``find``, ``versions``, ``cat``) load neither Rich, nor the
+mover, nor the other operations' modules."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from coldkeep.tui.cli.main import COMMANDS, every_command
 
-from helpers import cli_ok
+from helpers import ck, cli_ok
 
 # Imports the one command line given, prints the modules imported by then.
 IMPORTED = """
@@ -60,3 +63,35 @@ def test_a_command_imports_its_own_module_not_the_others() -> None:
     assert "coldkeep.tui.cli.inspect" in modules
     assert not {"coldkeep.tui.cli.console", "coldkeep.tui.cli.query"} & modules
     assert not {m for m in modules if m.split(".")[0] in HEAVY}
+
+
+# What a read-only command at a terminal must not load: Rich (bars only for an
+# operation with a phase to count), the file mover, the pass, the remote tier's
+# ship, the SQL over events, the operations of the other families.
+NOT_FOR_READS = (
+    "rich",
+    "coldkeep.core.files.filemove",
+    "coldkeep.core.ops.passes",
+    "coldkeep.core.remote.shiprun",
+    "coldkeep.core.events.query",
+    "coldkeep.tui.operations.registry",
+    "coldkeep.tui.operations.archive",
+)
+
+
+def test_a_read_only_command_loads_only_what_it_runs(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    cli_ok("demo", str(site), "--scale", "0.01", "--no-console")
+    ck(site, "pass")
+    config = ("--config", str(site / "coldkeep.toml"))
+    path = ck(site, "find", "**/*.jsonl").stdout.split()[-1]
+    for args in (("status",), ("find", "**/*.jsonl"), ("versions", path), ("cat", path)):
+        modules = imported(*args, *config)
+        loaded = {
+            m
+            for m in modules
+            for heavy in NOT_FOR_READS + HEAVY
+            if m == heavy or m.startswith(f"{heavy}.")
+        }
+        assert not loaded, f"{args[0]} loaded {sorted(loaded)}"
+    assert "coldkeep.tui.operations.find" in imported("find", "**/*.jsonl", *config)

@@ -12,8 +12,8 @@ import pytest
 
 from coldkeep.tui.cli.main import load_command
 from coldkeep.tui.console.kit.actions import ACTIONS, BY_NAME, bindings
-from coldkeep.tui.operations import BY_ACTION, OPERATIONS
 from coldkeep.tui.operations.jobs import WORDS as JOB_WORDS
+from coldkeep.tui.operations.registry import BY_ACTION, OPERATIONS
 
 from helpers import ck_json, cli_ok
 

@@ -57,7 +57,7 @@ from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.times import now_ms
-from coldkeep.tui.operations import report
+from coldkeep.tui.operations.registry import report
 
 from helpers import ck, ck_json, entries, live_files, report_line
 from sitecheck import Originals, Tally, check_site

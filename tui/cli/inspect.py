@@ -24,8 +24,7 @@ from coldkeep.core.store.audit import history as audit_history
 from coldkeep.core.store.jobruns import JobRun, job_history
 from coldkeep.core.store.manifest import Manifest
 
-from ..operations.archive import adopted
-from ..text.fmt import LIST_MAX, classes_said, event_rows, human, plural, thaws_said
+from ..text.fmt import LIST_MAX, adopted, classes_said, event_rows, human, plural, thaws_said
 from ..text.plan import plan_text
 from .kit import command, ctx_for, run_command
 

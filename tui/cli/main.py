@@ -19,8 +19,9 @@ from pathlib import Path
 
 import click
 
-# Every command: the module of tui/cli that makes it, and its one line for
-# ``--help``. A command's module is imported when it is run (or its own help
+# Every command: the module of tui/cli that makes it (``operations:FAMILY``: made
+# by operations.py from its entry in tui/operations/FAMILY.py), and its one line
+# for ``--help``. A command's module is imported when it is run (or its own help
 # asked for), not before: all of them took 0.43 s to import, and ``--version``
 # or a ``status`` paid for the console, the S3 client and the SQL engine.
 # tests/cli/test_lazy_commands.py keeps each line equal to its command's own.
@@ -36,53 +37,62 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Who did what to the archive, and how it ended (or the scheduler's runs).",
     ),
     "pass": (
-        "operations",
+        "operations:archive",
         "Run one pass: recovery, then eligible files, then eligible event rows.",
     ),
-    "recover": ("operations", "Settle what a crash left: partials, orphans, unfinished restores."),
+    "recover": (
+        "operations:archive",
+        "Settle what a crash left: partials, orphans, unfinished restores.",
+    ),
     "adopt": (
-        "operations",
+        "operations:archive",
         "Settle orphan gzips (GZ: paths relative to archive_root, as plan lists them).",
     ),
-    "sweep": ("operations", "Remove leftover .partial files and unfinished restores' partials."),
+    "sweep": (
+        "operations:archive",
+        "Remove leftover .partial files and unfinished restores' partials.",
+    ),
     "restore": (
-        "operations",
+        "operations:restore",
         "Restore archived files: by entry IDS, --unit, --path, --sha or time range.",
     ),
     "restore-events": (
-        "operations",
+        "operations:restore",
         "Put archived event rows back into the live table (held for hold_days).",
     ),
     "thaw": (
-        "operations",
+        "operations:thaw",
         "Ask for the remote copies in GLACIER or DEEP_ARCHIVE that a restore of the "
         "selection needs: by entry IDS, --unit, --path, --sha or time range.",
     ),
-    "find": ("operations", "Find archived files: every version of every path PATTERN matches."),
+    "find": (
+        "operations:find",
+        "Find archived files: every version of every path PATTERN matches.",
+    ),
     "versions": (
-        "operations",
+        "operations:find",
         "Every archived version of one file, newest first (expired ones too).",
     ),
     "verify": (
-        "operations",
+        "operations:checks",
         "Re-read archived gzips and compare them with the manifest (or, with --remote, "
         "the remote copies with what was shipped).",
     ),
     "rebuild-manifest": (
-        "operations",
+        "operations:checks",
         "Rebuild the manifest from the gzips alone (when coldkeep.db is lost), or with "
         "--from-remote from the remote tier (when the whole host is lost).",
     ),
     "checkpoint": (
-        "operations",
+        "operations:checks",
         "Run one checkpoint of the live database's WAL now (PASSIVE by default).",
     ),
     "ship": (
-        "operations",
+        "operations:remote",
         "Copy what is archived to the remote tier ([remote]), then drop local copies.",
     ),
     "expire": (
-        "operations",
+        "operations:retention",
         "Delete archived data past its retention ([retention]), locally and remotely.",
     ),
     "cat": ("cat", "Print an archived file's bytes, without restoring it."),
@@ -107,8 +117,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def load_command(name: str) -> click.Command:
     """The command ``name`` (a key of ``COMMANDS``), its module imported."""
-    module = importlib.import_module(f"{__package__}.{COMMANDS[name][0]}")
-    found = module.BY_NAME[name] if hasattr(module, "BY_NAME") else getattr(module, name)
+    module_name, _, family = COMMANDS[name][0].partition(":")
+    module = importlib.import_module(f"{__package__}.{module_name}")
+    found = module.command(name, family) if family else getattr(module, name)
     assert isinstance(found, click.Command)
     return found
 

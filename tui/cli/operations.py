@@ -12,6 +12,7 @@ progress on stderr; the result is its words or one JSON document
 
 from __future__ import annotations
 
+import importlib
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,7 @@ import click
 
 from coldkeep.core.base.errors import UsageError
 
-from ..operations import OPERATIONS, words_of
-from ..operations.spec import Operation
+from ..operations.spec import Operation, Result, Words
 from .kit import ctx_for, fail, identities_for, run_command, shared_options
 
 
@@ -37,7 +37,7 @@ def command_for(op: Operation) -> click.Command:
 
         async def go() -> int:
             result = await run(ctx.archiver(), ctx.cancel)
-            words = words_of(result)
+            words = _words(op, result)
             text = partial(words.report, op.name, result)
             ctx.emit(op.name, not words.failed(result), result.to_dict(), text)
             return words.exit_code(result)
@@ -48,5 +48,19 @@ def command_for(op: Operation) -> click.Command:
     return click.Command(op.name, callback=callback, params=params, help=op.help)
 
 
-COMMANDS = [command_for(op) for op in OPERATIONS]
-BY_NAME = {command.name: command for command in COMMANDS}
+def _words(op: Operation, result: Result) -> Words[Any]:
+    """The words of ``result``: its operation's own, or (a result another family
+    declares: ``restore --thaw``'s plan is the thaw's) the registry's."""
+    own = next((w for w in op.words if type(result) is w.kind), None)
+    if own is not None:
+        return own
+    from ..operations.registry import words_of  # noqa: PLC0415 - every family, only then
+
+    return words_of(result)
+
+
+def command(name: str, family: str) -> click.Command:
+    """The command ``name``, made from its entry in tui/operations/``family``.py
+    (that family imported alone: a command loads its own operation's modules)."""
+    module = importlib.import_module(f"coldkeep.tui.operations.{family}")
+    return command_for(next(op for op in module.OPERATIONS if op.name == name))

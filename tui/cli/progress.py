@@ -10,22 +10,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
-from typing import TextIO
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import TYPE_CHECKING, TextIO
 
 from coldkeep.core.base.stream import Event, EventStream, FileDone, Phase
 
 from ..text.events import describe
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 class Reporter:
@@ -41,17 +33,6 @@ class Reporter:
         self._bars: dict[str, tuple[TaskID, bool]] = {}  # phase -> (bar, counts bytes)
 
     async def __aenter__(self) -> Reporter:
-        if self.tty and not self.quiet:
-            self._progress = Progress(
-                TextColumn("{task.description:<10}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=Console(file=self.out),
-                transient=True,
-            )
-            self._progress.start()
         self._task = asyncio.create_task(self._run())
         return self
 
@@ -82,6 +63,8 @@ class Reporter:
     def _show(self, event: Event) -> None:
         if self.quiet:
             return
+        if self._progress is None and self.tty and isinstance(event, Phase) and event.items:
+            self._progress = _bars(self.out)
         if self._progress is not None:
             self._advance(self._progress, event)
         text = describe(event)
@@ -97,6 +80,33 @@ class Reporter:
                 if bar is not None:
                     task, by_bytes = bar
                     progress.advance(task, size if by_bytes else 1)
+
+
+def _bars(out: TextIO) -> Progress:
+    """Rich's progress bars on ``out``, started: made (and Rich imported) when
+    an operation first has a phase to count, so ``status`` or ``find`` at a
+    terminal never loads Rich (docs/performance.md, "The CLI's start")."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    progress = Progress(
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(file=out),
+        transient=True,
+    )
+    progress.start()
+    return progress
 
 
 _PHASE_OF = {"archive": "files"}  # the bar a file's FileDone advances

@@ -42,13 +42,13 @@ from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
 
-from coldkeep.core.archiver import PlanReport
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.errors import explain
+from coldkeep.core.ops.plan import PlanReport
 from coldkeep.core.remote.shipplan import ShipPlan
 
-from ..operations import BY_ACTION, BY_NAME, headline
 from ..operations.jobs import run_job
+from ..operations.registry import BY_ACTION, BY_NAME, headline
 from ..operations.spec import Nothing, Operation, Question, Run, Site
 from ..text.events import describe
 from .kit.actions import ACTIONS, bindings, palette

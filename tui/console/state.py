@@ -23,7 +23,7 @@ from textual.app import App
 from textual.worker import Worker
 from watchfiles import awatch
 
-from coldkeep.core.archiver import Archiver, Status
+from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import Settings
 from coldkeep.core.base.lock import read_holder
@@ -33,6 +33,7 @@ from coldkeep.core.events.checkpoint import wal_bytes
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
+from coldkeep.core.ops.status import Status
 from coldkeep.core.remote.sealing import Identities
 
 from ..operations.retention import NO_RETENTION

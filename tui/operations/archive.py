@@ -18,7 +18,7 @@ from coldkeep.core.files.recovery import AdoptReport, RecoveryReport, SweepRepor
 from coldkeep.core.ops.passes import EventsMoved, EventsPlanned, PassSummary
 from coldkeep.core.ops.plan import PlanReport
 
-from ..text.fmt import LIST_MAX, human, plural
+from ..text.fmt import LIST_MAX, adopted, human, plural
 from ..text.plan import pass_rows, pass_summary, pass_warning
 from .spec import (
     Console,
@@ -34,14 +34,6 @@ from .spec import (
 )
 
 # pass -------------------------------------------------------------------------
-
-
-def adopted(recovery: dict[str, int]) -> str:
-    """What recovery entered besides the files the pass archived: a planted or
-    crashed-out gzip whose live source it matched (its source is one of the
-    files ``plan`` counted eligible, so a pass archives that many fewer)."""
-    n = recovery.get("orphans_adopted", 0)
-    return f" (+{n} adopted by recovery)" if n else ""
 
 
 def _pass_headline(s: PassSummary) -> str:

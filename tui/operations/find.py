@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 
 import click
 
-from coldkeep.core.files.find import Found, Version, Versions
-from coldkeep.core.ops.fleet import FleetFound
+from coldkeep.core.files.find import FleetFound, Found, Version, Versions
 
 from ..text.fmt import human, plural, shown
 from .spec import Operation, Options, Run, Words

@@ -13,13 +13,16 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coldkeep.core.base.configprices import usd
-from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.given import parse_time
 from coldkeep.core.base.space import human_bytes
-from coldkeep.core.ops.status import ClassShare, ColdState
-from coldkeep.core.remote.months import PendingEvents
+
+if TYPE_CHECKING:
+    from coldkeep.core.base.configremote import RemoteSettings
+    from coldkeep.core.ops.status import ClassShare, ColdState
+    from coldkeep.core.remote.months import PendingEvents
 
 human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the core
 # Lists longer than this are cut in the text (--json has them all).
@@ -130,3 +133,11 @@ def thaws_said(cold: ColdState, now_ms: int) -> str:
         usually = f"; usually {cold.oldest_wait}" if cold.oldest_wait else ""
         said += f" (the oldest {age((now_ms - cold.oldest_asked_at) / 1000)} ago{usually})"
     return f"{said}, {plural(cold.restores_waiting, 'restore')} waiting"
+
+
+def adopted(recovery: dict[str, int]) -> str:
+    """What recovery entered besides the files the pass archived: a planted or
+    crashed-out gzip whose live source it matched (its source is one of the
+    files ``plan`` counted eligible, so a pass archives that many fewer)."""
+    n = recovery.get("orphans_adopted", 0)
+    return f" (+{n} adopted by recovery)" if n else ""

@@ -8,12 +8,15 @@ recovery found is shown relative to archive_root.
 
 from __future__ import annotations
 
-from coldkeep.core.base.layout import Layout
-from coldkeep.core.events.eventschema import KindsSeen
-from coldkeep.core.files.recovery import RecoveryReport
-from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
+from typing import TYPE_CHECKING
 
 from .fmt import LIST_MAX, human, plural
+
+if TYPE_CHECKING:
+    from coldkeep.core.base.layout import Layout
+    from coldkeep.core.events.eventschema import KindsSeen
+    from coldkeep.core.files.recovery import RecoveryReport
+    from coldkeep.core.ops.plan import EventsPlan, Plan, PlanReport
 
 
 def months(events: EventsPlan | None) -> dict[str, tuple[int, int]]:

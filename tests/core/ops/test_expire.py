@@ -23,7 +23,7 @@ from coldkeep.core.events.eventschema import EventsError, month_end_ms
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.store.legalholds import HoldError
-from coldkeep.tui.operations import headline
+from coldkeep.tui.operations.registry import headline
 
 DAY_MS = 86_400_000
 

@@ -28,7 +28,7 @@ from coldkeep.core.files.find import Version
 from coldkeep.core.files.restore import RestoreReport
 from coldkeep.core.ops.fleet import Fleet, FleetSite
 
-from ...operations import headline
+from ...operations.registry import headline
 from ...text.fmt import shown
 from ..kit.actions import bindings
 from ..screens import ConfirmScreen, HelpScreen

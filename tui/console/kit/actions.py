@@ -15,7 +15,7 @@ from functools import partial
 from textual.app import SystemCommand
 from textual.binding import Binding
 
-from ...operations import OPERATIONS
+from ...operations.registry import OPERATIONS
 from ...operations.spec import ConsoleAction, Question
 
 _OWN = (

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from coldkeep.core.archiver import Status
 from coldkeep.core.base.lock import Holder
 from coldkeep.core.base.stream import Event, FileStep
 from coldkeep.core.files.recovery import RecoveryReport
 from coldkeep.core.ops.attach import AttachClient
 from coldkeep.core.ops.plan import Plan
+from coldkeep.core.ops.status import Status
 
 from ...operations.spec import Result, Run
 

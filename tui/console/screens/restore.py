@@ -49,7 +49,7 @@ from coldkeep.core.remote.sealing import Identities
 from coldkeep.core.remote.thaw import ThawPlan, thaw_plan
 from coldkeep.core.store.manifest import Manifest
 
-from ...operations import headline
+from ...operations.registry import headline
 from ...operations.restore import (
     DEFAULT_THAW_DAYS,
     RESTORE,
