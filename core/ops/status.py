@@ -5,6 +5,7 @@ without writing (the manifest is opened read-only, the lock file only read).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,9 @@ class Status:
 
 async def read_status(settings: Settings, layout: Layout, manifest: Manifest | None) -> Status:
     """The status of the archive ``manifest`` describes (None: there is none yet);
-    closes ``manifest``."""
-    holder = await asyncio.to_thread(read_holder, layout.lock)
+    closes ``manifest``, however it ends: cancelled at any await (a daemon
+    told to stop while its metrics read), it is closed all the same, or its
+    connection's thread would keep the process from exiting."""
     counts: dict[str, tuple[int, int, int]] = {}
     failures = intents = 0
     passes: list[PassRecord] = []
@@ -161,8 +163,9 @@ async def read_status(settings: Settings, layout: Layout, manifest: Manifest | N
     remote = None
     quarantined: list[FileProblem] = []
     site = None
-    if manifest is not None:
-        async with manifest:
+    async with manifest or contextlib.nullcontext():
+        holder = await asyncio.to_thread(read_holder, layout.lock)
+        if manifest is not None:
             counts = await manifest.status_counts()
             attention = await manifest.entries_needing_attention(limit=ATTENTION_LISTED)
             failures = await manifest.verify_failure_count()

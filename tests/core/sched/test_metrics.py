@@ -4,9 +4,11 @@ processes."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,8 +21,10 @@ from metricscheck import Samples, parse, scrape, value
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.configretention import RetentionSettings
+from coldkeep.core.base.layout import Layout
 from coldkeep.core.base.stream import EventStream
 from coldkeep.core.ops.demo import write_demo
+from coldkeep.core.ops.status import read_status
 from coldkeep.core.sched.daemon import Scheduler
 from coldkeep.core.sched.metrics import Publisher, SnapshotCollector
 from coldkeep.core.store import problems
@@ -141,6 +145,31 @@ async def test_the_publisher_writes_the_textfile_and_keeps_the_last_snapshot_on_
     assert value(failed, "coldkeep_up") == 0
     assert value(failed, "coldkeep_archive_files", status="archived") > 0  # the last good read
     assert len(errors) == 1 and "could not be read" in errors[0]
+
+
+def _connection_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if "_connection_worker_thread" in t.name}
+
+
+async def test_a_status_read_stopped_at_its_start_closes_the_manifest(config: Path) -> None:
+    """A daemon told to stop while its metrics read the status (the read
+    cancelled at its first await): the manifest is closed all the same. Left
+    open, its connection's thread (not a daemon thread) kept ``coldkeep run``
+    from exiting after SIGTERM."""
+    settings = load_settings(config)
+    await Archiver(settings, stream=EventStream(), serve_events=False).run_pass()
+    before = _connection_threads()
+    manifest = await Manifest.open_existing(Layout(settings.archive_root).manifest)
+    assert manifest is not None
+    opened = _connection_threads() - before
+    read = asyncio.create_task(read_status(settings, Layout(settings.archive_root), manifest))
+    await asyncio.sleep(0)  # the read runs to its first await
+    read.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await read
+    for thread in opened:
+        await asyncio.to_thread(thread.join, 10)
+    assert not [t for t in opened if t.is_alive()], "the manifest's connection is still open"
 
 
 def test_coldkeep_metrics_prints_the_text_format(config: Path) -> None:
