@@ -35,6 +35,9 @@ class GzipSettings:
 class IoSettings:
     bytes_per_s: int = 0
     workers: int = 0  # files archived at once; 0 = two per core
+    # Processes that pack bundles of small files: 1 = this one alone, N = N
+    # workers beside it, 0 = one worker per core for a pass with many of them.
+    processes: int = 0
 
 
 def read_gzip(t: Table) -> GzipSettings:
@@ -53,6 +56,7 @@ def read_io(t: Table) -> IoSettings:
     io = IoSettings(
         bytes_per_s=t.integer("bytes_per_s", 0, minimum=0),
         workers=t.integer("workers", 0, minimum=0),
+        processes=t.integer("processes", 0, minimum=0, maximum=64),
     )
     t.done()
     return io

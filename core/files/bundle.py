@@ -39,12 +39,15 @@ from ..base.cancel import CancelToken
 from ..base.codec import Codec, CorruptGzip, Packed, Span, compress_to_bytes, inflate
 from ..base.durable import fsync
 from ..base.fsutil import (
+    Closer,
     FileIdentity,
+    SourceOutcome,
     fsync_dir,
     identity_or_none,
     lease_held,
     open_file,
     rename_noreplace,
+    unlink_source,
 )
 from ..base.ioerror import naming
 from ..base.layout import UnsafePath, check_relpath, check_stored_name
@@ -300,6 +303,42 @@ def place(
                 raise PlacedNotDurable(target, err) from err
             return target
     raise FileExistsError(f"{folder}: {_MAX_NAMES} bundles named {month}.{index_sha256[:12]}")
+
+
+def unlink_members(
+    members: list[tuple[Path, FileIdentity]], root: Path, closer: Closer
+) -> tuple[list[SourceOutcome], dict[Path, OSError]]:
+    """Step 7 at bundle scale: each source unlinked if it is still the file archived (only the
+    inode checked: ``unlink_source``), then each directory that lost one fsynced
+    once. An error on one source (EPERM of an immutable file, EIO) leaves that
+    one ``unsettled``, with its error, and the others go on: their entries keep
+    source_present for recovery. Each source's last descriptor goes to
+    ``closer``, which frees the unlinked inodes meanwhile."""
+    results: list[SourceOutcome] = []
+    errors: dict[Path, OSError] = {}
+    dirs: set[Path] = set()
+    with walks_kept(root):
+        for src, ident in members:
+            try:
+                outcome: SourceOutcome = unlink_source(
+                    src, ident, root=root, durably=None, closer=closer
+                )
+            except OSError as err:
+                outcome = "unsettled"
+                errors[src] = err
+            results.append(outcome)
+            if outcome == "removed":
+                dirs.add(src.parent)
+    for folder in sorted(dirs):
+        try:
+            fsync_dir(folder, root=root, site="bundle.sources_unlinked")
+        except OSError:
+            # Not durably gone: recovery checks again (the entry stays pending).
+            results = [
+                "unsettled" if r == "removed" and s.parent == folder else r
+                for r, (s, _) in zip(results, members, strict=True)
+            ]
+    return results, errors
 
 
 # reading -----------------------------------------------------------------------

@@ -39,10 +39,10 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from ..base.beneath import walks_kept
 from ..base.cancel import CancelToken, in_thread
-from ..base.fsutil import FileIdentity, fsync_dir, unlink_if_present, unlink_source
+from ..base.fsutil import Closer, FileIdentity, SourceOutcome, unlink_if_present
 from ..base.layout import PARTIAL_SUFFIX, unit_of
 from ..base.space import out_of_space
 from ..base.times import NS_PER_S
@@ -56,8 +56,10 @@ from .bundle import (
     check_packed,
     pack,
     place,
+    unlink_members,
 )
-from .filemove import FileMover, SourceOutcome, unsettled_detail
+from .bundleprocs import Workers
+from .filemove import FileMover, unsettled_detail
 
 
 @dataclass(frozen=True)
@@ -145,83 +147,123 @@ class BundleDone:
     members: list[MemberDone]
 
 
-def _unlink_all(
-    members: list[tuple[Path, FileIdentity]], root: Path
-) -> tuple[list[SourceOutcome], dict[Path, OSError]]:
-    """Step 7: each source unlinked if it is still the file archived (only the
-    inode checked: ``unlink_source``), then each directory that lost one fsynced
-    once. An error on one source (EPERM of an immutable file, EIO) leaves that
-    one ``unsettled``, with its error, and the others go on: their entries keep
-    source_present for recovery."""
-    results: list[SourceOutcome] = []
-    errors: dict[Path, OSError] = {}
-    dirs: set[Path] = set()
-    with walks_kept(root):
-        for src, ident in members:
-            try:
-                outcome: SourceOutcome = unlink_source(src, ident, root=root, durably=None)
-            except OSError as err:
-                outcome = "unsettled"
-                errors[src] = err
-            results.append(outcome)
-            if outcome == "removed":
-                dirs.add(src.parent)
-    for folder in sorted(dirs):
+class _Walks(Protocol):
+    """Where a bundle's member walks run (steps 1–3 and 7)."""
+
+    async def pack(self, partial: Path, sources: list[tuple[str, Path]]) -> PackedBundle: ...
+    async def check(self, partial: Path, packed: PackedBundle) -> str | None: ...
+    async def unlink(
+        self, targets: list[tuple[Path, FileIdentity]], root: Path
+    ) -> tuple[list[SourceOutcome], dict[Path, OSError]]: ...
+
+
+@dataclass(frozen=True)
+class _InThreads:
+    """In worker threads of this process, holding ``lane`` (the pass's walk lane
+    for a dense bundle, else nothing)."""
+
+    mover: FileMover
+    lane: contextlib.AbstractAsyncContextManager[object]
+    cancel: CancelToken
+
+    async def pack(self, partial: Path, sources: list[tuple[str, Path]]) -> PackedBundle:
+        m, cancel = self.mover, self.cancel
+        async with self.lane:
+            return await in_thread(
+                cancel, pack, partial, sources, m.roots, m.codec, m.limiter, cancel
+            )
+
+    async def check(self, partial: Path, packed: PackedBundle) -> str | None:
+        async with self.lane:
+            return await in_thread(
+                self.cancel, check_packed, partial, packed, self.mover.limiter, self.cancel
+            )
+
+    async def unlink(
+        self, targets: list[tuple[Path, FileIdentity]], root: Path
+    ) -> tuple[list[SourceOutcome], dict[Path, OSError]]:
+        closer = Closer()
         try:
-            fsync_dir(folder, root=root, site="bundle.sources_unlinked")
-        except OSError:
-            # Not durably gone: recovery checks again (the entry stays pending).
-            results = [
-                "unsettled" if r == "removed" and s.parent == folder else r
-                for r, (s, _) in zip(results, members, strict=True)
-            ]
-    return results, errors
+            async with self.lane:
+                return await asyncio.to_thread(unlink_members, targets, root, closer)
+        finally:
+            # Outside the lane: the next dense bundle's walk starts meanwhile.
+            await asyncio.shield(asyncio.to_thread(closer.finish))
+
+
+@dataclass(frozen=True)
+class _InWorkers:
+    """In the pass's worker processes (bundleprocs.py); the token checked before
+    each step."""
+
+    workers: Workers
+    mover: FileMover
+    cancel: CancelToken
+
+    async def pack(self, partial: Path, sources: list[tuple[str, Path]]) -> PackedBundle:
+        self.cancel.check()
+        return await self.workers.pack(partial, sources, self.mover.roots, self.mover.codec)
+
+    async def check(self, partial: Path, packed: PackedBundle) -> str | None:
+        self.cancel.check()
+        return await self.workers.check(partial, packed)
+
+    async def unlink(
+        self, targets: list[tuple[Path, FileIdentity]], root: Path
+    ) -> tuple[list[SourceOutcome], dict[Path, OSError]]:
+        return await self.workers.unlink(targets, root)
 
 
 class BundleMover:
     """Archives bundles into ``manifest`` with a ``FileMover``'s roots, codec,
     cap and step hook. ``lane``, shared by the bundles archived at once: a dense
     bundle packs, checks and unlinks its members holding it, so one such member
-    walk runs at a time (the fsyncs and the commit between them overlap)."""
+    walk runs at a time (the fsyncs and the commit between them overlap); with
+    ``workers``, a dense bundle's walks run in those processes instead, one
+    bundle a process at a time."""
 
     def __init__(
-        self, manifest: Manifest, mover: FileMover, lane: asyncio.Lock | None = None
+        self,
+        manifest: Manifest,
+        mover: FileMover,
+        lane: asyncio.Lock | None = None,
+        workers: Workers | None = None,
     ) -> None:
         self.manifest = manifest
         self.mover = mover
         self.layout = mover.layout
         self.live_root = mover.live_root
         self.lane = lane
+        self.workers = workers
 
-    def _walk_lane(self, group: BundleGroup) -> contextlib.AbstractAsyncContextManager[object]:
-        if self.lane is not None and group.dense:
-            return self.lane
-        return contextlib.nullcontext()
+    def _walks(self, group: BundleGroup, cancel: CancelToken) -> _Walks:
+        if not group.dense:
+            return _InThreads(self.mover, contextlib.nullcontext(), cancel)
+        if self.workers is not None:
+            return _InWorkers(self.workers, self.mover, cancel)
+        lane = self.lane or contextlib.nullcontext()
+        return _InThreads(self.mover, lane, cancel)
 
     def folder(self, unit: str) -> Path:
         return self.layout.files if unit == "." else self.layout.files / unit
 
     async def archive(self, group: BundleGroup, *, cancel: CancelToken | None = None) -> BundleDone:
         cancel = cancel or CancelToken()
-        mover, roots = self.mover, self.mover.roots
+        mover = self.mover
         folder = self.folder(group.unit)
         partial = folder / f"{group.month}.{secrets.token_hex(6)}{BUNDLE_SUFFIX}{PARTIAL_SUFFIX}"
         info: dict[str, Path | str] = {"bundle": partial, "label": group.label}
         sources = [(rel, self.live_root / rel) for rel, _ in group.files]
-        lane = self._walk_lane(group)
+        walks = self._walks(group, cancel)
         try:
-            async with lane:
-                packed = await in_thread(
-                    cancel, pack, partial, sources, roots, mover.codec, mover.limiter, cancel
-                )
+            packed = await walks.pack(partial, sources)
             skipped = [MemberDone(rel, "skipped", detail=why) for rel, why in packed.skipped]
             skipped += [MemberDone(rel, "error", detail=why) for rel, why in packed.unreadable]
             if not packed.members:
                 await self._discard(partial)
                 return BundleDone(None, skipped)
             await mover.step("bundle_written", info)
-            async with lane:
-                bad = await in_thread(cancel, check_packed, partial, packed, mover.limiter, cancel)
+            bad = await walks.check(partial, packed)
             if bad is not None:
                 await self._discard(partial)
                 failed = [
@@ -237,7 +279,7 @@ class BundleMover:
             await self._discard(partial)
             raise
         await mover.step("bundle_placed", {**info, "bundle": placed})
-        done = await self._commit(placed, packed, changed, group.label, lane)
+        done = await self._commit(placed, packed, changed, group.label, walks)
         return BundleDone(placed, done + skipped)
 
     def _check_and_place(
@@ -259,7 +301,7 @@ class BundleMover:
         packed: PackedBundle,
         changed: set[str],
         label: str,
-        lane: contextlib.AbstractAsyncContextManager[object],
+        walks: _Walks,
     ) -> list[MemberDone]:
         """Steps 6 and 7."""
         mover, manifest = self.mover, self.manifest
@@ -280,8 +322,7 @@ class BundleMover:
             (e, m) for e, m in zip(entries, packed.members, strict=True) if e.status == "archived"
         ]
         targets = [(self.live_root / m.relpath, m.identity) for _, m in archived]
-        async with lane:
-            outcomes, errors = await asyncio.to_thread(_unlink_all, targets, self.live_root)
+        outcomes, errors = await walks.unlink(targets, self.live_root)
         manifest.sources_gone_later(
             e.id
             for (e, _), o in zip(archived, outcomes, strict=True)

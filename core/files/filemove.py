@@ -47,13 +47,14 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal, TypeAlias
+from typing import ClassVar, Literal
 
 from ..base.cancel import Cancelled, CancelToken, in_thread
 from ..base.codec import Codec, Progress, digest_path
 from ..base.durable import Site
 from ..base.fsutil import (
     FileIdentity,
+    SourceOutcome,
     SourceUnlink,
     UnlinkResult,
     identity_or_none,
@@ -86,9 +87,6 @@ from .gzfile import (
 from .reader import GzipAt
 
 LegacyOutcome = Literal["none", "removed", "kept"]
-# What step 7 did to the source: unlink_source's answer, or "unsettled" when it
-# failed with an I/O error (the entry keeps source_present for recovery).
-SourceOutcome: TypeAlias = SourceUnlink | Literal["unsettled"]
 
 
 # A removal the filesystem refuses (an immutable or append-only file, a read-only

@@ -68,6 +68,7 @@ from ..events.dbmove import move_events
 from ..events.eventschema import EventsError
 from ..events.moverun import Conflict, MoveReport
 from ..files.bundlemove import BundleGroup, BundleMover, MemberDone, bundle_groups
+from ..files.bundleprocs import Workers, worker_count
 from ..files.filemove import Archived, FileMover
 from ..files.gzfile import InUse, Unarchivable
 from ..files.orphanbundle import Orphan
@@ -279,6 +280,7 @@ class Pass:
         # (None: not looked): only those can have an older scheme's plain copy.
         self.copies_at: set[str] | None = None
         self.walk_lane = asyncio.Lock()  # dense bundles' member walks, one at a time
+        self.workers: Workers | None = None  # or in worker processes (bundleprocs.py)
 
     async def run(self) -> PassSummary:
         summary, manifest = self.summary, self.manifest
@@ -373,6 +375,9 @@ class Pass:
                 else:
                     await self._one_file(job)
 
+        dense = sum(len(g.files) for g in groups if g.dense)
+        if processes := worker_count(self.settings.io, dense):
+            self.workers = Workers(processes)
         workers = min(self.setup.workers, queue.qsize())
         tasks = [asyncio.create_task(worker()) for _ in range(workers)]
         try:
@@ -381,6 +386,9 @@ class Pass:
             self.cancel.cancel("the pass stopped")
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        finally:
+            if self.workers is not None:
+                await asyncio.shield(self.workers.close())
         totals = self.summary.files
         if totals.legacy_kept:
             what = f"{totals.legacy_kept} legacy copies differ and were kept"
@@ -432,7 +440,7 @@ class Pass:
             FileStep("bundle", label, "started", 0, sum(i.size for _, i in group.files))
         )
         try:
-            mover = BundleMover(self.manifest, self.mover, self.walk_lane)
+            mover = BundleMover(self.manifest, self.mover, self.walk_lane, self.workers)
             done = await mover.archive(group, cancel=self.cancel)
         except (OSError, sqlite3.Error) as err:
             if out_of_space(err):

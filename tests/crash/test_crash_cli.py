@@ -6,9 +6,12 @@ row lost or duplicated, no temporary left, every database passes
 
 from __future__ import annotations
 
+import os
+import select
 import shutil
 import signal
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,6 +109,65 @@ def test_pass_killed_at_each_step(
     kill_at(site, ["pass"], step)
     tally.faults += 1
     tally.by_kind["pass@" + step.split(":", maxsplit=1)[0]] += 1
+    ck(site, "recover")
+    ck(site, "pass")
+    check_site(site, reference, tally)
+    assert live_files(site) == reference.live_after, "the same end state as without a kill"
+
+
+# The pass's bundle steps again, its dense bundles packed, checked and unlinked
+# in worker processes ([io] processes = 2): each kill also kills the workers.
+WORKER_STEPS = [s for s in PASS_STEPS if s.startswith("bundle_")]
+MARK = "COLDKEEP_TEST_MARK"
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes whose environment carries ``MARK=mark``: coldkeep's, and
+    every one it started."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                environ = (proc / "environ").read_bytes().split(b"\0")
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+            if f"{MARK}={mark}".encode() in environ:
+                pids.append(int(proc.name))
+    return pids
+
+
+def _still_running(pids: list[int], within_s: float) -> list[int]:
+    """Those of ``pids`` that have not ended ``within_s`` from now (waited on
+    through pidfds, not polled)."""
+    left, deadline = [], time.monotonic() + within_s
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                left.append(pid)
+        finally:
+            os.close(fd)
+    return left
+
+
+@pytest.mark.parametrize("step", WORKER_STEPS)
+def test_a_pass_with_worker_processes_killed_at_each_bundle_step(
+    reference: Reference, tmp_path: Path, tally: Tally, step: str
+) -> None:
+    site = fresh(reference, tmp_path)
+    with (site / "coldkeep.toml").open("a") as config:
+        config.write("\n[io]\nprocesses = 2\n")
+    mark = uuid.uuid4().hex
+    run = ck(site, "pass", check=None, env={KILL: step, MARK: mark})
+    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
+    started = _marked(mark)
+    assert not _still_running(started, within_s=10), "a worker outlived the pass it worked for"
+    tally.faults += 1
+    tally.by_kind["pass in workers@" + step.split(":", maxsplit=1)[0]] += 1
     ck(site, "recover")
     ck(site, "pass")
     check_site(site, reference, tally)
