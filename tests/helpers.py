@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import random
+import select
 import signal
 import sqlite3
 import struct
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -413,3 +414,21 @@ def eventually(check: Any, within: float = 15.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "not within the time allowed"
         time.sleep(0.02)
+
+
+def still_running(pids: Iterable[int], within_s: float) -> list[int]:
+    """Those of ``pids`` that have not ended ``within_s`` from now (waited on
+    through pidfds, not polled)."""
+    left, deadline = [], time.monotonic() + within_s
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                left.append(pid)
+        finally:
+            os.close(fd)
+    return left

@@ -6,8 +6,6 @@ row lost or duplicated, no temporary left, every database passes
 
 from __future__ import annotations
 
-import os
-import select
 import shutil
 import signal
 import time
@@ -19,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import RandomKills, ck, cli_ok, live_files, report_line
+from helpers import RandomKills, ck, cli_ok, live_files, report_line, still_running
 from sitecheck import Originals, Tally, event_rows
 from sitecheck import check_site as check
 
@@ -96,28 +94,14 @@ def check_site(site: Path, reference: Reference, tally: Tally) -> None:
     check(site, Originals(reference.originals, reference.rows), tally)
 
 
-def kill_at(site: Path, args: list[str], step: str) -> None:
-    run = ck(site, *args, check=None, env={KILL: step})
+def kill_at(site: Path, args: list[str], step: str, env: dict[str, str] | None = None) -> None:
+    run = ck(site, *args, check=None, env={KILL: step, **(env or {})})
     assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
 
 
-@pytest.mark.parametrize("step", PASS_STEPS)
-def test_pass_killed_at_each_step(
-    reference: Reference, tmp_path: Path, tally: Tally, step: str
-) -> None:
-    site = fresh(reference, tmp_path)
-    kill_at(site, ["pass"], step)
-    tally.faults += 1
-    tally.by_kind["pass@" + step.split(":", maxsplit=1)[0]] += 1
-    ck(site, "recover")
-    ck(site, "pass")
-    check_site(site, reference, tally)
-    assert live_files(site) == reference.live_after, "the same end state as without a kill"
-
-
-# The pass's bundle steps again, its dense bundles packed, checked and unlinked
-# in worker processes ([io] processes = 2): each kill also kills the workers.
-WORKER_STEPS = [s for s in PASS_STEPS if s.startswith("bundle_")]
+# The pass's bundle steps again with its dense bundles packed, checked and
+# unlinked in worker processes ([io] processes = 2): each kill kills them too.
+WORKERS = [(step, 2) for step in PASS_STEPS if step.startswith("bundle_")]
 MARK = "COLDKEEP_TEST_MARK"
 
 
@@ -136,38 +120,19 @@ def _marked(mark: str) -> list[int]:
     return pids
 
 
-def _still_running(pids: list[int], within_s: float) -> list[int]:
-    """Those of ``pids`` that have not ended ``within_s`` from now (waited on
-    through pidfds, not polled)."""
-    left, deadline = [], time.monotonic() + within_s
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                left.append(pid)
-        finally:
-            os.close(fd)
-    return left
-
-
-@pytest.mark.parametrize("step", WORKER_STEPS)
-def test_a_pass_with_worker_processes_killed_at_each_bundle_step(
-    reference: Reference, tmp_path: Path, tally: Tally, step: str
+@pytest.mark.parametrize(("step", "processes"), [(step, 0) for step in PASS_STEPS] + WORKERS)
+def test_pass_killed_at_each_step(
+    reference: Reference, tmp_path: Path, tally: Tally, step: str, processes: int
 ) -> None:
     site = fresh(reference, tmp_path)
-    with (site / "coldkeep.toml").open("a") as config:
-        config.write("\n[io]\nprocesses = 2\n")
+    if processes:
+        with (site / "coldkeep.toml").open("a") as config:
+            config.write(f"\n[io]\nprocesses = {processes}\n")
     mark = uuid.uuid4().hex
-    run = ck(site, "pass", check=None, env={KILL: step, MARK: mark})
-    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
-    started = _marked(mark)
-    assert not _still_running(started, within_s=10), "a worker outlived the pass it worked for"
+    kill_at(site, ["pass"], step, {MARK: mark})
+    assert not still_running(_marked(mark), within_s=10), "a worker outlived its pass"
     tally.faults += 1
-    tally.by_kind["pass in workers@" + step.split(":", maxsplit=1)[0]] += 1
+    tally.by_kind[f"pass{' in workers' if processes else ''}@{step.split(':', maxsplit=1)[0]}"] += 1
     ck(site, "recover")
     ck(site, "pass")
     check_site(site, reference, tally)

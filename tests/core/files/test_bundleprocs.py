@@ -1,15 +1,15 @@
 """Bundles of small files packed, checked and unlinked in worker processes
 (``[io] processes``): what the workers write is what one process writes, byte
 for byte and entry for entry; a source changed while a worker has it stays
-live; the workers run while the pass does and are gone after it; a worker
-killed mid-pass stops it with nothing lost; and how many a pass starts.
-(Killed at each bundle step: tests/crash/test_crash_cli.py.)"""
+live (tests/core/files/test_bundles.py, in both); the workers run while the
+pass does and are gone after it; a worker killed mid-pass stops it with
+nothing lost; and how many a pass starts. (Killed at each bundle step:
+tests/crash/test_crash_cli.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import select
 import shutil
 import signal
 from pathlib import Path
@@ -22,7 +22,7 @@ from coldkeep.core.base.configio import IoSettings
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.files.bundleprocs import FROM_MEMBERS, WorkerDied, worker_count
 
-from helpers import Roots, ck, entries, jsonl, sha
+from helpers import Roots, ck, entries, jsonl, sha, still_running
 
 CONFIG = """\
 live_root = "live"
@@ -67,21 +67,6 @@ def workers_of(pid: int) -> set[int]:
     return {p for p, parent in parents.items() if parents.get(parent) == pid}
 
 
-def ended(pids: set[int], within_s: float) -> bool:
-    """Every one of ``pids`` has ended within ``within_s`` (waited on through pidfds)."""
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            if not select.select([fd], [], [], within_s)[0]:
-                return False
-        finally:
-            os.close(fd)
-    return True
-
-
 def archive_bytes(site: Path) -> dict[str, bytes]:
     files = site / "archive" / "files"
     return {
@@ -111,29 +96,9 @@ def test_workers_write_what_one_process_writes(roots: Roots, tmp_path: Path) -> 
         assert summary.files.archived == 120 and summary.files.errors == 0
         assert not list((site / "live").rglob("*.jsonl")), "every source archived and removed"
     assert seen, "the bundles were packed in worker processes"
-    assert ended(seen, within_s=10), "the workers ended with the pass"
+    assert not still_running(seen, within_s=10), "the workers ended with the pass"
     assert archive_bytes(beside) == archive_bytes(alone), "the same bundles, byte for byte"
     assert placed(beside) == placed(alone)
-
-
-@pytest.mark.parametrize("processes", [1, 2])
-def test_a_source_changed_while_a_worker_has_it_stays_live(
-    roots: Roots, tmp_path: Path, processes: int
-) -> None:
-    site = site_with(small_files(roots), tmp_path / "site", processes)
-    victim = site / "live" / "u1" / "f05.jsonl"
-
-    async def append_once(name: StepName, info: StepInfo) -> None:
-        if name == "bundle_verified" and "u1/" in str(info.get("label")):
-            old = victim.stat().st_mtime_ns
-            with victim.open("ab") as f:
-                f.write(b'{"late": true}\n')
-            os.utime(victim, ns=(old, old))  # still old enough: only its size says
-
-    archiver = Archiver(load_settings(site / "coldkeep.toml"), step=append_once)
-    summary = asyncio.run(archiver.run_pass())
-    assert summary.files.changed == 1 and victim.exists()
-    assert {r["relpath"]: r["status"] for r in entries(site)}["u1/f05.jsonl"] == "stale"
 
 
 def test_a_worker_killed_mid_pass_stops_it_with_nothing_lost(roots: Roots, tmp_path: Path) -> None:

@@ -132,7 +132,12 @@ def test_a_damaged_index_is_read_through_the_tar_headers(site: Path, tmp_path: P
     assert got == before
 
 
-def test_a_source_changed_mid_bundle_stays_live_and_its_member_is_stale(site: Path) -> None:
+@pytest.mark.parametrize("processes", [1, 2], ids=["in process", "in workers"])
+def test_a_source_changed_mid_bundle_stays_live_and_its_member_is_stale(
+    site: Path, processes: int
+) -> None:
+    with (site / "coldkeep.toml").open("a") as config:  # [io] processes: bundleprocs.py
+        config.write(f"\n[io]\nprocesses = {processes}\n")
     victim = site / "live" / "a" / "f03.jsonl"
 
     async def append_once(name: StepName, info: StepInfo) -> None:
