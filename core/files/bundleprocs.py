@@ -66,7 +66,15 @@ def worker_count(io: IoSettings, dense_members: int) -> int:
 
 
 class WorkerDied(ColdkeepError):
-    """A worker process ended in the middle of a step (killed, out of memory)."""
+    """A worker process ended in the middle of a step (killed, out of memory),
+    or none could be started."""
+
+
+_DIED = (
+    "a worker process packing bundles of small files ended in the middle of a step "
+    "(killed, or out of memory?); the pass stopped with nothing lost: run it again, or "
+    "set [io] processes = 1 to pack them in this process"
+)
 
 
 class Workers:
@@ -81,20 +89,24 @@ class Workers:
         )
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
-        try:
+        try:  # a worker is started here, the first time
             future = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        except BrokenProcessPool as err:
+            raise WorkerDied(_DIED) from err
+        except OSError as err:  # not an error of the step: of the machine (no fork)
+            raise WorkerDied(
+                f"no worker process could be started to pack bundles of small files ({err}); "
+                "set [io] processes = 1 to pack them in this process"
+            ) from err
+        try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             # A step in a worker runs to its end: the caller is told only once
             # nothing of it is left half-way (as a thread's step, in_thread).
             await asyncio.wait([future])
             raise
-        except BrokenProcessPool as err:  # in the step, or at its submission
-            raise WorkerDied(
-                "a worker process packing bundles of small files ended in the middle of a "
-                "step (killed, or out of memory?); the pass stopped with nothing lost: run "
-                "it again, or set [io] processes = 1 to pack them in this process"
-            ) from err
+        except BrokenProcessPool as err:
+            raise WorkerDied(_DIED) from err
 
     async def pack(
         self, partial: Path, sources: list[tuple[str, Path]], roots: Roots, codec: Codec
