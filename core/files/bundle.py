@@ -1,5 +1,6 @@
-"""The bundle format, and the thread-side steps of packing one. Synchronous: run
-in worker threads.
+"""The bundle format, and the thread-side steps of packing one and unlinking its
+sources. Synchronous: run in worker threads, or in worker processes
+(bundleprocs.py).
 
 A bundle (``files/<unit>/<YYYY-MM>.<sha12>.tar``) is a plain, uncompressed POSIX
 (pax) tar. Its members are small files' own standard gzips, each named
@@ -308,12 +309,12 @@ def place(
 def unlink_members(
     members: list[tuple[Path, FileIdentity]], root: Path, closer: Closer
 ) -> tuple[list[SourceOutcome], dict[Path, OSError]]:
-    """Step 7 at bundle scale: each source unlinked if it is still the file archived (only the
-    inode checked: ``unlink_source``), then each directory that lost one fsynced
-    once. An error on one source (EPERM of an immutable file, EIO) leaves that
-    one ``unsettled``, with its error, and the others go on: their entries keep
-    source_present for recovery. Each source's last descriptor goes to
-    ``closer``, which frees the unlinked inodes meanwhile."""
+    """Step 7 at bundle scale: each source unlinked if it is still the file
+    archived (only the inode checked: ``unlink_source``), then each directory
+    that lost one fsynced once. An error on one source (EPERM of an immutable
+    file, EIO) leaves that one ``unsettled``, with its error, and the others go
+    on: their entries keep source_present for recovery. Each source's last
+    descriptor goes to ``closer``, which frees the unlinked inodes meanwhile."""
     results: list[SourceOutcome] = []
     errors: dict[Path, OSError] = {}
     dirs: set[Path] = set()
