@@ -98,7 +98,8 @@ pytest: $(VENV)/.installed-dev tmux fuse faketime
 # before a commit: the console, the crash and fault matrices are only there.
 QUICK_SLOW := $(addprefix tests/core/, remote/test_loose_keys.py remote/test_ship_s3.py \
 	remote/test_rekey_lock.py remote/test_object_lock.py remote/test_sealed_read_s3.py \
-	remote/test_verify_remote.py ops/test_expire_locked.py ops/test_mount.py \
+	remote/test_verify_remote.py remote/test_thaw_s3.py remote/test_thaw_many_s3.py \
+	ops/test_expire_locked.py ops/test_mount.py \
 	ops/test_mount_remote.py ops/test_libfuse.py events/test_checkpoint.py \
 	files/test_pathindex.py)
 test-quick: $(VENV)/.installed-dev
