@@ -95,3 +95,5 @@ def test_a_read_only_command_loads_only_what_it_runs(tmp_path: Path) -> None:
         }
         assert not loaded, f"{args[0]} loaded {sorted(loaded)}"
     assert "coldkeep.tui.operations.find" in imported("find", "**/*.jsonl", *config)
+    # status is no operation: it loads none of their declarations.
+    assert not {m for m in imported("status", *config) if m.startswith("coldkeep.tui.operations")}

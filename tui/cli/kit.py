@@ -28,7 +28,6 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_LOCKED, explain
 from coldkeep.core.base.steps import StepInfo, StepName, no_step
 from coldkeep.core.base.stream import EventStream
 
-from ..operations.spec import load_identity
 from ..text.fmt import shown, terminal_text
 from .progress import Reporter
 
@@ -179,6 +178,10 @@ def warn(line: str) -> None:
 
 def identities_for(path: Path | None) -> Identities | None:
     """The keys of ``--identity FILE`` (None without one), their warnings said."""
+    # Here, not at the top: the operations' declarations are loaded by the
+    # commands made from them, and ``status`` is not one.
+    from ..operations.spec import load_identity  # noqa: PLC0415
+
     identities = load_identity(path)
     for line in identities.warnings if identities is not None else ():
         warn(line)
