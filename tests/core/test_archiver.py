@@ -1,16 +1,21 @@
-"""The core API in-process: what a pass tells its subscribers, and stopping it."""
+"""The core API in-process: what a pass tells its subscribers, and stopping it;
+the modules it imports when first called are the ones it is checked against."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from coldkeep.core import archiver as api
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import load_settings, parse_settings
 from coldkeep.core.base.errors import UsageError
+from coldkeep.core.base.lazy import LazyModule
 from coldkeep.core.base.lock import ArchiveLock, LockHeld
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.base.stream import (
@@ -188,3 +193,21 @@ async def test_a_hold_too_long_to_record_restores_nothing_and_leaves_no_intent(
     status = await archiver.status()
     assert status.restore_intents == 0
     assert "restored" not in status.entries
+
+
+def test_each_lazily_imported_module_is_the_one_its_name_is_checked_as() -> None:
+    """archiver.py names its operations' modules twice: for the type checker
+    (under TYPE_CHECKING) and for the running program (``lazy``). A name bound
+    to another module than the checked one would fail only when called."""
+    checked: dict[str, str] = {}
+    for node in ast.walk(ast.parse(Path(api.__file__).read_text())):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module is not None
+                parent = f"coldkeep.core.{imp.module}"
+                if hasattr(importlib.import_module(parent), "__path__"):  # names are modules
+                    checked |= {a.asname or a.name: f"{parent}.{a.name}" for a in imp.names}
+    lazy = {n: v._name for n, v in vars(api).items() if isinstance(v, LazyModule)}
+    assert lazy == checked
+    for name, module in lazy.items():
+        assert getattr(api, name).__name__ == module  # each one imports
