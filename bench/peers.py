@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from files import COLDKEEP, MB, ROOT, site, write_small_tree, write_tree
-from report import Row, met, print_table, tool_version
+from report import Row, met, print_table, size_of, tool_version
 
 PASSWORD = "bench"  # restic always encrypts; borg's repository is unencrypted
 
@@ -66,10 +66,6 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> Timed:
         raise SystemExit(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Timed(seconds, cpu)
-
-
-def du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 # Each tool: how it archives a copy of the tree at ``src`` into ``repo``
@@ -142,7 +138,7 @@ def race(work: Path, tree: Path, rounds: int) -> dict[str, Best]:
             src = scratch / "tree"
             shutil.copytree(tree, src)
             ran = tools[name](src, scratch / "repo")
-            kept = du(scratch / "repo" / ("archive" if name == "coldkeep pass" else ""))
+            kept = size_of(scratch / "repo" / ("archive" if name == "coldkeep pass" else ""))
             best[name].keep(ran, kept)
             shutil.rmtree(scratch)
     return best

@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 Row = tuple[str, str, str, str, str, str]
 HEAD: Row = ("what", "coldkeep", "anchor", "ratio", "target", "met?")
@@ -52,6 +53,16 @@ def tool_version(cmd: list[str]) -> str:
         return f"{cmd[0]}: not installed"
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     return (out.stdout or out.stderr).splitlines()[0].strip()
+
+
+def size_of(path: Path) -> int:
+    """The bytes of the file ``path``, or of every file under the folder (links
+    not followed); 0 where there is nothing."""
+    if not path.exists():
+        return 0
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def met(ok: bool) -> str:

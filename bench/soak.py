@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from report import Row, met, pct, print_table
+from report import Row, met, pct, print_table, size_of
 
 COLDKEEP = Path(sys.executable).parent / "coldkeep"
 KINDS = ("webhook_event", "ci_completed", "reconcile_pass")  # archived kinds of the demo
@@ -179,14 +179,6 @@ def setup(site: Path) -> Path:
         capture_output=True,
     )  # fmt: skip
     return config
-
-
-def size_of(path: Path) -> int:
-    if not path.exists():
-        return 0
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def sample(site: Path, pid: int, at: float) -> Sample:
