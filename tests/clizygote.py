@@ -14,7 +14,9 @@ copied every page the child shared with the server, 30 ms of a child's 47.
 
 ``run`` and ``run_bytes`` wait for the child and give its output; ``spawn``
 leaves it running for the caller to wait for or kill (by a pidfd the server
-sends: the very process, even once its pid is free again).
+sends: the very process, even once its pid is free again). The faultfs
+servers the fault tests mount start the same way (``spawn_module``, a server
+of their own that has loaded libfuse): 0.02 s a start instead of 0.1 s.
 
 What differs from a new interpreter: the modules were imported once, under the
 server's environment (coldkeep reads its environment only when it runs, never
@@ -91,16 +93,37 @@ def _warm_s3() -> None:
     asyncio.run(make())
 
 
-def serve(path: str) -> dict[str, object]:
-    """Accept requests at ``path`` for ever; returns only in a forked child,
-    with its request, its stdio already in place."""
-    # The cost every child is spared: the CLI and every command's module (the
-    # CLI imports a command's module only when it runs it).
+def _warm_cli() -> None:
+    """The cost every CLI child is spared: the CLI and every command's module
+    (the CLI imports a command's module only when it runs it)."""
     __import__(MODULE)
     sys.modules[MODULE].every_command()
     __import__("croniter")  # what a config with a cron schedule imports on first use
     _warm_s3()
-    assert threading.active_count() == 1, "importing the CLI started a thread"
+
+
+def _warm_faultfs() -> None:
+    """What a faultfs server imports and loads before it mounts (0.1 s of CPU
+    a start; the power-loss matrix starts two or three a cut). libfuse 3 that
+    cannot be loaded is the child's to say, as a new server's would."""
+    from coldkeep.core.ops import libfuse
+
+    __import__("faultfs.server")
+    with contextlib.suppress(libfuse.NoLibfuse3):
+        libfuse.mfusepy()
+        __import__("faultfs.binding")
+        __import__("faultfs.passthrough")
+
+
+#: The modules a server can run, each with what its server imports first.
+PRELOADS: dict[str, Callable[[], None]] = {MODULE: _warm_cli, "faultfs.server": _warm_faultfs}
+
+
+def serve(path: str, module: str) -> dict[str, object]:
+    """Accept requests at ``path`` for ever; returns only in a forked child,
+    with its request, its stdio already in place."""
+    PRELOADS[module]()
+    assert threading.active_count() == 1, f"importing {module} started a thread"
     # What was imported is frozen, as a pre-fork server should: a child's
     # collections never walk it, nor write to its pages (each write copying a
     # page the child shares with this server). The CLI freezes it too, but not
@@ -167,8 +190,8 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def child(request: dict[str, object]) -> None:
-    """Become ``python -m coldkeep.tui.cli.main ARGS`` as the caller asked."""
+def child(request: dict[str, object], module: str) -> None:
+    """Become ``python -m MODULE ARGS`` as the caller asked."""
     env = request["env"]
     argv = request["argv"]
     assert isinstance(env, dict) and isinstance(argv, list)
@@ -176,22 +199,23 @@ def child(request: dict[str, object]) -> None:
     os.environ.update(env)
     time.tzset()
     os.chdir(str(request["cwd"]))
-    sys.argv = [MODULE, *argv]
+    sys.argv = [module, *argv]
     # As -m runs it: the module itself not imported, only what it imports.
-    package, _, name = MODULE.rpartition(".")
-    del sys.modules[MODULE]
+    package, _, name = module.rpartition(".")
+    del sys.modules[module]
     delattr(sys.modules[package], name)
-    runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 # The client ---------------------------------------------------------------------
 
 
 class Server:
-    """The server of one test process, started on first use, stopped and its
-    socket's folder removed as the process exits."""
+    """The server of one test process for one module, started on first use,
+    stopped and its socket's folder removed as the process exits."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str) -> None:
+        self.module = module
         self._path: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._folder: str | None = None
@@ -208,7 +232,7 @@ class Server:
             atexit.register(self._stop)
             path = os.path.join(self._folder, "sock")
             self._proc = subprocess.Popen(
-                [sys.executable, __file__, path],
+                [sys.executable, __file__, path, self.module],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
             )
@@ -229,7 +253,7 @@ class Server:
             shutil.rmtree(self._folder, ignore_errors=True)
 
 
-_SERVER = Server()
+_SERVERS = {module: Server(module) for module in PRELOADS}
 
 
 def warm_ok(env: Mapping[str, str], under: Sequence[str] = ()) -> bool:
@@ -261,7 +285,7 @@ def run_bytes(
 ) -> subprocess.CompletedProcess[bytes] | None:
     """``run``, its output the bytes the child wrote (``capture_output=True``
     without ``text``)."""
-    path = _SERVER.path()
+    path = _SERVERS[MODULE].path()
     if path is None:
         return None
     out_r, out_w = os.pipe()
@@ -301,10 +325,15 @@ class Started:
     """A child ``spawn`` started: waited for, or killed at a moment of the
     caller's choosing (a crash test's random moment)."""
 
-    def __init__(self, conn: socket.socket, pidfd: int) -> None:
+    def __init__(self, conn: socket.socket, pid: int, pidfd: int) -> None:
         self._conn = conn
+        self.pid = pid
         self._pidfd = pidfd
         self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit code, or None while it runs."""
+        return self.wait(0)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Its exit code (a signal's as ``-N``), or None while it runs on after
@@ -313,18 +342,22 @@ class Started:
             self._conn.settimeout(timeout)
             try:
                 data = self._conn.recv(64)
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):  # a timeout of 0: BlockingIOError
                 return None
             self.returncode = int(data)
             self._conn.close()
             os.close(self._pidfd)
         return self.returncode
 
-    def kill(self) -> int:
-        """SIGKILL, then its exit code (0 or another if it had ended first)."""
+    def send_signal(self, sig: int) -> None:
+        """``sig`` to that very process, unless it has ended."""
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError):  # it has just ended
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def kill(self) -> int:
+        """SIGKILL, then its exit code (0 or another if it had ended first)."""
+        self.send_signal(signal.SIGKILL)
         code = self.wait()
         assert code is not None
         return code
@@ -333,13 +366,23 @@ class Started:
 def spawn(args: Sequence[str], *, env: Mapping[str, str]) -> Started | None:
     """``python -m coldkeep.tui.cli.main ARGS`` forked warm, its output
     discarded, left running; None where no server could start."""
-    path = _SERVER.path()
-    if path is None:
-        return None
     null_w = os.open(os.devnull, os.O_WRONLY)
-    stdio = [os.open(os.devnull, os.O_RDONLY), null_w, null_w]
-    conn, _pid, pidfd = _start(path, args, env, stdio)
-    return Started(conn, pidfd)
+    return spawn_module(MODULE, args, env=env, stdio=[os.open(os.devnull, os.O_RDONLY), null_w])
+
+
+def spawn_module(
+    module: str, args: Sequence[str], *, env: Mapping[str, str], stdio: Sequence[int]
+) -> Started | None:
+    """``python -m MODULE ARGS`` (a module of ``PRELOADS``) forked warm with
+    ``stdio`` as its stdin and its stdout (stderr too), left running; the
+    descriptors closed here. None where no server could start."""
+    path = _SERVERS[module].path()
+    if path is None:
+        for fd in set(stdio):
+            os.close(fd)
+        return None
+    conn, pid, pidfd = _start(path, args, env, [stdio[0], stdio[1], stdio[1]])
+    return Started(conn, pid, pidfd)
 
 
 def _text(data: bytes) -> str:
@@ -422,5 +465,5 @@ def _exit_code(code: object) -> int:
 
 if __name__ == "__main__":
     _die_with_parent()
-    request = serve(sys.argv[1])
-    _exit_as_the_interpreter_would(lambda: child(request))
+    request = serve(sys.argv[1], sys.argv[2])
+    _exit_as_the_interpreter_would(lambda: child(request, sys.argv[2]))

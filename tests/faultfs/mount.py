@@ -24,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import clizygote
+
 from coldkeep.core.ops import libfuse
 
 from . import control
@@ -117,7 +119,7 @@ class FaultFS:
         self.mount = Path(mount)
         self.volatile = volatile
         self.attr_timeout = attr_timeout
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: clizygote.Started | _Cold | None = None
         self._dir: str | None = None
         self._log_path: str | None = None
         self._socket = ""
@@ -162,18 +164,12 @@ class FaultFS:
         self._dir = tempfile.mkdtemp(prefix="faultfs-")  # short: AF_UNIX paths are short
         self._socket = os.path.join(self._dir, "control")
         self._log_path = os.path.join(self._dir, "server.log")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-m", "faultfs.server", str(self.backing), str(self.mount)]
-        cmd += ["--control", self._socket]
+        args = [str(self.backing), str(self.mount), "--control", self._socket]
         if self.volatile:
-            cmd.append("--volatile")
+            args.append("--volatile")
         if self.attr_timeout:
-            cmd += ["--attr-timeout", str(self.attr_timeout)]
-        with open(self._log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
-            )
+            args += ["--attr-timeout", str(self.attr_timeout)]
+        self._proc = self._launch(args, self._log_path)
         deadline = time.monotonic() + _START_DEADLINE_S
         while not (os.path.ismount(self.mount) and os.path.exists(self._socket)):
             if self._proc.poll() is not None or time.monotonic() > deadline:
@@ -185,6 +181,31 @@ class FaultFS:
                 raise MountError(f"faultfs did not come up at {self.mount}:\n{log_text}")
             time.sleep(0.005)  # polling the mount with a deadline, not waiting blind
 
+    @staticmethod
+    def _launch(args: list[str], log_path: str) -> clizygote.Started | _Cold:
+        """``python -m faultfs.server ARGS``, its output to ``log_path``: forked
+        from a warm server where it can be (tests/clizygote.py), else a new
+        interpreter (an environment that changes how one starts: a test that
+        puts libfuse 2 first on the loader's path)."""
+        if clizygote.warm_ok(os.environ):
+            null = os.open(os.devnull, os.O_RDONLY)
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            warm = clizygote.spawn_module("faultfs.server", args, env=os.environ, stdio=[null, log])
+            if warm is not None:
+                return warm
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH")) if p)
+        with open(log_path, "wb") as log_file:
+            return _Cold(
+                subprocess.Popen(
+                    [sys.executable, "-m", "faultfs.server", *args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
+
     def stop(self) -> None:
         """Unmount (lazily if busy) and end the server; safe to call twice. A server
         whose mount was busy (a descriptor still open on it) is told to stop at once
@@ -194,11 +215,8 @@ class FaultFS:
         try:
             if not _unmount(self.mount):
                 self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(_STOP_DEADLINE_S)
-            except subprocess.TimeoutExpired:
+            if self._proc.wait(_STOP_DEADLINE_S) is None:
                 self._proc.kill()
-                self._proc.wait()
         finally:
             self._cleanup()
 
@@ -206,7 +224,6 @@ class FaultFS:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.kill()
-            proc.wait()
         if is_mounted(self.mount):
             _unmount(self.mount)
         if self._dir is not None:
@@ -321,6 +338,31 @@ class FaultFS:
     def path(self, *parts: str) -> Path:
         """A path under the mountpoint."""
         return self.mount.joinpath(*parts)
+
+
+class _Cold:
+    """A server started as a new interpreter, answering as a warm one's
+    ``clizygote.Started`` does."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def send_signal(self, sig: int) -> None:
+        self._proc.send_signal(sig)
+
+    def kill(self) -> int:
+        self._proc.kill()
+        return self._proc.wait()
 
 
 @contextmanager
