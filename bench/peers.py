@@ -29,6 +29,7 @@ say so (``make peers`` installs both as root with apt-get).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import resource
 import shutil
@@ -51,16 +52,57 @@ class Timed:
     cpu: float  # user + sys of the command and its children
 
 
+# prctl's option that makes this process the parent of every orphan among its
+# descendants (Linux >= 3.4).
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _children() -> set[int]:
+    """This process's children now, ended or not."""
+    pids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            pids.update(int(pid) for pid in (task / "children").read_text().split())
+        except FileNotFoundError:  # a thread that ended meanwhile: no children
+            continue
+    return pids
+
+
+def _reap_orphans(cmd: list[str], known: set[int]) -> None:
+    """Wait for what ``cmd`` left running, so that its CPU is counted too.
+
+    A command's CPU is what the kernel adds to this process's children's
+    times as each child is waited for: a grandchild's only once its own parent
+    waited for it, and a process orphaned by the command's exit goes to init
+    with all it counted. ``coldkeep pass``'s worker processes are children of
+    multiprocessing's fork server, which ends just after coldkeep does: without
+    this the cell left their CPU out. This process is the orphans' subreaper
+    (``timed``); its ``known`` children are not waited for."""
+    deadline = time.monotonic() + 30
+    while left := _children() - known:
+        for pid in left:
+            os.waitpid(pid, os.WNOHANG)
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{' '.join(cmd)} left {sorted(left)} running for 30 s")
+        time.sleep(0.01)  # an orphan that has not ended yet: polled, with a deadline
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> Timed:
     """Run ``cmd`` after a ``sync`` (so no tool pays for another's dirty
-    pages); exit with its output if it fails."""
+    pages); exit with its output if it fails. Its CPU is its own, its
+    children's and that of any process it left behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise SystemExit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     os.sync()
+    known = _children()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     run = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False
     )
     seconds = time.perf_counter() - t0
+    _reap_orphans(cmd, known)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-2000:]}")
