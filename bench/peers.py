@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import resource
 import shutil
@@ -57,8 +58,19 @@ class Timed:
 PR_SET_CHILD_SUBREAPER = 36
 
 
+@functools.cache
+def _say_unlisted() -> None:
+    """Once: a kernel without CONFIG_PROC_CHILDREN lists no children."""
+    print(
+        "(this kernel does not list a process's children in /proc: the CPU of what a "
+        "command leaves running is not counted)",
+        flush=True,
+    )
+
+
 def _children() -> set[int]:
-    """This process's children now, ended or not."""
+    """This process's children now, ended or not (none where the kernel does
+    not list them: ``timed`` then says so once)."""
     pids: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
         try:
@@ -94,6 +106,8 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> Timed:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    if not Path(f"/proc/self/task/{os.getpid()}/children").exists():
+        _say_unlisted()
     os.sync()
     known = _children()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
