@@ -9,7 +9,8 @@ names exactly the modules there are.
 - every fsync in core/ and tui/ goes through ``core/base/durable.fsync`` under a
   site name, and every site name is used: the fsync mutants
   (tests/fsync_mutants.py) skip each site in turn, and an fsync made any other
-  way would escape them.
+  way would escape them; and each site has its row in docs/architecture.md's
+  table of the mutants' verdicts (killed, or why it stays).
 """
 
 from __future__ import annotations
@@ -121,3 +122,15 @@ def test_every_fsync_is_a_named_site() -> None:
     )
     unused = [site for site in SITES if site not in strings]
     assert not unused, f"fsync sites no code names (remove them from durable.Site): {unused}"
+
+
+def test_every_fsync_site_has_its_verdict_in_the_architecture() -> None:
+    verdict = r"^\| `([a-z_]+\.[a-z_]+)` \| (?:killed|survived|not reached) \|"
+    rows = set(re.findall(verdict, MAP.read_text(), flags=re.M))
+    missing = [site for site in SITES if site not in rows]
+    assert not missing, (
+        f"fsync sites without a row in {MAP.name}'s table of the mutants' verdicts: {missing} "
+        "(make fsync-mutants gives each its verdict)"
+    )
+    gone = sorted(rows - set(SITES))
+    assert not gone, f"{MAP.name}'s table of the mutants' verdicts names no site: {gone}"
