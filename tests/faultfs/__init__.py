@@ -76,10 +76,10 @@ Things to know:
   kill the processes using it first if they should not see that.
 
 Modules: ``mount`` (the client, lifecycle: a server is forked from a warm one,
-tests/clizygote.py, where the environment allows), ``fixture`` (pytest), ``server`` (the
-process), ``binding`` (mfusepy glue), ``passthrough`` (the operations), ``rules``
-(faults and counts), ``volatile`` (the power-cut model), ``control`` (the socket
-protocol), ``renameat2``.
+tests/clizygote.py, where the environment allows), ``fixture`` (pytest),
+``server`` (the process), ``binding`` (mfusepy glue), ``passthrough`` (the
+operations), ``rules`` (faults and counts), ``volatile`` (the power-cut model),
+``control`` (the socket protocol), ``renameat2``.
 """
 
 from __future__ import annotations
