@@ -67,6 +67,17 @@ def write_raw(live: Path, raw: bytes, data: bytes, mtime_ns: int) -> None:
     os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
+# A site that archives JSONL files two weeks old, small ones bundled as by
+# default: a test appends the lines of [files] it changes, then its own tables.
+JSONL_SITE = """live_root = "live"
+archive_root = "archive"
+mode = "on"
+
+[files]
+include = ["**/*.jsonl"]
+min_age_days = 14
+"""
+
 # A site that archives every file a day old (a test adds the tables it needs).
 EVERY_FILE = """live_root = "live"
 archive_root = "archive"

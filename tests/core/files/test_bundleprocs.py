@@ -22,20 +22,9 @@ from coldkeep.core.base.configio import IoSettings
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.files.bundleprocs import FROM_MEMBERS, WorkerDied, worker_count
 
-from helpers import Roots, ck, entries, jsonl, sha, still_running
+from helpers import JSONL_SITE, Roots, ck, entries, jsonl, sha, still_running
 
-CONFIG = """\
-live_root = "live"
-archive_root = "archive"
-mode = "on"
-
-[files]
-include = ["**/*.jsonl"]
-min_age_days = 14
-
-[io]
-processes = {processes}
-"""
+CONFIG = JSONL_SITE + "\n[io]\nprocesses = {processes}\n"
 
 
 def small_files(roots: Roots) -> Path:

@@ -23,17 +23,9 @@ from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.steps import StepInfo, StepName
 from coldkeep.core.files.bundle import INDEX_NAME, _tar_header, read_bundle
 
-from helpers import Roots, ck, ck_json, entries, gunzip_entry, jsonl, sha
+from helpers import JSONL_SITE, Roots, ck, ck_json, entries, gunzip_entry, jsonl, sha
 
-CONFIG = """\
-live_root = "live"
-archive_root = "archive"
-mode = "on"
-
-[files]
-include = ["**/*.jsonl"]
-min_age_days = 14
-"""
+CONFIG = JSONL_SITE
 
 
 @pytest.fixture

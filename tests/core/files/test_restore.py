@@ -18,21 +18,9 @@ from coldkeep.core.base.steps import StepHook, StepInfo, StepName
 from coldkeep.core.base.stream import EventStream, FileDone, FileStep, Phase
 from coldkeep.core.files.restore import Selection
 
-from helpers import Roots, jsonl
+from helpers import JSONL_SITE, Roots, jsonl
 
-CONFIG = """\
-live_root = "live"
-archive_root = "archive"
-mode = "on"
-
-[files]
-include = ["**/*.jsonl"]
-min_age_days = 14
-bundle_below = 8192
-
-[io]
-workers = 4
-"""
+CONFIG = JSONL_SITE + "bundle_below = 8192\n\n[io]\nworkers = 4\n"
 
 
 def tree(roots: Roots) -> dict[str, tuple[bytes, int, int]]:

@@ -25,7 +25,7 @@ from coldkeep.core.files.seek import SeekReader
 from coldkeep.core.store.entries import Entry
 from coldkeep.core.store.manifest import Manifest
 
-from helpers import Roots, ck_json, jsonl
+from helpers import JSONL_SITE, Roots, ck_json, jsonl
 
 ENGINES = [Codec("isal", 1), Codec("zlib-ng", 6), Codec("zlib", 6)]
 
@@ -194,16 +194,7 @@ def test_a_truncated_gzip_is_corrupt_naming_it(tmp_path: Path) -> None:
             SeekReader().read(at, 290_000, 9000, seek_points=seek_points)
 
 
-CONFIG = """\
-live_root = "live"
-archive_root = "archive"
-mode = "on"
-
-[files]
-include = ["**/*.jsonl"]
-min_age_days = 14
-bundle_below = 3145728
-"""
+CONFIG = JSONL_SITE + "bundle_below = 3145728\n"
 
 
 def test_a_pass_records_points_for_gzips_and_bundle_members(roots: Roots) -> None:
