@@ -32,6 +32,17 @@ from .fsutil import ensure_dir
 from .layout import Layout
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (one of another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class Holder:
     pid: int
@@ -46,15 +57,7 @@ class Holder:
     @property
     def alive(self) -> bool:
         """Best effort: only a holder on this host can be checked."""
-        if self.host != socket.gethostname():
-            return True
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return self.host != socket.gethostname() or pid_alive(self.pid)
 
 
 class LockHeld(ColdkeepError):

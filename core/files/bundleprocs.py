@@ -43,6 +43,7 @@ from ..base.codec import Codec
 from ..base.configio import IoSettings
 from ..base.errors import ColdkeepError
 from ..base.fsutil import Closer, FileIdentity, SourceOutcome
+from ..base.lock import pid_alive
 from ..base.ratelimit import UNLIMITED
 from .bundle import PackedBundle, check_packed, pack, unlink_members
 from .gzfile import Roots
@@ -139,20 +140,12 @@ def _watch(pid: int) -> None:
     except ProcessLookupError:  # already gone
         fd = None
     except OSError:  # no pidfds (Linux before 5.3): asked once a second instead
-        while _alive(pid):
+        while pid_alive(pid):
             time.sleep(1)
         fd = None
     if fd is not None:
         select.select([fd], [], [])
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 # The steps as a worker runs them: a token and a cap of its own, never set (the
