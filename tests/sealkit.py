@@ -7,6 +7,7 @@ says) and its streams. For the read side's tests before
 
 from __future__ import annotations
 
+import gzip
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -56,10 +57,16 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
         objects = RemoteObjects(manifest)
         for obj in await objects.after(None, 1 << 30):
             src = remote / site / obj.path
+            if obj.seek_points is not None:  # a packed month: sealed as its database
+                packed = src.read_bytes()
+                src.write_bytes(gzip.decompress(packed))
             spans = await member_spans(manifest, obj.path)
             fingerprint = recipients.fingerprint
             sealed_obj = replace(
-                obj, sealed_to=fingerprint, stored_as=sealed_key(obj.path, fingerprint)
+                obj,
+                sealed_to=fingerprint,
+                stored_as=sealed_key(obj.path, fingerprint),
+                seek_points=None,
             )
             dst = remote / site / sealed_obj.key
             with open(src, "rb") as f, open(dst, "wb") as w:

@@ -183,8 +183,9 @@ class RemoteMonth:
     """A month's newest snapshot on the remote as it shipped: its key under the
     site, its size and sha256, the version of the object the ship's HEAD
     confirmed (None: shipped before versions were recorded), the age recipient
-    set it is sealed to (None: stored as it is here), and, sealed, the size and
-    sha256 of the database it opens to."""
+    set it is sealed to (None: stored as it is here), and, sealed or packed,
+    the size and sha256 of the database it opens to; packed, the gzip's seek
+    points."""
 
     path: str
     size: int
@@ -193,6 +194,7 @@ class RemoteMonth:
     sealed_to: str | None = None
     plain_bytes: int | None = None
     plain_sha256: str | None = None
+    seek_points: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,8 +221,8 @@ def _recorded(manifest: Path) -> _Recorded:
             m: RemoteMonth(*row)
             for (m, *row) in conn.execute(
                 "SELECT month, coalesce(stored_as, path), bytes, sha256, version, sealed_to, "
-                "plain_bytes, plain_sha256 FROM remote_objects WHERE month IS NOT NULL "
-                "AND month NOT IN (SELECT month FROM expired_months) "
+                "plain_bytes, plain_sha256, seek_points FROM remote_objects "
+                "WHERE month IS NOT NULL AND month NOT IN (SELECT month FROM expired_months) "
                 "ORDER BY month, shipped_at"
             )
         }

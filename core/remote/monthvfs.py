@@ -1,13 +1,15 @@
 """Event months only the remote tier holds, read in place by SQLite (``coldkeep
 query --engine sqlite``): an apsw VFS whose file reads are ranged GETs of the
-month's snapshot object (``<site>/events/<month>.<sha12>.db``), so a point lookup
+month's snapshot object (``<site>/events/<month>.<sha12>.db[.gz]``), so a point lookup
 fetches about the pages it reads, never the whole month.
 
 How a read is served:
 1. The pages it covers (4 KiB units, the month databases' page size) are looked
    up in one page cache, held in memory for the whole query and bounded
    (``memory_bytes``, every month together; the least recently used go first).
-2. A run of missing pages is fetched in one ranged GET. A read that starts where
+2. A run of missing pages is fetched in one ranged GET; of a packed month
+   (monthgz.py: ``<month>.<sha12>.db.gz``) the run of pieces holding them, each
+   inflated alone, every page of them cached. A read that starts where
    the file's previous read ended (or a little after: a B-tree's next leaf) is a
    scan going on: from the third such read in a row each GET takes twice the
    pages of the one before, up to ``MAX_SPAN`` (a scan pays few GETs, a lookup
@@ -69,6 +71,7 @@ from ..base.fsutil import open_file, unlink_if_present
 from ..base.ratelimit import RateLimiter
 from ..events.query import RemoteMonth
 from .connect import open_store
+from .monthgz import Pieces, inflate_piece
 from .objectstore import ObjectInfo, ObjectStore, RemoteReplaced
 from .rangecache import BLOCK_BYTES, RangeCache
 from .sealing import Identities
@@ -85,8 +88,9 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class _Object:
     key: str
-    size: int
+    size: int  # the database's
     version: str  # the object's, as every read of it names it
+    pieces: Pieces | None = None  # packed (monthgz.py): where its pages are deflated
 
 
 class _Pages:
@@ -169,8 +173,16 @@ class RemoteMonths:
                 "answers without it"
             )
         info = self._wait(self.store.head(key))
-        self.objects[month] = _Object(key, shipped.size, _pin(where, month, shipped, info))
-        self._seen[key] = bytearray(-(-shipped.size // PAGE) // 8 + 1)
+        version = _pin(where, month, shipped, info)
+        if shipped.seek_points is None:
+            obj = _Object(key, shipped.size, version)
+        else:
+            if shipped.plain_bytes is None:
+                raise RemoteError(f"{where}: packed, but its database's size is not recorded")
+            pieces = Pieces(shipped.seek_points, shipped.plain_bytes, shipped.size)
+            obj = _Object(key, shipped.plain_bytes, version, pieces)
+        self.objects[month] = obj
+        self._seen[key] = bytearray(-(-obj.size // PAGE) // 8 + 1)
         return f"file:{urllib.parse.quote(month)}?mode=ro&immutable=1&vfs={self.vfs_name}"
 
     def opened(self, month: str, shipped: RemoteMonth) -> Path:
@@ -243,6 +255,8 @@ class RemoteMonths:
         """Pages ``first`` on (``count`` at most, to the object's end or the
         next page cached: none is fetched twice while it is held) in one ranged
         GET, placed in the page cache; them, in order."""
+        if obj.pieces is not None:
+            return self._fetch_pieces(obj, obj.pieces, first, count)
         start, last = first * PAGE, (obj.size - 1) // PAGE
         n = 1
         while n < count and first + n <= last and self.pages.get(obj.key, first + n) is None:
@@ -262,6 +276,43 @@ class RemoteMonths:
         pages = [data[i : i + PAGE] for i in range(0, length, PAGE)]
         for i, page in enumerate(pages):
             self.pages.put(obj.key, first + i, page)
+        return pages
+
+    def _fetch_pieces(self, obj: _Object, pieces: Pieces, first: int, count: int) -> list[bytes]:
+        """A packed month's page ``first`` and those after it: the pieces that
+        hold ``count`` pages from it (up to the next piece whose first page is
+        cached) in one ranged GET, each inflated alone, their pages placed in
+        the page cache; the pages from ``first`` on."""
+        i = j = pieces.index(first * PAGE)
+        want = (first + count) * PAGE
+        while (
+            j + 1 < len(pieces)
+            and pieces[j].end < want
+            and self.pages.get(obj.key, pieces[j + 1].start // PAGE) is None
+        ):
+            j += 1
+        start, end = pieces[i].at, pieces[j].until
+        self.limiter.take(end - start, self._cancel)
+        data = self._wait(self.store.read_range(obj.key, start, end - start, obj.version))
+        where = self.store.where(obj.key)
+        if len(data) != end - start:
+            raise RemoteError(
+                f"{where}: {len(data)} bytes at byte {start} where {end - start} were "
+                "expected (run coldkeep verify --remote)"
+            )
+        with self._count:
+            self.gets += 1
+            self.fetched_bytes += end - start
+        pages: list[bytes] = []
+        for k in range(i, j + 1):
+            piece = pieces[k]
+            raw = inflate_piece(piece, data[piece.at - start : piece.until - start], where)
+            for at in range(0, len(raw), PAGE):
+                index = (piece.start + at) // PAGE
+                page = raw[at : at + PAGE]
+                self.pages.put(obj.key, index, page)
+                if index >= first:
+                    pages.append(page)
         return pages
 
     def close(self) -> None:

@@ -101,7 +101,7 @@ class Sent:
     lock: ObjectLock | None = None  # what the upload asked of the bucket's Object Lock
     stored_as: str | None = None  # sealed: its key under the site (not its path)
     sealed_to: str | None = None  # sealed: the recipient set's fingerprint
-    plain: Digest | None = None  # sealed: the local file's size and sha256
+    plain: Digest | None = None  # sealed or packed: the local file's size and sha256
     streams: tuple[Stream, ...] = ()  # sealed bundle: each member's age stream
     storage_class: str | None = None  # the S3 class it was put in (None: a folder)
 
@@ -253,13 +253,16 @@ class Placer:
         *,
         spans: list[Span] | None = None,
         got: Digest | None = None,
+        plain: Digest | None = None,
     ) -> Sent:
         """``local`` uploaded create-only for archive path ``path``, sealed first
         where ``[remote] encrypt_to`` asks (a bundle's ``spans`` each a stream
         of its own; hashed in the same pass). ``got``: the local file's size
         and sha256 when known (hashed here otherwise); a file sealed to other
-        bytes is not recorded."""
+        bytes is not recorded. ``plain``: what ``local`` packs (a month's
+        gzip: its database), never sealed."""
         if self.seal is not None:
+            assert plain is None, "a packed month is never sealed"
             sent = await self._upload_sealed(path, local, lock, spans)
             if got is not None and sent.plain != got:
                 raise RemoteError(
@@ -274,7 +277,7 @@ class Placer:
         cls = self.class_of(path)
         return Sent(
             path, got.bytes, got.sha256, put.created, put.kept, put.encryption, lock,
-            storage_class=cls,
+            plain=plain, storage_class=cls,
         )  # fmt: skip
 
     async def _upload_sealed(
@@ -473,12 +476,13 @@ class Placer:
         *,
         spans: list[Span] | None = None,
         got: Digest | None = None,
+        plain: Digest | None = None,
         instead: bool = False,
     ) -> tuple[Sent, RemoteObject] | str:
         """``local`` uploaded for ``path`` (see ``upload``), read back and
         recorded (see ``record``): the upload and its row, else why not."""
         try:
-            sent = await self.upload(path, local, lock, spans=spans, got=got)
+            sent = await self.upload(path, local, lock, spans=spans, got=got, plain=plain)
         except RemoteFatal:
             raise
         except RemoteError as err:

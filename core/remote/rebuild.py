@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.cancel import CancelToken, in_thread
-from ..base.codec import Digest, digest_path
+from ..base.codec import CorruptGzip, Digest, digest_path, inflate
 from ..base.configremote import RemoteSettings
 from ..base.durable import fsync
 from ..base.errors import RemoteError, UsageError
@@ -204,6 +204,16 @@ def open_path(
     return got
 
 
+def unpack_into(gz: Path, fd: int, cancel: CancelToken) -> Digest:
+    """The gzip ``gz`` inflated into ``fd``, then fsynced: what it inflated to.
+    Synchronous."""
+    with os.fdopen(os.dup(fd), "wb") as out:
+        got = inflate(gz, out=out, cancel=cancel)
+        out.flush()
+        fsync(out.fileno(), "fetch.scratch")
+    return got
+
+
 def manifest_problem(path: Path, where: str, statement: Statement | None) -> str | None:
     """Why the manifest snapshot ``where``, at ``path``, cannot serve: it is no
     sound manifest, or (with its ``statement``) not the one signed."""
@@ -354,9 +364,40 @@ class RemoteRebuild:
             )
             return await self._place(tmp, dest)
 
+    async def fetch_unpacked(self, obj: RemoteObject, dest: Path) -> bool:
+        """The packed month of row ``obj`` (monthgz.py) downloaded, checked
+        against the gzip's recorded sha256, inflated into a scratch file that is
+        checked against the database's and fsynced, and placed at ``dest`` as
+        ``fetch_to`` places."""
+        key, root, cancel = self.key(obj.path), self.layout.root, self.cancel
+        where = self.store.where(key)
+        await asyncio.to_thread(self.limiter.take, obj.bytes, cancel)
+        async with (
+            downloaded(self.store, key, self.layout, "dr-packed") as gz,
+            scratch_file(self.layout, "dr") as (tmp, fd),
+        ):
+            got = await asyncio.to_thread(digest_path, gz, root=root, cancel=cancel)
+            if got != Digest(obj.bytes, obj.sha256):
+                raise RemoteError(
+                    f"{where}: its bytes hash to {got.sha256} ({got.bytes} bytes), not the "
+                    f"recorded {obj.sha256} ({obj.bytes}); not placed"
+                )
+            try:
+                back = await in_thread(cancel, lambda: unpack_into(gz, fd, cancel))
+            except CorruptGzip as err:
+                raise RemoteError(f"{where}: {err}; not placed") from err
+            if back != Digest(obj.local_bytes, obj.local_sha256):
+                raise RemoteError(
+                    f"{where}: inflates to {back.bytes} bytes, sha256 {back.sha256}, not the "
+                    f"database recorded ({obj.local_bytes} bytes, {obj.local_sha256}); not placed"
+                )
+            return await self._place(tmp, dest)
+
     async def fetch_object(self, obj: RemoteObject, dest: Path) -> bool:
         """The object of row ``obj`` placed at ``dest`` (``fetch_to``), opened
-        first when it is sealed."""
+        first when it is sealed, inflated when it is a packed month."""
+        if obj.seek_points is not None:
+            return await self.fetch_unpacked(obj, dest)
         if obj.sealed_to is None:
             return await self.fetch_to(self.key(obj.path), dest, obj.bytes, obj.sha256)
         expect = Digest(obj.local_bytes, obj.local_sha256)

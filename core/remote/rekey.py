@@ -45,12 +45,12 @@ import asyncio
 import functools
 import io
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..base.cancel import CancelToken
-from ..base.codec import Digest, digest_path
+from ..base.codec import CorruptGzip, Digest, digest_path
 from ..base.configremote import RemoteSettings
 from ..base.errors import RemoteError, UsageError
 from ..base.fsutil import open_file
@@ -60,6 +60,7 @@ from ..store import expiry
 from ..store.remoteobjects import Loose, RemoteObject, RemoteObjects
 from .bucketlock import file_retain_until, month_retain_until
 from .fetch import remove_scratch
+from .monthgz import unpack
 from .objectstore import ObjectLock, RemoteFatal
 from .place import Placer
 from .sealing import Identities, Reseal, SealError, WrongIdentity, open_sealed, rekey_step
@@ -181,7 +182,7 @@ class Rekeyer:
                 raise
             except WrongIdentity:
                 refused[sealed_to] = (obj.path, 1)
-            except (RemoteError, SealError, UsageError, OSError) as err:
+            except (RemoteError, SealError, UsageError, OSError, CorruptGzip) as err:
                 self.report.problems.append(f"{obj.path}: {err}")
         for sealed_to, (first, left) in refused.items():
             assert self.identities is not None
@@ -222,7 +223,7 @@ class Rekeyer:
         )
         try:
             placed = await placer.place(
-                obj.path, local, obj, lock, spans=spans,
+                obj.path, local, replace(obj, seek_points=None), lock, spans=spans,
                 got=Digest(obj.local_bytes, obj.local_sha256), instead=True,
             )  # fmt: skip
         finally:
@@ -271,7 +272,10 @@ class Rekeyer:
 
     async def _open(self, obj: RemoteObject, data: bytes, out: io.BufferedWriter) -> None:
         if obj.sealed_to is None:
-            await asyncio.to_thread(out.write, data)
+            if obj.seek_points is None:
+                await asyncio.to_thread(out.write, data)
+            else:  # a packed month is sealed as every sealed month is: its database
+                await asyncio.to_thread(unpack, data, out, self.cancel)
             return
         assert self.identities is not None
         await asyncio.to_thread(

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from ..base.codec import Digest, Span
+from ..base.codec import CorruptGzip, Digest, Span
 from ..base.errors import RemoteError
 from ..store.remoteobjects import RemoteObject
 from .months import local_months
 from .objectstore import ObjectLock, RemoteFatal, RemoteLocked
-from .shipmonths import ShipMonths, month_path
+from .shipmonths import ShipMonths, Upload, month_path
 from .shiprun import MonthSnap, draft_row
 
 
@@ -48,7 +47,7 @@ class ShipReplace(ShipMonths):
             return f"{local}: the local copy is not what was shipped either (run coldkeep verify)"
         lock = await self.placer.lock_of(obj)
         spans = await self.placer.spans_of(obj.path)
-        return await self._replace(obj, local, got, lock, spans, None)
+        return await self._replace(obj, Upload(local, got), lock, spans, None)
 
     async def reship_month(self, obj: RemoteObject) -> MonthReshipped | str:
         """Event month snapshot ``obj``, proven bad or gone, replaced from the
@@ -64,16 +63,22 @@ class ShipReplace(ShipMonths):
             return f"no database of {obj.month} is here to snapshot"
         counted = (await self.objects.month_counts()).get(obj.month)
         try:
-            async with self._month_snapshot(obj.month, db) as (tmp, snap, got):
+            async with self._month_snapshot(obj.month, db) as taken:
+                snap = taken.snap
                 await self._record_count(snap, counted)
                 lock = await self.placer.lock_of(obj)
-                if got == Digest(obj.local_bytes, obj.local_sha256):
-                    why = await self._replace(obj, tmp, got, lock, None, snap)
+                if taken.got == Digest(obj.local_bytes, obj.local_sha256):
+                    # In its own place: packed as it was (a month shipped before
+                    # months were packed, or sealed, is the database itself).
+                    packed = obj.seek_points is not None
+                    up = await self._upload_of(taken, packed=packed)
+                    why = await self._replace(obj, up, lock, None, snap)
                     return MonthReshipped(obj.path, True) if why is None else why
-                path = month_path(obj.month, got.sha256)
+                up = await self._upload_of(taken, packed=self.seal is None)
+                path = month_path(obj.month, taken.got.sha256, up.plain is not None)
                 shipped = await self.objects.get(path) is None
-                why = await self._place(path, tmp, got, lock, snap) if shipped else None
-        except (OSError, sqlite3.Error) as err:
+                why = await self._place(path, up, lock, snap) if shipped else None
+        except (OSError, sqlite3.Error, CorruptGzip) as err:
             return f"{db.db}: cannot be snapshotted: {err}"
         if why is not None:
             return why
@@ -89,27 +94,26 @@ class ShipReplace(ShipMonths):
         return MonthReshipped(path, shipped)
 
     async def _place(
-        self, path: str, local: Path, got: Digest, lock: ObjectLock | None, month: MonthSnap
+        self, path: str, up: Upload, lock: ObjectLock | None, month: MonthSnap
     ) -> str | None:
-        """Event month snapshot ``local`` sent create-only for ``path``, read back
+        """Event month snapshot ``up`` sent create-only for ``path``, read back
         and recorded (verified now); None when done, else why not."""
         now = self.clock()
-        draft = replace(draft_row(path, now, month), verified_at=now)
-        placed = await self.placer.place(path, local, draft, lock, got=got)
+        draft = replace(up.draft(path, now, month), verified_at=now)
+        placed = await self.placer.place(path, up.local, draft, lock, got=up.sent, plain=up.plain)
         return placed if isinstance(placed, str) else None
 
     async def _replace(
         self,
         obj: RemoteObject,
-        local: Path,
-        got: Digest,
+        up: Upload,
         lock: ObjectLock | None,
         spans: list[Span] | None,
         month: MonthSnap | None,
     ) -> str | None:
-        """``obj``'s bad object deleted and ``local`` (``got``: the bytes shipped)
-        sent create-only in its place, read back, its row renewed; None when
-        done, else why not (the row keeps its failure)."""
+        """``obj``'s bad object deleted and ``up`` sent create-only in its place,
+        read back, its row renewed; None when done, else why not (the row
+        keeps its failure)."""
         try:
             await self.store.delete(self.key(obj.key))
         except RemoteLocked as err:
@@ -124,9 +128,10 @@ class ShipReplace(ShipMonths):
             local_gone_at=obj.local_gone_at,
             local_present=obj.local_present,
             verified_at=now,
+            seek_points=up.points,
         )
         placed = await self.placer.place(
-            obj.path, local, draft, lock, spans=spans, got=got, instead=True
+            obj.path, up.local, draft, lock, spans=spans, got=up.sent, plain=up.plain, instead=True
         )
         if isinstance(placed, str):
             return placed

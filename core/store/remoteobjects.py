@@ -57,6 +57,7 @@ class RemoteObject:
     plain_sha256: str | None = None  # sealed: the local file's sha256
     version: str | None = None  # as the HEAD that confirmed it said (VersionId, else ETag)
     storage_class: str | None = None  # the S3 class it was put in (None: a folder, or before 24)
+    seek_points: str | None = None  # a month's gzip: its seek points (None: the database itself)
 
     @property
     def key(self) -> str:

@@ -631,6 +631,14 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE thaw_restores ADD COLUMN identity TEXT;
     ALTER TABLE remote_objects ADD COLUMN storage_class TEXT;
     """,
+    # 25: an event month shipped as a gzip with seek points (its object's key
+    # ends .db.gz; plain_bytes and plain_sha256 are the database's): the points
+    # (codec.encode_points, the first one the deflate data's start), so the
+    # month is read in place a few pages at a time. NULL: the object is the
+    # database itself (sealed, or shipped before 25).
+    """
+    ALTER TABLE remote_objects ADD COLUMN seek_points TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gzip
+import hashlib
 import io
 import json
 import os
@@ -209,6 +211,20 @@ def _forged(shipped: bytes, tmp_path: Path) -> bytes:
     return forged
 
 
+def _forged_object(shipped: bytes, tmp_path: Path) -> bytes:
+    """The packed month ``shipped`` (a gzip of its database) holding other rows,
+    of the same size: the forged database gzipped, then a gzip member of
+    nothing but a comment to make up the size (gunzip reads it as nothing)."""
+    gz = gzip.compress(_forged(gzip.decompress(shipped), tmp_path), compresslevel=9, mtime=0)
+    pad = len(shipped) - len(gz)
+    assert pad >= 21, "the forgery packs smaller than what shipped"
+    header = bytes([0x1F, 0x8B, 8, 0x10, 0, 0, 0, 0, 0, 3])  # FCOMMENT, no time
+    filler = header + b"x" * (pad - 21) + b"\0" + b"\x03\x00" + bytes(8)
+    forged = gz + filler
+    assert len(forged) == len(shipped) and gzip.decompress(forged) != gzip.decompress(shipped)
+    return forged
+
+
 def _refused_not_forged(site: Path, month: str) -> None:
     """The SQLite engine's answer over the month: exit 1 and one line naming
     its object as replaced, never a forged row; --partial answers without it."""
@@ -229,7 +245,7 @@ def test_a_month_replaced_in_the_remote_folder_is_refused_never_read(tmp_path: P
     assert json.loads(answered.stdout)["n"] > 0
 
     forged = tmp_path / "forged"
-    forged.write_bytes(_forged(obj.read_bytes(), tmp_path))
+    forged.write_bytes(_forged_object(obj.read_bytes(), tmp_path))
     os.replace(forged, obj)  # a new file at the key
     _refused_not_forged(site, month)
 
@@ -241,7 +257,7 @@ def test_a_month_written_over_in_the_remote_folder_is_refused_never_read(
     site = _remote_only(tmp_path)
     month, path = _newest_month(site)
     obj = site / "remote" / "demo" / path
-    obj.write_bytes(_forged(obj.read_bytes(), tmp_path))
+    obj.write_bytes(_forged_object(obj.read_bytes(), tmp_path))
     _refused_not_forged(site, month)
 
 
@@ -268,8 +284,59 @@ def test_a_month_replaced_in_the_bucket_is_refused_never_read(
     name = "worm" if bucket == "object-lock" else s3.bucket
     shipped = s3.server.get_raw(name, f"p/t/{path}")
     assert shipped is not None
-    s3.server.put_raw(name, f"p/t/{path}", _forged(shipped, tmp_path))
+    s3.server.put_raw(name, f"p/t/{path}", _forged_object(shipped, tmp_path))
     _refused_not_forged(site, month)
+
+
+def _month_rows(data: bytes, tmp_path: Path) -> int:
+    db = tmp_path / "month.db"
+    db.write_bytes(data)
+    with sqlite3.connect(db) as con:
+        [(n,)] = con.execute("SELECT count(*) FROM events")
+    db.unlink()
+    return int(n)
+
+
+def test_packed_months_and_months_shipped_as_databases_are_read_and_fetched_back(
+    tmp_path: Path,
+) -> None:
+    """A month ships as a gzip of its database (gunzip gives it back byte for
+    byte), under a third of its size; one an older coldkeep shipped as the
+    database itself is still read in place and fetched back."""
+    site = _remote_only(tmp_path)
+    bucket, manifest = site / "remote" / "demo", site / "archive" / "coldkeep.db"
+    with sqlite3.connect(manifest) as db:
+        shipped = db.execute(
+            "SELECT month, path, bytes, plain_bytes, plain_sha256 FROM remote_objects "
+            "WHERE month IS NOT NULL ORDER BY month"
+        ).fetchall()
+    assert len(shipped) >= 2
+    plain = {}
+    for month, path, _, size, sha in shipped:
+        assert path.startswith(f"events/{month}.") and path.endswith(".db.gz")
+        plain[month] = gzip.decompress((bucket / path).read_bytes())
+        assert (len(plain[month]), hashlib.sha256(plain[month]).hexdigest()) == (size, sha)
+    assert sum(r[2] for r in shipped) * 3 < sum(r[3] for r in shipped)
+    every = "SELECT * FROM events ORDER BY id"
+    answer = _query(site, "--engine", "sqlite", "--json", every).stdout
+    assert answer
+
+    old, packed = shipped[0][0], shipped[-1][0]
+    gz = bucket / shipped[0][1]
+    raw = gz.with_name(gz.name.removesuffix(".gz"))
+    raw.write_bytes(plain[old])
+    gz.unlink()
+    with sqlite3.connect(manifest) as db:
+        db.execute(
+            "UPDATE remote_objects SET path = ?, bytes = ?, sha256 = ?, plain_bytes = NULL, "
+            "plain_sha256 = NULL, seek_points = NULL WHERE path = ?",
+            [f"events/{raw.name}", len(plain[old]), hashlib.sha256(plain[old]).hexdigest(),
+             shipped[0][1]],
+        )  # fmt: skip
+    assert _query(site, "--engine", "sqlite", "--json", every).stdout == answer
+    for month in (old, packed):
+        result = ck_json(site, "restore-events", "--month", month)["result"]
+        assert result["restored"] == _month_rows(plain[month], tmp_path) > 0, result
 
 
 def test_a_month_shipped_before_versions_is_read_once_tied_to_what_shipped(
@@ -302,7 +369,7 @@ def test_a_month_shipped_before_versions_is_read_once_tied_to_what_shipped(
 
     forged = s3.server.get_raw(s3.bucket, f"p/t/{path}")
     assert forged is not None
-    s3.server.put_raw(s3.bucket, f"p/t/{path}", _forged(forged, tmp_path))
+    s3.server.put_raw(s3.bucket, f"p/t/{path}", _forged_object(forged, tmp_path))
     _refused_not_forged(site, month)
 
 

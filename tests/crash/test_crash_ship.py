@@ -116,7 +116,7 @@ def test_ship_killed_letting_a_superseded_month_go(
     check(site, tally, settled=False)
     settled(site, tally)
     month = sorted((site / "archive" / "events").glob("*.db"))[-1].stem
-    assert len(list((site / "remote" / SITE / "events").glob(f"{month}.*.db"))) == 2
+    assert len(list((site / "remote" / SITE / "events").glob(f"{month}.*.db.gz"))) == 2
 
 
 def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Tally) -> None:

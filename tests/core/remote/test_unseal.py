@@ -232,7 +232,7 @@ def test_a_month_only_the_remote_holds_comes_back_with_the_identity(tmp_path: Pa
     month_db.unlink()
     archiver = Archiver(settings_of(tmp_path), stream=EventStream(), serve_events=False)
     with pytest.raises(
-        IdentityNeeded, match=rf"events/{month}\.[0-9a-f]+\.db\.[0-9a-f-]+\.age is sealed"
+        IdentityNeeded, match=rf"events/{month}\.[0-9a-f]+\.db\.gz\.[0-9a-f-]+\.age is sealed"
     ):
         asyncio.run(archiver.restore_events(months=[month]))
     assert not month_db.exists()
