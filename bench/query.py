@@ -17,10 +17,10 @@ Rows:
                                database; and the engines alone, in this
                                process (open, run, close: what the console's
                                Events screen pays, without the CLI's start-up)
-  a lookup in a remote-only    that month's snapshot on moto's S3 server, read
-  month                        through the SQLite engine's remote VFS: bytes
-                               fetched against the pages SQLite read and the
-                               object's size
+  a lookup in a remote-only    that month's snapshot packed on moto's S3 server
+  month                        (as ship leaves it), read through the SQLite
+                               engine's remote VFS: bytes fetched against the
+                               pages SQLite read and the object's size
   the Events screen            the console headless on the same site: E to its
                                first chart (the last 90 days: three months and
                                the live table), and the next page of rows read
@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import calendar
-import hashlib
 import os
 import shutil
 import sqlite3
@@ -59,9 +58,11 @@ from remote import CREDENTIALS, Moto
 from report import Row, met, pct, print_table
 from textual.widgets import DataTable
 
+from coldkeep.core.base.cancel import CancelToken
 from coldkeep.core.base.config import load_settings
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, RemoteMonth, parse_range
+from coldkeep.core.remote import monthgz
 from coldkeep.core.remote.monthvfs import PAGE, RemoteMonths
 from coldkeep.tui.console.app import ColdkeepApp
 from coldkeep.tui.console.kit.pilot import settle
@@ -145,12 +146,15 @@ def _in_process(
 
 
 def _remote_lookup(db: Path, sql: str) -> tuple[int, int, int]:
-    """``db``'s snapshot on moto's S3 server, ``sql`` run on it through the
-    remote VFS: bytes fetched, pages SQLite read, the object's size."""
+    """``db``'s snapshot packed on moto's S3 server, as ship leaves it, ``sql``
+    run on it through the remote VFS: bytes fetched, pages SQLite read, the
+    object's size."""
     os.environ.update(CREDENTIALS)
     snap = db.with_name("snapshot.db")
     with sqlite3.connect(db) as src, sqlite3.connect(snap) as dst:
         src.backup(dst)  # as ship takes a month's snapshot
+    gz = snap.with_name("snapshot.db.gz")
+    packed = monthgz.pack(snap, gz, root=snap.parent, cancel=CancelToken())
     moto = Moto()
     try:
         import apsw
@@ -158,19 +162,21 @@ def _remote_lookup(db: Path, sql: str) -> tuple[int, int, int]:
 
         client = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1")
         client.create_bucket(Bucket="bench")
-        path = "events/2025-06.000000000000.db"
-        client.upload_file(str(snap), "bench", f"p/site/{path}")
+        path = "events/2025-06.000000000000.db.gz"
+        client.upload_file(str(gz), "bench", f"p/site/{path}")
         etag = client.head_object(Bucket="bench", Key=f"p/site/{path}")["ETag"]
         remote = RemoteSettings(url="s3://bench/p", endpoint_url=moto.endpoint, site="site")
         reader = RemoteMonths(remote)
-        data = snap.read_bytes()
-        size = len(data)
+        size = packed.packed.bytes
         try:
             con = apsw.Connection(
                 ":memory:", flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
             )
             # As ship records it: its sha256, and the version its HEAD said.
-            shipped = RemoteMonth(path, size, hashlib.sha256(data).hexdigest(), etag)
+            shipped = RemoteMonth(
+                path, size, packed.packed.sha256, etag, plain_bytes=packed.plain.bytes,
+                plain_sha256=packed.plain.sha256, seek_points=packed.points,
+            )  # fmt: skip
             uri = reader.attach_uri("2025-06", shipped)
             con.execute("ATTACH ? AS m", (uri,))
             assert con.execute(sql.replace("FROM events", "FROM m.events")).fetchall()
@@ -181,6 +187,7 @@ def _remote_lookup(db: Path, sql: str) -> tuple[int, int, int]:
     finally:
         moto.stop()
         snap.unlink()
+        gz.unlink()
 
 
 def _counts(text: str, sep: str | None) -> list[tuple[str, int]]:

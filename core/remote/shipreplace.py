@@ -69,8 +69,9 @@ class ShipReplace(ShipMonths):
                 lock = await self.placer.lock_of(obj)
                 if taken.got == Digest(obj.local_bytes, obj.local_sha256):
                     # In its own place: packed as it was (a month shipped before
-                    # months were packed, or sealed, is the database itself).
-                    packed = obj.seek_points is not None
+                    # months were packed, or sealed, is the database itself), but
+                    # sealed as the database where the site seals now.
+                    packed = obj.seek_points is not None and self.seal is None
                     up = await self._upload_of(taken, packed=packed)
                     why = await self._replace(obj, up, lock, None, snap)
                     return MonthReshipped(obj.path, True) if why is None else why

@@ -7,13 +7,23 @@ enforces it)."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
+from pyrage import x25519
 
 from helpers import ck, ck_json
-from remotecheck import Tier, demo_after_pass, remote_rows, shipped_tier
+from remotecheck import (
+    SITE,
+    Tier,
+    demo_after_pass,
+    folder_tier,
+    remote_rows,
+    set_remote,
+    shipped_tier,
+)
 
 RETENTION = "\n[retention]\nfiles_days = 400\nevents_days = 400\n"
 
@@ -85,6 +95,28 @@ def test_a_bad_month_whose_database_is_here_is_shipped_again_from_it(
     assert tier.get(path) == before, "the key holds the snapshot shipped"
     assert ck_json(site, "verify", "--remote")["result"]["failed"] == []
     assert remote_rows(site)[path]["verify_error"] is None
+
+
+def test_a_packed_month_shipped_again_once_the_site_seals_goes_sealed(
+    passed: Path, tmp_path: Path
+) -> None:
+    """Packed while the site did not seal; bad once it does: the same database
+    goes back at its key sealed, as every month of a sealing site is."""
+    site = tmp_path / "site"
+    shutil.copytree(passed, site)
+    tier = folder_tier(site, SITE, "keep_local_days = -1\n")
+    set_remote(site, tier.table)
+    ck(site, "ship")
+    [path, *_] = sorted(month_snapshots(site).values())
+    assert path.endswith(".db.gz") and remote_rows(site)[path]["seek_points"] is not None
+    key = x25519.Identity.generate()
+    set_remote(site, f'{tier.table}encrypt_to = ["{key.to_public()}"]\n')
+    tier.damage(path)
+    run = ck(site, "verify", "--remote")
+    assert f"shipped again {path}" in run.stdout, run.stdout
+    row = remote_rows(site)[path]
+    assert row["sealed_to"] and row["seek_points"] is None and row["verify_error"] is None
+    assert ck_json(site, "verify", "--remote")["result"]["failed"] == []
 
 
 def test_a_bad_snapshot_of_a_month_grown_since_goes_once_the_month_is_shipped_anew(
