@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import glob
 import hashlib
 import os
 import secrets
@@ -230,17 +231,20 @@ class FileStore(ObjectStore):
 
     def _clear_incomplete(self, prefix: str) -> int:
         start = self.root / prefix
-        if not start.is_dir():
+        if start.is_dir():
+            found = [
+                Path(dirpath) / name
+                for dirpath, _, filenames in os.walk(start)
+                for name in filenames
+                if name.endswith(PARTIAL_SUFFIX)
+            ]
+        elif start.parent.is_dir():  # one key's: ``<key>.<random>.partial`` beside it
+            found = list(start.parent.glob(f"{glob.escape(start.name)}.*{PARTIAL_SUFFIX}"))
+        else:
             return 0
-        removed = 0
-        for dirpath, _, filenames in os.walk(start):
-            for name in filenames:
-                if name.endswith(PARTIAL_SUFFIX):
-                    path = Path(dirpath) / name
-                    # Not durably: nothing rests on its absence, and one a
-                    # power cut brings back is removed by the next ship.
-                    removed += unlink_if_present(path, root=self.root)
-        return removed
+        # Not durably: nothing rests on their absence, and one a power cut
+        # brings back is removed by the next ship.
+        return sum(unlink_if_present(p, root=self.root) for p in found)
 
     async def delete(self, key: str) -> None:
         try:

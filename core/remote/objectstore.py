@@ -333,8 +333,9 @@ class ObjectStore(ABC):
 
     @abstractmethod
     async def clear_incomplete(self, prefix: str) -> int:
-        """Remove what uploads cut short under ``prefix`` left behind (only the
-        archive lock's holder for that prefix calls it); how many."""
+        """Remove what uploads cut short under ``prefix`` (a folder of keys, or
+        one key) left behind (only the archive lock's holder for that prefix
+        calls it); how many."""
 
     async def create_root(self) -> None:  # noqa: B027 - only a folder has one to make
         """Make the place the store's keys live in, where that is a thing of its

@@ -86,7 +86,7 @@ from .bucketclock import bucket_now, check_clock
 from .bucketlock import mirror_holds
 from .fetch import clear_scratch
 from .identity import check_claim, keep_key
-from .marker import check_marker
+from .marker import MARKER_KEY, check_marker
 from .objectstore import RemoteFatal
 from .place import Sent
 from .sealing import SealError
@@ -124,6 +124,9 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
         await self.settle_drops()
         await asyncio.to_thread(clear_scratch, self.layout)
         await self.store.clear_incomplete(self.key(""))
+        # The marker is every site's: once it is there, its first write cut
+        # short is no one's upload under way.
+        await self.store.clear_incomplete(MARKER_KEY)
         await self.settle_loose()
         # A later snapshot of this very site that this host did not ship: a
         # clone ships as it. Both writing one prefix would lose one's files.

@@ -601,3 +601,21 @@ async def test_a_remote_shipped_to_before_markers_gets_one(site: Path) -> None:
     assert not marker.exists(), "verify writes nothing"
     assert not (await ck.ship()).problems
     assert marker.is_file()
+
+
+async def test_a_marker_write_cut_short_is_cleared_by_the_next_ship(site: Path) -> None:
+    """A kill while the first ship wrote the marker leaves its partial at the
+    top of the remote folder, outside every site's prefix: the next ship, the
+    marker there, removes it (and no other site's upload under way)."""
+    ck = archiver_for(site, Clock(), keep_local_days=-1)
+    await ck.run_pass()
+    await ck.ship()
+    remote = site.parent / "remote"
+    cut = remote / ".coldkeep-remote.0badc0de.partial"
+    cut.write_bytes(b'{"coldkeep": "remote tier", "fi')
+    other = remote / "web-2" / "files" / "x.jsonl.gz.0badc0de.partial"
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"another site's upload under way")
+    assert not (await ck.ship()).problems
+    assert not cut.exists() and other.exists()
+    assert (remote / ".coldkeep-remote").is_file()
