@@ -3,7 +3,7 @@ database (``events/<YYYY-MM>.<sha12>.db.gz``), the deflate stream fully flushed
 every ``SEEK_EVERY`` bytes of the database, so that a reader fetches and
 inflates only the pieces holding the pages it reads, and ``gunzip`` gives the
 database back byte for byte. A month database of event rows packs to about a
-fifth of its size: the two newest snapshots the bucket keeps of a month then
+quarter of its size: the two newest snapshots the bucket keeps of a month then
 cost less than the database once.
 
 Invariants:
