@@ -58,8 +58,7 @@ async def seal_remote(archive: Path, remote: Path, site: str, recipients: Recipi
         for obj in await objects.after(None, 1 << 30):
             src = remote / site / obj.path
             if obj.seek_points is not None:  # a packed month: sealed as its database
-                packed = src.read_bytes()
-                src.write_bytes(gzip.decompress(packed))
+                src.write_bytes(gzip.decompress(src.read_bytes()))
             spans = await member_spans(manifest, obj.path)
             fingerprint = recipients.fingerprint
             sealed_obj = replace(
