@@ -262,6 +262,15 @@ class RemoteMonths:
         while n < count and first + n <= last and self.pages.get(obj.key, first + n) is None:
             n += 1
         length = min(n * PAGE, obj.size - start)
+        data = self._get(obj, start, length)
+        pages = [data[i : i + PAGE] for i in range(0, length, PAGE)]
+        for i, page in enumerate(pages):
+            self.pages.put(obj.key, first + i, page)
+        return pages
+
+    def _get(self, obj: _Object, start: int, length: int) -> bytes:
+        """``length`` bytes of ``obj``'s object from ``start``, in one ranged GET
+        pinned to its version, through the rate cap, counted."""
         self.limiter.take(length, self._cancel)
         # Its errors name it; another object at the key is RemoteReplaced.
         data = self._wait(self.store.read_range(obj.key, start, length, obj.version))
@@ -273,10 +282,7 @@ class RemoteMonths:
         with self._count:
             self.gets += 1
             self.fetched_bytes += length
-        pages = [data[i : i + PAGE] for i in range(0, length, PAGE)]
-        for i, page in enumerate(pages):
-            self.pages.put(obj.key, first + i, page)
-        return pages
+        return data
 
     def _fetch_pieces(self, obj: _Object, pieces: Pieces, first: int, count: int) -> list[bytes]:
         """A packed month's page ``first`` and those after it: the pieces that
@@ -291,18 +297,9 @@ class RemoteMonths:
             and self.pages.get(obj.key, pieces[j + 1].start // PAGE) is None
         ):
             j += 1
-        start, end = pieces[i].at, pieces[j].until
-        self.limiter.take(end - start, self._cancel)
-        data = self._wait(self.store.read_range(obj.key, start, end - start, obj.version))
+        start = pieces[i].at
+        data = self._get(obj, start, pieces[j].until - start)
         where = self.store.where(obj.key)
-        if len(data) != end - start:
-            raise RemoteError(
-                f"{where}: {len(data)} bytes at byte {start} where {end - start} were "
-                "expected (run coldkeep verify --remote)"
-            )
-        with self._count:
-            self.gets += 1
-            self.fetched_bytes += end - start
         pages: list[bytes] = []
         for k in range(i, j + 1):
             piece = pieces[k]
