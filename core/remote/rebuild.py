@@ -311,19 +311,30 @@ class RemoteRebuild:
         archive_root (scratch file, fsync, rename without replacing, directory
         fsync); False if ``dest`` exists already. With ``sha256``, bytes that
         differ are refused before they are placed."""
-        root = self.layout.root
+        async with self._downloaded(key, size, sha256, "dr") as tmp:
+            return await self._place(tmp, dest)
+
+    @asynccontextmanager
+    async def _downloaded(
+        self, key: str, size: int, sha256: str | None, what: str
+    ) -> AsyncIterator[Path]:
+        """``key`` (``size`` bytes, through the rate cap) in a scratch file,
+        fsynced, for the life of the block; with ``sha256``, refused first
+        unless its bytes hash to it."""
         await asyncio.to_thread(self.limiter.take, size, self.cancel)
-        async with downloaded(self.store, key, self.layout, "dr") as tmp:
+        async with downloaded(self.store, key, self.layout, what) as tmp:
             if sha256 is not None:
                 got = (
-                    await asyncio.to_thread(digest_path, tmp, root=root, cancel=self.cancel)
+                    await asyncio.to_thread(
+                        digest_path, tmp, root=self.layout.root, cancel=self.cancel
+                    )
                 ).sha256
                 if got != sha256:
                     raise RemoteError(
                         f"{self.store.where(key)}: its bytes hash to {got}, not the recorded "
                         f"{sha256}; not placed"
                     )
-            return await self._place(tmp, dest)
+            yield tmp
 
     async def _place(self, tmp: Path, dest: Path) -> bool:
         """The scratch ``tmp`` (fsynced) renamed to ``dest`` unless it exists, its
@@ -344,9 +355,8 @@ class RemoteRebuild:
         where = self.store.where(key)
         ids = identity_for(self.identities, where, sealed_to)
         root, cancel = self.layout.root, self.cancel
-        await asyncio.to_thread(self.limiter.take, size, cancel)
         async with (
-            downloaded(self.store, key, self.layout, "dr-sealed") as ct,
+            self._downloaded(key, size, None, "dr-sealed") as ct,
             scratch_file(self.layout, "dr") as (tmp, fd),
         ):
             await in_thread(
@@ -369,19 +379,12 @@ class RemoteRebuild:
         against the gzip's recorded sha256, inflated into a scratch file that is
         checked against the database's and fsynced, and placed at ``dest`` as
         ``fetch_to`` places."""
-        key, root, cancel = self.key(obj.path), self.layout.root, self.cancel
+        key, cancel = self.key(obj.path), self.cancel
         where = self.store.where(key)
-        await asyncio.to_thread(self.limiter.take, obj.bytes, cancel)
         async with (
-            downloaded(self.store, key, self.layout, "dr-packed") as gz,
+            self._downloaded(key, obj.bytes, obj.sha256, "dr-packed") as gz,
             scratch_file(self.layout, "dr") as (tmp, fd),
         ):
-            got = await asyncio.to_thread(digest_path, gz, root=root, cancel=cancel)
-            if got != Digest(obj.bytes, obj.sha256):
-                raise RemoteError(
-                    f"{where}: its bytes hash to {got.sha256} ({got.bytes} bytes), not the "
-                    f"recorded {obj.sha256} ({obj.bytes}); not placed"
-                )
             try:
                 back = await in_thread(cancel, lambda: unpack_into(gz, fd, cancel))
             except CorruptGzip as err:
