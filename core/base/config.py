@@ -1,7 +1,8 @@
 """The settings: ``coldkeep.toml`` parsed into typed, frozen dataclasses. This
 module owns the file and its top-level keys; each section is read by its own
 module (``configfiles``, ``configevents``, ``configio``, ``configjobs``,
-``configalerts``, ``configremote``, ``configretention``, ``configmount``), each
+``configalerts``, ``configremote``, ``configretention``, ``configmount``,
+``configlake``), each
 key through ``configtable.Table``.
 
 Invariants:
@@ -29,6 +30,7 @@ from .configevents import EventsSettings, read_events
 from .configfiles import FilesSettings, read_files
 from .configio import GzipSettings, IoSettings, read_gzip, read_io
 from .configjobs import JobsSettings, read_jobs
+from .configlake import LakeSettings, read_lake
 from .configmount import MountSettings, read_mount
 from .configremote import RemoteSettings, read_remote
 from .configretention import RetentionSettings, read_retention
@@ -58,6 +60,7 @@ class Settings:
     remote: RemoteSettings | None = None
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     mount: MountSettings = field(default_factory=MountSettings)
+    lake: LakeSettings = field(default_factory=LakeSettings)
     warnings: tuple[str, ...] = ()  # said once by whoever loads it (CLI, console)
 
 
@@ -108,6 +111,8 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     alerts = read_alerts(top.table("alerts"))
     retention = read_retention(top.table("retention"))
     mount = read_mount(top.table("mount"), base)
+    sealed = remote is not None and remote.encrypt_to is not None
+    lake = read_lake(top.table("lake"), remote=remote is not None, sealed=sealed)
     top.done()
     # The jobs this config has nothing for, neither scheduled nor shown.
     absent = set()
@@ -145,6 +150,7 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         remote=remote,
         retention=retention,
         mount=mount,
+        lake=lake,
     )
 
 

@@ -95,6 +95,8 @@ class RemoteSettings:
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
+# The top folder of the fleet's Parquet (remote/lakelayout.py), beside the sites.
+RESERVED_SITE = "lake"
 _SITE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -123,6 +125,13 @@ def read_remote(t: Table, base: Path) -> RemoteSettings | None:
             t.key("site"),
             f"{site!r} is not a plain folder name",
             "use letters, digits, '.', '_' and '-'",
+        )
+    if site == RESERVED_SITE:
+        raise ConfigError(
+            t.file,
+            t.key("site"),
+            f"{site!r} is the folder of the fleet's lake ([lake]) in every prefix",
+            "name the site otherwise",
         )
     keep = t.number("keep_local_days", 30.0, minimum=-1, maximum=MAX_DAYS)
     if -1 < keep < 0:

@@ -61,6 +61,10 @@ StepName = Literal[
     # asking for a thaw of one cold object (remote/thaw.py)
     "thaw_recorded",  # its request is committed in thaws as asking, not yet sent
     "thaw_asked",  # S3 answered it, and thaws says how
+    # an event month's Parquet in the fleet's lake (remote/shiplake.py)
+    "lake_uploaded",  # the Parquet is at its new key, not yet recorded
+    "lake_recorded",  # read back whole; its row committed, the month's older ones superseded
+    "lake_deleted",  # a superseded one is deleted, its row forgotten
 ]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 ARCHIVE_STEPS: tuple[StepName, ...] = STEP_NAMES[:6]
@@ -70,7 +74,8 @@ BUNDLE_STEPS: tuple[StepName, ...] = STEP_NAMES[12:17]
 SHIP_STEPS: tuple[StepName, ...] = STEP_NAMES[17:23]
 EXPIRE_STEPS: tuple[StepName, ...] = STEP_NAMES[23:26]
 LOOSE_STEPS: tuple[StepName, ...] = STEP_NAMES[26:30]
-THAW_STEPS: tuple[StepName, ...] = STEP_NAMES[30:]
+THAW_STEPS: tuple[StepName, ...] = STEP_NAMES[30:32]
+LAKE_STEPS: tuple[StepName, ...] = STEP_NAMES[32:]
 
 StepInfo = Mapping[str, Path | str | int | None]
 StepHook = Callable[[StepName, StepInfo], Coroutine[Any, Any, None]]

@@ -7,8 +7,9 @@ What is past its retention (``[retention]``; nothing without it):
                        age counts from its mtime, ``files_days`` (or its unit's
                        own) long. A bundle with one member still young, or one
                        member held, stays whole.
-    an event month     its database (and its snapshots on the remote) when the
-                       month ended ``events_days`` ago: then every row in it is.
+    an event month     its database (and its snapshots on the remote, and its
+                       Parquet in the fleet's lake) when the month ended
+                       ``events_days`` ago: then every row in it is.
 
 One expiry, under the archive lock:
 
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -62,8 +63,10 @@ from ..remote.bucketclock import apart, bucket_now
 from ..remote.cold import MIN_DAYS
 from ..remote.connect import connected
 from ..remote.objectstore import ObjectStore, RemoteLocked
+from ..remote.shiplake import retire_lake
 from ..store import audit, expiry
 from ..store.entries import tombstone
+from ..store.lakeobjects import LakeObject, LakeObjects
 from ..store.legalholds import active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
@@ -404,20 +407,23 @@ class Expirer:
     async def _finish(self, path: str) -> bool:
         """An expiry recorded: its remote copies and its local file deleted; True
         when nothing of it is left (else its note stays for the next expiry)."""
+        lake: list[LakeObject] = []
         if path.startswith("events/"):
             remote = await self.objects.of_month(Path(path).stem)
+            lake = await LakeObjects(self.manifest).of_month(Path(path).stem)
         else:
             remote = [o for o in [await self.objects.get(path)] if o is not None]
-        kept: list[RemoteObject] = []
-        if remote:
+        kept: list[RemoteObject | LakeObject] = []
+        if remote or lake:
             site = self.settings.remote.site if self.settings.remote is not None else None
             if self.store is None or site is None:
                 self.report.problems.append(
                     f"{path}: its remote copies stay until an expiry runs with [remote] configured"
                 )
                 return False
-            kept = await self._delete_remote(self.store, site, remote)
-            if len(kept) < len(remote):
+            kept = [*await self._delete_remote(self.store, site, remote)]
+            kept += [o for o in lake if not await self._delete_lake(self.store, o)]
+            if len(kept) < len(remote) + len(lake):
                 await self._announce("expire_remote_deleted", path)
         await self._delete_local(path)
         if kept:
@@ -445,7 +451,14 @@ class Expirer:
             await self.objects.forget(obj.path)
         return kept
 
-    def _said_locked(self, path: str, kept: list[RemoteObject]) -> None:
+    async def _delete_lake(self, store: ObjectStore, obj: LakeObject) -> bool:
+        """A month's Parquet in the fleet's lake deleted, unless the bucket's
+        lock keeps it: True once it is gone."""
+        lake = LakeObjects(self.manifest)
+        await lake.supersede_month(obj.month, self.clock())
+        return await retire_lake(store, lake, obj, self.bucket)
+
+    def _said_locked(self, path: str, kept: Sequence[RemoteObject | LakeObject]) -> None:
         until = max(o.retain_until or 0 for o in kept)
         when = f"until {day_of(until)}" if until > self.bucket else "by its lock or a legal hold"
         self.report.locked.append(

@@ -367,17 +367,24 @@ class Placer:
         exactly ``sent``'s bytes there (size and SHA-256 read back by HEAD, or
         the bytes themselves where the server keeps no checksum), encrypted and
         locked as asked; else why not."""
-        key = self.key(sent.key)
+        return await self.check_at(self.key(sent.key), sent.size, sent.sha, sent.created, sent.lock)
+
+    async def check_at(
+        self, key: str, size: int, sha: str, created: bool, lock: ObjectLock | None
+    ) -> ObjectInfo | str:
+        """What the server says of the object at ``key`` (under the remote's
+        prefix) when it holds exactly ``size`` bytes of that ``sha`` there, as
+        ``read_back`` asks; else why not. ``created``: put by this upload."""
         info = await self.store.head(key)
         if info is not None and info.sha256 is None:
             info = await self._read_bytes_back(info)
         if info is None:
             return f"{self.store.where(key)}: gone right after its upload; not recorded"
-        how = "was uploaded" if sent.created else "was already there"
-        if (info.size, info.sha256) != (sent.size, sent.sha):
+        how = "was uploaded" if created else "was already there"
+        if (info.size, info.sha256) != (size, sha):
             return (
                 f"{self.store.where(key)} {how} with {info.size} bytes, sha256 {info.sha256}, "
-                f"not the local {sent.size} bytes, sha256 {sent.sha}: not recorded, nothing "
+                f"not the local {size} bytes, sha256 {sha}: not recorded, nothing "
                 "replaced (another host shipping as the same remote.site?)"
             )
         if not self.store.encryption.satisfied_by(info.encryption):
@@ -386,15 +393,15 @@ class Placer:
                 f"{self.store.encryption} [remote] asks for: not recorded (does a bucket "
                 "policy or a proxy change it? doctor reads the bucket's default)"
             )
-        if sent.lock is not None and not sent.lock.satisfied_by(info.lock):
-            if not sent.created:
+        if lock is not None and not lock.satisfied_by(info.lock):
+            if not created:
                 # Uploaded before the lock was asked for, or with a shorter one:
                 # a retention can always be extended.
-                await self.store.keep(key, sent.lock)
+                await self.store.keep(key, lock)
                 info = await self.store.head(key) or info
-            if not sent.lock.satisfied_by(info.lock):
+            if not lock.satisfied_by(info.lock):
                 return (
-                    f"{self.store.where(key)} {how} with {info.lock}, not the {sent.lock} "
+                    f"{self.store.where(key)} {how} with {info.lock}, not the {lock} "
                     "[remote] object_lock asks for: not recorded (does a proxy drop the "
                     "Object Lock headers?)"
                 )

@@ -11,7 +11,8 @@ One ship, under the archive lock:
                between the record and the unlink) are unlinked; what uploads
                cut short left on the remote is removed; copies no row records
                any more are deleted once the bucket's lock lets them go, and
-               tracked until then (remote/place.py)
+               tracked until then (remote/place.py); lake objects a kill left
+               unrecorded, and superseded ones, deleted as the lock allows
     files      each archive file with kept entries and no remote copy (a bundle
                once, for all its members): placed (remote/place.py: sealed
                where asked, locked and held as it must be, uploaded
@@ -20,7 +21,9 @@ One ship, under the archive lock:
                the month passes still add rows to as well: a consistent copy
                (SQLite's backup API) shipped as ``events/<YYYY-MM>.<sha12>.db``
                (a new name each time it changed), its rows counted and
-               recorded for the manifest snapshot (``remote/months.py``)
+               recorded for the manifest snapshot (``remote/months.py``); with
+               ``[lake]``, each month snapshotted also written as Parquet into
+               the fleet's lake (shiplake.py), the objects it replaced deleted
     drop       local copies shipped more than ``keep_local_days`` ago: the remote
                copy re-checked (HEAD), the drop recorded, the file unlinked
                (identity re-checked), its directory fsynced
@@ -128,6 +131,7 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
         # short is no one's upload under way.
         await self.store.clear_incomplete(MARKER_KEY)
         await self.settle_loose()
+        await self.settle_lake()
         # A later snapshot of this very site that this host did not ship: a
         # clone ships as it. Both writing one prefix would lose one's files.
         trust = await self.own_trust()
@@ -154,7 +158,7 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
             self._notice("warning", notice)
         await self.drop_local()
         r = self.report
-        changed = r.uploaded or r.already or r.months or r.dropped or self._counted
+        changed = r.uploaded or r.already or r.months or r.lake or r.dropped or self._counted
         if changed or state.owed:
             await self.ship_manifest()
         r.pending = len(await self.objects.pending_files())

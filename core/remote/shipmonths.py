@@ -20,7 +20,8 @@ from ..store.remoteobjects import MonthCount, RemoteObject
 from . import monthgz
 from .fetch import remove_scratch
 from .months import LocalMonth, count_rows, is_due, local_months, snapshot_db
-from .shiprun import MonthSnap, ShipRun, draft_row
+from .shiplake import ShipLake
+from .shiprun import MonthSnap, draft_row
 
 
 def month_path(month: str, sha256: str, packed: bool) -> str:
@@ -56,7 +57,7 @@ class Upload:
         return replace(draft_row(path, now, snap), seek_points=self.points)
 
 
-class ShipMonths(ShipRun):
+class ShipMonths(ShipLake):
     """The months phase of a ship."""
 
     async def ship_months(self) -> None:
@@ -68,7 +69,7 @@ class ShipMonths(ShipRun):
         for month, db in local.items():
             self.cancel.check()
             last, count = latest.get(month), counted.get(month)
-            if is_due(db, last):
+            if is_due(db, last) or await self.lake_due(month, last):
                 await self._ship_month(month, db, last, count)
             elif count is None or count.sig != db.sig:
                 await self._count_month(month, db, last, count)
@@ -84,6 +85,8 @@ class ShipMonths(ShipRun):
                 await self._record_count(snap, counted)
                 if last is not None and last.local_sha256 == taken.got.sha256:
                     await self.objects.set_source_sig(last.path, db.sig, snap.rows)
+                    if await self.lake_due(month, last):
+                        await self.ship_lake_month(month, taken.db, taken.got.sha256)
                     return
                 up = await self._upload_of(taken, packed=self.seal is None)
                 path = month_path(month, taken.got.sha256, up.plain is not None)
@@ -97,6 +100,8 @@ class ShipMonths(ShipRun):
                     return
                 self._accepted(*placed)
                 self.report.months += 1
+                if self.settings.lake.enabled:
+                    await self.ship_lake_month(month, taken.db, taken.got.sha256)
         except (OSError, sqlite3.Error, CorruptGzip) as err:
             self._problem(f"events/{month}.db", f"{db.db}: cannot be snapshotted: {err}")
 

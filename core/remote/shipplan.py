@@ -1,6 +1,7 @@
 """What a ship would do now, read without the lock (the console's confirm, the
 CLI's ``ship --plan``): pending files and their bytes, local copies it would
-drop or that legal holds keep, event months changed since their last snapshot.
+drop or that legal holds keep, event months changed since their last snapshot,
+and those shipped before the fleet's lake had them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from ..base.config import Settings
 from ..base.layout import Layout
 from ..base.times import DAY_MS
+from ..store.lakeobjects import LakeObjects, behind
 from ..store.legalholds import Hold
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
@@ -31,6 +33,7 @@ class ShipPlan:
     keep_local_days: float
     months: int = 0  # event months changed since their last snapshot
     held: int = 0  # local copies past keep_local_days that legal holds keep
+    lake: int = 0  # shipped event months not yet in the fleet's lake ([lake])
 
 
 async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> ShipPlan:
@@ -52,6 +55,14 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
     latest = await objects.latest_months()
     local = await asyncio.to_thread(local_months, layout)
     months = [m for m, month in local.items() if is_due(month, latest.get(m))]
+    lake = 0
+    if settings.lake.enabled:
+        current = await LakeObjects(manifest).current()
+        lake = sum(
+            m not in months and behind(current, m, latest[m].local_sha256)
+            for m in local
+            if m in latest
+        )
     return ShipPlan(
         f"{remote.url}/{remote.site}",
         totals.pending_files,
@@ -62,4 +73,5 @@ async def ship_plan(settings: Settings, manifest: Manifest | None, now: int) -> 
         remote.keep_local_days,
         len(months),
         len(held),
+        lake,
     )

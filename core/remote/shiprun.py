@@ -42,6 +42,8 @@ class ShipReport:
     loose_kept: int = 0  # of those, the ones the bucket's lock still keeps (tracked)
     superseded: int = 0  # event month snapshots no kept manifest snapshot names, let go
     heartbeat: str | None = None  # the beat this ship put (its key under the site)
+    lake: int = 0  # event months written to the fleet's lake ([lake])
+    lake_deleted: int = 0  # superseded lake objects deleted
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # about the server, said once
 
@@ -68,6 +70,8 @@ class ShipReport:
             "loose_kept": self.loose_kept,
             "superseded": self.superseded,
             "heartbeat": self.heartbeat,
+            "lake": self.lake,
+            "lake_deleted": self.lake_deleted,
             "problems": self.problems,
             "notices": self.notices,
         }

@@ -639,6 +639,27 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE remote_objects ADD COLUMN seek_points TEXT;
     """,
+    # 26: the fleet's lake: each Parquet object a ship put for an event month,
+    # by its key under the remote's prefix (lake/events/site=.../month=.../),
+    # recorded once the bucket gave back its size and sha256, with the month's
+    # database it was made from; superseded_at once a newer one of the month is
+    # recorded (or the month expired): deleted when the bucket's lock lets it go.
+    """
+    CREATE TABLE lake_objects (
+        key           TEXT PRIMARY KEY,
+        month         TEXT NOT NULL,
+        source_sha256 TEXT NOT NULL,
+        rows          INTEGER NOT NULL,
+        bytes         INTEGER NOT NULL,
+        sha256        TEXT NOT NULL,
+        shipped_at    INTEGER NOT NULL,
+        retain_until  INTEGER,
+        legal_hold    INTEGER NOT NULL DEFAULT 0,
+        version       TEXT,
+        superseded_at INTEGER
+    );
+    CREATE INDEX lake_objects_month ON lake_objects (month);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -24,6 +24,10 @@ def _shipped(r: ShipReport) -> str:
         parts.append(f"{r.already} found there already")
     if r.months:
         parts.append(plural(r.months, "event month"))
+    if r.lake:
+        parts.append(f"{plural(r.lake, 'event month')} written to the lake")
+    if r.lake_deleted:
+        parts.append(f"{plural(r.lake_deleted, 'superseded lake file')} deleted")
     if r.dropped:
         copies = plural(r.dropped, "local copy", "local copies")
         parts.append(f"{copies} dropped ({human(r.dropped_bytes)})")
@@ -55,7 +59,7 @@ def _ship_gate(settings: Settings) -> Gate:
 
 async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
     plan = await site.archiver.ship_plan()
-    if not plan.pending_files and not plan.drops and not plan.months:
+    if not plan.pending_files and not plan.drops and not plan.months and not plan.lake:
         return plan, Nothing(NOTHING_TO_SHIP, title="ship")
     remote = site.archiver.settings.remote
     assert remote is not None  # a plan exists only with a remote
@@ -67,6 +71,8 @@ async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
     rows = [(f"ship to {where}", f"{plan.pending_files}", human(plan.pending_bytes))]
     if plan.months:
         rows.append(("event month snapshots", f"{plan.months}", ""))
+    if plan.lake:
+        rows.append(("event months into the lake (Parquet)", f"{plan.lake}", ""))
     then, warning, drop = _drops(plan)
     rows += drop
     if plan.held:

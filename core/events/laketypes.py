@@ -1,0 +1,38 @@
+"""The columns of the fleet's lake: each events column's Parquet type, from
+the type SQLite declared, and the column that keeps what no typed column can.
+"""
+
+from __future__ import annotations
+
+from ..base.errors import ColdkeepError
+
+
+class ExportFailed(ColdkeepError):
+    """A month could not be written as Parquet; the message says why."""
+
+
+# NULL, or a JSON object: column -> [SQLite type, the value as text] for each
+# value of the row its column's type cannot carry exactly (lakeexport.py).
+RAW = "coldkeep_raw"
+
+
+def column_type(declared: str) -> str:
+    """The lake's type (DuckDB's name; Parquet's physical type follows) of a
+    column SQLite declared as ``declared``, by SQLite's own affinity rules: what
+    the column holds when the application stored what it declared."""
+    t = declared.upper()
+    if "INT" in t:
+        return "BIGINT"
+    if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
+        return "VARCHAR"
+    if t == "" or "BLOB" in t:
+        return "BLOB"
+    if any(s in t for s in ("REAL", "FLOA", "DOUB")):
+        return "DOUBLE"
+    # NUMERIC affinity: a date or time is stored as the text it was given
+    # (ISO-8601), a boolean as 0 or 1, anything else as a number.
+    if "DATE" in t or "TIME" in t:
+        return "VARCHAR"
+    if "BOOL" in t:
+        return "BIGINT"
+    return "DOUBLE"
