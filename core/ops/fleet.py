@@ -56,6 +56,7 @@ from ..remote.connect import open_store
 from ..remote.fetch import RemoteReader, clear_scratch
 from ..remote.heartbeat import Heard
 from ..remote.keptlisting import Entry, KeptListing, beat_index
+from ..remote.lakelayout import LAKE_DIR
 from ..remote.objectstore import ObjectInfo, ObjectStore, RemoteNoBucket
 from ..remote.rebuild import snapshot_fetched
 from ..remote.sealing import Identities, IdentityNeeded
@@ -177,6 +178,10 @@ class Fleet:
     def layout(self, site: str) -> Layout:
         return Layout(self.cache / site)
 
+    async def site_names(self) -> list[str]:
+        """The sites under the prefix: its folders but the fleet's lake."""
+        return [n for n in await self.store.list_dirs("") if n != LAKE_DIR]
+
     async def load(self) -> list[FleetSite]:
         """Every site and its newest usable snapshot, fetched when not cached,
         and its health. What each one's bucket locks is read by ``counted``
@@ -184,7 +189,7 @@ class Fleet:
         view reads them once its table is full)."""
         await asyncio.to_thread(self.cache.mkdir, parents=True, exist_ok=True)
         try:
-            names = await self.store.list_dirs("")
+            names = await self.site_names()
         except RemoteNoBucket as err:  # the URL came from --remote, not a remote.url
             raise err.said_for("check the URL given to --remote") from err
         index = await beat_index(self.store)

@@ -36,7 +36,8 @@ from ..base.configretention import RetentionSettings
 from ..base.errors import RemoteError
 from ..base.times import DAY_MS, NS_PER_MS
 from ..events.eventschema import month_end_ms
-from ..store.legalholds import active, held_paths
+from ..store.lakeobjects import LakeObjects
+from ..store.legalholds import ActiveHolds, active, held_paths
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObjects
 from .objectstore import ObjectLock, ObjectStore, RemoteFatal, RemoteMissing
@@ -139,6 +140,7 @@ async def mirror_holds(
             done.placed += 1
         else:
             done.lifted += 1
+    await _mirror_lake(manifest, store, remote, holds, done)
     for key in await objects.loose_held():
         try:
             await store.set_legal_hold(f"{remote.site}/{key}", False)
@@ -153,3 +155,34 @@ async def mirror_holds(
         await objects.set_loose_hold(key, False)
         done.lifted += 1
     return done
+
+
+async def _mirror_lake(
+    manifest: Manifest,
+    store: ObjectStore,
+    remote: RemoteSettings,
+    holds: ActiveHolds,
+    done: HoldsMirrored,
+) -> None:
+    """The legal holds of the site's files in the fleet's lake made to match
+    their months' (a month's Parquet is held as its snapshots are)."""
+    lake = LakeObjects(manifest)
+    for obj in await lake.all():
+        want = remote.locks is not None and holds.for_month(obj.month) is not None
+        if want == obj.legal_hold:
+            continue
+        try:
+            await store.set_legal_hold(obj.key, want)
+        except RemoteFatal:
+            raise
+        except RemoteMissing:  # deleted since: nothing left to hold
+            await lake.forget(obj.key)
+            continue
+        except RemoteError as err:
+            done.problems.append(str(err))
+            continue
+        await lake.set_legal_hold(obj.key, want)
+        if want:
+            done.placed += 1
+        else:
+            done.lifted += 1

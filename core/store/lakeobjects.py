@@ -71,6 +71,10 @@ class LakeObjects:
         )
         return [_row(r) for r in rows]
 
+    async def all(self) -> list[LakeObject]:
+        rows = await self.manifest.rows(f"SELECT {_COLUMNS} FROM lake_objects ORDER BY key")
+        return [_row(r) for r in rows]
+
     async def keys(self) -> set[str]:
         return {str(k) for (k,) in await self.manifest.rows("SELECT key FROM lake_objects")}
 

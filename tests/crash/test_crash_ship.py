@@ -141,3 +141,38 @@ def test_ship_killed_at_random_moments(archived: Path, tmp_path: Path, tally: Ta
             if was_killed:
                 break
     assert killed >= RANDOM_KILLS // 2, f"only {killed} of {RANDOM_KILLS} runs were killed mid-ship"
+
+
+def lake_months(site: Path) -> dict[str, list[str]]:
+    """The lake's Parquet files under the site, by month folder."""
+    found: dict[str, list[str]] = {}
+    for p in sorted((site / "remote" / "lake" / "events" / f"site={SITE}").rglob("*.parquet")):
+        found.setdefault(p.parent.name, []).append(p.name)
+    return found
+
+
+@pytest.mark.parametrize("step", ["lake_uploaded", "lake_recorded", "lake_deleted"])
+def test_ship_killed_writing_the_lake(
+    archived: Path, tmp_path: Path, tally: Tally, step: str
+) -> None:
+    """Killed as it puts a month into the fleet's lake (the month grown since the
+    last ship, so that its old file is deleted too): the next ship leaves one
+    file a month, each recorded, the newest of its month."""
+    site = copy(archived, tmp_path)
+    with (site / "coldkeep.toml").open("a") as config:
+        config.write("\n[lake]\nenabled = true\n")
+    ck(site, "ship")
+    grown(site)
+    run = ck(site, "ship", check=None, env={KILL: step})
+    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
+    tally.faults += 1
+    tally.by_kind["ship@" + step] += 1
+    check(site, tally, settled=False)
+    settled(site, tally)
+    files = lake_months(site)
+    local = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))
+    assert sorted(files) == [f"month={m}" for m in local]
+    assert all(len(names) == 1 for names in files.values()), files
+    with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
+        recorded = {k.rsplit("/", 1)[-1] for (k,) in db.execute("SELECT key FROM lake_objects")}
+    assert recorded == {n for names in files.values() for n in names}

@@ -597,3 +597,24 @@ def test_encrypt_to_is_a_set_whatever_its_order(site: Path) -> None:
     two = load_settings(write(site, REMOTE + f"encrypt_to = ['{b}', '{a}']\n")).remote
     assert one is not None and two is not None and one.encrypt_to and two.encrypt_to
     assert one.encrypt_to.fingerprint == two.encrypt_to.fingerprint
+
+
+def test_the_lake_needs_a_remote_and_says_plaintext_beside_sealed_objects(site: Path) -> None:
+    base = 'live_root = "live"\narchive_root = "archive"\n'
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(site, base + "[lake]\nenabled = true\n"))
+    assert "lake.enabled" in str(err.value) and "no [remote]" in str(err.value)
+    recipient = x25519.Identity.generate().to_public()
+    sealed = REMOTE + f"encrypt_to = ['{recipient}']\n"
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(site, sealed + "[lake]\nenabled = true\n"))
+    assert "lake.enabled" in str(err.value) and "plaintext = true" in str(err.value)
+    said = load_settings(write(site, sealed + "[lake]\nenabled = true\nplaintext = true\n"))
+    assert said.lake.enabled and said.lake.plaintext
+    assert not load_settings(write(site, REMOTE)).lake.enabled
+
+
+def test_no_site_may_be_named_for_the_lakes_folder(site: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(site, REMOTE + 'site = "lake"\n'))
+    assert "remote.site" in str(err.value) and "lake" in str(err.value)

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from coldkeep.core.archiver import Archiver
 from coldkeep.core.base.config import load_settings
+from coldkeep.core.base.configlake import LakeSettings
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.configretention import RetentionSettings
 from coldkeep.core.base.stream import EventStream
@@ -60,7 +61,13 @@ def no_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def archiver_for(
-    config: Path, clock: Clock, s3: S3Site, files_days: float, events_days: float
+    config: Path,
+    clock: Clock,
+    s3: S3Site,
+    files_days: float,
+    events_days: float,
+    *,
+    lake: bool = False,
 ) -> Archiver:
     settings = load_settings(config)
     remote = RemoteSettings(
@@ -72,8 +79,15 @@ def archiver_for(
         object_lock="compliance",
     )
     retention = RetentionSettings(files_days, events_days)
-    settings = replace(settings, remote=remote, retention=retention)
+    settings = replace(settings, remote=remote, retention=retention, lake=LakeSettings(lake))
     return Archiver(settings, stream=EventStream(), clock=clock, serve_events=False)
+
+
+def lake_heads(s3: S3Site) -> dict[str, dict[str, Any]]:
+    """The site's files in the fleet's lake, as their HEADs say them."""
+    client = s3.server.client
+    keys = s3.server.list_keys(s3.bucket, f"{PREFIX}/lake/events/site={SITE}/")
+    return {key: client.head_object(Bucket=s3.bucket, Key=key) for key in keys}
 
 
 def heads(s3: S3Site) -> dict[str, dict[str, Any]]:
@@ -136,7 +150,7 @@ async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_throug
 ) -> None:
     clock = Clock(now_ms())
     config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
-    ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
+    ck = archiver_for(config, clock, worm, files_days=400, events_days=400, lake=True)
     await ck.run_pass()
     # One file is there already, unlocked (a ship cut short before object_lock
     # was set): its retention is set when it is found, like every other one's.
@@ -174,6 +188,15 @@ async def test_every_object_is_locked_until_its_expiry_and_no_delete_gets_throug
     for key, head in objects.items():
         assert head["ObjectLockMode"] == "COMPLIANCE", key
         assert until_ms(head) >= expiry[key], key
+    # Each month's Parquet in the fleet's lake: locked as its month's snapshots.
+    lake = lake_heads(worm)
+    month_until = {i.month: i.past_since for i in plan.items if i.month is not None}
+    assert len(lake) == shipped.lake == len(month_until) > 0
+    for key, head in lake.items():
+        month = key.split("/month=")[1][:7]
+        assert head["ObjectLockMode"] == "COMPLIANCE", key
+        assert until_ms(head) >= month_until[month], key
+    objects.update(lake)
 
     client = worm.server.client
     for key, head in objects.items():
@@ -239,7 +262,7 @@ async def test_holds_are_the_bucket_s_legal_holds_on_what_they_cover(
 ) -> None:
     clock = Clock(now_ms())
     config = write_demo(tmp_path / "demo", seed=5, scale=0.02, now_ms=clock.now).config
-    ck = archiver_for(config, clock, worm, files_days=400, events_days=400)
+    ck = archiver_for(config, clock, worm, files_days=400, events_days=400, lake=True)
     await ck.run_pass()
     with sqlite3.connect(config.parent / "archive" / "coldkeep.db") as db:
         units = dict(db.execute("SELECT gz_path, unit FROM entries GROUP BY gz_path"))
@@ -264,9 +287,13 @@ async def test_holds_are_the_bucket_s_legal_holds_on_what_they_cover(
     assert (site.locked, site.legal_held) == (shipped.locked, len(covered))
 
     months = {k.removeprefix(TOP) for k in heads(worm) if "/events/" in k}
+    lake = lake_heads(worm)
+    assert lake and not any(h.get("ObjectLockLegalHoldStatus") == "ON" for h in lake.values())
     tax = await ck.place_hold("unit", "events", "tax year")
-    assert (tax.placed, tax.problems) == (len(months), [])
+    # The months' Parquet in the fleet's lake is held with them.
+    assert (tax.placed, tax.problems) == (len(months) + len(lake), [])
     assert legal_holds(worm) == covered | months
+    assert all(h["ObjectLockLegalHoldStatus"] == "ON" for h in lake_heads(worm).values())
 
     remote = (await ck.status()).remote
     assert remote is not None and remote.legal_held == len(covered | months)

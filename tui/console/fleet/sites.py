@@ -45,7 +45,7 @@ async def gather(fleet: Fleet, post: Callable[[Message], object]) -> None:
     try:
         # Listed first only to say how many are coming: Fleet.load lists
         # again (one delimiter listing) and fetches each site's snapshot.
-        post(SitesListed(await fleet.store.list_dirs("")))
+        post(SitesListed(await fleet.site_names()))
         loading = asyncio.ensure_future(fleet.load())
         # The sites loaded so far shown as they come (a thousand take seconds),
         # a few times a second rather than one message a site.
