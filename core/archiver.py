@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from .files.verify import VerifyReport
     from .ops import cat as cat_ops
     from .ops import expire as expire_ops
-    from .ops import fleet, localverify, passes, settle, siteops, tier
+    from .ops import fleet, lake, localverify, passes, settle, siteops, tier
     from .ops import holds as holding
     from .ops import plan as plan_ops
     from .ops import restore as restoring
@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from .ops import trends as trending
     from .remote import monthvfs, rebuild
     from .remote import verify as remote_verify
+    from .remote.lakebackfill import LakePlan
     from .remote.rekey import RekeyPlan, RekeyReport
     from .remote.shipplan import ShipPlan
     from .remote.shiprun import ShipReport
@@ -97,9 +98,9 @@ if TYPE_CHECKING:
 else:
     globals().update(lazy(__package__, checkpoint="events.checkpoint", query="events.query",
         finding="files.find", recovery="files.recovery", cat_ops="ops.cat", expire_ops="ops.expire",
-        fleet="ops.fleet", localverify="ops.localverify", passes="ops.passes", plan_ops="ops.plan",
-        settle="ops.settle", siteops="ops.siteops", status_ops="ops.status", tier="ops.tier",
-        holding="ops.holds", restoring="ops.restore", trending="ops.trends",
+        fleet="ops.fleet", lake="ops.lake", localverify="ops.localverify", passes="ops.passes",
+        plan_ops="ops.plan", settle="ops.settle", siteops="ops.siteops", status_ops="ops.status",
+        tier="ops.tier", holding="ops.holds", restoring="ops.restore", trending="ops.trends",
         rebuild="remote.rebuild", remote_verify="remote.verify", legalholds="store.legalholds",
         monthvfs="remote.monthvfs",
     ))  # fmt: skip
@@ -377,6 +378,12 @@ class Archiver:
         """What is archived and not yet remote, to the remote tier; then local
         copies past ``keep_local_days`` dropped (ops/tier.py)."""
         return await tier.ship(self.sessions, self.sessions.remote(), cancel)
+
+    async def lake_plan(self, within: query.TimeRange) -> LakePlan:  # no lock
+        return await lake.plan(self.sessions, within)  # ops/lake.py
+
+    async def lake_export(self, months: list[str], cancel: CancelToken | None = None) -> ShipReport:
+        return await lake.export(self.sessions, self.sessions.remote(), months, cancel)
 
     async def rekey_plan(self) -> RekeyPlan:  # what rekey would seal again (no lock)
         return await tier.rekey_plan(self.sessions, self.sessions.remote())

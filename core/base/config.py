@@ -111,18 +111,9 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
     alerts = read_alerts(top.table("alerts"))
     retention = read_retention(top.table("retention"))
     mount = read_mount(top.table("mount"), base)
-    sealed = remote is not None and remote.encrypt_to is not None
-    lake = read_lake(top.table("lake"), remote=remote is not None, sealed=sealed)
+    lake = read_lake(top.table("lake"), remote)
     top.done()
-    # The jobs this config has nothing for, neither scheduled nor shown.
-    absent = set()
-    if remote is None:  # no remote tier: nothing to ship, no heartbeat
-        absent |= {"ship", "heartbeat"}
-    if remote is None or not remote.url.startswith("s3:"):  # only a bucket has cold classes
-        absent.add("thaws")
-    if not retention.configured:  # everything kept for ever: nothing to expire
-        absent.add("expire")
-    jobs = replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n not in absent})
+    jobs = _without_absent(jobs, remote, retention)
 
     check_roots_apart(file, live_root, archive_root, state_db)
     if remote is not None:
@@ -152,6 +143,20 @@ def parse_settings(data: Mapping[str, Any], file: Path) -> Settings:
         mount=mount,
         lake=lake,
     )
+
+
+def _without_absent(
+    jobs: JobsSettings, remote: RemoteSettings | None, retention: RetentionSettings
+) -> JobsSettings:
+    """The jobs but those this config has nothing for, neither scheduled nor shown."""
+    absent = set()
+    if remote is None:  # no remote tier: nothing to ship, no heartbeat
+        absent |= {"ship", "heartbeat"}
+    if remote is None or not remote.url.startswith("s3:"):  # only a bucket has cold classes
+        absent.add("thaws")
+    if not retention.configured:  # everything kept for ever: nothing to expire
+        absent.add("expire")
+    return replace(jobs, jobs={n: j for n, j in jobs.jobs.items() if n not in absent})
 
 
 def _check_remote(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .configremote import RemoteSettings
 from .configtable import ConfigError, Table
 
 
@@ -20,16 +21,15 @@ class LakeSettings:
     plaintext: bool = False  # written plain beside objects sealed with encrypt_to
 
 
-def read_lake(t: Table, *, remote: bool, sealed: bool) -> LakeSettings:
-    """``remote``: a [remote] is configured; ``sealed``: its objects are sealed."""
+def read_lake(t: Table, remote: RemoteSettings | None) -> LakeSettings:
     lake = LakeSettings(t.boolean("enabled", False), t.boolean("plaintext", False))
     t.done()
-    if lake.enabled and not remote:
+    if lake.enabled and remote is None:
         raise ConfigError(
             t.file, t.key("enabled"), "writes Parquet to the remote tier, and there is no "
             "[remote]", "configure [remote], or leave [lake] out",
         )  # fmt: skip
-    if lake.enabled and sealed and not lake.plaintext:
+    if lake.enabled and remote is not None and remote.encrypt_to and not lake.plaintext:
         raise ConfigError(
             t.file, t.key("enabled"), "would write every shipped event month as plain "
             "Parquet while [remote] encrypt_to seals the rest",

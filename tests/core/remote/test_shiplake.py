@@ -20,6 +20,7 @@ from coldkeep.core.base.configlake import LakeSettings
 from coldkeep.core.base.configremote import RemoteSettings
 from coldkeep.core.base.configretention import RetentionSettings
 from coldkeep.core.base.stream import EventStream
+from coldkeep.core.events.query import parse_range
 from coldkeep.core.ops.demo import write_demo
 from coldkeep.core.remote.lakelayout import RAW, parse
 
@@ -193,3 +194,35 @@ async def test_a_manifest_rebuilt_from_the_bucket_knows_the_lake(site: Path) -> 
     # Its months came back as they were: nothing to write again.
     again = await ck.ship()
     assert (again.lake, again.lake_deleted) == (0, 0), again
+
+
+async def test_lake_export_writes_the_months_shipped_before_from_here_or_the_bucket(
+    site: Path,
+) -> None:
+    """Shipped without the lake, one month's database then lost here: the plan
+    names every month, that one to be read from the bucket; the export writes
+    each month, resumes where it stopped, and a range keeps to its months."""
+    clock = Clock()
+    await archiver_for(site, clock, lake=False).run_pass()
+    await archiver_for(site, clock, lake=False).ship()
+    local = months(site)
+    rows = {m: count(p) for m, p in local.items()}
+    lost = sorted(local)[1]
+    local[lost].unlink()
+    ck = archiver_for(site, clock)
+    everything = parse_range(None, None)
+    plan = await ck.lake_plan(everything)
+    assert [(m.month, m.here) for m in plan.months] == [(m, m != lost) for m in sorted(rows)]
+    assert plan.current == 0
+    first = sorted(rows)[:3]
+    some = await ck.lake_plan(parse_range(first[0], first[-1]))
+    assert [m.month for m in some.months] == first
+    done = await ck.lake_export([m.month for m in some.months])
+    assert (done.lake, done.problems) == (3, []) and done.snapshot is not None, done
+    assert sorted(lake_files(site)) == first
+    rest = await ck.lake_plan(everything)
+    assert rest.current == 3 and [m.month for m in rest.months] == sorted(rows)[3:]
+    await ck.lake_export([m.month for m in rest.months])
+    files = lake_files(site)
+    assert {m: parquet_rows(p) for m, [p] in files.items()} == rows
+    assert not (await ck.lake_plan(everything)).months
