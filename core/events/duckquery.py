@@ -52,6 +52,23 @@ TRIES = 3
 _EXPLAIN = re.compile(r"\s*EXPLAIN(?:\s+ANALY[SZ]E)?\s+", re.I)
 
 
+# Every coldkeep connection's: extensions only from their packages (an offline
+# host cannot download them), never spilling to disk.
+CONFIG: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_unsigned_extensions": False,
+    "allow_community_extensions": False,
+    "temp_directory": "",
+    # A core left to the application: its writer's commits wait on none of ours.
+    "threads": max(1, (os.cpu_count() or 1) - 1),
+    # DuckDB 1.5.5 takes scans of the same table name in different SQLite
+    # files for one subplan, and answers every month from the first: a
+    # month's rows counted twelve times.
+    "disabled_optimizers": "common_subplan",
+}
+
+
 def extension() -> Path:
     """The SQLite reader's file for this DuckDB, from its package (an offline
     host cannot let DuckDB download it)."""
@@ -76,22 +93,7 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A connection with ``sources`` (name, path: the live database first)
     attached read-only and the view made over them, then locked down."""
-    con = duckdb.connect(
-        config={
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "allow_unsigned_extensions": False,
-            "allow_community_extensions": False,
-            "temp_directory": "",
-            # A core left to the application: its writer's commits wait on
-            # none of ours.
-            "threads": max(1, (os.cpu_count() or 1) - 1),
-            # DuckDB 1.5.5 takes scans of the same table name in different
-            # SQLite files for one subplan, and answers every month from the
-            # first: a month's rows counted twelve times.
-            "disabled_optimizers": "common_subplan",
-        }
-    )
+    con = duckdb.connect(config=CONFIG)
     try:
         con.execute("SET TimeZone = 'UTC'")  # times shown as every other coldkeep time is
         con.execute(f"LOAD {sql_text(str(extension()))}")

@@ -37,7 +37,7 @@ from typing import Any
 
 import duckdb
 
-from .duckquery import extension
+from .duckquery import CONFIG, extension
 from .eventschema import q
 from .laketypes import RAW, ExportFailed, column_type
 from .queryterms import sql_text
@@ -132,14 +132,7 @@ def _affinity(declared: str) -> str:
 
 
 def _copy(db: Path, table: str, cols: Sequence[Column], out: Path, *, raw: bool) -> int:
-    con = duckdb.connect(
-        config={
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "allow_unsigned_extensions": False,
-            "temp_directory": "",
-        }
-    )
+    con = duckdb.connect(config=CONFIG)
     try:
         con.execute(f"LOAD {sql_text(str(extension()))}")
         con.execute(f"ATTACH {sql_text(str(db))} AS m (TYPE sqlite, READ_ONLY)")
