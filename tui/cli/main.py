@@ -112,6 +112,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "site": ("site", "The site's identity: its id and the key that signs its snapshots."),
     "metrics": ("metrics", "Print the site's Prometheus metrics (the text exposition format)."),
     "fleet": ("fleet", "Every site that ships to one remote prefix, seen from the bucket alone."),
+    "lake": (
+        "lake",
+        "The fleet's event months as a data lake: Parquet by site and month in the bucket.",
+    ),
 }
 
 

@@ -5,24 +5,32 @@ command, not a registry entry: its output is rows, streamed as they come.
 Rows go to stdout as aligned text (widths from the first rows), JSON lines or
 CSV; what the query read, and any month left out, to stderr. A reader that
 leaves early (``| head``) ends it quietly, exit 0.
+
+``--fleet`` runs the SQL over the fleet's lake instead (core/remote/lakequery.py):
+every site's exported months, read from the remote, the live table of none.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE
 from coldkeep.core.base.space import human_bytes
-from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, Plan, parse_range
+from coldkeep.core.events.query import ENGINES, Engine, EventsQuery, Plan, TimeRange, parse_range
 
 from ..operations.spec import IDENTITY_HELP, load_identity
 from ..text.fmt import plural, shown
 from ..text.rows import write
-from .kit import command, ctx_for, fail, fail_explained, reader_left
+from .kit import Context, command, ctx_for, fail, fail_explained, reader_left
+from .lake import lake_remote, remote_options
 
 
 @click.command()
@@ -53,6 +61,13 @@ from .kit import command, ctx_for, fail, fail_explained, reader_left
 )
 @click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
 @click.option("--stats", is_flag=True, help="After the rows, one line on stderr: what was read.")
+@click.option(
+    "--fleet",
+    is_flag=True,
+    help="Over the fleet's lake instead: every site's exported months (site and month columns).",
+)
+@click.option("--sites", metavar="A,B", help="With --fleet: these sites only.")
+@remote_options
 @command(json_opt=False)
 def query(
     sql: str,
@@ -65,6 +80,11 @@ def query(
     engine: Engine,
     identity: Path | None,
     stats: bool,
+    fleet: bool,
+    sites: str | None,
+    url: str | None,
+    endpoint_url: str | None,
+    region: str | None,
     config: Path | None,
 ) -> None:
     """Run read-only SQL over every event row, archived or live, without
@@ -88,32 +108,126 @@ def query(
     the query (exit 1) unless --partial; so does a pass that overtook it.
     SQL that is not one SELECT, or reaches anything else: exit 2.
 
+    --fleet reads the fleet's lake (the config's [remote], or --remote):
+    `events` is every site's exported months, the newest file of each, with
+    `site` and `month`; --sites and --from/--to choose whole months by name.
+
     \b
       coldkeep query "SELECT kind, count(*) FROM events GROUP BY kind"
       coldkeep query --from 2026-03 --to 2026-05 \\
         "SELECT * FROM events WHERE kind = 'payment_failed' AND user_id = 42"
       coldkeep query --csv "SELECT * FROM events WHERE ts > 1767225600000" > out.csv
-      coldkeep query --json "SELECT id, to_timestamp(ts / 1000) AS at FROM events" | jq .
       coldkeep query --engine sqlite "SELECT * FROM events WHERE id = 123456"
+      coldkeep query --fleet --from 2026-03 --to 2026-03 \\
+        "SELECT site, count(*) FROM events WHERE kind = 'webhook_event' GROUP BY site"
     """
+    fmt, ctx = _format(as_json, as_csv), ctx_for(config)
+    if fleet:
+        _not_with_fleet(engine=engine, partial=partial, identity=identity, as_text=as_text)
+        answer = functools.partial(_fleet, ctx, (url, endpoint_url, region), sites, sql, fmt)
+    else:
+        _not_without_fleet(sites=sites, remote=url, endpoint_url=endpoint_url, region=region)
+        answer = functools.partial(_local, ctx, sql, fmt, partial, as_text, engine, identity)
+    _answered(start, end, stats, answer)
+
+
+def _format(as_json: bool, as_csv: bool) -> str:
     if as_json and as_csv:
         fail("--json or --csv, not both", EXIT_USAGE)
-    ctx = ctx_for(config)
+    return "json" if as_json else "csv" if as_csv else "text"
+
+
+# What --fleet leaves out, and why.
+_FLEET_ONLY_DUCKDB = {
+    "engine": "the lake is Parquet, read by DuckDB",
+    "partial": "a lake month that cannot be read fails the query",
+    "identity": "the lake is plain Parquet, sealed by nothing",
+    "as_text": "the lake's columns are typed, and coldkeep_raw holds what a type could not",
+}
+
+
+def _not_with_fleet(*, engine: Engine, **given: object) -> None:
+    """A usage error for an option ``--fleet`` does not take."""
+    used = {"engine": engine == "sqlite"} | {k: bool(v) for k, v in given.items()}
+    for name, why in _FLEET_ONLY_DUCKDB.items():
+        if used[name]:
+            flag = "--engine sqlite" if name == "engine" else "--" + name.replace("_", "-")
+            fail(f"--fleet does not take {flag}: {why}", EXIT_USAGE)
+
+
+def _not_without_fleet(**given: str | None) -> None:
+    for name, value in given.items():
+        if value is not None:
+            fail(f"--{name.replace('_', '-')} goes with --fleet", EXIT_USAGE)
+
+
+def _sites(given: str | None) -> list[str] | None:
+    if given is None:
+        return None
+    sites = [s.strip() for s in given.split(",") if s.strip()]
+    if not sites:
+        fail("--sites: name at least one site (--sites web-1,web-2)", EXIT_USAGE)
+    return sites
+
+
+def _answered(
+    start: str | None,
+    end: str | None,
+    stats: bool,
+    answer: Callable[[TimeRange], Callable[[float], str]],
+) -> NoReturn:
+    """``answer`` run over the range (its rows printed; it gives what --stats
+    says, from the seconds it took); the command ended by its outcome."""
     t0 = time.perf_counter()
-    fmt = "json" if as_json else "csv" if as_csv else "text"
     try:
-        span = parse_range(start, end)
-        (archiver := ctx.archiver()).sessions.identities = load_identity(identity)
-        run = archiver.events_query(span, partial=partial, as_text=as_text, engine=engine)
-        plan, count = _answer(run, sql, fmt)
+        said = answer(parse_range(start, end))
     except BrokenPipeError:
         reader_left()
         raise SystemExit(EXIT_OK) from None
     except Exception as err:  # noqa: BLE001 - one line and its code, or a bug's traceback
         fail_explained(err)
     if stats:
-        click.echo(_stats(plan, count, time.perf_counter() - t0), err=True)
+        click.echo(said(time.perf_counter() - t0), err=True)
     raise SystemExit(EXIT_OK)
+
+
+def _local(
+    ctx: Context, sql: str, fmt: str, partial: bool, as_text: bool, engine: Engine,
+    identity: Path | None, span: TimeRange,
+) -> Callable[[float], str]:  # fmt: skip
+    """The query over this site's live table and months."""
+    (archiver := ctx.archiver()).sessions.identities = load_identity(identity)
+    run = archiver.events_query(span, partial=partial, as_text=as_text, engine=engine)
+    plan, count = _answer(run, sql, fmt)
+    return lambda seconds: _stats(plan, count, seconds)
+
+
+def _fleet(
+    ctx: Context, where: tuple[str | None, str | None, str | None], sites: str | None,
+    sql: str, fmt: str, span: TimeRange,
+) -> Callable[[float], str]:  # fmt: skip
+    """The query over the fleet's lake (``where``: --remote, --endpoint-url,
+    --region): the files chosen, the rows printed."""
+    from coldkeep.core.remote.lakequery import open_query  # noqa: PLC0415 - --fleet's alone
+
+    remote = lake_remote(ctx, *where)
+    lake = asyncio.run(open_query(remote, _sites(sites), span))
+    try:
+        rows = lake.run(sql)
+        count = write(sys.stdout, fmt, rows.columns, rows.batches())
+    finally:
+        lake.close()
+    chosen = lake.lake
+
+    def said(seconds: float) -> str:
+        return (
+            f"coldkeep: query --fleet: {plural(count, 'row')} in {seconds:.2f} s from "
+            f"{plural(len(chosen.sites), 'site')}, {plural(len(chosen.months), 'month')}: "
+            f"{plural(len(chosen.files), 'object')} of {human_bytes(chosen.size)} "
+            f"({chosen.size} bytes) read"
+        )
+
+    return said
 
 
 def _stats(plan: Plan, count: int, seconds: float) -> str:
