@@ -13,9 +13,9 @@ Invariants:
 - Resumable: a month is recorded once its file is read back; run again, an
   export goes on with the months still behind, and what a kill left in the
   bucket is deleted as a ship deletes it.
-- The same checks as a ship before anything is written (the remote marker,
-  the clock against the bucket's where the bucket locks), and a manifest
-  snapshot after, so that a rebuild from the bucket knows the new files.
+- The same checks as a ship before anything is written, and what earlier
+  ships left settled (``Shipper.prepare``), and a manifest snapshot after, so
+  that a rebuild from the bucket knows the new files.
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ from ..events.query import TimeRange
 from ..store.lakeobjects import LakeObjects, behind
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
-from .bucketclock import check_clock
 from .fetch import remove_scratch
-from .marker import check_marker
 from .months import local_months
 from .objectstore import RemoteFatal
 from .rebuild import RemoteRebuild
@@ -74,10 +72,7 @@ class LakeBackfill(Shipper):
     """The months a plan named, written into the lake."""
 
     async def backfill(self, months: Sequence[str]) -> ShipReport:
-        if self.remote.locks is not None:
-            await check_clock(self.store, self.clock(), "an export that locks what it puts")
-        await check_marker(self.store, self.objects, self.remote.site, self.layout, may_write=True)
-        await self.settle_lake()
+        await self.prepare()
         latest = await self.objects.latest_months()
         local = await asyncio.to_thread(local_months, self.layout)
         for month in months:

@@ -85,6 +85,7 @@ from ..base.signing import SiteKey
 from ..base.stream import Phase
 from ..store import sitestate
 from ..store.remoteobjects import RemoteObject
+from ..store.sitestate import SiteState
 from .bucketclock import bucket_now, check_clock
 from .bucketlock import mirror_holds
 from .fetch import clear_scratch
@@ -111,6 +112,28 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
     """One ship, its phases in the order the module says."""
 
     async def run(self) -> ShipReport:
+        state, signer = await self.prepare()
+        if signer is not None and self.seal is not None:
+            for problem in await keep_key(
+                self.store, self.remote.site, signer, self.seal, self.layout
+            ):
+                self.report.problems.append(problem)
+        await self.ship_files()
+        await self.ship_months()
+        await self.mirror_holds()
+        for notice in self.store.take_notices():
+            self._notice("warning", notice)
+        await self.drop_local()
+        r = self.report
+        changed = r.uploaded or r.already or r.months or r.lake or r.dropped or self._counted
+        if changed or state.owed:
+            await self.ship_manifest()
+        r.pending = len(await self.objects.pending_files())
+        return r
+
+    async def prepare(self) -> tuple[SiteState, SiteKey | None]:
+        """The checks before anything is written, and what earlier ships left
+        settled: the site's state and its signing key (None: none to sign with)."""
         # Before anything is written, read or dropped: the remote is the one
         # this site shipped to (a folder whose disk is not mounted is not), and
         # its prefix is this site's (not another host's of the same name).
@@ -131,7 +154,6 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
         # short is no one's upload under way.
         await self.store.clear_incomplete(MARKER_KEY)
         await self.settle_loose()
-        await self.settle_lake()
         # A later snapshot of this very site that this host did not ship: a
         # clone ships as it. Both writing one prefix would lose one's files.
         trust = await self.own_trust()
@@ -146,23 +168,10 @@ class Shipper(ShipReplace, ShipSnapshot, ShipDrops):
                 f"this manifest was rebuilt here: its snapshots go on after generation "
                 f"{went_on.statement.generation}, the site's newest in the bucket",
             )
-        if signer is not None and self.seal is not None:
-            for problem in await keep_key(
-                self.store, self.remote.site, signer, self.seal, self.layout
-            ):
-                self.report.problems.append(problem)
-        await self.ship_files()
-        await self.ship_months()
-        await self.mirror_holds()
-        for notice in self.store.take_notices():
-            self._notice("warning", notice)
-        await self.drop_local()
-        r = self.report
-        changed = r.uploaded or r.already or r.months or r.lake or r.dropped or self._counted
-        if changed or state.owed:
-            await self.ship_manifest()
-        r.pending = len(await self.objects.pending_files())
-        return r
+        # After the lineage: what it lists under the site's lake folder and no
+        # row records is deleted, so it must be this site's to settle.
+        await self.settle_lake()
+        return state, signer
 
     async def mirror_holds(self) -> None:
         """The bucket's legal holds made to match the site's: what a hold placed
