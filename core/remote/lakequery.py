@@ -216,18 +216,11 @@ def connect(secret: str | None) -> duckdb.DuckDBPyConnection:
     package and the secret made."""
     import duckdb  # noqa: PLC0415
 
-    con = duckdb.connect(
-        config={
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "allow_unsigned_extensions": False,
-            "allow_community_extensions": False,
-            # No spill to disk; and no folder allowed beside the files (with
-            # access to files off, DuckDB allows its temp folder on its own).
-            "temp_directory": "",
-            "threads": max(1, (os.cpu_count() or 1) - 1),
-        }
-    )
+    from ..events.duckquery import CONFIG  # noqa: PLC0415
+
+    # Its temp_directory "" matters here too: with access to files off,
+    # DuckDB would allow its temp folder beside the files on its own.
+    con = duckdb.connect(config=CONFIG)
     try:
         con.execute("SET TimeZone = 'UTC'")  # times shown as every other coldkeep time is
         if secret is not None:

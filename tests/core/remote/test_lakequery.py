@@ -158,6 +158,8 @@ def test_sql_reaching_anything_else_is_refused_in_one_line(folder: RemoteSetting
                 lake.con.execute(raw)
         with pytest.raises(duckdb.InvalidInputException, match="locked"):
             lake.con.execute("SET allowed_paths = ['/']")
+        allowed = "SELECT current_setting('allowed_directories')"
+        assert lake.con.execute(allowed).fetchall() == [([],)], "not even a temp folder"
         assert counted(lake) == {k: v for k, v in COUNTS.items() if k[0] == "2024"}
     finally:
         lake.close()
