@@ -1,6 +1,7 @@
 """An event month's database written as one Parquet file (zstd) for the fleet's
 lake: the events table's columns typed from their declared types
-(``column_type``), in id order, and ``coldkeep_raw``.
+(``column_type``; one named ``site`` or ``month`` as ``app_site``,
+``app_month``: the partitions' names), in id order, and ``coldkeep_raw``.
 
 Two ways, one result. Most months go straight through DuckDB's SQLite reader
 (the ``sqlite_scanner`` extension, loaded from its package): when every column
@@ -39,7 +40,7 @@ import duckdb
 
 from .duckquery import CONFIG, extension
 from .eventschema import q
-from .laketypes import RAW, ExportFailed, column_type
+from .laketypes import RAW, ExportFailed, column_type, lake_column
 from .queryterms import sql_text
 
 # How the lake's types are declared in SQLite (for the normalised copy), and
@@ -136,7 +137,7 @@ def _copy(db: Path, table: str, cols: Sequence[Column], out: Path, *, raw: bool)
     try:
         con.execute(f"LOAD {sql_text(str(extension()))}")
         con.execute(f"ATTACH {sql_text(str(db))} AS m (TYPE sqlite, READ_ONLY)")
-        picks = [f"CAST({q(c.name)} AS {c.lake}) AS {q(c.name)}" for c in cols]
+        picks = [f"CAST({q(c.name)} AS {c.lake}) AS {q(lake_column(c.name))}" for c in cols]
         picks.append(f"{q(RAW)}" if raw else f"CAST(NULL AS VARCHAR) AS {q(RAW)}")
         # In the table's order (its rowid's): COPY keeps the order it reads in.
         [(rows,)] = con.execute(
@@ -196,7 +197,7 @@ def _rows(
                 value, kind = row[2 * i], row[2 * i + 1].decode()
                 fit = _fit(value, kind, lake)
                 if fit is _ODD:
-                    odd[cols[i].name] = _as_raw(value, kind)
+                    odd[lake_column(cols[i].name)] = _as_raw(value, kind)
                     fit = None
                 values.append(fit)
             values.append(json.dumps(odd, sort_keys=True) if odd else None)

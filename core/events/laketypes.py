@@ -14,6 +14,16 @@ class ExportFailed(ColdkeepError):
 # NULL, or a JSON object: column -> [SQLite type, the value as text] for each
 # value of the row its column's type cannot carry exactly (lakeexport.py).
 RAW = "coldkeep_raw"
+# The keys of the lake's partitions: every reader adds them as columns from a
+# file's path, over any column of the file of the same name.
+PARTITIONS = ("site", "month")
+
+
+def lake_column(name: str) -> str:
+    """The lake's name of the events column ``name``: its own, but for a name
+    the partitions take (``site``, ``month``: any case), which is kept as
+    ``app_<name>`` rather than hidden behind the partition's value."""
+    return f"app_{name}" if name.lower() in PARTITIONS else name
 
 
 def column_type(declared: str) -> str:

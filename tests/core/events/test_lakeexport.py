@@ -108,12 +108,13 @@ def _raw_value(kind: str, text: str) -> tuple[str, Any]:
 def _typed_value(value: Any, lake: str) -> tuple[str, Any]:
     if value is None:
         return "null", None
-    return {
-        "BIGINT": lambda: ("integer", int(value)),
-        "DOUBLE": lambda: ("real", float(value)),
-        "VARCHAR": lambda: ("text", str(value).encode()),
-        "BLOB": lambda: ("blob", bytes(value)),
-    }[lake]()
+    if lake == "BIGINT":
+        return "integer", int(value)
+    if lake == "DOUBLE":
+        return "real", float(value)
+    if lake == "VARCHAR":
+        return "text", str(value).encode()
+    return "blob", bytes(value)
 
 
 def same(got: list[tuple[str, Any]], want: list[tuple[str, Any]]) -> bool:
@@ -170,7 +171,7 @@ def test_a_month_of_ordinary_rows_keeps_its_types_and_no_raw(tmp_path: Path) -> 
     db, out, scratch = tmp_path / "m.db", tmp_path / "m.parquet", tmp_path / "s.db"
     decls = ["INTEGER NOT NULL", "TEXT NOT NULL", "REAL", "BLOB"]
     rows = [
-        [("integer", 2**63 - 1), ("text", "webhook_event".encode()), ("real", 0.1), ("blob", b"\0")],
+        [("integer", 2**63 - 1), ("text", b"webhook_event"), ("real", 0.1), ("blob", b"\0")],
         [("integer", -(2**63)), ("text", "é".encode()), ("null", None), ("null", None)],
     ]
     month_db(db, decls, rows)
@@ -197,4 +198,23 @@ def test_a_value_that_does_not_fit_goes_to_raw_and_its_column_is_null(tmp_path: 
     assert got == [
         (None, None, json.dumps({"c0": ["text", "soon"], "c1": ["text-bytes", "ff6f6b"]})),
         (7, "fine", None),
+    ]
+
+
+def test_a_column_named_for_a_partition_keeps_its_values_under_another_name(
+    tmp_path: Path,
+) -> None:
+    """Every reader fills ``site`` and ``month`` from a file's path, over any
+    column of that name: the application's own are written as ``app_site`` and
+    ``app_month``."""
+    db, out = tmp_path / "m.db", tmp_path / "m.parquet"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, site TEXT, Month INTEGER)")
+        con.execute("INSERT INTO events VALUES (1, 'eu-west', 3), (2, 'us', 'soon')")
+    write_parquet(db, "events", out, tmp_path / "s.db")
+    got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false)")
+    assert got.columns == ["id", "app_site", "app_Month", RAW]
+    assert got.fetchall() == [
+        (1, "eu-west", 3, None),
+        (2, "us", None, json.dumps({"app_Month": ["text", "soon"]})),
     ]
