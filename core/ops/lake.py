@@ -48,6 +48,6 @@ async def export(
                 sessions.settings, current.manifest, store, stream=sessions.stream,
                 step=sessions.steps.hook(), clock=sessions.clock, reads=sessions.limiter,
                 cancel=cancel,
-            ).backfill(months)  # fmt: skip
+            ).backfill(months, sessions.identities)  # fmt: skip
         current.finish("failed" if report.failed else "ok", report.to_dict())
         return report

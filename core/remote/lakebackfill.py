@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from ..base.config import Settings
 from ..base.errors import RemoteError
@@ -35,7 +36,7 @@ from .fetch import remove_scratch
 from .months import local_months
 from .objectstore import RemoteFatal
 from .rebuild import RemoteRebuild
-from .sealing import SealError
+from .sealing import Identities, SealError
 from .ship import Shipper
 from .shiprun import ShipReport
 
@@ -55,6 +56,9 @@ class LakePlan:
     months: list[LakeMonth]
     current: int  # months in range whose lake file is made from their newest snapshot
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 async def lake_plan(settings: Settings, manifest: Manifest, within: TimeRange) -> LakePlan:
     """The shipped months (those ``within`` holds) the lake lacks."""
@@ -71,7 +75,11 @@ async def lake_plan(settings: Settings, manifest: Manifest, within: TimeRange) -
 class LakeBackfill(Shipper):
     """The months a plan named, written into the lake."""
 
-    async def backfill(self, months: Sequence[str]) -> ShipReport:
+    async def backfill(
+        self, months: Sequence[str], identities: Identities | None = None
+    ) -> ShipReport:
+        """``months`` written (those still behind); ``identities`` open a sealed
+        snapshot of one only the bucket holds."""
         await self.prepare()
         latest = await self.objects.latest_months()
         local = await asyncio.to_thread(local_months, self.layout)
@@ -82,7 +90,7 @@ class LakeBackfill(Shipper):
                 continue
             db = local.get(month)
             if db is None:
-                await self._from_bucket(last)
+                await self._from_bucket(last, identities)
                 continue
             async with self._month_snapshot(month, db) as taken:
                 if taken.got.sha256 != last.local_sha256:
@@ -97,13 +105,13 @@ class LakeBackfill(Shipper):
             await self.ship_manifest()
         return self.report
 
-    async def _from_bucket(self, last: RemoteObject) -> None:
+    async def _from_bucket(self, last: RemoteObject, identities: Identities | None) -> None:
         """A month only the bucket holds, written from its newest snapshot there."""
         month = last.month or ""
         tmp = self.layout.scratch(f"lake-fetch-{month}")
         fetcher = RemoteRebuild(
             self.layout, self.store, self.remote.site, stream=self.stream,
-            limiter=self.placer.limiter, cancel=self.cancel,
+            limiter=self.placer.limiter, cancel=self.cancel, identities=identities,
         )  # fmt: skip
         try:
             await fetcher.fetch_object(last, tmp)

@@ -74,6 +74,20 @@ def edit(old: str, new: str) -> Setup:
     return change
 
 
+def lake_on(site: Path) -> None:
+    with (site / "coldkeep.toml").open("a") as config:
+        config.write("\n[lake]\nenabled = true\n")
+
+
+def month_lost(site: Path) -> None:
+    """The lake enabled, and a month gone from here and from the bucket."""
+    lake_on(site)
+    month = sorted((site / "archive" / "events").glob("*.db"))[0]
+    month.unlink()
+    for copy in (site / "remote" / "demo" / "events").glob(f"{month.stem}.*"):
+        copy.unlink()
+
+
 def bad_config(site: Path) -> None:
     config = site / "coldkeep.toml"
     config.write_text('moed = "on"\n' + config.read_text())  # a typo of mode
@@ -442,6 +456,16 @@ CASES = [
          says="give a plain name", reads=True),
     Case("lake ddl", 2, ("lake", "ddl", "--engine", "trino"), site="fresh",
          says="has no [remote]: give --remote URL", reads=True),
+    Case("lake export", 0, ("lake", "export"), site="shipped", setup=lake_on,
+         says="to write to the lake: ", reads=True),
+    Case("lake export", 0, ("lake", "export", "--yes"), site="shipped", setup=lake_on,
+         says="written to the lake"),
+    Case("lake export", 1, ("lake", "export", "--yes"), site="shipped", setup=month_lost,
+         says="its snapshot cannot be read"),
+    Case("lake export", 2, ("lake", "export"), site="shipped", says="[lake] enabled is not set"),
+    Case("lake export", 2, ("lake", "export", "--from", "2026-13"), site="shipped", setup=lake_on,
+         says="--from '2026-13'"),
+    Case("lake export", 3, ("lake", "export", "--yes"), site="shipped", setup=lake_on, locked=True),
     Case("site show", 0, ("site", "show"), site="shipped", says="site key    ck:", reads=True),
     Case("site show", 1, ("site", "show"), site="shipped", setup=key_lost, says="does not hold"),
     Case("site show", 2, ("site", "show"), setup=bad_config),

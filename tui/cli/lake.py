@@ -1,6 +1,8 @@
 """``coldkeep lake``: the fleet's event months as a data lake (Parquet by site
 and month under the remote's ``lake/events/``). ``lake ddl`` prints the SQL
-that makes it a table in Athena, Trino, Spark or DuckDB.
+that makes it a table in Athena, Trino, Spark or DuckDB; ``lake export``
+writes this site's months shipped before the lake was enabled
+(core/remote/lakebackfill.py).
 
 The lake is found as ``coldkeep fleet`` finds a fleet (``--remote URL``) or
 from the config's ``[remote]``; ``query --fleet`` takes the same options
@@ -13,14 +15,22 @@ import asyncio
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from coldkeep.core.base.configremote import RemoteSettings
-from coldkeep.core.base.errors import EXIT_OK, EXIT_USAGE, ColdkeepError
+from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ColdkeepError
+from coldkeep.core.events.query import parse_range
 from coldkeep.core.remote.lakeddl import DDL_ENGINES, DdlEngine
 
-from .kit import Context, command, ctx_for, fail, fail_explained
+from ..operations.spec import IDENTITY_HELP
+from ..text.fmt import LIST_MAX, plural
+from .kit import Context, command, ctx_for, fail, fail_explained, identities_for, run_command
+
+if TYPE_CHECKING:  # query --fleet loads this module: it must not load the ship
+    from coldkeep.core.remote.lakebackfill import LakePlan
+    from coldkeep.core.remote.shiprun import ShipReport
 
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -133,3 +143,72 @@ def ddl(
     except Exception as err:  # noqa: BLE001 - one line and its code, or a bug's traceback
         fail_explained(err)
     raise SystemExit(EXIT_OK)
+
+
+def _plan_text(plan: LakePlan) -> str:
+    if not plan.months:
+        return f"the lake has every shipped month in range ({plan.current}): nothing to do"
+    here = sum(m.here for m in plan.months)
+    lines = [
+        f"{plural(len(plan.months), 'shipped month')} to write to the lake: {here} from "
+        f"the database here, {len(plan.months) - here} from its snapshot in the bucket"
+        f" ({plan.current} already there); coldkeep lake export --yes writes them"
+    ]
+    for m in plan.months[:LIST_MAX]:
+        rows = "rows not counted" if m.rows is None else plural(m.rows, "row")
+        lines.append(f"  {m.month}  ({rows}; from {'here' if m.here else 'the bucket'})")
+    if len(plan.months) > LIST_MAX:
+        lines.append(f"  … and {len(plan.months) - LIST_MAX} more (--json lists them all)")
+    return "\n".join(lines)
+
+
+def _report_text(r: ShipReport) -> str:
+    lines = [f"{plural(r.lake, 'month')} written to the lake"]
+    if r.lake_deleted:
+        lines[0] += f"; {plural(r.lake_deleted, 'superseded file')} deleted"
+    lines += r.notices
+    lines += [f"PROBLEM: {p}" for p in r.problems]
+    return "\n".join(lines)
+
+
+@lake.command(name="export")
+@click.option("--from", "start", metavar="YYYY-MM", help="Months from this one.")
+@click.option("--to", "end", metavar="YYYY-MM", help="Months through this one.")
+@click.option("--yes", is_flag=True, help="Write them (without it: the plan only).")
+@click.option("--identity", type=click.Path(path_type=Path), metavar="FILE", help=IDENTITY_HELP)
+@command()
+def export(
+    start: str | None,
+    end: str | None,
+    yes: bool,
+    identity: Path | None,
+    config: Path | None,
+    json_out: bool,
+) -> None:
+    """Write this site's shipped months the lake lacks ([lake] enabled).
+
+    A ship writes each month it snapshots into the lake, and the months shipped
+    before the lake was enabled at its next ship; this writes them now, or
+    those whose export failed. Each is written from its database here when
+    that is still the one shipped, else from its snapshot in the bucket (sealed:
+    opened with --identity). Run again after a stop or a kill: it goes on with
+    the months still missing. Without --yes: the plan only.
+
+    \b
+      coldkeep lake export --from 2025-01 --to 2025-12
+      coldkeep lake export --yes
+    """
+    ctx = ctx_for(config, json_out)
+
+    async def go() -> int:
+        archiver = ctx.archiver()
+        plan = await archiver.lake_plan(parse_range(start, end))
+        if not yes or not plan.months:
+            ctx.emit("lake export", True, plan.to_dict(), lambda: _plan_text(plan))
+            return EXIT_OK
+        archiver.sessions.identities = await asyncio.to_thread(identities_for, identity)
+        report = await archiver.lake_export([m.month for m in plan.months])
+        ctx.emit("lake export", not report.failed, report.to_dict(), lambda: _report_text(report))
+        return EXIT_FAILED if report.failed else EXIT_OK
+
+    run_command(go(), ctx)
