@@ -32,6 +32,9 @@ runnable alone:
                      1,000,000 entries
   bench/peers.py     coldkeep pass vs restic backup and borg create (zlib,6
                      and lz4) on 10,000 small files and on the mix
+  bench/lake.py      the fleet's lake: a month as Parquet vs sqlite3 -csv, its
+                     size, query --fleet's GROUP BY vs fetching every site's
+                     months and querying them, a one-month lookup's objects
 
 --quick runs everything small (about a minute); the numbers then say nothing
 about the targets, only that every row can be measured. --part NAME measures
@@ -55,6 +58,7 @@ import console
 import events
 import files
 import fleet
+import lake
 import peers
 import query
 import readpath
@@ -84,7 +88,7 @@ def machine() -> str:
 # In the order they run; each measures in a folder of its own.
 PARTS = (
     "files", "events", "console", "scale", "remote", "sealing", "sealedread", "query", "fleet",
-    "readpath", "peers",
+    "readpath", "peers", "lake",
 )  # fmt: skip
 
 
@@ -126,6 +130,7 @@ def main() -> None:
             "fleet": lambda d: fleet.measure(d, args.quick),
             "readpath": lambda d: readpath.measure(d, args.quick),
             "peers": lambda d: peers.measure(d, args.quick),
+            "lake": lambda d: lake.measure(d, args.quick),
         }
         for part in PARTS:
             if part not in chosen:

@@ -97,6 +97,12 @@ ROWS: dict[str, tuple[str, ...]] = {
         "100 small files: coldkeep pass vs borg create -C lz4",
         "the mix of ",
     ),
+    "lake": (
+        "a month as Parquet (",
+        "  its size vs the SQLite month",
+        "GROUP BY kind, 3 sites x 12 months",
+        "a lookup by id, one site's month: lake objects read",
+    ),
     # Measured only where FUSE is (bench/run.py says so when it is not).
     "readpath": (
         "a ~20 KiB bundle member read whole through the mount",
