@@ -69,11 +69,13 @@ CONFIG: dict[str, Any] = {
 }
 
 
-def extension() -> Path:
-    """The SQLite reader's file for this DuckDB, from its package (an offline
-    host cannot let DuckDB download it)."""
+def packaged(package: str, what: str) -> Path:
+    """The file of the DuckDB extension that the Python package ``package``
+    holds, built for this DuckDB (an offline host cannot let DuckDB download
+    it; nor should any host); ``what`` names it in the error saying it is
+    not installed."""
     version = duckdb.__version__
-    spec = importlib.util.find_spec("duckdb_extension_sqlite_scanner")
+    spec = importlib.util.find_spec(package)
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
     found = [
         f
@@ -82,10 +84,15 @@ def extension() -> Path:
     ]
     if not found:
         raise QueryError(
-            f"DuckDB's SQLite reader for DuckDB {version} is not installed: pip install "
-            f"'duckdb-extension-sqlite-scanner=={version}'"
+            f"{what} for DuckDB {version} is not installed: pip install "
+            f"'{package.replace('_', '-')}=={version}'"
         )
     return found[0]
+
+
+def extension() -> Path:
+    """The SQLite reader's file for this DuckDB, from its package."""
+    return packaged("duckdb_extension_sqlite_scanner", "DuckDB's SQLite reader")
 
 
 def connect(

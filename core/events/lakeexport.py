@@ -40,12 +40,9 @@ import duckdb
 
 from .duckquery import CONFIG, extension
 from .eventschema import q
-from .laketypes import RAW, ExportFailed, column_type, lake_column
+from .laketypes import DECLARED, RAW, ExportFailed, affinity, column_type, lake_column
 from .queryterms import sql_text
 
-# How the lake's types are declared in SQLite (for the normalised copy), and
-# the lake types a column of that affinity is read as exactly.
-_DECLARED = {"BIGINT": "INTEGER", "VARCHAR": "TEXT", "DOUBLE": "REAL", "BLOB": "BLOB"}
 _BATCH = 10_000
 _FLOAT_EXACT = 1 << 53  # an integer a DOUBLE holds exactly
 
@@ -88,7 +85,7 @@ def _write(month: Path, table: str, out: Path, scratch: Path) -> int:
             out.unlink(missing_ok=True)
     with _reading(month) as src:
         _normalised(src, table, cols, scratch)
-    lake_cols = [Column(c.name, _DECLARED[c.lake]) for c in cols]
+    lake_cols = [Column(c.name, DECLARED[c.lake]) for c in cols]
     return _copy(scratch, table, lake_cols, out, raw=True)
 
 
@@ -107,7 +104,7 @@ def _exact(db: sqlite3.Connection, table: str, cols: Sequence[Column]) -> bool:
     type in an INTEGER, TEXT or REAL column, and text that is not UTF-8, but
     turns any value of a BLOB column into bytes (3 into b'3'), so those are
     looked at first."""
-    if any(_DECLARED[c.lake] != _affinity(c.declared) for c in cols):
+    if any(DECLARED[c.lake] != affinity(c.declared) for c in cols):
         return False
     blobs = [c for c in cols if c.lake == "BLOB"]
     if not blobs:
@@ -115,21 +112,6 @@ def _exact(db: sqlite3.Connection, table: str, cols: Sequence[Column]) -> bool:
     odd = " OR ".join(f"typeof({q(c.name)}) NOT IN ('blob', 'null')" for c in blobs)
     [(none,)] = db.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {q(table)} WHERE {odd})")
     return bool(none)
-
-
-def _affinity(declared: str) -> str:
-    """SQLite's affinity of a declared type, as the lake's SQLite declaration
-    of that affinity (NUMERIC: none of them)."""
-    t = declared.upper()
-    if "INT" in t:
-        return "INTEGER"
-    if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
-        return "TEXT"
-    if t == "" or "BLOB" in t:
-        return "BLOB"
-    if any(s in t for s in ("REAL", "FLOA", "DOUB")):
-        return "REAL"
-    return "NUMERIC"
 
 
 def _copy(db: Path, table: str, cols: Sequence[Column], out: Path, *, raw: bool) -> int:
@@ -169,7 +151,7 @@ def _normalised(src: sqlite3.Connection, table: str, cols: Sequence[Column], scr
     left NULL and put in the row's ``coldkeep_raw``."""
     dst = sqlite3.connect(scratch)
     try:
-        decls = ", ".join(f"{q(c.name)} {_DECLARED[c.lake]}" for c in cols)
+        decls = ", ".join(f"{q(c.name)} {DECLARED[c.lake]}" for c in cols)
         dst.execute(f"CREATE TABLE {q(table)} ({decls}, {q(RAW)} TEXT)")
         marks = ", ".join("?" * (len(cols) + 1))
         insert = f"INSERT INTO {q(table)} VALUES ({marks})"

@@ -26,21 +26,37 @@ def lake_column(name: str) -> str:
     return f"app_{name}" if name.lower() in PARTITIONS else name
 
 
-def column_type(declared: str) -> str:
-    """The lake's type (DuckDB's name; Parquet's physical type follows) of a
-    column SQLite declared as ``declared``, by SQLite's own affinity rules: what
-    the column holds when the application stored what it declared."""
+# The lake's type of each SQLite affinity but NUMERIC's, and back: how the
+# normalised copy (lakeexport.py) declares a column of that lake type.
+_OF_AFFINITY = {"INTEGER": "BIGINT", "TEXT": "VARCHAR", "BLOB": "BLOB", "REAL": "DOUBLE"}
+DECLARED = {lake: aff for aff, lake in _OF_AFFINITY.items()}
+
+
+def affinity(declared: str) -> str:
+    """SQLite's affinity of a column declared as ``declared``, by its rules:
+    INTEGER, TEXT, BLOB, REAL or NUMERIC."""
     t = declared.upper()
     if "INT" in t:
-        return "BIGINT"
+        return "INTEGER"
     if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
-        return "VARCHAR"
+        return "TEXT"
     if t == "" or "BLOB" in t:
         return "BLOB"
     if any(s in t for s in ("REAL", "FLOA", "DOUB")):
-        return "DOUBLE"
+        return "REAL"
+    return "NUMERIC"
+
+
+def column_type(declared: str) -> str:
+    """The lake's type (DuckDB's name; Parquet's physical type follows) of a
+    column SQLite declared as ``declared``: what the column holds when the
+    application stored what it declared."""
+    aff = affinity(declared)
+    if aff in _OF_AFFINITY:
+        return _OF_AFFINITY[aff]
     # NUMERIC affinity: a date or time is stored as the text it was given
     # (ISO-8601), a boolean as 0 or 1, anything else as a number.
+    t = declared.upper()
     if "DATE" in t or "TIME" in t:
         return "VARCHAR"
     if "BOOL" in t:

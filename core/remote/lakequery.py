@@ -31,7 +31,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import urllib.parse
 from collections.abc import Collection, Sequence
@@ -146,24 +145,10 @@ def file_url(remote: RemoteSettings, key: str) -> str:
 
 
 def httpfs_extension() -> Path:
-    """DuckDB's S3 reader for this DuckDB, from its package (an offline host
-    cannot let DuckDB download it; nor should any host)."""
-    import duckdb  # noqa: PLC0415 - DuckDB loads only for a read of the lake
+    """DuckDB's S3 reader for this DuckDB, from its package."""
+    from ..events.duckquery import packaged  # noqa: PLC0415 - DuckDB loads only for a read
 
-    version = duckdb.__version__
-    spec = importlib.util.find_spec("duckdb_extension_httpfs")
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    found = [
-        f
-        for d in folders
-        for f in sorted(Path(d).glob(f"extensions/v{version}/*.duckdb_extension"))
-    ]
-    if not found:
-        raise QueryError(
-            f"DuckDB's S3 reader for DuckDB {version} is not installed: pip install "
-            f"'duckdb-extension-httpfs=={version}'"
-        )
-    return found[0]
+    return packaged("duckdb_extension_httpfs", "DuckDB's S3 reader")
 
 
 async def s3_secret(remote: RemoteSettings) -> str:

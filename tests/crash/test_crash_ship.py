@@ -77,15 +77,20 @@ def settled(site: Path, tally: Tally) -> None:
     assert listed["snapshots"] and {s["verdict"] for s in listed["snapshots"]} == {"own"}
 
 
-@pytest.mark.parametrize("step", STEPS)
-def test_ship_killed_at_each_step(archived: Path, tmp_path: Path, tally: Tally, step: str) -> None:
-    site = copy(archived, tmp_path)
+def killed_then_settled(site: Path, tally: Tally, step: str) -> None:
+    """A ship SIGKILLed at ``step``; nothing lost even before anything settles
+    it, then the ship run again finishes the job."""
     run = ck(site, "ship", check=None, env={KILL: step})
     assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
     tally.faults += 1
     tally.by_kind["ship@" + step.split(":", maxsplit=1)[0]] += 1
-    check(site, tally, settled=False)  # nothing lost even before anything settles it
+    check(site, tally, settled=False)
     settled(site, tally)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_ship_killed_at_each_step(archived: Path, tmp_path: Path, tally: Tally, step: str) -> None:
+    killed_then_settled(copy(archived, tmp_path), tally, step)
 
 
 def grown(site: Path) -> None:
@@ -109,12 +114,7 @@ def test_ship_killed_letting_a_superseded_month_go(
     for _ in range(2):
         ck(site, "ship")
         grown(site)
-    run = ck(site, "ship", check=None, env={KILL: step})
-    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
-    tally.faults += 1
-    tally.by_kind["ship@" + step] += 1
-    check(site, tally, settled=False)
-    settled(site, tally)
+    killed_then_settled(site, tally, step)
     month = sorted((site / "archive" / "events").glob("*.db"))[-1].stem
     assert len(list((site / "remote" / SITE / "events").glob(f"{month}.*.db.gz"))) == 2
 
@@ -163,12 +163,7 @@ def test_ship_killed_writing_the_lake(
         config.write("\n[lake]\nenabled = true\n")
     ck(site, "ship")
     grown(site)
-    run = ck(site, "ship", check=None, env={KILL: step})
-    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
-    tally.faults += 1
-    tally.by_kind["ship@" + step] += 1
-    check(site, tally, settled=False)
-    settled(site, tally)
+    killed_then_settled(site, tally, step)
     files = lake_months(site)
     local = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))
     assert sorted(files) == [f"month={m}" for m in local]

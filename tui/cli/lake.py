@@ -25,7 +25,7 @@ from coldkeep.core.events.query import parse_range
 from coldkeep.core.remote.lakeddl import DDL_ENGINES, DdlEngine
 
 from ..operations.spec import IDENTITY_HELP
-from ..text.fmt import LIST_MAX, plural
+from ..text.fmt import cut, plural
 from .kit import Context, command, ctx_for, fail, fail_explained, identities_for, run_command
 
 if TYPE_CHECKING:  # query --fleet loads this module: it must not load the ship
@@ -154,11 +154,13 @@ def _plan_text(plan: LakePlan) -> str:
         f"the database here, {len(plan.months) - here} from its snapshot in the bucket"
         f" ({plan.current} already there); coldkeep lake export --yes writes them"
     ]
-    for m in plan.months[:LIST_MAX]:
-        rows = "rows not counted" if m.rows is None else plural(m.rows, "row")
-        lines.append(f"  {m.month}  ({rows}; from {'here' if m.here else 'the bucket'})")
-    if len(plan.months) > LIST_MAX:
-        lines.append(f"  … and {len(plan.months) - LIST_MAX} more (--json lists them all)")
+    lines += cut(
+        [
+            f"  {m.month}  ({'rows not counted' if m.rows is None else plural(m.rows, 'row')}; "
+            f"from {'here' if m.here else 'the bucket'})"
+            for m in plan.months
+        ]
+    )
     return "\n".join(lines)
 
 

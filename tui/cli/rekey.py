@@ -17,7 +17,7 @@ from coldkeep.core.base.errors import EXIT_FAILED, EXIT_OK
 from coldkeep.core.remote.rekey import RekeyPlan, RekeyReport
 
 from ..operations.spec import IDENTITY_HELP
-from ..text.fmt import LIST_MAX, plural
+from ..text.fmt import cut, plural
 from .kit import command, ctx_for, identities_for, run_command
 
 
@@ -31,11 +31,13 @@ def _plan_text(plan: RekeyPlan) -> str:
         + (f" ({plan.needing_identity} need --identity)" if plan.needing_identity else "")
         + "; coldkeep rekey --yes does it"
     ]
-    for item in plan.items[:LIST_MAX]:
-        was = f"sealed to {item.sealed_to}" if item.sealed_to else "unsealed"
-        lines.append(f"  {item.path}  ({was}; from {item.source})")
-    if len(plan.items) > LIST_MAX:
-        lines.append(f"  … and {len(plan.items) - LIST_MAX} more (--json lists them all)")
+    lines += cut(
+        [
+            f"  {i.path}  ({f'sealed to {i.sealed_to}' if i.sealed_to else 'unsealed'}; "
+            f"from {i.source})"
+            for i in plan.items
+        ]
+    )
     return "\n".join(lines)
 
 

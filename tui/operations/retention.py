@@ -13,7 +13,7 @@ import click
 from coldkeep.core.base.configprices import usd
 from coldkeep.core.ops.expire import ExpireItem, ExpirePlan, ExpireReport
 
-from ..text.fmt import LIST_MAX, day, human, plural
+from ..text.fmt import LIST_MAX, cut, day, human, plural
 from .spec import Console, ConsoleAction, Nothing, Operation, Options, Question, Run, Site, Words
 
 NO_RETENTION = "no [retention] is configured: everything is kept for ever"
@@ -92,9 +92,7 @@ def _item(i: ExpireItem) -> str:
 def _plan_text(plan: ExpirePlan) -> str:
     """The plan: what goes (the first ``LIST_MAX``), then what holds keep."""
     lines = [_planned(plan)]
-    lines += [_item(i) for i in plan.items[:LIST_MAX]]
-    if len(plan.items) > LIST_MAX:
-        lines.append(f"  … and {len(plan.items) - LIST_MAX} more (--json lists them all)")
+    lines += cut([_item(i) for i in plan.items])
     lines += [_item(i) for i in plan.held[:LIST_MAX]]
     return "\n".join(lines)
 

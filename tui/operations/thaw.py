@@ -14,7 +14,7 @@ from coldkeep.core.base.configprices import usd
 from coldkeep.core.files.restore import Selection
 from coldkeep.core.remote.thaw import MISSING, THAWED, THAWING, ThawPlan
 
-from ..text.fmt import LIST_MAX, day, human, plural
+from ..text.fmt import cut, day, human, plural
 from .restore import selection_of, selection_params, thaw_params
 from .spec import Operation, Options, Run, Words
 
@@ -78,11 +78,9 @@ def _detail(plan: ThawPlan) -> list[str]:
         f"{o.state:<9} {o.storage_class or 'STANDARD':<12} {human(o.bytes):>9}  {o.path}"
         + (f"  ({plural(o.entries, 'file')})" if o.entries > 1 else "")
         + (f"  until {day(o.until)}" if o.until is not None else "")
-        for o in plan.objects[:LIST_MAX]
+        for o in plan.objects
     ]
-    if len(plan.objects) > LIST_MAX:
-        lines.append(f"… and {len(plan.objects) - LIST_MAX} more (--json lists them all)")
-    return [*lines, *plan.failed]
+    return [*cut(lines, ""), *plan.failed]
 
 
 THAW = Operation(

@@ -29,6 +29,15 @@ human = human_bytes  # ``512 B``, ``1.5 KiB``, ``3.2 GiB``: said the same in the
 LIST_MAX = 20
 
 
+def cut(lines: list[str], indent: str = "  ") -> list[str]:
+    """The first ``LIST_MAX`` of ``lines``, and a line saying how many more
+    there are (``indent`` before it, as before each of them)."""
+    if len(lines) <= LIST_MAX:
+        return lines
+    more = f"{indent}… and {len(lines) - LIST_MAX} more (--json lists them all)"
+    return [*lines[:LIST_MAX], more]
+
+
 # What a terminal takes for an instruction or a line's end, or cannot encode:
 # C0 controls, DEL, C1 controls, the undecodable bytes of a name (lone
 # surrogates, from os.fsdecode), line and paragraph separators, and the
