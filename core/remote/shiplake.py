@@ -84,7 +84,10 @@ class ShipLake(ShipRun):
         superseded; every superseded one deleted that the bucket lets go."""
         if self.settings.lake.enabled:
             await self._adopt_unrecorded()
-        superseded = await self.lake.superseded()
+        await self._retire(await self.lake.superseded())
+
+    async def _retire(self, superseded: list[LakeObject]) -> None:
+        """Each of ``superseded`` deleted and forgotten where the bucket lets it go."""
         if not superseded:
             return
         now = await self.placer.bucket_now()
@@ -132,11 +135,7 @@ class ShipLake(ShipRun):
         if self._lake_now is not None:
             self._lake_now[month] = placed
         self.report.lake += 1
-        now = await self.placer.bucket_now()
-        for old in await self.lake.of_month(month):
-            if not old.current and await retire_lake(self.store, self.lake, old, now):
-                self.report.lake_deleted += 1
-                await self._announce("lake_deleted", old.key)
+        await self._retire([o for o in await self.lake.of_month(month) if not o.current])
 
     async def _place_lake(self, month: str, out: Path, sha256: str, rows: int) -> LakeObject | str:
         got = await self.placer.digest(out)

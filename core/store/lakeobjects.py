@@ -12,8 +12,9 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
+from .connection import Statement
 from .manifest import Manifest
 
 
@@ -48,7 +49,15 @@ def behind(current: dict[str, LakeObject], month: str, source_sha256: str) -> bo
 
 def _row(r: tuple[object, ...]) -> LakeObject:
     obj = LakeObject(*r)  # type: ignore[arg-type]
-    return LakeObject(**{**obj.__dict__, "legal_hold": bool(obj.legal_hold)})
+    return replace(obj, legal_hold=bool(obj.legal_hold))
+
+
+def _insert(obj: LakeObject, verb: str) -> Statement:
+    values = [getattr(obj, f.name) for f in fields(LakeObject)]
+    return (
+        f"{verb} INTO lake_objects ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})",
+        values,
+    )
 
 
 class LakeObjects:
@@ -87,7 +96,6 @@ class LakeObjects:
     async def record(self, obj: LakeObject) -> None:
         """``obj`` recorded as its month's current object, every other object of
         the month superseded, in one transaction."""
-        fill = ", ".join("?" * len(fields(LakeObject)))
         await self.manifest.transaction(
             [
                 (
@@ -95,10 +103,7 @@ class LakeObjects:
                     "WHERE month = ? AND superseded_at IS NULL AND key != ?",
                     [obj.shipped_at, obj.month, obj.key],
                 ),
-                (
-                    f"INSERT OR REPLACE INTO lake_objects ({_COLUMNS}) VALUES ({fill})",
-                    [getattr(obj, f.name) for f in fields(LakeObject)],
-                ),
+                _insert(obj, "INSERT OR REPLACE"),
             ]
         )
 
@@ -107,9 +112,7 @@ class LakeObjects:
         kill before its record, a manifest rebuilt from an older snapshot),
         recorded as superseded: deleted as the others are."""
         await self.manifest.run(
-            f"INSERT OR IGNORE INTO lake_objects ({_COLUMNS}) VALUES "
-            f"({', '.join('?' * len(fields(LakeObject)))})",
-            [*[getattr(obj, f.name) for f in fields(LakeObject)][:-1], superseded_at],
+            *_insert(replace(obj, superseded_at=superseded_at), "INSERT OR IGNORE")
         )
 
     async def supersede_month(self, month: str, at: int) -> None:
