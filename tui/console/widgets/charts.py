@@ -226,9 +226,13 @@ class NameBars(Widget):
         self.title, self.limit = title, limit
         self.counts: list[tuple[str, int]] = []
         self.fmt = "count"
+        self.empty = "nothing yet"
 
-    def show(self, counts: Sequence[tuple[str, int]], fmt: str = "count") -> None:
-        self.counts, self.fmt = list(counts), fmt
+    def show(
+        self, counts: Sequence[tuple[str, int]], fmt: str = "count", *, empty: str = "nothing yet"
+    ) -> None:
+        """``empty``: what is said without any count."""
+        self.counts, self.fmt, self.empty = list(counts), fmt, empty
         self.refresh()
 
     def _value(self, n: int) -> str:
@@ -239,7 +243,7 @@ class NameBars(Widget):
         rest = self.counts[len(shown) :]
         text = Text(f"{self.title}\n", style="bold") if self.title else Text()
         if not shown:
-            return text.append("nothing yet")
+            return text.append(self.empty)
         # Names give way to the bars on a narrow screen (cut with "…").
         width = self.content_size.width
         name_w = max(6, min(24, max(len(name) for name, _ in shown), width * 2 // 5))
