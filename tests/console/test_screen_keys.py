@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from coldkeep.core.base.config import Settings
+from coldkeep.tui.console.fleet.events import FleetEventsScreen
 from coldkeep.tui.console.screens import (
     HelpScreen,
     KeyedScreen,
@@ -33,6 +34,7 @@ SCREENS: list[type[KeyedScreen]] = [
     HoldsScreen,
     EventsScreen,
     TrendsScreen,
+    FleetEventsScreen,
 ]
 
 

@@ -13,6 +13,8 @@ screen's handlers own the state (view.py); one registry (actions.py) makes the
 bindings, the footer, help and the palette; the tables are keyed and diffed; a
 restore asks first, showing what will be written where (restore.py). How each
 site's state is gathered is sites.py; the table of matching files, matches.py.
+The Events screen (events.py, its reads lakeread.py) is SQL over the fleet's
+lake, as ``coldkeep query --fleet``.
 
 It stands beside the main console, never on it: it uses the screens, widgets
 and kit they share, and nothing of the app (import-linter: the console's layers).

@@ -58,6 +58,13 @@ FLEET_ACTIONS: tuple[ConsoleAction, ...] = (
         button=False,
     ),
     ConsoleAction(
+        "events",
+        "e",
+        "Events",
+        "Every site's event rows from the fleet's lake (the selected files' sites, if any "
+        "are selected): rows per month, site and kind, and a SQL box over `events`",
+    ),
+    ConsoleAction(
         "reload",
         "f",
         "Reload",

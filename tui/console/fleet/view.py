@@ -391,6 +391,14 @@ class FleetScreen(Screen[None]):
         else:
             box.value = text
 
+    def action_events(self) -> None:
+        """The lake's Events screen: over the selected files' sites, else every site.
+        Imported when first opened, as the main console's: its charts load plotext."""
+        from .events import FleetEventsScreen  # noqa: PLC0415
+
+        chosen = sorted({self.rows[k][0] for k in self.selected if k in self.rows})
+        self.app.push_screen(FleetEventsScreen(self.fleet.remote, chosen or None))
+
     def action_focus_to(self) -> None:
         self.set_focus(self.query_one("#fleet-to", Input))
 
