@@ -136,8 +136,8 @@ def _read_back(out: Path, cols: Sequence[Column], rows: int) -> None:
     DuckDB's SQLite reader refuses some text that is not UTF-8 and passes
     other such text on (a lone 0x80), which its Parquet reader refuses:
     ``duckdb.Error`` for any."""
-    texts = [f"sum(length({q(c.name)}))" for c in cols if c.lake == "VARCHAR"]
-    with duckdb.connect() as con:
+    texts = [f"sum(length({q(lake_column(c.name))}))" for c in cols if c.lake == "VARCHAR"]
+    with duckdb.connect(config=CONFIG) as con:
         [(got, *_)] = con.execute(
             f"SELECT count(*), {', '.join(texts) or 'NULL'} FROM read_parquet({sql_text(str(out))})"
         ).fetchall()

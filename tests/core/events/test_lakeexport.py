@@ -207,14 +207,19 @@ def test_a_column_named_for_a_partition_keeps_its_values_under_another_name(
     """Every reader fills ``site`` and ``month`` from a file's path, over any
     column of that name: the application's own are written as ``app_site`` and
     ``app_month``."""
-    db, out = tmp_path / "m.db", tmp_path / "m.parquet"
+    db, out, scratch = tmp_path / "m.db", tmp_path / "m.parquet", tmp_path / "s.db"
     with sqlite3.connect(db) as con:
         con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, site TEXT, Month INTEGER)")
-        con.execute("INSERT INTO events VALUES (1, 'eu-west', 3), (2, 'us', 'soon')")
-    write_parquet(db, "events", out, tmp_path / "s.db")
+        con.execute("INSERT INTO events VALUES (1, 'eu-west', 3), (2, 'us', 4)")
+    write_parquet(db, "events", out, scratch)
+    assert not scratch.exists(), "straight through: every value fits"
     got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false)")
     assert got.columns == ["id", "app_site", "app_Month", RAW]
-    assert got.fetchall() == [
-        (1, "eu-west", 3, None),
-        (2, "us", None, json.dumps({"app_Month": ["text", "soon"]})),
-    ]
+    assert got.fetchall() == [(1, "eu-west", 3, None), (2, "us", 4, None)]
+    # A value that does not fit: through the scratch copy, under the same name.
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO events VALUES (3, 'ap', 'soon')")
+    out.unlink()
+    write_parquet(db, "events", out, scratch)
+    got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false) WHERE id = 3")
+    assert got.fetchall() == [(3, "ap", None, json.dumps({"app_Month": ["text", "soon"]}))]
