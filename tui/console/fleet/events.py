@@ -15,7 +15,7 @@ stops a query in progress and closes the lake.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -37,7 +37,7 @@ from ..screens.help import KeyedScreen
 from ..widgets.charts import NameBars, SeriesChart
 from ..widgets.fields import Field
 from ..widgets.footer import FittedFooter
-from ..widgets.tables import Cell, MeasuredTable, name_cell
+from ..widgets.tables import MeasuredTable, value_cell
 from .lakeread import LIMIT, Answer, Choice, Counts, LakeReader
 
 
@@ -54,16 +54,6 @@ class LakeAnswered(Message):
     sql: str
     answer: Answer | None
     error: str = ""
-
-
-def _cell(value: Any) -> Cell:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, (int, float)):
-        return value
-    return name_cell(str(value))
 
 
 def _which(sites: tuple[str, ...] | None) -> str:
@@ -249,4 +239,4 @@ class FleetEventsScreen(KeyedScreen):
             table.add_column(name)
         with self.app.batch_update():
             for i, row in enumerate(got.rows):
-                table.add_row(*map(_cell, row), key=str(i))
+                table.add_row(*map(value_cell, row), key=str(i))

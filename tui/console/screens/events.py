@@ -43,7 +43,7 @@ from ..kit.messages import Confirmed
 from ..widgets.charts import NameBars, SeriesChart
 from ..widgets.fields import Field
 from ..widgets.footer import FittedFooter
-from ..widgets.tables import Cell, MeasuredTable, name_cell
+from ..widgets.tables import MeasuredTable, value_cell
 from .confirm import ConfirmScreen
 from .eventsread import Choice, EventsReader, Read
 from .export import ExportScreen
@@ -63,16 +63,6 @@ class RowsRead(Message):
     read: Read | None
     first: bool
     error: str = ""
-
-
-def _cell(value: Any) -> Cell:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, (int, float)):
-        return value
-    return name_cell(str(value))
 
 
 class EventsScreen(KeyedScreen):
@@ -252,7 +242,7 @@ class EventsScreen(KeyedScreen):
         start = table.row_count
         with self.app.batch_update():
             for i, row in enumerate(got.rows):
-                cells = list(map(_cell, row))
+                cells = list(map(value_cell, row))
                 if at is not None:
                     cells.insert(0, _time(row[at], got.schema))
                 table.add_row(*cells, key=str(start + i))

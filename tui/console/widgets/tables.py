@@ -25,6 +25,19 @@ def name_cell(name: str) -> Text:
     return Text(shown(name))
 
 
+def value_cell(value: object) -> Cell:
+    """A value a query gave, for a cell: a number as it is (right-aligned,
+    sorted as a number), bytes in hex, text as ``name_cell`` shows it, NULL
+    empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, (int, float)):
+        return value
+    return name_cell(str(value))
+
+
 def _plain(cell: object) -> object:
     """A cell's sort key: a ``Text`` sorts by its text, like a ``str``."""
     return cell.plain if isinstance(cell, Text) else cell
