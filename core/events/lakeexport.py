@@ -85,7 +85,7 @@ def _write(month: Path, table: str, out: Path, scratch: Path) -> int:
             out.unlink(missing_ok=True)
     with _reading(month) as src:
         _normalised(src, table, cols, scratch)
-    lake_cols = [Column(c.name, DECLARED[c.lake]) for c in cols]
+    lake_cols = [Column(lake_column(c.name), DECLARED[c.lake]) for c in cols]
     return _copy(scratch, table, lake_cols, out, raw=True)
 
 
@@ -147,11 +147,11 @@ def _read_back(out: Path, cols: Sequence[Column], rows: int) -> None:
 
 def _normalised(src: sqlite3.Connection, table: str, cols: Sequence[Column], scratch: Path) -> None:
     """The month's rows copied into ``scratch`` (a new database) with every
-    column declared as its lake type: a value that type cannot carry exactly
-    left NULL and put in the row's ``coldkeep_raw``."""
+    column named and declared as the lake's: a value its type cannot carry
+    exactly left NULL and put in the row's ``coldkeep_raw``."""
     dst = sqlite3.connect(scratch)
     try:
-        decls = ", ".join(f"{q(c.name)} {DECLARED[c.lake]}" for c in cols)
+        decls = ", ".join(f"{q(lake_column(c.name))} {DECLARED[c.lake]}" for c in cols)
         dst.execute(f"CREATE TABLE {q(table)} ({decls}, {q(RAW)} TEXT)")
         marks = ", ".join("?" * (len(cols) + 1))
         insert = f"INSERT INTO {q(table)} VALUES ({marks})"

@@ -21,9 +21,10 @@ PARTITIONS = ("site", "month")
 
 def lake_column(name: str) -> str:
     """The lake's name of the events column ``name``: its own, but for a name
-    the partitions take (``site``, ``month``: any case), which is kept as
-    ``app_<name>`` rather than hidden behind the partition's value."""
-    return f"app_{name}" if name.lower() in PARTITIONS else name
+    the lake takes (the partitions' ``site`` and ``month``, and ``coldkeep_raw``:
+    any case), which is kept as ``app_<name>`` rather than hidden behind the
+    lake's column."""
+    return f"app_{name}" if name.lower() in (*PARTITIONS, RAW) else name
 
 
 # The lake's type of each SQLite affinity but NUMERIC's, and back: how the

@@ -18,12 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coldkeep.core.events.eventschema import q
 from coldkeep.core.events.lakeexport import write_parquet
-from coldkeep.core.events.laketypes import RAW, column_type
+from coldkeep.core.events.laketypes import RAW, column_type, lake_column
 
 # Declared types as applications write them: each affinity, and NUMERIC's
 # date, boolean and decimal spellings.
 DECLS = ["INTEGER", "TEXT", "REAL", "BLOB", "", "DATETIME", "BOOLEAN", "NUMERIC", "VARCHAR(20)"]
+# Column names as applications give them, the lake's own names among them.
+NAMES = st.sampled_from(["c", "kind", "site", "MONTH", "coldkeep_raw", "a b", 'q"t', "é", "ts"])
 INT64 = st.integers(-(2**63), 2**63 - 1)
 TEXTS = st.text(max_size=12)
 NOT_UTF8 = st.binary(min_size=1, max_size=8).filter(lambda b: not _utf8(b))
@@ -50,8 +53,14 @@ def _utf8(b: bytes) -> bool:
     return True
 
 
-def month_db(path: Path, decls: list[str], rows: list[list[tuple[str, Any]]]) -> None:
-    cols = ", ".join(f"c{i} {d}" for i, d in enumerate(decls))
+def month_db(
+    path: Path,
+    decls: list[str],
+    rows: list[list[tuple[str, Any]]],
+    names: list[str] | None = None,
+) -> None:
+    names = names or [f"c{i}" for i in range(len(decls))]
+    cols = ", ".join(f"{q(n)} {d}" for n, d in zip(names, decls, strict=True))
     with sqlite3.connect(path) as db:
         db.execute(f"CREATE TABLE events (id INTEGER PRIMARY KEY, {cols})")
         for n, row in enumerate(rows, 1):
@@ -68,7 +77,7 @@ def stored(path: Path) -> list[list[tuple[str, Any]]]:
     try:
         names = [r[1] for r in db.execute("PRAGMA table_info(events)")]
         db.text_factory = bytes
-        picks = ", ".join(f"typeof({n}), {n}" for n in names)
+        picks = ", ".join(f"typeof({q(n)}), {q(n)}" for n in names)
         return [
             [(row[i].decode(), row[i + 1]) for i in range(0, len(row), 2)]
             for row in db.execute(f"SELECT {picks} FROM events ORDER BY id")
@@ -131,9 +140,12 @@ def same(got: list[tuple[str, Any]], want: list[tuple[str, Any]]) -> bool:
     return True
 
 
-def check_both_readers(out: Path, db: Path, decls: list[str]) -> None:
+def check_both_readers(
+    out: Path, db: Path, decls: list[str], given: list[str] | None = None
+) -> None:
     want = stored(db)
-    names = ["id", *[f"c{i}" for i in range(len(decls))]]
+    given = given or [f"c{i}" for i in range(len(decls))]
+    names = ["id", *map(lake_column, given)]
     all_decls = ["INTEGER", *decls]
     con = duckdb.connect()
     cur = con.execute(f"SELECT * FROM read_parquet('{out}') ORDER BY id")
@@ -159,10 +171,12 @@ def test_every_row_comes_back_through_duckdb_and_pyarrow(
 ) -> None:
     tmp = tmp_path_factory.mktemp("lake")
     rows = data.draw(st.lists(st.lists(VALUES, min_size=len(decls), max_size=len(decls))))
+    n = len(decls)
+    names = data.draw(st.lists(NAMES, min_size=n, max_size=n, unique_by=str.lower))
     db, out = tmp / "2026-03.db", tmp / "out.parquet"
-    month_db(db, decls, rows)
+    month_db(db, decls, rows, names)
     assert write_parquet(db, "events", out, tmp / "scratch.db") == len(rows)
-    check_both_readers(out, db, decls)
+    check_both_readers(out, db, decls, names)
 
 
 def test_a_month_of_ordinary_rows_keeps_its_types_and_no_raw(tmp_path: Path) -> None:
@@ -205,21 +219,24 @@ def test_a_column_named_for_a_partition_keeps_its_values_under_another_name(
     tmp_path: Path,
 ) -> None:
     """Every reader fills ``site`` and ``month`` from a file's path, over any
-    column of that name: the application's own are written as ``app_site`` and
-    ``app_month``."""
+    column of that name, and ``coldkeep_raw`` is the lake's: the application's
+    own are written as ``app_site``, ``app_month`` and ``app_coldkeep_raw``."""
     db, out, scratch = tmp_path / "m.db", tmp_path / "m.parquet", tmp_path / "s.db"
     with sqlite3.connect(db) as con:
-        con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, site TEXT, Month INTEGER)")
-        con.execute("INSERT INTO events VALUES (1, 'eu-west', 3), (2, 'us', 4)")
+        con.execute(
+            "CREATE TABLE events (id INTEGER PRIMARY KEY, site TEXT, Month INTEGER, "
+            "coldkeep_raw TEXT)"
+        )
+        con.execute("INSERT INTO events VALUES (1, 'eu-west', 3, 'x'), (2, 'us', 4, NULL)")
     write_parquet(db, "events", out, scratch)
     assert not scratch.exists(), "straight through: every value fits"
     got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false)")
-    assert got.columns == ["id", "app_site", "app_Month", RAW]
-    assert got.fetchall() == [(1, "eu-west", 3, None), (2, "us", 4, None)]
+    assert got.columns == ["id", "app_site", "app_Month", "app_coldkeep_raw", RAW]
+    assert got.fetchall() == [(1, "eu-west", 3, "x", None), (2, "us", 4, None, None)]
     # A value that does not fit: through the scratch copy, under the same name.
     with sqlite3.connect(db) as con:
-        con.execute("INSERT INTO events VALUES (3, 'ap', 'soon')")
+        con.execute("INSERT INTO events VALUES (3, 'ap', 'soon', NULL)")
     out.unlink()
     write_parquet(db, "events", out, scratch)
     got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false) WHERE id = 3")
-    assert got.fetchall() == [(3, "ap", None, json.dumps({"app_Month": ["text", "soon"]}))]
+    assert got.fetchall() == [(3, "ap", None, None, json.dumps({"app_Month": ["text", "soon"]}))]
