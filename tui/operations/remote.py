@@ -83,6 +83,11 @@ async def _ask_ship(site: Site) -> tuple[ShipPlan, Question | Nothing]:
         "passes still add rows to as well), and a snapshot of the manifest, go too. "
         "Each object is read back (size and SHA-256) before it counts as shipped."
     )
+    if plan.lake:
+        summary += (
+            f"\n{plural(plan.lake, 'event month')} shipped before the lake had them "
+            "are written into the fleet's lake as Parquet ([lake])."
+        )
     return plan, Question(
         "Ship to the remote tier",
         summary,
