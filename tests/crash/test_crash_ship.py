@@ -151,6 +151,15 @@ def lake_months(site: Path) -> dict[str, list[str]]:
     return found
 
 
+def one_file_a_month(site: Path) -> dict[str, list[str]]:
+    """The lake's files, asserted one for each month here."""
+    files = lake_months(site)
+    local = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))
+    assert sorted(files) == [f"month={m}" for m in local]
+    assert all(len(names) == 1 for names in files.values()), files
+    return files
+
+
 @pytest.mark.parametrize("step", ["lake_uploaded", "lake_recorded", "lake_deleted"])
 def test_ship_killed_writing_the_lake(
     archived: Path, tmp_path: Path, tally: Tally, step: str
@@ -164,10 +173,27 @@ def test_ship_killed_writing_the_lake(
     ck(site, "ship")
     grown(site)
     killed_then_settled(site, tally, step)
-    files = lake_months(site)
-    local = sorted(p.stem for p in (site / "archive" / "events").glob("*.db"))
-    assert sorted(files) == [f"month={m}" for m in local]
-    assert all(len(names) == 1 for names in files.values()), files
+    files = one_file_a_month(site)
     with sqlite3.connect(site / "archive" / "coldkeep.db") as db:
         recorded = {k.rsplit("/", 1)[-1] for (k,) in db.execute("SELECT key FROM lake_objects")}
     assert recorded == {n for names in files.values() for n in names}
+
+
+@pytest.mark.parametrize("step", ["lake_uploaded", "lake_recorded"])
+def test_lake_export_killed_then_run_again(
+    archived: Path, tmp_path: Path, tally: Tally, step: str
+) -> None:
+    """Months shipped before the lake was on, written by ``lake export``: killed
+    as it puts one, the export run again writes each month once."""
+    site = copy(archived, tmp_path)
+    ck(site, "ship")
+    with (site / "coldkeep.toml").open("a") as config:
+        config.write("\n[lake]\nenabled = true\n")
+    run = ck(site, "lake", "export", "--yes", check=None, env={KILL: step})
+    assert run.returncode == -signal.SIGKILL, f"not killed at {step}: {run.stderr}"
+    tally.faults += 1
+    tally.by_kind["lake export@" + step] += 1
+    check(site, tally, settled=False)
+    ck(site, "lake", "export", "--yes")
+    one_file_a_month(site)
+    assert "nothing to do" in ck(site, "lake", "export").stdout
