@@ -20,6 +20,7 @@ from ..remote.months import PendingEvents, pending_events
 from ..store import passlog, problems, thaws
 from ..store.audit import AuditRecord, last_of
 from ..store.entries import Entry
+from ..store.lakeobjects import LakeObjects, LakeTotals
 from ..store.manifest import Manifest
 from ..store.passlog import PassRecord
 from ..store.problems import FileProblem
@@ -77,6 +78,7 @@ class RemoteState:
     sealed: int = 0  # objects sealed to age recipients (any set)
     cold: ColdState | None = None  # storage_class GLACIER or DEEP_ARCHIVE (None: another)
     classes: tuple[ClassShare, ...] = ()  # an S3 remote's objects by storage class
+    lake: LakeTotals | None = None  # the site's files in the fleet's lake (None: no [lake])
 
     def to_dict(self) -> dict[str, Any]:
         last = self.last_ship
@@ -95,6 +97,7 @@ class RemoteState:
             "sealed_objects": self.sealed,
             "cold": asdict(self.cold) if self.cold else None,
             "classes": [asdict(c) for c in self.classes],
+            "lake": asdict(self.lake) if self.lake else None,
             "last_ship": (
                 {"at": last.at, "outcome": last.outcome, "detail": last.detail} if last else None
             ),
@@ -225,6 +228,7 @@ async def remote_state(
         sealed,
         cold,
         classes,
+        await LakeObjects(manifest).totals() if settings.lake.enabled else None,
     )
 
 

@@ -40,6 +40,16 @@ class LakeObject:
 _COLUMNS = ", ".join(f.name for f in fields(LakeObject))
 
 
+@dataclass(frozen=True)
+class LakeTotals:
+    """The site's part of the lake: months with a current file, their bytes,
+    and the superseded files still waiting for the bucket to let them go."""
+
+    months: int
+    bytes: int
+    superseded: int
+
+
 def behind(current: dict[str, LakeObject], month: str, source_sha256: str) -> bool:
     """Whether ``month``, whose newest snapshot's database has that sha256, has
     no current lake object made from it (``current``: ``LakeObjects.current``)."""
@@ -83,6 +93,14 @@ class LakeObjects:
     async def all(self) -> list[LakeObject]:
         rows = await self.manifest.rows(f"SELECT {_COLUMNS} FROM lake_objects ORDER BY key")
         return [_row(r) for r in rows]
+
+    async def totals(self) -> LakeTotals:
+        [(months, size, superseded)] = await self.manifest.rows(
+            "SELECT count(*) FILTER (WHERE superseded_at IS NULL), "
+            "coalesce(sum(bytes) FILTER (WHERE superseded_at IS NULL), 0), "
+            "count(*) FILTER (WHERE superseded_at IS NOT NULL) FROM lake_objects"
+        )
+        return LakeTotals(int(months), int(size), int(superseded))
 
     async def keys(self) -> set[str]:
         return {str(k) for (k,) in await self.manifest.rows("SELECT key FROM lake_objects")}

@@ -152,6 +152,12 @@ def _remote_lines(r: RemoteState) -> list[str]:
         )
     if r.classes:
         lines.append(f"  by class    {classes_said(r.classes)} a month (estimates)")
+    if r.lake is not None:
+        waiting = f"; {r.lake.superseded} superseded, to delete" if r.lake.superseded else ""
+        lines.append(
+            f"  lake        {r.lake.months:>8} {'month  ' if r.lake.months == 1 else 'months '} "
+            f"{human(r.lake.bytes)} (Parquet in the fleet's lake{waiting}; coldkeep lake export)"
+        )
     if r.cold is not None:
         c = r.cold
         thawing = thaws_said(c, now_ms())

@@ -111,6 +111,10 @@ async def test_each_month_is_one_file_and_a_grown_month_replaces_its_own(site: P
     for month, [path] in files.items():
         assert parquet_rows(path) == count(local[month])
     assert [(m, cur) for _, m, cur in lake_rows(site)] == [(m, 1) for m in sorted(local)]
+    remote = (await ck.status()).remote
+    assert remote is not None and remote.lake is not None
+    kept = sum(p.stat().st_size for [p] in files.values())
+    assert (remote.lake.months, remote.lake.bytes, remote.lake.superseded) == (len(local), kept, 0)
     # Nothing changed: nothing written.
     again = await ck.ship()
     assert (again.lake, again.lake_deleted) == (0, 0) and lake_files(site) == files

@@ -239,7 +239,8 @@ class RemotePane(Pane):
         """The bucket's Object Lock and client-side encryption, where either is
         in use, and a cold storage class: `` · compliance lock: 27 locked (2
         expired), 3 legally held · 27 sealed · DEEP_ARCHIVE 1.2 GiB, ~under 0.01
-        USD/month, 3 thawing, 1 restores waiting``."""
+        USD/month, 3 thawing, 1 restores waiting``; and the months this site
+        has in the fleet's lake."""
         s = self.state
         if s is None:
             return ""
@@ -255,6 +256,8 @@ class RemotePane(Pane):
             said += f" · {classes_said(s.classes)}/month"
         if s.cold is not None and (thawing := thaws_said(s.cold, now_ms())):
             said += f" · {thawing}"
+        if s.lake is not None:
+            said += f" · lake {plural(s.lake.months, 'month')}"
         return said
 
     def _rows(self) -> dict[str, list[Cell]]:
