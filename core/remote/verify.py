@@ -32,6 +32,11 @@ one so, and a row whose object was put again with the same bytes (a folder
 copied to another disk) the new one: the reads pinned to it (a month read in
 place, the block cache's) read it from then on.
 
+The site's current files in the fleet's lake are asked of the bucket at the
+end of each run that read its whole share: one gone, or holding other bytes
+than recorded, is a failure, and its month is written into the lake again by
+the next ship (the file is derived from the month's snapshot).
+
 A sealed object (client-side encryption) is read as stored: its size and
 sha256 are the ciphertext's, which is all a verify without an identity can
 check. ``--deep`` opens each sealed object as well, with the identity given
@@ -57,6 +62,7 @@ from ..base.cancel import CancelToken, in_thread
 from ..base.errors import RemoteError
 from ..base.stream import EventStream, FileDone, Phase
 from ..base.times import day_of, now_ms
+from ..store.lakeobjects import LakeObjects
 from ..store.manifest import Manifest
 from ..store.remoteobjects import RemoteObject, RemoteObjects
 from .marker import check_marker
@@ -90,6 +96,8 @@ class RemoteVerifyReport:
     # In a cold class, not thawed: their size and the checksum S3 keeps matched,
     # their bytes not read (nothing marked verified).
     cold: int = 0
+    lake: int = 0  # the site's current files in the fleet's lake asked of the bucket
+    lake_ok: int = 0  # of them, there with the size and sha256 recorded
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +111,8 @@ class RemoteVerifyReport:
             "share": self.share,
             "left": self.left,
             "cold": self.cold,
+            "lake": self.lake,
+            "lake_ok": self.lake_ok,
         }
 
 
@@ -157,6 +167,8 @@ class RemoteVerifier:
         deadline = None if max_duration is None else monotonic() + max_duration
         self.report.left = await self._check_share(start, count, deadline)
         self.report.complete = not self.report.left
+        if self.report.complete:
+            await self._check_lake()
         if count == total and self.report.complete:
             await self.objects.set_verify_cursor(None)
         return self.report
@@ -181,6 +193,34 @@ class RemoteVerifier:
                 await self.objects.set_verify_cursor(obj.path)
             at, count = page[-1].path, count - len(page)
         return 0
+
+    async def _check_lake(self) -> None:
+        """The site's current files in the fleet's lake, each asked of the
+        bucket (its size and sha256; the bytes read where it keeps none). One
+        gone or holding other bytes is superseded: the next ship deletes what is
+        at its key and writes the month again."""
+        lake = LakeObjects(self.manifest)
+        for obj in (await lake.current()).values():
+            self.cancel.check()
+            self.report.lake += 1
+            info = await self.store.head(obj.key)
+            sha = info.sha256 if info is not None else None
+            if info is not None and sha is None:
+                sha = await self._read_sha(obj.key, info.size, info.version)
+            if info is not None and (info.size, sha) == (obj.bytes, obj.sha256):
+                self.report.lake_ok += 1
+                continue
+            said = (
+                "gone"
+                if info is None
+                else f"holds {info.size} bytes, sha256 {sha}, not the {obj.bytes} bytes, "
+                f"sha256 {obj.sha256} shipped"
+            )
+            await lake.supersede(obj.key, now_ms())
+            self.report.failed.append(
+                f"{self.store.where(obj.key)}: {said}; the next ship writes {obj.month} into "
+                "the lake again"
+            )
 
     async def _read_sha(self, key: str, size: int, version: str | None) -> str:
         digest = hashlib.sha256()

@@ -133,6 +133,14 @@ class LakeObjects:
             *_insert(replace(obj, superseded_at=superseded_at), "INSERT OR IGNORE")
         )
 
+    async def supersede(self, key: str, at: int) -> None:
+        """The object at ``key`` to be deleted (the bucket no longer holds it as
+        recorded): its month has no current object until one is written."""
+        await self.manifest.run(
+            "UPDATE lake_objects SET superseded_at = ? WHERE key = ? AND superseded_at IS NULL",
+            [at, key],
+        )
+
     async def supersede_month(self, month: str, at: int) -> None:
         """Every object of ``month`` to be deleted (the month expired)."""
         await self.manifest.run(

@@ -78,6 +78,8 @@ def _remote_verified(r: RemoteVerifyReport) -> str:
     if r.reshipped:
         text += f", {len(r.reshipped)} shipped again"
     text += f", {len(r.failed)} FAILED" if r.failed else ""
+    if r.lake:
+        text += f"; {r.lake_ok}/{r.lake} lake files there as shipped"
     return text + _cold_said(r)
 
 

@@ -230,3 +230,31 @@ async def test_lake_export_writes_the_months_shipped_before_from_here_or_the_buc
     files = lake_files(site)
     assert {m: parquet_rows(p) for m, [p] in files.items()} == rows
     assert not (await ck.lake_plan(everything)).months
+
+
+async def test_verify_remote_finds_a_lake_file_replaced_and_the_next_ship_writes_it_again(
+    site: Path,
+) -> None:
+    """Someone who can write the bucket puts other bytes at a month's lake file:
+    verify --remote says which, and the next ship deletes it and writes the
+    month again from its snapshot."""
+    clock = Clock()
+    ck = archiver_for(site, clock)
+    await ck.run_pass()
+    await ck.ship()
+    files = lake_files(site)
+    month = sorted(files)[0]
+    [path] = files[month]
+    rows = parquet_rows(path)
+    path.write_bytes(b"PAR1 not the file shipped")
+    done = await ck.verify_remote()
+    assert (done.lake, done.lake_ok) == (len(files), len(files) - 1), done
+    [failed] = done.failed
+    assert path.name in failed and f"writes {month} into the lake again" in failed
+    assert (await ck.ship_plan()).lake == 1
+    clock.now += 1000
+    again = await ck.ship()
+    assert (again.lake, again.lake_deleted, again.problems) == (1, 1, []), again
+    [new] = lake_files(site)[month]
+    assert new != path and not path.exists() and parquet_rows(new) == rows
+    assert (await ck.verify_remote()).failed == []
