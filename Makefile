@@ -179,7 +179,10 @@ peers:
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic borgbackup; } \
 		|| echo "restic or borg is not installed: bench/peers.py's rows say so"
 
+# Compiled first, as an install from a wheel is: where PYTHONDONTWRITEBYTECODE is
+# set, every coldkeep process the bench starts would compile what it imports.
 bench: $(VENV)/.installed-dev bench/.ratarmount/bin/ratarmount age-cli peers
+	@$(BIN)/python -m compileall -q $(VENV)/lib core tui bench/*.py >/dev/null
 	$(BIN)/python bench/run.py
 
 clean:
