@@ -40,7 +40,7 @@ import duckdb
 
 from .duckquery import CONFIG, extension
 from .eventschema import q
-from .laketypes import DECLARED, RAW, ExportFailed, affinity, column_type, lake_column
+from .laketypes import DECLARED, RAW, ExportFailed, affinity, column_type, lake_names
 from .queryterms import sql_text
 
 _BATCH = 10_000
@@ -51,6 +51,7 @@ _FLOAT_EXACT = 1 << 53  # an integer a DOUBLE holds exactly
 class Column:
     name: str
     declared: str
+    lake_name: str  # its name in the lake (laketypes.lake_names)
 
     @property
     def lake(self) -> str:
@@ -58,8 +59,10 @@ class Column:
 
 
 def columns_of(db: sqlite3.Connection, table: str) -> list[Column]:
-    """The events table's columns as SQLite declared them."""
-    return [Column(r[1], r[2] or "") for r in db.execute(f"PRAGMA table_info({q(table)})")]
+    """The events table's columns as SQLite declared them, and their lake names."""
+    info = [(str(r[1]), str(r[2] or "")) for r in db.execute(f"PRAGMA table_info({q(table)})")]
+    names = lake_names([n for n, _ in info])
+    return [Column(n, d, lake) for (n, d), lake in zip(info, names, strict=True)]
 
 
 def write_parquet(month: Path, table: str, out: Path, scratch: Path) -> int:
@@ -85,7 +88,7 @@ def _write(month: Path, table: str, out: Path, scratch: Path) -> int:
             out.unlink(missing_ok=True)
     with _reading(month) as src:
         _normalised(src, table, cols, scratch)
-    lake_cols = [Column(lake_column(c.name), DECLARED[c.lake]) for c in cols]
+    lake_cols = [Column(c.lake_name, DECLARED[c.lake], c.lake_name) for c in cols]
     return _copy(scratch, table, lake_cols, out, raw=True)
 
 
@@ -119,7 +122,7 @@ def _copy(db: Path, table: str, cols: Sequence[Column], out: Path, *, raw: bool)
     try:
         con.execute(f"LOAD {sql_text(str(extension()))}")
         con.execute(f"ATTACH {sql_text(str(db))} AS m (TYPE sqlite, READ_ONLY)")
-        picks = [f"CAST({q(c.name)} AS {c.lake}) AS {q(lake_column(c.name))}" for c in cols]
+        picks = [f"CAST({q(c.name)} AS {c.lake}) AS {q(c.lake_name)}" for c in cols]
         picks.append(f"{q(RAW)}" if raw else f"CAST(NULL AS VARCHAR) AS {q(RAW)}")
         # In the table's order (its rowid's): COPY keeps the order it reads in.
         [(rows,)] = con.execute(
@@ -136,7 +139,7 @@ def _read_back(out: Path, cols: Sequence[Column], rows: int) -> None:
     DuckDB's SQLite reader refuses some text that is not UTF-8 and passes
     other such text on (a lone 0x80), which its Parquet reader refuses:
     ``duckdb.Error`` for any."""
-    texts = [f"sum(length({q(lake_column(c.name))}))" for c in cols if c.lake == "VARCHAR"]
+    texts = [f"sum(length({q(c.lake_name)}))" for c in cols if c.lake == "VARCHAR"]
     with duckdb.connect(config=CONFIG) as con:
         [(got, *_)] = con.execute(
             f"SELECT count(*), {', '.join(texts) or 'NULL'} FROM read_parquet({sql_text(str(out))})"
@@ -151,7 +154,7 @@ def _normalised(src: sqlite3.Connection, table: str, cols: Sequence[Column], scr
     exactly left NULL and put in the row's ``coldkeep_raw``."""
     dst = sqlite3.connect(scratch)
     try:
-        decls = ", ".join(f"{q(lake_column(c.name))} {DECLARED[c.lake]}" for c in cols)
+        decls = ", ".join(f"{q(c.lake_name)} {DECLARED[c.lake]}" for c in cols)
         dst.execute(f"CREATE TABLE {q(table)} ({decls}, {q(RAW)} TEXT)")
         marks = ", ".join("?" * (len(cols) + 1))
         insert = f"INSERT INTO {q(table)} VALUES ({marks})"
@@ -179,7 +182,7 @@ def _rows(
                 value, kind = row[2 * i], row[2 * i + 1].decode()
                 fit = _fit(value, kind, lake)
                 if fit is _ODD:
-                    odd[lake_column(cols[i].name)] = _as_raw(value, kind)
+                    odd[cols[i].lake_name] = _as_raw(value, kind)
                     fit = None
                 values.append(fit)
             values.append(json.dumps(odd, sort_keys=True) if odd else None)

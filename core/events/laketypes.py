@@ -4,6 +4,8 @@ the type SQLite declared, and the column that keeps what no typed column can.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..base.errors import ColdkeepError
 
 
@@ -19,12 +21,24 @@ RAW = "coldkeep_raw"
 PARTITIONS = ("site", "month")
 
 
-def lake_column(name: str) -> str:
-    """The lake's name of the events column ``name``: its own, but for a name
-    the lake takes (the partitions' ``site`` and ``month``, and ``coldkeep_raw``:
-    any case), which is kept as ``app_<name>`` rather than hidden behind the
-    lake's column."""
-    return f"app_{name}" if name.lower() in (*PARTITIONS, RAW) else name
+def lake_names(names: Sequence[str]) -> list[str]:
+    """The lake's names of the events columns ``names``: their own, but for a
+    name the lake takes (the partitions' ``site`` and ``month``, and
+    ``coldkeep_raw``: any case), which is kept as ``app_<name>`` rather than
+    hidden behind the lake's column (``app_`` again while that is a column's
+    name too)."""
+    taken = {n.lower() for n in names}
+    out = []
+    for name in names:
+        if name.lower() not in (*PARTITIONS, RAW):
+            out.append(name)
+            continue
+        new = f"app_{name}"
+        while new.lower() in taken:
+            new = f"app_{new}"
+        taken.add(new.lower())
+        out.append(new)
+    return out
 
 
 # The lake's type of each SQLite affinity but NUMERIC's, and back: how the

@@ -27,7 +27,7 @@ from ..base.config import Settings
 from ..base.configremote import RemoteSettings
 from ..base.errors import ColdkeepError
 from ..events.eventschema import discover, open_live, q
-from ..events.laketypes import lake_column
+from ..events.laketypes import lake_names
 from ..events.queryterms import sql_text
 from .connect import connected
 from .lakelayout import EVENTS, RAW, column_type
@@ -118,7 +118,9 @@ def table_columns(settings: Settings) -> list[tuple[str, str]]:
         info = live.execute(f"PRAGMA table_info({q(schema.table)})").fetchall()
     finally:
         live.close()
-    return [(lake_column(str(r[1])), column_type(str(r[2]))) for r in info] + [(RAW, "VARCHAR")]
+    names = lake_names([str(r[1]) for r in info])
+    typed = [(name, column_type(str(r[2]))) for name, r in zip(names, info, strict=True)]
+    return [*typed, (RAW, "VARCHAR")]
 
 
 def ddl(table: LakeTable, engine: DdlEngine, schema: str) -> str:

@@ -20,13 +20,15 @@ from hypothesis import strategies as st
 
 from coldkeep.core.events.eventschema import q
 from coldkeep.core.events.lakeexport import write_parquet
-from coldkeep.core.events.laketypes import RAW, column_type, lake_column
+from coldkeep.core.events.laketypes import RAW, column_type, lake_names
 
 # Declared types as applications write them: each affinity, and NUMERIC's
 # date, boolean and decimal spellings.
 DECLS = ["INTEGER", "TEXT", "REAL", "BLOB", "", "DATETIME", "BOOLEAN", "NUMERIC", "VARCHAR(20)"]
 # Column names as applications give them, the lake's own names among them.
-NAMES = st.sampled_from(["c", "kind", "site", "MONTH", "coldkeep_raw", "a b", 'q"t', "é", "ts"])
+NAMES = st.sampled_from(
+    ["c", "kind", "site", "MONTH", "coldkeep_raw", "app_site", "APP_month", "a b", 'q"t', "é", "ts"]
+)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 TEXTS = st.text(max_size=12)
 NOT_UTF8 = st.binary(min_size=1, max_size=8).filter(lambda b: not _utf8(b))
@@ -145,7 +147,7 @@ def check_both_readers(
 ) -> None:
     want = stored(db)
     given = given or [f"c{i}" for i in range(len(decls))]
-    names = ["id", *map(lake_column, given)]
+    names = ["id", *lake_names(given)]
     all_decls = ["INTEGER", *decls]
     con = duckdb.connect()
     cur = con.execute(f"SELECT * FROM read_parquet('{out}') ORDER BY id")
@@ -240,3 +242,16 @@ def test_a_column_named_for_a_partition_keeps_its_values_under_another_name(
     write_parquet(db, "events", out, scratch)
     got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false) WHERE id = 3")
     assert got.fetchall() == [(3, "ap", None, None, json.dumps({"app_Month": ["text", "soon"]}))]
+
+
+def test_a_column_already_named_app_site_keeps_its_name_and_site_moves_aside(
+    tmp_path: Path,
+) -> None:
+    db, out = tmp_path / "m.db", tmp_path / "m.parquet"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, site TEXT, app_site TEXT)")
+        con.execute("INSERT INTO events VALUES (1, 'eu', 'frankfurt')")
+    write_parquet(db, "events", out, tmp_path / "s.db")
+    got = duckdb.sql(f"SELECT * FROM read_parquet('{out}', hive_partitioning = false)")
+    assert got.columns == ["id", "app_app_site", "app_site", RAW]
+    assert got.fetchall() == [(1, "eu", "frankfurt", None)]
