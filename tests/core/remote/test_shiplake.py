@@ -57,6 +57,15 @@ def archiver_for(
     return Archiver(settings, stream=EventStream(), clock=clock, serve_events=False)
 
 
+async def shipped(site: Path, events_days: float | None = None) -> tuple[Clock, Archiver]:
+    """The site after a pass and a ship with the lake on: its clock and archiver."""
+    clock = Clock()
+    ck = archiver_for(site, clock, events_days=events_days)
+    await ck.run_pass()
+    await ck.ship()
+    return clock, ck
+
+
 def lake_files(config: Path) -> dict[str, list[Path]]:
     """The site's Parquet files in the lake, by month."""
     root = config.parent / "remote"
@@ -154,10 +163,7 @@ async def test_a_file_no_row_records_is_deleted_by_the_next_ship(site: Path) -> 
     """What a kill between the upload and its record leaves, or a stranger's
     file of a lake name under this site's folder: deleted; a file of another
     name there is not coldkeep's, and stays."""
-    clock = Clock()
-    ck = archiver_for(site, clock)
-    await ck.run_pass()
-    await ck.ship()
+    _, ck = await shipped(site)
     files = lake_files(site)
     month = sorted(files)[0]
     [path] = files[month]
@@ -171,10 +177,7 @@ async def test_a_file_no_row_records_is_deleted_by_the_next_ship(site: Path) -> 
 
 
 async def test_expiry_deletes_a_months_lake_files_with_it(site: Path) -> None:
-    clock = Clock()
-    ck = archiver_for(site, clock, events_days=1)
-    await ck.run_pass()
-    await ck.ship()
+    _, ck = await shipped(site, events_days=1)
     before = lake_files(site)
     report = await ck.expire()
     gone = {Path(p).stem for p in report.expired if p.startswith("events/")}
@@ -184,10 +187,7 @@ async def test_expiry_deletes_a_months_lake_files_with_it(site: Path) -> None:
 
 
 async def test_a_manifest_rebuilt_from_the_bucket_knows_the_lake(site: Path) -> None:
-    clock = Clock()
-    ck = archiver_for(site, clock)
-    await ck.run_pass()
-    await ck.ship()
+    _, ck = await shipped(site)
     known = lake_rows(site)
     archive = site.parent / "archive"
     for lost in [archive / "coldkeep.db", *(archive / "events").iterdir()]:
@@ -238,10 +238,7 @@ async def test_verify_remote_finds_a_lake_file_replaced_and_the_next_ship_writes
     """Someone who can write the bucket puts other bytes at a month's lake file:
     verify --remote says which, and the next ship deletes it and writes the
     month again from its snapshot."""
-    clock = Clock()
-    ck = archiver_for(site, clock)
-    await ck.run_pass()
-    await ck.ship()
+    clock, ck = await shipped(site)
     files = lake_files(site)
     month = sorted(files)[0]
     [path] = files[month]
