@@ -32,7 +32,6 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,29 +39,11 @@ import duckdb
 
 from .duckquery import CONFIG, extension
 from .eventschema import q
-from .laketypes import DECLARED, RAW, ExportFailed, affinity, column_type, lake_names
+from .laketypes import DECLARED, RAW, Column, ExportFailed, affinity, columns_of
 from .queryterms import sql_text
 
 _BATCH = 10_000
 _FLOAT_EXACT = 1 << 53  # an integer a DOUBLE holds exactly
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    declared: str
-    lake_name: str  # its name in the lake (laketypes.lake_names)
-
-    @property
-    def lake(self) -> str:
-        return column_type(self.declared)
-
-
-def columns_of(db: sqlite3.Connection, table: str) -> list[Column]:
-    """The events table's columns as SQLite declared them, and their lake names."""
-    info = [(str(r[1]), str(r[2] or "")) for r in db.execute(f"PRAGMA table_info({q(table)})")]
-    names = lake_names([n for n, _ in info])
-    return [Column(n, d, lake) for (n, d), lake in zip(info, names, strict=True)]
 
 
 def write_parquet(month: Path, table: str, out: Path, scratch: Path) -> int:

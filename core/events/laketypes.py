@@ -4,9 +4,12 @@ the type SQLite declared, and the column that keeps what no typed column can.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..base.errors import ColdkeepError
+from .eventschema import q
 
 
 class ExportFailed(ColdkeepError):
@@ -77,3 +80,23 @@ def column_type(declared: str) -> str:
     if "BOOL" in t:
         return "BIGINT"
     return "DOUBLE"
+
+
+@dataclass(frozen=True)
+class Column:
+    """An events column: its name, the type SQLite declared, its lake name."""
+
+    name: str
+    declared: str
+    lake_name: str  # its name in the lake (lake_names)
+
+    @property
+    def lake(self) -> str:
+        return column_type(self.declared)
+
+
+def columns_of(db: sqlite3.Connection, table: str) -> list[Column]:
+    """The events table's columns as SQLite declared them, and their lake names."""
+    info = [(str(r[1]), str(r[2] or "")) for r in db.execute(f"PRAGMA table_info({q(table)})")]
+    names = lake_names([n for n, _ in info])
+    return [Column(n, d, lake) for (n, d), lake in zip(info, names, strict=True)]

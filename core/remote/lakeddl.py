@@ -26,11 +26,11 @@ from typing import Literal
 from ..base.config import Settings
 from ..base.configremote import RemoteSettings
 from ..base.errors import ColdkeepError
-from ..events.eventschema import discover, open_live, q
-from ..events.laketypes import lake_names
+from ..events.eventschema import discover, open_live
+from ..events.laketypes import columns_of
 from ..events.queryterms import sql_text
 from .connect import connected
-from .lakelayout import EVENTS, RAW, column_type
+from .lakelayout import EVENTS, RAW
 from .lakequery import HIVE_TYPES, file_columns, file_url, listed, s3_options
 
 DdlEngine = Literal["athena", "trino", "spark", "duckdb"]
@@ -114,13 +114,10 @@ def table_columns(settings: Settings) -> list[tuple[str, str]]:
     assert db is not None
     live = open_live(db, busy_timeout_s=settings.events.busy_timeout_ms / 1000, readonly=True)
     try:
-        schema = discover(live, db, settings.events)
-        info = live.execute(f"PRAGMA table_info({q(schema.table)})").fetchall()
+        cols = columns_of(live, discover(live, db, settings.events).table)
     finally:
         live.close()
-    names = lake_names([str(r[1]) for r in info])
-    typed = [(name, column_type(str(r[2]))) for name, r in zip(names, info, strict=True)]
-    return [*typed, (RAW, "VARCHAR")]
+    return [*((c.lake_name, c.lake) for c in cols), (RAW, "VARCHAR")]
 
 
 def ddl(table: LakeTable, engine: DdlEngine, schema: str) -> str:
