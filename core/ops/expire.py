@@ -422,7 +422,7 @@ class Expirer:
                 )
                 return False
             kept = [*await self._delete_remote(self.store, site, remote)]
-            kept += [o for o in lake if not await self._delete_lake(self.store, o)]
+            kept += await self._delete_lake(self.store, lake)
             if len(kept) < len(remote) + len(lake):
                 await self._announce("expire_remote_deleted", path)
         await self._delete_local(path)
@@ -451,12 +451,15 @@ class Expirer:
             await self.objects.forget(obj.path)
         return kept
 
-    async def _delete_lake(self, store: ObjectStore, obj: LakeObject) -> bool:
-        """A month's Parquet in the fleet's lake deleted, unless the bucket's
-        lock keeps it: True once it is gone."""
+    async def _delete_lake(self, store: ObjectStore, files: list[LakeObject]) -> list[LakeObject]:
+        """A month's Parquet files in the fleet's lake deleted, but those the
+        bucket's lock keeps: returned, superseded (deleted by an expiry or a
+        ship once it lets them go)."""
+        if not files:
+            return []
         lake = LakeObjects(self.manifest)
-        await lake.supersede_month(obj.month, self.clock())
-        return await retire_lake(store, lake, obj, self.bucket)
+        await lake.supersede_month(files[0].month, self.clock())
+        return [o for o in files if not await retire_lake(store, lake, o, self.bucket)]
 
     def _said_locked(self, path: str, kept: Sequence[RemoteObject | LakeObject]) -> None:
         until = max(o.retain_until or 0 for o in kept)
